@@ -1,0 +1,26 @@
+"""hermes-lcm: lossless context management for Hermes Agent.
+
+Hermes imports this package as ``hermes_plugins.hermes_lcm`` (a plugin dir) or
+``hermes_lcm`` (pip entry point) and calls :func:`register` once per process.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from typing import Any
+
+
+def register(ctx: Any) -> None:
+    """Give the host an engine template, the ingest hooks and (opt-in) ``/lcm``."""
+    from .engine import LcmEngine
+    from .hooks import register_hooks
+
+    engine = LcmEngine()
+    ctx.register_context_engine(engine)
+    register_hooks(ctx)
+    if engine.config.enable_slash_command and hasattr(ctx, "register_command"):
+        from .command import handle_command
+
+        ctx.register_command("lcm", handle_command, description="hermes-lcm status, doctor, backup",
+                             args_hint="[status|doctor|backup|help]")

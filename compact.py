@@ -1,0 +1,248 @@
+"""Compaction: plan and run leaf and condensation passes until the prompt fits.
+
+Each pass either moves the frontier forward (a leaf pass turns the oldest raw
+chunk outside the fresh tail into a depth-0 node), shrinks the summary prefix
+(a condensation pass turns a run of same-depth nodes into one node a level
+deeper), or takes the oldest summary out of the active context (only when
+nothing can be condensed at the depth cap; the node stays in the DAG). A call
+makes at most ``max_passes`` passes and each pass makes progress or the loop
+stops and says why, so compaction never loops.
+
+Summarizing happens outside any transaction. The result is published only if
+the conversation's context did not change meanwhile (another process may be
+compacting the same conversation); otherwise it is dropped and the loop re-plans.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .assemble import Budget, Item, group, tail_start
+from .dag import Dag, NewNode
+from .records import StoredMessage, SummaryNode
+from .store import Store
+from .summarize import SourceItem, SummaryOutcome
+
+SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome]
+
+# One source item's text is cut to this many characters before summarizing.
+MAX_SOURCE_CHARS = 60_000
+MAX_CONDENSE_FANOUT = 8
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    leaf_chunk_tokens: int
+    max_depth: int
+    condense_min_nodes: int
+    max_passes: int
+    max_seconds: float
+
+
+@dataclass
+class CompactionReport:
+    leaf_passes: int = 0
+    condense_passes: int = 0
+    evicted: int = 0
+    conflicts: int = 0
+    stop_reason: str = ""
+    nodes: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def passes(self) -> int:
+        return self.leaf_passes + self.condense_passes + self.evicted
+
+
+@dataclass(frozen=True)
+class _Plan:
+    frontier: int
+    context: list[SummaryNode]
+    raw: list[StoredMessage]
+    compactable: list[list[Item]]
+
+    @property
+    def summary_tokens(self) -> int:
+        return sum(n.tokens for n in self.context)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.summary_tokens + sum(m.tokens for m in self.raw)
+
+
+class Compactor:
+    def __init__(self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn) -> None:
+        self.store, self.dag, self.settings, self.summarize = store, dag, settings, summarize
+
+    def run(self, conversation_id: int, session_id: str, budget: Budget, *, force: bool = False,
+            focus: str | None = None) -> CompactionReport:
+        report = CompactionReport()
+        deadline = time.monotonic() + self.settings.max_seconds
+        while report.passes + report.conflicts < self.settings.max_passes:
+            plan = self._plan(conversation_id, budget)
+            over = plan.total_tokens > budget.goal
+            if not over and not (force and report.passes == 0):
+                report.stop_reason = "within budget"
+                return report
+            step = self._next_step(plan, budget, force and report.passes == 0)
+            if step is None:
+                report.stop_reason = self._stuck_reason(plan, over)
+                return report
+            step(conversation_id, session_id, plan, report, focus, deadline)
+        report.stop_reason = f"pass limit {self.settings.max_passes} reached"
+        return report
+
+    # -- planning ---------------------------------------------------------------
+
+    def _plan(self, conversation_id: int, budget: Budget) -> _Plan:
+        state = self.store.conversation(conversation_id)
+        raw = self.store.messages_after(conversation_id, state.frontier_seq)
+        groups = group([Item.stored(m) for m in raw])
+        start = tail_start(groups, budget.tail_count, budget.tail_tokens)
+        return _Plan(state.frontier_seq, self.dag.context(conversation_id), raw, groups[:start])
+
+    def _next_step(self, plan: _Plan, budget: Budget, forced: bool) -> Callable[..., None] | None:
+        if plan.summary_tokens > budget.summaries and self._condensable(plan.context) is not None:
+            return self._condense
+        if plan.compactable:
+            return self._leaf
+        if (plan.summary_tokens > budget.summaries or forced) and self._condensable(plan.context) is not None:
+            return self._condense
+        if plan.summary_tokens > budget.summaries and len(plan.context) > 1:
+            return self._evict
+        return None
+
+    def _stuck_reason(self, plan: _Plan, over: bool) -> str:
+        if not over:
+            return "forced, but nothing outside the fresh tail to compact"
+        if not plan.raw and not plan.context:
+            return "nothing stored for this conversation"
+        return ("over goal, but the rest is the protected fresh tail and the summaries fit their budget; "
+                "assembly trims the tail to the hard budget")
+
+    def _condensable(self, context: Sequence[SummaryNode]) -> tuple[int, int] | None:
+        """(start, end) of the oldest run of >= 2 same-depth nodes below the depth cap."""
+        i = 0
+        while i < len(context):
+            j = i
+            while j < len(context) and context[j].depth == context[i].depth:
+                j += 1
+            capped = 0 <= self.settings.max_depth <= context[i].depth
+            if j - i >= 2 and not capped:
+                return i, min(j, i + MAX_CONDENSE_FANOUT)
+            i = j
+        return None
+
+    # -- passes -------------------------------------------------------------------
+
+    def _leaf(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
+              focus: str | None, deadline: float) -> None:
+        chunk: list[Item] = []
+        tokens = 0
+        for g in plan.compactable:
+            if chunk and tokens + sum(i.tokens for i in g) > self.settings.leaf_chunk_tokens:
+                break
+            chunk.extend(g)
+            tokens += sum(i.tokens for i in g)
+        ids = {i.store_id for i in chunk}
+        last_seq = max(m.seq for m in plan.raw if m.id in ids)
+        # Everything up to last_seq leaves the raw context, including rows no group replays
+        # (orphan tool results, unknown roles), so each one is linked to this node.
+        covered = [m for m in plan.raw if m.seq <= last_seq]
+        outcome = self.summarize([_message_source(m) for m in covered], 0, _target(tokens), focus,
+                                 deadline)
+        node = NewNode(
+            conversation_id=conversation_id, session_id=session_id, depth=0, content=outcome.text,
+            tokens=_node_tokens(outcome.text), first_seq=covered[0].seq, last_seq=last_seq,
+            earliest_at=min(m.created_at for m in covered), latest_at=max(m.created_at for m in covered),
+            source_tokens=sum(m.tokens for m in covered), level=outcome.level, route=outcome.route,
+            message_ids=tuple(m.id for m in covered),
+        )
+        context_ids = [n.id for n in plan.context]
+        if self._publish(conversation_id, plan, node, lambda nid: [*context_ids, nid], last_seq, report):
+            report.leaf_passes += 1
+        report.errors.extend(outcome.errors)
+
+    def _condense(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
+                  focus: str | None, deadline: float) -> None:
+        span = self._condensable(plan.context)
+        assert span is not None
+        start, end = span
+        run = plan.context[start:end]
+        sources = [SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content) for n in run]
+        tokens = sum(n.tokens for n in run)
+        outcome = self.summarize(sources, run[0].depth + 1, _target(tokens), focus, deadline)
+        node = NewNode(
+            conversation_id=conversation_id, session_id=session_id, depth=run[0].depth + 1, content=outcome.text,
+            tokens=_node_tokens(outcome.text), first_seq=run[0].first_seq, last_seq=run[-1].last_seq,
+            earliest_at=min(n.earliest_at for n in run), latest_at=max(n.latest_at for n in run),
+            source_tokens=tokens, level=outcome.level, route=outcome.route,
+            child_ids=tuple(n.id for n in run),
+        )
+        ids = [n.id for n in plan.context]
+        if self._publish(conversation_id, plan, node, lambda nid: [*ids[:start], nid, *ids[end:]],
+                         plan.frontier, report):
+            report.condense_passes += 1
+        report.errors.extend(outcome.errors)
+
+    def _evict(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
+               focus: str | None, deadline: float) -> None:
+        """Take the oldest summary out of the active context; the DAG keeps it."""
+        with self.store.write():
+            if not self._unchanged(conversation_id, plan):
+                report.conflicts += 1
+                return
+            self.dag.publish(conversation_id, [n.id for n in plan.context[1:]], plan.frontier)
+        report.evicted += 1
+        self.store.record_event("info", "context_evict",
+                                f"{plan.context[0].node_id} left the active context at the depth cap",
+                                conversation_id)
+
+    def _publish(self, conversation_id: int, plan: _Plan, node: NewNode, items: Callable[[int], list[int]],
+                 frontier: int, report: CompactionReport) -> bool:
+        with self.store.write():
+            if not self._unchanged(conversation_id, plan):
+                report.conflicts += 1
+                return False
+            node_id = self.dag.add_node(node)
+            self.dag.publish(conversation_id, items(node_id), frontier)
+        report.nodes.append(node_id)
+        return True
+
+    def _unchanged(self, conversation_id: int, plan: _Plan) -> bool:
+        state = self.store.conversation(conversation_id)
+        current = [n.id for n in self.dag.context(conversation_id)]
+        return state.frontier_seq == plan.frontier and current == [n.id for n in plan.context]
+
+
+def _target(source_tokens: int) -> int:
+    """Summary size for a source of this size: a quarter, between 64 and 2,400 tokens."""
+    return min(2400, max(64, source_tokens // 4))
+
+
+def _node_tokens(text: str) -> int:
+    from .tokens import count_tokens
+
+    return count_tokens(text) + 24  # the <summary ...> wrapper in the prompt
+
+
+def _message_source(m: StoredMessage) -> SourceItem:
+    text = m.content
+    if m.tool_calls:
+        try:
+            calls = json.loads(m.tool_calls)
+            rendered = "; ".join(
+                f"{c.get('function', {}).get('name')}({c.get('function', {}).get('arguments', '')})"
+                for c in calls if isinstance(c, dict)
+            )
+        except ValueError:
+            rendered = m.tool_calls
+        text = f"{text}\n[tool calls] {rendered}".strip()
+    if len(text) > MAX_SOURCE_CHARS:
+        half = MAX_SOURCE_CHARS // 2
+        text = f"{text[:half]}\n[... {len(text) - MAX_SOURCE_CHARS} chars omitted ...]\n{text[-half:]}"
+    label = f"#{m.id} {m.role}" + (f" {m.tool_name}" if m.tool_name else "")
+    return SourceItem(label, text)

@@ -1,0 +1,227 @@
+"""One typed, validated configuration from ``LCM_*`` environment variables and
+the ``lcm:`` block of Hermes' config.yaml.
+
+Every key can be set both ways; the environment wins. An invalid value never
+raises into the host: it falls back to the default and is reported in
+:attr:`LoadedConfig.problems`, which status and doctor show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+SUMMARY_PROVIDERS = ("auto", "auxiliary", "openai", "extractive")
+
+
+@dataclass(frozen=True)
+class LcmConfig:
+    """Defaults follow SPEC.md; each field is documented in docs/operator-guide.md."""
+
+    database_path: str = ""
+    context_threshold: float = 0.35
+    absolute_threshold_tokens: int = 0
+    model_thresholds: str = ""
+    fresh_tail_count: int = 32
+    fresh_tail_max_tokens: int = 0
+    leaf_chunk_tokens: int = 20000
+    incremental_max_depth: int = 3
+    condense_min_nodes: int = 4
+    summary_budget_ratio: float = 0.4
+    compaction_target_ratio: float = 0.6
+    reserve_tokens: int = 0
+    max_passes_per_compress: int = 12
+    compaction_max_seconds: float = 45.0
+    new_session_retain_depth: int = 2
+    ignore_session_patterns: str = ""
+    stateless_session_patterns: str = ""
+    ignore_message_patterns: str = ""
+    summary_provider: str = "auto"
+    summary_model: str = ""
+    summary_base_url: str = ""
+    summary_api_key: str = ""
+    summary_fallback_models: str = ""
+    summary_timeout_ms: int = 60000
+    summary_circuit_breaker_failure_threshold: int = 2
+    summary_circuit_breaker_cooldown_seconds: float = 300.0
+    summary_max_calls_per_hour: int = 120
+    expansion_context_tokens: int = 32000
+    tool_response_max_chars: int = 24000
+    disabled_tools: str = ""
+    enable_slash_command: bool = False
+    doctor_clean_apply_enabled: bool = False
+    payload_min_base64_chars: int = 2048
+
+    @property
+    def fallback_models(self) -> tuple[str, ...]:
+        return split_list(self.summary_fallback_models)
+
+    @property
+    def disabled_tool_names(self) -> frozenset[str]:
+        return frozenset(split_list(self.disabled_tools))
+
+    def threshold_ratio_for(self, model: str) -> float:
+        """The per-model override whose key is the longest substring of ``model``."""
+        best: tuple[int, float] | None = None
+        for key, ratio in parse_model_thresholds(self.model_thresholds):
+            if key and key in (model or "") and (best is None or len(key) > best[0]):
+                best = (len(key), ratio)
+        return best[1] if best else self.context_threshold
+
+    def threshold_tokens_for(self, model: str, context_length: int) -> int:
+        if self.absolute_threshold_tokens > 0:
+            return self.absolute_threshold_tokens
+        return max(1, int(context_length * self.threshold_ratio_for(model)))
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
+def parse_model_thresholds(value: str) -> tuple[tuple[str, float], ...]:
+    """``"glm-5.2:0.70,glm-5.2-1M:0.25"`` -> pairs; the ratio is after the last colon."""
+    pairs = []
+    for item in split_list(value):
+        key, sep, ratio = item.rpartition(":")
+        if not sep:
+            raise ValueError(f"model threshold {item!r} has no ':ratio'")
+        number = float(ratio)
+        if not 0 < number <= 1:
+            raise ValueError(f"model threshold ratio {number} not in (0, 1]")
+        pairs.append((key.strip(), number))
+    return tuple(pairs)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: LcmConfig
+    problems: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"expected a boolean, got {raw!r}")
+
+
+def _parse_str(raw: Any) -> str:
+    if isinstance(raw, list | tuple):
+        return ",".join(str(item) for item in raw)
+    if isinstance(raw, Mapping):
+        return ",".join(f"{key}:{value}" for key, value in raw.items())
+    return str(raw)
+
+
+_PARSERS: dict[type, Callable[[Any], Any]] = {
+    bool: _parse_bool,
+    int: lambda raw: int(str(raw).strip()),
+    float: lambda raw: float(str(raw).strip()),
+    str: _parse_str,
+}
+
+# Bounds checked after parsing: (minimum, maximum); None means open.
+_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "context_threshold": (0.01, 1.0),
+    "absolute_threshold_tokens": (0, None),
+    "fresh_tail_count": (1, 10_000),
+    "fresh_tail_max_tokens": (0, None),
+    "leaf_chunk_tokens": (500, 1_000_000),
+    "incremental_max_depth": (-1, 64),
+    "condense_min_nodes": (2, 64),
+    "summary_budget_ratio": (0.05, 0.9),
+    "compaction_target_ratio": (0.1, 1.0),
+    "reserve_tokens": (0, None),
+    "max_passes_per_compress": (1, 200),
+    "compaction_max_seconds": (0.0, 3600.0),
+    "new_session_retain_depth": (-1, 64),
+    "summary_timeout_ms": (100, 3_600_000),
+    "summary_circuit_breaker_failure_threshold": (1, 100),
+    "summary_circuit_breaker_cooldown_seconds": (0.0, 86_400.0),
+    "summary_max_calls_per_hour": (0, 100_000),
+    "expansion_context_tokens": (500, 1_000_000),
+    "tool_response_max_chars": (1000, 1_000_000),
+    "payload_min_base64_chars": (256, None),
+}
+
+
+def _validate(name: str, value: Any) -> None:
+    low, high = _BOUNDS.get(name, (None, None))
+    if low is not None and value < low:
+        raise ValueError(f"{value} is below the minimum {low}")
+    if high is not None and value > high:
+        raise ValueError(f"{value} is above the maximum {high}")
+    if name == "summary_provider" and value not in SUMMARY_PROVIDERS:
+        raise ValueError(f"{value!r} is not one of {', '.join(SUMMARY_PROVIDERS)}")
+    if name == "model_thresholds":
+        parse_model_thresholds(value)
+
+
+def env_name(field_name: str) -> str:
+    return "LCM_" + field_name.upper()
+
+
+def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, Any] | None = None) -> LoadedConfig:
+    """Merge defaults, the ``lcm:`` YAML block, then ``LCM_*`` env (env wins)."""
+    env = os.environ if env is None else env
+    yaml_block = yaml_block if isinstance(yaml_block, Mapping) else {}
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    sources: dict[str, str] = {}
+    known = {f.name for f in dataclasses.fields(LcmConfig)}
+    for key in yaml_block:
+        if str(key).lower() not in known:
+            problems.append(f"config.yaml lcm.{key}: unknown key, ignored")
+    for spec in dataclasses.fields(LcmConfig):
+        for origin, raw in (("yaml", yaml_block.get(spec.name)), ("env", env.get(env_name(spec.name)))):
+            if raw is None:
+                continue
+            label = env_name(spec.name) if origin == "env" else f"config.yaml lcm.{spec.name}"
+            try:
+                parsed = _PARSERS[_field_type(spec)](raw)
+                _validate(spec.name, parsed)
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{label}={raw!r} is invalid ({exc}); using {values.get(spec.name, spec.default)!r}")
+                continue
+            values[spec.name] = parsed
+            sources[spec.name] = origin
+    return LoadedConfig(LcmConfig(**values), tuple(problems), sources)
+
+
+def _field_type(spec: dataclasses.Field[Any]) -> type:
+    names = {"bool": bool, "int": int, "float": float, "str": str}
+    declared = spec.type if isinstance(spec.type, str) else spec.type.__name__
+    return names[declared]
+
+
+def read_yaml_block(hermes_home: str | os.PathLike[str] | None) -> tuple[dict[str, Any], str | None]:
+    """The ``lcm:`` block of ``$HERMES_HOME/config.yaml``; ``({}, problem)`` when unreadable."""
+    if not hermes_home:
+        return {}, None
+    path = Path(hermes_home) / "config.yaml"
+    if not path.is_file():
+        return {}, None
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except Exception as exc:  # noqa: BLE001 - a broken config.yaml must not crash the host
+        return {}, f"{path}: unreadable ({exc.__class__.__name__}: {exc})"
+    block = data.get("lcm") if isinstance(data, Mapping) else None
+    if block is None:
+        return {}, None
+    if not isinstance(block, Mapping):
+        return {}, f"{path}: 'lcm' is not a mapping, ignored"
+    return {str(key).lower(): value for key, value in block.items()}, None

@@ -1,0 +1,273 @@
+"""The library's front door: one bound session of one logical conversation.
+
+``LcmCore`` knows nothing about Hermes. It stores what it is given
+(idempotently), compacts when asked, and builds the bounded prompt. The host
+adapter (engine.py) translates host calls into these methods; the demo, the
+benchmarks and most tests drive this class directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .assemble import Budget, Item, build, plan_budget
+from .compact import CompactionReport, CompactionSettings, Compactor
+from .config import LcmConfig
+from .dag import Dag
+from .ingest import Normalizer, plan_new, storable
+from .patterns import MessagePatterns, SessionPatterns
+from .payloads import PayloadGuard
+from .records import ConversationState
+from .store import Store, open_store
+from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
+from .tokens import count_messages
+
+MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
+
+
+@dataclass
+class Stats:
+    """Process-lifetime counters for status."""
+
+    ingest_calls: int = 0
+    stored: int = 0
+    compactions: int = 0
+    last_compaction: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def error(self, text: str) -> None:
+        self.errors.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
+        del self.errors[:-20]
+
+
+@dataclass(frozen=True)
+class Binding:
+    session_id: str
+    conversation_id: int | None
+    mode: str
+    matched_pattern: str | None
+
+
+class LcmCore:
+    def __init__(self, config: LcmConfig, database_path: str | Path, *,
+                 host_call_llm: Callable[..., Any] | None = None) -> None:
+        self.config = config
+        self.store: Store = open_store(database_path)
+        self.dag = Dag(self.store)
+        self.guard = PayloadGuard(Path(self.store.path).parent / "lcm-payloads", config.payload_min_base64_chars)
+        self.message_patterns = MessagePatterns.parse(config.ignore_message_patterns)
+        self.normalizer = Normalizer(self.guard, self.message_patterns)
+        self.ignore_sessions = SessionPatterns.parse(config.ignore_session_patterns)
+        self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
+        self.routes = self._routes(host_call_llm)
+        self.call_guard = CallGuard(
+            failure_threshold=config.summary_circuit_breaker_failure_threshold,
+            cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
+            max_calls=config.summary_max_calls_per_hour, window_s=3600.0,
+        )
+        self.compactor = Compactor(self.store, self.dag, CompactionSettings(
+            leaf_chunk_tokens=config.leaf_chunk_tokens, max_depth=config.incremental_max_depth,
+            condense_min_nodes=config.condense_min_nodes, max_passes=config.max_passes_per_compress,
+            max_seconds=config.compaction_max_seconds,
+        ), self._summarize)
+        self.binding = Binding("", None, MODE_NORMAL, None)
+        self.stats = Stats()
+        self._fresh_start = False
+        self._last_fingerprint: str | None = None
+
+    def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
+        provider = self.config.summary_provider
+        if provider == "extractive":
+            return []
+        host = host_call_llm if provider in ("auto", "auxiliary") else None
+        model = self.config.summary_model if provider in ("auto", "openai") else ""
+        base_url = self.config.summary_base_url if provider in ("auto", "openai") else ""
+        return build_routes(model, base_url, self.config.summary_api_key, list(self.config.fallback_models), host)
+
+    @property
+    def summarizer_name(self) -> str:
+        return ",".join(r.name for r in self.routes) or "extractive (offline)"
+
+    # -- sessions ---------------------------------------------------------------
+
+    def bind(self, session_id: str, *, platform: str = "", conversation_key: str | None = None,
+             parent_session_id: str | None = None, reason: str | None = None) -> Binding:
+        """Attach this core to a host session; finds or creates its conversation.
+
+        A session seen before keeps its conversation (resume). A new session joins
+        its parent's conversation when it continues one (compression boundary,
+        ``/new``), else the host's conversation key, else starts its own.
+        """
+        ignored = self.ignore_sessions.match(session_id, platform)
+        stateless = None if ignored else self.stateless_sessions.match(session_id, platform)
+        mode = MODE_IGNORED if ignored else MODE_STATELESS if stateless else MODE_NORMAL
+        conversation_id = self._conversation_for(session_id, conversation_key, parent_session_id, mode)
+        if conversation_id is not None and mode == MODE_NORMAL:
+            self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
+                                      parent_session_id=parent_session_id, reason=reason)
+        self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
+        self._last_fingerprint = None
+        return self.binding
+
+    def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str) -> int | None:
+        known = self.store.session(session_id)
+        if known is not None:
+            return known.conversation_id
+        if parent:
+            parent_info = self.store.session(parent)
+            if parent_info is not None:
+                return parent_info.conversation_id
+        conversation_key = key or f"session:{session_id}"
+        if mode == MODE_NORMAL:
+            return self.store.ensure_conversation(conversation_key)
+        state = self.store.conversation_by_key(conversation_key)
+        return state.id if state else None
+
+    def rebind_after_reset(self, new_session_id: str, platform: str = "") -> Binding:
+        """``/new``: the next session continues the conversation with a fresh context."""
+        old = self.binding
+        binding = self.bind(new_session_id, platform=platform, parent_session_id=old.session_id or None,
+                            reason="new")
+        self._fresh_start = True
+        return binding
+
+    def start_fresh_context(self) -> None:
+        """Keep summaries at depth >= LCM_NEW_SESSION_RETAIN_DEPTH; raw history leaves the context.
+
+        Nothing is deleted: every node and message stays expandable.
+        """
+        conversation_id = self.binding.conversation_id
+        if conversation_id is None or self.binding.mode != MODE_NORMAL:
+            return
+        retain = self.config.new_session_retain_depth
+        context = self.dag.context(conversation_id)
+        kept = [n.id for n in context if retain < 0 or (retain > 0 and n.depth >= retain)]
+        state = self.store.conversation(conversation_id)
+        self.dag.publish(conversation_id, kept, state.last_seq)
+        self._fresh_start = True
+
+    # -- ingest ------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return self.binding.mode == MODE_NORMAL and self.binding.conversation_id is not None
+
+    def ingest(self, messages: Sequence[Any], source: str = "") -> int:
+        """Store the messages not stored yet; returns how many were new."""
+        self.stats.ingest_calls += 1
+        if not self.writable or not messages:
+            return 0
+        kept = storable(messages)
+        if not kept:
+            return 0
+        if not self._fresh_start and self._last_fingerprint is not None \
+                and self.normalizer.fingerprint(kept[-1]) == self._last_fingerprint:
+            return 0
+        assert self.binding.conversation_id is not None
+        select = plan_new(self.normalizer, kept, fresh_start=self._fresh_start)
+        ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
+        self._fresh_start = False
+        self._last_fingerprint = self.normalizer.fingerprint(kept[-1])
+        self.stats.stored += len(ids)
+        return len(ids)
+
+    # -- compaction and assembly ----------------------------------------------
+
+    def budget(self, threshold_tokens: int, overhead_tokens: int) -> Budget:
+        reserve = self.config.reserve_tokens or min(4096, max(256, threshold_tokens // 10))
+        return plan_budget(threshold_tokens, overhead_tokens, reserve,
+                           tail_count=self.config.fresh_tail_count, tail_max_tokens=self.config.fresh_tail_max_tokens,
+                           target_ratio=self.config.compaction_target_ratio,
+                           summary_ratio=self.config.summary_budget_ratio)
+
+    def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None) -> CompactionReport:
+        assert self.binding.conversation_id is not None
+        report = self.compactor.run(self.binding.conversation_id, self.binding.session_id, budget,
+                                    force=force, focus=focus)
+        self.stats.compactions += 1
+        self.stats.last_compaction = {
+            "at": time.time(), "leaf_passes": report.leaf_passes, "condense_passes": report.condense_passes,
+            "evicted": report.evicted, "conflicts": report.conflicts, "stop_reason": report.stop_reason,
+            "errors": report.errors[-5:],
+        }
+        for error in report.errors:
+            self.store.record_event("warning", "summarizer", error, self.binding.conversation_id)
+        return report
+
+    def assemble(self, budget: Budget) -> list[dict[str, Any]]:
+        """The prompt from the store: context summaries, pinned request, fresh tail."""
+        conversation_id = self.binding.conversation_id
+        assert conversation_id is not None
+        state = self.store.conversation(conversation_id)
+        raw = [Item.stored(m) for m in self.store.messages_after(conversation_id, state.frontier_seq)]
+        return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state))
+
+    def _newest_user(self, state: ConversationState) -> Item | None:
+        message = self.store.newest_message(state.id, role="user")
+        return Item.stored(message) if message is not None else None
+
+    def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
+                 focus: str | None = None) -> list[dict[str, Any]]:
+        """Ingest, compact to the goal, and return the bounded prompt."""
+        if not self.writable:
+            return trim(messages, budget)
+        self.ingest(messages)
+        self.compact(budget, force=force, focus=focus)
+        return self.assemble(budget)
+
+    def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
+                   deadline: float | None) -> SummaryOutcome:
+        return summarize(sources, depth=depth, target_tokens=target, focus=focus, routes=self.routes,
+                         guard=self.call_guard, deadline=deadline, timeout_s=self.config.summary_timeout_ms / 1000)
+
+    # -- reporting ------------------------------------------------------------
+
+    def conversation_state(self) -> ConversationState | None:
+        if self.binding.conversation_id is None:
+            return None
+        return self.store.conversation(self.binding.conversation_id)
+
+    def status(self) -> dict[str, Any]:
+        state = self.conversation_state()
+        info: dict[str, Any] = {
+            "database_path": self.store.path,
+            "session_id": self.binding.session_id or None,
+            "session_mode": self.binding.mode,
+            "matched_session_pattern": self.binding.matched_pattern,
+            "summarizer": self.summarizer_name,
+            "summarizer_guard": self.call_guard.snapshot(),
+            "ingest_calls": self.stats.ingest_calls,
+            "messages_stored_this_process": self.stats.stored,
+            "ignored_messages_this_process": self.normalizer.ignored_count,
+            "compactions_this_process": self.stats.compactions,
+            "last_compaction": self.stats.last_compaction,
+            "payload_write_failures": self.guard.failures,
+            "errors": list(self.stats.errors),
+        }
+        if state is not None:
+            context = self.dag.context(state.id)
+            info.update({
+                "conversation_id": state.id,
+                "conversation_key": state.key,
+                "messages_in_conversation": self.store.message_count(state.id),
+                "frontier_seq": state.frontier_seq,
+                "last_seq": state.last_seq,
+                "context_summaries": [n.node_id for n in context],
+                "context_summary_tokens": sum(n.tokens for n in context),
+                "summaries_by_depth": self.dag.depth_counts(state.id),
+            })
+        return info
+
+
+def trim(messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+    """Deterministic bounded fallback without the store: the newest valid tail that fits."""
+    items = [Item.host(dict(m)) for m in storable(messages) if isinstance(m, Mapping)]
+    return build([], items, budget)
+
+
+def estimate(messages: Sequence[Any]) -> int:
+    return count_messages([m for m in messages if isinstance(m, Mapping)])

@@ -1,0 +1,166 @@
+"""The summary DAG: nodes, their edges to sources, and the active context.
+
+A node is never deleted. Every node has at least one edge, and following
+edges from any node always ends at raw messages: a depth-0 node points at
+messages, a deeper node at child nodes. The active context of a conversation
+is an ordered list of node ids (``context_items``) plus a frontier: raw
+messages with ``seq`` above the frontier are in context verbatim. Both change
+together in one transaction per compaction (:meth:`Dag.publish`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .records import StoredMessage, SummaryNode
+from .store import MESSAGE_COLUMNS, Store, row_to_message
+
+_NODE_COLUMNS = (
+    "id, conversation_id, session_id, depth, content, tokens, first_seq, last_seq, earliest_at, latest_at, "
+    "source_tokens, level, route, created_at"
+)
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """A node about to be written: its text and what it was made from."""
+
+    conversation_id: int
+    session_id: str
+    depth: int
+    content: str
+    tokens: int
+    first_seq: int
+    last_seq: int
+    earliest_at: float
+    latest_at: float
+    source_tokens: int
+    level: str
+    route: str
+    message_ids: tuple[int, ...] = ()
+    child_ids: tuple[int, ...] = ()
+
+
+class Dag:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- writing ------------------------------------------------------------
+
+    def add_node(self, node: NewNode) -> int:
+        """Insert a node and its edges atomically; exactly one edge kind is allowed."""
+        if bool(node.message_ids) == bool(node.child_ids):
+            raise ValueError("a node links either messages or child nodes, and at least one")
+        with self.store.write() as db:
+            cur = db.execute(
+                f"INSERT INTO summaries({_NODE_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (node.conversation_id, node.session_id, node.depth, node.content, node.tokens, node.first_seq,
+                 node.last_seq, node.earliest_at, node.latest_at, node.source_tokens, node.level, node.route,
+                 time.time()),
+            )
+            node_id = int(cur.lastrowid or 0)
+            kind, ids = ("message", node.message_ids) if node.message_ids else ("summary", node.child_ids)
+            db.executemany(
+                "INSERT INTO edges(parent_id, child_kind, child_id, ord) VALUES (?, ?, ?, ?)",
+                [(node_id, kind, child, order) for order, child in enumerate(ids)],
+            )
+            return node_id
+
+    def publish(self, conversation_id: int, summary_ids: Sequence[int], frontier_seq: int) -> None:
+        """Replace the active context of a conversation in one transaction."""
+        with self.store.write() as db:
+            db.execute("DELETE FROM context_items WHERE conversation_id=?", (conversation_id,))
+            db.executemany(
+                "INSERT INTO context_items(conversation_id, ord, summary_id) VALUES (?, ?, ?)",
+                [(conversation_id, order, sid) for order, sid in enumerate(summary_ids)],
+            )
+            db.execute("UPDATE conversations SET frontier_seq=max(frontier_seq, ?) WHERE id=?",
+                       (frontier_seq, conversation_id))
+
+    # -- reading ------------------------------------------------------------
+
+    def context(self, conversation_id: int) -> list[SummaryNode]:
+        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {cols} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
+                "WHERE c.conversation_id=? ORDER BY c.ord",
+                (conversation_id,),
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def node(self, node_id: int) -> SummaryNode | None:
+        with self.store.read() as db:
+            row = db.execute(f"SELECT {_NODE_COLUMNS} FROM summaries WHERE id=?", (node_id,)).fetchone()
+        return SummaryNode(*row) if row else None
+
+    def nodes(self, conversation_id: int, limit: int = 1000, after_id: int = 0) -> list[SummaryNode]:
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM summaries WHERE conversation_id=? AND id>? ORDER BY id LIMIT ?",
+                (conversation_id, after_id, limit),
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def children(self, node_id: int) -> list[SummaryNode]:
+        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {cols} FROM edges e JOIN summaries s ON s.id=e.child_id "
+                "WHERE e.parent_id=? AND e.child_kind='summary' ORDER BY e.ord",
+                (node_id,),
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def sources(self, node_id: int, offset: int = 0, limit: int = -1) -> list[StoredMessage]:
+        """The raw messages a depth-0 node was made from, in order."""
+        cols = ", ".join("m." + c.strip() for c in MESSAGE_COLUMNS.split(","))
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {cols} FROM edges e JOIN messages m ON m.id=e.child_id "
+                "WHERE e.parent_id=? AND e.child_kind='message' ORDER BY e.ord LIMIT ? OFFSET ?",
+                (node_id, limit, offset),
+            ).fetchall()
+        return [row_to_message(r) for r in rows]
+
+    def edge_count(self, node_id: int) -> int:
+        with self.store.read() as db:
+            return int(db.execute("SELECT count(*) FROM edges WHERE parent_id=?", (node_id,)).fetchone()[0])
+
+    def descendant_message_ids(self, node_id: int) -> list[int]:
+        """Every raw message under a node, following edges down any depth."""
+        with self.store.read() as db:
+            rows = db.execute(
+                "WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', ? "
+                "UNION SELECT e.child_kind, e.child_id FROM edges e JOIN walk w ON w.kind='summary' "
+                "AND e.parent_id=w.id) SELECT id FROM walk WHERE kind='message' ORDER BY id",
+                (node_id,),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def parents(self, kind: str, child_id: int) -> list[int]:
+        with self.store.read() as db:
+            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind=? AND child_id=? ORDER BY parent_id",
+                              (kind, child_id)).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def depth_counts(self, conversation_id: int) -> dict[int, int]:
+        with self.store.read() as db:
+            rows = db.execute("SELECT depth, count(*) FROM summaries WHERE conversation_id=? GROUP BY depth",
+                              (conversation_id,)).fetchall()
+        return {int(d): int(n) for d, n in rows}
+
+    def search(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[SummaryNode, float]]:
+        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        scope = "AND s.conversation_id=?" if conversation_id is not None else ""
+        args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {cols}, bm25(summaries_fts) AS score FROM summaries_fts "
+                f"JOIN summaries s ON s.id=summaries_fts.rowid WHERE summaries_fts MATCH ? {scope} "
+                "ORDER BY score LIMIT ?",
+                args,
+            ).fetchall()
+        return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]

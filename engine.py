@@ -1,0 +1,348 @@
+"""The host adapter: Hermes Agent's context-engine slot, mapped onto LcmCore.
+
+Thin by design: it translates host calls and keeps host-specific facts
+(deep copies per agent, the live-engine registry hooks and commands need,
+token accounting from usage). No SQL, prompt text or ranking lives here.
+No exception leaves a host-facing method: on internal error the engine
+records it where status and doctor show it and degrades to a bounded,
+valid prompt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .config import LoadedConfig, load_config, read_yaml_block
+from .core import MODE_NORMAL, LcmCore, estimate, trim
+from .store import StoreError
+from .tokens import count_tokens
+
+log = logging.getLogger("hermes_lcm")
+
+try:  # the host's base class when running inside Hermes; a local stand-in otherwise
+    from agent.context_engine import ContextEngine as _Base
+except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
+    from .hostbase import ContextEngine as _Base
+
+ENGINE_NAME = "lcm"
+_T = TypeVar("_T")
+
+_live_lock = threading.Lock()
+_live: weakref.WeakValueDictionary[str, LcmEngine] = weakref.WeakValueDictionary()
+_awaiting_session: weakref.WeakSet[LcmEngine] = weakref.WeakSet()
+
+
+def live_engine(session_id: str | None) -> LcmEngine | None:
+    """The live engine copy bound to ``session_id`` (hooks and /lcm reach it here).
+
+    A session id never seen before goes to the one engine waiting after ``/new``,
+    since the host announces the new id only through hook payloads.
+    """
+    with _live_lock:
+        if session_id and session_id in _live:
+            return _live[session_id]
+        waiting = list(_awaiting_session)
+    if session_id and len(waiting) == 1:
+        waiting[0].adopt_session(session_id)
+        return waiting[0]
+    return None
+
+
+def live_engines() -> list[LcmEngine]:
+    with _live_lock:
+        return list(dict.fromkeys(_live.values()))
+
+
+def _guarded(fallback: Callable[..., _T]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
+    """Run a host-facing method; on any error record it and return ``fallback(...)``."""
+
+    def wrap(method: Callable[..., _T]) -> Callable[..., _T]:
+        @functools.wraps(method)
+        def run(self: LcmEngine, *args: Any, **kwargs: Any) -> _T:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - nothing may escape into the host's turn
+                self.record_error(f"{method.__name__}: {exc.__class__.__name__}: {exc}")
+                return fallback(self, *args, **kwargs)
+
+        return run
+
+    return wrap
+
+
+class LcmEngine(_Base):
+    """hermes-lcm as a Hermes context engine. The registered object is a template."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, host_call_llm: Callable[..., Any] | None = None) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self._host_call_llm = host_call_llm
+        self._loaded: LoadedConfig = load_config(self._env)
+        self.core: LcmCore | None = None
+        self.hermes_home: str | None = self._env.get("HERMES_HOME")
+        self.session_id = ""
+        self.platform = ""
+        self.model = ""
+        self.context_length = 0
+        self.threshold_tokens = 0
+        self.threshold_percent = self._loaded.config.context_threshold
+        self.last_prompt_tokens = 0
+        self.last_completion_tokens = 0
+        self.last_total_tokens = 0
+        self.compression_count = 0
+        self.protect_first_n = 0
+        self.protect_last_n = self._loaded.config.fresh_tail_count
+        self.direct_overhead: int | None = None
+        self.learned_overhead: int | None = None
+        self.startup_error: str | None = None
+        self.errors: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return ENGINE_NAME
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LcmEngine:
+        """A fresh copy for a new agent: settings carried over, no connection or lock."""
+        copy = type(self)(self._env, self._host_call_llm)
+        for attr in ("hermes_home", "model", "context_length", "threshold_tokens", "platform"):
+            setattr(copy, attr, getattr(self, attr))
+        return copy
+
+    # -- errors -----------------------------------------------------------------
+
+    def record_error(self, text: str) -> None:
+        log.warning("hermes-lcm: %s", text)
+        self.errors.append(text)
+        del self.errors[:-20]
+        if self.core is not None:
+            self.core.stats.error(text)
+            with contextlib.suppress(Exception):  # the store itself may be what failed
+                self.core.store.record_event("error", "engine", text, self.core.binding.conversation_id)
+
+    # -- the core, created on first need ------------------------------------------
+
+    def database_path(self) -> Path:
+        configured = self._env.get("LCM_DATABASE_PATH") or self.config.database_path
+        if configured:
+            return Path(configured).expanduser()
+        return Path(self.hermes_home or _host_home()).expanduser() / "lcm.db"
+
+    @property
+    def config(self) -> Any:
+        return self._loaded.config
+
+    @property
+    def config_problems(self) -> tuple[str, ...]:
+        return self._loaded.problems
+
+    def ensure_core(self) -> LcmCore | None:
+        if self.core is not None or self.startup_error is not None:
+            return self.core
+        block, problem = read_yaml_block(self.hermes_home or _host_home())
+        self._loaded = load_config(self._env, block)
+        if problem:
+            self._loaded = LoadedConfig(self._loaded.config, (*self._loaded.problems, problem), self._loaded.sources)
+        try:
+            self.core = LcmCore(self.config, self.database_path(), host_call_llm=self._resolve_call_llm())
+        except StoreError as exc:
+            self.startup_error = f"{exc} - this engine will not write to it; see docs/operator-guide.md (import)"
+            log.error("hermes-lcm: %s", self.startup_error)
+        return self.core
+
+    def _resolve_call_llm(self) -> Callable[..., Any] | None:
+        if self._host_call_llm is not None:
+            return self._host_call_llm
+        try:
+            from agent.auxiliary_client import call_llm
+        except Exception:  # noqa: BLE001 - no host: offline summarizer
+            return None
+        return call_llm
+
+    # -- sessions -------------------------------------------------------------------
+
+    def _bind(self, session_id: str, **kwargs: Any) -> None:
+        core = self.ensure_core()
+        self.session_id = session_id
+        with _live_lock:
+            _live[session_id] = self
+            _awaiting_session.discard(self)
+        if core is not None:
+            core.bind(session_id, platform=self.platform, **kwargs)
+
+    def adopt_session(self, session_id: str) -> None:
+        """Take over the new session id a hook revealed after ``/new``."""
+        core = self.ensure_core()
+        old = self.session_id
+        self._bind(session_id, parent_session_id=old or None, reason="new")
+        if core is not None:
+            core.start_fresh_context()
+
+    @_guarded(lambda self, *a, **k: None)
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        self.hermes_home = str(kwargs.get("hermes_home") or self.hermes_home or "") or None
+        self.platform = str(kwargs.get("platform") or self.platform or "")
+        if kwargs.get("model"):
+            self.model = str(kwargs["model"])
+        if kwargs.get("context_length"):
+            self._set_window(int(kwargs["context_length"]))
+        old = kwargs.get("old_session_id")
+        if old and old != session_id:
+            self.ingest_host(kwargs.get("messages") or [])
+        self._bind(session_id, conversation_key=kwargs.get("conversation_id"),
+                   parent_session_id=old if old != session_id else None, reason=kwargs.get("boundary_reason"))
+
+    @_guarded(lambda self, *a, **k: None)
+    def bind_session_state(self, session_db: Any = None, session_id: str | None = None, *args: Any,
+                           **kwargs: Any) -> None:
+        if session_id and not self.session_id:
+            self.session_id = str(session_id)
+
+    @_guarded(lambda self, *a, **k: None)
+    def on_session_end(self, session_id: str, messages: Sequence[Any] | None = None) -> None:
+        if messages and (not self.session_id or session_id == self.session_id):
+            self.ingest_host(messages)
+
+    @_guarded(lambda self, *a, **k: None)
+    def on_session_reset(self) -> None:
+        """``/new``: the next session keeps deep summaries only; it announces itself via hooks."""
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
+        self.compression_count = 0
+        core = self.ensure_core()
+        if core is not None:
+            core.start_fresh_context()
+        with _live_lock:
+            _awaiting_session.add(self)
+
+    # -- model and usage ---------------------------------------------------------------
+
+    def _set_window(self, context_length: int) -> None:
+        self.context_length = context_length
+        self.threshold_tokens = self.config.threshold_tokens_for(self.model, context_length)
+
+    @_guarded(lambda self, *a, **k: None)
+    def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
+                     provider: str = "", api_mode: str = "", **kwargs: Any) -> None:
+        self.model = model or ""
+        self._set_window(int(context_length or 0))
+
+    @_guarded(lambda self, *a, **k: None)
+    def update_from_response(self, usage: Mapping[str, Any] | None) -> None:
+        usage = usage or {}
+        prompt = int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+        completion = int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+        if prompt:
+            self.last_prompt_tokens = prompt
+        self.last_completion_tokens = completion
+        self.last_total_tokens = int(usage.get("total_tokens") or prompt + completion)
+
+    def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
+        """Measure what the host adds around our messages: system prompt and tool schemas."""
+        system = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") == "system"]
+        tools_json = json.dumps(list(tools or []), ensure_ascii=False, default=str)
+        self.direct_overhead = estimate(system) + count_tokens(tools_json) + 16
+
+    def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
+        """Tokens the host adds to our list, learned from real usage when possible."""
+        cap = max(0, self.threshold_tokens // 2)
+        if current_tokens and current_tokens > 0:
+            self.learned_overhead = max(0, current_tokens - estimate(messages))
+        known = [v for v in (self.direct_overhead, self.learned_overhead) if v is not None]
+        guess = max(known) if known else int(self.threshold_tokens * 0.15)
+        return min(cap, guess)
+
+    @_guarded(lambda self, *a, **k: False)
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+        return bool(self.threshold_tokens) and tokens is not None and tokens >= self.threshold_tokens
+
+    # -- ingest and compaction -----------------------------------------------------------
+
+    def ingest_host(self, messages: Sequence[Any]) -> int:
+        core = self.ensure_core()
+        if core is None or (core.binding.conversation_id is None and not self._bind_lazily(core)):
+            return 0
+        return core.ingest(messages, source=self.platform)
+
+    def _bind_lazily(self, core: LcmCore) -> bool:
+        self._bind(self.session_id or f"anon-{uuid.uuid4().hex[:12]}")
+        return core.binding.conversation_id is not None
+
+    def _fallback_compress(self, messages: Sequence[Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        core = self.core
+        budget = (core.budget if core else _default_budget)(self._threshold(), self.overhead(messages, None))
+        return trim(messages, budget)
+
+    def _threshold(self) -> int:
+        return self.threshold_tokens or max(8000, int(128000 * self.config.context_threshold))
+
+    @_guarded(_fallback_compress)
+    def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
+                 focus_topic: str | None = None, force: bool = False, memory_context: str = "") -> list[dict[str, Any]]:
+        core = self.ensure_core()
+        if core is None:
+            return self._fallback_compress(messages)
+        if core.binding.conversation_id is None and core.binding.mode == MODE_NORMAL:
+            self._bind_lazily(core)
+        budget = core.budget(self._threshold(), self.overhead(messages, current_tokens))
+        result = core.compress(messages, budget, force=force, focus=focus_topic or None)
+        self.compression_count += 1
+        return result
+
+    def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
+        return bool(messages)
+
+    # -- tools ---------------------------------------------------------------------
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        try:
+            from .schemas import tool_schemas
+
+            return tool_schemas(self.config.disabled_tool_names)
+        except Exception as exc:  # noqa: BLE001
+            self.record_error(f"get_tool_schemas: {exc}")
+            return []
+
+    def handle_tool_call(self, name: str, args: Mapping[str, Any] | None, **kwargs: Any) -> str:
+        try:
+            from .tools import dispatch
+
+            messages = kwargs.get("messages")
+            if messages:
+                self.ingest_host(messages)
+            return dispatch(self, name, args)
+        except Exception as exc:  # noqa: BLE001 - a tool error is an answer, not a crash
+            self.record_error(f"handle_tool_call {name}: {exc.__class__.__name__}: {exc}")
+            return json.dumps({"error": f"{name} failed: {exc.__class__.__name__}: {exc}"})
+
+    def get_status(self) -> dict[str, Any]:
+        try:
+            from .status import engine_status
+
+            return engine_status(self)
+        except Exception as exc:  # noqa: BLE001
+            return {"error": str(exc), "last_prompt_tokens": max(0, self.last_prompt_tokens)}
+
+
+def _default_budget(threshold: int, overhead: int) -> Any:
+    from .assemble import plan_budget
+
+    return plan_budget(threshold, overhead, min(4096, threshold // 10), tail_count=32, tail_max_tokens=0,
+                       target_ratio=0.6, summary_ratio=0.4)
+
+
+def _host_home() -> str:
+    try:
+        from hermes_constants import get_hermes_home
+
+        return str(get_hermes_home())
+    except Exception:  # noqa: BLE001 - no host
+        return os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")

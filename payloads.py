@@ -1,0 +1,101 @@
+"""The always-on payload guard: inline ``data:...;base64`` URIs and long base64
+runs never reach SQLite.
+
+Each payload is written once to a content-addressed file beside the database
+and replaced by a short placeholder naming its ref. The placeholder is a fixed
+point (guarding it again changes nothing), so a message the host sends back
+with the placeholder has the same identity as the original. If the file cannot
+be written the text stays inline: losing data is worse than a large row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_DATA_URI = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[\w.-]+)*);base64,([A-Za-z0-9+/=_-]{16,})")
+_REF = re.compile(r"^[0-9a-f]{24}$")
+PLACEHOLDER_PREFIX = "[lcm-payload ref="
+
+
+@dataclass(frozen=True)
+class PayloadInfo:
+    ref: str
+    path: Path
+    chars: int
+    mime: str
+
+
+class PayloadGuard:
+    def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048) -> None:
+        self.directory = Path(directory)
+        self.min_chars = min_base64_chars
+        self._long_run = re.compile(rf"[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
+        self.failures = 0
+
+    def guard_text(self, text: str) -> str:
+        """``text`` with each payload replaced by its placeholder."""
+        if "base64," not in text and len(text) < self.min_chars:
+            return text
+        text = _DATA_URI.sub(self._replace_uri, text)
+        if len(text) >= self.min_chars:
+            text = self._long_run.sub(lambda m: self._externalize(m.group(0), "application/base64"), text)
+        return text
+
+    def guard_value(self, value: Any) -> Any:
+        """Guard every string inside a JSON-like value (message parts, tool calls)."""
+        return _map_strings(value, self.guard_text)
+
+    def _replace_uri(self, match: re.Match[str]) -> str:
+        return self._externalize(match.group(0), match.group(1) or "application/octet-stream")
+
+    def _externalize(self, payload: str, mime: str) -> str:
+        ref = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        try:
+            self._write_once(ref, payload)
+        except OSError as exc:
+            self.failures += 1
+            log.warning("hermes-lcm: payload %s kept inline, file write failed: %s", ref, exc)
+            return payload
+        return f"{PLACEHOLDER_PREFIX}{ref} mime={mime} chars={len(payload)}]"
+
+    def _write_once(self, ref: str, payload: str) -> None:
+        path = self.path_for(ref)
+        if path.exists():
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(payload, encoding="utf-8", errors="surrogatepass")
+        os.replace(tmp, path)
+
+    def path_for(self, ref: str) -> Path:
+        """The file of ``ref``; refuses anything that is not a plain ref (no traversal)."""
+        if not _REF.match(ref):
+            raise ValueError(f"not a payload ref: {ref!r}")
+        return self.directory / f"{ref}.payload"
+
+    def read(self, ref: str, offset: int = 0, limit: int = 20000) -> tuple[str, int]:
+        """A page of a payload's text and its total length."""
+        path = self.path_for(ref)
+        if path.is_symlink() or not path.is_file():
+            raise FileNotFoundError(f"no payload {ref}")
+        text = path.read_text(encoding="utf-8", errors="surrogatepass")
+        return text[offset:offset + limit], len(text)
+
+
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    return value

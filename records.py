@@ -1,0 +1,120 @@
+"""Plain immutable records passed between the store and the services.
+
+Services never see cursors or rows: the store turns rows into these, so the
+compaction, assembly and tool code can be tested with hand-built values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MessageIn:
+    """A host message made ready for storage by ``ingest.normalize``."""
+
+    role: str
+    content: str
+    parts: str | None
+    tool_calls: str | None
+    tool_call_id: str | None
+    tool_name: str | None
+    host_ts: float | None
+    tokens: int
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    conversation_id: int
+    seq: int
+    session_id: str
+    role: str
+    content: str
+    parts: str | None
+    tool_calls: str | None
+    tool_call_id: str | None
+    tool_name: str | None
+    source: str
+    created_at: float
+    tokens: int
+
+    def to_host(self) -> dict[str, Any]:
+        """The provider-shaped message, byte-identical to what was stored."""
+        message: dict[str, Any] = {"role": self.role}
+        message["content"] = json.loads(self.parts) if self.parts is not None else self.content
+        if self.tool_calls:
+            message["tool_calls"] = json.loads(self.tool_calls)
+        if self.tool_call_id:
+            message["tool_call_id"] = self.tool_call_id
+        if self.role == "tool" and self.tool_name:
+            message["name"] = self.tool_name
+        return message
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """Ids of the tool calls this (assistant) message makes."""
+        if not self.tool_calls:
+            return ()
+        try:
+            calls = json.loads(self.tool_calls)
+        except ValueError:
+            return ()
+        return tuple(str(c.get("id")) for c in calls if isinstance(c, dict) and c.get("id"))
+
+
+@dataclass(frozen=True)
+class SummaryNode:
+    id: int
+    conversation_id: int
+    session_id: str
+    depth: int
+    content: str
+    tokens: int
+    first_seq: int
+    last_seq: int
+    earliest_at: float
+    latest_at: float
+    source_tokens: int
+    level: str
+    route: str
+    created_at: float
+
+    @property
+    def node_id(self) -> str:
+        return node_label(self.id)
+
+
+@dataclass(frozen=True)
+class ConversationState:
+    id: int
+    key: str
+    frontier_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    conversation_id: int
+    platform: str
+    mode: str
+    started_at: float
+    parent_session_id: str | None
+
+
+def node_label(summary_id: int) -> str:
+    """The id the model sees and passes back to tools (``S12``)."""
+    return f"S{summary_id}"
+
+
+def parse_node_label(label: str | int) -> int:
+    text = str(label).strip()
+    if text[:1] in ("S", "s"):
+        text = text[1:]
+    if not text.isdigit():
+        raise ValueError(f"not a summary node id: {label!r}")
+    return int(text)

@@ -1,0 +1,34 @@
+"""What status surfaces show about a live engine: host-side token accounting
+plus the core's store, DAG and summarizer health."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .tokens import backend_name
+
+if TYPE_CHECKING:
+    from .engine import LcmEngine
+
+
+def engine_status(engine: LcmEngine) -> dict[str, Any]:
+    last_prompt = max(0, engine.last_prompt_tokens)
+    info: dict[str, Any] = {
+        "engine": engine.name,
+        "version": __version__,
+        "last_prompt_tokens": last_prompt,
+        "threshold_tokens": engine.threshold_tokens,
+        "context_length": engine.context_length,
+        "usage_percent": min(100.0, last_prompt / engine.context_length * 100) if engine.context_length else 0,
+        "compression_count": engine.compression_count,
+        "model": engine.model,
+        "overhead_tokens": {"direct": engine.direct_overhead, "learned": engine.learned_overhead},
+        "token_counter": backend_name(),
+        "config_problems": list(engine.config_problems),
+        "startup_error": engine.startup_error,
+        "engine_errors": list(engine.errors),
+    }
+    if engine.core is not None:
+        info.update(engine.core.status())
+    return info
