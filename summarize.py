@@ -779,7 +779,7 @@ def _attempt(
     )
     try:
         raw = route.complete(messages, timeout)
-    except Exception as exc:  # any route failure means: try the next route
+    except Exception as exc:  # noqa: BLE001 - any route failure means: try the next route
         _failed(guard, route.name, where, _describe_failure(exc, timeout), errors)
         return None, False
     answer = _clean_answer(raw)
