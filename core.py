@@ -18,7 +18,7 @@ from .assemble import Budget, Item, build, plan_budget
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig
 from .dag import Dag
-from .ingest import Normalizer, plan_new, storable
+from .ingest import Normalizer, Seen, Selection, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
 from .records import ConversationState
@@ -77,7 +77,7 @@ class LcmCore:
         self.binding = Binding("", None, MODE_NORMAL, None)
         self.stats = Stats()
         self._fresh_start = False
-        self._last_fingerprint: str | None = None
+        self._seen: Seen | None = None
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -110,7 +110,7 @@ class LcmCore:
             self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
                                       parent_session_id=parent_session_id, reason=reason)
         self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
-        self._last_fingerprint = None
+        self._seen = None
         return self.binding
 
     def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str) -> int | None:
@@ -161,19 +161,23 @@ class LcmCore:
         self.stats.ingest_calls += 1
         if not self.writable or not messages:
             return 0
-        kept = storable(messages)
-        if not kept:
-            return 0
-        if not self._fresh_start and self._last_fingerprint is not None \
-                and self.normalizer.fingerprint(kept[-1]) == self._last_fingerprint:
-            return 0
         assert self.binding.conversation_id is not None
-        select = plan_new(self.normalizer, kept, fresh_start=self._fresh_start)
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
+        if not select.candidates:
+            return 0
+        if self._unchanged_since_last(select):
+            return 0
         ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
         self._fresh_start = False
-        self._last_fingerprint = self.normalizer.fingerprint(kept[-1])
+        self._seen = select.seen_after
         self.stats.stored += len(ids)
         return len(ids)
+
+    def _unchanged_since_last(self, select: Selection) -> bool:
+        """The host re-sent exactly the list we saw last: skip the write transaction."""
+        seen = self._seen
+        return (not self._fresh_start and seen is not None and seen.count == len(select.candidates)
+                and self.normalizer.fingerprint(select.candidates[-1]) == seen.fingerprint)
 
     # -- compaction and assembly ----------------------------------------------
 
@@ -217,7 +221,14 @@ class LcmCore:
             return trim(messages, budget)
         self.ingest(messages)
         self.compact(budget, force=force, focus=focus)
-        return self.assemble(budget)
+        result = self.assemble(budget)
+        self._remember_output(result)
+        return result
+
+    def _remember_output(self, result: list[dict[str, Any]]) -> None:
+        """The host continues from the list we return: the next ingest extends it."""
+        kept = storable(result)
+        self._seen = Seen(len(kept), self.normalizer.fingerprint(kept[-1])) if kept else None
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import MessageIn
+from .store import StoredPrints
 from .tokens import content_text, count_message
 
 # Our own summary messages start with this; they are never ingested back.
@@ -26,8 +28,9 @@ SYNTHETIC_KEY = "_lcm_synthetic"
 REPLAY_ROLES = frozenset({"user", "assistant", "tool"})
 # Consecutive agreeing messages that confirm an alignment anchor.
 WINDOW = 8
+# A plain message at least this long is treated as unique when aligning.
+DISTINCTIVE_CHARS = 40
 SHORT_TAIL = 64
-LONG_TAIL = 5000
 
 
 class MalformedMessage(ValueError):
@@ -155,6 +158,13 @@ class _FromEnd:
                 self.kept.append((index, fingerprint))
         return self.kept[rank] if rank < len(self.kept) else None
 
+    def distinctive(self, rank: int) -> bool:
+        """Content unlikely to occur twice: a tool call or result, or a longer text."""
+        message = self.messages[self.kept[rank][0]]
+        if message.get("tool_calls") or message.get("tool_call_id"):
+            return True
+        return len(content_text(message.get("content"))) >= DISTINCTIVE_CHARS
+
     def cached(self, index: int) -> str | None:
         for i, fp in self.kept:
             if i == index:
@@ -175,55 +185,114 @@ def _agrees(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minimum:
     return matched >= minimum
 
 
-def new_start(incoming: _FromEnd, tail: Sequence[str]) -> int:
+def _anchor_ok(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minimum: int, complete: bool) -> bool:
+    """Is incoming[rank] the stored tail[j]?
+
+    A distinctive message is its own proof; a short one ("ok", "continue") must
+    be confirmed by the messages before it. When the tail is the whole
+    conversation, an anchor may not claim more history than the conversation has.
+    """
+    if complete and incoming.get(rank + j + 1) is not None:
+        return False
+    return incoming.distinctive(rank) or _agrees(incoming, rank, tail, j, minimum)
+
+
+def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -> int:
     """Index of the first incoming message not already stored.
 
     First choice: the latest incoming message equal to the newest stored one,
     confirmed by up to ``WINDOW`` preceding messages. Else the latest incoming
     message equal to any stored tail message with at least one agreeing
     predecessor (the host dropped some of our newest rows). Else nothing in
-    the incoming list is stored yet.
+    the incoming list is stored yet. ``complete`` says the tail is the whole
+    conversation, which rules out anchors with more history before them.
     """
     if not tail:
         return 0
     last = len(tail) - 1
     rank = 0
     while (item := incoming.get(rank)) is not None:
-        if item[1] == tail[last] and _agrees(incoming, rank, tail, last, 0):
+        if item[1] == tail[last] and _anchor_ok(incoming, rank, tail, last, 0, complete):
             return item[0] + 1
         rank += 1
     latest = {fp: j for j, fp in enumerate(tail)}
     rank = 0
     while (item := incoming.get(rank)) is not None:
         j = latest.get(item[1])
-        if j is not None and _agrees(incoming, rank, tail, j, 1):
+        if j is not None and _anchor_ok(incoming, rank, tail, j, 1, complete):
             return item[0] + 1
         rank += 1
     return 0
 
 
-def plan_new(normalizer: Normalizer, messages: Sequence[Mapping[str, Any]],
-             fresh_start: bool = False) -> Callable[[Callable[[int], list[str]]], list[MessageIn]]:
-    """A selector for :meth:`Store.append`: given a tail loader, the new records.
+@dataclass(frozen=True)
+class Seen:
+    """How far into the host's list the last ingest got: its length and last fingerprint.
 
-    The short tail answers the usual turn; a longer one is read only when the
-    host's list does not meet our newest rows (a rollback or a large batch).
+    Between compactions the host only appends to its list, so when the new list
+    extends the one we saw (and nobody else stored rows since), the new messages
+    are simply the ones past that length: exact even for repetitive content,
+    where alignment by content alone is ambiguous.
     """
-    candidates = storable(messages)
 
-    def select(load_tail: Callable[[int], list[str]]) -> list[MessageIn]:
-        incoming = _FromEnd(candidates, normalizer)
-        start = 0
-        if not fresh_start:
-            tail = load_tail(SHORT_TAIL)
-            start = new_start(incoming, tail)
-            if start == 0 and len(tail) == SHORT_TAIL:
-                start = new_start(incoming, load_tail(min(LONG_TAIL, len(candidates) + SHORT_TAIL)))
+    count: int
+    fingerprint: str
+
+
+class Selection:
+    """A selector for :meth:`Store.append`; remembers what it saw for the next call."""
+
+    def __init__(self, normalizer: Normalizer, messages: Sequence[Mapping[str, Any]], seen: Seen | None,
+                 fresh_start: bool = False) -> None:
+        self.normalizer = normalizer
+        self.candidates = storable(messages)
+        self.seen_before = seen
+        self.fresh_start = fresh_start
+        self.seen_after: Seen | None = None
+
+    def __call__(self, stored: StoredPrints) -> list[MessageIn]:
+        candidates = self.candidates
+        incoming = _FromEnd(candidates, self.normalizer)
+        start = 0 if self.fresh_start else self._extension(stored)
+        if start is None:
+            start = self._align(incoming, stored)
         records = []
         for index in range(start, len(candidates)):
-            fingerprint = incoming.cached(index) or normalizer.fingerprint_if_kept(candidates[index])
+            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(candidates[index])
             if fingerprint is not None:
-                records.append(normalizer.normalize(candidates[index], fingerprint))
+                records.append(self.normalizer.normalize(candidates[index], fingerprint))
+        if candidates:
+            last = incoming.cached(len(candidates) - 1) or self.normalizer.fingerprint(candidates[-1])
+            self.seen_after = Seen(len(candidates), last)
         return records
 
-    return select
+    def _extension(self, stored: StoredPrints) -> int | None:
+        seen = self.seen_before
+        if seen is None or not 0 < seen.count <= len(self.candidates):
+            return None
+        if self.normalizer.fingerprint(self.candidates[seen.count - 1]) != seen.fingerprint:
+            return None
+        if stored.tail(1) != [seen.fingerprint]:
+            return None
+        return seen.count
+
+    def _align(self, incoming: _FromEnd, stored: StoredPrints) -> int:
+        """Find where the host's list meets the store: the newest rows first, then anywhere."""
+        tail = stored.tail(SHORT_TAIL)
+        if len(tail) < SHORT_TAIL:
+            return new_start(incoming, tail, complete=True)
+        start = new_start(incoming, tail)
+        return start if start else self._locate(incoming, stored)
+
+    def _locate(self, incoming: _FromEnd, stored: StoredPrints) -> int:
+        """The newest incoming message stored anywhere in the conversation, confirmed
+        like any anchor against the stored messages before it."""
+        rank = 0
+        while (item := incoming.get(rank)) is not None:
+            for seq in stored.seqs(item[1], 4):
+                window = stored.window(seq, WINDOW)
+                complete = seq <= WINDOW
+                if _anchor_ok(incoming, rank, window, len(window) - 1, 1, complete):
+                    return item[0] + 1
+            rank += 1
+        return 0

@@ -156,6 +156,37 @@ def row_to_message(row: sqlite3.Row) -> StoredMessage:
     return StoredMessage(*row)
 
 
+class StoredPrints:
+    """Read access to one conversation's message fingerprints, for alignment."""
+
+    def __init__(self, db: sqlite3.Connection, conversation_id: int) -> None:
+        self.db, self.conversation_id = db, conversation_id
+
+    def tail(self, limit: int) -> list[str]:
+        """The newest ``limit`` fingerprints, oldest first."""
+        rows = self.db.execute(
+            "SELECT fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
+            (self.conversation_id, limit),
+        ).fetchall()
+        return [r[0] for r in reversed(rows)]
+
+    def seqs(self, fingerprint: str, limit: int) -> list[int]:
+        """Where a fingerprint occurs, newest first."""
+        rows = self.db.execute(
+            "SELECT seq FROM messages WHERE conversation_id=? AND fingerprint=? ORDER BY seq DESC LIMIT ?",
+            (self.conversation_id, fingerprint, limit),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def window(self, seq: int, size: int) -> list[str]:
+        """Fingerprints of the ``size`` messages ending at ``seq``, oldest first."""
+        rows = self.db.execute(
+            "SELECT fingerprint FROM messages WHERE conversation_id=? AND seq BETWEEN ? AND ? ORDER BY seq",
+            (self.conversation_id, seq - size + 1, seq),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+
 class Store:
     """A database file opened for this process. Use :func:`open_store`."""
 
@@ -282,21 +313,14 @@ class Store:
     # -- messages -------------------------------------------------------------
 
     def append(self, conversation_id: int, session_id: str, source: str,
-               select: Callable[[Callable[[int], list[str]]], Sequence[MessageIn]]) -> list[int]:
+               select: Callable[[StoredPrints], Sequence[MessageIn]]) -> list[int]:
         """Store the records ``select`` picks as new; returns their ids.
 
-        ``select(load_tail)`` runs inside the write lock; ``load_tail(n)`` gives
-        the fingerprints of the conversation's newest ``n`` messages, oldest first.
+        ``select`` runs inside the write lock with a view of the conversation's
+        stored fingerprints, so concurrent writers serialize on the decision.
         """
         with self.write() as db:
-            def load_tail(limit: int) -> list[str]:
-                rows = db.execute(
-                    "SELECT fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
-                    (conversation_id, limit),
-                ).fetchall()
-                return [r[0] for r in reversed(rows)]
-
-            fresh = select(load_tail)
+            fresh = select(StoredPrints(db, conversation_id))
             if not fresh:
                 return []
             last_seq = int(db.execute("SELECT last_seq FROM conversations WHERE id=?",

@@ -1,0 +1,31 @@
+"""Shared fixtures: real engines on real SQLite files under tmp_path."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hermes_lcm import store as store_module
+from hermes_lcm.engine import LcmEngine
+
+
+def new_engine(home: Path, threshold: int = 6000, session: str = "s1", **env: str) -> LcmEngine:
+    """An engine copy as the host makes one: template, deepcopy, model, session start."""
+    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}
+    engine = copy.deepcopy(LcmEngine(env=base))
+    engine.update_model("fake-model", 64000)
+    engine.threshold_tokens = threshold
+    engine.on_session_start(session, hermes_home=str(home), platform="cli")
+    return engine
+
+
+@pytest.fixture
+def make_engine(tmp_path: Path) -> Iterator[Callable[..., LcmEngine]]:
+    def make(threshold: int = 6000, session: str = "s1", **env: Any) -> LcmEngine:
+        return new_engine(tmp_path, threshold, session, **env)
+
+    yield make
+    store_module.close_all()
