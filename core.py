@@ -109,8 +109,9 @@ class LcmCore:
         if conversation_id is not None and mode == MODE_NORMAL:
             self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
                                       parent_session_id=parent_session_id, reason=reason)
+        if conversation_id != self.binding.conversation_id:
+            self._seen = None
         self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
-        self._seen = None
         return self.binding
 
     def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str) -> int | None:

@@ -30,5 +30,8 @@ def engine_status(engine: LcmEngine) -> dict[str, Any]:
         "engine_errors": list(engine.errors),
     }
     if engine.core is not None:
-        info.update(engine.core.status())
+        try:
+            info.update(engine.core.status())
+        except Exception as exc:  # noqa: BLE001 - status must work when the store does not
+            info["store_error"] = f"{exc.__class__.__name__}: {exc}"
     return info

@@ -1,0 +1,209 @@
+"""Drive the real Hermes host in this process, the way its one-shot CLI path builds an agent.
+
+Run as ``python drive_host.py SPEC.json`` with ``HERMES_HOME`` pointing at a prepared home
+(see harness.py). The spec is a JSON object:
+
+``turns``           list of user messages, one ``run_conversation`` call each
+``report``          where to write the JSON report
+``expect_engine``   the context-engine name that must be active (else exit code 3)
+``history``         ``"api"`` (default): feed ``result["messages"]`` back as
+                    ``conversation_history`` every turn (gateway style: the host reloads the
+                    compacted transcript);
+                    ``"client"``: pass the raw user/assistant transcript an OpenAI client would
+                    resend (the API server's /v1/chat/completions style: never compacted);
+                    ``"none"``: pass no history (the agent keeps its own state)
+``agent_per_turn``  build a fresh AIAgent for every turn, same session id (gateway style)
+``toolsets``        explicit ``enabled_toolsets``; default: the config's toolsets for "cli"
+
+The agent is built from config.yaml like ``hermes -z`` does (resolve_runtime_provider,
+platform toolsets for "cli", SessionDB), with quiet mode, no memory and no context files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+
+def _plugin_summary() -> list[dict[str, Any]]:
+    from hermes_cli.plugins import get_plugin_manager
+
+    out = []
+    for key, loaded in get_plugin_manager()._plugins.items():
+        if getattr(loaded.manifest, "source", "") == "bundled":
+            continue  # the host's own plugins; not interesting here
+        module = getattr(loaded, "module", None)
+        out.append(
+            {
+                "key": key,
+                "name": loaded.manifest.name,
+                "source": loaded.manifest.source,
+                "kind": loaded.manifest.kind,
+                "path": loaded.manifest.path,
+                "enabled": bool(loaded.enabled),
+                "error": loaded.error,
+                "module": getattr(module, "__name__", None),
+                "module_file": getattr(module, "__file__", None),
+                "hooks": list(getattr(loaded, "hooks_registered", []) or []),
+            }
+        )
+    return out
+
+
+def _build_agent(spec: dict[str, Any], session_db: Any, session_id: str | None) -> Any:
+    from hermes_cli.config import load_config
+    from hermes_cli.runtime_provider import resolve_runtime_provider
+    from hermes_cli.tools_config import _get_platform_tools
+    from run_agent import AIAgent
+
+    cfg = load_config()
+    model_cfg = cfg.get("model") or {}
+    model = model_cfg.get("default") if isinstance(model_cfg, dict) else str(model_cfg)
+    runtime = resolve_runtime_provider(requested=None, target_model=model or None)
+    toolsets = spec.get("toolsets")
+    if toolsets is None:
+        toolsets = sorted(_get_platform_tools(cfg, "cli"))
+    return AIAgent(
+        api_key=runtime.get("api_key"),
+        base_url=runtime.get("base_url"),
+        provider=runtime.get("provider"),
+        api_mode=runtime.get("api_mode"),
+        model=model,
+        enabled_toolsets=toolsets,
+        quiet_mode=True,
+        platform="cli",
+        session_db=session_db,
+        session_id=session_id,
+        skip_memory=True,
+        skip_context_files=True,
+    )
+
+
+def _engine_state(engine: Any) -> dict[str, Any]:
+    keys = (
+        "name",
+        "context_length",
+        "threshold_tokens",
+        "compression_count",
+        "last_prompt_tokens",
+        "protect_first_n",
+        "protect_last_n",
+    )
+    out: dict[str, Any] = {}
+    for k in keys:
+        try:
+            v = getattr(engine, k)
+            json.dumps(v)
+            out[k] = v
+        except Exception:
+            out[k] = None
+    out["class"] = f"{type(engine).__module__}.{type(engine).__qualname__}"
+    return out
+
+
+def main(argv: list[str]) -> int:
+    spec_path = argv[1]
+    with open(spec_path, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    report: dict[str, Any] = {
+        "hermes_home": os.environ.get("HERMES_HOME"),
+        "turns": [],
+        "error": None,
+    }
+    started = time.time()
+
+    def write_report() -> None:
+        report["elapsed_s"] = round(time.time() - started, 3)
+        with open(spec["report"], "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=1, default=str)
+
+    code = 0
+    agent = None
+    session_db = None
+    history: list[dict[str, Any]] = []
+    client_transcript: list[dict[str, Any]] = []
+    try:
+        import hermes_state
+        from hermes_cli.plugins import discover_plugins
+
+        discover_plugins()
+        report["plugins"] = _plugin_summary()
+        session_db = hermes_state.SessionDB()
+        agent = _build_agent(spec, session_db, None)
+        engine = agent.context_compressor
+        report["engine"] = _engine_state(engine)
+        report["tools"] = sorted(t["function"]["name"] for t in (agent.tools or []))
+        report["context_engine_tools"] = sorted(getattr(agent, "_context_engine_tool_names", set()))
+        report["session_id_initial"] = agent.session_id
+        print(f"ENGINE {engine.name}", flush=True)
+        expect = spec.get("expect_engine")
+        if expect and engine.name != expect:
+            report["error"] = f"context engine is {engine.name!r}, expected {expect!r}"
+            write_report()
+            return 3
+        for i, message in enumerate(spec["turns"]):
+            if spec.get("agent_per_turn") and i > 0:
+                sid = agent.session_id
+                agent.close()
+                agent = _build_agent(spec, session_db, sid)
+            mode = spec.get("history", "api")
+            hist = {"api": history, "client": list(client_transcript)}.get(mode)
+            t0 = time.time()
+            result = agent.run_conversation(message, conversation_history=hist)
+            dt = time.time() - t0
+            history = list(result.get("messages") or [])
+            client_transcript.append({"role": "user", "content": message})
+            client_transcript.append({"role": "assistant", "content": result.get("final_response") or ""})
+            engine = agent.context_compressor
+            report["turns"].append(
+                {
+                    "i": i,
+                    "seconds": round(dt, 3),
+                    "final_response": result.get("final_response"),
+                    "api_calls": result.get("api_calls"),
+                    "completed": result.get("completed"),
+                    "failed": result.get("failed"),
+                    "exit_reason": result.get("turn_exit_reason"),
+                    "session_id": result.get("session_id"),
+                    "messages": len(history),
+                    "roles": "".join((m.get("role") or "?")[0] for m in history),
+                    "compression_count": getattr(engine, "compression_count", None),
+                    "last_prompt_tokens": result.get("last_prompt_tokens"),
+                }
+            )
+            write_report()
+        report["session_id"] = agent.session_id
+        report["engine_final"] = _engine_state(agent.context_compressor)
+        report["final_history"] = history
+    except Exception as exc:
+        report["error"] = f"{type(exc).__name__}: {exc}"
+        report["traceback"] = traceback.format_exc()
+        code = 2
+    finally:
+        if agent is not None:
+            try:
+                agent.shutdown_memory_provider(history)  # engine.on_session_end(sid, messages)
+            except Exception:
+                report.setdefault("shutdown_errors", []).append(traceback.format_exc())
+            try:
+                agent.close()
+            except Exception:
+                report.setdefault("shutdown_errors", []).append(traceback.format_exc())
+        if session_db is not None:
+            with contextlib.suppress(Exception):
+                session_db.close()
+        write_report()
+    return code
+
+
+if __name__ == "__main__":
+    rc = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Like `hermes -z`: hard exit so host worker threads cannot keep the process alive.
+    os._exit(rc)

@@ -1,0 +1,129 @@
+"""Compaction with a misbehaving summarizer, and internal errors that must not reach the host."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import pytest
+
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.tokens import count_messages
+
+from .convo import assert_lineage_complete, assert_valid_sequence, conversation, host_run, stored_sequence
+
+
+class Reply:
+    def __init__(self, content: Any) -> None:
+        self.choices = [type("Choice", (), {"message": type("Msg", (), {"content": content})()})()]
+
+
+def _answers(kind: str):
+    calls: list[dict[str, Any]] = []
+
+    def call_llm(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        if kind == "error":
+            raise RuntimeError("HTTP 500 from provider")
+        if kind == "timeout":
+            raise TimeoutError("read timed out")
+        if kind == "slow":
+            time.sleep(0.2)
+            raise TimeoutError("slow")
+        if kind == "empty":
+            return Reply("")
+        if kind == "reasoning":
+            return Reply("<think>I should summarize this carefully...</think>")
+        if kind == "garbage":
+            return Reply("lorem " * 20000)
+        if kind == "injected":
+            return Reply("OK")
+        if kind == "good":
+            return Reply("The user and assistant worked through ledger retries.\nExpand for details about: ledger")
+        raise AssertionError(kind)
+
+    return call_llm, calls
+
+
+def _engine(tmp_path, call_llm, **env: str) -> LcmEngine:
+    base = {"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "auxiliary", **env}
+    engine = copy.deepcopy(LcmEngine(env=base, host_call_llm=call_llm))
+    engine.update_model("fake", 64000)
+    engine.threshold_tokens = 5000
+    engine.on_session_start("s1", hermes_home=str(tmp_path))
+    return engine
+
+
+@pytest.mark.parametrize("kind", ["error", "timeout", "empty", "reasoning", "garbage", "injected"])
+def test_compaction_terminates_and_stays_bounded_whatever_the_llm_does(tmp_path, kind):
+    call_llm, calls = _answers(kind)
+    engine = _engine(tmp_path, call_llm)
+    history, outputs = host_run(engine, list(conversation(seed=11, turns=40)))
+    assert outputs, "the threshold was crossed"
+    for out in outputs:
+        assert count_messages(out) + 500 <= engine.threshold_tokens
+        assert_valid_sequence(out)
+    assert stored_sequence(engine) == [(m["role"], m["content"]) for m in history]
+    assert_lineage_complete(engine.core.store.path)
+    levels = {n.level for n in engine.core.dag.nodes(engine.core.binding.conversation_id)}
+    assert levels <= {"truncate", "aggressive"}, levels
+    status = engine.get_status()
+    assert status["last_compaction"]["errors"] or status["summarizer_guard"]["open_breakers"]
+    # the breaker stops hammering a failing route: far fewer calls than summaries made
+    nodes = len(engine.core.dag.nodes(engine.core.binding.conversation_id))
+    assert len(calls) < 2 * nodes
+
+
+def test_a_good_llm_summary_is_stored_as_normal(tmp_path):
+    call_llm, calls = _answers("good")
+    engine = _engine(tmp_path, call_llm)
+    host_run(engine, list(conversation(seed=12, turns=30)))
+    nodes = engine.core.dag.nodes(engine.core.binding.conversation_id)
+    assert nodes and all(n.level == "normal" and n.route == "auxiliary" for n in nodes)
+    assert calls[0]["task"] == "compression"
+
+
+def test_a_slow_llm_cannot_hold_a_turn_past_the_compaction_deadline(tmp_path):
+    call_llm, calls = _answers("slow")
+    engine = _engine(tmp_path, call_llm, LCM_COMPACTION_MAX_SECONDS="0.3",
+                     LCM_SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD="100")
+    history = [m for t in conversation(seed=13, turns=60) for m in t]
+    started = time.monotonic()
+    out = engine.compress(list(history), current_tokens=count_messages(history))
+    assert time.monotonic() - started < 5
+    assert count_messages(out) < engine.threshold_tokens
+    assert len(calls) <= 4
+
+
+def test_an_internal_error_degrades_to_a_bounded_valid_prompt_and_is_reported(make_engine):
+    engine = make_engine(threshold=3000)
+    history = [m for t in conversation(seed=14, turns=40) for m in t]
+    engine.core.store.conn.close()  # the store breaks under the engine's feet
+    out = engine.compress(list(history), current_tokens=count_messages(history))
+    assert out and count_messages(out) < 3000
+    assert_valid_sequence(out)
+    assert engine.should_compress(10) is False
+    assert any("compress" in e for e in engine.get_status()["engine_errors"])
+    assert engine.handle_tool_call("lcm_grep", {"query": "ledger"}).startswith("{")
+
+
+def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
+    engine = make_engine(threshold=10**9)
+    messages: list[Any] = [
+        "not a message", None, {"content": "no role"}, {"role": 7, "content": "bad role"},
+        {"role": "user", "content": "kept \ud800 with a lone surrogate and NUL \x00 byte"},
+        {"role": "user", "content": [{"type": "text", "text": "parts"}, {"type": "image_url",
+                                                                          "image_url": {"url": "http://x/y.png"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "result"},
+    ]
+    engine.ingest_host(messages)
+    stored = engine.core.store.messages_after(engine.core.binding.conversation_id, 0)
+    assert [m.to_host() for m in stored] == [
+        {"role": "user", "content": "kept \ud800 with a lone surrogate and NUL \x00 byte"},
+        messages[5],
+        {"role": "assistant", "content": "", "tool_calls": messages[6]["tool_calls"]},
+        {"role": "tool", "content": "result", "tool_call_id": "c1"},
+    ]

@@ -1,0 +1,112 @@
+"""The store's guarantees: schema identity, refusal of foreign and newer files,
+WAL, and two processes writing one file."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hermes_lcm import store as store_module
+from hermes_lcm.store import SCHEMA_VERSION, ForeignDatabase, NewerSchema, Store, open_store
+
+
+def test_new_database_is_wal_and_versioned(tmp_path):
+    store = open_store(tmp_path / "lcm.db")
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.schema_version() == SCHEMA_VERSION
+    assert open_store(tmp_path / "lcm.db") is store  # one connection per file and process
+    store_module.close_all()
+
+
+def test_reopening_an_existing_database_keeps_its_rows(tmp_path):
+    store = open_store(tmp_path / "lcm.db")
+    conv = store.ensure_conversation("k")
+    store_module.close_all()
+    again = open_store(tmp_path / "lcm.db")
+    assert again.conversation_by_key("k").id == conv
+    store_module.close_all()
+
+
+def test_foreign_database_is_refused_and_not_written(tmp_path):
+    path = tmp_path / "lcm.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE messages(id INTEGER PRIMARY KEY, body TEXT)")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(ForeignDatabase):
+        Store(str(path))
+    assert path.read_bytes() == before
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "lcm.db"
+    Store(str(path)).close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    with pytest.raises(NewerSchema):
+        Store(str(path))
+
+
+def test_engine_on_a_foreign_database_degrades_and_says_why(tmp_path):
+    from .conftest import new_engine
+
+    con = sqlite3.connect(tmp_path / "lcm.db")
+    con.execute("CREATE TABLE summary_nodes(id INTEGER PRIMARY KEY)")
+    con.commit()
+    con.close()
+    engine = new_engine(tmp_path)
+    out = engine.compress([{"role": "user", "content": "hello"}], current_tokens=10)
+    assert out == [{"role": "user", "content": "hello"}]
+    status = engine.get_status()
+    assert "not written by hermes-lcm" in status["startup_error"]
+    assert "import" in status["startup_error"]
+
+
+_WRITER = textwrap.dedent("""
+    import copy, sys
+    from hermes_lcm.engine import LcmEngine
+    home, session, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": home, "LCM_SUMMARY_PROVIDER": "extractive"}))
+    engine.update_model("m", 64000)
+    engine.threshold_tokens = 3000
+    engine.on_session_start(session, hermes_home=home)
+    history = []
+    for t in range(turns):
+        history += [{"role": "user", "content": f"{session} turn {t} " + "word " * 80},
+                    {"role": "assistant", "content": f"{session} reply {t} " + "text " * 80}]
+        engine.ingest_host(list(history))
+        if engine.should_compress(len(history) * 100):
+            history = engine.compress(list(history), current_tokens=len(history) * 100)
+    errors = engine.get_status()["engine_errors"]
+    print("ERRORS", errors)
+    sys.exit(1 if errors else 0)
+""")
+
+
+def test_two_processes_write_one_database_without_lock_errors(tmp_path):
+    """Gateway and CLI on one file: both sessions complete, nothing lost, nothing doubled."""
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path), name, "60"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name in ("gateway", "cli")]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    con = sqlite3.connect(Path(tmp_path) / "lcm.db")
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    for name in ("gateway", "cli"):
+        rows = [r[0] for r in con.execute(
+            "SELECT m.content FROM messages m JOIN sessions s ON s.id=m.session_id WHERE s.id=? ORDER BY m.seq",
+            (name,))]
+        assert len(rows) == 120 and len(set(rows)) == 120
+        assert con.execute("SELECT count(*) FROM summaries s JOIN sessions x ON x.conversation_id="
+                           "s.conversation_id WHERE x.id=?", (name,)).fetchone()[0] > 0
+    con.close()
