@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 

@@ -6,9 +6,10 @@ import random
 from typing import Any
 
 import pytest
-from hermes_lcm.tokens import count_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from hermes_lcm.tokens import count_messages
 
 from .conftest import new_engine
 from .convo import (

@@ -16,6 +16,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hermes_lcm.summarize import (
     FOOTER_PREFIX,
     CallGuard,
@@ -28,8 +31,6 @@ from hermes_lcm.summarize import (
     trim_to_tokens,
 )
 from hermes_lcm.tokens import count_tokens
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 # --------------------------------------------------------------------------- stub endpoint
 

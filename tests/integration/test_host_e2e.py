@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
 from hermes_lcm.tokens import count_messages
 
 from .harness import HostHome, HostRun, make_home, require_host, run_host
