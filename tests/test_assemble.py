@@ -1,0 +1,78 @@
+"""Assembly on its own: any history, any budget -> a valid list within the budget."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hermes_lcm.assemble import Item, build, group, plan_budget, tail_start
+from hermes_lcm.records import SummaryNode
+from hermes_lcm.tokens import count_messages
+
+from .convo import assert_valid_sequence
+
+
+def _node(i: int, depth: int, text: str) -> SummaryNode:
+    now = time.time()
+    return SummaryNode(i, 1, "s", depth, text, len(text) // 4 + 24, i, i, now, now, 100, "normal", "x", now)
+
+
+def _call(cid: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+
+
+message = st.one_of(
+    st.builds(lambda t: {"role": "user", "content": t}, st.text(max_size=3000)),
+    st.builds(lambda t: {"role": "assistant", "content": t}, st.text(max_size=3000)),
+    st.builds(lambda i: _call(f"c{i}"), st.integers(0, 5)),
+    st.builds(lambda i, t: {"role": "tool", "tool_call_id": f"c{i}", "content": t},
+              st.integers(0, 5), st.text(max_size=5000)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages=st.lists(message, max_size=40), total=st.integers(64, 6000),
+       summaries=st.lists(st.text(min_size=1, max_size=2000), max_size=5),
+       tail_count=st.integers(1, 40))
+def test_any_history_fits_any_budget_as_a_valid_sequence(messages, total, summaries, tail_count):
+    budget = plan_budget(total + 100, 50, 50, tail_count=tail_count, tail_max_tokens=0,
+                         target_ratio=0.6, summary_ratio=0.4)
+    items = [Item(m["role"], count_messages([m]), m, store_id=i + 1) for i, m in enumerate(messages)]
+    nodes = [_node(i, 0, s) for i, s in enumerate(summaries)]
+    out = build(nodes, items, budget)
+    assert count_messages(out) <= budget.total
+    assert_valid_sequence([m for m in out])
+
+
+def test_tool_groups_are_never_split_and_orphans_are_dropped():
+    items = [Item.host(m) for m in [
+        {"role": "tool", "tool_call_id": "ghost", "content": "orphan"},
+        {"role": "user", "content": "go"},
+        _call("a"),
+        {"role": "tool", "tool_call_id": "a", "content": "A"},
+        _call("b"),  # never answered
+        {"role": "assistant", "content": "done"},
+    ]]
+    groups = group(items)
+    assert [[i.message["role"] for i in g] for g in groups] == [["user"], ["assistant", "tool"], ["assistant"],
+                                                              ["assistant"]]
+    assert "tool_calls" not in groups[2][0].message  # the unanswered call is removed from the replay copy
+
+
+def test_tail_start_respects_count_and_tokens_but_keeps_the_newest_group():
+    items = [Item.host({"role": "user", "content": "x " * 500}) for _ in range(10)]
+    groups = group(items)
+    assert tail_start(groups, 3, 10**6) == 7
+    assert tail_start(groups, 100, 1) == 9
+
+
+def test_summaries_are_labelled_untrusted_with_ids_and_times():
+    budget = plan_budget(10000, 0, 0, tail_count=5, tail_max_tokens=0, target_ratio=0.6, summary_ratio=0.4)
+    out = build([_node(7, 1, "we chose sqlite")], [Item.host({"role": "user", "content": "hi"})], budget)
+    assert out[0]["role"] == "user"
+    assert 'id="S7"' in out[0]["content"] and "untrusted" in out[0]["content"] and 'from="' in out[0]["content"]
+    assert out[-1] == {"role": "user", "content": "hi"}
