@@ -58,6 +58,8 @@ class LcmConfig:
     enable_slash_command: bool = False
     doctor_clean_apply_enabled: bool = False
     payload_min_base64_chars: int = 2048
+    backup_dir: str = ""
+    empty_lifecycle_min_age_hours: float = 24.0
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -154,6 +156,7 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "expansion_context_tokens": (500, 1_000_000),
     "tool_response_max_chars": (1000, 1_000_000),
     "payload_min_base64_chars": (256, None),
+    "empty_lifecycle_min_age_hours": (0.0, 87_600.0),
 }
 
 

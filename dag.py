@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .records import StoredMessage, SummaryNode
 from .store import MESSAGE_COLUMNS, Store, row_to_message
@@ -164,3 +165,73 @@ class Dag:
                 args,
             ).fetchall()
         return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]
+
+    # -- operator surface (cli.py, maintenance.py, lcmimport.py) -----------------
+
+    def nodes_page(self, conversation_id: int, depth: int | None, after_id: int, limit: int) -> list[SummaryNode]:
+        scope, args = ("AND depth=?", (conversation_id, depth, after_id, limit)) if depth is not None \
+            else ("", (conversation_id, after_id, limit))
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM summaries WHERE conversation_id=? {scope} AND id>? ORDER BY id LIMIT ?",
+                args,
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def ancestors(self, node_id: int) -> list[SummaryNode]:
+        """Every node above this one (its parents, their parents, ...), nearest depth first."""
+        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        with self.store.read() as db:
+            rows = db.execute(
+                "WITH RECURSIVE up(id) AS (SELECT parent_id FROM edges WHERE child_kind='summary' AND child_id=? "
+                "UNION SELECT e.parent_id FROM edges e JOIN up ON e.child_kind='summary' AND e.child_id=up.id) "
+                f"SELECT {cols} FROM up JOIN summaries s ON s.id=up.id ORDER BY s.depth, s.id",
+                (node_id,),
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def in_context(self, node_id: int) -> bool:
+        with self.store.read() as db:
+            return db.execute("SELECT 1 FROM context_items WHERE summary_id=?", (node_id,)).fetchone() is not None
+
+    _LINEAGE_CHECKS: tuple[tuple[str, str], ...] = (
+        ("nodes_without_edges",
+         "SELECT s.id FROM summaries s WHERE NOT EXISTS (SELECT 1 FROM edges e WHERE e.parent_id=s.id)"),
+        ("edge_kind_mismatch",
+         "SELECT DISTINCT e.parent_id FROM edges e JOIN summaries s ON s.id=e.parent_id "
+         "WHERE (s.depth=0) != (e.child_kind='message')"),
+        ("edges_to_missing_messages",
+         "SELECT e.parent_id FROM edges e WHERE e.child_kind='message' "
+         "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id=e.child_id)"),
+        ("edges_to_missing_nodes",
+         "SELECT e.parent_id FROM edges e WHERE e.child_kind='summary' "
+         "AND NOT EXISTS (SELECT 1 FROM summaries c WHERE c.id=e.child_id)"),
+        ("edges_across_conversations",
+         "SELECT e.parent_id FROM edges e JOIN summaries p ON p.id=e.parent_id "
+         "LEFT JOIN messages m ON e.child_kind='message' AND m.id=e.child_id "
+         "LEFT JOIN summaries c ON e.child_kind='summary' AND c.id=e.child_id "
+         "WHERE coalesce(m.conversation_id, c.conversation_id) != p.conversation_id"),
+        ("context_items_to_foreign_or_missing_nodes",
+         "SELECT i.summary_id FROM context_items i LEFT JOIN summaries s ON s.id=i.summary_id "
+         "WHERE s.id IS NULL OR s.conversation_id != i.conversation_id"),
+        ("conversations_with_bad_frontier",
+         "SELECT c.id FROM conversations c WHERE c.frontier_seq > c.last_seq OR c.last_seq != "
+         "coalesce((SELECT max(seq) FROM messages m WHERE m.conversation_id=c.id), 0)"),
+    )
+
+    def lineage_problems(self, sample: int = 10) -> dict[str, dict[str, Any]]:
+        """Every broken DAG invariant: count and a few offending ids (empty dict when sound)."""
+        problems: dict[str, dict[str, Any]] = {}
+        with self.store.read() as db:
+            for name, query in self._LINEAGE_CHECKS:
+                ids = [int(r[0]) for r in db.execute(f"{query} LIMIT 100000").fetchall()]
+                if ids:
+                    problems[name] = {"count": len(ids), "ids": ids[:sample]}
+        return problems
+
+    def node_ids_by_route(self, conversation_id: int, prefix: str) -> dict[str, int]:
+        """route -> node id for nodes whose route starts with ``prefix`` (import provenance)."""
+        with self.store.read() as db:
+            rows = db.execute("SELECT route, id FROM summaries WHERE conversation_id=? AND substr(route, 1, ?)=?",
+                              (conversation_id, len(prefix), prefix)).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}

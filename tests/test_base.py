@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import socket
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -94,7 +95,7 @@ def test_any_text_counts_without_error(text):
 
 
 def test_the_estimator_errs_high_on_prose():
-    prose = open(__file__, encoding="utf-8").read()
+    prose = Path(__file__).read_text(encoding="utf-8")
     assert tokens.estimate_tokens(prose) >= tokens.count_tokens(prose) * 0.9
 
 
