@@ -35,6 +35,8 @@ except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
     from .hostbase import ContextEngine as _Base
 
 ENGINE_NAME = "lcm"
+# Above this many messages a request is not re-estimated for overhead learning (cost).
+MAX_ESTIMATED_MESSAGES = 400
 _T = TypeVar("_T")
 
 _live_lock = threading.Lock()
@@ -103,6 +105,8 @@ class LcmEngine(_Base):
         self.protect_last_n = self._loaded.config.fresh_tail_count
         self.direct_overhead: int | None = None
         self.learned_overhead: int | None = None
+        self._overhead_key: tuple[int, int] | None = None
+        self._request_estimate: int | None = None
         self.startup_error: str | None = None
         self.errors: list[str] = []
 
@@ -241,22 +245,40 @@ class LcmEngine(_Base):
         completion = int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
         if prompt:
             self.last_prompt_tokens = prompt
+            self._learn_overhead(prompt)
         self.last_completion_tokens = completion
         self.last_total_tokens = int(usage.get("total_tokens") or prompt + completion)
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
-        """Measure what the host adds around our messages: system prompt and tool schemas."""
+        """Measure what the host adds around our messages (system prompt, tool schemas),
+        and remember our estimate of the messages so real usage can correct it."""
         system = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") == "system"]
-        tools_json = json.dumps(list(tools or []), ensure_ascii=False, default=str)
-        self.direct_overhead = estimate(system) + count_tokens(tools_json) + 16
+        key = (sum(len(str(m.get("content"))) for m in system), len(tools or []))
+        if key != self._overhead_key:
+            tools_json = json.dumps(list(tools or []), ensure_ascii=False, default=str)
+            self.direct_overhead = estimate(system) + count_tokens(tools_json) + 16
+            self._overhead_key = key
+        others = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") != "system"]
+        self._request_estimate = estimate(others) if len(others) <= MAX_ESTIMATED_MESSAGES else None
+
+    def _learn_overhead(self, prompt_tokens: int) -> None:
+        """Real prompt tokens minus our estimate of the messages = what the host adds,
+        including any disagreement between our tokenizer and the provider's."""
+        if self._request_estimate is not None:
+            self.learned_overhead = max(0, prompt_tokens - self._request_estimate)
+            self._request_estimate = None
 
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
-        """Tokens the host adds to our list, learned from real usage when possible."""
+        """Tokens the host adds to our list: learned from real usage, else measured, else a guess."""
         cap = max(0, self.threshold_tokens // 2)
-        if current_tokens and current_tokens > 0:
-            self.learned_overhead = max(0, current_tokens - estimate(messages))
-        known = [v for v in (self.direct_overhead, self.learned_overhead) if v is not None]
-        guess = max(known) if known else int(self.threshold_tokens * 0.15)
+        if self.learned_overhead is not None:
+            guess = max(self.learned_overhead, self.direct_overhead or 0)
+        elif self.direct_overhead is not None:
+            guess = self.direct_overhead
+        elif current_tokens and current_tokens > 0:
+            guess = max(0, current_tokens - estimate(messages))
+        else:
+            guess = int(self.threshold_tokens * 0.15)
         return min(cap, guess)
 
     @_guarded(lambda self, *a, **k: False)

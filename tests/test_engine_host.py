@@ -1,0 +1,81 @@
+"""The host-facing contract: copies, registry, hooks, budgets learned from usage."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+
+from hermes_lcm import hooks
+from hermes_lcm.engine import LcmEngine, live_engine
+from hermes_lcm.tokens import count_messages
+
+from .convo import conversation
+
+
+def test_deepcopy_carries_settings_but_no_connection(tmp_path):
+    template = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive"})
+    template.update_model("m", 64000)
+    live = copy.deepcopy(template)
+    live.on_session_start("s1", hermes_home=str(tmp_path))
+    assert live.core is not None and template.core is None
+    again = copy.deepcopy(live)  # a subagent copied from a live engine
+    assert again.core is None and again.threshold_tokens == live.threshold_tokens
+    assert not any(isinstance(v, type(threading.Lock())) for v in vars(again).values())
+
+
+def test_threshold_follows_config_and_model_overrides(tmp_path):
+    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_MODEL_THRESHOLDS": "big-model:0.25"})
+    engine.update_model("big-model-1m", 1_000_000)
+    assert engine.threshold_tokens == 250_000
+    engine.update_model("small", 64000)
+    assert engine.threshold_tokens == int(64000 * 0.35)
+    assert engine.should_compress(engine.threshold_tokens) and not engine.should_compress(100)
+
+
+def test_hooks_reach_the_live_copy_by_session_id(make_engine):
+    engine = make_engine(threshold=10**9, session="abc")
+    assert live_engine("abc") is engine
+    hooks.post_llm_call(session_id="abc", conversation_history=[{"role": "user", "content": "via hook"},
+                                                                 {"role": "assistant", "content": "ok"}])
+    assert engine.core.store.message_count(engine.core.binding.conversation_id) == 2
+    hooks.post_llm_call(session_id="unknown-session", conversation_history=[{"role": "user", "content": "x"}])
+
+
+def test_overhead_is_learned_from_real_usage_and_respected(make_engine):
+    engine = make_engine(threshold=8000)
+    history = [m for t in conversation(seed=21, turns=40) for m in t]
+    system = {"role": "system", "content": "You are Hermes. " * 300}
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "does things " * 20,
+                                               "parameters": {"type": "object", "properties": {}}}} for i in range(15)]
+    hooks.pre_api_request(session_id="s1", request_messages=[system, *history[:10]], request={"body": {"tools": tools}})
+    real_overhead = 2500
+    engine.update_from_response({"prompt_tokens": count_messages(history[:10]) + real_overhead})
+    assert abs(engine.learned_overhead - real_overhead) < 50
+    out = engine.compress(list(history), current_tokens=count_messages(history) + real_overhead)
+    assert count_messages(out) + real_overhead <= engine.threshold_tokens
+
+
+def test_disabled_tools_are_hidden_and_refused(make_engine):
+    engine = make_engine(LCM_DISABLED_TOOLS="lcm_grep")
+    names = {t["name"] for t in engine.get_tool_schemas()}
+    assert "lcm_grep" not in names and names
+    answer = json.loads(engine.handle_tool_call("lcm_grep", {"query": "x"}))
+    assert "disabled" in answer["error"]
+
+
+def test_tool_calls_ingest_the_live_messages_first(make_engine):
+    engine = make_engine(threshold=10**9)
+    live = [{"role": "user", "content": "remember the port 8431 for the staging server"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "t1", "type": "function", "function": {
+                "name": "lcm_grep", "arguments": json.dumps({"query": "staging port"})}}]}]
+    answer = json.loads(engine.handle_tool_call("lcm_grep", {"query": "staging port"}, messages=live))
+    assert "8431" in json.dumps(answer)
+
+
+def test_tool_errors_are_json_not_exceptions(make_engine):
+    engine = make_engine()
+    for name, args in [("lcm_expand", {"node_id": "S999"}), ("lcm_expand", {"store_id": "abc"}),
+                       ("lcm_nope", {}), ("lcm_grep", "not a dict"), ("lcm_expand", {})]:
+        answer = json.loads(engine.handle_tool_call(name, args))
+        assert "error" in answer, (name, answer)
