@@ -164,7 +164,7 @@ class LcmCore:
             return 0
         assert self.binding.conversation_id is not None
         select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
-        if not select.candidates:
+        if select.empty:
             return 0
         if self._unchanged_since_last(select):
             return 0
@@ -176,9 +176,7 @@ class LcmCore:
 
     def _unchanged_since_last(self, select: Selection) -> bool:
         """The host re-sent exactly the list we saw last: skip the write transaction."""
-        seen = self._seen
-        return (not self._fresh_start and seen is not None and seen.count == len(select.candidates)
-                and self.normalizer.fingerprint(select.candidates[-1]) == seen.fingerprint)
+        return not self._fresh_start and self._seen is not None and select.seen_now() == self._seen
 
     # -- compaction and assembly ----------------------------------------------
 
@@ -228,8 +226,7 @@ class LcmCore:
 
     def _remember_output(self, result: list[dict[str, Any]]) -> None:
         """The host continues from the list we return: the next ingest extends it."""
-        kept = storable(result)
-        self._seen = Seen(len(kept), self.normalizer.fingerprint(kept[-1])) if kept else None
+        self._seen = Selection(self.normalizer, result, None).seen_now()
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:

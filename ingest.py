@@ -44,14 +44,24 @@ def is_synthetic(message: Mapping[str, Any]) -> bool:
     return isinstance(content, str) and content.startswith(SYNTHETIC_MARKER)
 
 
+def is_storable(message: Any) -> bool:
+    """A host message worth storing: a mapping with a role, not system, not ours."""
+    return (isinstance(message, Mapping) and isinstance(message.get("role"), str)
+            and message["role"] != "system" and not is_synthetic(message))
+
+
 def storable(messages: Sequence[Any]) -> list[Mapping[str, Any]]:
-    """The host messages worth storing: mappings with a role, not system, not ours."""
-    out = []
-    for m in messages:
-        if isinstance(m, Mapping) and isinstance(m.get("role"), str) and m["role"] != "system" \
-                and not is_synthetic(m):
-            out.append(m)
-    return out
+    return [m for m in messages if is_storable(m)]
+
+
+def last_storable(messages: Sequence[Any], end: int | None = None) -> int | None:
+    """Index of the newest storable message before ``end``; scans back only as far as needed."""
+    index = len(messages) if end is None else end
+    while index > 0:
+        index -= 1
+        if is_storable(messages[index]):
+            return index
+    return None
 
 
 def _dump(value: Any) -> str:
@@ -153,7 +163,8 @@ class _FromEnd:
         while len(self.kept) <= rank and self.next_index >= 0:
             index = self.next_index
             self.next_index -= 1
-            fingerprint = self.normalizer.fingerprint_if_kept(self.messages[index])
+            message = self.messages[index]
+            fingerprint = self.normalizer.fingerprint_if_kept(message) if is_storable(message) else None
             if fingerprint is not None:
                 self.kept.append((index, fingerprint))
         return self.kept[rank] if rank < len(self.kept) else None
@@ -240,37 +251,52 @@ class Seen:
 
 
 class Selection:
-    """A selector for :meth:`Store.append`; remembers what it saw for the next call."""
+    """A selector for :meth:`Store.append`; remembers what it saw for the next call.
 
-    def __init__(self, normalizer: Normalizer, messages: Sequence[Mapping[str, Any]], seen: Seen | None,
+    It works on the host's list as given and touches only its newest part on a
+    usual turn, so its cost does not grow with a history the host re-sends whole.
+    """
+
+    def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
                  fresh_start: bool = False) -> None:
         self.normalizer = normalizer
-        self.candidates = storable(messages)
+        self.messages = messages
         self.seen_before = seen
         self.fresh_start = fresh_start
         self.seen_after: Seen | None = None
+        self.last = last_storable(messages)
+
+    @property
+    def empty(self) -> bool:
+        return self.last is None
+
+    def seen_now(self) -> Seen | None:
+        if self.last is None:
+            return None
+        return Seen(len(self.messages), self.normalizer.fingerprint(self.messages[self.last]))
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
-        candidates = self.candidates
-        incoming = _FromEnd(candidates, self.normalizer)
+        messages = self.messages
+        incoming = _FromEnd(messages, self.normalizer)
         start = 0 if self.fresh_start else self._extension(stored)
         if start is None:
             start = self._align(incoming, stored)
         records = []
-        for index in range(start, len(candidates)):
-            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(candidates[index])
+        for index in range(start, len(messages)):
+            if not is_storable(messages[index]):
+                continue
+            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index])
             if fingerprint is not None:
-                records.append(self.normalizer.normalize(candidates[index], fingerprint))
-        if candidates:
-            last = incoming.cached(len(candidates) - 1) or self.normalizer.fingerprint(candidates[-1])
-            self.seen_after = Seen(len(candidates), last)
+                records.append(self.normalizer.normalize(messages[index], fingerprint))
+        self.seen_after = self.seen_now()
         return records
 
     def _extension(self, stored: StoredPrints) -> int | None:
         seen = self.seen_before
-        if seen is None or not 0 < seen.count <= len(self.candidates):
+        if seen is None or not 0 < seen.count <= len(self.messages):
             return None
-        if self.normalizer.fingerprint(self.candidates[seen.count - 1]) != seen.fingerprint:
+        last = last_storable(self.messages, seen.count)
+        if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
         if stored.tail(1) != [seen.fingerprint]:
             return None
