@@ -124,17 +124,21 @@ class Compactor:
                 "assembly trims the tail to the hard budget")
 
     def _condensable(self, context: Sequence[SummaryNode]) -> tuple[int, int] | None:
-        """(start, end) of the oldest run of >= 2 same-depth nodes below the depth cap."""
+        """(start, end) of the run of same-depth nodes below the depth cap to condense:
+        the oldest run of at least ``condense_min_nodes``, else the oldest of at least 2."""
+        runs = []
         i = 0
         while i < len(context):
             j = i
             while j < len(context) and context[j].depth == context[i].depth:
                 j += 1
-            capped = 0 <= self.settings.max_depth <= context[i].depth
-            if j - i >= 2 and not capped:
-                return i, min(j, i + MAX_CONDENSE_FANOUT)
+            if j - i >= 2 and not 0 <= self.settings.max_depth <= context[i].depth:
+                runs.append((i, j))
             i = j
-        return None
+        if not runs:
+            return None
+        start, end = next((r for r in runs if r[1] - r[0] >= self.settings.condense_min_nodes), runs[0])
+        return start, min(end, start + MAX_CONDENSE_FANOUT)
 
     # -- passes -------------------------------------------------------------------
 
