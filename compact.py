@@ -76,10 +76,12 @@ class _Plan:
 class Compactor:
     def __init__(self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn) -> None:
         self.store, self.dag, self.settings, self.summarize = store, dag, settings, summarize
+        self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
 
     def run(self, conversation_id: int, session_id: str, budget: Budget, *, force: bool = False,
             focus: str | None = None) -> CompactionReport:
         report = CompactionReport()
+        self._budget = budget
         deadline = time.monotonic() + self.settings.max_seconds
         while report.passes + report.conflicts < self.settings.max_passes:
             plan = self._plan(conversation_id, budget)
@@ -124,21 +126,28 @@ class Compactor:
                 "assembly trims the tail to the hard budget")
 
     def _condensable(self, context: Sequence[SummaryNode]) -> tuple[int, int] | None:
-        """(start, end) of the run of same-depth nodes below the depth cap to condense:
-        the oldest run of at least ``condense_min_nodes``, else the oldest of at least 2."""
+        """(start, end) of the nodes to condense, all below the depth cap: the oldest run
+        of at least ``condense_min_nodes`` same-depth nodes, else the oldest such run of
+        2, else the oldest adjacent pair of any depths (better than evicting one)."""
         runs = []
         i = 0
         while i < len(context):
             j = i
             while j < len(context) and context[j].depth == context[i].depth:
                 j += 1
-            if j - i >= 2 and not 0 <= self.settings.max_depth <= context[i].depth:
+            if j - i >= 2 and not self._capped(context[i].depth):
                 runs.append((i, j))
             i = j
-        if not runs:
-            return None
-        start, end = next((r for r in runs if r[1] - r[0] >= self.settings.condense_min_nodes), runs[0])
-        return start, min(end, start + MAX_CONDENSE_FANOUT)
+        if runs:
+            start, end = next((r for r in runs if r[1] - r[0] >= self.settings.condense_min_nodes), runs[0])
+            return start, min(end, start + MAX_CONDENSE_FANOUT)
+        for k in range(len(context) - 1):
+            if not self._capped(max(context[k].depth, context[k + 1].depth)):
+                return k, k + 2
+        return None
+
+    def _capped(self, depth: int) -> bool:
+        return 0 <= self.settings.max_depth <= depth
 
     # -- passes -------------------------------------------------------------------
 
@@ -156,7 +165,8 @@ class Compactor:
         # Everything up to last_seq leaves the raw context, including rows no group replays
         # (orphan tool results, unknown roles), so each one is linked to this node.
         covered = [m for m in plan.raw if m.seq <= last_seq]
-        outcome = self.summarize([_message_source(m) for m in covered], 0, _target(tokens), focus,
+        target = _target(tokens, 4, self._budget.summaries // 4)
+        outcome = self.summarize([_message_source(m) for m in covered], 0, target, focus,
                                  deadline)
         node = NewNode(
             conversation_id=conversation_id, session_id=session_id, depth=0, content=outcome.text,
@@ -178,9 +188,10 @@ class Compactor:
         run = plan.context[start:end]
         sources = [SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content) for n in run]
         tokens = sum(n.tokens for n in run)
-        outcome = self.summarize(sources, run[0].depth + 1, _target(tokens), focus, deadline)
+        depth = max(n.depth for n in run) + 1
+        outcome = self.summarize(sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline)
         node = NewNode(
-            conversation_id=conversation_id, session_id=session_id, depth=run[0].depth + 1, content=outcome.text,
+            conversation_id=conversation_id, session_id=session_id, depth=depth, content=outcome.text,
             tokens=_node_tokens(outcome.text), first_seq=run[0].first_seq, last_seq=run[-1].last_seq,
             earliest_at=min(n.earliest_at for n in run), latest_at=max(n.latest_at for n in run),
             source_tokens=tokens, level=outcome.level, route=outcome.route,
@@ -202,7 +213,8 @@ class Compactor:
             self.dag.publish(conversation_id, [n.id for n in plan.context[1:]], plan.frontier)
         report.evicted += 1
         self.store.record_event("info", "context_evict",
-                                f"{plan.context[0].node_id} left the active context at the depth cap",
+                                f"{plan.context[0].node_id} left the active context: the summaries are over "
+                                "budget and none can be condensed below the depth cap (still stored, searchable)",
                                 conversation_id)
 
     def _publish(self, conversation_id: int, plan: _Plan, node: NewNode, items: Callable[[int], list[int]],
@@ -222,9 +234,10 @@ class Compactor:
         return state.frontier_seq == plan.frontier and current == [n.id for n in plan.context]
 
 
-def _target(source_tokens: int) -> int:
-    """Summary size for a source of this size: a quarter, between 64 and 2,400 tokens."""
-    return min(2400, max(64, source_tokens // 4))
+def _target(source_tokens: int, ratio: int, share: int) -> int:
+    """Summary size: 1/ratio of the source, at most 2,400 tokens and at most ``share``
+    (a slice of the summary budget, so several summaries fit the prompt together)."""
+    return max(64, min(2400, source_tokens // ratio, share))
 
 
 def _node_tokens(text: str) -> int:

@@ -22,6 +22,8 @@ from .records import MessageIn
 from .store import StoredPrints
 from .tokens import content_text, count_message
 
+# ``parts`` value that restores a ``None`` content exactly.
+NULL_CONTENT = "null"
 # Our own summary messages start with this; they are never ingested back.
 SYNTHETIC_MARKER = "[lcm:context"
 SYNTHETIC_KEY = "_lcm_synthetic"
@@ -98,7 +100,7 @@ class Normalizer:
     def _content(self, raw: Any) -> tuple[str, str | None]:
         """(searchable text, JSON of the exact content when it is not a plain UTF-8 string)."""
         if raw is None:
-            return "", None
+            return "", NULL_CONTENT
         if isinstance(raw, str):
             guarded = self.guard.guard_text(raw)
             safe = _safe_text(guarded)
@@ -112,8 +114,9 @@ class Normalizer:
         return _dump(self.guard.guard_value(_public(raw)))
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
+        """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one."""
         content, parts = self._content(message.get("content"))
-        key = [message.get("role"), parts if parts is not None else content,
+        key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                self._tool_calls(message.get("tool_calls")), message.get("tool_call_id") or None]
         return hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=16).hexdigest()
 

@@ -705,7 +705,8 @@ def _render(units: Sequence[_Unit], chosen: Sequence[int], sources: Sequence[Sou
         if unit.source != current:
             current = unit.source
             lines.append(f"[{sources[current].label}]")
-        lines.append(f"- {unit.text}")
+        text = unit.text.lstrip()
+        lines.append(text if text.startswith(("- ", "* ")) else f"- {text}")
     return "\n".join(lines)
 
 

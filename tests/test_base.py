@@ -176,3 +176,23 @@ def test_ignored_messages_are_not_stored_and_do_not_break_alignment(tmp_path):
     contents = [m.content for m in engine.core.store.messages_after(engine.core.binding.conversation_id, 0)]
     assert len(contents) == 12 and not any("Cronjob" in c for c in contents)
     assert engine.get_status()["ignored_messages_this_process"] >= 6
+
+
+def test_none_and_empty_content_are_one_identity_but_none_is_restored_exactly(tmp_path):
+    normalizer = Normalizer(PayloadGuard(tmp_path, 2048))
+    call = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    none = {"role": "assistant", "content": None, "tool_calls": call}
+    empty = {"role": "assistant", "content": "", "tool_calls": call}
+    assert normalizer.fingerprint(none) == normalizer.fingerprint(empty)
+    assert normalizer.normalize(none).parts == "null" and normalizer.normalize(empty).parts is None
+
+
+def test_tool_call_arguments_are_searchable(make_engine):
+    engine = make_engine(threshold=10**9)
+    engine.ingest_host([{"role": "user", "content": "write the file"},
+                        {"role": "assistant", "content": None, "tool_calls": [{"id": "w1", "type": "function",
+                         "function": {"name": "write_file",
+                                      "arguments": '{"path": "conf/zebra.ini", "text": "quokka_mode=on"}'}}]},
+                        {"role": "tool", "tool_call_id": "w1", "content": "written"}])
+    hits = engine.core.store.search_messages('"quokka_mode"', engine.core.binding.conversation_id, 5)
+    assert [m.role for m, _ in hits] == ["assistant"]

@@ -124,6 +124,6 @@ def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
     assert [m.to_host() for m in stored] == [
         {"role": "user", "content": "kept \ud800 with a lone surrogate and NUL \x00 byte"},
         messages[5],
-        {"role": "assistant", "content": "", "tool_calls": messages[6]["tool_calls"]},
+        {"role": "assistant", "content": None, "tool_calls": messages[6]["tool_calls"]},
         {"role": "tool", "content": "result", "tool_call_id": "c1"},
     ]
