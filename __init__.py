@@ -22,5 +22,7 @@ def register(ctx: Any) -> None:
     if engine.config.enable_slash_command and hasattr(ctx, "register_command"):
         from .command import handle_command
 
-        ctx.register_command("lcm", handle_command, description="hermes-lcm status, doctor, backup",
-                             args_hint="[status|doctor|backup|help]")
+        ctx.register_command("lcm", handle_command,
+                             description="hermes-lcm: status, doctor (clean, repair, source, retention), backup, "
+                                         "rotate, preset",
+                             args_hint="[status|doctor|backup|rotate|preset|help]")

@@ -1,23 +1,262 @@
-"""``/lcm``: operator commands acting on the live engine copy."""
+"""``/lcm``: the in-session operator command (off unless ``LCM_ENABLE_SLASH_COMMAND=1``).
+
+The host calls the handler on the engine *template*; the work happens on the
+live engine copy (the one bound to a session), found through the live-engine
+registry. Read-only verbs come first; every ``apply`` is narrow, backup-first
+and a no-op when re-run (see maintenance.py).
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from .engine import live_engines
-from .status import engine_status
+import yaml
 
-HELP = "/lcm [status|help]"
+from . import maintenance as mt
+from . import presets
+from .engine import LcmEngine, live_engines
+from .store import Store, StoreError
+
+log = logging.getLogger("hermes_lcm")
+
+HELP = """\
+/lcm [--json] <command>   (read-only unless the command ends in 'apply')
+  status                          runtime, session and store status
+  doctor                          read-only health checks with guidance
+  doctor clean [apply]            conversations stored before their sessions matched LCM_IGNORE_SESSION_PATTERNS
+  doctor clean lifecycle [apply]  session rows that never stored anything
+  doctor repair [apply]           full-text index and trigger repair
+  doctor source [apply]           legacy blank-source rows -> 'unknown'
+  doctor retention                what the database holds by conversation and age, and how to bound it
+  backup                          timestamped, verified SQLite backup (online backup API)
+  rotate [apply]                  move the frontier past raw rows before the fresh tail (rows stay stored)
+  preset show [NAME] | preset suggest | preset apply NAME --dry-run
+  help
+Every apply takes a backup first. 'clean apply' and 'clean lifecycle apply' also need
+LCM_DOCTOR_CLEAN_APPLY_ENABLED=true. Add session=<id> to act on a specific live session."""
+
+
+class UsageError(ValueError):
+    """Bad /lcm arguments."""
+
+
+@dataclass
+class Target:
+    """What a command acts on: the live engine (if any), its store and settings."""
+
+    engine: LcmEngine | None
+    template: LcmEngine
+    db_path: Path
+
+    @property
+    def config(self) -> Any:
+        return (self.engine or self.template).config
+
+    def store(self) -> Store:
+        engine = self.engine or self.template
+        if self.engine is None and not self.db_path.exists():
+            raise UsageError(f"no database yet at {self.db_path} (send one normal message first)")
+        core = engine.ensure_core()
+        if core is None:
+            raise UsageError(engine.startup_error or "hermes-lcm store unavailable")
+        return core.store
+
+    @property
+    def backup_dir(self) -> Path:
+        return mt.backup_dir(self.db_path, self.config.backup_dir)
+
+    @property
+    def live_sessions(self) -> list[str]:
+        return [e.session_id for e in live_engines() if e.session_id]
 
 
 def handle_command(raw_args: str = "") -> str:
+    """The host's entry point: raw argument text in, text out; never raises."""
     words = (raw_args or "").split()
-    verb = words[0] if words else "status"
-    if verb == "help":
-        return HELP
-    if verb == "status":
-        engines = live_engines()
-        if not engines:
-            return "hermes-lcm: no live engine in this process yet (send a message first)"
-        return json.dumps(engine_status(engines[-1]), indent=2, default=str)
-    return f"unknown /lcm command {verb!r}; {HELP}"
+    as_json = "--json" in words
+    words = [w for w in words if w != "--json"]
+    try:
+        result = run(words)
+    except (UsageError, mt.MaintenanceError, presets.PresetError, StoreError, KeyError) as exc:
+        return f"hermes-lcm: {exc}"
+    except Exception as exc:  # a slash command answers; it never breaks the session
+        log.warning("hermes-lcm /lcm %s failed: %s", raw_args, exc, exc_info=True)
+        return f"hermes-lcm: /lcm {' '.join(words)} failed: {exc.__class__.__name__}: {exc}"
+    if isinstance(result, str):
+        return result
+    return render(result, as_json)
+
+
+def render(result: dict[str, Any], as_json: bool = False) -> str:
+    plain = json.loads(json.dumps(result, default=str))
+    if as_json:
+        return json.dumps(plain, indent=2, ensure_ascii=False)
+    return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True, width=110).rstrip()
+
+
+def run(words: Sequence[str]) -> dict[str, Any] | str:
+    session = next((w.split("=", 1)[1] for w in words if w.startswith("session=")), None)
+    words = [w for w in words if not w.startswith("session=")]
+    verb, rest = (words[0], list(words[1:])) if words else ("status", [])
+    handler = VERBS.get(verb)
+    if handler is None:
+        return f"unknown /lcm command {verb!r}\n\n{HELP}"
+    return handler(target(session), rest)
+
+
+def target(session: str | None) -> Target:
+    engines = live_engines()
+    if session is not None:
+        chosen = [e for e in engines if e.session_id == session]
+        if not chosen:
+            raise UsageError(f"no live engine for session {session!r}; live: {[e.session_id for e in engines]}")
+        engine: LcmEngine | None = chosen[-1]
+    else:
+        engine = engines[-1] if engines else None
+    template = engine if engine is not None else LcmEngine()
+    return Target(engine, template, template.database_path())
+
+
+# -- verbs -------------------------------------------------------------------------------------
+
+
+def _status(t: Target, rest: list[str]) -> dict[str, Any]:
+    from .status import engine_status
+
+    if t.engine is None:
+        return {"session_id": "(unbound)", "threshold_tokens": "(uninitialized)",
+                "note": "no live engine in this process yet: send one normal message, then /lcm status again",
+                "database_path": str(t.db_path), "database_exists": t.db_path.exists(),
+                "slash_command": True, "doctor_clean_apply_enabled": t.config.doctor_clean_apply_enabled}
+    info = engine_status(t.engine)
+    if t.engine.core is not None:
+        info.update(mt.last_rotate(t.engine.core.store, t.backup_dir))
+    info["backup_dir"] = str(t.backup_dir)
+    info["doctor_clean_apply_enabled"] = t.config.doctor_clean_apply_enabled
+    return info
+
+
+def _doctor(t: Target, rest: list[str]) -> dict[str, Any] | str:
+    if rest:
+        sub = DOCTOR.get(rest[0])
+        if sub is None:
+            raise UsageError(f"unknown doctor command {rest[0]!r}; try: {', '.join(DOCTOR)}")
+        return sub(t, rest[1:])
+    engine = t.engine or t.template
+    return mt.doctor_report(t.store(), deep=True, config=t.config, config_problems=engine.config_problems,
+                            live_sessions=t.live_sessions)
+
+
+def _apply_flag(rest: list[str], allowed: tuple[str, ...] = ()) -> bool:
+    extra = [w for w in rest if w != "apply" and w not in allowed]
+    if extra:
+        raise UsageError(f"unexpected arguments {extra}")
+    return "apply" in rest
+
+
+def _clean(t: Target, rest: list[str]) -> dict[str, Any]:
+    if rest[:1] == ["lifecycle"]:
+        return _lifecycle(t, rest[1:])
+    store, patterns = t.store(), t.config.ignore_session_patterns
+    if _apply_flag(rest):
+        return mt.clean_apply(store, t.backup_dir, patterns, t.live_sessions,
+                              allowed=t.config.doctor_clean_apply_enabled)
+    return mt.clean_scan(store, patterns, t.live_sessions)
+
+
+def _lifecycle(t: Target, rest: list[str]) -> dict[str, Any]:
+    store, age = t.store(), t.config.empty_lifecycle_min_age_hours
+    if _apply_flag(rest):
+        return mt.lifecycle_apply(store, t.backup_dir, age, t.live_sessions,
+                                  allowed=t.config.doctor_clean_apply_enabled)
+    return mt._public(mt.lifecycle_scan(store, age, t.live_sessions))
+
+
+def _repair(t: Target, rest: list[str]) -> dict[str, Any]:
+    store = t.store()
+    return mt.repair_apply(store, t.backup_dir) if _apply_flag(rest) else mt.repair_scan(store)
+
+
+def _source(t: Target, rest: list[str]) -> dict[str, Any]:
+    store = t.store()
+    return mt.source_apply(store, t.backup_dir) if _apply_flag(rest) else mt.source_scan(store)
+
+
+def _retention(t: Target, rest: list[str]) -> dict[str, Any]:
+    _apply_flag(rest)
+    if "apply" in rest:
+        raise UsageError("retention is read-only; its guidance names the commands that change things")
+    return mt.retention_report(t.store())
+
+
+def _backup(t: Target, rest: list[str]) -> dict[str, Any]:
+    if rest:
+        raise UsageError(f"unexpected arguments {rest}")
+    saved = mt.backup(t.store(), t.backup_dir)
+    return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds}
+
+
+def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
+    apply = _apply_flag(rest)
+    engine = t.engine
+    core = engine.core if engine is not None else None
+    if engine is None or core is None or not core.binding.session_id:
+        raise UsageError("rotate acts on the live session: send one normal message first")
+    binding = core.binding
+    if binding.mode != "normal":
+        raise mt.MaintenanceError(f"rotate refuses session {binding.session_id!r}: it is {binding.mode} "
+                                  f"(matched {binding.matched_pattern!r}) and stores nothing of its own")
+    if binding.conversation_id is None:
+        raise UsageError("this session has no stored conversation yet")
+    config = t.config
+    if apply:
+        return mt.rotate_apply(core.store, binding.conversation_id, binding.mode, t.backup_dir,
+                               config.fresh_tail_count, config.fresh_tail_max_tokens)
+    plan = mt.rotate_scan(core.store, binding.conversation_id, config.fresh_tail_count, config.fresh_tail_max_tokens)
+    return {**plan, "apply": "/lcm rotate apply" if plan["status"] == "ready" else None}
+
+
+def _preset(t: Target, rest: list[str]) -> dict[str, Any]:
+    sub = rest[0] if rest else "show"
+    engine = t.engine or t.template
+    if sub == "show":
+        return presets.show(rest[1] if len(rest) > 1 else None)
+    if sub == "suggest":
+        return presets.suggest(int(engine.context_length or 0), engine.model)
+    if sub == "apply":
+        names = [w for w in rest[1:] if w != "--dry-run"]
+        if "--dry-run" not in rest:
+            raise UsageError("presets are never applied live: use /lcm preset apply NAME --dry-run and copy the "
+                             "lines it prints")
+        if len(names) != 1:
+            raise UsageError("usage: /lcm preset apply NAME --dry-run")
+        return presets.dry_run(names[0], engine.config, engine._loaded.sources, engine._env)
+    raise UsageError("usage: /lcm preset show [NAME] | suggest | apply NAME --dry-run")
+
+
+def _help(t: Target, rest: list[str]) -> str:
+    return HELP
+
+
+Verb = Callable[[Target, list[str]], "dict[str, Any] | str"]
+
+DOCTOR: dict[str, Verb] = {
+    "clean": _clean,
+    "repair": _repair,
+    "source": _source,
+    "retention": _retention,
+}
+
+VERBS: dict[str, Verb] = {
+    "status": _status,
+    "doctor": _doctor,
+    "backup": _backup,
+    "rotate": _rotate,
+    "preset": _preset,
+    "help": _help,
+}

@@ -55,6 +55,9 @@ class LcmConfig:
     expansion_context_tokens: int = 32000
     tool_response_max_chars: int = 24000
     disabled_tools: str = ""
+    assertions_enabled: bool = False
+    evidence_tools_enabled: bool = False
+    adaptive_retrieval_enabled: bool = False
     enable_slash_command: bool = False
     doctor_clean_apply_enabled: bool = False
     payload_min_base64_chars: int = 2048

@@ -235,3 +235,83 @@ class Dag:
             rows = db.execute("SELECT route, id FROM summaries WHERE conversation_id=? AND substr(route, 1, ?)=?",
                               (conversation_id, len(prefix), prefix)).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
+
+    # -- retrieval for the lcm_* tools (retrieval.py, describe.py) ------------------------------
+
+    _HAS_SOURCE = (
+        "EXISTS (WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', s.id UNION SELECT e.child_kind, e.child_id "
+        "FROM edges e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) SELECT 1 FROM walk JOIN messages m "
+        "ON walk.kind='message' AND m.id=walk.id WHERE coalesce(nullif(trim(m.source), ''), 'unknown')=?)"
+    )
+
+    def summary_id_bounds(self, conversation_id: int | None) -> tuple[int, int]:
+        """First and last node id of a conversation, or of the whole store."""
+        where, args = ("WHERE conversation_id=?", (conversation_id,)) if conversation_id is not None else ("", ())
+        with self.store.read() as db:
+            low, high = db.execute(f"SELECT min(id), max(id) FROM summaries {where}", args).fetchone()
+        return (int(low), int(high)) if low is not None else (0, -1)
+
+    def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
+                     conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
+                     exclude_ids: Sequence[int] = ()) -> list[tuple[SummaryNode, float]]:
+        """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
+        keeps nodes with at least one descendant raw message from that source (lineage)."""
+        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+        where, args = "", list[Any]()
+        for value, clause in ((conversation_id, "s.conversation_id=?"), (session_id, "s.session_id=?"),
+                              (source, self._HAS_SOURCE)):
+            if value is not None:
+                where += " AND " + clause
+                args.append(value)
+        if exclude_ids:
+            where += " AND s.id NOT IN (SELECT value FROM json_each(?))"
+            args.append("[" + ",".join(str(int(i)) for i in exclude_ids) + "]")
+        score, sort = ("bm25(summaries_fts)", "score") if order == "rank" else ("0.0", "summaries_fts.rowid DESC")
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {cols}, {score} AS score FROM summaries_fts JOIN summaries s ON s.id=summaries_fts.rowid "
+                f"WHERE summaries_fts MATCH ? AND summaries_fts.rowid BETWEEN ? AND ? {where} ORDER BY {sort} LIMIT ?",
+                (match, low, high, *args, limit),
+            ).fetchall()
+        return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]
+
+    def summaries_in_period(self, conversation_id: int | None, since: float, until: float, *, depth: int | None,
+                            after: tuple[float, int] | None, limit: int) -> list[SummaryNode]:
+        """Nodes whose time span overlaps [since, until), oldest first, keyset-paged by (earliest_at, id)."""
+        where, args = "", list[Any]()
+        for value, clause in ((conversation_id, " AND conversation_id=?"), (depth, " AND depth=?")):
+            if value is not None:
+                where += clause
+                args.append(value)
+        if after is not None:
+            where += " AND (earliest_at, id) > (?, ?)"
+            args.extend(after)
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM summaries WHERE earliest_at<? AND latest_at>=? {where} "
+                "ORDER BY earliest_at, id LIMIT ?",
+                (until, since, *args, limit),
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def roots(self, conversation_id: int, after_id: int, limit: int) -> list[SummaryNode]:
+        """Nodes no other node points at (the tops of the DAG), in id order."""
+        with self.store.read() as db:
+            rows = db.execute(
+                f"SELECT {_NODE_COLUMNS} FROM summaries s WHERE conversation_id=? AND id>? AND NOT EXISTS "
+                "(SELECT 1 FROM edges e WHERE e.child_kind='summary' AND e.child_id=s.id) ORDER BY id LIMIT ?",
+                (conversation_id, after_id, limit),
+            ).fetchall()
+        return [SummaryNode(*r) for r in rows]
+
+    def descendant_span(self, node_id: int) -> tuple[int, int | None, int | None]:
+        """How many raw messages lie under a node, and their smallest and largest store id."""
+        with self.store.read() as db:
+            row = db.execute(
+                "WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', ? "
+                "UNION SELECT e.child_kind, e.child_id FROM edges e JOIN walk w ON w.kind='summary' "
+                "AND e.parent_id=w.id) SELECT count(*), min(id), max(id) FROM walk WHERE kind='message'",
+                (node_id,),
+            ).fetchone()
+        return int(row[0]), row[1], row[2]

@@ -1,0 +1,527 @@
+"""``lcm``: read the hermes-lcm database without a running agent.
+
+JSON by default (``--format table`` for people), keyset pagination
+(``--after`` takes the previous page's ``next_cursor``), and read-only: the
+database is opened with ``mode=ro`` and ``query_only``. Two commands say
+otherwise: ``backup`` writes one new backup file (never the database), and
+``doctor --deep`` opens a writable connection for FTS5's integrity-check inside
+a transaction that is always rolled back.
+
+Exit codes: 0 ok; 1 not found or a failed doctor check; 2 usage; 3 the database
+is missing, foreign or newer than this program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from . import maintenance as mt
+from .config import load_config, read_yaml_block
+from .dag import Dag
+from .records import StoredMessage, SummaryNode, node_label, parse_node_label
+from .search import build_query
+from .store import ForeignDatabase, NewerSchema, Store, StoreError
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
+PAGE_MAX = 500
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_NOT_FOUND, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.extra = extra
+
+
+# -- where the database is -------------------------------------------------------------------
+
+
+def hermes_home(env: dict[str, str]) -> Path:
+    """``HERMES_HOME`` (or ``~/.hermes``), narrowed to ``profiles/<HERMES_PROFILE>`` when set."""
+    base = Path(env.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
+    profile = env.get("HERMES_PROFILE", "").strip()
+    if profile and profile != "default" and base.name != profile:
+        return base / "profiles" / profile
+    return base
+
+
+def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path, str]:
+    """(path, how it was chosen): --db, LCM_DATABASE_PATH, config.yaml lcm.database_path, HERMES_HOME."""
+    if explicit:
+        return Path(explicit).expanduser(), "--db"
+    home = hermes_home(env)
+    loaded = load_config(env, read_yaml_block(home)[0])
+    if loaded.config.database_path:
+        origin = "LCM_DATABASE_PATH" if loaded.sources.get("database_path") == "env" else "config.yaml"
+        return Path(loaded.config.database_path).expanduser(), origin
+    return home / "lcm.db", "HERMES_HOME" if env.get("HERMES_HOME") else "~/.hermes"
+
+
+def open_db(path: Path) -> Store:
+    try:
+        return Store.open_readonly(path)
+    except ForeignDatabase as exc:
+        raise CliError(str(exc), EXIT_DATABASE, hint=foreign_hint(path)) from exc
+    except NewerSchema as exc:
+        raise CliError(str(exc), EXIT_DATABASE, hint="upgrade hermes-lcm to read this database") from exc
+    except StoreError as exc:
+        raise CliError(str(exc), EXIT_DATABASE) from exc
+
+
+def foreign_hint(path: Path) -> str:
+    from .lcmimport import detect_source
+
+    kind = detect_source(path)
+    if kind == "lossless-claw":
+        return (f"{path} is a lossless-claw/OpenClaw database: import it with `python scripts/import_lossless_claw.py "
+                f"--source-db {path} --target-db NEW.db` (dry-run first), and point LCM_DATABASE_PATH elsewhere")
+    return f"{path} was written by another program; hermes-lcm never writes to it. Set LCM_DATABASE_PATH to a new file"
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def page_limit(value: int) -> int:
+    if value < 1 or value > PAGE_MAX:
+        raise CliError(f"--limit must be between 1 and {PAGE_MAX}", EXIT_USAGE)
+    return value
+
+
+def cut(text: str, max_chars: int) -> tuple[str, bool]:
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text, False
+    return text[:max_chars], True
+
+
+def message_row(m: StoredMessage, max_chars: int) -> dict[str, Any]:
+    content, truncated = cut(m.content, max_chars)
+    row: dict[str, Any] = {"store_id": m.id, "conversation_id": m.conversation_id, "seq": m.seq,
+                           "session_id": m.session_id, "role": m.role, "created_at": mt.iso(m.created_at),
+                           "source": m.source, "tokens": m.tokens, "content": content, "truncated": truncated,
+                           "content_chars": len(m.content)}
+    if m.tool_calls:
+        row["tool_calls"] = json.loads(m.tool_calls)
+    if m.tool_call_id:
+        row["tool_call_id"] = m.tool_call_id
+    if m.tool_name:
+        row["tool_name"] = m.tool_name
+    return row
+
+
+def node_row(n: SummaryNode, max_chars: int = 400) -> dict[str, Any]:
+    content, truncated = cut(n.content, max_chars)
+    return {"node_id": n.node_id, "conversation_id": n.conversation_id, "depth": n.depth, "tokens": n.tokens,
+            "first_seq": n.first_seq, "last_seq": n.last_seq, "earliest_at": mt.iso(n.earliest_at),
+            "latest_at": mt.iso(n.latest_at), "level": n.level, "route": n.route, "content": content,
+            "truncated": truncated}
+
+
+def snippet(text: str, terms: Sequence[Any], width: int = 200) -> str:
+    """A window of ``text`` around the first query term it contains."""
+    lowered = text.lower()
+    plain = [str(getattr(t, "text", t)).strip('"* ') for t in terms]
+    words = [w.split()[0].lower() for w in plain if w]
+    hits = [lowered.find(w) for w in words if lowered.find(w) >= 0]
+    start = max(0, min(hits, default=0) - width // 3)
+    return ("…" if start else "") + text[start:start + width] + ("…" if start + width < len(text) else "")
+
+
+# -- verbs ------------------------------------------------------------------------------------------
+
+
+def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    dag = Dag(store)
+    facts = store.database_facts()
+    counts = store.table_counts()
+    with store.read() as db:
+        depth = dict(db.execute("SELECT depth, count(*) FROM summaries GROUP BY depth").fetchall())
+    newest = store.recent_events(5)
+    return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
+            **mt.file_sizes(store.path), "schema_version": facts["schema_version"],
+            "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
+            "lineage_problems": sorted(dag.lineage_problems()),
+            "recent_events": [{"at": mt.iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
+
+
+def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    limit = page_limit(args.limit)
+    rows = store.conversations_page(args.after or 0, limit)
+    for r in rows:
+        for key in ("created_at", "first_message_at", "last_message_at"):
+            r[key] = mt.iso(r[key])
+    return {"items": rows, "next_cursor": rows[-1]["id"] if len(rows) == limit else None}
+
+
+def cmd_sessions(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    limit = page_limit(args.limit)
+    rows = store.sessions_page(args.conversation, args.after or 0, limit)
+    for r in rows:
+        r["started_at"], r["ended_at"] = mt.iso(r["started_at"]), mt.iso(r["ended_at"])
+    return {"items": rows, "next_cursor": rows[-1]["rowid"] if len(rows) == limit else None}
+
+
+def cmd_messages(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    limit = page_limit(args.limit)
+    if args.mode == "tail":
+        if args.conversation is None:
+            raise CliError("messages tail needs --conversation", EXIT_USAGE)
+        _conversation_or_fail(store, args.conversation)
+        rows = store.messages_tail(args.conversation, limit)
+        return {"items": [message_row(m, args.max_chars) for m in rows], "next_cursor": None}
+    if (args.conversation is None) == (args.session is None):
+        raise CliError("messages page needs exactly one of --conversation or --session", EXIT_USAGE)
+    if args.session is not None:
+        rows = store.session_messages(args.session, args.after or 0, limit)
+        cursor = rows[-1].id if len(rows) == limit else None
+    else:
+        _conversation_or_fail(store, args.conversation)
+        rows = store.messages_after(args.conversation, args.after or 0, limit)
+        cursor = rows[-1].seq if len(rows) == limit else None
+    return {"items": [message_row(m, args.max_chars) for m in rows], "next_cursor": cursor}
+
+
+def _conversation_or_fail(store: Store, conversation_id: int) -> None:
+    try:
+        store.conversation(conversation_id)
+    except KeyError as exc:
+        raise CliError(f"no conversation {conversation_id}") from exc
+
+
+def _node_or_fail(dag: Dag, label: str) -> SummaryNode:
+    try:
+        node = dag.node(parse_node_label(label))
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    if node is None:
+        raise CliError(f"no summary node {label}")
+    return node
+
+
+def cmd_summaries(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    dag = Dag(store)
+    if args.mode == "list":
+        if args.conversation is None:
+            raise CliError("summaries list needs --conversation", EXIT_USAGE)
+        limit = page_limit(args.limit)
+        nodes = dag.nodes_page(args.conversation, args.depth, args.after or 0, limit)
+        return {"items": [node_row(n, args.max_chars) for n in nodes],
+                "next_cursor": nodes[-1].id if len(nodes) == limit else None}
+    if not args.node:
+        raise CliError("summaries show needs a node id (S12)", EXIT_USAGE)
+    return expand_node(store, dag, _node_or_fail(dag, args.node), args)
+
+
+def expand_node(store: Store, dag: Dag, node: SummaryNode, args: argparse.Namespace) -> dict[str, Any]:
+    offset, limit = max(0, args.source_offset), page_limit(args.source_limit)
+    if node.depth == 0:
+        children: list[dict[str, Any]] = [message_row(m, args.max_chars)
+                                          for m in dag.sources(node.id, offset, limit)]
+    else:
+        children = [node_row(c, args.max_chars) for c in dag.children(node.id)[offset:offset + limit]]
+    total = dag.edge_count(node.id)
+    nxt = offset + len(children)
+    return {
+        "node": {**node_row(node, 0), "in_context": dag.in_context(node.id),
+                 "descendant_messages": len(dag.descendant_message_ids(node.id))},
+        "lineage_up": [{"node_id": a.node_id, "depth": a.depth} for a in dag.ancestors(node.id)],
+        "children_kind": "message" if node.depth == 0 else "summary",
+        "children": children, "source_offset": offset, "source_count": total,
+        "next_source_offset": nxt if nxt < total else None,
+    }
+
+
+def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    query = build_query(args.query)
+    if query.empty:
+        raise CliError("query has no searchable terms", EXIT_USAGE)
+    limit = page_limit(args.limit)
+    hits: list[dict[str, Any]] = []
+    if args.kind in ("all", "messages"):
+        for m, score in store.search_messages(query.match, args.conversation, limit):
+            hits.append({"kind": "message", "store_id": m.id, "conversation_id": m.conversation_id, "seq": m.seq,
+                         "role": m.role, "created_at": mt.iso(m.created_at), "score": round(score, 3),
+                         "snippet": snippet(m.content, query.terms)})
+    if args.kind in ("all", "summaries"):
+        for n, score in Dag(store).search(query.match, args.conversation, limit):
+            hits.append({"kind": "summary", "node_id": n.node_id, "conversation_id": n.conversation_id,
+                         "depth": n.depth, "score": round(score, 3), "snippet": snippet(n.content, query.terms)})
+    return {"query": query.match, "count": len(hits), "items": hits,
+            "note": "best bm25 first within each kind (messages, then summaries); up to --limit of each"}
+
+
+def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    if (args.node is None) == (args.message is None):
+        raise CliError("give exactly one of --node or --message", EXIT_USAGE)
+    dag = Dag(store)
+    if args.node is not None:
+        return expand_node(store, dag, _node_or_fail(dag, args.node), args)
+    message = store.message(args.message)
+    if message is None:
+        raise CliError(f"no message {args.message}")
+    page = args.max_chars if args.max_chars > 0 else 1 << 62
+    offset = max(0, args.content_offset)
+    text = message.content[offset:offset + page]
+    row = message_row(message, 0)
+    row.update(content=text, truncated=offset + page < len(message.content), content_offset=offset,
+               next_content_offset=offset + page if offset + page < len(message.content) else None,
+               exact=message.to_host(), summarized_by=[node_label(p) for p in dag.parents("message", message.id)])
+    if offset or row["truncated"]:
+        row.pop("exact")
+    return row
+
+
+def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    report_store = store
+    if args.deep:
+        from .store import open_store
+
+        report_store = open_store(store.path)
+    report = mt.doctor_report(report_store, deep=args.deep, config=_config(args))
+    if report["status"] == "fail":
+        args.exit_code = EXIT_NOT_FOUND
+    return report
+
+
+def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    directory = Path(args.dest) if args.dest else mt.backup_dir(store.path, _config(args).backup_dir)
+    saved = mt.backup(store, directory)
+    return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
+            "restore": "stop Hermes, move lcm.db, lcm.db-wal and lcm.db-shm aside, copy the backup to lcm.db, "
+                       "start Hermes"}
+
+
+def cmd_retention(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    return mt.retention_report(store, top=args.top)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    env = dict(os.environ)
+    return load_config(env, read_yaml_block(hermes_home(env))[0]).config
+
+
+def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
+    try:
+        state = store.conversation(args.conversation)
+    except KeyError as exc:
+        raise CliError(f"no conversation {args.conversation}") from exc
+    out: TextIO = open(args.output, "w", encoding="utf-8") if args.output else args.out  # noqa: SIM115
+    try:
+        writer = _export_jsonl if args.as_ == "jsonl" else _export_markdown
+        count = writer(store, state.id, state.key, out, args.include_summaries)
+    finally:
+        if args.output:
+            out.close()
+    if args.output:
+        return {"status": "ok", "conversation_id": state.id, "messages": count, "output": args.output,
+                "format": args.as_}
+    return None
+
+
+def _all_messages(store: Store, conversation_id: int) -> Iterator[StoredMessage]:
+    after = 0
+    while True:
+        page = store.messages_after(conversation_id, after, PAGE_MAX)
+        yield from page
+        if len(page) < PAGE_MAX:
+            return
+        after = page[-1].seq
+
+
+def _all_nodes(store: Store, conversation_id: int) -> Iterator[SummaryNode]:
+    dag, after = Dag(store), 0
+    while True:
+        page = dag.nodes_page(conversation_id, None, after, PAGE_MAX)
+        yield from page
+        if len(page) < PAGE_MAX:
+            return
+        after = page[-1].id
+
+
+def _export_jsonl(store: Store, conversation_id: int, key: str, out: TextIO, summaries: bool) -> int:
+    count = 0
+    for m in _all_messages(store, conversation_id):
+        out.write(json.dumps({"type": "message", "store_id": m.id, "seq": m.seq, "session_id": m.session_id,
+                              "created_at": mt.iso(m.created_at), "source": m.source, "message": m.to_host()},
+                             ensure_ascii=False) + "\n")
+        count += 1
+    if summaries:
+        dag = Dag(store)
+        for n in _all_nodes(store, conversation_id):
+            kind = "message" if n.depth == 0 else "summary"
+            children = dag.descendant_message_ids(n.id) if n.depth == 0 else [c.id for c in dag.children(n.id)]
+            out.write(json.dumps({"type": "summary", **node_row(n, 0), "children_kind": kind,
+                                  "children": children}, ensure_ascii=False) + "\n")
+    return count
+
+
+def _export_markdown(store: Store, conversation_id: int, key: str, out: TextIO, summaries: bool) -> int:
+    out.write(f"# Conversation {conversation_id}: {key}\n\n")
+    count = 0
+    for m in _all_messages(store, conversation_id):
+        count += 1
+        out.write(f"## {m.seq}. {m.role}{' (' + m.tool_name + ')' if m.tool_name else ''}\n\n")
+        out.write(f"_{mt.iso(m.created_at)} · session {m.session_id} · store_id {m.id}_\n\n")
+        if m.content:
+            out.write(m.content.rstrip() + "\n\n")
+        if m.tool_calls:
+            out.write("```json\n" + json.dumps(json.loads(m.tool_calls), indent=2, ensure_ascii=False) + "\n```\n\n")
+    if summaries:
+        out.write("# Summaries\n\n")
+        for n in _all_nodes(store, conversation_id):
+            out.write(f"## {n.node_id} (depth {n.depth}, seq {n.first_seq}-{n.last_seq})\n\n{n.content.rstrip()}\n\n")
+    return count
+
+
+# -- output -------------------------------------------------------------------------------------------
+
+
+def emit(result: dict[str, Any], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        out.write(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n")
+        return
+    items = result.get("items")
+    if isinstance(items, list):
+        out.write(table(items) + "\n")
+        rest = {k: v for k, v in result.items() if k != "items"}
+        if rest:
+            out.write("\n" + keyvalues(rest) + "\n")
+        return
+    out.write(keyvalues(result) + "\n")
+
+
+def _cell(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no rows)"
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    cells = [[_cell(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+def keyvalues(value: Any, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(value, dict):
+        lines = []
+        for k, v in value.items():
+            if isinstance(v, dict | list) and v:
+                lines.append(f"{pad}{k}:")
+                lines.append(keyvalues(v, indent + 1))
+            else:
+                lines.append(f"{pad}{k}: {_cell(v, 200)}")
+        return "\n".join(lines)
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return "\n".join(pad + line for line in table(value).splitlines())
+        return "\n".join(f"{pad}- {_cell(v, 200)}" for v in value)
+    return f"{pad}{_cell(value, 200)}"
+
+
+# -- argument parsing ------------------------------------------------------------------------------
+
+Handler = Callable[[Store, argparse.Namespace], "dict[str, Any] | None"]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lcm", description="Read the hermes-lcm database without a running agent "
+                                "(read-only unless a command says otherwise).")
+    p.add_argument("--db", help="database file (default: LCM_DATABASE_PATH, config.yaml lcm.database_path, "
+                   "$HERMES_HOME/lcm.db; HERMES_PROFILE selects a profile)")
+    p.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
+    p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd.set_defaults(handler=handler)
+        return cmd
+
+    def paged(cmd: argparse.ArgumentParser, limit: int = 50) -> None:
+        cmd.add_argument("--limit", type=int, default=limit, help=f"page size (1-{PAGE_MAX})")
+        cmd.add_argument("--after", type=int, help="cursor: the previous page's next_cursor")
+
+    add("status", cmd_status, "database path, sizes, counts, recent engine events")
+    paged(add("conversations", cmd_conversations, "conversations with message/summary/session counts"))
+    s = add("sessions", cmd_sessions, "sessions (host session ids), optionally of one conversation")
+    s.add_argument("--conversation", type=int)
+    paged(s)
+    m = add("messages", cmd_messages, "raw messages: 'tail' (newest) or 'page' (keyset, oldest first)")
+    m.add_argument("mode", choices=("tail", "page"))
+    m.add_argument("--conversation", type=int)
+    m.add_argument("--session")
+    m.add_argument("--max-chars", type=int, default=2000, help="cut content to this many characters (0 = all)")
+    paged(m, 20)
+    sm = add("summaries", cmd_summaries, "summary nodes: 'list' a conversation's, or 'show' one with lineage")
+    sm.add_argument("mode", choices=("list", "show"))
+    sm.add_argument("node", nargs="?", help="node id for show (S12)")
+    sm.add_argument("--conversation", type=int)
+    sm.add_argument("--depth", type=int)
+    sm.add_argument("--max-chars", type=int, default=400)
+    sm.add_argument("--source-offset", type=int, default=0)
+    sm.add_argument("--source-limit", type=int, default=20)
+    paged(sm)
+    g = add("grep", cmd_grep, "full-text search of messages and summaries (natural language works)")
+    g.add_argument("query")
+    g.add_argument("--conversation", type=int)
+    g.add_argument("--limit", type=int, default=20, help="hits per kind")
+    g.add_argument("--kind", choices=("all", "messages", "summaries"), default="all")
+    e = add("expand", cmd_expand, "one node's sources or one message's exact content, paged")
+    e.add_argument("--node")
+    e.add_argument("--message", type=int)
+    e.add_argument("--source-offset", type=int, default=0)
+    e.add_argument("--source-limit", type=int, default=20)
+    e.add_argument("--content-offset", type=int, default=0)
+    e.add_argument("--max-chars", type=int, default=20000)
+    d = add("doctor", cmd_doctor, "read-only health checks with guidance")
+    d.add_argument("--deep", action="store_true", help="also run FTS5 integrity-check (opens a writable "
+                   "connection; the check runs in a transaction that is rolled back)")
+    b = add("backup", cmd_backup, "WRITES one verified backup file (online backup API); the database is untouched")
+    b.add_argument("--dest", help="directory (default LCM_BACKUP_DIR or <db dir>/lcm-backups)")
+    x = add("export", cmd_export, "a conversation as JSONL (exact messages) or Markdown")
+    x.add_argument("--conversation", type=int, required=True)
+    x.add_argument("--as", dest="as_", choices=("jsonl", "markdown"), default="jsonl")
+    x.add_argument("--output", help="file to write (default stdout)")
+    x.add_argument("--include-summaries", action="store_true")
+    r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
+    r.add_argument("--top", type=int, default=20)
+    return p
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = parser().parse_args(argv)
+    args.exit_code = EXIT_OK
+    args.out = out
+    store: Store | None = None
+    try:
+        path, args.db_origin = resolve_db(args.db, dict(os.environ))
+        store = open_db(path)
+        result = args.handler(store, args)
+    except CliError as exc:
+        out.write(json.dumps({"error": str(exc), **exc.extra}, indent=2) + "\n")
+        return exc.code
+    finally:
+        if store is not None:
+            store.close()
+    if result is not None:
+        emit(result, args.format, out)
+    return int(args.exit_code)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,670 @@
+"""Import OpenClaw history into a hermes-lcm database (used by scripts/import_lossless_claw.py).
+
+Two source families:
+
+* a lossless-claw SQLite database: raw messages, and with ``include_summaries``
+  its summary DAG with lineage (leaf summaries link messages, condensed ones
+  link the summaries they were made from);
+* OpenClaw JSONL session transcripts: a ``{"type": "session"}`` header line, then
+  entries with ``id``/``parentId``; ``{"type": "message"}`` entries carry
+  ``user`` / ``assistant`` / ``toolResult`` messages. Only the active branch
+  (the path from the last entry back to the root) is imported, as the model saw it.
+
+Dry-run is the default: nothing is written, the report says what would be.
+``apply`` backs the target up first (when it exists), then writes one
+transaction per source conversation. Every imported row carries its provenance:
+the session id and ``source`` column name the import, and each message's
+fingerprint is a hash of its source identity, so re-running with the same
+``import_id`` skips what is already there (``skipped_existing``) and imports
+only what is new. Summary nodes keep their source id in ``route``.
+
+The SQL in this module reads the *foreign* lossless-claw schema only; every
+read or write of our own database goes through store.py / dag.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from . import maintenance as mt
+from .dag import Dag, NewNode
+from .ingest import Normalizer
+from .payloads import PayloadGuard
+from .records import MessageIn, StoredMessage
+from .store import Store, StoreError, open_store
+from .tokens import count_tokens
+
+LCL_TABLES = {"conversations", "messages", "summaries", "summary_messages", "summary_parents"}
+IMPORT_ROLES = {"user", "assistant", "tool"}
+LCL_ROLES = {"system", "user", "assistant", "tool"}  # lossless-claw's messages.role CHECK
+
+
+class ImportFailure(RuntimeError):
+    """The import cannot run (bad source, foreign target); shown to the operator."""
+
+
+@dataclass
+class SourceMessage:
+    provenance: str
+    message: dict[str, Any]
+    timestamp: float | None
+
+
+@dataclass
+class SourceSummary:
+    source_id: str
+    kind: str
+    depth: int
+    content: str
+    tokens: int
+    earliest_at: float | None
+    latest_at: float | None
+    message_ids: list[str] = field(default_factory=list)
+    child_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceConversation:
+    key: str
+    session_id: str
+    parent_session_id: str | None
+    messages: list[SourceMessage] = field(default_factory=list)
+    summaries: list[SourceSummary] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    source_kind: str
+    source: list[str]
+    target: str
+    import_id: str
+    dry_run: bool
+    backup_path: str | None = None
+    conversations: int = 0
+    scanned: int = 0
+    eligible: int = 0
+    would_import: int = 0
+    imported: int = 0
+    skipped_existing: int = 0
+    skipped_empty: int = 0
+    skipped_unsupported: int = 0
+    invalid_rows: int = 0
+    summaries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0))
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, text: str) -> None:
+        if len(self.warnings) < 200:
+            self.warnings.append(text)
+        elif len(self.warnings) == 200:
+            self.warnings.append("(further warnings omitted)")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+# -- detection ------------------------------------------------------------------------------
+
+
+def readonly_uri(path: str | Path) -> str:
+    return f"file:{quote(str(Path(path).expanduser().resolve()))}?mode=ro"
+
+
+def detect_source(path: str | Path) -> str | None:
+    """'hermes-lcm', 'lossless-claw', 'unknown' for another SQLite file, None if unreadable."""
+    try:
+        con = sqlite3.connect(readonly_uri(path), uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        if "meta" in tables and con.execute("SELECT value FROM meta WHERE key='app'").fetchone() == ("hermes-lcm",):
+            return "hermes-lcm"
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        con.close()
+    return "lossless-claw" if tables >= LCL_TABLES else "unknown"
+
+
+def default_import_id(kind: str, sources: Sequence[str | Path]) -> str:
+    digest = hashlib.blake2b("\n".join(sorted(str(Path(s).resolve()) for s in sources)).encode(),
+                             digest_size=6).hexdigest()
+    return f"{kind}-{digest}"
+
+
+def _fingerprint(import_kind: str, provenance: str) -> str:
+    return "import:" + hashlib.blake2b(f"{import_kind}\x00{provenance}".encode(), digest_size=16).hexdigest()
+
+
+def _parse_time(value: Any) -> float | None:
+    """Epoch seconds from ms/s numbers or ISO / SQLite datetime text; None when unreadable."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    if isinstance(value, str) and value.strip():
+        text = value.strip().replace(" ", "T", 1)
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+    return None
+
+
+# -- lossless-claw SQLite source -----------------------------------------------------------------
+
+
+class LosslessClawReader:
+    """Reads a lossless-claw ``lcm.db`` (read-only). Column sets vary by version, so
+    optional columns are probed rather than assumed."""
+
+    def __init__(self, path: Path, report: Report) -> None:
+        self.path, self.report = path, report
+        if detect_source(path) != "lossless-claw":
+            raise ImportFailure(f"{path} is not a lossless-claw database (needs tables {sorted(LCL_TABLES)})")
+        self.con = sqlite3.connect(readonly_uri(path), uri=True)
+        self.con.row_factory = sqlite3.Row
+
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    def conversations(self, include_summaries: bool) -> Iterator[SourceConversation]:
+        cols = self.columns("conversations")
+        key_col = "session_key" if "session_key" in cols else "NULL"
+        rows = self.con.execute(f"SELECT conversation_id, session_id, {key_col} AS session_key FROM conversations "
+                                "ORDER BY conversation_id").fetchall()
+        has_parts = "message_parts" in {r[0] for r in self.con.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        for row in rows:
+            cid, session = row["conversation_id"], str(row["session_id"] or "")
+            label = row["session_key"] or session or str(cid)
+            conv = SourceConversation(key=f"lossless-claw:{cid}:{label}",
+                                      session_id=f"lossless-claw:{cid}:{session or 'unknown'}", parent_session_id=None)
+            conv.messages = list(self._messages(cid, has_parts))
+            if include_summaries:
+                conv.summaries = self._summaries(cid)
+            yield conv
+
+    def _messages(self, conversation_id: int, has_parts: bool) -> Iterator[SourceMessage]:
+        rows = self.con.execute("SELECT message_id, seq, role, content, created_at FROM messages "
+                                "WHERE conversation_id=? ORDER BY seq, message_id", (conversation_id,)).fetchall()
+        for row in rows:
+            self.report.scanned += 1
+            mid = row["message_id"]
+            role, content = row["role"], row["content"]
+            if role not in LCL_ROLES or not isinstance(content, str):
+                self.report.invalid_rows += 1
+                self.report.warn(f"lossless-claw message {mid}: invalid role {role!r} or non-text content; skipped")
+                continue
+            if role not in IMPORT_ROLES:
+                self.report.skipped_unsupported += 1
+                self.report.warn(f"lossless-claw message {mid}: role {role!r} is not imported")
+                continue
+            message: dict[str, Any] = {"role": role, "content": content}
+            if has_parts:
+                self._tool_fields(mid, role, message)
+            ts = _parse_time(row["created_at"])
+            if ts is None:
+                self.report.warn(f"lossless-claw message {mid}: unreadable created_at {row['created_at']!r}")
+            yield SourceMessage(f"message:{mid}", message, ts)
+
+    def _tool_fields(self, message_id: int, role: str, message: dict[str, Any]) -> None:
+        parts = self.con.execute("SELECT tool_call_id, tool_name, tool_input FROM message_parts "
+                                 "WHERE message_id=? AND part_type='tool' ORDER BY ordinal", (message_id,)).fetchall()
+        if role == "tool":
+            first = next((p for p in parts if p["tool_call_id"]), None)
+            if first is not None:
+                message["tool_call_id"] = str(first["tool_call_id"])
+                if first["tool_name"]:
+                    message["name"] = str(first["tool_name"])
+            return
+        calls = []
+        for p in parts:
+            if role != "assistant" or not p["tool_call_id"] or p["tool_input"] is None:
+                continue
+            arguments = p["tool_input"] if isinstance(p["tool_input"], str) else json.dumps(p["tool_input"])
+            try:
+                json.loads(arguments)
+            except ValueError:
+                self.report.warn(f"lossless-claw message {message_id}: tool call {p['tool_call_id']} has "
+                                 "non-JSON input; kept as text")
+                arguments = json.dumps({"raw": arguments})
+            calls.append({"id": str(p["tool_call_id"]), "type": "function",
+                          "function": {"name": str(p["tool_name"] or "unknown_tool"), "arguments": arguments}})
+        if calls:
+            message["tool_calls"] = calls
+
+    def _summaries(self, conversation_id: int) -> list[SourceSummary]:
+        cols = self.columns("summaries")
+        pick = {c: (c if c in cols else "NULL") for c in ("depth", "token_count", "earliest_at", "latest_at")}
+        rows = self.con.execute(
+            f"SELECT summary_id, kind, {pick['depth']} AS depth, content, {pick['token_count']} AS token_count, "
+            f"{pick['earliest_at']} AS earliest_at, {pick['latest_at']} AS latest_at FROM summaries "
+            "WHERE conversation_id=? ORDER BY created_at, summary_id", (conversation_id,)).fetchall()
+        out = []
+        for row in rows:
+            self.report.summaries["scanned"] += 1
+            sid = str(row["summary_id"])
+            if not isinstance(row["content"], str) or row["kind"] not in ("leaf", "condensed"):
+                self.report.summaries["invalid"] += 1
+                self.report.warn(f"lossless-claw summary {sid}: bad kind/content; skipped")
+                continue
+            node = SourceSummary(sid, row["kind"], int(row["depth"] or 0), row["content"],
+                                 int(row["token_count"] or 0), _parse_time(row["earliest_at"]),
+                                 _parse_time(row["latest_at"]))
+            node.message_ids = [f"message:{r[0]}" for r in self.con.execute(
+                "SELECT message_id FROM summary_messages WHERE summary_id=? ORDER BY ordinal", (sid,)).fetchall()]
+            # lossless-claw names the summaries a condensed node was made from its "parents".
+            node.child_ids = [str(r[0]) for r in self.con.execute(
+                "SELECT parent_summary_id FROM summary_parents WHERE summary_id=? ORDER BY ordinal",
+                (sid,)).fetchall()]
+            out.append(node)
+        return out
+
+    def close(self) -> None:
+        self.con.close()
+
+
+# -- OpenClaw JSONL source -------------------------------------------------------------------------
+
+
+def jsonl_files(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> list[Path]:
+    found = {Path(f).expanduser().resolve() for f in files}
+    for directory in dirs:
+        d = Path(directory).expanduser()
+        if not d.is_dir():
+            raise ImportFailure(f"{d} is not a directory")
+        found.update(p.resolve() for p in d.glob("*.jsonl") if p.is_file())
+    return sorted(found)
+
+
+def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversation | None:
+    """One session file -> one conversation (active branch only)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        report.invalid_rows += 1
+        report.warn(f"{path}: unreadable ({exc})")
+        return None
+    header: dict[str, Any] = {}
+    entries: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            report.scanned += 1
+            report.invalid_rows += 1
+            report.warn(f"{path.name}:{number}: not JSON; skipped")
+            continue
+        if not isinstance(entry, dict):
+            report.scanned += 1
+            report.invalid_rows += 1
+            report.warn(f"{path.name}:{number}: not a JSON object; skipped")
+            continue
+        if entry.get("type") == "session" and not header:
+            header = entry
+            continue
+        entries.append((number, entry))
+    session = str(header.get("id") or path.stem)
+    prefix = f"openclaw:{agent}:" if agent else "openclaw:"
+    parent = header.get("parentSession")
+    conv = SourceConversation(key=f"{prefix}{session}", session_id=f"{prefix}{session}",
+                              parent_session_id=f"{prefix}{parent}" if isinstance(parent, str) and parent else None)
+    branch, dropped = _active_branch(entries)
+    if dropped:
+        report.warn(f"{path.name}: {dropped} message entries are on abandoned branches and not imported")
+    for number, entry in branch:
+        if entry.get("type", "message") != "message" or "message" not in entry:
+            continue
+        report.scanned += 1
+        converted = _convert(entry, report, f"{path.name}:{number}")
+        if converted is not None:
+            ident = str(entry.get("id") or f"line{number}")
+            conv.messages.append(SourceMessage(f"{session}:{ident}", converted[0], converted[1]))
+    return conv
+
+
+def _active_branch(entries: list[tuple[int, dict[str, Any]]]) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The path from the last entry to the root through ``parentId``; file order when
+    the entries do not form a clean tree (older flat transcripts)."""
+    with_ids = [(n, e) for n, e in entries if isinstance(e.get("id"), str) and e["id"]]
+    if not with_ids or len(with_ids) != len(entries):
+        return entries, 0
+    by_id = {e["id"]: (n, e) for n, e in with_ids}
+    path, seen = [], set()
+    current: tuple[int, dict[str, Any]] | None = with_ids[-1]
+    while current is not None:
+        ident = current[1]["id"]
+        if ident in seen:
+            return entries, 0
+        seen.add(ident)
+        path.append(current)
+        parent = current[1].get("parentId")
+        if parent is None:
+            break
+        current = by_id.get(parent)
+        if current is None:
+            return entries, 0
+    path.reverse()
+    messages = sum(1 for _, e in entries if e.get("type", "message") == "message")
+    kept = sum(1 for _, e in path if e.get("type", "message") == "message")
+    return path, messages - kept
+
+
+def _text_blocks(content: Any) -> tuple[list[str], list[dict[str, Any]], bool]:
+    """(texts, OpenAI-style parts, whether any non-text part exists) from pi-ai content."""
+    if isinstance(content, str):
+        return [content], [{"type": "text", "text": content}], False
+    texts, parts, other = [], [], False
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image" and isinstance(block.get("data"), str):
+            mime = str(block.get("mimeType") or "application/octet-stream")
+            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{block['data']}"}})
+            other = True
+    return texts, parts, other
+
+
+def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[str, Any], float | None] | None:
+    raw = entry.get("message")
+    if not isinstance(raw, dict) or not isinstance(raw.get("role"), str):
+        report.invalid_rows += 1
+        report.warn(f"{where}: message entry without a role; skipped")
+        return None
+    role, content = raw["role"], raw.get("content")
+    if content is not None and not isinstance(content, str | list):
+        report.invalid_rows += 1
+        report.warn(f"{where}: content is neither text nor a list; skipped")
+        return None
+    ts = _parse_time(raw.get("timestamp")) or _parse_time(entry.get("timestamp"))
+    texts, parts, other = _text_blocks(content)
+    body: Any = parts if other else "\n".join(texts)
+    if role == "user":
+        return {"role": "user", "content": body}, ts
+    if role == "assistant":
+        message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
+        calls = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"] \
+            if isinstance(content, list) else []
+        if calls:
+            message["tool_calls"] = [{"id": str(c.get("id") or ""), "type": "function",
+                                      "function": {"name": str(c.get("name") or "unknown_tool"),
+                                                   "arguments": json.dumps(c.get("arguments") or {},
+                                                                           ensure_ascii=False)}}
+                                     for c in calls]
+        return message, ts
+    if role == "toolResult":
+        if not raw.get("toolCallId"):
+            report.invalid_rows += 1
+            report.warn(f"{where}: toolResult without toolCallId; skipped")
+            return None
+        message = {"role": "tool", "tool_call_id": str(raw["toolCallId"]), "content": body}
+        if raw.get("toolName"):
+            message["name"] = str(raw["toolName"])
+        return message, ts
+    report.skipped_unsupported += 1
+    report.warn(f"{where}: role {role!r} is not imported")
+    return None
+
+
+# -- planning and writing --------------------------------------------------------------------------
+
+
+def _is_empty(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    has_text = bool(content.strip()) if isinstance(content, str) else bool(content)
+    return not has_text and not message.get("tool_calls")
+
+
+@dataclass
+class Importer:
+    report: Report
+    kind: str
+    target: Path
+    apply: bool
+    store: Store | None = None
+    normalizer: Normalizer | None = None
+
+    def run(self, conversations: Iterable[SourceConversation]) -> None:
+        for conv in conversations:
+            self.report.conversations += 1
+            self.one(conv)
+
+    def _key(self, conv: SourceConversation) -> str:
+        return f"import:{self.report.import_id}:{conv.key}"
+
+    def _existing(self, conv: SourceConversation) -> tuple[int | None, dict[str, int], dict[str, int]]:
+        if self.store is None:
+            return None, {}, {}
+        state = self.store.conversation_by_key(self._key(conv))
+        if state is None:
+            return None, {}, {}
+        routes = Dag(self.store).node_ids_by_route(state.id, f"{self.kind}:")
+        return state.id, self.store.fingerprint_ids(state.id), routes
+
+    def one(self, conv: SourceConversation) -> None:
+        r = self.report
+        conversation_id, known, routes = self._existing(conv)
+        fresh: list[tuple[str, SourceMessage]] = []
+        seen: set[str] = set()
+        for m in conv.messages:
+            fp = _fingerprint(self.kind, m.provenance)
+            if fp in seen:
+                r.invalid_rows += 1
+                r.warn(f"{conv.key}: duplicate source id {m.provenance}; later copy skipped")
+                continue
+            seen.add(fp)
+            if _is_empty(m.message):
+                r.skipped_empty += 1
+                continue
+            r.eligible += 1
+            if fp in known:
+                r.skipped_existing += 1
+            else:
+                fresh.append((fp, m))
+        r.would_import += len(fresh)
+        new_summaries = self._plan_summaries(conv, known, {fp for fp, _ in fresh}, routes)
+        if not self.apply or (not fresh and not new_summaries):
+            return
+        assert self.store is not None
+        with self.store.write():
+            cid = conversation_id or self.store.ensure_conversation(self._key(conv))
+            self.store.upsert_session(conv.session_id, cid, platform="openclaw",
+                                      parent_session_id=conv.parent_session_id, reason=f"import {r.import_id}")
+            ids, _skipped = self.store.append_imported(cid, conv.session_id, f"import:{r.import_id}",
+                                                       [self._record(fp, m) for fp, m in fresh])
+            r.imported += len(ids)
+            if new_summaries:
+                self._write_summaries(cid, conv, new_summaries)
+
+    def _record(self, fp: str, m: SourceMessage) -> MessageIn:
+        assert self.normalizer is not None
+        record = self.normalizer.normalize(m.message, fingerprint=fp)
+        return replace(record, host_ts=m.timestamp)
+
+    # -- summaries ---------------------------------------------------------------------------------
+
+    def _plan_summaries(self, conv: SourceConversation, known: dict[str, int], fresh: set[str],
+                        routes: dict[str, int]) -> list[SourceSummary]:
+        """Summaries whose lineage resolves to imported messages, children first."""
+        r = self.report
+        available = set(known) | fresh
+        resolvable: dict[str, SourceSummary] = {}
+        pending = {s.source_id: s for s in conv.summaries}
+        progressed = True
+        while pending and progressed:
+            progressed = False
+            for sid, s in list(pending.items()):
+                if s.kind == "leaf":
+                    ok = any(_fingerprint(self.kind, mid) in available for mid in s.message_ids)
+                else:
+                    if any(c in pending for c in s.child_ids):
+                        continue
+                    ok = any(c in resolvable for c in s.child_ids)
+                del pending[sid]
+                progressed = True
+                if ok:
+                    resolvable[sid] = s
+                else:
+                    r.summaries["invalid"] += 1
+                    r.warn(f"{self.kind} summary {sid}: no imported source to link to; skipped")
+        for sid in pending:
+            r.summaries["invalid"] += 1
+            r.warn(f"{self.kind} summary {sid}: lineage cycle or missing child; skipped")
+        new = []
+        for s in resolvable.values():
+            r.summaries["eligible"] += 1
+            if f"{self.kind}:{s.source_id}" in routes:
+                r.summaries["skipped_existing"] += 1
+            else:
+                new.append(s)
+        r.summaries["would_import"] += len(new)
+        return new
+
+    def _write_summaries(self, conversation_id: int, conv: SourceConversation, todo: list[SourceSummary]) -> None:
+        assert self.store is not None
+        dag = Dag(self.store)
+        by_fp = self.store.fingerprint_ids(conversation_id)
+        rows = {m.id: m for m in self.store.messages_by_ids(list(by_fp.values()))}
+        nodes = {route.split(":", 1)[1]: dag.node(nid) for route, nid in
+                 dag.node_ids_by_route(conversation_id, f"{self.kind}:").items()}
+        for s in todo:
+            new = self._node(conversation_id, conv, s, by_fp, rows, nodes)
+            if new is None:
+                continue
+            nodes[s.source_id] = dag.node(dag.add_node(new))
+            self.report.summaries["imported"] += 1
+
+    def _node(self, conversation_id: int, conv: SourceConversation, s: SourceSummary, by_fp: dict[str, int],
+              rows: dict[int, StoredMessage], nodes: dict[str, Any]) -> NewNode | None:
+        tokens = s.tokens if s.tokens > 0 else count_tokens(s.content)
+        base: dict[str, Any] = {"conversation_id": conversation_id, "session_id": conv.session_id, "content": s.content,
+                "tokens": tokens, "level": "imported", "route": f"{self.kind}:{s.source_id}"}
+        if s.kind == "leaf":
+            msgs = [rows[by_fp[fp]] for fp in (_fingerprint(self.kind, m) for m in s.message_ids) if fp in by_fp]
+            if not msgs:
+                return None
+            times = [m.created_at for m in msgs]
+            return NewNode(depth=0, first_seq=min(m.seq for m in msgs), last_seq=max(m.seq for m in msgs),
+                           earliest_at=s.earliest_at or min(times), latest_at=s.latest_at or max(times),
+                           source_tokens=sum(m.tokens for m in msgs), message_ids=tuple(m.id for m in msgs), **base)
+        children = [nodes[c] for c in s.child_ids if nodes.get(c) is not None]
+        if not children:
+            return None
+        depth = max(c.depth for c in children) + 1
+        if depth != s.depth:
+            self.report.warn(f"{self.kind} summary {s.source_id}: depth {s.depth} recomputed as {depth}")
+        return NewNode(depth=depth, first_seq=min(c.first_seq for c in children),
+                       last_seq=max(c.last_seq for c in children),
+                       earliest_at=s.earliest_at or min(c.earliest_at for c in children),
+                       latest_at=s.latest_at or max(c.latest_at for c in children),
+                       source_tokens=sum(c.tokens for c in children), child_ids=tuple(c.id for c in children), **base)
+
+
+# -- entry point ------------------------------------------------------------------------------------
+
+
+def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
+               jsonl: Sequence[str | Path] = (), jsonl_dirs: Sequence[str | Path] = (),
+               import_id: str | None = None, include_summaries: bool = False, apply: bool = False,
+               agent: str = "", backup_dir: str = "") -> dict[str, Any]:
+    """Plan (dry-run) or apply one import; returns the reconciliation report.
+
+    An apply first plans like a dry run; when nothing is new it stops there, so a
+    re-run neither writes nor takes another backup.
+    """
+    if (source_db is None) == (not jsonl and not jsonl_dirs):
+        raise ImportFailure("give either a source database or JSONL files/directories (not both)")
+    kind = "lossless-claw" if source_db is not None else "openclaw-jsonl"
+    files = jsonl_files(jsonl, jsonl_dirs) if source_db is None else []
+    sources = [str(Path(source_db).resolve())] if source_db is not None else [str(f) for f in files]
+    target = Path(target_db).expanduser().resolve()
+    job = _Job(kind, Path(source_db).expanduser() if source_db is not None else None, files, target,
+               import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources)
+    if apply and target.exists():
+        plan = job.execute(apply=False)
+        if plan["would_import"] == 0 and plan["summaries"]["would_import"] == 0:
+            return {**plan, "dry_run": False, "note": "nothing new to import: target untouched, no backup taken"}
+    return job.execute(apply)
+
+
+@dataclass(frozen=True)
+class _Job:
+    kind: str
+    source_db: Path | None
+    files: list[Path]
+    target: Path
+    import_id: str
+    include_summaries: bool
+    agent: str
+    backup_dir: str
+    sources: list[str]
+
+    def execute(self, apply: bool) -> dict[str, Any]:
+        report = Report(self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply)
+        if self.source_db is None and self.include_summaries:
+            report.warn("JSONL sessions carry no summary DAG: --include-summaries ignored")
+        started = time.monotonic()
+        importer = Importer(report, self.kind, self.target, apply)
+        importer.store = _target_store(self.target, report, apply, self.backup_dir)
+        try:
+            if importer.store is not None:
+                importer.normalizer = Normalizer(PayloadGuard(self.target.parent / "lcm-payloads"))
+            if self.source_db is not None:
+                reader = LosslessClawReader(self.source_db, report)
+                try:
+                    importer.run(reader.conversations(self.include_summaries))
+                finally:
+                    reader.close()
+            else:
+                importer.run(c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None)
+        finally:
+            if importer.store is not None and importer.store.readonly:
+                importer.store.close()
+        out = report.as_dict()
+        # every scanned row lands in exactly one bucket
+        out["balanced"] = report.scanned == (report.eligible + report.skipped_empty + report.skipped_unsupported
+                                             + report.invalid_rows)
+        out["seconds"] = round(time.monotonic() - started, 3)
+        return out
+
+
+def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> Store | None:
+    """Read-only view for a dry run; for apply, a verified backup first, then the writer."""
+    if not target.exists():
+        if not apply:
+            return None
+        return open_store(target)
+    if detect_source(target) != "hermes-lcm":
+        raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
+    try:
+        view = Store.open_readonly(target)
+    except StoreError as exc:
+        raise ImportFailure(str(exc)) from exc
+    if not apply:
+        return view
+    try:
+        saved = mt.backup(view, mt.backup_dir(target, backup_dir), "pre-import")
+    finally:
+        view.close()
+    report.backup_path = saved.path
+    return open_store(target)

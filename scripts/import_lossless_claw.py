@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Import OpenClaw history (a lossless-claw SQLite database, or OpenClaw JSONL session
+files) into a hermes-lcm database.
+
+Dry-run by default: prints what would be imported and writes nothing. --apply backs
+the target up first (SQLite online backup), then imports; re-running with the same
+--import-id imports only what is new. --json prints the reconciliation report
+(scanned, eligible, would_import, imported, skipped_existing, skipped_empty,
+invalid_rows, warnings, summary counters).
+
+Examples:
+  python scripts/import_lossless_claw.py --source-db ~/.openclaw/lcm.db --include-summaries --json
+  python scripts/import_lossless_claw.py --source-jsonl-dir ~/.openclaw/agents/main/sessions \\
+      --agent main --import-id main-jsonl-2026-07 --apply
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def _package() -> ModuleType:
+    """hermes_lcm when installed; else this checkout loaded as the package (relative imports)."""
+    try:
+        import hermes_lcm
+
+        return hermes_lcm
+    except ImportError:
+        root = Path(__file__).resolve().parents[1]
+        spec = importlib.util.spec_from_file_location("hermes_lcm", root / "__init__.py",
+                                                      submodule_search_locations=[str(root)])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["hermes_lcm"] = module
+        spec.loader.exec_module(module)
+        return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("source (one family)")
+    src.add_argument("--source-db", help="lossless-claw / OpenClaw lcm.db")
+    src.add_argument("--source-jsonl", action="append", default=[], help="OpenClaw session .jsonl file (repeatable)")
+    src.add_argument("--source-jsonl-dir", action="append", default=[],
+                     help="directory of OpenClaw session .jsonl files (repeatable)")
+    p.add_argument("--target-db", help="hermes-lcm database (default: LCM_DATABASE_PATH or $HERMES_HOME/lcm.db)")
+    p.add_argument("--agent", default="", help="OpenClaw agent id, recorded in the imported session ids")
+    p.add_argument("--import-id", help="stable id that makes re-runs idempotent (default: derived from the paths)")
+    p.add_argument("--include-summaries", action="store_true", help="also import the summary DAG (SQLite source)")
+    p.add_argument("--apply", action="store_true", help="write (after a backup); default is a dry run")
+    p.add_argument("--backup-dir", default="",
+                   help="where the pre-import backup goes (default <target dir>/lcm-backups)")
+    p.add_argument("--json", action="store_true", help="print the reconciliation report as JSON")
+    args = p.parse_args(argv)
+    if not args.source_db and not args.source_jsonl and not args.source_jsonl_dir:
+        p.error("give --source-db or --source-jsonl / --source-jsonl-dir")
+
+    _package()
+    from hermes_lcm.cli import resolve_db
+    from hermes_lcm.lcmimport import ImportFailure, run_import
+
+    target = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
+    try:
+        report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,
+                            jsonl_dirs=args.source_jsonl_dir, import_id=args.import_id,
+                            include_summaries=args.include_summaries, apply=args.apply, agent=args.agent,
+                            backup_dir=args.backup_dir)
+    except ImportFailure as exc:
+        print(json.dumps({"error": str(exc)}) if args.json else f"import refused: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    if report["dry_run"]:
+        mode = "DRY RUN (nothing written; add --apply)"
+    elif report.get("note"):
+        mode = "UP TO DATE (nothing new: nothing written, no backup)"
+    else:
+        mode = "APPLIED"
+    print(f"{mode}: {report['source_kind']} -> {report['target']} (import id {report['import_id']})")
+    if report["backup_path"]:
+        print(f"backup: {report['backup_path']}")
+    for key in ("conversations", "scanned", "eligible", "would_import", "imported", "skipped_existing",
+                "skipped_empty", "skipped_unsupported", "invalid_rows", "balanced"):
+        print(f"  {key:20} {report[key]}")
+    print("  summaries           " + ", ".join(f"{k}={v}" for k, v in report["summaries"].items()))
+    for warning in report["warnings"][:20]:
+        print(f"  warning: {warning}")
+    if len(report["warnings"]) > 20:
+        print(f"  ... {len(report['warnings']) - 20} more warnings (use --json)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

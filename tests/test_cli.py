@@ -1,0 +1,259 @@
+"""The ``lcm`` command on a database built by the engine: every verb, pagination, formats,
+read-only behaviour, exit codes and database resolution."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_lcm import store as store_module
+from hermes_lcm.cli import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, main, resolve_db
+from hermes_lcm.store import Store
+
+from .conftest import new_engine
+from .convo import conversation, host_run
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    """Two conversations written by real engines: one long (compacted), one short."""
+    home = tmp_path_factory.mktemp("home")
+    long_run = new_engine(home, 5000, "s1")
+    host_run(long_run, list(conversation(11, 80)))
+    con = sqlite3.connect(home / "lcm.db")
+    depths = {d for (d,) in con.execute("SELECT DISTINCT depth FROM summaries")}
+    con.close()
+    assert {0, 1} <= depths, f"the fixture needs condensed summaries, got depths {depths}"
+    short_run = new_engine(home, 10**9, "s2")
+    host_run(short_run, list(conversation(12, 3)))
+    short_run.ingest_host([{"role": "user", "content": "a line with the marker QUOKKA-7 in it"}])
+    store_module.close_all()
+    return home / "lcm.db"
+
+
+def run(db: Path, *argv: str) -> tuple[int, Any]:
+    out = io.StringIO()
+    code = main(["--db", str(db), *argv], out=out)
+    text = out.getvalue()
+    try:
+        return code, json.loads(text)
+    except ValueError:
+        return code, text
+
+
+def ok(db: Path, *argv: str) -> Any:
+    code, result = run(db, *argv)
+    assert code == 0, result
+    return result
+
+
+def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_status(db):
+    status = ok(db, "status")
+    assert status["database_path"] == str(db.resolve()) and status["chosen_by"] == "--db"
+    assert status["counts"]["conversations"] == 2
+    assert status["counts"]["messages"] == rows(db, "SELECT count(*) FROM messages")[0][0]
+    assert status["summaries_by_depth"]["0"] > 0 and status["lineage_problems"] == []
+
+
+def test_conversations_keyset_pagination(db):
+    first = ok(db, "conversations", "--limit", "1")
+    assert [c["key"] for c in first["items"]] == ["session:s1"] and first["next_cursor"] == 1
+    assert first["items"][0]["messages"] == first["items"][0]["last_seq"]
+    second = ok(db, "conversations", "--limit", "1", "--after", str(first["next_cursor"]))
+    assert [c["key"] for c in second["items"]] == ["session:s2"]
+    third = ok(db, "conversations", "--limit", "1", "--after", str(second["next_cursor"]))
+    assert third == {"items": [], "next_cursor": None}
+
+
+def test_sessions(db):
+    everything = ok(db, "sessions")["items"]
+    assert {s["id"] for s in everything} == {"s1", "s2"}
+    only = ok(db, "sessions", "--conversation", "2")["items"]
+    assert [s["id"] for s in only] == ["s2"] and only[0]["messages"] > 0
+
+
+def test_messages_tail_and_page_walk(db):
+    tail = ok(db, "messages", "tail", "--conversation", "2", "--limit", "2")["items"]
+    assert tail[-1]["content"] == "a line with the marker QUOKKA-7 in it"
+    assert tail[0]["seq"] + 1 == tail[1]["seq"]
+    seen, cursor = [], None
+    while True:
+        args = ["messages", "page", "--conversation", "1", "--limit", "17"]
+        page = ok(db, *args, *(["--after", str(cursor)] if cursor is not None else []))
+        seen += [m["seq"] for m in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    last_seq = rows(db, "SELECT last_seq FROM conversations WHERE id=1")[0][0]
+    assert seen == list(range(1, last_seq + 1))
+    by_session = ok(db, "messages", "page", "--session", "s2", "--limit", "500")["items"]
+    assert len(by_session) == rows(db, "SELECT count(*) FROM messages WHERE session_id='s2'")[0][0]
+    cut = ok(db, "messages", "tail", "--conversation", "1", "--limit", "1", "--max-chars", "5")["items"][0]
+    assert len(cut["content"]) <= 5 and cut["truncated"] == (cut["content_chars"] > 5)
+
+
+def test_summaries_list_and_show_with_lineage(db):
+    leaves = ok(db, "summaries", "list", "--conversation", "1", "--depth", "0")["items"]
+    assert leaves and all(n["depth"] == 0 for n in leaves)
+    parent_id = rows(db, "SELECT parent_id FROM edges WHERE child_kind='summary' LIMIT 1")[0][0]
+    child_id = rows(db, "SELECT child_id FROM edges WHERE parent_id=? AND child_kind='summary' ORDER BY ord",
+                    (parent_id,))[0][0]
+    shown = ok(db, "summaries", "show", f"S{child_id}", "--source-limit", "3")
+    assert shown["node"]["node_id"] == f"S{child_id}" and shown["children_kind"] == "message"
+    assert f"S{parent_id}" in [a["node_id"] for a in shown["lineage_up"]]
+    assert len(shown["children"]) == 3 and shown["next_source_offset"] == 3
+    assert shown["source_count"] == rows(db, "SELECT count(*) FROM edges WHERE parent_id=?", (child_id,))[0][0]
+    assert shown["node"]["descendant_messages"] == shown["source_count"]
+    upper = ok(db, "summaries", "show", f"S{parent_id}")
+    assert upper["children_kind"] == "summary" and f"S{child_id}" in [c["node_id"] for c in upper["children"]]
+    assert run(db, "summaries", "show", "S99999")[0] == EXIT_NOT_FOUND
+    assert run(db, "summaries", "show", "banana")[0] == EXIT_USAGE
+
+
+def test_grep_messages_and_summaries(db):
+    hits = ok(db, "grep", "where is the QUOKKA-7 marker?")["items"]
+    assert hits[0]["kind"] == "message" and "QUOKKA-7" in hits[0]["snippet"]
+    scoped = ok(db, "grep", "turn answer", "--conversation", "1", "--limit", "5")["items"]
+    assert [h["kind"] for h in ok(db, "grep", "turn", "--kind", "summaries")["items"]] != []
+    assert {h["conversation_id"] for h in scoped} == {1}
+    assert any(h["kind"] == "summary" for h in scoped)
+    assert run(db, "grep", "  !!! ")[0] == EXIT_USAGE
+
+
+def test_expand_message_and_node(db):
+    store_id = rows(db, "SELECT id FROM messages WHERE tool_calls IS NOT NULL LIMIT 1")[0][0]
+    exact = ok(db, "expand", "--message", str(store_id))
+    view = Store.open_readonly(db)
+    assert exact["exact"] == view.message(store_id).to_host()
+    view.close()
+    long_id, length = rows(db, "SELECT id, length(content) FROM messages ORDER BY length(content) DESC LIMIT 1")[0]
+    parts, offset = [], 0
+    while offset is not None:
+        page = ok(db, "expand", "--message", str(long_id), "--max-chars", "100", "--content-offset", str(offset))
+        parts.append(page["content"])
+        offset = page["next_content_offset"]
+    assert len("".join(parts)) == length
+    node = ok(db, "expand", "--node", "S1", "--source-offset", "2", "--source-limit", "2")
+    assert node["source_offset"] == 2 and len(node["children"]) == 2
+    assert run(db, "expand", "--node", "S1", "--message", "1")[0] == EXIT_USAGE
+    assert run(db, "expand", "--message", "999999")[0] == EXIT_NOT_FOUND
+
+
+def test_export_jsonl_is_exact_and_markdown_is_readable(db, tmp_path):
+    target = tmp_path / "conv1.jsonl"
+    result = ok(db, "export", "--conversation", "1", "--as", "jsonl", "--output", str(target), "--include-summaries")
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    messages = [x for x in lines if x["type"] == "message"]
+    stored = rows(db, "SELECT count(*) FROM messages WHERE conversation_id=1")[0][0]
+    assert result["messages"] == len(messages) == stored
+    view = Store.open_readonly(db)
+    assert all(x["message"] == view.message(x["store_id"]).to_host() for x in messages)
+    view.close()
+    assert [x["seq"] for x in messages] == sorted(x["seq"] for x in messages)
+    assert any(x["type"] == "summary" and x["children"] for x in lines)
+    code, markdown = run(db, "export", "--conversation", "2", "--as", "markdown")
+    assert code == 0 and markdown.startswith("# Conversation 2: session:s2")
+    assert "QUOKKA-7" in markdown and "```json" in markdown
+    assert run(db, "export", "--conversation", "42")[0] == EXIT_NOT_FOUND
+
+
+def test_doctor_backup_retention(db, tmp_path):
+    report = ok(db, "doctor")
+    assert report["status"] == "ok"
+    assert any("integrity: skipped" in c.get("detail", "") for c in report["checks"])
+    saved = ok(db, "backup", "--dest", str(tmp_path / "b"))
+    copy = sqlite3.connect(saved["backup"])
+    assert copy.execute("SELECT count(*) FROM messages").fetchone() == rows(db, "SELECT count(*) FROM messages")[0]
+    copy.close()
+    retention = ok(db, "retention", "--top", "1")
+    assert retention["totals"]["conversations"] == 2 and len(retention["largest_conversations"]) == 1
+
+
+def test_read_commands_never_change_the_database(db, tmp_path):
+    before = digest(db)
+    for argv in (["status"], ["conversations"], ["sessions"], ["messages", "tail", "--conversation", "1"],
+                 ["summaries", "list", "--conversation", "1"], ["summaries", "show", "S1"], ["grep", "turn"],
+                 ["expand", "--message", "1"], ["doctor"], ["retention"], ["export", "--conversation", "1"],
+                 ["backup", "--dest", str(tmp_path)]):
+        run(db, *argv)
+    assert digest(db) == before
+    wal = Path(str(db) + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_table_format(db):
+    out = io.StringIO()
+    assert main(["--db", str(db), "--format", "table", "conversations"], out=out) == 0
+    header, rule, *body = out.getvalue().splitlines()
+    assert header.split()[:2] == ["id", "key"] and set(rule.replace(" ", "")) == {"-"} and "session:s1" in body[0]
+    out = io.StringIO()
+    main(["--db", str(db), "--format", "table", "status"], out=out)
+    assert "counts:" in out.getvalue() and "messages:" in out.getvalue()
+
+
+def test_doctor_deep_finds_damage_and_exits_nonzero(tmp_path):
+    engine = new_engine(tmp_path, 10**9, "s1")
+    host_run(engine, list(conversation(3, 8)))
+    with engine.core.store.write() as con:
+        con.execute("UPDATE messages_fts_data SET block=zeroblob(length(block)) WHERE id > 10")
+    store_module.close_all()
+    code, report = run(tmp_path / "lcm.db", "doctor", "--deep")
+    assert code == EXIT_NOT_FOUND and report["status"] == "fail"
+    fts = next(c for c in report["checks"] if c["name"] == "fts:messages_fts")
+    assert fts["data"]["integrity"] and "repair apply" in fts["command"]
+    store_module.close_all()
+
+
+def test_missing_and_foreign_databases(tmp_path):
+    code, result = run(tmp_path / "nope.db", "status")
+    assert code == EXIT_DATABASE and "no database" in result["error"]
+    foreign = tmp_path / "claw.db"
+    con = sqlite3.connect(foreign)
+    for table in ("conversations", "messages", "summaries", "summary_messages", "summary_parents"):
+        con.execute(f"CREATE TABLE {table}(x)")
+    con.commit()
+    con.close()
+    code, result = run(foreign, "status")
+    assert code == EXIT_DATABASE and "import_lossless_claw.py" in result["hint"]
+
+
+def test_database_resolution(tmp_path, monkeypatch):
+    env: dict[str, str] = {"HERMES_HOME": str(tmp_path)}
+    assert resolve_db(None, env) == (tmp_path / "lcm.db", "HERMES_HOME")
+    assert resolve_db(None, {**env, "HERMES_PROFILE": "work"})[0] == tmp_path / "profiles" / "work" / "lcm.db"
+    assert resolve_db(None, {**env, "LCM_DATABASE_PATH": "/x/y.db"}) == (Path("/x/y.db"), "LCM_DATABASE_PATH")
+    (tmp_path / "config.yaml").write_text("lcm:\n  database_path: /elsewhere/z.db\n")
+    assert resolve_db(None, env) == (Path("/elsewhere/z.db"), "config.yaml")
+    assert resolve_db("/given.db", env) == (Path("/given.db"), "--db")
+
+
+def test_console_script_entry_point(db):
+    script = Path(sys.executable).parent / "lcm"
+    if not script.exists():
+        pytest.fail(f"the 'lcm' console script is not installed next to {sys.executable}: pip install -e .")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "HERMES_"))}
+    proc = subprocess.run([str(script), "--db", str(db), "status"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["counts"]["conversations"] == 2

@@ -1,0 +1,232 @@
+"""``/lcm`` through the handler the host calls, acting on live engines over real databases."""
+
+from __future__ import annotations
+
+import gc
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import hermes_lcm
+from hermes_lcm import store as store_module
+from hermes_lcm.command import handle_command
+from hermes_lcm.engine import live_engines
+
+from .conftest import new_engine
+from .convo import conversation, host_run
+
+NO_COMPACTION = 10**9
+
+
+@pytest.fixture(autouse=True)
+def clean_registry(monkeypatch, tmp_path):
+    """No live engine from another test; the template reads this test's home."""
+    gc.collect()
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    for key in [k for k in __import__("os").environ if k.startswith("LCM_")]:
+        monkeypatch.delenv(key)
+    yield
+    store_module.close_all()
+    gc.collect()
+
+
+def lcm(args: str) -> dict[str, Any]:
+    """Run ``/lcm <args> --json`` and parse the answer (fails on an error text)."""
+    text = handle_command(f"{args} --json")
+    assert not text.startswith("hermes-lcm:"), text
+    return json.loads(text)
+
+
+def engine_with_history(home: Path, turns: int = 20, threshold: int = NO_COMPACTION, session: str = "s1",
+                        **env: str):
+    engine = new_engine(home, threshold, session, LCM_ENABLE_SLASH_COMMAND="1", **env)
+    history, _ = host_run(engine, list(conversation(5, turns)))
+    return engine, history
+
+
+class StubContext:
+    """Stands in for the host's PluginContext: records what register() hands over."""
+
+    def __init__(self) -> None:
+        self.commands: dict[str, Any] = {}
+        self.engines: list[Any] = []
+        self.hooks: list[str] = []
+
+    def register_context_engine(self, engine: Any) -> None:
+        self.engines.append(engine)
+
+    def register_hook(self, name: str, fn: Any) -> None:
+        self.hooks.append(name)
+
+    def register_command(self, name: str, handler: Any, description: str = "", args_hint: str = "") -> None:
+        self.commands[name] = handler
+
+
+def test_command_is_registered_only_when_enabled(monkeypatch):
+    ctx = StubContext()
+    hermes_lcm.register(ctx)
+    assert ctx.commands == {} and ctx.engines[0].name == "lcm"
+    monkeypatch.setenv("LCM_ENABLE_SLASH_COMMAND", "1")
+    ctx = StubContext()
+    hermes_lcm.register(ctx)
+    assert "lcm" in ctx.commands
+    assert "status" in ctx.commands["lcm"]("help")
+
+
+def test_status_before_any_session_is_unbound(tmp_path):
+    assert live_engines() == []
+    text = handle_command("status")
+    info = yaml.safe_load(text)
+    assert info["session_id"] == "(unbound)" and info["database_exists"] is False
+    assert "send one normal message" in handle_command("doctor")
+
+
+def test_status_and_doctor_on_the_live_engine(tmp_path):
+    _engine, _ = engine_with_history(tmp_path, threshold=6000)
+    status = lcm("status")
+    assert status["session_id"] == "s1" and status["messages_in_conversation"] > 0
+    assert status["last_rotate_at"] is None and status["backup_dir"].endswith("lcm-backups")
+    assert yaml.safe_load(handle_command(""))["session_id"] == "s1"  # bare /lcm is status
+    doctor = lcm("doctor")
+    assert doctor["status"] == "ok" and doctor["guidance"] == []
+    assert "status: ok" in handle_command("doctor")
+
+
+def test_backup_writes_a_verified_copy(tmp_path):
+    engine_with_history(tmp_path)
+    result = lcm("backup")
+    copy = sqlite3.connect(result["backup"])
+    assert copy.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    assert copy.execute("SELECT count(*) FROM messages").fetchone()[0] > 0
+    copy.close()
+
+
+def test_repair_preview_apply_and_noop(tmp_path):
+    engine, _ = engine_with_history(tmp_path)
+    assert lcm("doctor repair")["status"] == "noop"
+    with engine.core.store.write() as con:
+        con.execute("DROP TRIGGER messages_au")
+        con.execute("UPDATE messages_fts_data SET block=zeroblob(length(block)) WHERE id > 10")
+    assert lcm("doctor")["status"] == "fail"
+    plan = lcm("doctor repair")
+    assert plan["status"] == "ready" and "recreate trigger messages_au" in plan["actions"]
+    applied = lcm("doctor repair apply")
+    assert applied["status"] == "applied" and Path(applied["backup"]["path"]).exists()
+    assert lcm("doctor")["status"] == "ok"
+    assert lcm("doctor repair apply")["status"] == "noop"
+
+
+def test_source_preview_apply_and_noop(tmp_path):
+    engine, _ = engine_with_history(tmp_path)
+    with engine.core.store.write() as con:
+        con.execute("UPDATE messages SET source='' WHERE id <= 5")
+    assert lcm("doctor")["status"] == "warn"
+    assert lcm("doctor source")["blank_source_rows"] == 5
+    assert lcm("doctor source apply")["updated"] == 5
+    assert lcm("doctor source apply")["status"] == "noop"
+
+
+def test_clean_needs_the_apply_flag(tmp_path):
+    noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly")
+    host_run(noisy, list(conversation(2, 5)))
+    noisy_conversation = noisy.core.binding.conversation_id
+    del noisy
+    gc.collect()
+    _engine, _ = engine_with_history(tmp_path, LCM_IGNORE_SESSION_PATTERNS="cron:*")
+    preview = lcm("doctor clean")
+    assert [c["conversation_id"] for c in preview["conversations"]] == [noisy_conversation]
+    refused = handle_command("doctor clean apply")
+    assert refused.startswith("hermes-lcm:") and "LCM_DOCTOR_CLEAN_APPLY_ENABLED" in refused
+    assert lcm("doctor clean")["status"] == "ready"  # nothing was deleted
+
+
+def test_clean_apply_and_lifecycle_when_enabled(tmp_path):
+    noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly")
+    host_run(noisy, list(conversation(2, 5)))
+    fork = new_engine(tmp_path, NO_COMPACTION, "idle-fork")  # started, never stored anything
+    del noisy, fork
+    gc.collect()
+    _engine, _ = engine_with_history(tmp_path, LCM_IGNORE_SESSION_PATTERNS="cron:*",
+                                    LCM_DOCTOR_CLEAN_APPLY_ENABLED="true", LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS="0")
+    applied = lcm("doctor clean apply")
+    assert applied["status"] == "applied" and applied["deleted"]["conversations"] == 1
+    assert lcm("doctor clean apply")["status"] == "noop"
+    lifecycle = lcm("doctor clean lifecycle")
+    assert [s["id"] for s in lifecycle["sessions"]] == ["idle-fork"]
+    assert lcm("doctor clean lifecycle apply")["deleted"]["sessions"] == 1
+    assert lcm("doctor clean lifecycle apply")["status"] == "noop"
+    assert lcm("status")["messages_in_conversation"] > 0  # the live conversation is untouched
+
+
+def test_retention(tmp_path):
+    engine_with_history(tmp_path)
+    report = lcm("doctor retention")
+    assert report["totals"]["conversations"] == 1 and report["how_to_bound"]
+    assert "read-only" in handle_command("doctor retention apply")
+
+
+def test_rotate_preview_apply_noop_and_status(tmp_path):
+    _engine, _ = engine_with_history(tmp_path, turns=25, LCM_FRESH_TAIL_COUNT="10")
+    preview = lcm("rotate")
+    assert preview["status"] == "ready" and preview["apply"] == "/lcm rotate apply"
+    applied = lcm("rotate apply")
+    assert applied["status"] == "applied" and applied["frontier_seq_after"] == preview["target_frontier_seq"]
+    assert Path(applied["backup"]["path"]).name == "lcm-rotate-latest.sqlite3"
+    again = lcm("rotate apply")
+    assert again["status"] == "noop" and again["backup"] is None
+    status = lcm("status")
+    assert status["last_rotate_at"] and status["rotate_backup"].endswith("lcm-rotate-latest.sqlite3")
+    assert status["frontier_seq"] == preview["target_frontier_seq"]
+
+
+def test_rotate_refuses_stateless_and_ignored_sessions(tmp_path):
+    writer, _ = engine_with_history(tmp_path, session="s1")
+    del writer
+    gc.collect()
+    reader = new_engine(tmp_path, NO_COMPACTION, "s1", LCM_STATELESS_SESSION_PATTERNS="s1")
+    assert reader.core.binding.mode == "stateless" and reader.core.binding.conversation_id is not None
+    text = handle_command("rotate apply")
+    assert text.startswith("hermes-lcm:") and "stateless" in text
+    ignored = new_engine(tmp_path, NO_COMPACTION, "noise:1", LCM_IGNORE_SESSION_PATTERNS="noise:*")
+    text = handle_command("rotate session=noise:1")
+    assert ignored.core.binding.mode == "ignored" and "ignored" in text
+
+
+def test_presets(tmp_path, monkeypatch):
+    engine, _ = engine_with_history(tmp_path, turns=2, LCM_FRESH_TAIL_COUNT="20", LCM_LEAF_CHUNK_TOKENS="oops")
+    listed = lcm("preset show")
+    assert {p["name"] for p in listed["presets"]} == {"codex_gpt_long_context", "codex_spark_context"}
+    assert lcm("preset show codex_spark_context")["settings"]["LCM_FRESH_TAIL_COUNT"] == "16"
+    assert lcm("preset suggest")["suggestion"] is None  # a 64k window
+    engine.update_model("gpt-5.2-codex", 272_000)
+    suggested = lcm("preset suggest")
+    assert suggested["suggestion"] == "codex_gpt_long_context"
+    assert suggested["confidence"] == "benchmark-backed-route"
+    engine.update_model("some-local-model", 131_072)
+    assert lcm("preset suggest")["confidence"] == "context-only"
+    dry = lcm("preset apply codex_spark_context --dry-run")
+    actions = {c["variable"]: c["action"] for c in dry["changes"]}
+    assert actions["LCM_CONTEXT_THRESHOLD"] == "would set"
+    assert actions["LCM_FRESH_TAIL_COUNT"].startswith("kept: explicit environment value wins")
+    assert "invalid" in actions["LCM_LEAF_CHUNK_TOKENS"]
+    assert dry["writes_nothing"] and "LCM_CONTEXT_THRESHOLD=0.75" in dry["env_lines"]
+    assert engine.config.context_threshold == 0.35  # nothing changed live
+    assert "never applied live" in handle_command("preset apply codex_spark_context")
+    assert "unknown preset" in handle_command("preset show nope")
+
+
+def test_help_unknown_and_session_selection(tmp_path):
+    first, _ = engine_with_history(tmp_path, session="a")
+    second = new_engine(tmp_path, NO_COMPACTION, "b", LCM_ENABLE_SLASH_COMMAND="1")
+    assert {e.session_id for e in live_engines()} == {first.session_id, second.session_id}
+    assert "doctor clean lifecycle" in handle_command("help")
+    assert handle_command("frobnicate").startswith("unknown /lcm command")
+    assert "unknown doctor command" in handle_command("doctor frobnicate")
+    assert "unexpected arguments" in handle_command("backup now")
+    assert lcm("status")["session_id"] == "b"  # the most recently bound session
+    assert lcm("status session=a")["session_id"] == "a"
+    assert "no live engine for session" in handle_command("status session=zzz")
