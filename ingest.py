@@ -137,12 +137,12 @@ class Normalizer:
         name = message.get("name") or message.get("tool_name")
         host_ts = message.get("timestamp")
         return MessageIn(
-            role=message["role"],
+            role=_safe_text(message["role"]),
             content=content,
             parts=parts,
             tool_calls=tool_calls,
-            tool_call_id=str(message["tool_call_id"]) if message.get("tool_call_id") else None,
-            tool_name=str(name) if name else None,
+            tool_call_id=_safe_text(str(message["tool_call_id"])) if message.get("tool_call_id") else None,
+            tool_name=_safe_text(str(name)) if name else None,
             host_ts=float(host_ts) if isinstance(host_ts, int | float) else None,
             tokens=count_message({"content": content, "tool_calls": tool_calls}),
             fingerprint=fingerprint or self.fingerprint(message),
@@ -160,6 +160,7 @@ class _FromEnd:
     def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer) -> None:
         self.messages, self.normalizer = messages, normalizer
         self.kept: list[tuple[int, str]] = []
+        self.by_index: dict[int, str] = {}
         self.next_index = len(messages) - 1
 
     def get(self, rank: int) -> tuple[int, str] | None:
@@ -170,6 +171,7 @@ class _FromEnd:
             fingerprint = self.normalizer.fingerprint_if_kept(message) if is_storable(message) else None
             if fingerprint is not None:
                 self.kept.append((index, fingerprint))
+                self.by_index[index] = fingerprint
         return self.kept[rank] if rank < len(self.kept) else None
 
     def distinctive(self, rank: int) -> bool:
@@ -180,10 +182,7 @@ class _FromEnd:
         return len(content_text(message.get("content"))) >= DISTINCTIVE_CHARS
 
     def cached(self, index: int) -> str | None:
-        for i, fp in self.kept:
-            if i == index:
-                return fp
-        return None
+        return self.by_index.get(index)
 
 
 def _agrees(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minimum: int) -> bool:

@@ -69,7 +69,7 @@ CREATE TABLE messages(
   fingerprint TEXT NOT NULL,
   UNIQUE(conversation_id, seq)
 );
-CREATE INDEX messages_fingerprint ON messages(conversation_id, fingerprint);
+CREATE INDEX messages_fingerprint ON messages(conversation_id, fingerprint, seq);
 CREATE INDEX messages_session ON messages(session_id, id);
 CREATE VIRTUAL TABLE messages_fts USING fts5(
   content, tool_calls, content='messages', content_rowid='id', tokenize='porter unicode61'
