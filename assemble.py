@@ -22,6 +22,10 @@ from .records import StoredMessage, SummaryNode
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_message, count_tokens
 
 REPLAY_ROLES = ("user", "assistant", "tool")
+# What one <summary ...> wrapper costs in the prompt (measured ~44 tokens), rounded up.
+SUMMARY_WRAPPER_TOKENS = 48
+# The summary block's fixed text (marker, nonce, untrusted-history notice, omission line), rounded up.
+_HEADER_TOKENS = 96
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
     omitted = 0
     while True:
         out = _render(nodes, omitted, pinned, tail)
-        if _cost(out) <= budget.total:
+        if _fits(out, nodes, pinned, tail, budget.total):
             return out
         if nodes:
             nodes.pop(0)
@@ -196,6 +200,21 @@ def _render(nodes: list[SummaryNode], omitted: int, pinned: Item | None,
         out.append(pinned.message)
     out.extend(item.message for g in tail for item in g)
     return out
+
+
+def _fits(out: list[dict[str, Any]], nodes: list[SummaryNode], pinned: Item | None,
+          tail: list[list[Item]], total: int) -> bool:
+    """Does the prompt fit? Decided from the token counts stored with each message and
+    node; only a prompt within a few percent of the limit is counted exactly."""
+    known = sum(n.tokens for n in nodes) + sum(item.tokens for g in tail for item in g)
+    known += (pinned.tokens if pinned else 0) + (_HEADER_TOKENS if out and is_block(out[0]) else 0)
+    if known <= total * 0.95:
+        return True
+    return _cost(out) <= total
+
+
+def is_block(message: dict[str, Any]) -> bool:
+    return bool(message.get(SYNTHETIC_KEY))
 
 
 def _cost(messages: Sequence[dict[str, Any]]) -> int:

@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .assemble import Budget, Item, group, tail_start
+from .assemble import SUMMARY_WRAPPER_TOKENS, Budget, Item, group, tail_start
 from .dag import Dag, NewNode
 from .records import StoredMessage, SummaryNode
 from .store import Store
 from .summarize import SourceItem, SummaryOutcome
+from .tokens import count_tokens
 
 SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome]
 
@@ -241,9 +242,8 @@ def _target(source_tokens: int, ratio: int, share: int) -> int:
 
 
 def _node_tokens(text: str) -> int:
-    from .tokens import count_tokens
-
-    return count_tokens(text) + 24  # the <summary ...> wrapper in the prompt
+    """What the node costs in the prompt, wrapper included."""
+    return count_tokens(text) + SUMMARY_WRAPPER_TOKENS
 
 
 def _message_source(m: StoredMessage) -> SourceItem:

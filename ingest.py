@@ -20,7 +20,7 @@ from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import MessageIn
 from .store import StoredPrints
-from .tokens import content_text, count_message
+from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
 # ``parts`` value that restores a ``None`` content exactly.
 NULL_CONTENT = "null"
@@ -144,7 +144,7 @@ class Normalizer:
             tool_call_id=_safe_text(str(message["tool_call_id"])) if message.get("tool_call_id") else None,
             tool_name=_safe_text(str(name)) if name else None,
             host_ts=float(host_ts) if isinstance(host_ts, int | float) else None,
-            tokens=count_message({"content": content, "tool_calls": tool_calls}),
+            tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
         )
 

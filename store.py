@@ -118,7 +118,7 @@ CREATE TABLE edges(
   child_id INTEGER NOT NULL,
   ord INTEGER NOT NULL,
   PRIMARY KEY(parent_id, child_kind, child_id)
-);
+) WITHOUT ROWID;
 CREATE INDEX edges_child ON edges(child_kind, child_id);
 CREATE TABLE context_items(
   conversation_id INTEGER NOT NULL REFERENCES conversations(id),
@@ -773,8 +773,9 @@ class Store:
                                    "AND rowid BETWEEN ? AND ? LIMIT ?)", (match, low, high, cap)).fetchone()[0])
                     for match in matches]
 
+    # The text of a hit is its content, then its tool calls (both are indexed), cut to a size.
     _HIT_COLUMNS = ("m.id, m.conversation_id, m.seq, m.session_id, m.role, m.source, m.created_at, m.tool_name, "
-                    "substr(m.content, 1, ?), length(m.content)")
+                    "substr(m.content || coalesce(char(10) || m.tool_calls, ''), 1, ?), length(m.content)")
 
     def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
                      text_chars: int, **filters: Any) -> list[tuple[Any, ...]]:

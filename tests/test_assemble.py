@@ -8,16 +8,17 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import Item, build, group, plan_budget, tail_start
+from hermes_lcm.assemble import SUMMARY_WRAPPER_TOKENS, Item, build, group, plan_budget, tail_start
 from hermes_lcm.records import SummaryNode
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.tokens import count_messages, count_tokens
 
 from .convo import assert_valid_sequence
 
 
 def _node(i: int, depth: int, text: str) -> SummaryNode:
     now = time.time()
-    return SummaryNode(i, 1, "s", depth, text, len(text) // 4 + 24, i, i, now, now, 100, "normal", "x", now)
+    tokens = count_tokens(text) + SUMMARY_WRAPPER_TOKENS  # as compaction stores it
+    return SummaryNode(i, 1, "s", depth, text, tokens, i, i, now, now, 100, "normal", "x", now)
 
 
 def _call(cid: str) -> dict[str, Any]:
@@ -34,7 +35,7 @@ message = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(messages=st.lists(message, max_size=40), total=st.integers(64, 6000),
        summaries=st.lists(st.text(min_size=1, max_size=2000), max_size=5),
        tail_count=st.integers(1, 40))
