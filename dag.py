@@ -267,11 +267,15 @@ class Dag:
         if exclude_ids:
             where += " AND s.id NOT IN (SELECT value FROM json_each(?))"
             args.append("[" + ",".join(str(int(i)) for i in exclude_ids) + "]")
-        score, sort = ("bm25(summaries_fts)", "score") if order == "rank" else ("0.0", "summaries_fts.rowid DESC")
-        with self.store.read() as db:
+        rank = order == "rank"
+        score, sort = ("bm25(summaries_fts)", "score") if rank else ("0.0", "summaries_fts.rowid DESC")
+        join = "JOIN summaries s ON s.id=summaries_fts.rowid" if where else ""
+        with self.store.read() as db:  # rank ids first; read the text of the winners only
             rows = db.execute(
-                f"SELECT {cols}, {score} AS score FROM summaries_fts JOIN summaries s ON s.id=summaries_fts.rowid "
-                f"WHERE summaries_fts MATCH ? AND summaries_fts.rowid BETWEEN ? AND ? {where} ORDER BY {sort} LIMIT ?",
+                f"SELECT {cols}, t.score FROM (SELECT summaries_fts.rowid AS id, {score} AS score FROM summaries_fts "
+                f"{join} WHERE summaries_fts MATCH ? AND summaries_fts.rowid BETWEEN ? AND ? {where} "
+                f"ORDER BY {sort} LIMIT ?) AS t JOIN summaries s ON s.id=t.id "
+                f"ORDER BY {'t.score, s.id DESC' if rank else 's.id DESC'}",
                 (match, low, high, *args, limit),
             ).fetchall()
         return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]

@@ -1,77 +1,222 @@
-"""Turning what an agent or a person types into a safe FTS5 query.
+"""Keyword search as agents and people ask: the query language and the ranking math.
 
-Prose questions become an OR of their meaningful terms (implicit AND finds
-nothing for prose); quoted text stays a phrase; identifiers and paths become
-phrases of their parts, which is how the ``unicode61`` tokenizer indexed them;
-a trailing ``*`` keeps a prefix search. Every term is quoted, so no user text
-can be an FTS syntax error.
+Query: what anyone types becomes a list of terms, each a quoted FTS5 expression, so no user
+text can be an FTS syntax error. Prose becomes an OR of its meaningful words (implicit AND finds
+nothing for a question); ``"quoted text"`` stays a phrase; identifiers and paths
+(``src/app.py``, ``lcm_grep``, ``v1.2``) become phrases of their parts, which is how the
+``unicode61`` tokenizer indexed them; a trailing ``*`` keeps a prefix search.
+
+Ranking (general purpose, no per-dataset vocabulary): bm25 over the selective terms, scaled
+by how much of the query a row covers (terms weighted by rarity), a small bonus when an
+identifier or phrase appears verbatim, and conversational context: a turn next to a strongly
+matching turn inherits part of its score, because in a dialogue the answer usually sits beside
+the words of the question. All of it works on a small candidate set capped in SQL.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 _STOPWORD_TEXT = """
 a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most
-my myself no nor not now of off on once only or other our ours ourselves out over own same she
+between both but by can could did do does doing done down during each few for from further had has
+have having he her here hers herself him himself his how i if in into is it its itself just me more
+most my myself no nor not now of off on once only or other our ours ourselves out over own same she
 should so some such than that the their theirs them themselves then there these they this those
-through to too under until up very was we were what when where which while who whom why will with
-would you your yours yourself yourselves tell know think like get got also ever still yet something
-anything
+through to too under until up very was we were what when where which while who whom whose why will
+with would you your yours yourself yourselves us tell know think get got also ever still yet
+something anything please let lets may might must shall any ok okay really
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+MAX_TERMS = 24
 
-_PHRASE = re.compile(r'"([^"]+)"')
-_TOKEN = re.compile(r"[\w][\w./:\-@#+]*\*?", re.UNICODE)
-_WORD = re.compile(r"\w+", re.UNICODE)
+_PHRASE = re.compile(r'"([^"]*)"')
+_TOKEN = re.compile(r"[^\W_][\w./:\-@#+~]*\*?|_[\w./:\-@#+~]*\*?", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_APOSTROPHE = re.compile(r"['\u2019\u02bc]")
+
+# Ranking constants (measured on LoCoMo, kept in the flat part of the curve; see bench/locomo_recall.py).
+COVERAGE_GAIN = 2.0     # a row covering every weighted term scores up to 3x its bm25
+EXACT_GAIN = 0.25       # an identifier or phrase present verbatim
+CONTEXT_GAIN = 0.5      # share of the best neighbour's score a turn inherits
+CONTEXT_WINDOW = 2      # neighbours: seq +-1 and +-2 in the same conversation
+SUMMARY_WEIGHT = 0.5    # a summary hit against a raw message holding the same terms
+RELEVANCE_FLOOR = 0.01
+
+
+@dataclass(frozen=True)
+class Term:
+    """One search term: ``match`` is its FTS5 expression, ``raw`` what was typed."""
+
+    text: str
+    match: str
+    kind: str  # word | phrase | ident | prefix
+    raw: str
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The indexed words this term is made of, lower case."""
+        return tuple(w.lower() for w in _WORD.findall(self.match))
 
 
 @dataclass(frozen=True)
 class Query:
-    """A compiled query: the FTS5 MATCH text and the terms it was built from."""
+    """A compiled query; ``match`` ORs every term."""
 
-    match: str
-    terms: tuple[str, ...]
+    parts: tuple[Term, ...]
+    dropped: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.match
+        return not self.parts
+
+    @property
+    def match(self) -> str:
+        return or_match(self.parts)
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        """Each term's FTS5 expression (``'"word"'``, ``'"src app py"'``, ``'"pref" *'``)."""
+        return tuple(t.match for t in self.parts)
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
+def or_match(terms: Iterable[Term]) -> str:
+    return " OR ".join(t.match for t in terms)
 
 
-def _term(token: str) -> str | None:
+def _quote(words: Sequence[str]) -> str:
+    return '"' + " ".join(words).replace('"', '""') + '"'
+
+
+def _is_stopword(token: str) -> bool:
+    """Function words are dropped, but an acronym in capitals (US, IT, OR) is kept."""
+    return token.lower() in STOPWORDS and not (token.isupper() and len(token) > 1)
+
+
+def _token_term(token: str) -> Term | None:
     prefix = token.endswith("*")
-    words = _WORD.findall(token.rstrip("*"))
+    body = token.rstrip("*")
+    words = _WORD.findall(body)
     if not words:
         return None
-    if len(words) == 1 and words[0].lower() in STOPWORDS and not prefix:
-        return None
-    quoted = _quote(" ".join(words))
-    return quoted + " *" if prefix else quoted
+    if len(words) == 1 and not prefix:
+        word = words[0]
+        if _is_stopword(word) or (len(word) == 1 and not word.isdigit()):
+            return None
+        return Term(word.lower(), _quote(words), "word", body)
+    kind = "prefix" if prefix else "ident"
+    match = _quote(words) + (" *" if prefix else "")
+    return Term(" ".join(words).lower() + ("*" if prefix else ""), match, kind, body)
 
 
-def build_query(text: str, max_terms: int = 32) -> Query:
-    """An OR query of the phrases and meaningful terms of ``text``."""
+def build_query(text: str, max_terms: int = MAX_TERMS) -> Query:
+    """The phrases and meaningful terms of ``text``; only stop words -> search those."""
     text = (text or "").replace("\x00", " ")
-    parts: list[str] = []
+    terms: list[Term] = []
+    dropped: list[str] = []
     seen: set[str] = set()
+
+    def add(term: Term | None) -> None:
+        if term is not None and term.match.lower() not in seen:
+            seen.add(term.match.lower())
+            terms.append(term)
+
     for phrase in _PHRASE.findall(text):
         words = _WORD.findall(phrase)
         if words:
-            parts.append(_quote(" ".join(words)))
-    for token in _TOKEN.findall(_PHRASE.sub(" ", text)):
-        term = _term(token)
-        if term and term.lower() not in seen:
-            seen.add(term.lower())
-            parts.append(term)
-    if not parts:  # only stop words: search them rather than nothing
-        words = [w for w in _WORD.findall(text)][:max_terms]
-        parts = [_quote(w) for w in dict.fromkeys(w.lower() for w in words)]
-    parts = parts[:max_terms]
-    return Query(" OR ".join(parts), tuple(parts))
+            add(Term(" ".join(words).lower(), _quote(words), "phrase", phrase.strip()))
+    rest = _APOSTROPHE.sub(" ", _PHRASE.sub(" ", text))
+    tokens = _TOKEN.findall(rest)
+    for token in tokens:
+        term = _token_term(token)
+        if term is None:
+            dropped.append(token)
+        add(term)
+    if not terms:  # only stop words: searching them beats finding nothing
+        for word in _WORD.findall(rest):
+            add(Term(word.lower(), _quote([word]), "word", word))
+        dropped = []
+    return Query(tuple(terms[:max_terms]), tuple(dict.fromkeys(d.lower() for d in dropped)))
+
+
+# --------------------------------------------------------------------------- term planning
+
+
+def plan_terms(terms: Sequence[Term], counts: Sequence[int], budget: int) -> tuple[list[Term], list[Term]]:
+    """Split terms into (selective, common) so bm25 ranks at most ``budget`` matching rows.
+
+    The rarest terms go first; a term whose matches would push the total over the budget is
+    common: it still counts for coverage but does not drive candidate selection (its bm25
+    weight is small anyway, and ranking all its rows is what makes common words slow).
+    """
+    order = sorted(range(len(terms)), key=lambda i: (counts[i], i))
+    selective, common, total = [], [], 0
+    for i in order:
+        if counts[i] == 0:
+            continue
+        if total + counts[i] <= budget:
+            selective.append(terms[i])
+            total += counts[i]
+        else:
+            common.append(terms[i])
+    return selective, common
+
+
+def idf(rows: int, matching: int) -> float:
+    """bm25's inverse document frequency, floored like FTS5 so a common term is never negative."""
+    rows = max(rows, matching, 1)
+    return max(1e-6, math.log((rows - matching + 0.5) / (matching + 0.5)))
+
+
+def coverage(key: int, matched: Sequence[set[int]], weights: Sequence[float]) -> float:
+    """The weighted share of query terms a row contains (0..1)."""
+    total = sum(weights)
+    if total <= 0:
+        return 0.0
+    return sum(w for hits, w in zip(matched, weights, strict=True) if key in hits) / total
+
+
+def own_score(relevance: float, cover: float, exact: bool) -> float:
+    """A row's score before context; the small floor keeps coverage and exactness deciding the
+    order when bm25 degenerates (terms in most rows of a tiny store score ~0)."""
+    return (relevance + RELEVANCE_FLOOR) * (1.0 + COVERAGE_GAIN * cover) * (1.0 + EXACT_GAIN if exact else 1.0)
+
+
+def summary_relevance(key: int, matched: Sequence[set[int]], weights: Sequence[float]) -> float:
+    """A summary's relevance on the raw messages' bm25 scale: a message holding each matched term
+    once scores about the sum of their weights; a summary, a pointer rather than evidence, half."""
+    return SUMMARY_WEIGHT * sum(w for hits, w in zip(matched, weights, strict=True) if key in hits)
+
+
+def is_exact(text: str, terms: Sequence[Term]) -> bool:
+    """Does the text contain an identifier or phrase exactly as typed?"""
+    return any(t.kind in ("ident", "phrase") and len(t.raw) > 2 and t.raw in text for t in terms)
+
+
+def with_context(scores: Mapping[tuple[int, int], float],
+                 window: int = CONTEXT_WINDOW, gain: float = CONTEXT_GAIN) -> dict[tuple[int, int], float]:
+    """Scores keyed by (conversation, seq) after each turn inherits ``gain`` x its best neighbour's."""
+    keys = {(c, s + d) for c, s in scores for d in range(-window, window + 1)} if window > 0 else set(scores)
+    out = {}
+    for conv, seq in keys:
+        best = max((scores.get((conv, seq + d), 0.0) for d in range(-window, window + 1) if d), default=0.0)
+        out[(conv, seq)] = scores.get((conv, seq), 0.0) + gain * best
+    return out
+
+
+def conversational(terms: Sequence[Term]) -> bool:
+    """A prose question (two or more plain words) gets conversational context; an identifier,
+    phrase or prefix lookup wants exact matches only."""
+    return sum(1 for t in terms if t.kind == "word") >= 2
+
+
+def plain_snippet(text: str, width: int = 200) -> str:
+    """The start of a text, cut on a word boundary, for hits without a highlighted match."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    cut = flat.rfind(" ", 0, width)
+    return flat[: cut if cut > width // 2 else width] + "…"

@@ -743,7 +743,14 @@ class Store:
         if filters.get("exclude_ids"):
             sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
             args.append("[" + ",".join(str(int(i)) for i in filters["exclude_ids"]) + "]")
+        if filters.get("skip_own_tools"):
+            sql += " AND " + Store._NOT_OWN_TOOLS
         return sql, args
+
+    # LCM's own tool traffic (an lcm_* call echoing the query, an lcm_* result echoing old hits) is
+    # never what a search looks for; the rows stay readable through lcm_load_session / lcm_expand.
+    _NOT_OWN_TOOLS = ("NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR (m.content = '' AND "
+                      "coalesce(m.tool_calls, '') LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\'))")
 
     def message_id_bounds(self, conversation_id: int | None = None,
                           session_id: str | None = None) -> tuple[int, int]:
@@ -783,18 +790,22 @@ class Store:
         no ranking cost). Rows: the ``_HIT_COLUMNS`` (text cut to ``text_chars``) and the bm25 score.
 
         The inner query ranks rowids only (joining messages just for the filters, if any), so the
-        row text is read for the ``limit`` winners, not for every match.
+        row text is read for the ``limit`` winners, not for every match. For "rank", skipping LCM's
+        own tool traffic is left to the outer query (a few rows fewer, no join per match).
         """
-        where, args = self._message_filters(filters)
-        low, high = bounds if bounds is not None else (-(2**62), 2**62)
         rank = order == "rank"
+        skip_after = rank and bool(filters.get("skip_own_tools"))
+        where, args = self._message_filters({**filters, "skip_own_tools": filters.get("skip_own_tools")
+                                             and not skip_after})
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
         score, sort = ("bm25(messages_fts)", "score") if rank else ("0.0", "messages_fts.rowid DESC")
         join = "JOIN messages m ON m.id=messages_fts.rowid" if where else ""
+        outer = f"WHERE {self._NOT_OWN_TOOLS}" if skip_after else ""
         with self.read() as db:
             return db.execute(
                 f"SELECT {self._HIT_COLUMNS}, t.score FROM (SELECT messages_fts.rowid AS id, {score} AS score "
                 f"FROM messages_fts {join} WHERE messages_fts MATCH ? AND messages_fts.rowid BETWEEN ? AND ? {where} "
-                f"ORDER BY {sort} LIMIT ?) AS t JOIN messages m ON m.id=t.id "
+                f"ORDER BY {sort} LIMIT ?) AS t JOIN messages m ON m.id=t.id {outer} "
                 f"ORDER BY {'t.score, m.id DESC' if rank else 'm.id DESC'}",
                 (text_chars, match, low, high, *args, limit),
             ).fetchall()

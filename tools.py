@@ -1,133 +1,272 @@
-"""The lcm_* tools: bounded JSON answers over the store and the DAG."""
+"""The lcm_* tools: dispatch, argument checking, scope and bounded JSON answers.
+
+Every call returns a JSON object, never an exception into the host: wrong argument types, an
+unknown id, an ignored session or a call before anything was stored all come back as
+``{"error": ...}`` saying what to do instead. Answers are bounded by
+``LCM_TOOL_RESPONSE_MAX_CHARS``; limits are clamped and the clamp is reported; unknown
+arguments are reported as ignored. The tool bodies live in recall.py, expand.py, describe.py,
+doctor.py and evidence.py.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import logging
+import math
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .records import node_label, parse_node_label
-from .schemas import tool_names
-from .search import build_query
+from .core import MODE_IGNORED
+from .periods import TimeError, parse_time
+from .retrieval import Scope, SearchError
+from .schemas import tool_names, tool_parameters
 
 if TYPE_CHECKING:
+    from .core import LcmCore
     from .engine import LcmEngine
+
+log = logging.getLogger("hermes_lcm")
 
 
 class ToolError(ValueError):
     """A clear, expected refusal returned to the model as JSON."""
 
 
-def dispatch(engine: LcmEngine, name: str, args: Mapping[str, Any] | None) -> str:
-    if name in engine.config.disabled_tool_names:
-        return _json({"error": f"{name} is disabled by LCM_DISABLED_TOOLS"}, engine)
-    handler = HANDLERS.get(name)
-    if handler is None or name not in tool_names():
-        return _json({"error": f"unknown tool {name!r}"}, engine)
-    if args is not None and not isinstance(args, Mapping):
-        return _json({"error": "arguments must be a JSON object"}, engine)
+@dataclass
+class Args:
+    """Typed access to one call's arguments; records clamps for the answer."""
+
+    tool: str
+    raw: dict[str, Any]
+    clamped: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def has(self, key: str) -> bool:
+        return self.raw.get(key) not in (None, "")
+
+    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self.raw.get(key)
+        if value is None or value == "":
+            if required:
+                raise ToolError(f"{key} is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ToolError(f"{key} must be a string, got {type(value).__name__}")
+        return str(value)
+
+    def choice(self, key: str, choices: Sequence[str], default: str | None) -> str | None:
+        value = self.text(key, default)
+        if value is not None and value.lower() not in choices:
+            raise ToolError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
+        return value.lower() if value is not None else None
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        """An integer argument clamped to [low, high]; a clamp is reported in the answer."""
+        value = self.raw.get(key)
+        if value is None or value == "":
+            return default
+        number = _as_int(key, value)
+        used = min(high, max(low, number))
+        if used != number:
+            self.clamped[key] = {"requested": number, "used": used}
+        return used
+
+    def number(self, key: str, default: float, low: float, high: float) -> float:
+        value = self.raw.get(key)
+        if value is None or value == "":
+            return default
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if math.isnan(number):
+            raise ToolError(f"{key} must be a number, got {value!r}")
+        used = min(high, max(low, number))
+        if used != number:
+            self.clamped[key] = {"requested": number, "used": used}
+        return used
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if str(value).strip().lower() in ("true", "1", "yes"):
+            return True
+        if str(value).strip().lower() in ("false", "0", "no", ""):
+            return False
+        raise ToolError(f"{key} must be true or false, got {value!r}")
+
+    def strings(self, key: str) -> list[str]:
+        value = self.raw.get(key)
+        if value is None or value == "":
+            return []
+        items = value if isinstance(value, list | tuple) else str(value).split(",") if isinstance(value, str) \
+            else None
+        if items is None or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in items):
+            raise ToolError(f"{key} must be a list of strings")
+        return [str(v).strip() for v in items if str(v).strip()]
+
+    def time(self, key: str, *, end: bool = False) -> float | None:
+        if not self.has(key):
+            return None
+        try:
+            return parse_time(self.raw[key], end=end)
+        except TimeError as exc:
+            raise ToolError(f"{key}: {exc}") from exc
+
+
+def _as_int(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ToolError(f"{key} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
     try:
-        return _json(handler(engine, dict(args or {})), engine)
+        number = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ToolError(f"{key} must be an integer, got {value!r}") from exc
+    if not number.is_integer():
+        raise ToolError(f"{key} must be an integer, got {value!r}")
+    return int(number)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a tool body needs: the engine, its core and the caller's binding."""
+
+    engine: LcmEngine
+    core: LcmCore
+    cap: int
+
+    @property
+    def conversation_id(self) -> int | None:
+        return self.core.binding.conversation_id
+
+    def conversation(self) -> int:
+        """The current conversation, or a clear error when nothing is stored for this session."""
+        if self.conversation_id is None:
+            raise ToolError(f"nothing is stored for this session yet (mode {self.core.binding.mode}); "
+                            "the tools work once a turn has been stored")
+        return self.conversation_id
+
+    def scope(self, args: Args, choices: Sequence[str] = ("current", "session", "all")) -> Scope:
+        """The search scope: the current conversation unless the caller opts into another."""
+        kind = args.choice("session_scope", choices, "current") or "current"
+        if kind == "all":
+            return Scope("all")
+        if kind == "session":
+            session_id = args.text("session_id", required=True)
+            info = self.core.store.session(str(session_id))
+            if info is None:
+                raise ToolError(f"unknown session_id {session_id!r}")
+            return Scope("session", info.conversation_id, info.id)
+        if args.has("session_id"):
+            raise ToolError("session_id needs session_scope='session'")
+        return Scope("current", self.conversation())
+
+    def readable(self, conversation_id: int, args: Args, what: str) -> None:
+        """Ids of another conversation are read only on explicit opt-in (session_scope='all')."""
+        if conversation_id != self.conversation_id and args.choice("session_scope", ("current", "all"),
+                                                                   "current") != "all":
+            raise ToolError(f"{what} belongs to another conversation; pass session_scope='all' to read it")
+
+
+Handler = Callable[[Ctx, Args], dict[str, Any]]
+# Tools that still answer (read-only) for an ignored session or without a stored conversation.
+READ_ONLY_DIAGNOSTICS = frozenset({"lcm_status", "lcm_inspect", "lcm_doctor"})
+
+
+def dispatch(engine: LcmEngine, name: str, args: Mapping[str, Any] | None) -> str:
+    """Run one tool call; always a JSON object string within the size cap."""
+    cap = int(getattr(engine.config, "tool_response_max_chars", 24000))
+    try:
+        return finish(_run(engine, name, args), cap)
     except ToolError as exc:
-        return _json({"error": str(exc)}, engine)
+        return finish({"error": str(exc), "tool": name}, cap)
+    except (SearchError, TimeError) as exc:
+        return finish({"error": str(exc), "tool": name}, cap)
+    except sqlite3.Error as exc:
+        log.warning("hermes-lcm: %s database error: %s", name, exc)
+        return finish({"error": f"database error: {exc}", "tool": name, "hint": "run lcm_doctor"}, cap)
+    except Exception as exc:  # noqa: BLE001 - a tool failure is an answer, never an exception into the host
+        engine.record_error(f"tool {name}: {exc.__class__.__name__}: {exc}")
+        return finish({"error": f"{name} failed: {exc.__class__.__name__}: {exc}", "tool": name}, cap)
 
 
-def _json(value: dict[str, Any], engine: LcmEngine) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    cap = engine.config.tool_response_max_chars
-    if len(text) > cap:
-        text = json.dumps({"error": "response over the size cap; narrow the request", "cap_chars": cap})
-    return text
-
-
-def _core(engine: LcmEngine) -> Any:
+def _run(engine: LcmEngine, name: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    if name not in tool_names():
+        raise ToolError(f"unknown tool {name!r}")
+    if name in engine.config.disabled_tool_names:
+        raise ToolError(f"{name} is disabled by LCM_DISABLED_TOOLS")
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ToolError("arguments must be a JSON object")
     core = engine.ensure_core()
     if core is None:
-        raise ToolError(engine.startup_error or "hermes-lcm store unavailable")
-    if core.binding.conversation_id is None:
-        raise ToolError(f"no stored conversation for this session (mode {core.binding.mode})")
-    return core
+        raise ToolError(engine.startup_error or "the hermes-lcm store is unavailable; run lcm_doctor")
+    if core.binding.mode == MODE_IGNORED and name not in READ_ONLY_DIAGNOSTICS:
+        raise ToolError(f"this session matches LCM_IGNORE_SESSION_PATTERNS ({core.binding.matched_pattern}): "
+                        "LCM stores nothing for it and serves no recall")
+    args = Args(name, dict(raw or {}))
+    cap = int(engine.config.tool_response_max_chars)
+    answer = _handlers()[name](Ctx(engine, core, cap), args)
+    if args.clamped:
+        answer["clamped"] = args.clamped
+    ignored = sorted(set(args.raw) - tool_parameters(name))
+    if ignored:
+        answer["ignored_arguments"] = ignored
+    return answer
 
 
-def _int(args: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
-    raw = args.get(key, default)
-    try:
-        value = int(raw if raw is not None else default)
-    except (TypeError, ValueError) as exc:
-        raise ToolError(f"{key} must be an integer, got {raw!r}") from exc
-    return min(high, max(low, value))
+def _handlers() -> dict[str, Handler]:
+    from . import describe, doctor, evidence, expand, recall
+
+    return {
+        "lcm_grep": recall.lcm_grep, "lcm_recall": recall.lcm_recall,
+        "lcm_expand": expand.lcm_expand, "lcm_load_session": expand.lcm_load_session,
+        "lcm_expand_query": expand.lcm_expand_query,
+        "lcm_describe": describe.lcm_describe, "lcm_recent": describe.lcm_recent,
+        "lcm_status": doctor.lcm_status, "lcm_inspect": doctor.lcm_inspect, "lcm_doctor": doctor.lcm_doctor,
+        **{tool: evidence.disabled_tool(tool) for tool in evidence.EVIDENCE_TOOLS},
+    }
 
 
-def _snippet(text: str, terms: tuple[str, ...], width: int = 240) -> str:
-    lowered = text.lower()
-    words = [t.strip('"* ').split()[0].lower() for t in terms if t.strip('"* ')]
-    pos = min((lowered.find(w) for w in words if lowered.find(w) >= 0), default=0)
-    start = max(0, pos - width // 3)
-    snippet = text[start:start + width]
-    return ("…" if start else "") + snippet + ("…" if start + width < len(text) else "")
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def lcm_grep(engine: LcmEngine, args: dict[str, Any]) -> dict[str, Any]:
-    core = _core(engine)
-    query = build_query(str(args.get("query") or ""))
-    if query.empty:
-        raise ToolError("query is empty")
-    limit = _int(args, "limit", 10, 1, 50)
-    conv = core.binding.conversation_id
-    hits: list[dict[str, Any]] = []
-    for message, score in core.store.search_messages(query.match, conv, limit):
-        hits.append({"store_id": message.id, "role": message.role, "seq": message.seq, "score": round(score, 3),
-                     "snippet": _snippet(message.content, query.terms)})
-    for node, score in core.dag.search(query.match, conv, limit):
-        hits.append({"node_id": node_label(node.id), "depth": node.depth, "score": round(score, 3),
-                     "snippet": _snippet(node.content, query.terms)})
-    hits.sort(key=lambda h: h["score"])
-    return {"query": query.match, "count": len(hits[:limit]), "hits": hits[:limit]}
+def finish(answer: dict[str, Any], cap: int) -> str:
+    """The answer as JSON within ``cap`` characters; bodies fit themselves, this is the backstop."""
+    text = dumps(answer)
+    if len(text) <= cap:
+        return text
+    return dumps({"error": "answer over the size cap (LCM_TOOL_RESPONSE_MAX_CHARS); narrow the request",
+                  "cap_chars": cap, "tool": answer.get("tool")})
 
 
-def lcm_expand(engine: LcmEngine, args: dict[str, Any]) -> dict[str, Any]:
-    core = _core(engine)
-    if ("node_id" in args) == ("store_id" in args):
-        raise ToolError("give exactly one of node_id or store_id")
-    if "store_id" in args:
-        message = core.store.message(_int(args, "store_id", 0, 0, 2**62))
-        if message is None or message.conversation_id != core.binding.conversation_id:
-            raise ToolError(f"no message {args['store_id']} in this conversation")
-        offset = _int(args, "content_offset", 0, 0, 2**62)
-        page = engine.config.tool_response_max_chars // 2
-        text = message.content[offset:offset + page]
-        more = offset + page < len(message.content)
-        return {"store_id": message.id, "role": message.role, "content": text, "content_offset": offset,
-                "next_content_offset": offset + page if more else None, "content_chars": len(message.content)}
-    try:
-        node_id = parse_node_label(args["node_id"])
-    except ValueError as exc:
-        raise ToolError(str(exc)) from exc
-    node = core.dag.node(node_id)
-    if node is None or node.conversation_id != core.binding.conversation_id:
-        raise ToolError(f"no summary node {args['node_id']} in this conversation")
-    offset = _int(args, "source_offset", 0, 0, 2**62)
-    limit = _int(args, "source_limit", 10, 1, 50)
-    if node.depth == 0:
-        sources = [{"store_id": m.id, "role": m.role, "content": m.content[:2000],
-                    "truncated": len(m.content) > 2000} for m in core.dag.sources(node_id, offset, limit)]
-    else:
-        sources = [{"node_id": c.node_id, "depth": c.depth, "content": c.content[:2000]}
-                   for c in core.dag.children(node_id)[offset:offset + limit]]
-    total = core.dag.edge_count(node_id)
-    nxt = offset + len(sources)
-    return {"node_id": node.node_id, "depth": node.depth, "summary": node.content, "sources": sources,
-            "source_offset": offset, "next_source_offset": nxt if nxt < total else None, "source_count": total}
+def fit(answer: dict[str, Any], key: str, items: Sequence[dict[str, Any]], cap: int) -> int:
+    """Put the leading ``items`` that fit under ``cap`` into ``answer[key]``; returns how many.
+
+    At least one item is always included when there is one (bodies cut item text to a share of
+    the cap first), so a paged walk always makes progress.
+    """
+    room = cap - len(dumps(answer)) - len(key) - 600
+    chosen: list[dict[str, Any]] = []
+    for item in items:
+        size = len(dumps(item)) + 2
+        if chosen and size > room:
+            break
+        chosen.append(item)
+        room -= size
+    answer[key] = chosen
+    return len(chosen)
 
 
-def lcm_status(engine: LcmEngine, args: dict[str, Any]) -> dict[str, Any]:
-    from .status import engine_status
+def share(cap: int, count: int, floor: int = 300) -> int:
+    """Characters of text each of ``count`` items may carry within the cap."""
+    return max(floor, (cap - 2000) // max(1, count) - 250)
 
-    return engine_status(engine)
 
-
-HANDLERS: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
-    "lcm_grep": lcm_grep,
-    "lcm_expand": lcm_expand,
-    "lcm_status": lcm_status,
-}
+def cut(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit] + "…", True)

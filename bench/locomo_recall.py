@@ -1,0 +1,222 @@
+"""LoCoMo evidence recall@k of lcm_grep and lcm_recall (full-text only), next to plain bm25.
+
+One command: ``.venv/bin/python bench/locomo_recall.py [--data ../shared/data/locomo] [--files conv-30]``.
+
+Data: the seven LoCoMo conversations in ``../shared/data/locomo`` (research data, read in place,
+never copied). Each conversation is stored through the engine's own ingest, one message per turn
+with content ``"speaker: text"`` (plus ``[image: caption]`` when the turn shared one), speaker A as
+user and speaker B as assistant, host timestamps from the session dates; all seven share one
+database, each in its own session. The turn -> store_id map comes from walking the session with
+lcm_load_session. No compaction runs, so every hit is a turn.
+
+Recall (the data README's definition): per conversation, the raw question text, category 5
+excluded; a question counts at k when any (lenient) or all (strict) of its evidence turns are
+among the first k hits. lcm_grep is conversation-scoped (its default); lcm_recall searches the
+whole database with its soft bias to the current conversation, so other conversations compete.
+The baseline is the data README's plain FTS5 bm25 OR query (R@10 0.68 lenient, 0.56 strict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
+KS = (1, 5, 10, 20)
+BASELINE = {"lenient": {1: 0.35, 5: 0.59, 10: 0.68, 20: 0.74}, "strict": {10: 0.56}}
+TARGET_R10 = 0.75
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    evidence: frozenset[str]
+
+
+@dataclass
+class Conversation:
+    name: str
+    turns: list[dict[str, Any]]  # host messages, in order
+    dia_ids: list[str]  # the dia_id of each turn, same order
+    questions: list[Question]
+
+
+def _session_time(text: str) -> float:
+    """``"1:47 pm on 18 May, 2023"`` -> epoch seconds (UTC)."""
+    moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    return moment.replace(tzinfo=UTC).timestamp()
+
+
+def _dia(raw: str) -> str | None:
+    """Evidence ids as written in the data ("D1:3", "D30:05", "D:11:26") -> "D1:3"."""
+    numbers = re.findall(r"\d+", raw)
+    return f"D{int(numbers[0])}:{int(numbers[1])}" if len(numbers) == 2 else None
+
+
+def load_conversation(path: Path) -> Conversation:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    first = data["speaker_a"]
+    turns, dia_ids = [], []
+    n = 1
+    while f"session_{n}" in data:
+        start = _session_time(data[f"session_{n}_date_time"])
+        for i, turn in enumerate(data[f"session_{n}"]):
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [image: {turn['blip_caption']}]"
+            role = "user" if turn["speaker"] == first else "assistant"
+            turns.append({"role": role, "content": text, "timestamp": start + 30 * i})
+            dia_ids.append(turn["dia_id"])
+        n += 1
+    known = set(dia_ids)
+    questions = []
+    for qa in data["qa"]:
+        evidence = frozenset(d for d in (_dia(e) for e in qa.get("evidence", [])) if d in known)
+        if qa.get("category") != 5 and evidence:
+            questions.append(Question(qa["question"], evidence))
+    return Conversation(path.stem, turns, dia_ids, questions)
+
+
+def make_engine(home: Path, session: str) -> Any:
+    """An engine on the shared database, bound to one session, with no compaction."""
+    from hermes_lcm.engine import LcmEngine
+
+    env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive"}
+    engine = copy.deepcopy(LcmEngine(env=env))
+    engine.update_model("bench-model", 1_000_000)
+    engine.on_session_start(session, hermes_home=str(home), platform="locomo")
+    return engine
+
+
+def call(engine: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    answer = json.loads(engine.handle_tool_call(tool, args))
+    if "error" in answer:
+        raise RuntimeError(f"{tool} {args}: {answer['error']}")
+    return answer
+
+
+def session_store_ids(engine: Any, session: str) -> list[int]:
+    """Every store_id of a session in order, by walking lcm_load_session's pages."""
+    ids: list[int] = []
+    cursor = 0
+    while True:
+        page = call(engine, "lcm_load_session", {"session_id": session, "after_store_id": cursor, "limit": 100})
+        ids += [m["store_id"] for m in page["messages"]]
+        if page["next_cursor"] is None:
+            return ids
+        cursor = page["next_cursor"]
+
+
+def ingest(home: Path, conversation: Conversation) -> tuple[Any, dict[int, str]]:
+    """Store a conversation through the engine; returns the engine and store_id -> dia_id."""
+    session = f"locomo-{conversation.name}"
+    engine = make_engine(home, session)
+    stored = engine.ingest_host(conversation.turns)
+    ids = session_store_ids(engine, session)
+    if stored != len(conversation.turns) or len(ids) != len(conversation.dia_ids):
+        raise RuntimeError(f"{conversation.name}: stored {stored}, walked {len(ids)}, turns {len(conversation.turns)}")
+    return engine, dict(zip(ids, conversation.dia_ids, strict=True))
+
+
+def ranked_turns(engine: Any, tool: str, question: str, to_dia: dict[int, str], k: int) -> list[str | None]:
+    """The first ``k`` hits as dia_ids (None for a hit outside this conversation, or a summary)."""
+    answer = call(engine, tool, {"query": question, "limit": k})
+    return [to_dia.get(h["store_id"]) if "store_id" in h else None for h in answer["hits"]][:k]
+
+
+@dataclass
+class Tally:
+    questions: int = 0
+    lenient: dict[int, int] | None = None
+    strict: dict[int, int] | None = None
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.lenient = {k: 0 for k in KS}
+        self.strict = {k: 0 for k in KS}
+
+    def add(self, ranked: list[str | None], evidence: frozenset[str]) -> None:
+        assert self.lenient is not None and self.strict is not None
+        self.questions += 1
+        for k in KS:
+            top = set(ranked[:k])
+            self.lenient[k] += bool(top & evidence)
+            self.strict[k] += evidence <= top
+
+    def rates(self, which: str) -> dict[int, float]:
+        counts = self.lenient if which == "lenient" else self.strict
+        assert counts is not None
+        return {k: round(counts[k] / max(1, self.questions), 3) for k in KS}
+
+
+def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_grep", "lcm_recall"),
+             home: Path | None = None) -> Iterator[tuple[str, str, Tally]]:
+    """Yields (conversation, tool, tally) for each conversation and tool, then ("all", tool, total)."""
+    home = home or Path(tempfile.mkdtemp(prefix="lcm-locomo-"))
+    loaded = [(c, *ingest(home, c)) for c in conversations]
+    totals = {tool: Tally() for tool in tools}
+    for conversation, engine, to_dia in loaded:
+        for tool in tools:
+            tally = Tally()
+            started = time.perf_counter()
+            for question in conversation.questions:
+                ranked = ranked_turns(engine, tool, question.text, to_dia, max(KS))
+                tally.add(ranked, question.evidence)
+                totals[tool].add(ranked, question.evidence)
+            tally.seconds = time.perf_counter() - started
+            totals[tool].seconds += tally.seconds
+            yield conversation.name, tool, tally
+    for tool in tools:
+        yield "all", tool, totals[tool]
+
+
+def _row(name: str, tool: str, tally: Tally) -> str:
+    lenient, strict = tally.rates("lenient"), tally.rates("strict")
+    ms = tally.seconds / max(1, tally.questions) * 1000
+    cells = " ".join(f"{lenient[k]:5.3f}" for k in KS) + "  " + " ".join(f"{strict[k]:5.3f}" for k in KS)
+    return f"{name:9} {tool:10} {tally.questions:5}  {cells}  {ms:6.1f}"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--files", default="", help="comma-separated conversation names (default: all)")
+    args = parser.parse_args(argv)
+    data = Path(args.data)
+    if not data.is_dir():
+        raise SystemExit(f"LoCoMo data not found at {data}")
+    wanted = {f.strip() for f in args.files.split(",") if f.strip()}
+    paths = sorted(p for p in data.glob("conv-*.json") if not wanted or p.stem in wanted)
+    conversations = [load_conversation(p) for p in paths]
+    ks = " ".join(f"R@{k:<3}" for k in KS)
+    print(f"{'':27}lenient{'':22}strict")
+    print(f"{'conv':9} {'tool':10} {'qs':>5}  {ks}  {ks}  ms/q")
+    result: dict[str, Any] = {}
+    for name, tool, tally in evaluate(conversations):
+        print(_row(name, tool, tally), flush=True)
+        if name == "all":
+            result[tool] = {"questions": tally.questions, "lenient": tally.rates("lenient"),
+                            "strict": tally.rates("strict"),
+                            "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2)}
+    print(f"baseline (plain FTS5 bm25 OR, data README): lenient {BASELINE['lenient']}, strict {BASELINE['strict']}")
+    for tool, figures in result.items():
+        r10 = figures["lenient"][10]
+        verdict = "met" if r10 >= TARGET_R10 else "missed"
+        print(f"{tool}: R@10 lenient {r10:.3f} vs baseline 0.68 (target >= {TARGET_R10}: {verdict})")
+    return result
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT.parent))
+    main()

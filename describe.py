@@ -1,0 +1,142 @@
+"""lcm_describe and lcm_recent: maps and time windows of the summary DAG, metadata first.
+
+lcm_describe shows structure without loading content: the conversation's DAG (context nodes,
+roots, counts), one node's subtree, or a payload's metadata. lcm_recent lists the summaries of
+a natural UTC period; until temporal rollups exist it serves leaf summaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .expand import find_node, payload_owner
+from .periods import iso, period
+from .records import SummaryNode
+from .tools import Args, Ctx, ToolError, cut, fit, share
+
+PREVIEW = 160
+
+
+def brief(node: SummaryNode) -> dict[str, Any]:
+    """A node without its content: id, depth, time span, size and a one-line preview."""
+    return {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
+            "tokens": node.tokens, "preview": cut(" ".join(node.content.split()), PREVIEW)[0]}
+
+
+def _after(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        return max(0, int(str(cursor).lstrip("S")))
+    except ValueError as exc:
+        raise ToolError(f"malformed cursor {cursor!r}; pass next_cursor unchanged") from exc
+
+
+def lcm_describe(ctx: Ctx, args: Args) -> dict[str, Any]:
+    if args.has("node_id") and args.has("externalized_ref"):
+        raise ToolError("give node_id or externalized_ref, not both")
+    if args.has("externalized_ref"):
+        return _describe_payload(ctx, args)
+    if args.has("node_id"):
+        return _describe_node(ctx, args)
+    return _describe_conversation(ctx, args)
+
+
+def _describe_conversation(ctx: Ctx, args: Args) -> dict[str, Any]:
+    conv = ctx.conversation()
+    store, dag = ctx.core.store, ctx.core.dag
+    state = store.conversation(conv)
+    depths = dag.depth_counts(conv)
+    answer: dict[str, Any] = {
+        "conversation_id": conv, "messages": state.last_seq, "frontier_seq": state.frontier_seq,
+        "raw_in_context_from_seq": state.frontier_seq + 1,
+        "summaries_by_depth": {str(d): n for d, n in sorted(depths.items())},
+        "context": [brief(n) for n in dag.context(conv)],
+    }
+    if not depths:
+        answer["note"] = "no compaction yet: every message is still raw; use lcm_grep or lcm_load_session"
+        return answer
+    after = _after(args.text("cursor"))
+    roots = dag.roots(conv, after, 31)
+    shown = fit(answer, "roots", [brief(n) for n in roots[:30]], ctx.cap)
+    answer["next_cursor"] = roots[shown - 1].node_id if shown and len(roots) > shown else None
+    answer["next"] = "lcm_describe node_id=... for a subtree, lcm_expand node_id=... for text"
+    return answer
+
+
+def _describe_node(ctx: Ctx, args: Args) -> dict[str, Any]:
+    node = find_node(ctx, args)
+    dag = ctx.core.dag
+    count, first, last = dag.descendant_span(node.id)
+    after = _after(args.text("cursor"))
+    answer: dict[str, Any] = {
+        **brief(node), "conversation_id": node.conversation_id, "session_id": node.session_id,
+        "level": node.level, "route": node.route, "source_tokens": node.source_tokens,
+        "in_context": dag.in_context(node.id),
+        "ancestors": [n.node_id for n in dag.ancestors(node.id)],
+        "descendant_messages": {"count": count, "first_store_id": first, "last_store_id": last,
+                                "first_seq": node.first_seq, "last_seq": node.last_seq},
+    }
+    if node.depth > 0:
+        children = [c for c in dag.children(node.id) if c.id > after]
+        shown = fit(answer, "children", [brief(c) for c in children], ctx.cap)
+        answer["next_cursor"] = children[shown - 1].node_id if shown < len(children) else None
+    else:
+        answer["sources"] = f"{dag.edge_count(node.id)} raw messages: lcm_expand node_id={node.node_id}"
+    return answer
+
+
+def _describe_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
+    ref = str(args.text("externalized_ref")).strip()
+    owner, mime = payload_owner(ctx, args, ref)
+    try:
+        _, total = ctx.core.guard.read(ref, 0, 0)
+        readable = True
+    except (FileNotFoundError, OSError):
+        total, readable = 0, False
+    return {"externalized_ref": ref, "mime": mime, "chars": total, "readable": readable,
+            "referenced_by": {"store_id": owner.id, "role": owner.role, "session_id": owner.session_id,
+                              "at": iso(owner.created_at)},
+            "next": f"lcm_expand externalized_ref={ref} (paged by content_offset)" if readable else
+            "payload file missing: run lcm_doctor"}
+
+
+def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
+    window = period(args.text("period"))
+    scope = args.choice("session_scope", ("current", "all"), "current")
+    conv = None if scope == "all" else ctx.conversation()
+    limit = args.integer("limit", 10, 1, 30)
+    after = _recent_cursor(args.text("cursor"))
+    dag = ctx.core.dag
+    nodes = dag.summaries_in_period(conv, window.since, window.until, depth=0, after=after, limit=limit + 1)
+    each = share(ctx.cap, limit)
+    items = []
+    for n in nodes[:limit]:
+        item = {**brief(n), "content": cut(n.content, each)[0]}
+        del item["preview"]
+        if conv is None:
+            item["conversation_id"] = n.conversation_id
+        items.append(item)
+    answer: dict[str, Any] = {"period": {"name": window.label, "from": iso(window.since), "to": iso(window.until)},
+                              "session_scope": scope, "source": "leaf_summaries (temporal rollups not enabled)"}
+    shown = fit(answer, "summaries", items, ctx.cap)
+    answer["count"] = shown
+    last = nodes[shown - 1] if shown else None
+    answer["next_cursor"] = f"{last.earliest_at!r}:{last.id}" if last is not None and len(nodes) > shown else None
+    if not nodes and after is None:
+        raw = ctx.core.store.messages_in_period(conv, window.since, window.until)
+        answer["raw_messages_in_period"] = raw if raw < 1000 else "1000+"
+        answer["hint"] = ("no summaries cover this period yet; use lcm_grep with time_from/time_to"
+                          if raw else "nothing stored in this period")
+    return answer
+
+
+def _recent_cursor(cursor: str | None) -> tuple[float, int] | None:
+    if not cursor:
+        return None
+    at, _, node = str(cursor).rpartition(":")
+    try:
+        return float(at), int(node)
+    except ValueError as exc:
+        raise ToolError(f"malformed cursor {cursor!r}; pass next_cursor unchanged") from exc
+

@@ -1,0 +1,116 @@
+"""lcm_status, lcm_inspect and lcm_doctor: read-only diagnostics, metadata only.
+
+They answer for every session, ignored and stateless ones included (with what applies to them),
+and never return message content. The database checks are ``maintenance.doctor_report``, the
+same report ``/lcm doctor`` and the ``lcm`` CLI show; this module adds what only a live engine
+knows (context pressure, summarizer breakers, the bound session).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import maintenance
+from .engine import live_engines
+from .periods import iso
+from .schemas import tool_names
+from .status import engine_status
+from .tools import Args, Ctx, cut, fit
+
+
+def _tools_view(ctx: Ctx) -> dict[str, Any]:
+    disabled = sorted(ctx.engine.config.disabled_tool_names & tool_names())
+    return {"available": len(tool_names()) - len(disabled), "disabled": disabled}
+
+
+def lcm_status(ctx: Ctx, args: Args) -> dict[str, Any]:
+    info = engine_status(ctx.engine)
+    info["tools"] = _tools_view(ctx)
+    info["engine_errors"] = [cut(e, 300)[0] for e in info.get("engine_errors", [])][-5:]
+    info["errors"] = [cut(e, 300)[0] for e in info.get("errors", [])][-5:]
+    return info
+
+
+def _binding(ctx: Ctx) -> dict[str, Any]:
+    binding = ctx.core.binding
+    config = ctx.core.config
+    return {
+        "session_id": binding.session_id or None, "mode": binding.mode,
+        "matched_session_pattern": binding.matched_pattern, "conversation_id": binding.conversation_id,
+        "patterns": {"ignore_session_patterns": config.ignore_session_patterns,
+                     "stateless_session_patterns": config.stateless_session_patterns,
+                     "ignore_message_patterns": config.ignore_message_patterns,
+                     "ignored_messages_this_process": ctx.core.normalizer.ignored_count},
+    }
+
+
+def lcm_inspect(ctx: Ctx, args: Args) -> dict[str, Any]:
+    answer: dict[str, Any] = {"binding": _binding(ctx)}
+    conv = ctx.conversation_id
+    if conv is None:
+        answer["note"] = "nothing stored for this session (ignored sessions store nothing; stateless ones read only)"
+        return answer
+    store, dag = ctx.core.store, ctx.core.dag
+    state = store.conversation(conv)
+    context = dag.context(conv)
+    answer.update({
+        "conversation": {"id": conv, "key": state.key, "messages": state.last_seq, "frontier_seq": state.frontier_seq,
+                         "fresh_tail_messages": state.last_seq - state.frontier_seq},
+        "context_nodes": [{"node_id": n.node_id, "depth": n.depth, "tokens": n.tokens,
+                           "from": iso(n.earliest_at), "to": iso(n.latest_at)} for n in context],
+        "summaries_by_depth": {str(d): n for d, n in sorted(dag.depth_counts(conv).items())},
+        "last_compaction": ctx.core.stats.last_compaction or None,
+        "summarizer": {"routes": ctx.core.summarizer_name,
+                       "open_breakers": ctx.core.call_guard.snapshot()["open_breakers"]},
+        "payloads": maintenance.payload_stats(store.path),
+        "recent_warnings": [{"at": iso(at), "level": level, "kind": kind, "detail": cut(detail, 200)[0]}
+                            for at, level, kind, detail in store.recent_events(10) if level != "info"][:5],
+    })
+    sessions = store.sessions_page(conv, 0, 21)
+    for row in sessions:
+        row.pop("rowid", None)
+        row["started_at"], row["ended_at"] = iso(row["started_at"]), iso(row["ended_at"])
+    fit(answer, "sessions", sessions[:20], ctx.cap)
+    if len(sessions) > 20:
+        answer["sessions_truncated"] = True
+    return answer
+
+
+def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
+    """What only the live engine knows: prompt pressure, summarizer breakers, payload write failures."""
+    engine, core = ctx.engine, ctx.core
+    checks = []
+    threshold = engine.threshold_tokens
+    if threshold and engine.last_prompt_tokens > threshold * 1.5:
+        checks.append({"name": "context_pressure", "status": "warn", "action": maintenance.INSPECT,
+                       "detail": f"last prompt {engine.last_prompt_tokens} tokens, threshold {threshold}"})
+    else:
+        checks.append({"name": "context_pressure", "status": "ok",
+                       "detail": f"last prompt {engine.last_prompt_tokens} tokens, threshold {threshold}"})
+    breakers = core.call_guard.snapshot()["open_breakers"]
+    checks.append({"name": "summarizer", "status": "warn" if breakers else "ok",
+                   "detail": f"open breakers: {breakers}" if breakers else f"routes: {core.summarizer_name}",
+                   **({"action": maintenance.INSPECT} if breakers else {})})
+    if core.guard.failures:
+        checks.append({"name": "payload_writes", "status": "warn", "action": maintenance.INSPECT,
+                       "detail": f"{core.guard.failures} payloads kept inline: their file write failed"})
+    return checks
+
+
+def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
+    deep = args.flag("deep", False)
+    live = [e.session_id for e in live_engines() if e.session_id]
+    report = maintenance.doctor_report(ctx.core.store, deep=deep, config=ctx.core.config,
+                                       config_problems=ctx.engine.config_problems, live_sessions=live)
+    extra = _engine_checks(ctx)
+    checks = list(report.get("checks", [])) + extra
+    report["guidance"] = list(report.get("guidance", [])) + [
+        f"{c['name']}: {c['action']} ({c['detail']})" for c in extra if c["status"] in ("warn", "fail")]
+    if any(c["status"] == "warn" for c in extra) and report.get("status") == "ok":
+        report["status"] = "warn"
+    report["binding"] = {"session_id": ctx.core.binding.session_id or None, "mode": ctx.core.binding.mode}
+    report["deep"] = deep
+    shown = fit(report, "checks", checks, ctx.cap)
+    if shown < len(checks):
+        report["checks_omitted"] = len(checks) - shown
+    return report

@@ -1,0 +1,36 @@
+"""The evidence family (lcm_query_state, lcm_compute, lcm_compile_evidence, lcm_evidence_pack,
+lcm_retrieve): always listed so the tool surface is stable, but inactive until both the feature
+ships and its flag is on. Until then each answers ``status: disabled`` and says how to enable it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .tools import Args, Ctx, Handler
+
+# tool -> (config flag, environment variable, what it needs)
+EVIDENCE_TOOLS: dict[str, tuple[str, str, str]] = {
+    "lcm_query_state": ("assertions_enabled", "LCM_ASSERTIONS_ENABLED", "the assertion sidecar"),
+    "lcm_compute": ("evidence_tools_enabled", "LCM_EVIDENCE_TOOLS_ENABLED", "the evidence tools"),
+    "lcm_compile_evidence": ("evidence_tools_enabled", "LCM_EVIDENCE_TOOLS_ENABLED", "the evidence tools"),
+    "lcm_evidence_pack": ("evidence_tools_enabled", "LCM_EVIDENCE_TOOLS_ENABLED", "the evidence tools"),
+    "lcm_retrieve": ("adaptive_retrieval_enabled", "LCM_ADAPTIVE_RETRIEVAL_ENABLED", "adaptive retrieval"),
+}
+
+
+def disabled_tool(name: str) -> Handler:
+    flag, env, feature = EVIDENCE_TOOLS[name]
+
+    def handler(ctx: Ctx, args: Args) -> dict[str, Any]:
+        enabled = bool(getattr(ctx.engine.config, flag, False))
+        answer: dict[str, Any] = {"tool": name, "status": "disabled", "flag": env, "flag_on": enabled}
+        if enabled:
+            answer["reason"] = f"{env} is on, but {feature} is not part of this hermes-lcm build yet"
+        else:
+            answer["reason"] = f"{feature} is off"
+            answer["enable"] = f"set {env}=true (or lcm: {{{flag}: true}} in config.yaml) and restart Hermes"
+        answer["instead"] = "use lcm_grep / lcm_expand for exact evidence"
+        return answer
+
+    return handler

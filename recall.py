@@ -1,0 +1,146 @@
+"""lcm_grep and lcm_recall: keyword search in a scope, and whole-store recall.
+
+Both run :class:`retrieval.Searcher`; they differ in scope and in the boost applied to the
+ranked pool. lcm_recall fuses its arms by weighted score, not plain RRF (which was seen to push
+the right semantic hit down); today the full-text arm is the only one, vector arms plug in
+beside it when embeddings exist.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .periods import iso
+from .retrieval import Filters, Hit, Scope, Searcher, SearchPage, SearchRequest
+from .search import Query, build_query, plain_snippet
+from .tools import Args, Ctx, ToolError, dumps, fit
+
+ROLES = ("user", "assistant", "tool", "system")
+SNIPPET_TOKENS = 28
+SNIPPET_CHARS = 260
+HIT_CHARS = 450  # a rendered hit is at most about this long: limits are clamped so a page always fits
+RECALL_HALF_LIFE_DAYS = 30.0
+RECALL_RECENCY_GAIN = 0.15
+
+
+def _query(args: Args) -> Query:
+    text = args.text("query", required=True)
+    query = build_query(str(text))
+    if query.empty:
+        raise ToolError("query has no searchable words")
+    return query
+
+
+def _filters(args: Args) -> Filters:
+    since, until = args.time("time_from"), args.time("time_to", end=True)
+    if since is not None and until is not None and since >= until:
+        raise ToolError("time_from must be before time_to")
+    return Filters(role=args.choice("role", ROLES, None), source=args.text("source"), since=since, until=until)
+
+
+def _snippets(ctx: Ctx, hits: list[Hit], query: Query) -> dict[int, str]:
+    if not hits:
+        return {}
+    _, snippets = ctx.core.store.scratch_fts([(h.scratch_id, h.text) for h in hits], [], query.match,
+                                            SNIPPET_TOKENS)
+    return snippets
+
+
+def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, Any]:
+    """A hit as the model sees it: the id to pass to lcm_expand first."""
+    text = " ".join(snippet.split()) if snippet else plain_snippet(hit.text)
+    if len(text) > SNIPPET_CHARS:
+        text = text[:SNIPPET_CHARS] + "…"
+    if hit.kind == "summary" and hit.node is not None:
+        node = hit.node
+        item: dict[str, Any] = {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at),
+                                "to": iso(node.latest_at)}
+    else:
+        item = {"store_id": hit.id, "role": hit.role, "at": iso(hit.created_at), "session_id": hit.session_id}
+        if hit.tool_name:
+            item["tool"] = hit.tool_name
+        if not snippet and not hit.matched:
+            item["context"] = True  # no query word: listed as the neighbour of a strong match
+    if hit.conversation_id != current:
+        item["conversation_id"] = hit.conversation_id
+    item["snippet"] = text
+    if hit.chars > len(text):
+        item["chars"] = hit.chars
+    if hit.score:
+        item["score"] = round(hit.score, 3)  # relevance order only
+    return item
+
+
+def _answer(ctx: Ctx, query: Query, page: SearchPage, extra: dict[str, Any]) -> dict[str, Any]:
+    """Hits first (what the model reads first), then how the query was understood."""
+    snippets = _snippets(ctx, page.hits, query)
+    items = [render_hit(h, snippets.get(h.scratch_id), ctx.conversation_id) for h in page.hits]
+    meta: dict[str, Any] = {"terms": [t.text for t in query.parts], **extra}
+    if query.dropped:
+        meta["dropped_words"] = list(query.dropped)
+    if page.common_terms:
+        meta["common_terms"] = page.common_terms
+    answer: dict[str, Any] = {}
+    shown = fit(answer, "hits", items, ctx.cap - len(dumps(meta)))
+    answer["count"] = shown
+    answer["next_cursor"] = page.next_cursor if shown == len(items) else None
+    answer.update(meta)
+    if shown < len(items):  # cannot happen with clamped limits; the backstop keeps the answer valid
+        answer["truncated_by_size_cap"] = True
+        answer["hint"] = "answer hit the size cap; lower limit to page through the rest"
+    elif not items:
+        answer["hint"] = "no match; try other words, session_scope='all', or lcm_recall"
+    else:
+        answer["next"] = "lcm_expand with a store_id or node_id for the exact text"
+    return answer
+
+
+def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
+    query = _query(args)
+    scope = ctx.scope(args)
+    filters = _filters(args)
+    sort = args.choice("sort", ("relevance", "recency"), "relevance") or "relevance"
+    limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
+    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"))
+    page = Searcher(ctx.core.store, ctx.core.dag, request).page()
+    extra: dict[str, Any] = {"scope": _scope_view(scope), "sort": sort}
+    if filters.raw_only:
+        extra["summary_results_omitted"] = True
+    return _answer(ctx, query, page, extra)
+
+
+def max_hits(ctx: Ctx, ceiling: int) -> int:
+    """The most hits one answer can carry under the size cap."""
+    return max(1, min(ceiling, (ctx.cap - 1500) // HIT_CHARS))
+
+
+def _scope_view(scope: Scope) -> dict[str, Any]:
+    view: dict[str, Any] = {"session_scope": scope.kind}
+    if scope.session_id:
+        view["session_id"] = scope.session_id
+    return view
+
+
+def recall_boost(current: int | None, bias: float, now: float | None = None) -> Any:
+    """Soft current-conversation bias times a recency prior (half-life ``RECALL_HALF_LIFE_DAYS``)."""
+    moment = (time.time() // 3600) * 3600 if now is None else now  # hourly, so pages rank alike
+
+    def boost(hit: Hit) -> float:
+        age_days = max(0.0, moment - hit.created_at) / 86400.0
+        recency = 1.0 + RECALL_RECENCY_GAIN * 0.5 ** (age_days / RECALL_HALF_LIFE_DAYS)
+        return (1.0 + bias if hit.conversation_id == current else 1.0) * recency
+
+    return boost
+
+
+def lcm_recall(ctx: Ctx, args: Args) -> dict[str, Any]:
+    query = _query(args)
+    limit = args.integer("limit", 8, 1, max_hits(ctx, 30))
+    bias = args.number("scope_bias", 0.25, 0.0, 1.0)
+    request = SearchRequest(query, Scope("all"), Filters(), "relevance", limit, args.text("cursor"),
+                            boost=recall_boost(ctx.conversation_id, bias), boost_key=f"recall:{bias}")
+    page = Searcher(ctx.core.store, ctx.core.dag, request).page()
+    arms = {"fts": "on", "summary_vectors": "off (embeddings not enabled)",
+            "chunk_vectors": "off (embeddings not enabled)"}
+    return _answer(ctx, query, page, {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms})
