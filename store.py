@@ -325,24 +325,7 @@ class Store:
         """
         with self.write() as db:
             fresh = select(StoredPrints(db, conversation_id))
-            if not fresh:
-                return []
-            last_seq = int(db.execute("SELECT last_seq FROM conversations WHERE id=?",
-                                      (conversation_id,)).fetchone()[0])
-            now = time.time()
-            ids = []
-            for offset, m in enumerate(fresh, start=1):
-                cur = db.execute(
-                    "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, "
-                    "tool_call_id, tool_name, source, host_ts, created_at, tokens, fingerprint) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls,
-                     m.tool_call_id, m.tool_name, source or "unknown", m.host_ts, m.host_ts or now, m.tokens,
-                     m.fingerprint),
-                )
-                ids.append(int(cur.lastrowid or 0))
-            db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(fresh), conversation_id))
-            return ids
+            return _insert_messages(db, conversation_id, session_id, source or "unknown", fresh)
 
     def messages_after(self, conversation_id: int, seq: int, limit: int = -1) -> list[StoredMessage]:
         with self.read() as db:
@@ -705,20 +688,7 @@ class Store:
             known = {r[0] for r in db.execute("SELECT fingerprint FROM messages WHERE conversation_id=?",
                                               (conversation_id,)).fetchall()}
             fresh = [m for m in records if m.fingerprint not in known]
-            last_seq = int(db.execute("SELECT last_seq FROM conversations WHERE id=?",
-                                      (conversation_id,)).fetchone()[0])
-            now, ids = time.time(), []
-            for offset, m in enumerate(fresh, start=1):
-                cur = db.execute(
-                    "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, "
-                    "tool_call_id, tool_name, source, host_ts, created_at, tokens, fingerprint) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls,
-                     m.tool_call_id, m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint),
-                )
-                ids.append(int(cur.lastrowid or 0))
-            if fresh:
-                db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(fresh), conversation_id))
+            ids = _insert_messages(db, conversation_id, session_id, source, fresh)
         return ids, len(records) - len(fresh)
 
     def fingerprint_ids(self, conversation_id: int) -> dict[str, int]:
@@ -883,6 +853,27 @@ class Store:
         keys = ("session_id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
                 "messages", "first_store_id", "last_store_id")
         return dict(zip(keys, row, strict=True)) if row else None
+
+
+def _insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: str, source: str,
+                     records: Sequence[MessageIn]) -> list[int]:
+    """Append records after the conversation's last seq, in the caller's transaction."""
+    if not records:
+        return []
+    last_seq = int(db.execute("SELECT last_seq FROM conversations WHERE id=?", (conversation_id,)).fetchone()[0])
+    now = time.time()
+    db.executemany(
+        "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
+        "tool_name, source, host_ts, created_at, tokens, fingerprint) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id,
+          m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint)
+         for offset, m in enumerate(records, start=1)],
+    )
+    db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(records), conversation_id))
+    rows = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
+                      (conversation_id, last_seq)).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def _split_sql(script: str) -> list[str]:
