@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .ingest import SYNTHETIC_KEY, SYNTHETIC_MARKER
+from .ingest import CUT_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER
 from .records import StoredMessage, SummaryNode
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_message, count_tokens
 
@@ -238,7 +238,7 @@ def _cut_to_fit(last_group: list[Item], total: int) -> list[dict[str, Any]]:
 def cut_message(item: Item, max_tokens: int) -> dict[str, Any]:
     """A copy of the message whose text fits ``max_tokens``, saying where the rest is."""
     message = dict(item.message)
-    note = f" [lcm: cut to fit the prompt; full text: lcm_expand store_id={item.store_id}]" \
+    note = f" {CUT_MARKER}{item.store_id}]" \
         if item.store_id else " [lcm: cut to fit the prompt]"
     text = message.get("content")
     if not isinstance(text, str):

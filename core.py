@@ -226,7 +226,9 @@ class LcmCore:
 
     def _remember_output(self, result: list[dict[str, Any]]) -> None:
         """The host continues from the list we return: the next ingest extends it."""
-        self._seen = Selection(self.normalizer, result, None).seen_now()
+        seen = Selection(self.normalizer, result, None).seen_now()
+        stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
+        self._seen = Seen(seen.count, seen.fingerprint, stored or "") if seen else None
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:

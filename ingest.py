@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,11 @@ REPLAY_ROLES = frozenset({"user", "assistant", "tool"})
 WINDOW = 8
 # A plain message at least this long is treated as unique when aligning.
 DISTINCTIVE_CHARS = 40
+# The note assemble.cut_message leaves in a message it shortened, naming the stored row.
+CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
+_CUT_REF = re.compile(re.escape(CUT_MARKER) + r"(\d+)\]")
+# Messages whose prepared form is remembered between fingerprinting and storing.
+MEMO_SIZE = 4096
 SHORT_TAIL = 64
 
 
@@ -96,6 +102,24 @@ class Normalizer:
         self.guard = guard
         self.ignore = ignore
         self.ignored_count = 0
+        self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
+
+    def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+        """(content, parts, tool_calls) after the payload guard; computed once per message
+        object while it is being aligned and stored."""
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        content, parts = self._content(message.get("content"))
+        prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        self._memo[id(message)] = (message, prepared)
+        return prepared
+
+    def forget(self) -> None:
+        """Drop the memo (it holds references to host messages)."""
+        self._memo.clear()
 
     def _content(self, raw: Any) -> tuple[str, str | None]:
         """(searchable text, JSON of the exact content when it is not a plain UTF-8 string)."""
@@ -115,10 +139,10 @@ class Normalizer:
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
         """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one."""
-        content, parts = self._content(message.get("content"))
+        content, parts, tool_calls = self._prepared(message)
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
-               self._tool_calls(message.get("tool_calls")), message.get("tool_call_id") or None]
-        return hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=16).hexdigest()
+               tool_calls, message.get("tool_call_id") or None]
+        return hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
 
     def fingerprint_if_kept(self, message: Mapping[str, Any]) -> str | None:
         """The fingerprint, or None for a message an ignore pattern drops."""
@@ -132,8 +156,7 @@ class Normalizer:
     def normalize(self, message: Mapping[str, Any], fingerprint: str | None = None) -> MessageIn:
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise MalformedMessage("a message must be a mapping with a string 'role'")
-        content, parts = self._content(message.get("content"))
-        tool_calls = self._tool_calls(message.get("tool_calls"))
+        content, parts, tool_calls = self._prepared(message)
         name = message.get("name") or message.get("tool_name")
         host_ts = message.get("timestamp")
         return MessageIn(
@@ -157,8 +180,9 @@ class _FromEnd:
     Messages matching an ignore pattern are skipped here, before alignment.
     """
 
-    def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer) -> None:
-        self.messages, self.normalizer = messages, normalizer
+    def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer,
+                 original: Callable[[int], str | None] | None = None) -> None:
+        self.messages, self.normalizer, self.original = messages, normalizer, original
         self.kept: list[tuple[int, str]] = []
         self.by_index: dict[int, str] = {}
         self.next_index = len(messages) - 1
@@ -169,10 +193,20 @@ class _FromEnd:
             self.next_index -= 1
             message = self.messages[index]
             fingerprint = self.normalizer.fingerprint_if_kept(message) if is_storable(message) else None
+            if fingerprint is not None and self.original is not None:
+                fingerprint = self._original(message) or fingerprint
             if fingerprint is not None:
                 self.kept.append((index, fingerprint))
                 self.by_index[index] = fingerprint
         return self.kept[rank] if rank < len(self.kept) else None
+
+    def _original(self, message: Mapping[str, Any]) -> str | None:
+        """A message the assembler cut to fit names its stored original; it is that row."""
+        content = message.get("content")
+        if not isinstance(content, str) or CUT_MARKER not in content:
+            return None
+        found = _CUT_REF.search(content)
+        return self.original(int(found.group(1))) if found and self.original else None
 
     def distinctive(self, rank: int) -> bool:
         """Content unlikely to occur twice: a tool call or result, or a longer text."""
@@ -250,6 +284,12 @@ class Seen:
 
     count: int
     fingerprint: str
+    stored_fingerprint: str = ""
+
+    @property
+    def stored(self) -> str:
+        """The fingerprint the store's newest row must have for the list to extend."""
+        return self.stored_fingerprint or self.fingerprint
 
 
 class Selection:
@@ -279,7 +319,7 @@ class Selection:
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
-        incoming = _FromEnd(messages, self.normalizer)
+        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of)
         start = 0 if self.fresh_start else self._extension(stored)
         if start is None:
             start = self._align(incoming, stored)
@@ -291,6 +331,7 @@ class Selection:
             if fingerprint is not None:
                 records.append(self.normalizer.normalize(messages[index], fingerprint))
         self.seen_after = self.seen_now()
+        self.normalizer.forget()
         return records
 
     def _extension(self, stored: StoredPrints) -> int | None:
@@ -300,7 +341,7 @@ class Selection:
         last = last_storable(self.messages, seen.count)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
-        if stored.tail(1) != [seen.fingerprint]:
+        if stored.tail(1) != [seen.stored]:
             return None
         return seen.count
 
@@ -315,12 +356,14 @@ class Selection:
     def _locate(self, incoming: _FromEnd, stored: StoredPrints) -> int:
         """The newest incoming message stored anywhere in the conversation, confirmed
         like any anchor against the stored messages before it."""
-        rank = 0
-        while (item := incoming.get(rank)) is not None:
-            for seq in stored.seqs(item[1], 4):
+        while incoming.get(len(incoming.kept)) is not None:
+            pass
+        present = stored.present([fp for _, fp in incoming.kept])
+        for rank, (index, fingerprint) in enumerate(incoming.kept):
+            if fingerprint not in present:
+                continue
+            for seq in stored.seqs(fingerprint, 4):
                 window = stored.window(seq, WINDOW)
-                complete = seq <= WINDOW
-                if _anchor_ok(incoming, rank, window, len(window) - 1, 1, complete):
-                    return item[0] + 1
-            rank += 1
+                if _anchor_ok(incoming, rank, window, len(window) - 1, 1, seq <= WINDOW):
+                    return index + 1
         return 0

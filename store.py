@@ -182,6 +182,23 @@ class StoredPrints:
         ).fetchall()
         return [int(r[0]) for r in rows]
 
+    def fingerprint_of(self, message_id: int) -> str | None:
+        """The stored fingerprint of one of this conversation's rows."""
+        row = self.db.execute("SELECT fingerprint FROM messages WHERE id=? AND conversation_id=?",
+                              (message_id, self.conversation_id)).fetchone()
+        return str(row[0]) if row else None
+
+    def present(self, fingerprints: Sequence[str]) -> set[str]:
+        """Which of these fingerprints the conversation holds (one query per 500)."""
+        found: set[str] = set()
+        for start in range(0, len(fingerprints), 500):
+            chunk = fingerprints[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self.db.execute(
+                f"SELECT DISTINCT fingerprint FROM messages WHERE conversation_id=? AND fingerprint IN ({marks})",
+                (self.conversation_id, *chunk)))
+        return found
+
     def window(self, seq: int, size: int) -> list[str]:
         """Fingerprints of the ``size`` messages ending at ``seq``, oldest first."""
         rows = self.db.execute(
@@ -365,6 +382,12 @@ class Store:
                 (session_id, after_id, limit),
             ).fetchall()
         return [row_to_message(r) for r in rows]
+
+    def last_fingerprint(self, conversation_id: int) -> str | None:
+        with self.read() as db:
+            row = db.execute("SELECT fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT 1",
+                             (conversation_id,)).fetchone()
+        return str(row[0]) if row else None
 
     def newest_message(self, conversation_id: int, role: str | None = None) -> StoredMessage | None:
         where, args = ("AND role=?", (conversation_id, role)) if role else ("", (conversation_id,))

@@ -198,3 +198,16 @@ def test_random_conversations_keep_every_invariant(tmp_path_factory, seed, turns
         assert_valid_sequence(out)
     assert stored_sequence(engine) == _expected(history)
     assert_lineage_complete(engine.core.store.path)
+
+
+def test_a_message_cut_to_fit_is_recognized_after_a_restart(tmp_path):
+    """A resumed host sends back the list we returned, with a message we cut: it is the stored row."""
+    first = new_engine(tmp_path, threshold=3000)
+    host = [{"role": "user", "content": "first question " * 5}, {"role": "assistant", "content": "answer " * 5},
+            {"role": "user", "content": "BIG " + "lorem ipsum dolor sit amet " * 2000}]
+    first.ingest_host(host)
+    host = first.compress(host, current_tokens=20_000)
+    assert any("cut to fit" in str(m.get("content")) for m in host)
+    resumed = new_engine(tmp_path, threshold=3000)  # a new process: no memory of the last list
+    resumed.ingest_host([*host, {"role": "assistant", "content": "that was a big one"}])
+    assert len(stored_sequence(resumed)) == 4
