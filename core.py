@@ -24,7 +24,6 @@ from .payloads import PayloadGuard
 from .records import ConversationState
 from .store import Store, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
-from .tokens import count_messages
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 
@@ -279,6 +278,3 @@ def trim(messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
     items = [Item.host(dict(m)) for m in storable(messages) if isinstance(m, Mapping)]
     return build([], items, budget)
 
-
-def estimate(messages: Sequence[Any]) -> int:
-    return count_messages([m for m in messages if isinstance(m, Mapping)])

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .config import LoadedConfig, load_config, read_yaml_block
-from .core import MODE_NORMAL, LcmCore, estimate, trim
+from .core import MODE_NORMAL, LcmCore, trim
 from .store import StoreError
-from .tokens import count_tokens
+from .usage import OverheadMeter
 
 log = logging.getLogger("hermes_lcm")
 
@@ -35,8 +35,6 @@ except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
     from .hostbase import ContextEngine as _Base
 
 ENGINE_NAME = "lcm"
-# Above this many messages a request is not re-estimated for overhead learning (cost).
-MAX_ESTIMATED_MESSAGES = 400
 _T = TypeVar("_T")
 
 _live_lock = threading.Lock()
@@ -103,10 +101,7 @@ class LcmEngine(_Base):
         self.compression_count = 0
         self.protect_first_n = 0
         self.protect_last_n = self._loaded.config.fresh_tail_count
-        self.direct_overhead: int | None = None
-        self.learned_overhead: int | None = None
-        self._overhead_key: tuple[int, int] | None = None
-        self._request_estimate: int | None = None
+        self.meter = OverheadMeter()
         self.startup_error: str | None = None
         self.errors: list[str] = []
 
@@ -245,41 +240,19 @@ class LcmEngine(_Base):
         completion = int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
         if prompt:
             self.last_prompt_tokens = prompt
-            self._learn_overhead(prompt)
+            self.meter.observe_usage(prompt)
         self.last_completion_tokens = completion
         self.last_total_tokens = int(usage.get("total_tokens") or prompt + completion)
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
-        """Measure what the host adds around our messages (system prompt, tool schemas),
-        and remember our estimate of the messages so real usage can correct it."""
-        system = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") == "system"]
-        key = (sum(len(str(m.get("content"))) for m in system), len(tools or []))
-        if key != self._overhead_key:
-            tools_json = json.dumps(list(tools or []), ensure_ascii=False, default=str)
-            self.direct_overhead = estimate(system) + count_tokens(tools_json) + 16
-            self._overhead_key = key
-        others = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") != "system"]
-        self._request_estimate = estimate(others) if len(others) <= MAX_ESTIMATED_MESSAGES else None
-
-    def _learn_overhead(self, prompt_tokens: int) -> None:
-        """Real prompt tokens minus our estimate of the messages = what the host adds,
-        including any disagreement between our tokenizer and the provider's."""
-        if self._request_estimate is not None:
-            self.learned_overhead = max(0, prompt_tokens - self._request_estimate)
-            self._request_estimate = None
+        self.meter.observe_request(request_messages, tools)
 
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
-        """Tokens the host adds to our list: learned from real usage, else measured, else a guess."""
-        cap = max(0, self.threshold_tokens // 2)
-        if self.learned_overhead is not None:
-            guess = max(self.learned_overhead, self.direct_overhead or 0)
-        elif self.direct_overhead is not None:
-            guess = self.direct_overhead
-        elif current_tokens and current_tokens > 0:
-            guess = max(0, current_tokens - estimate(messages))
-        else:
-            guess = int(self.threshold_tokens * 0.15)
-        return min(cap, guess)
+        return self.meter.overhead(self.threshold_tokens, messages, current_tokens)
+
+    @property
+    def learned_overhead(self) -> int | None:
+        return self.meter.learned
 
     @_guarded(lambda self, *a, **k: False)
     def should_compress(self, prompt_tokens: int | None = None) -> bool:

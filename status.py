@@ -23,7 +23,7 @@ def engine_status(engine: LcmEngine) -> dict[str, Any]:
         "usage_percent": min(100.0, last_prompt / engine.context_length * 100) if engine.context_length else 0,
         "compression_count": engine.compression_count,
         "model": engine.model,
-        "overhead_tokens": {"direct": engine.direct_overhead, "learned": engine.learned_overhead},
+        "overhead_tokens": engine.meter.snapshot(),
         "token_counter": backend_name(),
         "config_problems": list(engine.config_problems),
         "startup_error": engine.startup_error,

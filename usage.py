@@ -1,0 +1,67 @@
+"""How many tokens the host adds around the messages we return.
+
+The provider sees the system prompt, the tool schemas and memory context on top
+of our list, and counts tokens with its own tokenizer. Both are learned here:
+measured directly from the request the host is about to send, and corrected by
+the real ``prompt_tokens`` the provider reports for it. The budget for our list
+is the threshold minus this overhead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .tokens import count_messages, count_tokens
+
+# Above this many messages a request is not re-estimated (cost on every API call).
+MAX_ESTIMATED_MESSAGES = 400
+# Until anything is observed, assume the host adds this share of the threshold.
+DEFAULT_SHARE = 0.15
+
+
+def _estimate(messages: Sequence[Any]) -> int:
+    return count_messages([m for m in messages if isinstance(m, Mapping)])
+
+
+class OverheadMeter:
+    def __init__(self) -> None:
+        self.direct: int | None = None
+        self.learned: int | None = None
+        self._key: tuple[int, int] | None = None
+        self._pending: int | None = None
+
+    def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
+        """Measure the system prompt and tool schemas (re-counted only when they change),
+        and remember our estimate of the messages so the reported usage can correct it."""
+        system = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") == "system"]
+        key = (sum(len(str(m.get("content"))) for m in system), len(tools or []))
+        if key != self._key:
+            tools_json = json.dumps(list(tools or []), ensure_ascii=False, default=str)
+            self.direct = _estimate(system) + count_tokens(tools_json) + 16
+            self._key = key
+        others = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") != "system"]
+        self._pending = _estimate(others) if len(others) <= MAX_ESTIMATED_MESSAGES else None
+
+    def observe_usage(self, prompt_tokens: int) -> None:
+        """Real prompt tokens minus our estimate of the messages: what the host added,
+        including any disagreement between our tokenizer and the provider's."""
+        if self._pending is not None and prompt_tokens > 0:
+            self.learned = max(0, prompt_tokens - self._pending)
+            self._pending = None
+
+    def overhead(self, threshold: int, messages: Sequence[Any], current_tokens: int | None) -> int:
+        """Learned from real usage, else measured, else inferred from the host's count, else a share."""
+        if self.learned is not None:
+            guess = max(self.learned, self.direct or 0)
+        elif self.direct is not None:
+            guess = self.direct
+        elif current_tokens and current_tokens > 0:
+            guess = max(0, current_tokens - _estimate(messages))
+        else:
+            guess = int(threshold * DEFAULT_SHARE)
+        return min(max(0, threshold // 2), guess)
+
+    def snapshot(self) -> dict[str, int | None]:
+        return {"direct": self.direct, "learned": self.learned}
