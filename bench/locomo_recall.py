@@ -82,7 +82,7 @@ def load_conversation(path: Path) -> Conversation:
     known = set(dia_ids)
     questions = []
     for qa in data["qa"]:
-        evidence = frozenset(d for d in (_dia(e) for e in qa.get("evidence", [])) if d in known)
+        evidence = frozenset(d for d in (_dia(e) for e in qa.get("evidence", [])) if d is not None and d in known)
         if qa.get("category") != 5 and evidence:
             questions.append(Question(qa["question"], evidence))
     return Conversation(path.stem, turns, dia_ids, questions)

@@ -1,0 +1,124 @@
+"""Render docs/benchmarks.md from bench/results/*.json and the hand-written bench/doc_template.md.
+
+The template holds the prose (what is measured, why a target is missed, how to reproduce);
+``{{TABLE}}`` and ``{{DETAILS}}`` are replaced by the figures of the latest run of each benchmark.
+Run ``python bench/report.py`` to re-render without re-measuring.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TEMPLATE = Path(__file__).resolve().parent / "doc_template.md"
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def summary_table(results: list[dict[str, Any]]) -> str:
+    machines: list[str] = []
+    lines = ["| target | ours | reference systems | verdict | date | machine |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for result in results:
+        if result["machine"] not in machines:
+            machines.append(result["machine"])
+        label = f"M{machines.index(result['machine']) + 1}"
+        for row in result["rows"]:
+            lines.append("| " + " | ".join(_cell(v) for v in (
+                row["target"], row["ours"], row.get("reference", "-"), row.get("verdict", "-"),
+                result["date"], label)) + " |")
+    lines.append("")
+    lines += [f"- M{i + 1}: {m}" for i, m in enumerate(machines)]
+    return "\n".join(lines)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _steady(details: dict[str, Any]) -> str:
+    rows = []
+    for size, entry in details["sizes"].items():
+        for shape in ("cli", "api"):
+            d = entry[shape]
+            rows.append([f"{int(size):,}", shape, d["total"]["median_ms"], d["total"]["p90_ms"],
+                         d["ingest"]["median_ms"], d["should_compress"]["median_ms"], d["assemble"]["median_ms"],
+                         d["compactions"], entry["build_seconds"]])
+    return _table(["stored msgs", "host shape", "total median ms", "total p90 ms", "ingest ms",
+                   "should_compress ms", "assemble ms", "compactions", "build s"], rows) + \
+        f"\n\n{details['turns']} measured turns per row (after 20 warm-up turns), 4 messages per turn."
+
+
+def _search(details: dict[str, Any]) -> str:
+    parts = []
+    for size, entry in details["sizes"].items():
+        rows = [[kind, q["ours"]["median_ms"], q["ours"]["p90_ms"], q["baseline"]["median_ms"],
+                 q.get("hits", "-"), q.get("matching_rows", "-")] for kind, q in entry["queries"].items()]
+        parts.append(f"**{int(size):,} stored messages** (built in {entry['build_seconds']} s; "
+                     f"{entry['db_bytes_per_message']} bytes/message on disk, "
+                     f"raw text {entry['raw_bytes_per_message']} bytes/message)\n\n" + _table(
+                         ["query kind", "lcm_grep median ms", "p90 ms", "plain FTS5 OR baseline median ms",
+                          "hits returned", "rows matching"], rows))
+        if entry.get("size_breakdown"):
+            parts.append(_table(["part", "bytes/message"], [[k, v] for k, v in entry["size_breakdown"].items()]))
+    return "\n\n".join(parts)
+
+
+def _ingest(details: dict[str, Any]) -> str:
+    rows = [[k, v] for k, v in details.items() if not isinstance(v, dict | list)]
+    return _table(["measure", "value"], rows)
+
+
+def _schemas(details: dict[str, Any]) -> str:
+    rows = [*details["per_tool"].items(), (f"all {details['tools']} tools, one JSON list", details["total"])]
+    return _table(["tool", "tokens (o200k, host's function wrapper)"], [list(r) for r in rows])
+
+
+def _recall(details: dict[str, Any]) -> str:
+    rows = []
+    for system, entry in details.get("systems", {}).items():
+        for mode in ("lenient", "strict"):
+            values = entry.get(mode, {})
+            rows.append([system, mode, *(values.get(k, "-") for k in ("1", "5", "10", "20"))])
+    text = _table(["system", "mode", "R@1", "R@5", "R@10", "R@20"], rows) if rows else "(no recall figures)"
+    if details.get("questions"):
+        text += f"\n\n{details['questions']} questions (category 5 excluded), {details.get('conversations')} " \
+                "conversations, each ingested through the engine."
+    return text
+
+
+_DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "steady_state": ("Per-turn overhead", _steady),
+    "search": ("Search latency and database size", _search),
+    "ingest": ("Bulk import and compaction", _ingest),
+    "schemas": ("Tool schema tokens", _schemas),
+    "recall": ("LoCoMo evidence recall", _recall),
+}
+
+
+def details_section(results: list[dict[str, Any]]) -> str:
+    out = []
+    for result in results:
+        title, fn = _DETAILS.get(result["name"], (result["name"], lambda d: "```\n" + json.dumps(d, indent=1)
+                                                                         + "\n```"))
+        out.append(f"### {title}\n\n_{result['date']}, commit {result['commit']}, "
+                   f"`{result.get('command', 'python bench/' + result['name'] + '.py')}`_\n\n{fn(result['details'])}")
+    return "\n\n".join(out)
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    text = TEMPLATE.read_text(encoding="utf-8")
+    return text.replace("{{TABLE}}", summary_table(results)).replace("{{DETAILS}}", details_section(results))
+
+
+if __name__ == "__main__":
+    from common import iter_results, render_doc
+
+    render_doc()
+    print(f"rendered {len(list(iter_results()))} result files")

@@ -1,0 +1,115 @@
+"""SIGKILL at random points during ingest and compaction, many times, on one real database file.
+
+After every kill: ``PRAGMA integrity_check`` is ok, every message acknowledged before the kill
+(the worker prints ``ACK <turn>`` only after ``ingest_host`` returned) is stored exactly once,
+nothing is stored twice, and the DAG is structurally sound. The next run re-sends its history
+(as a restarted host does) and continues. At the end one more compaction must complete cleanly.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import signal
+import time
+from pathlib import Path
+
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.store import close_all
+from hermes_lcm.tokens import count_messages
+
+from .helpers import dag_problems, expected_markers, integrity, marker_counts, start
+from .worker import CONTEXT_LENGTH, history
+
+SESSION = "crash"
+ROUNDS = 50  # half aimed at ingest, half at compaction
+INGEST_ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "12000", "LCM_FRESH_TAIL_COUNT": "8"}
+COMPACT_ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000", "LCM_LEAF_CHUNK_TOKENS": "500",
+               "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
+
+
+def run_and_kill(home: Path, rng: random.Random, first_turn: int, aim: str) -> tuple[int, bool]:
+    """One child run killed at a random point; returns (last acknowledged turn, killed mid-compaction)."""
+    env = COMPACT_ENV if aim == "compact" else INGEST_ENV
+    errors = home / "worker-stderr.txt"
+    with errors.open("w") as err_file:  # a file, not a pipe: a chatty child must never block on stderr
+        proc = start("writer", home, SESSION, stderr=err_file, start=first_turn, stop=first_turn + 400,
+                     shape=rng.choice(["api", "cli"]), compact_every=1 if aim == "compact" else 0, env=env)
+    assert proc.stdout is not None
+    acked, acks_wanted, seen_acks = first_turn - 1, rng.randint(1, 6), 0
+    in_compaction = False
+    for line in proc.stdout:
+        word, _, rest = line.strip().partition(" ")
+        if word == "ACK":
+            acked, seen_acks = int(rest), seen_acks + 1
+            if aim == "ingest" and seen_acks >= acks_wanted:
+                time.sleep(rng.uniform(0, 0.004))
+                break
+        elif word == "COMPACT":
+            in_compaction = True
+            if aim == "compact" and seen_acks >= acks_wanted:
+                time.sleep(rng.uniform(0, 0.03))
+                break
+        elif word == "COMPACTED":
+            in_compaction = False
+        elif word == "RESULT":
+            raise AssertionError(f"worker finished before it was killed: {line}")
+    proc.send_signal(signal.SIGKILL)
+    rest_out = proc.stdout.read()  # through the same buffered reader, so no line already read ahead is lost
+    proc.stdout.close()
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, errors.read_text()[-2000:]
+    for line in rest_out.splitlines():  # printed before the kill, so acknowledged
+        word, _, value = line.partition(" ")
+        if word == "ACK":
+            acked = int(value)
+        elif word == "COMPACT":
+            in_compaction = True
+        elif word == "COMPACTED":
+            in_compaction = False
+    return acked, in_compaction
+
+
+def check_after_kill(db: Path, acked: int) -> None:
+    assert integrity(db) == "ok"
+    counts = marker_counts(db)
+    duplicated = {m: n for m, n in counts.items() if n > 1}
+    assert not duplicated, f"stored more than once: {sorted(duplicated)[:5]}"
+    missing = expected_markers(SESSION, range(acked + 1)) - set(counts)
+    assert not missing, f"acknowledged but not stored: {sorted(missing)[:5]}"
+    assert dag_problems(db) == []
+
+
+def test_sigkill_during_ingest_and_compaction(tmp_path: Path) -> None:
+    rng = random.Random(20240611)
+    db = tmp_path / "lcm.db"
+    acked = -1
+    mid_compaction = 0
+    for round_no in range(ROUNDS):
+        aim = "compact" if round_no % 2 else "ingest"
+        acked, inside = run_and_kill(tmp_path, rng, acked + 1, aim)
+        mid_compaction += inside
+        check_after_kill(db, acked)
+    assert acked > ROUNDS, "the workers made too little progress to mean anything"
+    assert mid_compaction >= 3, f"only {mid_compaction} kills landed inside a compaction"
+    finish_cleanly(tmp_path, acked)
+
+
+def finish_cleanly(home: Path, acked: int) -> None:
+    """A fresh engine re-sends the whole transcript and compacts: it completes, no errors."""
+    close_all()
+    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive",
+                                          **COMPACT_ENV}))
+    engine.update_model("reliability-model", CONTEXT_LENGTH)
+    engine.on_session_start(SESSION, hermes_home=str(home), platform="cli")
+    transcript = history(SESSION, acked + 1)
+    engine.ingest_host(transcript)
+    tokens = count_messages(transcript)
+    out = engine.compress(transcript, current_tokens=tokens)
+    status = engine.get_status()
+    assert status["errors"] == [] and status["engine_errors"] == []
+    assert status["last_compaction"]["errors"] == []
+    assert "pass limit" not in status["last_compaction"]["stop_reason"] or status["last_compaction"]["leaf_passes"]
+    assert out and count_messages(out) <= engine.threshold_tokens
+    check_after_kill(home / "lcm.db", acked)
+    close_all()
