@@ -2,13 +2,15 @@
 
 One 42-turn conversation at context_length 64,000 with a threshold of ~7k tokens, the whole
 history handed back every turn (API/gateway style), so the engine compacts several times.
-Turn 30 makes the stub model call ``lcm_grep`` for a fact planted in turn 1. Afterwards the
+Turn 30 makes the stub model call ``lcm_grep`` for a fact planted in turn 1 (compacted long
+before), then ``lcm_expand`` on the id the search returned, then answer. Afterwards the
 engine's database is opened read-only and checked, and every request the host sent to the
 model is measured.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ import pytest
 from hermes_lcm.tokens import count_messages
 
 from .harness import HostHome, HostRun, make_home, require_host, run_host
-from .stub_llm import Recorded, StubLLM, make_directive_policy, text_of
+from .stub_llm import Policy, Recorded, Reply, StubLLM, make_directive_policy, text_of
 
 pytestmark = pytest.mark.host
 
@@ -72,6 +74,30 @@ TURNS = [user_turn(i) for i in range(N_TURNS)]
 NAMED_TOOL_ARGS = {"recall": {"query": "deployment passphrase"}}
 
 
+def grep_then_expand_policy() -> Policy:
+    """The directive policy, plus: after an lcm_grep result, expand the best raw hit by its id."""
+    base = make_directive_policy(NAMED_TOOL_ARGS)
+
+    def policy(req: Recorded) -> Reply:
+        if req.kind == "main" and req.tail_role() == "tool" and _last_tool_name(req) == "lcm_grep":
+            hits = json.loads(text_of(req.messages[-1].get("content"))).get("hits") or []
+            store_ids = [h["store_id"] for h in hits if "store_id" in h]
+            if store_ids:
+                return Reply(tool_name="lcm_expand", tool_args={"store_id": store_ids[0]})
+        return base(req)
+
+    return policy
+
+
+def _last_tool_name(req: Recorded) -> str | None:
+    call_id = req.messages[-1].get("tool_call_id")
+    for message in reversed(req.messages):
+        for call in message.get("tool_calls") or []:
+            if call.get("id") == call_id:
+                return str(call["function"]["name"])
+    return None
+
+
 @dataclass
 class E2E:
     hh: HostHome
@@ -89,7 +115,7 @@ class E2E:
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     require_host()
     tmp = tmp_path_factory.mktemp("host_e2e")
-    with StubLLM(make_directive_policy(NAMED_TOOL_ARGS), context_length=CONTEXT_LENGTH) as stub:
+    with StubLLM(grep_then_expand_policy(), context_length=CONTEXT_LENGTH) as stub:
         hh = make_home(tmp, stub, env=ENGINE_ENV)
         run = run_host(hh, TURNS, timeout=170)
         print(
@@ -232,6 +258,26 @@ def test_grep_result_reaches_the_model(e2e: E2E) -> None:
     tool_msg = followups[0].messages[-1]
     content = text_of(tool_msg.get("content"))
     assert FACT in content, f"planted fact missing from the lcm_grep result: {content[:800]}"
+
+
+def test_expand_of_the_grep_hit_returns_the_exact_compacted_turn(e2e: E2E) -> None:
+    mains = _mains(e2e)
+    calls = [tc for r in mains for tc in ((r.reply or {}).get("tool_calls") or [])
+             if tc["function"]["name"] == "lcm_expand"]
+    assert len(calls) == 1, calls
+    store_id = json.loads(calls[0]["function"]["arguments"])["store_id"]
+    followups = [r for r in mains if r.tail_role() == "tool" and r.messages[-1].get("tool_call_id") == calls[0]["id"]]
+    assert len(followups) == 1, "no request carried the lcm_expand result back to the model"
+    expanded = json.loads(text_of(followups[0].messages[-1].get("content")))
+    assert expanded["message"]["content"] == TURNS[FACT_TURN], "lcm_expand did not return the planted turn exactly"
+    assert expanded["complete"] and expanded["summarized_in"], "the recalled turn should be complete and summarized"
+    with e2e.db() as con:
+        seq, frontier = con.execute(
+            "SELECT m.seq, c.frontier_seq FROM messages m JOIN conversations c ON c.id=m.conversation_id "
+            "WHERE m.id=?", (store_id,)).fetchone()
+        covered = con.execute("SELECT count(*) FROM edges WHERE child_kind='message' AND child_id=?",
+                              (store_id,)).fetchone()[0]
+    assert seq <= frontier and covered == 1, "the planted turn was not compacted before it was recalled"
     final = e2e.run.report["turns"][TOOL_TURN]["final_response"] or ""
     assert FACT in final
 
@@ -253,7 +299,7 @@ def test_fresh_agent_every_turn_stores_each_message_once(tmp_path_factory: pytes
     require_host()
     tmp = tmp_path_factory.mktemp("host_fresh_agents")
     turns = [user_turn(i) for i in range(2, 16)]
-    with StubLLM(make_directive_policy(NAMED_TOOL_ARGS), context_length=CONTEXT_LENGTH) as stub:
+    with StubLLM(grep_then_expand_policy(), context_length=CONTEXT_LENGTH) as stub:
         hh = make_home(tmp, stub, env=ENGINE_ENV)
         run = run_host(hh, turns, agent_per_turn=True, timeout=120)
         mains = stub.requests_of("main")
@@ -281,7 +327,7 @@ def test_client_resending_raw_history_stores_each_message_once(
     require_host()
     tmp = tmp_path_factory.mktemp("host_raw_client")
     turns = [user_turn(i) for i in range(2, 20)]
-    with StubLLM(make_directive_policy(NAMED_TOOL_ARGS), context_length=CONTEXT_LENGTH) as stub:
+    with StubLLM(grep_then_expand_policy(), context_length=CONTEXT_LENGTH) as stub:
         hh = make_home(tmp, stub, env=ENGINE_ENV)
         run = run_host(hh, turns, history="client", agent_per_turn=True, timeout=120)
         mains = stub.requests_of("main")
