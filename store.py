@@ -219,9 +219,16 @@ class Store:
         self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                     check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        _retry_locked(self._open)
+
+    def _open(self) -> None:
         self._check_identity()
+        # Switching a new file to WAL takes an exclusive lock without waiting on the busy
+        # handler, so a second process opening the same new file at once can see "locked".
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: index and FTS pages stay hot
+        self.conn.execute("PRAGMA wal_autocheckpoint=4000")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._migrate()
 
@@ -897,6 +904,21 @@ def _insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: s
     rows = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
                       (conversation_id, last_seq)).fetchall()
     return [int(r[0]) for r in rows]
+
+
+def _retry_locked(step: Callable[[], None]) -> None:
+    """Run ``step``, retrying while another process holds a lock the busy handler skips."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(0.25, delay * 2)
 
 
 def _split_sql(script: str) -> list[str]:

@@ -110,3 +110,17 @@ def test_two_processes_write_one_database_without_lock_errors(tmp_path):
         assert con.execute("SELECT count(*) FROM summaries s JOIN sessions x ON x.conversation_id="
                            "s.conversation_id WHERE x.id=?", (name,)).fetchone()[0] > 0
     con.close()
+
+
+def test_many_processes_opening_a_new_file_at_once_all_succeed(tmp_path):
+    """The first open switches the file to WAL; the others must wait for it, not fail."""
+    code = ("import sys; from hermes_lcm.store import open_store; "
+            "s = open_store(sys.argv[1]); s.ensure_conversation(sys.argv[2]); print('ok')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "new.db"), f"k{i}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+             for i in range(6)]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(o.strip() == "ok" for o in outputs), outputs
+    con = sqlite3.connect(tmp_path / "new.db")
+    assert con.execute("SELECT count(*) FROM conversations").fetchone()[0] == 6
+    con.close()
