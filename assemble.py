@@ -25,7 +25,7 @@ REPLAY_ROLES = ("user", "assistant", "tool")
 # What one <summary ...> wrapper costs in the prompt (measured ~44 tokens), rounded up.
 SUMMARY_WRAPPER_TOKENS = 48
 # The summary block's fixed text (marker, nonce, untrusted-history notice, omission line), rounded up.
-_HEADER_TOKENS = 96
+_HEADER_TOKENS = 128
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,9 @@ def tail_start(groups: Sequence[Sequence[Item]], count: int, max_tokens: int) ->
     return start
 
 
-def summary_block(nodes: Sequence[SummaryNode], omitted: int = 0) -> dict[str, Any] | None:
+def summary_block(nodes: Sequence[SummaryNode], omitted: int = 0, omitted_raw: int = 0) -> dict[str, Any] | None:
     """One user message carrying the summaries, labelled and marked untrusted."""
-    if not nodes and not omitted:
+    if not nodes and not omitted and not omitted_raw:
         return None
     nonce = secrets.token_hex(4)
     lines = [
@@ -151,6 +151,9 @@ def summary_block(nodes: Sequence[SummaryNode], omitted: int = 0) -> dict[str, A
     ]
     if omitted:
         lines.append(f"({omitted} older summaries are not shown here; lcm_describe lists them.)")
+    if omitted_raw:
+        lines.append(f"({omitted_raw} older messages after these summaries are not shown; lcm_grep and "
+                     "lcm_load_session reach them.)")
     for node in nodes:
         lines.append(
             f'<summary id="{node.node_id}" depth="{node.depth}" from="{_iso(node.earliest_at)}" '
@@ -165,35 +168,42 @@ def _iso(ts: float) -> str:
 
 def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
           pinned: Item | None = None) -> list[dict[str, Any]]:
-    """The prompt: summaries, the newest user request if older than the tail, the tail."""
-    groups = group(raw)
-    start = tail_start(groups, budget.tail_count, max(budget.tail_tokens, budget.goal))
-    tail = [list(g) for g in groups[start:]]
-    if pinned is not None and any(item.store_id == pinned.store_id for g in tail for item in g):
-        pinned = None
+    """The prompt: summaries, the newest user request if older than what is shown, then the
+    raw messages after the frontier, newest last.
+
+    Every raw message after the frontier is shown when it fits. When the whole does not
+    fit, what goes first is the oldest raw messages before the protected fresh tail, then
+    the oldest summaries, then the oldest tail groups; last, content is cut.
+    """
+    groups = [list(g) for g in group(raw)]
+    protected = len(groups) - tail_start(groups, budget.tail_count, max(budget.tail_tokens, budget.goal))
     nodes = list(nodes)
-    omitted = 0
+    omitted = omitted_raw = 0
     while True:
-        out = _render(nodes, omitted, pinned, tail)
-        if _fits(out, nodes, pinned, tail, budget.total):
+        shown_ids = {item.store_id for g in groups for item in g}
+        request = pinned if pinned is not None and pinned.store_id not in shown_ids else None
+        out = _render(nodes, omitted, omitted_raw, request, groups)
+        if _fits(out, nodes, request, groups, budget.total):
             return out
-        if nodes:
+        if len(groups) > max(1, protected):
+            omitted_raw += len(groups.pop(0))
+        elif nodes:
             nodes.pop(0)
             omitted += 1
-        elif len(tail) > 1:
-            tail.pop(0)
+        elif len(groups) > 1:
+            omitted_raw += len(groups.pop(0))
         elif pinned is not None:
             pinned = None
-        elif omitted:
-            omitted = 0
+        elif omitted or omitted_raw:
+            omitted = omitted_raw = 0
         else:
-            return _cut_to_fit(tail[0] if tail else [], budget.total)
+            return _cut_to_fit(groups[0] if groups else [], budget.total)
 
 
-def _render(nodes: list[SummaryNode], omitted: int, pinned: Item | None,
+def _render(nodes: list[SummaryNode], omitted: int, omitted_raw: int, pinned: Item | None,
             tail: list[list[Item]]) -> list[dict[str, Any]]:
     out = []
-    block = summary_block(nodes, omitted)
+    block = summary_block(nodes, omitted, omitted_raw)
     if block is not None:
         out.append(block)
     if pinned is not None:

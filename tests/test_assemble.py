@@ -77,3 +77,15 @@ def test_summaries_are_labelled_untrusted_with_ids_and_times():
     assert out[0]["role"] == "user"
     assert 'id="S7"' in out[0]["content"] and "untrusted" in out[0]["content"] and 'from="' in out[0]["content"]
     assert out[-1] == {"role": "user", "content": "hi"}
+
+
+def test_raw_messages_older_than_the_fresh_tail_are_shown_while_they_fit():
+    """The fresh tail is what compaction may not touch, not a cap on what the prompt shows."""
+    items = [Item.host({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"})
+             for i in range(50)]
+    roomy = plan_budget(20000, 0, 0, tail_count=5, tail_max_tokens=0, target_ratio=0.6, summary_ratio=0.4)
+    assert [m["content"] for m in build([], items, roomy)] == [f"message {i}" for i in range(50)]
+    tight = plan_budget(260, 0, 0, tail_count=5, tail_max_tokens=0, target_ratio=0.6, summary_ratio=0.4)
+    out = build([_node(1, 0, "summary text")], items, tight)
+    assert out[-1]["content"] == "message 49" and "older messages" in out[0]["content"]
+    assert count_messages(out) <= tight.total
