@@ -445,9 +445,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
     p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+    # --db and --format are also accepted after the command (``lcm status --db x.db``).
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("--db", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    shared.add_argument("--format", choices=("json", "table"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[shared])
         cmd.set_defaults(handler=handler)
         return cmd
 

@@ -257,3 +257,12 @@ def test_console_script_entry_point(db):
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["counts"]["conversations"] == 2
+
+
+def test_global_options_work_after_the_command_too(tmp_path):
+    from hermes_lcm.cli import parser
+
+    args = parser().parse_args(["status", "--db", str(tmp_path / "x.db"), "--format", "table"])
+    assert args.db == str(tmp_path / "x.db") and args.format == "table"
+    args = parser().parse_args(["--db", "a.db", "status"])
+    assert args.db == "a.db" and args.format == "json"
