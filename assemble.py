@@ -178,7 +178,8 @@ def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
     groups = [list(g) for g in group(raw)]
     protected = len(groups) - tail_start(groups, budget.tail_count, max(budget.tail_tokens, budget.goal))
     nodes = list(nodes)
-    omitted = omitted_raw = 0
+    omitted = 0
+    omitted_raw = _drop_unaffordable(groups, protected, nodes, pinned, budget.total)
     while True:
         shown_ids = {item.store_id for g in groups for item in g}
         request = pinned if pinned is not None and pinned.store_id not in shown_ids else None
@@ -198,6 +199,21 @@ def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
             omitted = omitted_raw = 0
         else:
             return _cut_to_fit(groups[0] if groups else [], budget.total)
+
+
+def _drop_unaffordable(groups: list[list[Item]], protected: int, nodes: list[SummaryNode],
+                       pinned: Item | None, total: int) -> int:
+    """Drop, in bulk, the oldest unprotected groups that cannot fit even by the stored
+    counts, so the exact fitting loop only has the last few decisions to make."""
+    sizes = [sum(item.tokens for item in g) for g in groups]
+    shown = {item.store_id for g in groups for item in g}
+    request = pinned.tokens if pinned is not None and pinned.store_id not in shown else 0
+    known = _HEADER_TOKENS + sum(n.tokens for n in nodes) + sum(sizes) + request
+    dropped = 0
+    while len(groups) > max(1, protected) and known > total:
+        known -= sizes.pop(0)
+        dropped += len(groups.pop(0))
+    return dropped
 
 
 def _render(nodes: list[SummaryNode], omitted: int, omitted_raw: int, pinned: Item | None,

@@ -32,6 +32,8 @@ SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | N
 # One source item's text is cut to this many characters before summarizing.
 MAX_SOURCE_CHARS = 60_000
 MAX_CONDENSE_FANOUT = 8
+# Rows a pass reads from the oldest end of the raw backlog (a leaf chunk comes from these).
+OLDEST_WINDOW = 2048
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,13 @@ class CompactionReport:
 
 @dataclass(frozen=True)
 class _Plan:
+    """One pass's view: the context, the size of the raw backlog, and its oldest rows
+    outside the fresh tail (read in a bounded window, whatever the backlog's length)."""
+
     frontier: int
     context: list[SummaryNode]
-    raw: list[StoredMessage]
+    raw_tokens: int
+    oldest: list[StoredMessage]
     compactable: list[list[Item]]
 
     @property
@@ -71,7 +77,7 @@ class _Plan:
 
     @property
     def total_tokens(self) -> int:
-        return self.summary_tokens + sum(m.tokens for m in self.raw)
+        return self.summary_tokens + self.raw_tokens
 
 
 class Compactor:
@@ -102,10 +108,28 @@ class Compactor:
 
     def _plan(self, conversation_id: int, budget: Budget) -> _Plan:
         state = self.store.conversation(conversation_id)
-        raw = self.store.messages_after(conversation_id, state.frontier_seq)
-        groups = group([Item.stored(m) for m in raw])
+        frontier = state.frontier_seq
+        raw_tokens = self.store.raw_tokens(conversation_id, frontier)
+        tail_first = self._tail_first_seq(conversation_id, frontier, budget)
+        oldest = self.store.messages_after(conversation_id, frontier, OLDEST_WINDOW)
+        complete = len(oldest) < OLDEST_WINDOW
+        oldest = [m for m in oldest if m.seq < tail_first]
+        groups = group([Item.stored(m) for m in oldest])
+        if not complete and len(groups) > 1:
+            groups = groups[:-1]  # the window may end inside a tool-call group
+        return _Plan(frontier, self.dag.context(conversation_id), raw_tokens, oldest, groups)
+
+    def _tail_first_seq(self, conversation_id: int, frontier: int, budget: Budget) -> int:
+        """Where the protected fresh tail starts, from a window of the newest rows."""
+        newest = self.store.messages_newest(conversation_id, frontier, budget.tail_count * 2 + 64)
+        while newest and newest[0].role == "tool":
+            newest = newest[1:]  # a group cut by the window's edge cannot be in the tail
+        groups = group([Item.stored(m) for m in newest])
         start = tail_start(groups, budget.tail_count, budget.tail_tokens)
-        return _Plan(state.frontier_seq, self.dag.context(conversation_id), raw, groups[:start])
+        if start < len(groups):
+            seq_of = {m.id: m.seq for m in newest}
+            return min(seq_of[item.store_id] for item in groups[start] if item.store_id in seq_of)
+        return newest[-1].seq + 1 if newest else frontier + 1
 
     def _next_step(self, plan: _Plan, budget: Budget, forced: bool) -> Callable[..., None] | None:
         if plan.summary_tokens > budget.summaries and self._condensable(plan.context) is not None:
@@ -121,7 +145,7 @@ class Compactor:
     def _stuck_reason(self, plan: _Plan, over: bool) -> str:
         if not over:
             return "forced, but nothing outside the fresh tail to compact"
-        if not plan.raw and not plan.context:
+        if not plan.raw_tokens and not plan.context:
             return "nothing stored for this conversation"
         return ("over goal, but the rest is the protected fresh tail and the summaries fit their budget; "
                 "assembly trims the tail to the hard budget")
@@ -162,10 +186,10 @@ class Compactor:
             chunk.extend(g)
             tokens += sum(i.tokens for i in g)
         ids = {i.store_id for i in chunk}
-        last_seq = max(m.seq for m in plan.raw if m.id in ids)
+        last_seq = max(m.seq for m in plan.oldest if m.id in ids)
         # Everything up to last_seq leaves the raw context, including rows no group replays
         # (orphan tool results, unknown roles), so each one is linked to this node.
-        covered = [m for m in plan.raw if m.seq <= last_seq]
+        covered = [m for m in plan.oldest if m.seq <= last_seq]
         target = _target(tokens, 4, self._budget.summaries // 4)
         outcome = self.summarize([_message_source(m) for m in covered], 0, target, focus,
                                  deadline)

@@ -24,6 +24,7 @@ from .payloads import PayloadGuard
 from .records import ConversationState
 from .store import Store, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
+from .tokens import MESSAGE_OVERHEAD_TOKENS
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 
@@ -205,7 +206,9 @@ class LcmCore:
         conversation_id = self.binding.conversation_id
         assert conversation_id is not None
         state = self.store.conversation(conversation_id)
-        raw = [Item.stored(m) for m in self.store.messages_after(conversation_id, state.frontier_seq)]
+        # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
+        window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
+        raw = [Item.stored(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
         return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state))
 
     def _newest_user(self, state: ConversationState) -> Item | None:

@@ -359,6 +359,22 @@ class Store:
             ).fetchall()
         return [row_to_message(r) for r in rows]
 
+    def messages_newest(self, conversation_id: int, after_seq: int, limit: int) -> list[StoredMessage]:
+        """The newest ``limit`` messages after ``after_seq``, oldest first."""
+        with self.read() as db:
+            rows = db.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq DESC LIMIT ?",
+                (conversation_id, after_seq, limit),
+            ).fetchall()
+        return [row_to_message(r) for r in reversed(rows)]
+
+    def raw_tokens(self, conversation_id: int, after_seq: int) -> int:
+        """Tokens of the messages after ``after_seq`` (the raw part of the context)."""
+        with self.read() as db:
+            row = db.execute("SELECT coalesce(sum(tokens), 0) FROM messages WHERE conversation_id=? AND seq>?",
+                             (conversation_id, after_seq)).fetchone()
+        return int(row[0])
+
     def messages_between(self, conversation_id: int, first_seq: int, last_seq: int) -> list[StoredMessage]:
         with self.read() as db:
             rows = db.execute(

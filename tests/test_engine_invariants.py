@@ -211,3 +211,18 @@ def test_a_message_cut_to_fit_is_recognized_after_a_restart(tmp_path):
     resumed = new_engine(tmp_path, threshold=3000)  # a new process: no memory of the last list
     resumed.ingest_host([*host, {"role": "assistant", "content": "that was a big one"}])
     assert len(stored_sequence(resumed)) == 4
+
+
+def test_first_compress_over_a_huge_backlog_is_bounded_and_valid(make_engine):
+    """Enabling the engine on a long existing session: one compress sees 20k raw messages."""
+    engine = make_engine(threshold=20000)
+    rng = random.Random(31)
+    history = [m for t in range(4000) for m in turn(rng, t, size=40, tool_loops=0)]
+    engine.ingest_host(history)
+    out = engine.compress(list(history[-10:]), current_tokens=10**6)
+    assert count_messages(out) + 500 <= engine.threshold_tokens
+    assert_valid_sequence(out)
+    assert out[-1] == history[-1]
+    last = engine.get_status()["last_compaction"]
+    assert last["leaf_passes"] > 0 and "pass limit" in last["stop_reason"]
+    assert "older messages after these summaries are not shown" in out[0]["content"]
