@@ -21,12 +21,14 @@ from .dag import Dag
 from .ingest import Normalizer, Seen, Selection, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
-from .records import ConversationState
+from .records import ConversationState, StoredMessage
 from .store import Store, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
+# Prompt items kept between assemblies (rows never change once stored).
+ITEM_CACHE_SIZE = 8192
 
 
 @dataclass
@@ -78,6 +80,7 @@ class LcmCore:
         self.stats = Stats()
         self._fresh_start = False
         self._seen: Seen | None = None
+        self._items: dict[int, Item] = {}
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -208,8 +211,17 @@ class LcmCore:
         state = self.store.conversation(conversation_id)
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
-        raw = [Item.stored(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
+        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
         return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state))
+
+    def _item(self, message: StoredMessage) -> Item:
+        """Items are immutable per stored row; reuse them across assemblies."""
+        item = self._items.get(message.id)
+        if item is None:
+            if len(self._items) >= ITEM_CACHE_SIZE:
+                self._items.clear()
+            item = self._items[message.id] = Item.stored(message)
+        return item
 
     def _newest_user(self, state: ConversationState) -> Item | None:
         message = self.store.newest_message(state.id, role="user")
