@@ -131,14 +131,6 @@ class LcmCore:
         state = self.store.conversation_by_key(conversation_key)
         return state.id if state else None
 
-    def rebind_after_reset(self, new_session_id: str, platform: str = "") -> Binding:
-        """``/new``: the next session continues the conversation with a fresh context."""
-        old = self.binding
-        binding = self.bind(new_session_id, platform=platform, parent_session_id=old.session_id or None,
-                            reason="new")
-        self._fresh_start = True
-        return binding
-
     def start_fresh_context(self) -> None:
         """Keep summaries at depth >= LCM_NEW_SESSION_RETAIN_DEPTH; raw history leaves the context.
 
