@@ -3,7 +3,6 @@ read-only behaviour, exit codes and database resolution."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -21,6 +20,8 @@ from hermes_lcm.store import Store
 
 from .conftest import new_engine
 from .convo import conversation, host_run
+from .dbutil import digest
+from .dbutil import query_ro as rows
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +55,6 @@ def ok(db: Path, *argv: str) -> Any:
     code, result = run(db, *argv)
     assert code == 0, result
     return result
-
-
-def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_status(db):

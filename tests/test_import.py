@@ -4,11 +4,9 @@ published formats; see tests/test_import_fixtures.py for where each shape comes 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +21,8 @@ from hermes_lcm.store import Store
 
 from .conftest import new_engine
 from .convo import assert_lineage_complete, conversation, host_run
+from .dbutil import digest
+from .dbutil import query_ro as q
 from .test_import_fixtures import (
     LosslessClawDb,
     build_lossless_claw,
@@ -46,18 +46,6 @@ def target_with_history(home: Path) -> Path:
     host_run(engine, list(conversation(4, 3)))
     store_module.close_all()
     return home / "lcm.db"
-
-
-def q(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # -- lossless-claw SQLite ----------------------------------------------------------------------
