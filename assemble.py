@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .ingest import CUT_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER
+from .ingest import CUT_MARKER, IMAGE_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER
+from .payloads import PLACEHOLDER_PREFIX
 from .records import StoredMessage, SummaryNode
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_message, count_tokens
 
@@ -61,7 +62,7 @@ class Item:
 
     @classmethod
     def stored(cls, m: StoredMessage) -> Item:
-        return cls(m.role, m.tokens, m.to_host(), m.id)
+        return cls(m.role, m.tokens, replayable(m.to_host(), m.id), m.id)
 
     @classmethod
     def host(cls, message: dict[str, Any]) -> Item:
@@ -71,6 +72,24 @@ class Item:
     def call_ids(self) -> tuple[str, ...]:
         calls = self.message.get("tool_calls") or []
         return tuple(str(c.get("id")) for c in calls if isinstance(c, dict) and c.get("id"))
+
+
+def replayable(message: dict[str, Any], store_id: int) -> dict[str, Any]:
+    """The message as a provider accepts it: an image part whose data the payload guard moved
+    to a file (its URL is now a placeholder) becomes a text part naming the stored row."""
+    content = message.get("content")
+    if not isinstance(content, list) or PLACEHOLDER_PREFIX not in json.dumps(content, default=str):
+        return message
+    parts = [_replay_part(part, store_id) for part in content]
+    return {**message, "content": parts}
+
+
+def _replay_part(part: Any, store_id: int) -> Any:
+    if not isinstance(part, dict) or part.get("type") in ("text", "input_text"):
+        return part
+    if PLACEHOLDER_PREFIX not in json.dumps(part, default=str):
+        return part
+    return {"type": "text", "text": f"{IMAGE_MARKER}{store_id}]"}
 
 
 def group(items: Sequence[Item]) -> list[list[Item]]:

@@ -35,7 +35,10 @@ WINDOW = 8
 DISTINCTIVE_CHARS = 40
 # The note assemble.cut_message leaves in a message it shortened, naming the stored row.
 CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
-_CUT_REF = re.compile(re.escape(CUT_MARKER) + r"(\d+)\]")
+# The part assemble puts in place of an image whose data went to a payload file.
+IMAGE_MARKER = "[lcm: image not replayed; original: lcm_expand store_id="
+_REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not replayed; original): "
+                         r"lcm_expand store_id=(\d+)\]")
 # Messages whose prepared form is remembered between fingerprinting and storing.
 MEMO_SIZE = 4096
 SHORT_TAIL = 64
@@ -201,11 +204,12 @@ class _FromEnd:
         return self.kept[rank] if rank < len(self.kept) else None
 
     def _original(self, message: Mapping[str, Any]) -> str | None:
-        """A message the assembler cut to fit names its stored original; it is that row."""
+        """A message the assembler cut or stripped of an image names its stored row; it is that row."""
         content = message.get("content")
-        if not isinstance(content, str) or CUT_MARKER not in content:
+        text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
+        if "[lcm: " not in text:
             return None
-        found = _CUT_REF.search(content)
+        found = _REPLAY_REF.search(text)
         return self.original(int(found.group(1))) if found and self.original else None
 
     def distinctive(self, rank: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -226,3 +227,27 @@ def test_first_compress_over_a_huge_backlog_is_bounded_and_valid(make_engine):
     last = engine.get_status()["last_compaction"]
     assert last["leaf_passes"] > 0 and "pass limit" in last["stop_reason"]
     assert "older messages after these summaries are not shown" in out[0]["content"]
+
+
+def test_an_image_moved_to_a_payload_file_is_replayed_as_a_valid_text_part(tmp_path):
+    """A placeholder is not a URL a provider accepts; the replay names the stored row instead."""
+    import base64
+
+    image = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).decode()
+    shot = {"role": "user", "content": [{"type": "text", "text": "what is in this screenshot?"},
+                                        {"type": "image_url", "image_url": {"url": image}}]}
+    first = new_engine(tmp_path, threshold=10**6)
+    host = [*[m for t in conversation(seed=41, turns=3) for m in t], shot,
+            {"role": "assistant", "content": "a login form"}]
+    first.ingest_host(host)
+    out = first.compress(list(host), current_tokens=100, force=True)
+    replayed = next(m for m in out if isinstance(m.get("content"), list))
+    assert replayed["content"][0] == shot["content"][0]
+    assert replayed["content"][1]["type"] == "text" and "lcm_expand store_id=" in replayed["content"][1]["text"]
+    assert "lcm-payload" not in json.dumps(out)
+    stored = first.core.store.messages_after(first.core.binding.conversation_id, 0)
+    assert [m.to_host() for m in stored if m.role == "user"][-1]["content"][1]["image_url"]["url"].startswith(
+        "[lcm-payload ref=")  # the row keeps the placeholder; the payload file keeps the bytes
+    resumed = new_engine(tmp_path, threshold=10**6)  # a restart: the host sends our replay back
+    resumed.ingest_host([*out, {"role": "user", "content": "thanks"}])
+    assert len(stored_sequence(resumed)) == len(host) + 1
