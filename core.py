@@ -165,7 +165,10 @@ class LcmCore:
             return 0
         ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
         self._fresh_start = False
-        self._seen = select.seen_after
+        if ids or select.extended or self._seen is None:
+            # A list that only re-read stored messages (the host's pre-compression copy at session
+            # end, a replay) is not the one the host goes on with: keep the last that was.
+            self._seen = select.seen_after
         self.stats.stored += len(ids)
         return len(ids)
 
@@ -234,7 +237,7 @@ class LcmCore:
         """The host continues from the list we return: the next ingest extends it."""
         seen = Selection(self.normalizer, result, None).seen_now()
         stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
-        self._seen = Seen(seen.count, seen.fingerprint, stored or "") if seen else None
+        self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor) if seen else None
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:

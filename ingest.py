@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .patterns import MessagePatterns
@@ -175,6 +175,13 @@ class Normalizer:
         )
 
 
+def distinctive(message: Mapping[str, Any]) -> bool:
+    """Content unlikely to occur twice: a tool call or result, or a longer text."""
+    if message.get("tool_calls") or message.get("tool_call_id"):
+        return True
+    return len(content_text(message.get("content"))) >= DISTINCTIVE_CHARS
+
+
 class _FromEnd:
     """The incoming messages that are kept, newest first, as ``(index, fingerprint)``.
 
@@ -213,11 +220,7 @@ class _FromEnd:
         return self.original(int(found.group(1))) if found and self.original else None
 
     def distinctive(self, rank: int) -> bool:
-        """Content unlikely to occur twice: a tool call or result, or a longer text."""
-        message = self.messages[self.kept[rank][0]]
-        if message.get("tool_calls") or message.get("tool_call_id"):
-            return True
-        return len(content_text(message.get("content"))) >= DISTINCTIVE_CHARS
+        return distinctive(self.messages[self.kept[rank][0]])
 
     def cached(self, index: int) -> str | None:
         return self.by_index.get(index)
@@ -289,6 +292,9 @@ class Seen:
     count: int
     fingerprint: str
     stored_fingerprint: str = ""
+    # The host's message object at ``count - 1``: the same object proves the same list
+    # even when its content repeats ("ok", "continue").
+    anchor: Any = field(default=None, compare=False, repr=False)
 
     @property
     def stored(self) -> str:
@@ -310,6 +316,7 @@ class Selection:
         self.seen_before = seen
         self.fresh_start = fresh_start
         self.seen_after: Seen | None = None
+        self.extended = False
         self.last = last_storable(messages)
 
     @property
@@ -319,12 +326,14 @@ class Selection:
     def seen_now(self) -> Seen | None:
         if self.last is None:
             return None
-        return Seen(len(self.messages), self.normalizer.fingerprint(self.messages[self.last]))
+        anchor = self.messages[self.last]
+        return Seen(len(self.messages), self.normalizer.fingerprint(anchor), anchor=anchor)
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
         incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of)
         start = 0 if self.fresh_start else self._extension(stored)
+        self.extended = start is not None
         if start is None:
             start = self._align(incoming, stored)
         records = []
@@ -344,6 +353,8 @@ class Selection:
             return None
         last = last_storable(self.messages, seen.count)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
+            return None
+        if self.messages[last] is not seen.anchor and not distinctive(self.messages[last]):
             return None
         if stored.tail(1) != [seen.stored]:
             return None

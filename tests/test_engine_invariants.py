@@ -251,3 +251,25 @@ def test_an_image_moved_to_a_payload_file_is_replayed_as_a_valid_text_part(tmp_p
     resumed = new_engine(tmp_path, threshold=10**6)  # a restart: the host sends our replay back
     resumed.ingest_host([*out, {"role": "user", "content": "thanks"}])
     assert len(stored_sequence(resumed)) == len(host) + 1
+
+
+def test_the_hosts_session_end_after_compress_does_not_blur_what_comes_next(make_engine):
+    """Hermes calls on_session_end(sid, pre-compression list) right after compress; the next
+    turn still extends the list compress returned, even when the content repeats."""
+    engine = make_engine(threshold=700)
+    history: list[dict[str, Any]] = []
+    live: list[dict[str, Any]] = []
+    compressions = 0
+    for _ in range(200):
+        pair = [{"role": "user", "content": "continue"}, {"role": "assistant", "content": "ok"}]
+        history += pair
+        live += pair
+        engine.ingest_host(list(live))
+        if engine.should_compress(count_messages(live) + 200):
+            before = list(live)
+            live = engine.compress(list(live), current_tokens=count_messages(live) + 200)
+            engine.on_session_end("s1", before)
+            engine.on_session_start("s1", boundary_reason="compression", old_session_id="s1")
+            compressions += 1
+    assert compressions >= 3
+    assert stored_sequence(engine) == _expected(history)
