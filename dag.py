@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .records import StoredMessage, SummaryNode
-from .store import MESSAGE_COLUMNS, Store, row_to_message
+from .store import MESSAGE_COLUMNS_M, Store, qualified, row_to_message
 
 _NODE_COLUMNS = (
     "id, conversation_id, session_id, depth, content, tokens, first_seq, last_seq, earliest_at, latest_at, "
     "source_tokens, level, route, created_at"
 )
+_NODE_COLUMNS_S = qualified(_NODE_COLUMNS, "s")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Dag:
     # -- reading ------------------------------------------------------------
 
     def context(self, conversation_id: int) -> list[SummaryNode]:
-        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        cols = _NODE_COLUMNS_S
         with self.store.read() as db:
             rows = db.execute(
                 f"SELECT {cols} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
@@ -106,7 +107,7 @@ class Dag:
         return [SummaryNode(*r) for r in rows]
 
     def children(self, node_id: int) -> list[SummaryNode]:
-        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        cols = _NODE_COLUMNS_S
         with self.store.read() as db:
             rows = db.execute(
                 f"SELECT {cols} FROM edges e JOIN summaries s ON s.id=e.child_id "
@@ -117,7 +118,7 @@ class Dag:
 
     def sources(self, node_id: int, offset: int = 0, limit: int = -1) -> list[StoredMessage]:
         """The raw messages a depth-0 node was made from, in order."""
-        cols = ", ".join("m." + c.strip() for c in MESSAGE_COLUMNS.split(","))
+        cols = MESSAGE_COLUMNS_M
         with self.store.read() as db:
             rows = db.execute(
                 f"SELECT {cols} FROM edges e JOIN messages m ON m.id=e.child_id "
@@ -154,7 +155,7 @@ class Dag:
         return {int(d): int(n) for d, n in rows}
 
     def search(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[SummaryNode, float]]:
-        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        cols = _NODE_COLUMNS_S
         scope = "AND s.conversation_id=?" if conversation_id is not None else ""
         args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
         with self.store.read() as db:
@@ -180,7 +181,7 @@ class Dag:
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:
         """Every node above this one (its parents, their parents, ...), nearest depth first."""
-        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        cols = _NODE_COLUMNS_S
         with self.store.read() as db:
             rows = db.execute(
                 "WITH RECURSIVE up(id) AS (SELECT parent_id FROM edges WHERE child_kind='summary' AND child_id=? "
@@ -256,7 +257,7 @@ class Dag:
                      exclude_ids: Sequence[int] = ()) -> list[tuple[SummaryNode, float]]:
         """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
         keeps nodes with at least one descendant raw message from that source (lineage)."""
-        cols = ", ".join("s." + c.strip() for c in _NODE_COLUMNS.split(","))
+        cols = _NODE_COLUMNS_S
         low, high = bounds if bounds is not None else (-(2**62), 2**62)
         where, args = "", list[Any]()
         for value, clause in ((conversation_id, "s.conversation_id=?"), (session_id, "s.session_id=?"),

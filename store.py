@@ -156,6 +156,15 @@ MESSAGE_COLUMNS = (
 )
 
 
+
+def qualified(columns: str, alias: str) -> str:
+    """``"id, seq"`` -> ``"m.id, m.seq"`` for joins."""
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+MESSAGE_COLUMNS_M = qualified(MESSAGE_COLUMNS, "m")
+
+
 def row_to_message(row: sqlite3.Row) -> StoredMessage:
     return StoredMessage(*row)
 
@@ -432,7 +441,7 @@ class Store:
         """Raw messages matching an FTS5 ``match`` expression, best bm25 first."""
         scope = "AND m.conversation_id=?" if conversation_id is not None else ""
         args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
-        cols = ", ".join("m." + c.strip() for c in MESSAGE_COLUMNS.split(","))
+        cols = MESSAGE_COLUMNS_M
         with self.read() as db:
             rows = db.execute(
                 f"SELECT {cols}, bm25(messages_fts) AS score FROM messages_fts "
