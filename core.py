@@ -179,11 +179,7 @@ class LcmCore:
     # -- compaction and assembly ----------------------------------------------
 
     def budget(self, threshold_tokens: int, overhead_tokens: int) -> Budget:
-        reserve = self.config.reserve_tokens or min(4096, max(256, threshold_tokens // 10))
-        return plan_budget(threshold_tokens, overhead_tokens, reserve,
-                           tail_count=self.config.fresh_tail_count, tail_max_tokens=self.config.fresh_tail_max_tokens,
-                           target_ratio=self.config.compaction_target_ratio,
-                           summary_ratio=self.config.summary_budget_ratio)
+        return budget_for(self.config, threshold_tokens, overhead_tokens)
 
     def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None) -> CompactionReport:
         assert self.binding.conversation_id is not None
@@ -281,6 +277,14 @@ class LcmCore:
                 "summaries_by_depth": self.dag.depth_counts(state.id),
             })
         return info
+
+
+def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:
+    """The prompt budget under ``config``: threshold minus the host's overhead minus room for a turn."""
+    reserve = config.reserve_tokens or min(4096, max(256, threshold_tokens // 10))
+    return plan_budget(threshold_tokens, overhead_tokens, reserve,
+                       tail_count=config.fresh_tail_count, tail_max_tokens=config.fresh_tail_max_tokens,
+                       target_ratio=config.compaction_target_ratio, summary_ratio=config.summary_budget_ratio)
 
 
 def trim(messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .config import LoadedConfig, load_config, read_yaml_block
-from .core import MODE_NORMAL, LcmCore, trim
+from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .store import StoreError
 from .usage import OverheadMeter
 
@@ -272,9 +272,7 @@ class LcmEngine(_Base):
         return core.binding.conversation_id is not None
 
     def _fallback_compress(self, messages: Sequence[Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        core = self.core
-        budget = (core.budget if core else _default_budget)(self._threshold(), self.overhead(messages, None))
-        return trim(messages, budget)
+        return trim(messages, budget_for(self.config, self._threshold(), self.overhead(messages, None)))
 
     def _threshold(self) -> int:
         return self.threshold_tokens or max(8000, int(128000 * self.config.context_threshold))
@@ -325,13 +323,6 @@ class LcmEngine(_Base):
             return engine_status(self)
         except Exception as exc:  # noqa: BLE001
             return {"error": str(exc), "last_prompt_tokens": max(0, self.last_prompt_tokens)}
-
-
-def _default_budget(threshold: int, overhead: int) -> Any:
-    from .assemble import plan_budget
-
-    return plan_budget(threshold, overhead, min(4096, threshold // 10), tail_count=32, tail_max_tokens=0,
-                       target_ratio=0.6, summary_ratio=0.4)
 
 
 def _host_home() -> str:
