@@ -17,6 +17,8 @@ from .tokens import count_messages, count_tokens
 
 # Above this many messages a request is not re-estimated (cost on every API call).
 MAX_ESTIMATED_MESSAGES = 400
+# Message counts remembered between API calls.
+COUNT_CACHE_SIZE = 4096
 # Until anything is observed, assume the host adds this share of the threshold.
 DEFAULT_SHARE = 0.15
 
@@ -31,6 +33,22 @@ class OverheadMeter:
         self.learned: int | None = None
         self._key: tuple[int, int] | None = None
         self._pending: int | None = None
+        self._counts: dict[int, tuple[Mapping[str, Any], int]] = {}
+
+    def _count(self, messages: Sequence[Any]) -> int:
+        """Token count of the host's messages; each message object is counted once, since
+        the host re-sends the same objects on every API call of a session."""
+        total = 0
+        for message in messages:
+            if not isinstance(message, Mapping):
+                continue
+            hit = self._counts.get(id(message))
+            if hit is None or hit[0] is not message:
+                if len(self._counts) >= COUNT_CACHE_SIZE:
+                    self._counts.clear()
+                hit = self._counts[id(message)] = (message, count_messages([message]))
+            total += hit[1]
+        return total
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         """Measure the system prompt and tool schemas (re-counted only when they change),
@@ -42,7 +60,7 @@ class OverheadMeter:
             self.direct = _estimate(system) + count_tokens(tools_json) + 16
             self._key = key
         others = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") != "system"]
-        self._pending = _estimate(others) if len(others) <= MAX_ESTIMATED_MESSAGES else None
+        self._pending = self._count(others) if len(others) <= MAX_ESTIMATED_MESSAGES else None
 
     def observe_usage(self, prompt_tokens: int) -> None:
         """Real prompt tokens minus our estimate of the messages: what the host added,
