@@ -9,6 +9,7 @@ raises into the host: it falls back to the default and is reported in
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 SUMMARY_PROVIDERS = ("auto", "auxiliary", "openai", "extractive")
+# The window assumed while the host has not told the model's context length yet.
+DEFAULT_CONTEXT_LENGTH = 128_000
+# The largest token count any setting may name: ten times the largest context windows sold today.
+MAX_TOKENS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,8 @@ class LcmConfig:
         return best[1] if best else self.context_threshold
 
     def threshold_tokens_for(self, model: str, context_length: int) -> int:
-        if self.absolute_threshold_tokens > 0:
-            return self.absolute_threshold_tokens
-        return max(1, int(context_length * self.threshold_ratio_for(model)))
+        """The compaction threshold in tokens; see :func:`compute_threshold`."""
+        return compute_threshold(self, model, context_length).tokens
 
 
 def split_list(value: str) -> tuple[str, ...]:
@@ -98,10 +102,56 @@ def parse_model_thresholds(value: str) -> tuple[tuple[str, float], ...]:
         if not sep:
             raise ValueError(f"model threshold {item!r} has no ':ratio'")
         number = float(ratio)
-        if not 0 < number <= 1:
+        if not (math.isfinite(number) and 0 < number <= 1):
             raise ValueError(f"model threshold ratio {number} not in (0, 1]")
         pairs.append((key.strip(), number))
     return tuple(pairs)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A compaction threshold, with the settings that could not be used for it and why."""
+
+    tokens: int
+    problems: tuple[str, ...] = ()
+
+
+def compute_threshold(config: LcmConfig, model: str, context_length: int) -> Threshold:
+    """The one function that computes the compaction threshold (engine window, fallback, status).
+
+    ``absolute_threshold_tokens`` wins when set and it fits the model's window; otherwise the
+    window times the per-model ratio (longest matching key) or ``context_threshold``. Until the
+    host has said the window (``context_length`` <= 0) DEFAULT_CONTEXT_LENGTH stands in, so a
+    threshold exists from the engine's construction on. Settings that only make sense against the
+    window (an absolute threshold above it, a reserve that eats the threshold) are reported here,
+    because only here is the window known.
+    """
+    known = context_length > 0
+    window = min(context_length, MAX_TOKENS) if known else DEFAULT_CONTEXT_LENGTH
+    tokens = max(1, int(window * config.threshold_ratio_for(model)))
+    problems = []
+    absolute = config.absolute_threshold_tokens
+    if absolute > 0 and (not known or absolute <= window):
+        tokens = absolute
+    elif absolute > 0:
+        problems.append(f"absolute_threshold_tokens={absolute} is above the context length {window} of "
+                        f"{model or 'the model'}; using {tokens}")
+    if config.reserve_tokens and reserve_for(config, tokens) != config.reserve_tokens:
+        problems.append(f"reserve_tokens={config.reserve_tokens} leaves less than half of the threshold "
+                        f"{tokens}; using {reserve_for(config, tokens)}")
+    return Threshold(tokens, tuple(problems))
+
+
+def reserve_for(config: LcmConfig, threshold_tokens: int) -> int:
+    """Tokens kept free below the threshold for the next turn.
+
+    The configured ``reserve_tokens`` when it leaves at least half of the threshold for the
+    prompt; otherwise (unset, or absurd for this window) a tenth of the threshold, 256..4096.
+    """
+    configured = config.reserve_tokens
+    if 0 < configured <= threshold_tokens // 2:
+        return configured
+    return min(4096, max(256, threshold_tokens // 10))
 
 
 @dataclass(frozen=True)
@@ -138,17 +188,18 @@ _PARSERS: dict[type, Callable[[Any], Any]] = {
 }
 
 # Bounds checked after parsing: (minimum, maximum); None means open.
-_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+# Every numeric key has both bounds, so no number that parses can be absurd (a test checks this).
+_BOUNDS: dict[str, tuple[float, float]] = {
     "context_threshold": (0.01, 1.0),
-    "absolute_threshold_tokens": (0, None),
+    "absolute_threshold_tokens": (0, MAX_TOKENS),
     "fresh_tail_count": (1, 10_000),
-    "fresh_tail_max_tokens": (0, None),
+    "fresh_tail_max_tokens": (0, MAX_TOKENS),
     "leaf_chunk_tokens": (500, 1_000_000),
     "incremental_max_depth": (-1, 64),
     "condense_min_nodes": (2, 64),
     "summary_budget_ratio": (0.05, 0.9),
     "compaction_target_ratio": (0.1, 1.0),
-    "reserve_tokens": (0, None),
+    "reserve_tokens": (0, MAX_TOKENS),
     "max_passes_per_compress": (1, 200),
     "compaction_max_seconds": (0.0, 3600.0),
     "new_session_retain_depth": (-1, 64),
@@ -158,17 +209,23 @@ _BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "summary_max_calls_per_hour": (0, 100_000),
     "expansion_context_tokens": (500, 1_000_000),
     "tool_response_max_chars": (1000, 1_000_000),
-    "payload_min_base64_chars": (256, None),
+    "payload_min_base64_chars": (256, 1 << 30),
     "empty_lifecycle_min_age_hours": (0.0, 87_600.0),
 }
 
 
 def _validate(name: str, value: Any) -> None:
-    low, high = _BOUNDS.get(name, (None, None))
-    if low is not None and value < low:
-        raise ValueError(f"{value} is below the minimum {low}")
-    if high is not None and value > high:
-        raise ValueError(f"{value} is above the maximum {high}")
+    """Raise ValueError for a parsed value out of its key's range.
+
+    NaN compares false with everything, so a range check alone lets it through: every
+    float must first be finite.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number")
+    if name in _BOUNDS:
+        low, high = _BOUNDS[name]
+        if not low <= value <= high:
+            raise ValueError(f"{value} is outside {low}..{high}")
     if name == "summary_provider" and value not in SUMMARY_PROVIDERS:
         raise ValueError(f"{value!r} is not one of {', '.join(SUMMARY_PROVIDERS)}")
     if name == "model_thresholds":
@@ -198,7 +255,7 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
             try:
                 parsed = _PARSERS[_field_type(spec)](raw)
                 _validate(spec.name, parsed)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, ArithmeticError) as exc:
                 problems.append(f"{label}={raw!r} is invalid ({exc}); using {values.get(spec.name, spec.default)!r}")
                 continue
             values[spec.name] = parsed

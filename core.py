@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .assemble import Budget, Item, build, plan_budget
+from .assemble import Budget, Item, Retention, build, plan_budget
 from .compact import CompactionReport, CompactionSettings, Compactor
-from .config import LcmConfig
+from .config import LcmConfig, reserve_for
 from .dag import Dag
 from .ingest import Normalizer, Seen, Selection, storable
 from .patterns import MessagePatterns, SessionPatterns
@@ -152,6 +152,15 @@ class LcmCore:
     def writable(self) -> bool:
         return self.binding.mode == MODE_NORMAL and self.binding.conversation_id is not None
 
+    @property
+    def retention(self) -> Retention:
+        """What becomes of messages a prompt for the bound session leaves out (the prompt says so)."""
+        if self.binding.mode == MODE_IGNORED:
+            return Retention.IGNORED
+        if self.binding.mode == MODE_STATELESS:
+            return Retention.STATELESS
+        return Retention.STORED if self.writable else Retention.UNCERTAIN
+
     def ingest(self, messages: Sequence[Any], source: str = "") -> int:
         """Store the messages not stored yet; returns how many were new."""
         self.stats.ingest_calls += 1
@@ -222,7 +231,7 @@ class LcmCore:
                  focus: str | None = None) -> list[dict[str, Any]]:
         """Ingest, compact to the goal, and return the bounded prompt."""
         if not self.writable:
-            return trim(messages, budget)
+            return trim(messages, budget, self.retention)
         self.ingest(messages)
         self.compact(budget, force=force, focus=focus)
         result = self.assemble(budget)
@@ -280,15 +289,21 @@ class LcmCore:
 
 
 def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:
-    """The prompt budget under ``config``: threshold minus the host's overhead minus room for a turn."""
-    reserve = config.reserve_tokens or min(4096, max(256, threshold_tokens // 10))
-    return plan_budget(threshold_tokens, overhead_tokens, reserve,
+    """The prompt budget under ``config``: threshold minus the host's overhead minus room for a turn.
+
+    ``threshold_tokens`` comes from :func:`config.compute_threshold` (or the host's own lowering
+    of it); the reserve from :func:`config.reserve_for`, which refuses one that eats the threshold.
+    """
+    return plan_budget(threshold_tokens, overhead_tokens, reserve_for(config, threshold_tokens),
                        tail_count=config.fresh_tail_count, tail_max_tokens=config.fresh_tail_max_tokens,
                        target_ratio=config.compaction_target_ratio, summary_ratio=config.summary_budget_ratio)
 
 
-def trim(messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
-    """Deterministic bounded fallback without the store: the newest valid tail that fits."""
+def trim(messages: Sequence[Any], budget: Budget, retention: Retention = Retention.UNCERTAIN) -> list[dict[str, Any]]:
+    """Deterministic bounded fallback without the store: the newest valid tail that fits.
+
+    ``retention`` is what the caller knows of the messages it drops (nothing, by default).
+    """
     items = [Item.host(dict(m)) for m in storable(messages) if isinstance(m, Mapping)]
-    return build([], items, budget)
+    return build([], items, budget, retention=retention)
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .config import LoadedConfig, load_config, read_yaml_block
+from .assemble import Retention
+from .config import LoadedConfig, compute_threshold, load_config, read_yaml_block
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .store import StoreError
 from .usage import OverheadMeter
@@ -83,37 +84,45 @@ def _guarded(fallback: Callable[..., _T]) -> Callable[[Callable[..., _T]], Calla
 class LcmEngine(_Base):
     """hermes-lcm as a Hermes context engine. The registered object is a template."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, host_call_llm: Callable[..., Any] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, host_call_llm: Callable[..., Any] | None = None,
+                 *, hermes_home: str | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
         self._host_call_llm = host_call_llm
-        self._loaded: LoadedConfig = load_config(self._env)
         self.core: LcmCore | None = None
-        self.hermes_home: str | None = self._env.get("HERMES_HOME")
+        self.hermes_home: str | None = hermes_home or self._env.get("HERMES_HOME")
         self.session_id = ""
         self.platform = ""
         self.model = ""
         self.context_length = 0
-        self.threshold_tokens = 0
-        self.threshold_percent = self._loaded.config.context_threshold
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
         self.compression_count = 0
         self.protect_first_n = 0
-        self.protect_last_n = self._loaded.config.fresh_tail_count
         self.meter = OverheadMeter()
         self.startup_error: str | None = None
         self.errors: list[str] = []
+        self._window_problems: tuple[str, ...] = ()
+        self._config_home: str | None = None
+        self._loaded: LoadedConfig = load_config({})
+        self._set_window(0)
+        self._load_settings()
 
     @property
     def name(self) -> str:
         return ENGINE_NAME
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LcmEngine:
-        """A fresh copy for a new agent: settings carried over, no connection or lock."""
-        copy = type(self)(self._env, self._host_call_llm)
-        for attr in ("hermes_home", "model", "context_length", "threshold_tokens", "platform"):
-            setattr(copy, attr, getattr(self, attr))
+        """A fresh copy for a new agent: settings carried over, no connection or lock.
+
+        The copy reads config.yaml afresh (an edit since the template was made applies to the
+        next agent); a threshold the host tuned on the original is kept while the settings agree.
+        """
+        copy = type(self)(self._env, self._host_call_llm, hermes_home=self.hermes_home)
+        copy.model, copy.platform = self.model, self.platform
+        copy._set_window(self.context_length)
+        if copy.config == self.config:
+            copy.threshold_tokens = self.threshold_tokens
         return copy
 
     # -- errors -----------------------------------------------------------------
@@ -141,15 +150,33 @@ class LcmEngine(_Base):
 
     @property
     def config_problems(self) -> tuple[str, ...]:
-        return self._loaded.problems
+        return (*self._loaded.problems, *self._window_problems)
+
+    def _load_settings(self) -> None:
+        """Read ``LCM_*`` env and config.yaml's ``lcm:`` block for the current Hermes home.
+
+        Called at construction and whenever the host names the home, so every setting is in
+        force from the first host call. Once the core exists its settings are fixed (the
+        database is open); a change of settings recomputes the window.
+        """
+        home = self.hermes_home or _host_home()
+        if self.core is not None or home == self._config_home:
+            return
+        block, problem = read_yaml_block(home)
+        loaded = load_config(self._env, block)
+        if problem:
+            loaded = LoadedConfig(loaded.config, (*loaded.problems, problem), loaded.sources)
+        self._config_home = home
+        changed = loaded.config != self._loaded.config
+        self._loaded = loaded
+        self.protect_last_n = loaded.config.fresh_tail_count
+        if changed:
+            self._set_window(self.context_length)
 
     def ensure_core(self) -> LcmCore | None:
         if self.core is not None or self.startup_error is not None:
             return self.core
-        block, problem = read_yaml_block(self.hermes_home or _host_home())
-        self._loaded = load_config(self._env, block)
-        if problem:
-            self._loaded = LoadedConfig(self._loaded.config, (*self._loaded.problems, problem), self._loaded.sources)
+        self._load_settings()
         try:
             self.core = LcmCore(self.config, self.database_path(), host_call_llm=self._resolve_call_llm())
         except StoreError as exc:
@@ -188,6 +215,7 @@ class LcmEngine(_Base):
     @_guarded(lambda self, *a, **k: None)
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         self.hermes_home = str(kwargs.get("hermes_home") or self.hermes_home or "") or None
+        self._load_settings()
         self.platform = str(kwargs.get("platform") or self.platform or "")
         if kwargs.get("model"):
             self.model = str(kwargs["model"])
@@ -224,13 +252,19 @@ class LcmEngine(_Base):
     # -- model and usage ---------------------------------------------------------------
 
     def _set_window(self, context_length: int) -> None:
+        """Threshold for this model and window, from the one function that computes it."""
+        threshold = compute_threshold(self.config, self.model, context_length)
         self.context_length = context_length
-        self.threshold_tokens = self.config.threshold_tokens_for(self.model, context_length)
+        self.threshold_tokens = threshold.tokens
+        self.threshold_percent = threshold.tokens / context_length if context_length > 0 \
+            else self.config.threshold_ratio_for(self.model)
+        self._window_problems = threshold.problems
 
     @_guarded(lambda self, *a, **k: None)
     def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
                      provider: str = "", api_mode: str = "", **kwargs: Any) -> None:
         self.model = model or ""
+        self._load_settings()
         self._set_window(int(context_length or 0))
 
     @_guarded(lambda self, *a, **k: None)
@@ -272,10 +306,14 @@ class LcmEngine(_Base):
         return core.binding.conversation_id is not None
 
     def _fallback_compress(self, messages: Sequence[Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        return trim(messages, budget_for(self.config, self._threshold(), self.overhead(messages, None)))
+        """The prompt when the core failed: trimmed, saying honestly what became of the rest."""
+        retention = self.core.retention if self.core is not None else Retention.UNCERTAIN
+        budget = budget_for(self.config, self._threshold(), self.overhead(messages, None))
+        return trim(messages, budget, Retention.UNCERTAIN if retention is Retention.STORED else retention)
 
     def _threshold(self) -> int:
-        return self.threshold_tokens or max(8000, int(128000 * self.config.context_threshold))
+        """The threshold in force: the host may have lowered ``threshold_tokens`` itself."""
+        return self.threshold_tokens or compute_threshold(self.config, self.model, self.context_length).tokens
 
     @_guarded(_fallback_compress)
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
