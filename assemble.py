@@ -42,8 +42,8 @@ class Retention(Enum):
     STORED = "lcm_grep and lcm_load_session reach them"
     IGNORED = ("they were not kept: this session matches LCM_IGNORE_SESSION_PATTERNS, so hermes-lcm stored "
                "nothing of it and no lcm tool can find them")
-    STATELESS = ("they were not kept: this session matches LCM_STATELESS_SESSION_PATTERNS (read-only), so "
-                 "hermes-lcm did not store them; lcm_grep reaches only history stored before")
+    STATELESS = ("hermes-lcm did not store them: this session matches LCM_STATELESS_SESSION_PATTERNS "
+                 "(read-only), so lcm_grep finds only what was stored before it")
     UNCERTAIN = ("hermes-lcm could not use its store for this prompt, so they may not have been kept; "
                  "lcm_grep finds only those that were")
 
