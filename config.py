@@ -288,3 +288,12 @@ def read_yaml_block(hermes_home: str | os.PathLike[str] | None) -> tuple[dict[st
     if not isinstance(block, Mapping):
         return {}, f"{path}: 'lcm' is not a mapping, ignored"
     return {str(key).lower(): value for key, value in block.items()}, None
+
+
+def load_for_home(env: Mapping[str, str], hermes_home: str | os.PathLike[str] | None) -> LoadedConfig:
+    """``load_config`` over env and ``$HERMES_HOME/config.yaml``; an unreadable file is one more problem."""
+    block, problem = read_yaml_block(hermes_home)
+    loaded = load_config(env, block)
+    if problem:
+        return LoadedConfig(loaded.config, (*loaded.problems, problem), loaded.sources)
+    return loaded

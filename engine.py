@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .assemble import Retention
-from .config import LoadedConfig, compute_threshold, load_config, read_yaml_block
+from .config import LoadedConfig, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .store import StoreError
 from .usage import OverheadMeter
@@ -162,10 +162,7 @@ class LcmEngine(_Base):
         home = self.hermes_home or _host_home()
         if self.core is not None or home == self._config_home:
             return
-        block, problem = read_yaml_block(home)
-        loaded = load_config(self._env, block)
-        if problem:
-            loaded = LoadedConfig(loaded.config, (*loaded.problems, problem), loaded.sources)
+        loaded = load_for_home(self._env, home)
         self._config_home = home
         changed = loaded.config != self._loaded.config
         self._loaded = loaded

@@ -171,3 +171,13 @@ def test_an_absurd_reserve_is_refused_against_the_threshold(tmp_path):
     assert budget.total == engine.threshold_tokens - 1000 - 2240
     sane = load_config({"LCM_RESERVE_TOKENS": "5000"}).config
     assert reserve_for(sane, 22_400) == 5000 and compute_threshold(sane, "m", 64000).problems == ()
+
+
+def test_an_unreadable_config_yaml_is_a_problem_from_the_start_not_a_crash(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("lcm: [unclosed\n", encoding="utf-8")
+    engine = _host_copy(home)
+    assert any("unreadable" in p for p in engine.config_problems)
+    engine.update_model("m", 64000)
+    assert engine.threshold_tokens == int(64000 * 0.35) and engine.errors == []
