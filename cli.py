@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from . import __version__
 from . import maintenance as mt
-from .config import load_config, read_yaml_block
+from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .search import build_query
@@ -283,7 +283,8 @@ def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         from .store import open_store
 
         report_store = open_store(store.path)
-    report = mt.doctor_report(report_store, deep=args.deep, config=_config(args))
+    loaded = _loaded()
+    report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems)
     if report["status"] == "fail":
         args.exit_code = EXIT_NOT_FOUND
     return report
@@ -302,8 +303,13 @@ def cmd_retention(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _config(args: argparse.Namespace) -> Any:
+    return _loaded().config
+
+
+def _loaded() -> LoadedConfig:
+    """The settings the engine would run with here, and their problems (doctor lists them)."""
     env = dict(os.environ)
-    return load_config(env, read_yaml_block(hermes_home(env))[0]).config
+    return load_for_home(env, hermes_home(env))
 
 
 def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:

@@ -130,6 +130,23 @@ def test_bad_per_model_ratios_are_refused(yaml_text, tmp_path):
     assert "model_thresholds" in _problems_seen(engine)[0]
 
 
+def test_the_lcm_cli_doctor_names_bad_keys_from_env_and_yaml(tmp_path, monkeypatch):
+    import io
+
+    from hermes_lcm.cli import main
+
+    engine = _engine(tmp_path, {}, {"reserve_tokens": "-.inf"})
+    _drive(engine)
+    store_module.close_all()
+    monkeypatch.setenv("HERMES_HOME", engine.hermes_home)
+    monkeypatch.setenv("LCM_SUMMARY_BUDGET_RATIO", "nan")
+    out = io.StringIO()
+    main(["doctor"], out=out)
+    config_check = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "config")
+    assert config_check["status"] == "warn"
+    assert "LCM_SUMMARY_BUDGET_RATIO" in config_check["detail"] and "lcm.reserve_tokens" in config_check["detail"]
+
+
 # -- the budget math, whatever comes in --------------------------------------------
 
 finite_or_not = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6).map(float))
