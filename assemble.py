@@ -20,6 +20,7 @@ from typing import Any
 from .ingest import CUT_MARKER, IMAGE_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER
 from .payloads import PLACEHOLDER_PREFIX
 from .records import StoredMessage, SummaryNode
+from .scaffold import closer
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_message, count_tokens
 
 REPLAY_ROLES = ("user", "assistant", "tool")
@@ -184,6 +185,7 @@ def summary_block(nodes: Sequence[SummaryNode], omitted: int = 0, omitted_raw: i
             f'<summary id="{node.node_id}" depth="{node.depth}" from="{_iso(node.earliest_at)}" '
             f'to="{_iso(node.latest_at)}">\n{node.content}\n</summary>'
         )
+    lines.append(closer(header))
     return {"role": "user", "content": "\n".join(lines), SYNTHETIC_KEY: True}
 
 

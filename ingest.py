@@ -20,7 +20,7 @@ from typing import Any
 from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import MessageIn
-from .scaffold import BLOCK_KEY, BLOCK_MARKER, BlockSeal, classify, is_own_block
+from .scaffold import BLOCK_KEY, BLOCK_MARKER, BlockSeal, classify, is_own_block, own_block_rest
 from .store import StoredPrints
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
@@ -55,14 +55,27 @@ def is_synthetic(message: Mapping[str, Any], seal: BlockSeal | None = None) -> b
     return is_own_block(message, seal)
 
 
+def host_view(message: Mapping[str, Any], seal: BlockSeal | None = None) -> Mapping[str, Any] | None:
+    """The message as the host's own: None for our summary block, the host's text alone for a
+    block the host merged a following user message into, else the message itself."""
+    rest = own_block_rest(message, seal)
+    if rest is None:
+        return message
+    if not rest:
+        return None
+    return {**{k: v for k, v in message.items() if k != BLOCK_KEY}, "content": rest}
+
+
 def is_storable(message: Any, seal: BlockSeal | None = None) -> bool:
-    """A host message worth storing: a mapping with a role, not system, not our own block."""
+    """A host message worth storing: a mapping with a role, not system, not only our own block."""
     return (isinstance(message, Mapping) and isinstance(message.get("role"), str)
-            and message["role"] != "system" and not is_own_block(message, seal))
+            and message["role"] != "system" and host_view(message, seal) is not None)
 
 
 def storable(messages: Sequence[Any], seal: BlockSeal | None = None) -> list[Mapping[str, Any]]:
-    return [m for m in messages if is_storable(m, seal)]
+    """The storable messages, each as the host's own (see :func:`host_view`)."""
+    views = (host_view(m, seal) if is_storable(m, seal) else None for m in messages)
+    return [v for v in views if v is not None]
 
 
 def last_storable(messages: Sequence[Any], end: int | None = None, seal: BlockSeal | None = None) -> int | None:
@@ -115,12 +128,16 @@ class Normalizer:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        content, parts = self._content(message.get("content"))
+        content, parts = self._content(self.view(message).get("content"))
         prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
         self._memo[id(message)] = (message, prepared)
         return prepared
+
+    def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What of ``message`` is the host's (our merged summary block left out)."""
+        return host_view(message, self.seal) or message
 
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
@@ -174,7 +191,7 @@ class Normalizer:
             host_ts=float(host_ts) if isinstance(host_ts, int | float) else None,
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
-            synthetic=classify(message),
+            synthetic=classify(self.view(message)),
         )
 
 

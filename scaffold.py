@@ -77,6 +77,8 @@ HOST_USER_PREFIXES = (
 )
 
 _LABEL_CHARS = 48
+# How much of a message's start is looked at (past leading whitespace) to recognise it.
+_PEEK = 256
 
 
 def message_text(content: Any) -> str:
@@ -99,7 +101,8 @@ def classify(message: Mapping[str, Any]) -> str | None:
             return flag.strip("_")
     if message.get("role") != "user":
         return None
-    text = message_text(message.get("content")).lstrip()
+    content = message.get("content")
+    text = (content if isinstance(content, str) else message_text(content))[:_PEEK].lstrip()
     for prefix in HOST_USER_PREFIXES:
         if text.startswith(prefix):
             return prefix_label(prefix)
@@ -142,17 +145,40 @@ class BlockSeal:
         return found is not None and hmac.compare_digest(found.group(2), self._tag(found.group(1)))
 
 
-def is_own_block(message: Mapping[str, Any], seal: BlockSeal | None) -> bool:
-    """Our summary block as the host hands it back.
+_ANY_HEADER = re.compile(r"\[lcm:context ([0-9a-f]+)\]")
 
-    The dict we returned carries :data:`BLOCK_KEY` (content cannot set a key);
-    a copy the host rebuilt from text carries our sealed header. The cheap
-    prefix check comes first, so other messages cost one ``startswith``.
+
+def closer(header: str) -> str:
+    """The line that ends a block opened by ``header``: text after it is not ours."""
+    return "[/" + header[1:]
+
+
+def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | None:
+    """None when ``message`` is not our summary block; else the text the host appended to it.
+
+    The dict we returned carries :data:`BLOCK_KEY` (content cannot set a key); a copy the
+    host rebuilt from text carries our sealed header. The host merges a user message that
+    follows the block into it (``repair_message_sequence``: block, blank line, text); that
+    text, after our closing line, is the host's and is returned ("" for a block alone).
+    The cheap prefix check comes first, so other messages cost one ``startswith``.
     """
-    if message.get(BLOCK_KEY):
-        return True
+    keyed = bool(message.get(BLOCK_KEY))
     content = message.get("content")
-    if seal is None or message.get("role") != "user" or not isinstance(content, str):
-        return False
+    if not isinstance(content, str) or not content[:_PEEK].lstrip().startswith(BLOCK_MARKER):
+        return "" if keyed else None
     text = content.lstrip()
-    return text.startswith(BLOCK_MARKER) and seal.sealed(text)
+    if not keyed and (message.get("role") != "user" or seal is None or not seal.sealed(text)):
+        return None
+    header = _ANY_HEADER.match(text)
+    end_line = closer(header.group(0)) if header else ""
+    end = text.find(end_line) if header else -1
+    if end < 0:
+        return ""
+    rest = text[end + len(end_line):]
+    rest = rest[2:] if rest.startswith("\n\n") else rest
+    return rest if rest.strip() else ""
+
+
+def is_own_block(message: Mapping[str, Any], seal: BlockSeal | None) -> bool:
+    """Our summary block as the host hands it back, alone or with text merged after it."""
+    return own_block_rest(message, seal) is not None

@@ -162,8 +162,10 @@ def _compacted_engine(tmp_path: Path) -> tuple[Any, list[dict[str, Any]], list[d
     engine = new_engine(tmp_path, threshold=3000)
     rng = random.Random(5)
     history = [m for t in range(14) for m in turn(rng, t, size=60)]
+    history += [{"role": "user", "content": "turn 14 ask: read every file"}, *_tool_loop(rng, 0, 10)]
     out = engine.compress(list(history), current_tokens=count_messages(history) + 500)
     assert out[0].get(BLOCK_KEY), "expected a summary block"
+    assert out[1] == history[-21], "expected the request pinned right after the block"
     return engine, history, out
 
 
@@ -210,3 +212,38 @@ def test_a_block_sealed_by_another_database_is_stored(tmp_path: Path) -> None:
     assert [r[1] for r in _stored(engine)] == [foreign["content"]]
     seal = engine.core.seal
     assert seal.sealed(seal.header()) and not seal.sealed(other.header())
+
+
+def test_a_new_conversation_given_our_block_stores_the_host_text_but_not_the_block(tmp_path: Path) -> None:
+    """Where alignment finds nothing stored (a branched session, a new conversation), every
+    message of the host's list is new: our keyless block is still left out, and the user
+    message the host merged into it is stored as itself."""
+    engine, _history, out = _compacted_engine(tmp_path)
+    host_list = _keyless(out)
+    merged = _merged(host_list)
+    new = {"role": "user", "content": "turn 60 ask: continue on the branch"}
+    branch = new_engine(tmp_path, threshold=3000, session="branch-1")
+    assert branch.core.binding.conversation_id != engine.core.binding.conversation_id
+    branch.ingest_host([*merged, new])
+    with sqlite3.connect(branch.core.store.path) as db:
+        rows = db.execute("SELECT role, content FROM messages WHERE conversation_id=? ORDER BY seq",
+                          (branch.core.binding.conversation_id,)).fetchall()
+    expected = [(m["role"], m.get("content") or "") for m in [*host_list[1:], new]]
+    assert rows == expected
+    lone = new_engine(tmp_path, threshold=3000, session="branch-2")
+    lone.ingest_host([host_list[0], new])
+    with sqlite3.connect(lone.core.store.path) as db:
+        assert db.execute("SELECT content FROM messages WHERE conversation_id=?",
+                          (lone.core.binding.conversation_id,)).fetchall() == [(new["content"],)]
+
+
+def test_a_todo_snapshot_merged_into_our_block_is_stored_and_labelled(make_engine) -> None:
+    engine = make_engine(threshold=10**6)
+    seal = engine.core.seal
+    header = seal.header()
+    block = f"{header} Summaries of earlier conversation.\n<summary id=\"S1\">x</summary>\n[/{header[1:]}"
+    engine.ingest_host([{"role": "user", "content": "the real ask"},
+                        {"role": "user", "content": block + "\n\n" + TODO["content"]}])
+    rows = _stored(engine)
+    assert [r[1] for r in rows] == ["the real ask", TODO["content"]]
+    assert rows[0][2] is None and rows[1][2].startswith("host:[Your active task list")
