@@ -164,7 +164,8 @@ def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | 
     """
     keyed = bool(message.get(BLOCK_KEY))
     content = message.get("content")
-    if not isinstance(content, str) or not content[:_PEEK].lstrip().startswith(BLOCK_MARKER):
+    if not isinstance(content, str) or not (content.startswith(BLOCK_MARKER) or (
+            content[:1].isspace() and content[:_PEEK].lstrip().startswith(BLOCK_MARKER))):
         return "" if keyed else None
     text = content.lstrip()
     if not keyed and (message.get("role") != "user" or seal is None or not seal.sealed(text)):
