@@ -172,7 +172,7 @@ def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | 
         return None
     header = _ANY_HEADER.match(text)
     end_line = closer(header.group(0)) if header else ""
-    end = text.find(end_line) if header else -1
+    end = text.rfind(end_line) if header else -1  # the block's own end is near the message's end
     if end < 0:
         return ""
     rest = text[end + len(end_line):]

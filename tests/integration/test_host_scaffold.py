@@ -118,6 +118,8 @@ def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(tmp_pat
     assert [(r[1], r[3]) for r in requests] == [("user", None)], requests
     assert len(snapshots) >= 2 and all(r[1] == "user" and r[3] for r in snapshots), snapshots
     assert max(r[0] for r in snapshots) > requests[0][0]
+    print(f"\none turn: {len(mains)} main requests, {turn['compression_count']} compactions, "
+          f"{len(compacted)} requests after one, {len(snapshots)} todo snapshots stored (labelled)")
     assert not [r for r in rows if r[2].startswith(BLOCK_PREFIX)], "our own summary block was stored"
 
 
