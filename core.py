@@ -22,6 +22,7 @@ from .ingest import Normalizer, Seen, Selection, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
 from .records import ConversationState, StoredMessage
+from .scaffold import BlockSeal
 from .store import Store, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS
@@ -62,7 +63,9 @@ class LcmCore:
         self.dag = Dag(self.store)
         self.guard = PayloadGuard(Path(self.store.path).parent / "lcm-payloads", config.payload_min_base64_chars)
         self.message_patterns = MessagePatterns.parse(config.ignore_message_patterns)
-        self.normalizer = Normalizer(self.guard, self.message_patterns)
+        # Seals our summary blocks so ingest knows them in any copy the host hands back.
+        self.seal = BlockSeal(self.store.secret("summary_block"))
+        self.normalizer = Normalizer(self.guard, self.message_patterns, self.seal)
         self.ignore_sessions = SessionPatterns.parse(config.ignore_session_patterns)
         self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.routes = self._routes(host_call_llm)
@@ -212,7 +215,8 @@ class LcmCore:
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
         raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
-        return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state))
+        return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state),
+                     header=self.seal.header())
 
     def _item(self, message: StoredMessage) -> Item:
         """Items are immutable per stored row; reuse them across assemblies."""
@@ -224,14 +228,16 @@ class LcmCore:
         return item
 
     def _newest_user(self, state: ConversationState) -> Item | None:
-        message = self.store.newest_message(state.id, role="user")
+        """The request to pin: the newest user message a person sent, never host scaffolding
+        (a todo snapshot, a nudge) that arrived after it."""
+        message = self.store.newest_request(state.id)
         return Item.stored(message) if message is not None else None
 
     def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
                  focus: str | None = None) -> list[dict[str, Any]]:
         """Ingest, compact to the goal, and return the bounded prompt."""
         if not self.writable:
-            return trim(messages, budget, self.retention)
+            return trim(messages, budget, self.retention, self.seal)
         self.ingest(messages)
         self.compact(budget, force=force, focus=focus)
         result = self.assemble(budget)
@@ -299,11 +305,13 @@ def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -
                        target_ratio=config.compaction_target_ratio, summary_ratio=config.summary_budget_ratio)
 
 
-def trim(messages: Sequence[Any], budget: Budget, retention: Retention = Retention.UNCERTAIN) -> list[dict[str, Any]]:
+def trim(messages: Sequence[Any], budget: Budget, retention: Retention = Retention.UNCERTAIN,
+         seal: BlockSeal | None = None) -> list[dict[str, Any]]:
     """Deterministic bounded fallback without the store: the newest valid tail that fits.
 
     ``retention`` is what the caller knows of the messages it drops (nothing, by default).
+    Our own earlier block is left out (known by ``seal`` when the host dropped its key).
     """
-    items = [Item.host(dict(m)) for m in storable(messages) if isinstance(m, Mapping)]
-    return build([], items, budget, retention=retention)
+    items = [Item.host(dict(m)) for m in storable(messages, seal) if isinstance(m, Mapping)]
+    return build([], items, budget, retention=retention, header=seal.header() if seal is not None else None)
 

@@ -20,14 +20,16 @@ from typing import Any
 from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import MessageIn
+from .scaffold import BLOCK_KEY, BLOCK_MARKER, BlockSeal, classify, is_own_block, own_block_rest
 from .store import StoredPrints
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
 # ``parts`` value that restores a ``None`` content exactly.
 NULL_CONTENT = "null"
-# Our own summary messages start with this; they are never ingested back.
-SYNTHETIC_MARKER = "[lcm:context"
-SYNTHETIC_KEY = "_lcm_synthetic"
+# Our own summary blocks start with this and carry this key; only a sealed or keyed
+# block is ours (scaffold.is_own_block), anything else that looks like one is stored.
+SYNTHETIC_MARKER = BLOCK_MARKER
+SYNTHETIC_KEY = BLOCK_KEY
 REPLAY_ROLES = frozenset({"user", "assistant", "tool"})
 # Consecutive agreeing messages that confirm an alignment anchor.
 WINDOW = 8
@@ -48,29 +50,40 @@ class MalformedMessage(ValueError):
     """A host message that cannot be stored (not a mapping, no role)."""
 
 
-def is_synthetic(message: Mapping[str, Any]) -> bool:
-    if message.get(SYNTHETIC_KEY):
-        return True
-    content = message.get("content")
-    return isinstance(content, str) and content.startswith(SYNTHETIC_MARKER)
+def is_synthetic(message: Mapping[str, Any], seal: BlockSeal | None = None) -> bool:
+    """Our own summary block coming back (keyed or sealed); never content that merely looks like one."""
+    return is_own_block(message, seal)
 
 
-def is_storable(message: Any) -> bool:
-    """A host message worth storing: a mapping with a role, not system, not ours."""
+def host_view(message: Mapping[str, Any], seal: BlockSeal | None = None) -> Mapping[str, Any] | None:
+    """The message as the host's own: None for our summary block, the host's text alone for a
+    block the host merged a following user message into, else the message itself."""
+    rest = own_block_rest(message, seal)
+    if rest is None:
+        return message
+    if not rest:
+        return None
+    return {**{k: v for k, v in message.items() if k != BLOCK_KEY}, "content": rest}
+
+
+def is_storable(message: Any, seal: BlockSeal | None = None) -> bool:
+    """A host message worth storing: a mapping with a role, not system, not only our own block."""
     return (isinstance(message, Mapping) and isinstance(message.get("role"), str)
-            and message["role"] != "system" and not is_synthetic(message))
+            and message["role"] != "system" and host_view(message, seal) is not None)
 
 
-def storable(messages: Sequence[Any]) -> list[Mapping[str, Any]]:
-    return [m for m in messages if is_storable(m)]
+def storable(messages: Sequence[Any], seal: BlockSeal | None = None) -> list[Mapping[str, Any]]:
+    """The storable messages, each as the host's own (see :func:`host_view`)."""
+    views = (host_view(m, seal) if is_storable(m, seal) else None for m in messages)
+    return [v for v in views if v is not None]
 
 
-def last_storable(messages: Sequence[Any], end: int | None = None) -> int | None:
+def last_storable(messages: Sequence[Any], end: int | None = None, seal: BlockSeal | None = None) -> int | None:
     """Index of the newest storable message before ``end``; scans back only as far as needed."""
     index = len(messages) if end is None else end
     while index > 0:
         index -= 1
-        if is_storable(messages[index]):
+        if is_storable(messages[index], seal):
             return index
     return None
 
@@ -101,9 +114,11 @@ def _safe_text(text: str) -> str:
 class Normalizer:
     """Turns host messages into records; the payload guard runs first, always."""
 
-    def __init__(self, guard: PayloadGuard, ignore: MessagePatterns | None = None) -> None:
+    def __init__(self, guard: PayloadGuard, ignore: MessagePatterns | None = None,
+                 seal: BlockSeal | None = None) -> None:
         self.guard = guard
         self.ignore = ignore
+        self.seal = seal  # recognises our own summary blocks in what the host hands back
         self.ignored_count = 0
         self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
 
@@ -113,12 +128,16 @@ class Normalizer:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        content, parts = self._content(message.get("content"))
+        content, parts = self._content(self.view(message).get("content"))
         prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
         self._memo[id(message)] = (message, prepared)
         return prepared
+
+    def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What of ``message`` is the host's (our merged summary block left out)."""
+        return host_view(message, self.seal) or message
 
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
@@ -172,6 +191,7 @@ class Normalizer:
             host_ts=float(host_ts) if isinstance(host_ts, int | float) else None,
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
+            synthetic=classify(self.view(message)),
         )
 
 
@@ -202,7 +222,8 @@ class _FromEnd:
             index = self.next_index
             self.next_index -= 1
             message = self.messages[index]
-            fingerprint = self.normalizer.fingerprint_if_kept(message) if is_storable(message) else None
+            kept = is_storable(message, self.normalizer.seal)
+            fingerprint = self.normalizer.fingerprint_if_kept(message) if kept else None
             if fingerprint is not None and self.original is not None:
                 fingerprint = self._original(message) or fingerprint
             if fingerprint is not None:
@@ -317,7 +338,7 @@ class Selection:
         self.fresh_start = fresh_start
         self.seen_after: Seen | None = None
         self.extended = False
-        self.last = last_storable(messages)
+        self.last = last_storable(messages, seal=normalizer.seal)
 
     @property
     def empty(self) -> bool:
@@ -338,7 +359,7 @@ class Selection:
             start = self._align(incoming, stored)
         records = []
         for index in range(start, len(messages)):
-            if not is_storable(messages[index]):
+            if not is_storable(messages[index], self.normalizer.seal):
                 continue
             fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index])
             if fingerprint is not None:
@@ -351,7 +372,7 @@ class Selection:
         seen = self.seen_before
         if seen is None or not 0 < seen.count <= len(self.messages):
             return None
-        last = last_storable(self.messages, seen.count)
+        last = last_storable(self.messages, seen.count, self.normalizer.seal)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
         if self.messages[last] is not seen.anchor and not distinctive(self.messages[last]):

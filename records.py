@@ -24,6 +24,8 @@ class MessageIn:
     host_ts: float | None
     tokens: int
     fingerprint: str
+    # Why the host made this message itself (scaffold.classify), None for a real one.
+    synthetic: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ from typing import Any
 from urllib.parse import quote
 
 from .records import ConversationState, MessageIn, SessionInfo, StoredMessage
+from .scaffold import HOST_USER_PREFIXES, prefix_label
 
 APP_ID = "hermes-lcm"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 15000
 
 _MIGRATIONS: dict[int, str] = {
@@ -136,6 +137,27 @@ CREATE TABLE events(
 );
 """,
 }
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _scaffold_migration() -> str:
+    """Version 2: ``messages.synthetic`` labels host scaffolding (NULL for a real message).
+
+    Rows stored before it are labelled by the host's text prefixes (their private
+    flags were never stored); a todo snapshot stored by 0.x stops being "the request".
+    """
+    updates = [
+        f"UPDATE messages SET synthetic={_sql_text(prefix_label(p))} WHERE role='user' AND synthetic IS NULL "
+        f"AND substr(ltrim(content), 1, {len(p)})={_sql_text(p)};"
+        for p in HOST_USER_PREFIXES
+    ]
+    return "ALTER TABLE messages ADD COLUMN synthetic TEXT;\n" + "\n".join(updates)
+
+
+_MIGRATIONS[2] = _scaffold_migration()
 
 
 class StoreError(Exception):
@@ -420,6 +442,20 @@ class Store:
             row = db.execute("SELECT fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT 1",
                              (conversation_id,)).fetchone()
         return str(row[0]) if row else None
+
+    def newest_request(self, conversation_id: int) -> StoredMessage | None:
+        """The newest user message a person sent: host scaffolding (``synthetic``) is skipped."""
+        with self.read() as db:
+            row = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? AND role='user' "
+                             "AND synthetic IS NULL ORDER BY seq DESC LIMIT 1", (conversation_id,)).fetchone()
+        return row_to_message(row) if row else None
+
+    def secret(self, name: str, size: int = 32) -> bytes:
+        """A random key kept in ``meta`` (created on first use; every process reads the same one)."""
+        key = f"secret:{name}"
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, os.urandom(size).hex()))
+            return bytes.fromhex(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
     def newest_message(self, conversation_id: int, role: str | None = None) -> StoredMessage | None:
         where, args = ("AND role=?", (conversation_id, role)) if role else ("", (conversation_id,))
@@ -919,10 +955,10 @@ def _insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: s
     now = time.time()
     db.executemany(
         "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
-        "tool_name, source, host_ts, created_at, tokens, fingerprint) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id,
-          m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint)
+          m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint, m.synthetic)
          for offset, m in enumerate(records, start=1)],
     )
     db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(records), conversation_id))

@@ -11,9 +11,15 @@ Run as ``python drive_host.py SPEC.json`` with ``HERMES_HOME`` pointing at a pre
                     compacted transcript);
                     ``"client"``: pass the raw user/assistant transcript an OpenAI client would
                     resend (the API server's /v1/chat/completions style: never compacted);
-                    ``"none"``: pass no history (the agent keeps its own state)
+                    ``"none"``: pass no history (the agent keeps its own state);
+                    ``"db"``: reload the transcript from the host's session database every
+                    turn (the gateway's resume path: no private keys survive)
 ``agent_per_turn``  build a fresh AIAgent for every turn, same session id (gateway style)
 ``toolsets``        explicit ``enabled_toolsets``; default: the config's toolsets for "cli"
+``branch_before``   turn indexes before which the session is forked the way the gateway's
+                    ``/branch`` does it: the transcript copied into a new session in the host's
+                    session database, a new agent on the new session id, the history reloaded
+                    from the database
 
 The agent is built from config.yaml like ``hermes -z`` does (resolve_runtime_provider,
 platform toolsets for "cli", SessionDB), with quiet mode, no memory and no context files.
@@ -82,6 +88,30 @@ def _build_agent(spec: dict[str, Any], session_db: Any, session_id: str | None) 
         skip_memory=True,
         skip_context_files=True,
     )
+
+
+def _branch(session_db: Any, parent_id: str) -> str:
+    """Fork ``parent_id`` as gateway/slash_commands.py ``_handle_branch_command`` does."""
+    import uuid
+
+    from agent.turn_context import extract_api_content_sidecar
+
+    new_id = f"branch_{uuid.uuid4().hex[:8]}"
+    history = session_db.get_messages_as_conversation(parent_id)
+    session_db.create_session(session_id=new_id, source="cli", model_config={"_branched_from": parent_id},
+                              parent_session_id=parent_id)
+    for msg in history:
+        session_db.append_message(
+            session_id=new_id, role=msg.get("role", "user"), content=msg.get("content"),
+            tool_name=msg.get("tool_name") or msg.get("name"), tool_calls=msg.get("tool_calls"),
+            tool_call_id=msg.get("tool_call_id"), finish_reason=msg.get("finish_reason"),
+            reasoning=msg.get("reasoning"), reasoning_content=msg.get("reasoning_content"),
+            reasoning_details=msg.get("reasoning_details"),
+            codex_reasoning_items=msg.get("codex_reasoning_items"),
+            codex_message_items=msg.get("codex_message_items"),
+            api_content=extract_api_content_sidecar(msg),
+        )
+    return new_id
 
 
 def _engine_state(engine: Any) -> dict[str, Any]:
@@ -153,6 +183,14 @@ def main(argv: list[str]) -> int:
                 agent = _build_agent(spec, session_db, sid)
             mode = spec.get("history", "api")
             hist = {"api": history, "client": list(client_transcript)}.get(mode)
+            if i in (spec.get("branch_before") or []):
+                sid = _branch(session_db, agent.session_id)
+                report.setdefault("branches", []).append(sid)
+                agent.close()
+                agent = _build_agent(spec, session_db, sid)
+                hist = session_db.get_messages_as_conversation(sid, repair_alternation=True)
+            elif mode == "db" and i > 0:
+                hist = session_db.get_messages_as_conversation(agent.session_id, repair_alternation=True)
             t0 = time.time()
             result = agent.run_conversation(message, conversation_history=hist)
             dt = time.time() - t0

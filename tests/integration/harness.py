@@ -170,6 +170,7 @@ def run_host(
     history: str = "api",
     agent_per_turn: bool = False,
     toolsets: list[str] | None = None,
+    branch_before: list[int] | None = None,
     timeout: float = 240.0,
     check: bool = True,
 ) -> HostRun:
@@ -183,6 +184,7 @@ def run_host(
         "history": history,
         "agent_per_turn": agent_per_turn,
         "toolsets": toolsets,
+        "branch_before": branch_before or [],
     }
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     t0 = time.time()

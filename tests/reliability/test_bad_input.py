@@ -94,8 +94,9 @@ def messages(draw: st.DrawFn) -> Any:
 def storable(message: Any) -> bool:
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) or message["role"] == "system":
         return False
-    content = message.get("content")
-    return not message.get("_lcm_synthetic") and not (isinstance(content, str) and content.startswith("[lcm:context"))
+    # Content that merely looks like our summary block ("[lcm:contextual", a typed "[lcm:context 1]")
+    # is stored like any message (issue 8 item 8); only our own keyed or sealed block is not.
+    return not message.get("_lcm_synthetic")
 
 
 def safe(text: str) -> str:
