@@ -18,7 +18,7 @@ from .assemble import Budget, Item, build, is_block, plan_budget, same_block
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig
 from .dag import Dag
-from .ingest import Normalizer, Seen, Selection, is_storable, storable
+from .ingest import Normalizer, Seen, Selection, is_storable, last_storable, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
 from .records import ConversationState, StoredMessage
@@ -81,7 +81,7 @@ class LcmCore:
         self._fresh_start = False
         self._seen: Seen | None = None
         self._items: dict[int, Item] = {}
-        # The stored seq the list of the last ingest ends at (None: nothing of it is stored).
+        # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
         self.position: int | None = None
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
@@ -248,7 +248,8 @@ class LcmCore:
             return trim(messages, budget)
         self.ingest(messages)
         upto = self.position
-        if upto is None:  # nothing in the list is stored (only our summaries): no raw rows belong to it
+        if upto is None and last_storable(messages) is None:
+            # Only our own summaries (or nothing): no raw row belongs to this list.
             upto = self.store.conversation(self._conversation()).frontier_seq
         self.compact(budget, force=force, focus=focus, upto=upto)
         result = self.assemble(budget, upto)
@@ -274,7 +275,7 @@ class LcmCore:
         assert self.binding.conversation_id is not None
         return self.binding.conversation_id
 
-    def _remember_output(self, result: list[dict[str, Any]], upto: int) -> None:
+    def _remember_output(self, result: list[dict[str, Any]], upto: int | None) -> None:
         """The host continues from the list we return: the next ingest extends it.
 
         Only when that list ends at the newest stored row: an answer bounded before
@@ -283,11 +284,12 @@ class LcmCore:
         """
         seen = Selection(self.normalizer, result, None).seen_now()
         conversation_id = self._conversation()
-        if seen is None or upto < self.store.conversation(conversation_id).last_seq:
+        last_seq = self.store.conversation(conversation_id).last_seq
+        if seen is None or (upto is not None and upto < last_seq):
             self._seen = None
             return
         stored = self.store.last_fingerprint(conversation_id)
-        self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=upto)
+        self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=last_seq)
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:
