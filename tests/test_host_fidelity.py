@@ -292,3 +292,40 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     new = {"role": "assistant", "content": "and a reasoned reply", **REASONING}
     assert engine.ingest_host([*[m.to_host() for m in messages], new]) == 1
     assert store.newest_message(1).to_host() == new
+
+
+def test_a_list_of_only_our_summaries_gets_no_raw_messages(tmp_path):
+    """``/compress here N`` whose head is just our summary block: nothing after the frontier
+    belongs to that head, so no raw message after it comes back."""
+    engine = new_engine(tmp_path, threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
+    history = flat(seed=8, turns=12)
+    engine.ingest_host(list(history))
+    first = engine.compress(list(history), current_tokens=count_messages(history) + 500)
+    assert is_synthetic(first[0])
+    core = engine.core
+    assert core is not None and core.binding.conversation_id is not None
+    frontier = core.store.conversation(core.binding.conversation_id).frontier_seq
+    after_frontier = {key(m.to_host()) for m in core.store.messages_after(core.binding.conversation_id, frontier)}
+    out = engine.compress([first[0]], current_tokens=1000, force=True)
+    assert out and is_synthetic(out[0])
+    assert not [m for m in out if key(m) in after_frontier]
+
+
+def test_the_list_end_is_known_on_every_path(tmp_path):
+    """core.position: new messages, a re-sent unchanged list, a head, a restart (alignment)."""
+    engine = new_engine(tmp_path, threshold=10**6)
+    core = engine.core
+    assert core is not None
+    history = flat(seed=12, turns=6)
+    engine.ingest_host(list(history))
+    assert core.position == len(history)
+    engine.ingest_host(history)  # the same list again: no write, same end
+    assert core.position == len(history)
+    engine.ingest_host(history[:7])
+    assert core.position == 7
+    restarted = new_engine(tmp_path, threshold=10**6)
+    assert restarted.core is not None
+    restarted.ingest_host(history[:-3])
+    assert restarted.core.position == len(history) - 3
+    restarted.ingest_host([*history, {"role": "user", "content": "turn 77 ask: anything else?"}])
+    assert restarted.core.position == len(history) + 1
