@@ -2,9 +2,12 @@
 
 Run as ``python drive_cli.py SPEC.json`` with ``HERMES_HOME`` prepared (see harness.py). The spec:
 
-``steps``          list of ``{"turn": "user text"}`` (one ``run_conversation`` with the CLI's history)
-                   or ``{"command": "/compress here 2"}`` (the CLI's own ``/compress`` handler,
-                   ``cli.HermesCLI._manual_compress``, run on this agent and history)
+``steps``          list of ``{"turn": "user text"}`` (one ``run_conversation`` with the CLI's history),
+                   ``{"command": "/compress here 2"}`` (the CLI's own ``/compress`` handler,
+                   ``cli.HermesCLI._manual_compress``, run on this agent and history) or
+                   ``{"gateway_command": "here 2"}`` (the gateway's ``/compress`` handler,
+                   ``GatewaySlashCommandsMixin._handle_compress_command``, on this session's
+                   transcript; it builds its own agent, as the gateway does)
 ``report``         where to write the JSON report
 ``expect_engine``  the context-engine name that must be active (else exit code 3)
 
@@ -24,6 +27,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent))  # after the host's packages: never shadows them
@@ -74,6 +78,71 @@ def _run_command(agent: Any, history: list[dict[str, Any]], command: str) -> tup
     return list(cli.conversation_history), step
 
 
+class GatewayStandIn:
+    """What ``GatewaySlashCommandsMixin._handle_compress_command`` reads on the gateway runner: a
+    session store holding this driver's transcript (rewrites are recorded, not applied), the
+    runtime the driver's agent was built with, and the shared SessionDB."""
+
+    def __init__(self, agent: Any, history: list[dict[str, Any]], session_db: Any) -> None:
+        from hermes_cli.runtime_provider import resolve_runtime_provider
+
+        self.entry = SimpleNamespace(session_id=agent.session_id, session_key="agent:main:cli:dm:driver")
+        self.history = history
+        self.written: dict[str, list[dict[str, Any]]] = {}
+        self._session_db = session_db
+        self._model = agent.model
+        runtime = resolve_runtime_provider(requested=None, target_model=agent.model)
+        self._runtime = {k: runtime.get(k) for k in ("api_key", "base_url", "provider", "api_mode")}
+        self.async_session_store = self
+
+    def load_history(self) -> list[dict[str, Any]]:
+        return json.loads(json.dumps(self.history, default=str))
+
+    async def get_or_create_session(self, source: Any) -> Any:
+        return self.entry
+
+    async def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        return self.load_history()
+
+    async def rewrite_transcript(self, session_id: str, messages: list[dict[str, Any]]) -> bool:
+        self.written[session_id] = json.loads(json.dumps(messages, default=str))
+        return True
+
+    async def _save(self) -> None:
+        return None
+
+    async def update_session(self, session_key: str, **fields: Any) -> None:
+        return None
+
+    def _session_key_for_source(self, source: Any) -> str:
+        return str(self.entry.session_key)
+
+    def _resolve_session_agent_runtime(self, source: Any, session_key: str) -> tuple[str, dict[str, Any]]:
+        return self._model, dict(self._runtime)
+
+    def _evict_cached_agent(self, session_key: str) -> None:
+        return None
+
+    def _cleanup_agent_resources(self, agent: Any) -> None:
+        return None
+
+    def _sync_telegram_topic_binding(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _run_gateway_command(agent: Any, history: list[dict[str, Any]], session_db: Any, args: str) -> dict:
+    import asyncio
+
+    from gateway.slash_commands import GatewaySlashCommandsMixin
+
+    runner = GatewayStandIn(agent, history, session_db)
+    event = SimpleNamespace(source=SimpleNamespace(platform=None), get_command_args=lambda: args)
+    reply = asyncio.run(GatewaySlashCommandsMixin._handle_compress_command(runner, event))  # type: ignore[arg-type]
+    return {"gateway_command": args, "reply": reply, "history_before": runner.load_history(),
+            "session_id_before": agent.session_id, "session_id_after": runner.entry.session_id,
+            "written": runner.written}
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         spec = json.load(fh)
@@ -113,6 +182,8 @@ def main(argv: list[str]) -> int:
                                         "messages": len(history), "final_response": result.get("final_response"),
                                         "compression_count": getattr(agent.context_compressor,
                                                                      "compression_count", None)})
+            elif "gateway_command" in step:
+                report["steps"].append(_run_gateway_command(agent, history, session_db, step["gateway_command"]))
             else:
                 history, record = _run_command(agent, history, step["command"])
                 report["steps"].append(record)

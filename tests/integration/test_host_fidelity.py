@@ -215,3 +215,24 @@ def test_verbatim_messages_keep_their_reasoning_fields(tmp_path: Path) -> None:
             assert m.get("reasoning_content") == original["reasoning_content"], (request.seq, m)
             checked += 1
     assert checked >= 3, f"only {checked} verbatim assistant messages after a compaction"
+
+
+def test_gateway_compress_here_writes_every_message_once(tmp_path: Path) -> None:
+    """The gateway's ``/compress here 2`` on a rotating session: the transcript it writes for the
+    continuation session is the compressed head followed by the kept exchanges, each once."""
+    require_host()
+    env = {"LCM_CONTEXT_THRESHOLD": "0.5", "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_CHUNK_TOKENS": "1200"}
+    with StubLLM() as stub:
+        hh = make_home(tmp_path, stub, env=env, config_overrides={"compression": {"enabled": True,
+                                                                                  "in_place": False}})
+        report = run_cli(hh, [*({"turn": user_turn(i)} for i in range(2, 10)), {"gateway_command": "here 2"}])
+    step = report["steps"][-1]
+    assert step["session_id_after"] != step["session_id_before"], step["reply"]
+    written = step["written"][step["session_id_after"]]
+    before = [m for m in step["history_before"] if m.get("role") in ("user", "assistant", "tool")]
+    tail = before[split_tail(before, 2):]
+    assert [key(m) for m in written[len(written) - len(tail):]] == [key(m) for m in tail]
+    head_out = written[:len(written) - len(tail)]
+    assert head_out and is_ours(head_out[0]), step["reply"]
+    raw = [key(m) for m in written if not is_ours(m)]
+    assert len(raw) == len(set(raw)), "a message appears twice in the gateway's transcript"
