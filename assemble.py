@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,7 +22,7 @@ from typing import Any
 
 from .ingest import CUT_MARKER, IMAGE_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER
 from .payloads import PLACEHOLDER_PREFIX
-from .records import StoredMessage, SummaryNode
+from .records import StoredMessage, SummaryNode, without_shadows
 from .scaffold import closer
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_message, count_tokens
 
@@ -113,7 +114,7 @@ def replayable(message: dict[str, Any], store_id: int) -> dict[str, Any]:
     if not isinstance(content, list) or PLACEHOLDER_PREFIX not in json.dumps(content, default=str):
         return message
     parts = [_replay_part(part, store_id) for part in content]
-    return {**message, "content": parts}
+    return {**without_shadows(message), "content": parts}
 
 
 def _replay_part(part: Any, store_id: int) -> Any:
@@ -158,7 +159,7 @@ def _answered_only(call: Item, results: list[Item]) -> Item:
     answered = {r.message.get("tool_call_id") for r in results}
     if answered >= set(call.call_ids):
         return call
-    message = dict(call.message)
+    message = without_shadows(call.message)
     kept = [c for c in message.get("tool_calls") or [] if isinstance(c, dict) and c.get("id") in answered]
     if kept:
         message["tool_calls"] = kept
@@ -324,7 +325,7 @@ def _cut_to_fit(last_group: list[Item], total: int) -> list[dict[str, Any]]:
 
 def cut_message(item: Item, max_tokens: int) -> dict[str, Any]:
     """A copy of the message whose text fits ``max_tokens``, saying where the rest is."""
-    message = dict(item.message)
+    message = without_shadows(item.message)
     note = f" {CUT_MARKER}{item.store_id}]" \
         if item.store_id else " [lcm: cut to fit the prompt]"
     text = message.get("content")
@@ -361,3 +362,18 @@ def _head_tail(text: str, tokens: int) -> str:
     head = text[: chars * 2 // 3]
     tail = text[-(chars // 3):] if chars // 3 else ""
     return f"{head} … {tail}"
+
+
+
+# The block's opening tag and its closing line carry the same per-rendering token.
+_BLOCK_NONCE = re.compile(r"\[/?" + re.escape(SYNTHETIC_MARKER[1:]) + r" [0-9a-f]+\]")
+
+
+def same_block(a: Any, b: Any) -> bool:
+    """Are two summary blocks the same block? Each rendering draws a new nonce, so it is
+    left out; the summaries, their order and the omission notes must match."""
+    ca = a.get("content") if isinstance(a, dict) else None
+    cb = b.get("content") if isinstance(b, dict) else None
+    if not isinstance(ca, str) or not isinstance(cb, str):
+        return False
+    return _BLOCK_NONCE.sub("", ca) == _BLOCK_NONCE.sub("", cb)

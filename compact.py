@@ -86,12 +86,15 @@ class Compactor:
         self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
 
     def run(self, conversation_id: int, session_id: str, budget: Budget, *, force: bool = False,
-            focus: str | None = None) -> CompactionReport:
+            focus: str | None = None, upto: int | None = None) -> CompactionReport:
+        """Compact until the context fits ``budget.goal``. With ``upto``, the conversation is
+        taken to end at that seq: the fresh tail is counted back from it and nothing after it
+        is summarized (the host keeps those messages itself)."""
         report = CompactionReport()
         self._budget = budget
         deadline = time.monotonic() + self.settings.max_seconds
         while report.passes + report.conflicts < self.settings.max_passes:
-            plan = self._plan(conversation_id, budget)
+            plan = self._plan(conversation_id, budget, upto)
             over = plan.total_tokens > budget.goal
             if not over and not (force and report.passes == 0):
                 report.stop_reason = "within budget"
@@ -106,11 +109,11 @@ class Compactor:
 
     # -- planning ---------------------------------------------------------------
 
-    def _plan(self, conversation_id: int, budget: Budget) -> _Plan:
+    def _plan(self, conversation_id: int, budget: Budget, upto: int | None = None) -> _Plan:
         state = self.store.conversation(conversation_id)
         frontier = state.frontier_seq
-        raw_tokens = self.store.raw_tokens(conversation_id, frontier)
-        tail_first = self._tail_first_seq(conversation_id, frontier, budget)
+        raw_tokens = self.store.raw_tokens(conversation_id, frontier, upto)
+        tail_first = self._tail_first_seq(conversation_id, frontier, budget, upto)
         oldest = self.store.messages_after(conversation_id, frontier, OLDEST_WINDOW)
         complete = len(oldest) < OLDEST_WINDOW
         oldest = [m for m in oldest if m.seq < tail_first]
@@ -119,9 +122,9 @@ class Compactor:
             groups = groups[:-1]  # the window may end inside a tool-call group
         return _Plan(frontier, self.dag.context(conversation_id), raw_tokens, oldest, groups)
 
-    def _tail_first_seq(self, conversation_id: int, frontier: int, budget: Budget) -> int:
-        """Where the protected fresh tail starts, from a window of the newest rows."""
-        newest = self.store.messages_newest(conversation_id, frontier, budget.tail_count * 2 + 64)
+    def _tail_first_seq(self, conversation_id: int, frontier: int, budget: Budget, upto: int | None = None) -> int:
+        """Where the protected fresh tail starts, from a window of the newest rows (up to ``upto``)."""
+        newest = self.store.messages_newest(conversation_id, frontier, budget.tail_count * 2 + 64, upto)
         while newest and newest[0].role == "tool":
             newest = newest[1:]  # a group cut by the window's edge cannot be in the tail
         groups = group([Item.stored(m) for m in newest])

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .assemble import Budget, Item, Retention, build, plan_budget
+from .assemble import Budget, Item, Retention, build, is_block, plan_budget, same_block
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
-from .ingest import Normalizer, Seen, Selection, storable
+from .ingest import Normalizer, Seen, Selection, is_storable, last_storable, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
 from .records import ConversationState, StoredMessage
@@ -84,6 +84,8 @@ class LcmCore:
         self._fresh_start = False
         self._seen: Seen | None = None
         self._items: dict[int, Item] = {}
+        # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
+        self.position: int | None = None
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -165,8 +167,14 @@ class LcmCore:
         return Retention.STORED if self.writable else Retention.UNCERTAIN
 
     def ingest(self, messages: Sequence[Any], source: str = "") -> int:
-        """Store the messages not stored yet; returns how many were new."""
+        """Store the messages not stored yet; returns how many were new.
+
+        Also sets :attr:`position`, the stored seq the list ends at: compress bounds
+        its answer there, so a list that is only the head of the history (``/compress
+        here``) gets back nothing newer than its own last message.
+        """
         self.stats.ingest_calls += 1
+        self.position = None
         if not self.writable or not messages:
             return 0
         assert self.binding.conversation_id is not None
@@ -174,8 +182,11 @@ class LcmCore:
         if select.empty:
             return 0
         if self._unchanged_since_last(select):
+            assert self._seen is not None
+            self.position = self._seen.end_seq
             return 0
         ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
+        self.position = select.end_seq
         self._fresh_start = False
         if ids or select.extended or self._seen is None:
             # A list that only re-read stored messages (the host's pre-compression copy at session
@@ -193,10 +204,12 @@ class LcmCore:
     def budget(self, threshold_tokens: int, overhead_tokens: int) -> Budget:
         return budget_for(self.config, threshold_tokens, overhead_tokens)
 
-    def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None) -> CompactionReport:
+    def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None,
+                upto: int | None = None) -> CompactionReport:
+        """Compact toward the budget's goal; nothing after seq ``upto`` is summarized."""
         assert self.binding.conversation_id is not None
         report = self.compactor.run(self.binding.conversation_id, self.binding.session_id, budget,
-                                    force=force, focus=focus)
+                                    force=force, focus=focus, upto=upto)
         self.stats.compactions += 1
         self.stats.last_compaction = {
             "at": time.time(), "leaf_passes": report.leaf_passes, "condense_passes": report.condense_passes,
@@ -207,15 +220,17 @@ class LcmCore:
             self.store.record_event("warning", "summarizer", error, self.binding.conversation_id)
         return report
 
-    def assemble(self, budget: Budget) -> list[dict[str, Any]]:
-        """The prompt from the store: context summaries, pinned request, fresh tail."""
+    def assemble(self, budget: Budget, upto: int | None = None) -> list[dict[str, Any]]:
+        """The prompt from the store: context summaries, pinned request, fresh tail;
+        with ``upto``, no raw message (nor request) stored after that seq."""
         conversation_id = self.binding.conversation_id
         assert conversation_id is not None
         state = self.store.conversation(conversation_id)
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
-        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
-        return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state),
+        newest = self.store.messages_newest(conversation_id, state.frontier_seq, window, upto)
+        raw = [self._item(m) for m in newest]
+        return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state, upto),
                      header=self.seal.header())
 
     def _item(self, message: StoredMessage) -> Item:
@@ -227,28 +242,69 @@ class LcmCore:
             item = self._items[message.id] = Item.stored(message)
         return item
 
-    def _newest_user(self, state: ConversationState) -> Item | None:
-        """The request to pin: the newest user message a person sent, never host scaffolding
-        (a todo snapshot, a nudge) that arrived after it."""
-        message = self.store.newest_request(state.id)
+    def _newest_user(self, state: ConversationState, upto: int | None = None) -> Item | None:
+        """The request to pin: the newest user message a person sent at or before ``upto``,
+        never host scaffolding (a todo snapshot, a nudge) that arrived after it."""
+        message = self.store.newest_request(state.id, upto)
         return Item.stored(message) if message is not None else None
 
     def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
                  focus: str | None = None) -> list[dict[str, Any]]:
-        """Ingest, compact to the goal, and return the bounded prompt."""
+        """Ingest, compact to the goal, and return the bounded prompt.
+
+        The answer covers the list it was given and nothing stored after it: the
+        host may pass only the head of its history and keep the rest itself. When
+        the prompt we would return is the host's list already (nothing compacted,
+        the list fits and is valid as it is), the list comes back as given, every
+        host field included, so the host sees no change and neither rotates nor
+        rewrites its session; when it does not fit, the trimmed prompt is the change.
+        """
         if not self.writable:
             return trim(messages, budget, self.retention, self.seal)
         self.ingest(messages)
-        self.compact(budget, force=force, focus=focus)
-        result = self.assemble(budget)
-        self._remember_output(result)
+        upto = self.position
+        if upto is None and last_storable(messages) is None:
+            # Only our own summaries (or nothing): no raw row belongs to this list.
+            upto = self.store.conversation(self._conversation()).frontier_seq
+        self.compact(budget, force=force, focus=focus, upto=upto)
+        result = self.assemble(budget, upto)
+        if self.same_prompt(result, messages):
+            return list(messages)
+        self._remember_output(result, upto)
         return result
 
-    def _remember_output(self, result: list[dict[str, Any]]) -> None:
-        """The host continues from the list we return: the next ingest extends it."""
+    def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
+        """Is the prompt we built the host's list already? Same summaries, and the same
+        messages in the same order by their provider-visible identity (the host's own
+        fields, which we may not have, do not count)."""
+        if len(ours) != len(theirs):
+            return False
+        try:
+            return all(same_block(mine, host) if is_block(mine) else
+                       is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
+                       for mine, host in zip(ours, theirs, strict=True))
+        finally:
+            self.normalizer.forget()
+
+    def _conversation(self) -> int:
+        assert self.binding.conversation_id is not None
+        return self.binding.conversation_id
+
+    def _remember_output(self, result: list[dict[str, Any]], upto: int | None) -> None:
+        """The host continues from the list we return: the next ingest extends it.
+
+        Only when that list ends at the newest stored row: an answer bounded before
+        it (the host keeps the newer messages itself and appends them) is found by
+        alignment instead, which sees those messages are stored already.
+        """
         seen = Selection(self.normalizer, result, None).seen_now()
-        stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
-        self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor) if seen else None
+        conversation_id = self._conversation()
+        last_seq = self.store.conversation(conversation_id).last_seq
+        if seen is None or (upto is not None and upto < last_seq):
+            self._seen = None
+            return
+        stored = self.store.last_fingerprint(conversation_id)
+        self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=last_seq)
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:

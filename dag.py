@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .records import StoredMessage, SummaryNode
-from .store import MESSAGE_COLUMNS_M, Store, qualified, row_to_message
+from .store import Store, qualified, row_to_message
 
 _NODE_COLUMNS = (
     "id, conversation_id, session_id, depth, content, tokens, first_seq, last_seq, earliest_at, latest_at, "
@@ -118,7 +118,7 @@ class Dag:
 
     def sources(self, node_id: int, offset: int = 0, limit: int = -1) -> list[StoredMessage]:
         """The raw messages a depth-0 node was made from, in order."""
-        cols = MESSAGE_COLUMNS_M
+        cols = self.store.message_columns_m
         with self.store.read() as db:
             rows = db.execute(
                 f"SELECT {cols} FROM edges e JOIN messages m ON m.id=e.child_id "

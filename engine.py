@@ -98,6 +98,9 @@ class LcmEngine(_Base):
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
         self.compression_count = 0
+        # Read by the host (getattr) after each compress: did the list change, did we abort.
+        self._last_compression_made_progress = False
+        self._last_compress_aborted = False
         self.protect_first_n = 0
         self.meter = OverheadMeter()
         self.startup_error: str | None = None
@@ -321,9 +324,18 @@ class LcmEngine(_Base):
         if core.binding.conversation_id is None and core.binding.mode == MODE_NORMAL:
             self._bind_lazily(core)
         budget = core.budget(self._threshold(), self.overhead(messages, current_tokens))
+        self._last_compression_made_progress = False
         result = core.compress(messages, budget, force=force, focus=focus_topic or None)
-        self.compression_count += 1
+        self._count_compression(result != messages)
         return result
+
+    def _count_compression(self, changed: bool) -> None:
+        """Only a compress that changed the host's list is one: the host then rewrites or
+        rotates its session, and that is what ``compression_count`` and the progress flag
+        report. An unchanged list is the host's "no progress" case (nothing rotates)."""
+        self._last_compression_made_progress = changed
+        if changed:
+            self.compression_count += 1
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
         return bool(messages)

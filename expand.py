@@ -147,7 +147,7 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
         "seq": message.seq, "role": message.role, "at": iso(message.created_at), "source": message.source,
         "summarized_in": [node_label(p) for p in ctx.core.dag.parents("message", message.id)],
     }
-    host = message.to_host()
+    host = message.to_host(extra=False)  # the conversation as the model saw it, not provider replay data
     page = _page_chars(ctx)
     if offset == 0 and part == "content" and len(dumps(host)) <= page:
         answer["message"] = host

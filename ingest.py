@@ -14,12 +14,12 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .patterns import MessagePatterns
 from .payloads import PayloadGuard
-from .records import MessageIn
+from .records import CORE_KEYS, MessageIn
 from .scaffold import BLOCK_KEY, BLOCK_MARKER, BlockSeal, classify, is_own_block, own_block_rest
 from .store import StoredPrints
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
@@ -111,6 +111,28 @@ def _safe_text(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def extra_fields(message: Mapping[str, Any]) -> str | None:
+    """JSON of the host's other public fields, stored so the message comes back whole.
+
+    Everything except the columns (role, content, tool calls, the call id; a tool
+    result's ``name``) and the host's private ``_keys``: reasoning_content,
+    reasoning_details, codex_reasoning_items, anthropic_content_blocks, reasoning,
+    finish_reason, api_content, ... The host strips what a provider must not see
+    before sending, as it does for the built-in compressor's kept messages. Not part
+    of the fingerprint: the host may reload a message without some of them.
+    """
+    role = message.get("role")
+    fields = {key: value for key, value in message.items()
+              if isinstance(key, str) and not key.startswith("_") and key not in CORE_KEYS
+              and not (key == "name" and role == "tool")}
+    if not fields:
+        return None
+    try:
+        return _dump(fields)
+    except (TypeError, ValueError):  # mixed key types, cycles: keep what can be kept, never fail ingest
+        return _dump({key: str(value) for key, value in fields.items()})
+
+
 class Normalizer:
     """Turns host messages into records; the payload guard runs first, always."""
 
@@ -192,6 +214,7 @@ class Normalizer:
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
             synthetic=classify(self.view(message)),
+            extra=extra_fields(message),
         )
 
 
@@ -272,8 +295,9 @@ def _anchor_ok(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minim
     return incoming.distinctive(rank) or _agrees(incoming, rank, tail, j, minimum)
 
 
-def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -> int:
-    """Index of the first incoming message not already stored.
+def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -> tuple[int, int | None]:
+    """Index of the first incoming message not already stored, and the position in
+    ``tail`` of the stored message just before it (None when nothing matched).
 
     First choice: the latest incoming message equal to the newest stored one,
     confirmed by up to ``WINDOW`` preceding messages. Else the latest incoming
@@ -283,21 +307,21 @@ def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -
     conversation, which rules out anchors with more history before them.
     """
     if not tail:
-        return 0
+        return 0, None
     last = len(tail) - 1
     rank = 0
     while (item := incoming.get(rank)) is not None:
         if item[1] == tail[last] and _anchor_ok(incoming, rank, tail, last, 0, complete):
-            return item[0] + 1
+            return item[0] + 1, last
         rank += 1
     latest = {fp: j for j, fp in enumerate(tail)}
     rank = 0
     while (item := incoming.get(rank)) is not None:
         j = latest.get(item[1])
         if j is not None and _anchor_ok(incoming, rank, tail, j, 1, complete):
-            return item[0] + 1
+            return item[0] + 1, j
         rank += 1
-    return 0
+    return 0, None
 
 
 @dataclass(frozen=True)
@@ -316,6 +340,8 @@ class Seen:
     # The host's message object at ``count - 1``: the same object proves the same list
     # even when its content repeats ("ok", "continue").
     anchor: Any = field(default=None, compare=False, repr=False)
+    # The stored seq of the list's last stored message (where the host's list ends in the store).
+    end_seq: int | None = field(default=None, compare=False)
 
     @property
     def stored(self) -> str:
@@ -339,6 +365,8 @@ class Selection:
         self.seen_after: Seen | None = None
         self.extended = False
         self.last = last_storable(messages, seal=normalizer.seal)
+        # The stored seq the host's list ends at, once selected (None: nothing in it is stored).
+        self.end_seq: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -355,8 +383,9 @@ class Selection:
         incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of)
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
+        anchor_seq = self._extension_end(stored) if start else None
         if start is None:
-            start = self._align(incoming, stored)
+            start, anchor_seq = self._align(incoming, stored)
         records = []
         for index in range(start, len(messages)):
             if not is_storable(messages[index], self.normalizer.seal):
@@ -364,9 +393,18 @@ class Selection:
             fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index])
             if fingerprint is not None:
                 records.append(self.normalizer.normalize(messages[index], fingerprint))
-        self.seen_after = self.seen_now()
+        # New records go after the newest row, so the list then ends at the last of them;
+        # else it ends at the stored message it was aligned on.
+        self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
+        now = self.seen_now()
+        self.seen_after = replace(now, end_seq=self.end_seq) if now is not None else None
         self.normalizer.forget()
         return records
+
+    def _extension_end(self, stored: StoredPrints) -> int:
+        """Where the list seen before ends in the store (the newest row when not recorded)."""
+        seen = self.seen_before
+        return seen.end_seq if seen is not None and seen.end_seq is not None else stored.last_seq()
 
     def _extension(self, stored: StoredPrints) -> int | None:
         seen = self.seen_before
@@ -381,15 +419,19 @@ class Selection:
             return None
         return seen.count
 
-    def _align(self, incoming: _FromEnd, stored: StoredPrints) -> int:
-        """Find where the host's list meets the store: the newest rows first, then anywhere."""
-        tail = stored.tail(SHORT_TAIL)
+    def _align(self, incoming: _FromEnd, stored: StoredPrints) -> tuple[int, int | None]:
+        """Find where the host's list meets the store: the newest rows first, then anywhere.
+        Returns the first new index and the stored seq of the message before it."""
+        rows = stored.tail_rows(SHORT_TAIL)
+        tail = [fingerprint for _, fingerprint in rows]
+        start, j = new_start(incoming, tail, complete=len(tail) < SHORT_TAIL)
+        if j is not None:
+            return start, rows[j][0]
         if len(tail) < SHORT_TAIL:
-            return new_start(incoming, tail, complete=True)
-        start = new_start(incoming, tail)
-        return start if start else self._locate(incoming, stored)
+            return 0, None
+        return self._locate(incoming, stored)
 
-    def _locate(self, incoming: _FromEnd, stored: StoredPrints) -> int:
+    def _locate(self, incoming: _FromEnd, stored: StoredPrints) -> tuple[int, int | None]:
         """The newest incoming message stored anywhere in the conversation, confirmed
         like any anchor against the stored messages before it."""
         while incoming.get(len(incoming.kept)) is not None:
@@ -401,5 +443,5 @@ class Selection:
             for seq in stored.seqs(fingerprint, 4):
                 window = stored.window(seq, WINDOW)
                 if _anchor_ok(incoming, rank, window, len(window) - 1, 1, seq <= WINDOW):
-                    return index + 1
-        return 0
+                    return index + 1, seq
+        return 0, None

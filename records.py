@@ -26,6 +26,21 @@ class MessageIn:
     fingerprint: str
     # Why the host made this message itself (scaffold.classify), None for a real one.
     synthetic: str | None = None
+    # JSON object of the host's other public fields (see ``ingest.extra_fields``); None: none.
+    extra: str | None = None
+
+
+# Keys a stored message's columns give back; ``extra`` never overrides them.
+CORE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id"})
+# Host fields that restate the content or the tool calls in another shape; a provider
+# adapter replays them instead of ``content``, so they go when either is rewritten.
+CONTENT_SHADOWS = ("api_content", "anthropic_content_blocks", "codex_message_items")
+
+
+def without_shadows(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``message`` that no longer claims the content it had: for a message whose
+    content or tool calls the assembler rewrote (cut, image replaced, unanswered call removed)."""
+    return {k: v for k, v in message.items() if k not in CONTENT_SHADOWS}
 
 
 @dataclass(frozen=True)
@@ -43,9 +58,11 @@ class StoredMessage:
     source: str
     created_at: float
     tokens: int
+    extra: str | None = None
 
-    def to_host(self) -> dict[str, Any]:
-        """The provider-shaped message, byte-identical to what was stored."""
+    def to_host(self, extra: bool = True) -> dict[str, Any]:
+        """The message as the host gave it: the provider fields, byte-identical to what was
+        stored, plus (``extra``) the host's other public fields (reasoning, provider replay items)."""
         message: dict[str, Any] = {"role": self.role}
         message["content"] = json.loads(self.parts) if self.parts is not None else self.content
         if self.tool_calls:
@@ -54,7 +71,20 @@ class StoredMessage:
             message["tool_call_id"] = self.tool_call_id
         if self.role == "tool" and self.tool_name:
             message["name"] = self.tool_name
+        for key, value in (self.extra_fields() if extra else {}).items():
+            if key not in CORE_KEYS:
+                message[key] = value
         return message
+
+    def extra_fields(self) -> dict[str, Any]:
+        """The stored extra fields; an unreadable value reads as none (never raises)."""
+        if not self.extra:
+            return {}
+        try:
+            fields = json.loads(self.extra)
+        except ValueError:
+            return {}
+        return fields if isinstance(fields, dict) else {}
 
     @property
     def call_ids(self) -> tuple[str, ...]:

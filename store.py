@@ -136,6 +136,12 @@ CREATE TABLE events(
   detail TEXT NOT NULL
 );
 """,
+    # The host's other public message fields (reasoning_content, reasoning_details,
+    # codex_reasoning_items, anthropic_content_blocks, ...) as one JSON object, so a
+    # message rebuilt from the store is the message the host gave us. NULL: none.
+    2: """
+ALTER TABLE messages ADD COLUMN extra TEXT;
+""",
 }
 
 
@@ -144,7 +150,7 @@ def _sql_text(value: str) -> str:
 
 
 def _scaffold_migration() -> str:
-    """Version 2: ``messages.synthetic`` labels host scaffolding (NULL for a real message).
+    """Version 2, second half: ``messages.synthetic`` labels host scaffolding (NULL for a real message).
 
     Rows stored before it are labelled by the host's text prefixes (their private
     flags were never stored); a todo snapshot stored by 0.x stops being "the request".
@@ -157,7 +163,7 @@ def _scaffold_migration() -> str:
     return "ALTER TABLE messages ADD COLUMN synthetic TEXT;\n" + "\n".join(updates)
 
 
-_MIGRATIONS[2] = _scaffold_migration()
+_MIGRATIONS[2] += _scaffold_migration()
 
 
 class StoreError(Exception):
@@ -172,11 +178,11 @@ class NewerSchema(StoreError):
     """The file was written by a newer hermes-lcm; we refuse to touch it."""
 
 
-MESSAGE_COLUMNS = (
+_BASE_MESSAGE_COLUMNS = (
     "id, conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
     "tool_name, source, created_at, tokens"
 )
-
+MESSAGE_COLUMNS = _BASE_MESSAGE_COLUMNS + ", extra"
 
 
 def qualified(columns: str, alias: str) -> str:
@@ -185,6 +191,18 @@ def qualified(columns: str, alias: str) -> str:
 
 
 MESSAGE_COLUMNS_M = qualified(MESSAGE_COLUMNS, "m")
+
+
+def message_columns(version: int, alias: str = "") -> str:
+    """The columns a :class:`StoredMessage` is read from under schema ``version``.
+
+    A read-only connection never migrates, so a schema-1 file (no ``extra``)
+    reads NULL in its place and the operator tools keep working on it.
+    """
+    base = qualified(_BASE_MESSAGE_COLUMNS, alias) if alias else _BASE_MESSAGE_COLUMNS
+    if version >= 2:
+        return f"{base}, {alias + '.' if alias else ''}extra"
+    return f"{base}, NULL"
 
 
 def row_to_message(row: sqlite3.Row) -> StoredMessage:
@@ -199,11 +217,20 @@ class StoredPrints:
 
     def tail(self, limit: int) -> list[str]:
         """The newest ``limit`` fingerprints, oldest first."""
+        return [fingerprint for _, fingerprint in self.tail_rows(limit)]
+
+    def tail_rows(self, limit: int) -> list[tuple[int, str]]:
+        """The newest ``limit`` rows as ``(seq, fingerprint)``, oldest first."""
         rows = self.db.execute(
-            "SELECT fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
+            "SELECT seq, fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
             (self.conversation_id, limit),
         ).fetchall()
-        return [r[0] for r in reversed(rows)]
+        return [(int(r[0]), str(r[1])) for r in reversed(rows)]
+
+    def last_seq(self) -> int:
+        """The conversation's newest seq (0 when it has no messages)."""
+        row = self.db.execute("SELECT last_seq FROM conversations WHERE id=?", (self.conversation_id,)).fetchone()
+        return int(row[0]) if row else 0
 
     def seqs(self, fingerprint: str, limit: int) -> list[int]:
         """Where a fingerprint occurs, newest first."""
@@ -262,6 +289,12 @@ class Store:
         self.conn.execute("PRAGMA wal_autocheckpoint=4000")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        self._set_columns()
+
+    def _set_columns(self) -> None:
+        version = self.schema_version()
+        self.message_columns = message_columns(version)
+        self.message_columns_m = message_columns(version, "m")
 
     # -- schema -----------------------------------------------------------
 
@@ -385,31 +418,33 @@ class Store:
     def messages_after(self, conversation_id: int, seq: int, limit: int = -1) -> list[StoredMessage]:
         with self.read() as db:
             rows = db.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
+                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
                 (conversation_id, seq, limit),
             ).fetchall()
         return [row_to_message(r) for r in rows]
 
-    def messages_newest(self, conversation_id: int, after_seq: int, limit: int) -> list[StoredMessage]:
-        """The newest ``limit`` messages after ``after_seq``, oldest first."""
+    def messages_newest(self, conversation_id: int, after_seq: int, limit: int,
+                        upto: int | None = None) -> list[StoredMessage]:
+        """The newest ``limit`` messages after ``after_seq`` (and at most ``upto``), oldest first."""
         with self.read() as db:
             rows = db.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq DESC LIMIT ?",
-                (conversation_id, after_seq, limit),
+                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq>? AND seq<=? "
+                "ORDER BY seq DESC LIMIT ?",
+                (conversation_id, after_seq, _upto(upto), limit),
             ).fetchall()
         return [row_to_message(r) for r in reversed(rows)]
 
-    def raw_tokens(self, conversation_id: int, after_seq: int) -> int:
-        """Tokens of the messages after ``after_seq`` (the raw part of the context)."""
+    def raw_tokens(self, conversation_id: int, after_seq: int, upto: int | None = None) -> int:
+        """Tokens of the messages after ``after_seq`` and at most ``upto`` (the raw part of the context)."""
         with self.read() as db:
-            row = db.execute("SELECT coalesce(sum(tokens), 0) FROM messages WHERE conversation_id=? AND seq>?",
-                             (conversation_id, after_seq)).fetchone()
+            row = db.execute("SELECT coalesce(sum(tokens), 0) FROM messages WHERE conversation_id=? AND seq>? "
+                             "AND seq<=?", (conversation_id, after_seq, _upto(upto))).fetchone()
         return int(row[0])
 
     def messages_between(self, conversation_id: int, first_seq: int, last_seq: int) -> list[StoredMessage]:
         with self.read() as db:
             rows = db.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? AND seq BETWEEN ? AND ? "
+                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq BETWEEN ? AND ? "
                 "ORDER BY seq",
                 (conversation_id, first_seq, last_seq),
             ).fetchall()
@@ -417,7 +452,7 @@ class Store:
 
     def message(self, message_id: int) -> StoredMessage | None:
         with self.read() as db:
-            row = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id=?", (message_id,)).fetchone()
+            row = db.execute(f"SELECT {self.message_columns} FROM messages WHERE id=?", (message_id,)).fetchone()
         return row_to_message(row) if row else None
 
     def messages_by_ids(self, ids: Sequence[int]) -> list[StoredMessage]:
@@ -425,14 +460,14 @@ class Store:
             return []
         marks = ",".join("?" * len(ids))
         with self.read() as db:
-            rows = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({marks}) ORDER BY seq",
+            rows = db.execute(f"SELECT {self.message_columns} FROM messages WHERE id IN ({marks}) ORDER BY seq",
                               tuple(ids)).fetchall()
         return [row_to_message(r) for r in rows]
 
     def session_messages(self, session_id: str, after_id: int, limit: int) -> list[StoredMessage]:
         with self.read() as db:
             rows = db.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id=? AND id>? ORDER BY id LIMIT ?",
+                f"SELECT {self.message_columns} FROM messages WHERE session_id=? AND id>? ORDER BY id LIMIT ?",
                 (session_id, after_id, limit),
             ).fetchall()
         return [row_to_message(r) for r in rows]
@@ -443,11 +478,13 @@ class Store:
                              (conversation_id,)).fetchone()
         return str(row[0]) if row else None
 
-    def newest_request(self, conversation_id: int) -> StoredMessage | None:
-        """The newest user message a person sent: host scaffolding (``synthetic``) is skipped."""
+    def newest_request(self, conversation_id: int, upto: int | None = None) -> StoredMessage | None:
+        """The newest user message a person sent at or before seq ``upto``: host scaffolding
+        (``synthetic``) is skipped."""
         with self.read() as db:
-            row = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? AND role='user' "
-                             "AND synthetic IS NULL ORDER BY seq DESC LIMIT 1", (conversation_id,)).fetchone()
+            row = db.execute(f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq<=? "
+                             "AND role='user' AND synthetic IS NULL ORDER BY seq DESC LIMIT 1",
+                             (conversation_id, _upto(upto))).fetchone()
         return row_to_message(row) if row else None
 
     def secret(self, name: str, size: int = 32) -> bytes:
@@ -457,11 +494,14 @@ class Store:
             db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, os.urandom(size).hex()))
             return bytes.fromhex(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
-    def newest_message(self, conversation_id: int, role: str | None = None) -> StoredMessage | None:
-        where, args = ("AND role=?", (conversation_id, role)) if role else ("", (conversation_id,))
+    def newest_message(self, conversation_id: int, role: str | None = None,
+                       upto: int | None = None) -> StoredMessage | None:
+        """The newest message (of ``role``) at or before seq ``upto``."""
+        where, args = ("AND role=?", (conversation_id, _upto(upto), role)) if role else ("", (conversation_id,
+                                                                                               _upto(upto)))
         with self.read() as db:
-            row = db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? {where} "
-                             "ORDER BY seq DESC LIMIT 1", args).fetchone()
+            row = db.execute(f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq<=? "
+                             f"{where} ORDER BY seq DESC LIMIT 1", args).fetchone()
         return row_to_message(row) if row else None
 
     def message_count(self, conversation_id: int | None = None) -> int:
@@ -477,7 +517,7 @@ class Store:
         """Raw messages matching an FTS5 ``match`` expression, best bm25 first."""
         scope = "AND m.conversation_id=?" if conversation_id is not None else ""
         args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
-        cols = MESSAGE_COLUMNS_M
+        cols = self.message_columns_m
         with self.read() as db:
             rows = db.execute(
                 f"SELECT {cols}, bm25(messages_fts) AS score FROM messages_fts "
@@ -521,6 +561,7 @@ class Store:
         if store.schema_version() == 0:
             store.conn.close()
             raise StoreError(f"{store.path} is not an {APP_ID} database (no tables)")
+        store._set_columns()
         return store
 
     @property
@@ -590,7 +631,7 @@ class Store:
         """The newest ``limit`` messages of a conversation, oldest first."""
         with self.read() as db:
             rows = db.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
+                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
                 (conversation_id, limit),
             ).fetchall()
         return [row_to_message(r) for r in reversed(rows)]
@@ -946,6 +987,11 @@ class Store:
         return dict(zip(keys, row, strict=True)) if row else None
 
 
+def _upto(seq: int | None) -> int:
+    """An inclusive upper seq bound; None: no bound."""
+    return 2**62 if seq is None else seq
+
+
 def _insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: str, source: str,
                      records: Sequence[MessageIn]) -> list[int]:
     """Append records after the conversation's last seq, in the caller's transaction."""
@@ -955,10 +1001,10 @@ def _insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: s
     now = time.time()
     db.executemany(
         "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
-        "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic, extra) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id,
-          m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint, m.synthetic)
+          m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint, m.synthetic, m.extra)
          for offset, m in enumerate(records, start=1)],
     )
     db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(records), conversation_id))

@@ -128,6 +128,7 @@ def test_a_store_written_before_the_label_is_backfilled(tmp_path: Path) -> None:
     store_module.close_all()
     with sqlite3.connect(path) as db:  # back to schema 1: no column, the label unknown
         db.execute("ALTER TABLE messages DROP COLUMN synthetic")
+        db.execute("ALTER TABLE messages DROP COLUMN extra")
         db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     store = store_module.open_store(path)
     assert store.schema_version() == store_module.SCHEMA_VERSION
