@@ -9,12 +9,12 @@ benchmarks and most tests drive this class directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .assemble import Budget, Item, build, plan_budget
+from .assemble import Budget, Item, build, newest_request, plan_budget
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig
 from .dag import Dag
@@ -289,6 +289,6 @@ def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -
 
 def trim(messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
     """Deterministic bounded fallback without the store: the newest valid tail that fits."""
-    items = [Item.host(dict(m)) for m in storable(messages) if isinstance(m, Mapping)]
-    return build([], items, budget)
+    items = [Item.host(dict(m), ref=i + 1) for i, m in enumerate(storable(messages))]
+    return build([], items, budget, newest_request(items))
 
