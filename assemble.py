@@ -241,13 +241,18 @@ def _text_item(item: Item, label: str, role: str = "user") -> Item:
     content = message.get("content")
     head = f"{_marker(item)} {label}".rstrip()
     extra = [f"tool_calls: {as_text(message['tool_calls'])}"] if message.get("tool_calls") else []
+    kept = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "name")}
+    if isinstance(content, str) and not extra:
+        # a long orphan result costs what it did plus the label; no need to count it again
+        text = f"{head}\n{content}" if content.strip() else head
+        tokens = item.tokens + count_tokens(head) + 1 if item.tokens else count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+        return Item(role, tokens, {**kept, "role": role, "content": text}, item.store_id, item.ref)
     if isinstance(content, list) and _parts_ok(content) and role == "user":
-        text: Any = [{"type": "text", "text": "\n".join([head, *extra])}, *content]
+        parts: Any = [{"type": "text", "text": "\n".join([head, *extra])}, *content]
     else:
         body = as_text(content)
-        text = "\n".join([head, *extra, *([body] if body.strip() else [])])
-    kept = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "name")}
-    return _rebuilt(item, {**kept, "role": role, "content": text}, role=role)
+        parts = "\n".join([head, *extra, *([body] if body.strip() else [])])
+    return _rebuilt(item, {**kept, "role": role, "content": parts}, role=role)
 
 
 def _rebuilt(item: Item, message: dict[str, Any], role: str | None = None) -> Item:
@@ -299,7 +304,11 @@ def summary_block(nodes: Sequence[SummaryNode], omitted: int = 0, omitted_raw: i
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%MZ")
+    """The time as ISO minutes; a host timestamp no calendar holds (year 10000, NaN) is "?"."""
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%MZ")
+    except (ValueError, OverflowError, OSError):
+        return "?"
 
 
 def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
@@ -368,10 +377,18 @@ def _fits(out: list[dict[str, Any]], nodes: list[SummaryNode], pinned: Item | No
           tail: list[list[Item]], total: int) -> bool:
     """Does the prompt fit? Decided from the token counts stored with each message and
     node; only a prompt within a few percent of the limit is counted exactly."""
-    known = sum(n.tokens for n in nodes) + sum(item.tokens for g in tail for item in g)
-    known += (pinned.tokens if pinned else 0) + (_HEADER_TOKENS if out and is_block(out[0]) else 0)
+    raw = sum(item.tokens for g in tail for item in g) + (pinned.tokens if pinned else 0)
+    known = raw + sum(n.tokens for n in nodes) + (_HEADER_TOKENS if out and is_block(out[0]) else 0)
+    return _within(known, raw, out, total)
+
+
+def _within(known: int, floor: int, out: list[dict[str, Any]], total: int) -> bool:
+    """``known`` is the stored counts (close to exact), ``floor`` the part of it that never
+    overstates; only a prompt near the limit is counted exactly."""
     if known <= total * 0.95:
         return True
+    if floor > total * 1.1:
+        return False
     return _cost(out) <= total
 
 
@@ -397,7 +414,8 @@ def _shrink(last: list[Item], room: int) -> list[dict[str, Any]]:
     """One group within ``room``: as it is, else its content cut; a tool block keeps its pairs
     with shortened results, and is shown as one text message when even that is too wide."""
     messages = [item.message for item in last]
-    if not last or _cost(messages) <= room:
+    size = sum(item.tokens for item in last)
+    if not last or _within(size, size, messages, room):
         return messages
     if len(last) == 1:
         return [_cut_to(last[0], room)]
@@ -417,11 +435,14 @@ def _cut_to(item: Item, room: int) -> dict[str, Any]:
 def _short_results(block: list[Item], room: int) -> list[dict[str, Any]] | None:
     """The call with every result cut to one share, or None when even tiny results do not fit."""
     call, results = block[0], block[1:]
+    note = count_tokens(CUT_MARKER) + 8
+    least = len(results) * (MESSAGE_OVERHEAD_TOKENS + note + 1)
+    if least > room:
+        return None
     head = call.message if call.tokens <= room // 3 else cut_message(call, room // 3)
     fixed = count_message(head)
-    note = count_tokens(CUT_MARKER) + 8
     sizes = [item.tokens for item in results]
-    if fixed + len(results) * (MESSAGE_OVERHEAD_TOKENS + note + 1) > room:
+    if fixed + least > room:
         return None
     lo, hi = 0, max(sizes)
     while lo < hi:

@@ -169,32 +169,37 @@ def _odd_message(rng: random.Random, h: list[Any]) -> None:
     h.insert(rng.randrange(len(h) + 1), odd)
 
 
-def _big(rng: random.Random, h: list[Any]) -> None:
+def _big(rng: random.Random, h: list[Any], repeats: int) -> None:
     tools = _indexes(h, "tool") + _indexes(h, "user")
     if tools:
         m = h[rng.choice(tools)]
-        m["content"] = f"BIG {rng.random()} " + "lorem ipsum dolor sit amet " * rng.randint(200, 3000)
+        m["content"] = f"BIG {rng.random()} " + "lorem ipsum dolor sit amet " * rng.randint(repeats // 10, repeats)
 
 
 CORRUPTIONS = [_drop, _duplicate_result, _move, _result_before_call, _swap_adjacent, _bad_call, _bad_call,
-               _bad_calls_field, _bad_result, _bad_result, _bad_content, _odd_message, _odd_message, _big]
+               _bad_calls_field, _bad_result, _bad_result, _bad_content, _odd_message, _odd_message]
 
 
-def malformed_history(rng: random.Random) -> list[Any]:
-    """A valid history with 1-8 corruptions applied."""
+def malformed_history(rng: random.Random, big: int = 3000) -> list[Any]:
+    """A valid history with 1-8 corruptions applied; some contents up to ``big`` x 27 characters."""
     h: list[Any] = valid_history(rng, rng.randint(1, 6))
     for _ in range(rng.randint(1, 8)):
-        rng.choice(CORRUPTIONS)(rng, h)
+        if rng.randrange(len(CORRUPTIONS) + 1) == 0:
+            _big(rng, h, big)
+        else:
+            rng.choice(CORRUPTIONS)(rng, h)
     return h
 
 
-def wide_history(rng: random.Random, max_calls: int = 3000, max_result_chars: int = 2000) -> list[Any]:
-    """Some ordinary turns, then a user request answered by one or two very wide tool turns."""
+def wide_history(rng: random.Random, blocks: Sequence[tuple[int, int]] | None = None) -> list[Any]:
+    """Some ordinary turns, then a user request answered by wide tool turns: one per
+    ``(calls, result characters)`` in ``blocks`` (drawn from ``rng`` when not given)."""
+    if blocks is None:
+        blocks = [(rng.choice([rng.randint(1, 60), rng.randint(1, 3000)]),
+                   rng.choice([rng.randint(0, 40), rng.randint(0, 2000)])) for _ in range(rng.randint(1, 2))]
     h: list[Any] = valid_history(rng, rng.randint(0, 3))
     h.append({"role": "user", "content": f"REQUEST {rng.random()}: read every file and report"})
-    for block in range(rng.randint(1, 2)):
-        n = rng.choice([rng.randint(1, 60), rng.randint(1, max_calls)])
-        size = rng.choice([rng.randint(0, 40), rng.randint(0, max_result_chars)])
+    for block, (n, size) in enumerate(blocks):
         ids = [f"w{block}_{k}" for k in range(n)]
         h.append({"role": "assistant", "content": rng.choice([None, "", "reading them all"]),
                   "tool_calls": [_call(i, args={"path": f"src/{i}.py", "pad": "p" * rng.randint(0, 40)})
