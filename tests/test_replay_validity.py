@@ -139,6 +139,7 @@ def test_what_cannot_be_sent_is_shown_as_text_naming_its_row(make_engine):
         {"role": "bogus", "content": "BOGUS-ROLE"},
         {"role": "assistant", "content": None},
         _ask("last"),
+        _result("late-ghost", "LATE-ORPHAN"),
     ]
     engine = make_engine(threshold=10**6)
     out = engine.compress(list(history), current_tokens=None)
@@ -150,11 +151,13 @@ def test_what_cannot_be_sent_is_shown_as_text_naming_its_row(make_engine):
     orphan = next(m for m in out if "ORPHAN-RESULT" in str(m.get("content")))
     assert orphan["role"] == "user" and f"lcm_expand store_id={rows[1].id}]" in orphan["content"]
     assert [m.role for m in rows] == [m["role"] for m in history]
-    # the host continues from what compress returned: nothing in it is stored a second time
-    engine.ingest_host([*out, {"role": "assistant", "content": "next"}])
-    resumed = make_engine(threshold=10**6)  # and a new process aligns the same list by its markers
+    assert out[-1]["role"] == "user" and "LATE-ORPHAN" in out[-1]["content"]
+    # a new process gets back the list compress returned, ending in a message shown as text:
+    # its marker names the stored row, so only the new message is stored
+    resumed = make_engine(threshold=10**6)
     resumed.ingest_host([*out, {"role": "assistant", "content": "next"}])
-    assert len(engine.core.store.messages_after(engine.core.binding.conversation_id, 0)) == len(history) + 1
+    rows = resumed.core.store.messages_after(resumed.core.binding.conversation_id, 0)
+    assert [m.content for m in rows[-2:]] == ["LATE-ORPHAN", "next"] and len(rows) == len(history) + 1
 
 
 def test_a_valid_history_passes_through_unchanged(make_engine):
