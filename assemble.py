@@ -137,6 +137,8 @@ def newest_request(items: Sequence[Item]) -> Item | None:
 def plain(item: Item) -> Item:
     """A message outside a tool block, as a provider accepts it."""
     message = item.message
+    if item.role in ("user", "assistant") and _plain_text(message):
+        return item
     if item.role == "tool":
         cid = message.get("tool_call_id")
         return _text_item(item, f"A tool result whose call is not in view (tool_call_id {as_text(cid)!r}):")
@@ -152,6 +154,13 @@ def plain(item: Item) -> Item:
     if content_problem(message) is None:
         return item if message is item.message else _rebuilt(item, message)
     return _text_item(item, "", role=item.role)
+
+
+def _plain_text(message: dict[str, Any]) -> bool:
+    """The common case, decided without the full check: visible text and no tool fields."""
+    content = message.get("content")
+    return (type(content) is str and bool(content) and not content.isspace() and "tool_calls" not in message
+            and "tool_call_id" not in message and isinstance(message.get("name", ""), str))
 
 
 def _block(call: Item, results: Sequence[Item], used: set[str]) -> list[list[Item]]:
@@ -187,6 +196,12 @@ def _block(call: Item, results: Sequence[Item], used: set[str]) -> list[list[Ite
 
 
 def _assistant(call: Item, kept: list[Any], shown: list[tuple[Any, str]]) -> Item:
+    """The call's message with only ``kept`` as tool calls and the ``shown`` ones as text."""
+    original = call.message.get("tool_calls")
+    stray = "tool_call_id" in call.message or not isinstance(call.message.get("name", ""), str)
+    if (not shown and not stray and isinstance(original, list) and len(kept) == len(original)
+            and all(a is b for a, b in zip(kept, original, strict=True)) and content_problem(call.message) is None):
+        return call
     message = {k: v for k, v in call.message.items()
                if k != "tool_call_id" and not (k == "name" and not isinstance(v, str))}
     if kept:
@@ -198,12 +213,6 @@ def _assistant(call: Item, kept: list[Any], shown: list[tuple[Any, str]]) -> Ite
         message["content"] = _with_text(message.get("content"), _marker(call) + "\n" + "\n".join(notes))
     elif content_problem(message) is not None:
         message["content"] = _with_text(message.get("content"), _marker(call))
-    original = call.message.get("tool_calls")
-    same_calls = isinstance(original, list) and len(kept) == len(original) and all(
-        a is b for a, b in zip(kept, original, strict=True))
-    if not shown and same_calls and len(message) == len(call.message) and \
-            message.get("content") is call.message.get("content"):
-        return call
     return _rebuilt(call, message)
 
 

@@ -112,7 +112,7 @@ def content_problem(message: Mapping[str, Any]) -> str | None:
         return None
     if not isinstance(content, str):
         return "content that is not text or parts"
-    if not content.strip() and not message.get("tool_calls"):
+    if (not content or content.isspace()) and not message.get("tool_calls"):
         return "empty content"
     return None
 
