@@ -432,13 +432,20 @@ def _shrink(last: list[Item], room: int) -> list[dict[str, Any]]:
 
 
 def _cut_to(item: Item, room: int) -> dict[str, Any]:
-    """The message cut until it costs at most ``room`` tokens."""
-    share = max(1, room - MESSAGE_OVERHEAD_TOKENS)
-    out = cut_message(item, share)
-    while count_message(out) > room and share > 1:
-        share = min(share - 1, share * room // max(1, count_message(out)))
-        out = cut_message(item, max(1, share))
-    return out
+    """The message cut to the most text that keeps it within ``room`` tokens."""
+    out = cut_message(item, max(1, room - MESSAGE_OVERHEAD_TOKENS))
+    if count_message(out) <= room:
+        return out
+    lo, hi = 1, max(1, room - MESSAGE_OVERHEAD_TOKENS - 1)
+    best = cut_message(item, 1)
+    while lo <= hi:  # the text a share yields is only estimated: search the largest that fits
+        mid = (lo + hi) // 2
+        candidate = cut_message(item, mid)
+        if count_message(candidate) <= room:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _short_results(block: list[Item], room: int) -> list[dict[str, Any]] | None:
@@ -528,9 +535,16 @@ def cut_message(item: Item, max_tokens: int) -> dict[str, Any]:
         message["tool_calls"] = [_cut_call(c) for c in calls]
     room = max(0, max_tokens - count_tokens(note) - (count_tokens(json.dumps(message["tool_calls"]))
                                                         if calls else 0))
-    message["content"] = _head_tail(text, room) + note if count_tokens(text) > room else text
-    if count_message(message) > max_tokens + MESSAGE_OVERHEAD_TOKENS:
-        message["content"] = _head_tail(text, 0) + note[:max(0, max_tokens * 3)]
+    if count_tokens(text) <= room:
+        message["content"] = text
+        return message
+    limit = max_tokens + MESSAGE_OVERHEAD_TOKENS
+    message["content"] = _head_tail(text, room) + note
+    while room and count_message(message) > limit:  # dense text: fewer characters per token
+        room = room * 2 // 3
+        message["content"] = _head_tail(text, room) + note
+    if count_message(message) > limit:
+        message["content"] = note[:max(0, max_tokens * 3)]
     return message
 
 

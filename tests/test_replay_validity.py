@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import Item, build, plan_budget
+from hermes_lcm.assemble import Item, build, newest_request, plan_budget
 from hermes_lcm.core import trim
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
@@ -128,6 +128,20 @@ def test_malformed_histories_give_valid_bounded_prompts_and_lose_nothing(tmp_pat
     history = malformed_history(rng)
     _through_engine(tmp_path_factory.mktemp("malformed"), history, threshold)
     _through_trim(history, threshold)
+
+
+@settings(PROPERTY, max_examples=150)
+@given(rng=st.randoms(use_true_random=False), total=st.integers(64, 400), tail_count=st.integers(1, 40),
+       wide=st.booleans())
+def test_down_to_the_smallest_budget_the_prompt_is_valid_and_keeps_the_request(rng, total, tail_count, wide):
+    """Assembly alone, budgets from the 64-token floor up: the request's head still shows."""
+    history = wide_history(rng, [(rng.randint(1, 400), rng.randint(0, 2000))]) if wide else \
+        malformed_history(rng, big=300)
+    messages = [m for m in history if is_storable(m)]
+    items = [Item(str(m["role"]), count_messages([m]), dict(m), store_id=i + 1) for i, m in enumerate(messages)]
+    budget = plan_budget(total, 0, 0, tail_count=tail_count, tail_max_tokens=0, target_ratio=0.6,
+                         summary_ratio=0.4)
+    _check(build([], items, budget, newest_request(items)), history, budget.total)
 
 
 def test_what_cannot_be_sent_is_shown_as_text_naming_its_row(make_engine):
