@@ -488,14 +488,15 @@ def _collapsed(block: list[Item], room: int) -> Item:
     said = content_text(call.message.get("content")).strip()
     if said:
         intro += f"\nThe assistant said: {_head_tail(said, 60)}"
-    lines = [_call_line(calls.get(r.message.get("tool_call_id")), r) for r in results]
     spare = room - MESSAGE_OVERHEAD_TOKENS - count_tokens(intro) - 40
-    shown, used = 0, 0
-    for line in lines:
-        used += count_tokens(line) + 1
-        if used > spare:
+    lines: list[str] = []
+    for r in results:  # only as many lines as can fit are made
+        line = _call_line(calls.get(r.message.get("tool_call_id")), r)
+        spare -= count_tokens(line) + 1
+        if spare < 0:
             break
-        shown += 1
+        lines.append(line)
+    shown = len(lines)
     while True:
         message = {"role": "user", "content": _listing(intro, lines, shown, results)}
         if count_message(message) <= room or shown == 0:
@@ -504,12 +505,15 @@ def _collapsed(block: list[Item], room: int) -> Item:
 
 
 def _call_line(call: dict[str, Any] | None, result: Item) -> str:
+    """``- name(arguments) [store_id=N]: start of the result…`` (arguments and result shortened)."""
     fn = call.get("function") if call else None
     name = fn.get("name") if isinstance(fn, dict) else "?"
-    args = " ".join(str(fn.get("arguments", "")).split())[:80] if isinstance(fn, dict) else ""
-    text = " ".join(content_text(result.message.get("content")).split())
+    args = " ".join(str(fn.get("arguments", ""))[:200].split())[:80] if isinstance(fn, dict) else ""
+    full = content_text(result.message.get("content"))
+    text = " ".join(full[:400].split())
+    more = "…" if len(full) > 400 or len(text) > 160 else ""
     where = f" [store_id={result.store_id}]" if result.store_id else ""
-    return f"- {name}({args}){where}: {text[:160]}{'…' if len(text) > 160 else ''}"
+    return f"- {name}({args}){where}: {text[:160]}{more}"
 
 
 def _listing(intro: str, lines: list[str], shown: int, results: list[Item]) -> str:
