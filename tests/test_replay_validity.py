@@ -186,7 +186,8 @@ FUZZ_INPUTS = 2000
 
 
 def test_seeded_fuzz_of_malformed_inputs_has_no_invalid_output(tmp_path):
-    """>= 2,000 malformed histories through one engine (a new session each) and through trim."""
+    """>= 2,000 malformed histories through a real engine (a new session each) and through trim:
+    no output breaks a provider rule, the budget or the request; no storable message is lost."""
     invalid: list[tuple[int, str, list[str]]] = []
     checked = 0
     try:
@@ -206,6 +207,9 @@ def test_seeded_fuzz_of_malformed_inputs_has_no_invalid_output(tmp_path):
                     invalid.append((seed, path, [str(exc)[:200]]))
             if engine.errors:
                 invalid.append((seed, "errors", engine.errors[:2]))
+            stored = engine.core.store.message_count(engine.core.binding.conversation_id)
+            if stored != sum(1 for m in history if is_storable(m)):
+                invalid.append((seed, "lost", [f"{stored} stored"]))
     finally:
         close_all()
     print(f"fuzz: {len(invalid)} invalid of {checked} outputs from {FUZZ_INPUTS} malformed inputs")
