@@ -15,16 +15,17 @@ import math
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from .ingest import CUT_MARKER, IMAGE_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER
+from .ingest import CUT_MARKER, IMAGE_MARKER, SYNTHETIC_KEY, SYNTHETIC_MARKER, TEXT_MARKER
 from .payloads import PLACEHOLDER_PREFIX
 from .records import StoredMessage, SummaryNode, without_shadows
-from .scaffold import closer
-from .tokens import MESSAGE_OVERHEAD_TOKENS, count_message, count_tokens
+from .scaffold import classify, closer
+from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_message, count_tokens
+from .wire import as_text, call_problem, content_problem, parts_problem, repaired_call
 
 REPLAY_ROLES = ("user", "assistant", "tool")
 # What one <summary ...> wrapper costs in the prompt (measured ~44 tokens), rounded up.
@@ -92,14 +93,23 @@ class Item:
     tokens: int
     message: dict[str, Any]
     store_id: int | None = None
+    # Position in the host's list for messages that have no stored row (the no-store fallback).
+    ref: int = 0
 
     @classmethod
     def stored(cls, m: StoredMessage) -> Item:
         return cls(m.role, m.tokens, replayable(m.to_host(), m.id), m.id)
 
     @classmethod
-    def host(cls, message: dict[str, Any]) -> Item:
-        return cls(str(message.get("role")), count_message(message), dict(message))
+    def host(cls, message: dict[str, Any], ref: int = 0) -> Item:
+        return cls(str(message.get("role")), count_message(message), dict(message), ref=ref)
+
+    @property
+    def key(self) -> object:
+        """Which message this is, whatever copy of it the assembler made."""
+        if self.store_id is not None:
+            return self.store_id
+        return -self.ref if self.ref else id(self.message)
 
     @property
     def call_ids(self) -> tuple[str, ...]:
@@ -126,48 +136,173 @@ def _replay_part(part: Any, store_id: int) -> Any:
 
 
 def group(items: Sequence[Item]) -> list[list[Item]]:
-    """Split into replayable groups: an assistant call with its results is one group.
+    """Split into replayable groups, each a valid provider sequence on its own and all of them
+    together (the rules are in wire.py): an assistant call with its results is one group.
 
-    Tool results with no call before them, and calls whose results are
-    missing, are repaired here so every group is valid on its own: orphan
-    results are dropped from the replay (they stay in the store) and unanswered
-    calls are removed from the replayed copy of the assistant message.
+    Whatever the store holds, nothing that fits is left out; what a provider would reject as it
+    is is shown as text naming its stored row: a tool result with no call right before it (or
+    a second result for one call) becomes a user message; a malformed call, a duplicate call id
+    or a call without a result becomes text in its assistant message; a message in an unknown
+    role, or with content that is not text or parts, becomes text in a valid role.
     """
     groups: list[list[Item]] = []
+    used: set[str] = set()
     i = 0
     while i < len(items):
         item = items[i]
-        if item.role not in REPLAY_ROLES or item.role == "tool":
-            i += 1
+        if item.role == "assistant" and item.message.get("tool_calls"):
+            end = i + 1
+            while end < len(items) and items[end].role == "tool":
+                end += 1
+            groups.extend(_block(item, items[i + 1:end], used))
+            i = end
             continue
-        if item.role == "assistant" and item.call_ids:
-            results = []
-            j = i + 1
-            while j < len(items) and items[j].role == "tool":
-                if items[j].message.get("tool_call_id") in item.call_ids:
-                    results.append(items[j])
-                j += 1
-            groups.append([_answered_only(item, results), *results])
-            i = j
-            continue
-        groups.append([item])
+        groups.append([plain(item)])
         i += 1
-    return [g for g in groups if g]
+    return groups
 
 
-def _answered_only(call: Item, results: list[Item]) -> Item:
-    answered = {r.message.get("tool_call_id") for r in results}
-    if answered >= set(call.call_ids):
+def newest_request(items: Sequence[Item]) -> Item | None:
+    """The newest user message a person sent among ``items`` (what the prompt must keep):
+    neither our block nor the host's scaffolding (scaffold.classify)."""
+    return next((item for item in reversed(items)
+                 if item.role == "user" and not is_block(item.message) and classify(item.message) is None), None)
+
+
+def plain(item: Item) -> Item:
+    """A message outside a tool block, as a provider accepts it."""
+    message = item.message
+    if item.role in ("user", "assistant") and _plain_text(message):
+        return item
+    if item.role == "tool":
+        cid = message.get("tool_call_id")
+        return _text_item(item, f"A tool result whose call is not in view (tool_call_id {as_text(cid)!r}):")
+    if item.role not in ("user", "assistant"):
+        return _text_item(item, f"A message in role {as_text(item.role)!r}:")
+    if message.get("tool_calls"):  # calls outside a tool block (group sends those to _block)
+        return _text_item(item, "", role=item.role)
+    stray: list[str] = [k for k in ("tool_calls", "tool_call_id") if k in message]
+    if "name" in message and not isinstance(message["name"], str):
+        stray.append("name")
+    if stray:  # empty tool_calls and a stray tool_call_id say nothing; strict providers reject them
+        message = {k: v for k, v in message.items() if k not in stray}
+    if content_problem(message) is None:
+        return item if message is item.message else _rebuilt(item, message)
+    return _text_item(item, "", role=item.role)
+
+
+def _plain_text(message: dict[str, Any]) -> bool:
+    """The common case, decided without the full check: visible text and no tool fields."""
+    content = message.get("content")
+    return (type(content) is str and bool(content) and not content.isspace() and "tool_calls" not in message
+            and "tool_call_id" not in message and isinstance(message.get("name", ""), str))
+
+
+def _block(call: Item, results: Sequence[Item], used: set[str]) -> list[list[Item]]:
+    """The assistant message with its well-formed, answered calls and their results; every
+    other call as text in its content, every other result as a text message after the block."""
+    raw = call.message.get("tool_calls")
+    good: dict[str, Any] = {}
+    shown: list[tuple[Any, str]] = []
+    for c in raw if isinstance(raw, list) else [raw]:
+        fixed = repaired_call(c)
+        problem = call_problem(fixed)
+        if problem is None and (fixed["id"] in used or fixed["id"] in good):
+            problem = f"a tool call id used before ({fixed['id']!r})"
+        if problem is None:
+            good[fixed["id"]] = fixed
+        else:
+            shown.append((c, problem))
+    answered: set[str] = set()
+    pairs: list[Item] = []
+    extra: list[Item] = []
+    for r in results:
+        cid = r.message.get("tool_call_id")
+        if isinstance(cid, str) and cid in good and cid not in answered:
+            answered.add(cid)
+            pairs.append(_result(r))
+        else:
+            extra.append(r)
+    shown += [(c, "a tool call without a result") for cid, c in good.items() if cid not in answered]
+    kept = [c for cid, c in good.items() if cid in answered]
+    used.update(answered)
+    head = _assistant(call, kept, shown)
+    return [[head, *pairs], *([plain(r)] for r in extra)]
+
+
+def _assistant(call: Item, kept: list[Any], shown: list[tuple[Any, str]]) -> Item:
+    """The call's message with only ``kept`` as tool calls and the ``shown`` ones as text."""
+    original = call.message.get("tool_calls")
+    stray = "tool_call_id" in call.message or not isinstance(call.message.get("name", ""), str)
+    if (not shown and not stray and isinstance(original, list) and len(kept) == len(original)
+            and all(a is b for a, b in zip(kept, original, strict=True)) and content_problem(call.message) is None):
         return call
-    message = without_shadows(call.message)
-    kept = [c for c in message.get("tool_calls") or [] if isinstance(c, dict) and c.get("id") in answered]
+    message = {k: v for k, v in call.message.items()
+               if k != "tool_call_id" and not (k == "name" and not isinstance(v, str))}
     if kept:
         message["tool_calls"] = kept
     else:
         message.pop("tool_calls", None)
-        if not message.get("content"):
-            message["content"] = "(tool call without result)"
-    return replace(call, message=message, tokens=count_message(message))
+    if shown:
+        notes = [f"{problem}: {as_text(c)}" for c, problem in shown]
+        message["content"] = _with_text(message.get("content"), _marker(call) + "\n" + "\n".join(notes))
+    elif content_problem(message) is not None:
+        message["content"] = _with_text(message.get("content"), _marker(call))
+    return _rebuilt(call, message)
+
+
+def _result(result: Item) -> Item:
+    """A paired tool result with text or parts for content and a text name."""
+    message = result.message
+    bad_name = "name" in message and not isinstance(message["name"], str)
+    if content_problem(message) is None and not bad_name:
+        return result
+    message = {k: v for k, v in message.items() if not (bad_name and k == "name")}
+    if content_problem(message) is not None:
+        message["content"] = as_text(message.get("content"))
+    return _rebuilt(result, message)
+
+
+def _marker(item: Item) -> str:
+    return f"{TEXT_MARKER}{item.store_id}]" if item.store_id else "[lcm: shown as text]"
+
+
+def _with_text(content: Any, text: str) -> Any:
+    """``content`` with ``text`` added after it; parts stay parts when they are valid."""
+    if _parts_ok(content):
+        return [*content, {"type": "text", "text": text}]
+    before = as_text(content)
+    return f"{before}\n{text}" if before.strip() else text
+
+
+def _parts_ok(content: Any) -> bool:
+    return isinstance(content, list) and parts_problem(content) is None
+
+
+def _text_item(item: Item, label: str, role: str = "user") -> Item:
+    """The message as text in ``role``, labelled, naming its stored row."""
+    message = item.message
+    content = message.get("content")
+    head = f"{_marker(item)} {label}".rstrip()
+    extra = [f"tool_calls: {as_text(message['tool_calls'])}"] if message.get("tool_calls") else []
+    kept = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "name")}
+    if isinstance(content, str) and not extra:
+        # a long orphan result costs what it did plus the label; no need to count it again
+        text = f"{head}\n{content}" if content.strip() else head
+        tokens = item.tokens + count_tokens(head) + 1 if item.tokens else count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+        return Item(role, tokens, {**kept, "role": role, "content": text}, item.store_id, item.ref)
+    if isinstance(content, list) and _parts_ok(content) and role == "user":
+        parts: Any = [{"type": "text", "text": "\n".join([head, *extra])}, *content]
+    else:
+        body = as_text(content)
+        parts = "\n".join([head, *extra, *([body] if body.strip() else [])])
+    return _rebuilt(item, {**kept, "role": role, "content": parts}, role=role)
+
+
+def _rebuilt(item: Item, message: dict[str, Any], role: str | None = None) -> Item:
+    """A rewritten copy of ``item``: the host fields that restate the old content go with it."""
+    message = without_shadows(message)
+    return Item(role or item.role, count_message(message), message, item.store_id, item.ref)
 
 
 def _tokens(groups: Sequence[Sequence[Item]]) -> int:
@@ -224,7 +359,11 @@ def summary_block(nodes: Sequence[SummaryNode], omitted: int = 0, omitted_raw: i
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%MZ")
+    """The time as ISO minutes; a host timestamp no calendar holds (year 10000, NaN) is "?"."""
+    try:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%MZ")
+    except (ValueError, OverflowError, OSError):
+        return "?"
 
 
 def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
@@ -235,16 +374,18 @@ def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
 
     Every raw message after the frontier is shown when it fits. When the whole does not
     fit, what goes first is the oldest raw messages before the protected fresh tail, then
-    the oldest summaries, then the oldest tail groups; last, content is cut.
+    the oldest summaries, then the oldest tail groups; last, the newest group and the request
+    are reduced (content cut, a too-wide tool block shown as text) so both stay.
     """
     groups = [list(g) for g in group(raw)]
     protected = len(groups) - tail_start(groups, budget.tail_count, max(budget.tail_tokens, budget.goal))
+    pinned = plain(pinned) if pinned is not None else None
     nodes = list(nodes)
     omitted = 0
     omitted_raw = _drop_unaffordable(groups, protected, nodes, pinned, budget.total)
     while True:
-        shown_ids = {item.store_id for g in groups for item in g}
-        request = pinned if pinned is not None and pinned.store_id not in shown_ids else None
+        shown_ids = {item.key for g in groups for item in g}
+        request = pinned if pinned is not None and pinned.key not in shown_ids else None
         out = _render(nodes, omitted, omitted_raw, request, groups, retention, header)
         if _fits(out, nodes, request, groups, budget.total):
             return out
@@ -255,12 +396,10 @@ def build(nodes: Sequence[SummaryNode], raw: Sequence[Item], budget: Budget,
             omitted += 1
         elif len(groups) > 1:
             omitted_raw += len(groups.pop(0))
-        elif pinned is not None:
-            pinned = None
         elif omitted or omitted_raw:
             omitted = omitted_raw = 0
         else:
-            return _cut_to_fit(groups[0] if groups else [], budget.total)
+            return _squeeze(groups[0] if groups else [], request, budget.total)
 
 
 def _drop_unaffordable(groups: list[list[Item]], protected: int, nodes: list[SummaryNode],
@@ -268,8 +407,8 @@ def _drop_unaffordable(groups: list[list[Item]], protected: int, nodes: list[Sum
     """Drop, in bulk, the oldest unprotected groups that cannot fit even by the stored
     counts, so the exact fitting loop only has the last few decisions to make."""
     sizes = [sum(item.tokens for item in g) for g in groups]
-    shown = {item.store_id for g in groups for item in g}
-    request = pinned.tokens if pinned is not None and pinned.store_id not in shown else 0
+    shown = {item.key for g in groups for item in g}
+    request = pinned.tokens if pinned is not None and pinned.key not in shown else 0
     known = _HEADER_TOKENS + sum(n.tokens for n in nodes) + sum(sizes) + request
     dropped = 0
     while len(groups) > max(1, protected) and known > total:
@@ -294,10 +433,18 @@ def _fits(out: list[dict[str, Any]], nodes: list[SummaryNode], pinned: Item | No
           tail: list[list[Item]], total: int) -> bool:
     """Does the prompt fit? Decided from the token counts stored with each message and
     node; only a prompt within a few percent of the limit is counted exactly."""
-    known = sum(n.tokens for n in nodes) + sum(item.tokens for g in tail for item in g)
-    known += (pinned.tokens if pinned else 0) + (_HEADER_TOKENS if out and is_block(out[0]) else 0)
+    raw = sum(item.tokens for g in tail for item in g) + (pinned.tokens if pinned else 0)
+    known = raw + sum(n.tokens for n in nodes) + (_HEADER_TOKENS if out and is_block(out[0]) else 0)
+    return _within(known, raw, out, total)
+
+
+def _within(known: int, floor: int, out: list[dict[str, Any]], total: int) -> bool:
+    """``known`` is the stored counts (close to exact), ``floor`` the part of it that never
+    overstates; only a prompt near the limit is counted exactly."""
     if known <= total * 0.95:
         return True
+    if floor > total * 1.1:
+        return False
     return _cost(out) <= total
 
 
@@ -309,18 +456,121 @@ def _cost(messages: Sequence[dict[str, Any]]) -> int:
     return sum(count_message(m) for m in messages)
 
 
-def _cut_to_fit(last_group: list[Item], total: int) -> list[dict[str, Any]]:
-    """The newest group alone, each message's content cut to share ``total``."""
-    if not last_group:
-        return []
-    share = max(1, total // len(last_group) - MESSAGE_OVERHEAD_TOKENS)
-    out = [cut_message(item, share) for item in last_group]
-    while _cost(out) > total and share > 1:
-        share //= 2
-        out = [cut_message(item, share) for item in last_group]
-    if _cost(out) > total:
-        out = [cut_message(last_group[-1], 1)] if last_group[-1].role != "tool" else []
-    return out
+def _squeeze(last: list[Item], request: Item | None, total: int) -> list[dict[str, Any]]:
+    """The newest group and the request it answers, reduced to share ``total``: the request
+    keeps what the group leaves, and at least half when both are too big."""
+    if request is None:
+        return _shrink(last, total)
+    room = max(total - sum(item.tokens for item in last), total // 2)
+    head = request.message if request.tokens <= room else _cut_to(request, room)
+    return [head, *_shrink(last, total - count_message(head))]
+
+
+def _shrink(last: list[Item], room: int) -> list[dict[str, Any]]:
+    """One group within ``room``: as it is, else its content cut; a tool block keeps its pairs
+    with shortened results, and is shown as one text message when even that is too wide."""
+    messages = [item.message for item in last]
+    size = sum(item.tokens for item in last)
+    if not last or _within(size, size, messages, room):
+        return messages
+    if len(last) == 1:
+        return [_cut_to(last[0], room)]
+    return _short_results(last, room) or [_cut_to(_collapsed(last, room), room)]
+
+
+def _cut_to(item: Item, room: int) -> dict[str, Any]:
+    """The message cut to the most text that keeps it within ``room`` tokens."""
+    out = cut_message(item, max(1, room - MESSAGE_OVERHEAD_TOKENS))
+    if count_message(out) <= room:
+        return out
+    lo, hi = 1, max(1, room - MESSAGE_OVERHEAD_TOKENS - 1)
+    best = cut_message(item, 1)
+    while lo <= hi:  # the text a share yields is only estimated: search the largest that fits
+        mid = (lo + hi) // 2
+        candidate = cut_message(item, mid)
+        if count_message(candidate) <= room:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _short_results(block: list[Item], room: int) -> list[dict[str, Any]] | None:
+    """The call with every result cut to one share, or None when even tiny results do not fit."""
+    call, results = block[0], block[1:]
+    note = count_tokens(CUT_MARKER) + 8
+    least = len(results) * (MESSAGE_OVERHEAD_TOKENS + note + 1)
+    if least > room:
+        return None
+    head = call.message if call.tokens <= room // 3 else cut_message(call, room // 3)
+    fixed = count_message(head)
+    sizes = [item.tokens for item in results]
+    if fixed + least > room:
+        return None
+    lo, hi = 0, max(sizes)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fixed + sum(min(t, MESSAGE_OVERHEAD_TOKENS + mid + note) for t in sizes) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    share = lo
+    for _ in range(8):
+        out = [head, *(r.message if r.tokens <= MESSAGE_OVERHEAD_TOKENS + share else cut_message(r, share + note)
+                       for r in results)]
+        if _cost(out) <= room:
+            return out
+        share = share * 3 // 4
+    return None
+
+
+def _collapsed(block: list[Item], room: int) -> Item:
+    """A tool block as one user message: what the assistant said, then one line per call with
+    the start of its result, as many as fit, naming the stored rows."""
+    call, results = block[0], block[1:]
+    calls = {c.get("id"): c for c in call.message.get("tool_calls") or [] if isinstance(c, dict)}
+    intro = (f"{_marker(call)} A tool turn too wide for the prompt, shown as text: the assistant made "
+             f"{len(results)} tool calls. Each line is one call and the start of its result; lcm_expand "
+             "with a store_id gives the full text.")
+    said = content_text(call.message.get("content")).strip()
+    if said:
+        intro += f"\nThe assistant said: {_head_tail(said, 60)}"
+    spare = room - MESSAGE_OVERHEAD_TOKENS - count_tokens(intro) - 40
+    lines: list[str] = []
+    for r in results:  # only as many lines as can fit are made
+        line = _call_line(calls.get(r.message.get("tool_call_id")), r)
+        spare -= count_tokens(line) + 1
+        if spare < 0:
+            break
+        lines.append(line)
+    shown = len(lines)
+    while True:
+        message = {"role": "user", "content": _listing(intro, lines, shown, results)}
+        if count_message(message) <= room or shown == 0:
+            return Item("user", count_message(message), message, call.store_id, call.ref)
+        shown = shown * 3 // 4
+
+
+def _call_line(call: dict[str, Any] | None, result: Item) -> str:
+    """``- name(arguments) [store_id=N]: start of the result…`` (arguments and result shortened)."""
+    fn = call.get("function") if call else None
+    name = fn.get("name") if isinstance(fn, dict) else "?"
+    args = " ".join(str(fn.get("arguments", ""))[:200].split())[:80] if isinstance(fn, dict) else ""
+    full = content_text(result.message.get("content"))
+    text = " ".join(full[:400].split())
+    more = "…" if len(full) > 400 or len(text) > 160 else ""
+    where = f" [store_id={result.store_id}]" if result.store_id else ""
+    return f"- {name}({args}){where}: {text[:160]}{more}"
+
+
+def _listing(intro: str, lines: list[str], shown: int, results: list[Item]) -> str:
+    text = "\n".join([intro, *lines[:shown]])
+    hidden = results[shown:]
+    if hidden:
+        ids = [r.store_id for r in hidden if r.store_id]
+        where = f" (store ids {ids[0]}-{ids[-1]})" if ids else ""
+        text += f"\n… {len(hidden)} more calls not shown{where}."
+    return text
 
 
 def cut_message(item: Item, max_tokens: int) -> dict[str, Any]:
@@ -336,9 +586,16 @@ def cut_message(item: Item, max_tokens: int) -> dict[str, Any]:
         message["tool_calls"] = [_cut_call(c) for c in calls]
     room = max(0, max_tokens - count_tokens(note) - (count_tokens(json.dumps(message["tool_calls"]))
                                                         if calls else 0))
-    message["content"] = _head_tail(text, room) + note if count_tokens(text) > room else text
-    if count_message(message) > max_tokens + MESSAGE_OVERHEAD_TOKENS:
-        message["content"] = _head_tail(text, 0) + note[:max(0, max_tokens * 3)]
+    if count_tokens(text) <= room:
+        message["content"] = text
+        return message
+    limit = max_tokens + MESSAGE_OVERHEAD_TOKENS
+    message["content"] = _head_tail(text, room) + note
+    while room and count_message(message) > limit:  # dense text: fewer characters per token
+        room = room * 2 // 3
+        message["content"] = _head_tail(text, room) + note
+    if count_message(message) > limit:
+        message["content"] = note[:max(0, max_tokens * 3)]
     return message
 
 

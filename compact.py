@@ -273,18 +273,29 @@ def _node_tokens(text: str) -> int:
     return count_tokens(text) + SUMMARY_WRAPPER_TOKENS
 
 
+def _calls_text(stored: str) -> str:
+    """The calls as ``name(arguments)``; the stored JSON as it is when it holds anything else
+    (malformed host tool_calls are stored verbatim)."""
+    try:
+        calls = json.loads(stored)
+    except ValueError:
+        return stored
+    if not isinstance(calls, list):
+        return stored
+    shown = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if isinstance(fn, dict):
+            shown.append(f"{fn.get('name')}({fn.get('arguments', '')})")
+        else:
+            shown.append(json.dumps(c, ensure_ascii=False, default=str))
+    return "; ".join(shown)
+
+
 def _message_source(m: StoredMessage) -> SourceItem:
     text = m.content
     if m.tool_calls:
-        try:
-            calls = json.loads(m.tool_calls)
-            rendered = "; ".join(
-                f"{c.get('function', {}).get('name')}({c.get('function', {}).get('arguments', '')})"
-                for c in calls if isinstance(c, dict)
-            )
-        except ValueError:
-            rendered = m.tool_calls
-        text = f"{text}\n[tool calls] {rendered}".strip()
+        text = f"{text}\n[tool calls] {_calls_text(m.tool_calls)}".strip()
     if len(text) > MAX_SOURCE_CHARS:
         half = MAX_SOURCE_CHARS // 2
         text = f"{text[:half]}\n[... {len(text) - MAX_SOURCE_CHARS} chars omitted ...]\n{text[-half:]}"

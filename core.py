@@ -9,12 +9,12 @@ benchmarks and most tests drive this class directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .assemble import Budget, Item, Retention, build, is_block, plan_budget, same_block
+from .assemble import Budget, Item, Retention, build, is_block, newest_request, plan_budget, same_block
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
@@ -26,6 +26,7 @@ from .scaffold import BlockSeal
 from .store import Store, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS
+from .wire import problems
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 # Prompt items kept between assemblies (rows never change once stored).
@@ -277,8 +278,8 @@ class LcmCore:
         """Is the prompt we built the host's list already? Same summaries, and the same
         messages in the same order by their provider-visible identity (the host's own
         fields, which we may not have, do not count)."""
-        if len(ours) != len(theirs):
-            return False
+        if len(ours) != len(theirs) or problems(theirs):
+            return False  # a list a provider would reject is never handed back as it is
         try:
             return all(same_block(mine, host) if is_block(mine) else
                        is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
@@ -368,6 +369,7 @@ def trim(messages: Sequence[Any], budget: Budget, retention: Retention = Retenti
     ``retention`` is what the caller knows of the messages it drops (nothing, by default).
     Our own earlier block is left out (known by ``seal`` when the host dropped its key).
     """
-    items = [Item.host(dict(m)) for m in storable(messages, seal) if isinstance(m, Mapping)]
-    return build([], items, budget, retention=retention, header=seal.header() if seal is not None else None)
+    items = [Item.host(dict(m), ref=i + 1) for i, m in enumerate(storable(messages, seal))]
+    return build([], items, budget, newest_request(items), retention=retention,
+                 header=seal.header() if seal is not None else None)
 

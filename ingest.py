@@ -39,8 +39,10 @@ DISTINCTIVE_CHARS = 40
 CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
 # The part assemble puts in place of an image whose data went to a payload file.
 IMAGE_MARKER = "[lcm: image not replayed; original: lcm_expand store_id="
-_REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not replayed; original): "
-                         r"lcm_expand store_id=(\d+)\]")
+# The note on a message assemble shows as text because a provider would reject it as it is.
+TEXT_MARKER = "[lcm: shown as text; original: lcm_expand store_id="
+_REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not replayed; original|"
+                         r"shown as text; original): lcm_expand store_id=(\d+)\]")
 # Messages whose prepared form is remembered between fingerprinting and storing.
 MEMO_SIZE = 4096
 SHORT_TAIL = 64

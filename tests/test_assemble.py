@@ -49,7 +49,9 @@ def test_any_history_fits_any_budget_as_a_valid_sequence(messages, total, summar
     assert_valid_sequence([m for m in out])
 
 
-def test_tool_groups_are_never_split_and_orphans_are_dropped():
+def test_tool_groups_are_never_split_and_orphans_are_shown_as_text():
+    """Issue 8 item 6 changed this: an orphan result and an unanswered call were dropped from the
+    replay; now they are shown as text (a user message, a note in the assistant's content)."""
     items = [Item.host(m) for m in [
         {"role": "tool", "tool_call_id": "ghost", "content": "orphan"},
         {"role": "user", "content": "go"},
@@ -59,9 +61,12 @@ def test_tool_groups_are_never_split_and_orphans_are_dropped():
         {"role": "assistant", "content": "done"},
     ]]
     groups = group(items)
-    assert [[i.message["role"] for i in g] for g in groups] == [["user"], ["assistant", "tool"], ["assistant"],
-                                                              ["assistant"]]
-    assert "tool_calls" not in groups[2][0].message  # the unanswered call is removed from the replay copy
+    assert [[i.message["role"] for i in g] for g in groups] == [["user"], ["user"], ["assistant", "tool"],
+                                                              ["assistant"], ["assistant"]]
+    assert "ghost" in groups[0][0].message["content"] and "orphan" in groups[0][0].message["content"]
+    assert "tool_calls" not in groups[3][0].message  # the unanswered call is text in the replay copy
+    assert "without a result" in groups[3][0].message["content"] and '"b"' in groups[3][0].message["content"]
+    assert groups[2][0].message is items[2].message  # a valid block is passed through untouched
 
 
 def test_tail_start_respects_count_and_tokens_but_keeps_the_newest_group():
