@@ -10,6 +10,7 @@ content of the remaining messages is cut with a pointer to the stored text.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Sequence
@@ -73,6 +74,12 @@ class Item:
         calls = self.message.get("tool_calls") or []
         return tuple(str(c.get("id")) for c in calls if isinstance(c, dict) and c.get("id"))
 
+    @functools.cached_property
+    def call_id_set(self) -> frozenset[str]:
+        """The call ids as a set, built once: matching each of 100k results against a
+        100k-call message must not rebuild and scan the id list per result."""
+        return frozenset(self.call_ids)
+
 
 def replayable(message: dict[str, Any], store_id: int) -> dict[str, Any]:
     """The message as a provider accepts it: an image part whose data the payload guard moved
@@ -111,7 +118,7 @@ def group(items: Sequence[Item]) -> list[list[Item]]:
             results = []
             j = i + 1
             while j < len(items) and items[j].role == "tool":
-                if items[j].message.get("tool_call_id") in item.call_ids:
+                if items[j].message.get("tool_call_id") in item.call_id_set:
                     results.append(items[j])
                 j += 1
             groups.append([_answered_only(item, results), *results])

@@ -106,6 +106,7 @@ class Normalizer:
         self.ignore = ignore
         self.ignored_count = 0
         self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
+        self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
 
     def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
         """(content, parts, tool_calls) after the payload guard; computed once per message
@@ -123,6 +124,7 @@ class Normalizer:
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
         self._memo.clear()
+        self._prints.clear()
 
     def _content(self, raw: Any) -> tuple[str, str | None]:
         """(searchable text, JSON of the exact content when it is not a plain UTF-8 string)."""
@@ -141,11 +143,22 @@ class Normalizer:
         return _dump(self.guard.guard_value(_public(raw)))
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
-        """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one."""
+        """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one.
+
+        Remembered with the prepared form: one ingest asks for the newest message's
+        fingerprint several times, and for a 50 MB message each costs a JSON dump and a hash.
+        """
+        hit = self._prints.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
         content, parts, tool_calls = self._prepared(message)
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                tool_calls, message.get("tool_call_id") or None]
-        return hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
+        fingerprint = hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
+        if len(self._prints) >= MEMO_SIZE:
+            self._prints.clear()
+        self._prints[id(message)] = (message, fingerprint)
+        return fingerprint
 
     def fingerprint_if_kept(self, message: Mapping[str, Any]) -> str | None:
         """The fingerprint, or None for a message an ignore pattern drops."""
@@ -318,16 +331,21 @@ class Selection:
         self.seen_after: Seen | None = None
         self.extended = False
         self.last = last_storable(messages)
+        self._now: Seen | None = None
 
     @property
     def empty(self) -> bool:
         return self.last is None
 
     def seen_now(self) -> Seen | None:
+        """Where the host's list stands; computed once per selection (the list does not change
+        during one host call, and the newest message may be megabytes long)."""
         if self.last is None:
             return None
-        anchor = self.messages[self.last]
-        return Seen(len(self.messages), self.normalizer.fingerprint(anchor), anchor=anchor)
+        if self._now is None:
+            anchor = self.messages[self.last]
+            self._now = Seen(len(self.messages), self.normalizer.fingerprint(anchor), anchor=anchor)
+        return self._now
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages

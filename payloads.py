@@ -21,7 +21,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_DATA_URI = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[\w.-]+)*);base64,([A-Za-z0-9+/=_-]{16,})")
+# Possessive quantifiers: each part's alphabet excludes the delimiter after it, so giving back
+# characters can never help a match; without them a near-miss costs a backtrack per character.
+_DATA_URI = re.compile(r"data:([\w.+-]++/[\w.+-]++)?+((?:;[\w-]++=[\w.-]++)*+);base64,([A-Za-z0-9+/=_-]{16,})")
 _REF = re.compile(r"^[0-9a-f]{24}$")
 PLACEHOLDER_PREFIX = "[lcm-payload ref="
 
@@ -38,7 +40,10 @@ class PayloadGuard:
     def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048) -> None:
         self.directory = Path(directory)
         self.min_chars = min_base64_chars
-        self._long_run = re.compile(rf"[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
+        # A run may only start where the previous character is outside the alphabet: without
+        # that, every position inside a shorter run (say 2,000 letters) is tried again, which is
+        # quadratic (minutes on a few megabytes of such runs). Matches are the same either way.
+        self._long_run = re.compile(rf"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
         self.failures = 0
 
     def guard_text(self, text: str) -> str:
