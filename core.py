@@ -181,10 +181,13 @@ class LcmCore:
     def budget(self, threshold_tokens: int, overhead_tokens: int) -> Budget:
         return budget_for(self.config, threshold_tokens, overhead_tokens)
 
-    def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None) -> CompactionReport:
+    def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None,
+                deadline: float | None = None) -> CompactionReport:
+        """Compact toward the goal; ``deadline`` (monotonic) bounds the passes, by default
+        LCM_COMPACTION_MAX_SECONDS from now."""
         assert self.binding.conversation_id is not None
         report = self.compactor.run(self.binding.conversation_id, self.binding.session_id, budget,
-                                    force=force, focus=focus)
+                                    force=force, focus=focus, deadline=deadline)
         self.stats.compactions += 1
         self.stats.last_compaction = {
             "at": time.time(), "leaf_passes": report.leaf_passes, "condense_passes": report.condense_passes,
@@ -223,8 +226,9 @@ class LcmCore:
         """Ingest, compact to the goal, and return the bounded prompt."""
         if not self.writable:
             return trim(messages, budget)
+        deadline = time.monotonic() + self.config.compaction_max_seconds  # the whole call, ingest included
         self.ingest(messages)
-        self.compact(budget, force=force, focus=focus)
+        self.compact(budget, force=force, focus=focus, deadline=deadline)
         result = self.assemble(budget)
         self._remember_output(result)
         return result
