@@ -42,6 +42,11 @@ _REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not 
 # Messages whose prepared form is remembered between fingerprinting and storing.
 MEMO_SIZE = 4096
 SHORT_TAIL = 64
+# A message with a text content at least this long keeps its prepared form and fingerprint across
+# host calls while its content is the very same (immutable) string object: the host re-sends it on
+# every hook, tool call and compress, and each fresh preparation of 50 MB costs seconds.
+LARGE_CHARS = 1_000_000
+LARGE_MEMO_SIZE = 2
 
 
 class MalformedMessage(ValueError):
@@ -98,6 +103,27 @@ def _safe_text(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def _identity_fields(message: Mapping[str, Any]) -> tuple[Any, Any]:
+    return message.get("role"), message.get("tool_call_id")
+
+
+@dataclass
+class _Large:
+    """A large text message's prepared form and fingerprint, valid while the host's dict still
+    holds the same content string (strings are immutable: any edit is a new object), no tool
+    calls, and the same role and tool_call_id (the other parts of the fingerprint)."""
+
+    message: Mapping[str, Any]
+    content: str
+    fields: tuple[Any, Any]
+    prepared: tuple[str, str | None, str | None]
+    fingerprint: str | None = None
+
+    def matches(self, message: Mapping[str, Any]) -> bool:
+        return (message is self.message and message.get("content") is self.content
+                and not message.get("tool_calls") and _identity_fields(message) == self.fields)
+
+
 class Normalizer:
     """Turns host messages into records; the payload guard runs first, always."""
 
@@ -107,19 +133,35 @@ class Normalizer:
         self.ignored_count = 0
         self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
         self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._large: dict[int, _Large] = {}
 
     def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
         """(content, parts, tool_calls) after the payload guard; computed once per message
-        object while it is being aligned and stored."""
+        object while it is being aligned and stored (once for good for a large text)."""
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
+        large = self._large_hit(message)
+        if large is not None:
+            return large.prepared
         content, parts = self._content(message.get("content"))
         prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
         self._memo[id(message)] = (message, prepared)
+        self._remember_large(message, prepared)
         return prepared
+
+    def _large_hit(self, message: Mapping[str, Any]) -> _Large | None:
+        entry = self._large.get(id(message))
+        return entry if entry is not None and entry.matches(message) else None
+
+    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[str, str | None, str | None]) -> None:
+        text = message.get("content")
+        if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
+            if len(self._large) >= LARGE_MEMO_SIZE:
+                self._large.pop(next(iter(self._large)))
+            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared)
 
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
@@ -151,6 +193,9 @@ class Normalizer:
         hit = self._prints.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
+        large = self._large_hit(message)
+        if large is not None and large.fingerprint is not None:
+            return large.fingerprint
         content, parts, tool_calls = self._prepared(message)
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                tool_calls, message.get("tool_call_id") or None]
@@ -158,6 +203,8 @@ class Normalizer:
         if len(self._prints) >= MEMO_SIZE:
             self._prints.clear()
         self._prints[id(message)] = (message, fingerprint)
+        if (large := self._large_hit(message)) is not None:
+            large.fingerprint = fingerprint
         return fingerprint
 
     def fingerprint_if_kept(self, message: Mapping[str, Any]) -> str | None:

@@ -44,6 +44,11 @@ SAMPLE_WINDOW_CHARS = 4096
 # Headroom on the sampled density: the count of a long text errs high, never much low.
 SAMPLE_MARGIN = 1.1
 
+# Counts of the last few long strings, by identity (strings are immutable): the same host
+# message's text is counted on ingest, in assembly and by the overhead meter.
+LONG_COUNT_MEMO = 8
+_long_counts: dict[int, tuple[str, int]] = {}
+
 _PUNCTUATION_BYTES = string.punctuation.encode("ascii")
 _lock = threading.Lock()
 _encoder: Callable[[str], int] | None = None
@@ -125,7 +130,14 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     if len(text) > EXACT_COUNT_MAX_CHARS:
-        return sampled_count(text)
+        hit = _long_counts.get(id(text))
+        if hit is not None and hit[0] is text:
+            return hit[1]
+        count = sampled_count(text)
+        if len(_long_counts) >= LONG_COUNT_MEMO:
+            _long_counts.pop(next(iter(_long_counts)))
+        _long_counts[id(text)] = (text, count)
+        return count
     return _exact(text)
 
 
@@ -154,11 +166,9 @@ def sampled_count(text: str) -> int:
         if window:
             total += _exact(window) * (end - start) / len(window)
     estimate = int(total * SAMPLE_MARGIN) + SAMPLE_SEGMENTS  # + one token per cut window edge
-    return max(1, min(estimate, _utf8_length(text)))
-
-
-def _utf8_length(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if estimate > length:  # only then can the byte length (never below the length) be the smaller
+        estimate = min(estimate, len(text.encode("utf-8", "surrogatepass")))
+    return max(1, estimate)
 
 
 def content_text(content: Any) -> str:

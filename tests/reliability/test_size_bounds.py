@@ -250,3 +250,24 @@ def test_large_inputs_complete_and_stay_lossless(make_engine: MakeEngine, kind: 
     assert out and count_messages(out) <= _budget_total(engine, history, 2_000_000)
     assert _stored(engine) == history
     assert engine.errors == []
+
+
+def test_a_large_message_edited_in_place_is_seen_as_changed(tmp_path: Any) -> None:
+    """Large texts keep their fingerprint across host calls while the content is the same string
+    object; the host replacing the content (or the role) of the same dict must still be seen."""
+    from hermes_lcm.ingest import LARGE_CHARS, Normalizer
+    from hermes_lcm.payloads import PayloadGuard
+
+    normalizer = Normalizer(PayloadGuard(tmp_path / "payloads"))
+    message: dict[str, Any] = {"role": "user", "content": "a" * LARGE_CHARS + " first"}
+    before = normalizer.fingerprint(message)
+    normalizer.forget()
+    assert normalizer.fingerprint(message) == before
+    message["content"] = "a" * LARGE_CHARS + " other"
+    normalizer.forget()
+    edited = normalizer.fingerprint(message)
+    assert edited != before
+    message["role"] = "assistant"
+    normalizer.forget()
+    assert normalizer.fingerprint(message) not in (before, edited)
+    assert normalizer.normalize(message).content.endswith(" other")
