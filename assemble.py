@@ -71,8 +71,9 @@ class Item:
     def host(cls, message: dict[str, Any]) -> Item:
         return cls(str(message.get("role")), count_message(message), dict(message))
 
-    @property
+    @functools.cached_property
     def call_ids(self) -> tuple[str, ...]:
+        """Computed once per item (an item is immutable): a message may carry 100k calls."""
         calls = self.message.get("tool_calls") or []
         return tuple(str(c.get("id")) for c in calls if isinstance(c, dict) and c.get("id"))
 
