@@ -10,6 +10,7 @@ content of the remaining messages is cut with a pointer to the stored text.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -30,6 +31,8 @@ from .wire import as_text, call_problem, content_problem, parts_problem, repaire
 REPLAY_ROLES = ("user", "assistant", "tool")
 # What one <summary ...> wrapper costs in the prompt (measured ~44 tokens), rounded up.
 SUMMARY_WRAPPER_TOKENS = 48
+# Attempts at sizing a head-and-tail cut by measured density before giving up on the text.
+_HEAD_TAIL_TRIES = 4
 # The summary block's fixed text (marker, nonce, untrusted-history notice, omission line), rounded up.
 _HEADER_TOKENS = 128
 
@@ -111,10 +114,17 @@ class Item:
             return self.store_id
         return -self.ref if self.ref else id(self.message)
 
-    @property
+    @functools.cached_property
     def call_ids(self) -> tuple[str, ...]:
+        """Computed once per item (an item is immutable): a message may carry 100k calls."""
         calls = self.message.get("tool_calls") or []
         return tuple(str(c.get("id")) for c in calls if isinstance(c, dict) and c.get("id"))
+
+    @functools.cached_property
+    def call_id_set(self) -> frozenset[str]:
+        """The call ids as a set, built once: matching each of 100k results against a
+        100k-call message must not rebuild and scan the id list per result."""
+        return frozenset(self.call_ids)
 
 
 def replayable(message: dict[str, Any], store_id: int) -> dict[str, Any]:
@@ -610,16 +620,27 @@ def _cut_call(call: Any) -> Any:
 
 
 def _head_tail(text: str, tokens: int) -> str:
-    """About ``tokens`` tokens of ``text``: two thirds from the head, one third from the tail."""
-    if tokens <= 0:
-        return ""
-    chars = tokens * 3
-    if len(text) <= chars:
-        return text
-    head = text[: chars * 2 // 3]
-    tail = text[-(chars // 3):] if chars // 3 else ""
-    return f"{head} … {tail}"
+    """At most ``tokens`` tokens of ``text``: two thirds from the head, one third from the tail.
 
+    Sized first at ~3 characters a token, then shrunk by the measured density: base64 runs
+    ~1.5 characters a token and CJK or emoji one or fewer, where the first guess would be
+    several times over and the cut would otherwise fall back to nothing. Only the slices are
+    counted, never the whole text, so a 50 MB message costs what its cut does.
+    """
+    chars = tokens * 3
+    for _ in range(_HEAD_TAIL_TRIES):
+        if chars <= 0:
+            return ""
+        if len(text) <= chars:
+            cut = text
+        else:
+            tail = text[len(text) - chars // 3:] if chars // 3 else ""
+            cut = f"{text[: chars * 2 // 3]} … {tail}"
+        used = count_tokens(cut)
+        if used <= tokens:
+            return cut
+        chars = min(len(text), chars) * tokens * 9 // (used * 10)
+    return ""
 
 
 # The block's opening tag and its closing line carry the same per-rendering token.

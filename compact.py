@@ -8,6 +8,12 @@ nothing can be condensed at the depth cap; the node stays in the DAG). A call
 makes at most ``max_passes`` passes and each pass makes progress or the loop
 stops and says why, so compaction never loops.
 
+Time is bounded too: no pass starts once the call's deadline (``max_seconds``
+after the host call began) has passed, except the first, which then summarizes
+deterministically (the summarizer skips LLM routes after the deadline). What a
+pass reads and summarizes is bounded in size (row windows, MAX_SUMMARY_INPUT_CHARS),
+so the overshoot is one bounded pass; assembly then trims whatever is still over.
+
 Summarizing happens outside any transaction. The result is published only if
 the conversation's context did not change meanwhile (another process may be
 compacting the same conversation); otherwise it is dropped and the loop re-plans.
@@ -31,6 +37,9 @@ SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | N
 
 # One source item's text is cut to this many characters before summarizing.
 MAX_SOURCE_CHARS = 60_000
+# All source items of one summary together: past this, each gets a fair share (short ones stay
+# whole), so a leaf over 2,000 huge tool results costs what one over a few does.
+MAX_SUMMARY_INPUT_CHARS = 400_000
 MAX_CONDENSE_FANOUT = 8
 # Rows a pass reads from the oldest end of the raw backlog (a leaf chunk comes from these).
 OLDEST_WINDOW = 2048
@@ -86,14 +95,23 @@ class Compactor:
         self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
 
     def run(self, conversation_id: int, session_id: str, budget: Budget, *, force: bool = False,
-            focus: str | None = None, upto: int | None = None) -> CompactionReport:
-        """Compact until the context fits ``budget.goal``. With ``upto``, the conversation is
-        taken to end at that seq: the fresh tail is counted back from it and nothing after it
-        is summarized (the host keeps those messages itself)."""
+            focus: str | None = None, upto: int | None = None,
+            deadline: float | None = None) -> CompactionReport:
+        """Passes until the context is within the goal, stuck, out of passes or out of time.
+
+        With ``upto``, the conversation is taken to end at that seq: the fresh tail is counted
+        back from it and nothing after it is summarized (the host keeps those messages itself).
+        ``deadline`` (a ``time.monotonic()`` value) is when the host call must be done;
+        by default ``max_seconds`` from now.
+        """
         report = CompactionReport()
         self._budget = budget
-        deadline = time.monotonic() + self.settings.max_seconds
+        deadline = time.monotonic() + self.settings.max_seconds if deadline is None else deadline
         while report.passes + report.conflicts < self.settings.max_passes:
+            if report.passes + report.conflicts and time.monotonic() >= deadline:
+                report.stop_reason = (f"time limit {self.settings.max_seconds:g}s reached; "
+                                      "assembly trims the rest to the budget")
+                return report
             plan = self._plan(conversation_id, budget, upto)
             over = plan.total_tokens > budget.goal
             if not over and not (force and report.passes == 0):
@@ -194,8 +212,8 @@ class Compactor:
         # (orphan tool results, unknown roles), so each one is linked to this node.
         covered = [m for m in plan.oldest if m.seq <= last_seq]
         target = _target(tokens, 4, self._budget.summaries // 4)
-        outcome = self.summarize([_message_source(m) for m in covered], 0, target, focus,
-                                 deadline)
+        sources = fit_sources([_message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
+        outcome = self.summarize(sources, 0, target, focus, deadline)
         node = NewNode(
             conversation_id=conversation_id, session_id=session_id, depth=0, content=outcome.text,
             tokens=_node_tokens(outcome.text), first_seq=covered[0].seq, last_seq=last_seq,
@@ -214,7 +232,8 @@ class Compactor:
         assert span is not None
         start, end = span
         run = plan.context[start:end]
-        sources = [SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content) for n in run]
+        sources = fit_sources([SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content)
+                               for n in run], MAX_SUMMARY_INPUT_CHARS)
         tokens = sum(n.tokens for n in run)
         depth = max(n.depth for n in run) + 1
         outcome = self.summarize(sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline)
@@ -296,8 +315,30 @@ def _message_source(m: StoredMessage) -> SourceItem:
     text = m.content
     if m.tool_calls:
         text = f"{text}\n[tool calls] {_calls_text(m.tool_calls)}".strip()
-    if len(text) > MAX_SOURCE_CHARS:
-        half = MAX_SOURCE_CHARS // 2
-        text = f"{text[:half]}\n[... {len(text) - MAX_SOURCE_CHARS} chars omitted ...]\n{text[-half:]}"
     label = f"#{m.id} {m.role}" + (f" {m.tool_name}" if m.tool_name else "")
-    return SourceItem(label, text)
+    return SourceItem(label, _middle_cut(text, MAX_SOURCE_CHARS))
+
+
+def _middle_cut(text: str, chars: int) -> str:
+    """``text`` cut to about ``chars`` characters: head and tail kept, the middle named."""
+    if len(text) <= chars:
+        return text
+    half = chars // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} chars omitted ...]\n{text[len(text) - half:]}"
+
+
+def fit_sources(sources: Sequence[SourceItem], limit: int) -> list[SourceItem]:
+    """Sources whose texts total about ``limit`` characters: every text longer than a common
+    share is cut to it, the share being the largest that fits (shorter texts stay whole)."""
+    total = sum(len(s.text) for s in sources)
+    if total <= limit:
+        return list(sources)
+    lengths = sorted(len(s.text) for s in sources)
+    remaining, share = limit, lengths[-1]
+    for i, length in enumerate(lengths):
+        fair = remaining // (len(lengths) - i)
+        if length > fair:
+            share = fair
+            break
+        remaining -= length
+    return [s if len(s.text) <= share else SourceItem(s.label, _middle_cut(s.text, share)) for s in sources]

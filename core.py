@@ -206,11 +206,12 @@ class LcmCore:
         return budget_for(self.config, threshold_tokens, overhead_tokens)
 
     def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None,
-                upto: int | None = None) -> CompactionReport:
-        """Compact toward the budget's goal; nothing after seq ``upto`` is summarized."""
+                upto: int | None = None, deadline: float | None = None) -> CompactionReport:
+        """Compact toward the budget's goal; nothing after seq ``upto`` is summarized.
+        ``deadline`` (monotonic) bounds the passes, by default LCM_COMPACTION_MAX_SECONDS from now."""
         assert self.binding.conversation_id is not None
         report = self.compactor.run(self.binding.conversation_id, self.binding.session_id, budget,
-                                    force=force, focus=focus, upto=upto)
+                                    force=force, focus=focus, upto=upto, deadline=deadline)
         self.stats.compactions += 1
         self.stats.last_compaction = {
             "at": time.time(), "leaf_passes": report.leaf_passes, "condense_passes": report.condense_passes,
@@ -262,12 +263,13 @@ class LcmCore:
         """
         if not self.writable:
             return trim(messages, budget, self.retention, self.seal)
+        deadline = time.monotonic() + self.config.compaction_max_seconds  # the whole call, ingest included
         self.ingest(messages)
         upto = self.position
         if upto is None and last_storable(messages) is None:
             # Only our own summaries (or nothing): no raw row belongs to this list.
             upto = self.store.conversation(self._conversation()).frontier_seq
-        self.compact(budget, force=force, focus=focus, upto=upto)
+        self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline)
         result = self.assemble(budget, upto)
         if self.same_prompt(result, messages):
             return list(messages)

@@ -28,6 +28,17 @@ def _page_chars(ctx: Ctx) -> int:
     return max(500, ctx.cap - 3000)
 
 
+def _page(full: str, offset: int, chars: int) -> str:
+    """The slice of ``full`` at ``offset`` whose JSON encoding is at most ``chars`` long: control
+    characters and backslashes encode to up to six characters each, so a page of ``chars``
+    characters of such text would push the answer over the size cap and the text could not be
+    paged back at all. Never empty before the end, so a paged walk always progresses."""
+    text = full[offset:offset + chars]
+    while len(text) > 1 and (encoded := len(dumps(text))) > chars:
+        text = text[:max(1, len(text) * chars * 9 // (encoded * 10))]
+    return text
+
+
 def compact_calls(raw: str | None, limit: int) -> list[dict[str, Any]] | None:
     """Tool calls with long arguments cut (the exact JSON is one lcm_expand away)."""
     if not raw:
@@ -147,20 +158,23 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
         "seq": message.seq, "role": message.role, "at": iso(message.created_at), "source": message.source,
         "summarized_in": [node_label(p) for p in ctx.core.dag.parents("message", message.id)],
     }
-    host = message.to_host(extra=False)  # the conversation as the model saw it, not provider replay data
     page = _page_chars(ctx)
-    if offset == 0 and part == "content" and len(dumps(host)) <= page:
+    # Rebuilding and dumping a 50 MB message for every page costs a fraction of a second each; its
+    # stored form is at most 12x its dump (an astral character escaped as two \uXXXX).
+    # The conversation as the model saw it, not provider replay data (extra=False).
+    host = message.to_host(extra=False) if offset == 0 and part == "content" and len(full) <= page * 12 else None
+    if host is not None and len(dumps(host)) <= page:
         answer["message"] = host
         answer["complete"] = True
     else:
-        text = full[offset:offset + page]
+        text = _page(full, offset, page)
         nxt = offset + len(text)
         answer.update({"part": part, "content_format": fmt, "content_offset": offset, "content": text,
                        "content_chars": len(full), "next_content_offset": nxt if nxt < len(full) else None})
         if part == "content" and message.tool_calls:
             answer["tool_calls_chars"] = len(message.tool_calls)
             answer["tool_calls_hint"] = "part='tool_calls' pages the exact tool-call JSON"
-    refs = sorted(set(_PLACEHOLDER.findall(full)))
+    refs = sorted(set(_PLACEHOLDER.findall(full))) if "[lcm-payload ref=" in full else []
     if refs:
         answer["externalized_refs"] = [r[0] for r in refs]
     return answer

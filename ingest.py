@@ -46,6 +46,11 @@ _REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not 
 # Messages whose prepared form is remembered between fingerprinting and storing.
 MEMO_SIZE = 4096
 SHORT_TAIL = 64
+# A message with a text content at least this long keeps its prepared form and fingerprint across
+# host calls while its content is the very same (immutable) string object: the host re-sends it on
+# every hook, tool call and compress, and each fresh preparation of 50 MB costs seconds.
+LARGE_CHARS = 1_000_000
+LARGE_MEMO_SIZE = 2
 
 
 class MalformedMessage(ValueError):
@@ -135,6 +140,27 @@ def extra_fields(message: Mapping[str, Any]) -> str | None:
         return _dump({key: str(value) for key, value in fields.items()})
 
 
+def _identity_fields(message: Mapping[str, Any]) -> tuple[Any, Any]:
+    return message.get("role"), message.get("tool_call_id")
+
+
+@dataclass
+class _Large:
+    """A large text message's prepared form and fingerprint, valid while the host's dict still
+    holds the same content string (strings are immutable: any edit is a new object), no tool
+    calls, and the same role and tool_call_id (the other parts of the fingerprint)."""
+
+    message: Mapping[str, Any]
+    content: str
+    fields: tuple[Any, Any]
+    prepared: tuple[str, str | None, str | None]
+    fingerprint: str | None = None
+
+    def matches(self, message: Mapping[str, Any]) -> bool:
+        return (message is self.message and message.get("content") is self.content
+                and not message.get("tool_calls") and _identity_fields(message) == self.fields)
+
+
 class Normalizer:
     """Turns host messages into records; the payload guard runs first, always."""
 
@@ -145,27 +171,45 @@ class Normalizer:
         self.seal = seal  # recognises our own summary blocks in what the host hands back
         self.ignored_count = 0
         self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
+        self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._large: dict[int, _Large] = {}
 
     def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
         """(content, parts, tool_calls) after the payload guard; computed once per message
-        object while it is being aligned and stored."""
+        object while it is being aligned and stored (once for good for a large text)."""
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
+        large = self._large_hit(message)
+        if large is not None:
+            return large.prepared
         content, parts = self._content(self.view(message).get("content"))
         prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
         self._memo[id(message)] = (message, prepared)
+        self._remember_large(message, prepared)
         return prepared
 
     def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """What of ``message`` is the host's (our merged summary block left out)."""
         return host_view(message, self.seal) or message
 
+    def _large_hit(self, message: Mapping[str, Any]) -> _Large | None:
+        entry = self._large.get(id(message))
+        return entry if entry is not None and entry.matches(message) else None
+
+    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[str, str | None, str | None]) -> None:
+        text = message.get("content")
+        if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
+            if len(self._large) >= LARGE_MEMO_SIZE:
+                self._large.pop(next(iter(self._large)))
+            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared)
+
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
         self._memo.clear()
+        self._prints.clear()
 
     def _content(self, raw: Any) -> tuple[str, str | None]:
         """(searchable text, JSON of the exact content when it is not a plain UTF-8 string)."""
@@ -184,11 +228,27 @@ class Normalizer:
         return _dump(self.guard.guard_value(_public(raw)))
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
-        """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one."""
+        """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one.
+
+        Remembered with the prepared form: one ingest asks for the newest message's
+        fingerprint several times, and for a 50 MB message each costs a JSON dump and a hash.
+        """
+        hit = self._prints.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        large = self._large_hit(message)
+        if large is not None and large.fingerprint is not None:
+            return large.fingerprint
         content, parts, tool_calls = self._prepared(message)
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                tool_calls, message.get("tool_call_id") or None]
-        return hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
+        fingerprint = hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
+        if len(self._prints) >= MEMO_SIZE:
+            self._prints.clear()
+        self._prints[id(message)] = (message, fingerprint)
+        if (large := self._large_hit(message)) is not None:
+            large.fingerprint = fingerprint
+        return fingerprint
 
     def fingerprint_if_kept(self, message: Mapping[str, Any]) -> str | None:
         """The fingerprint, or None for a message an ignore pattern drops."""
@@ -369,16 +429,21 @@ class Selection:
         self.last = last_storable(messages, seal=normalizer.seal)
         # The stored seq the host's list ends at, once selected (None: nothing in it is stored).
         self.end_seq: int | None = None
+        self._now: Seen | None = None
 
     @property
     def empty(self) -> bool:
         return self.last is None
 
     def seen_now(self) -> Seen | None:
+        """Where the host's list stands; computed once per selection (the list does not change
+        during one host call, and the newest message may be megabytes long)."""
         if self.last is None:
             return None
-        anchor = self.messages[self.last]
-        return Seen(len(self.messages), self.normalizer.fingerprint(anchor), anchor=anchor)
+        if self._now is None:
+            anchor = self.messages[self.last]
+            self._now = Seen(len(self.messages), self.normalizer.fingerprint(anchor), anchor=anchor)
+        return self._now
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages

@@ -21,9 +21,15 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_DATA_URI = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[\w.-]+)*);base64,([A-Za-z0-9+/=_-]{16,})")
+# Possessive quantifiers: each part's alphabet excludes the delimiter after it, so giving back
+# characters can never help a match; without them a near-miss costs a backtrack per character.
+_DATA_URI = re.compile(r"data:([\w.+-]++/[\w.+-]++)?+((?:;[\w-]++=[\w.-]++)*+);base64,([A-Za-z0-9+/=_-]{16,})")
 _REF = re.compile(r"^[0-9a-f]{24}$")
 PLACEHOLDER_PREFIX = "[lcm-payload ref="
+# Bytes of the base64 alphabet map to "A", every other byte to a space: a long run in the text is
+# then a plain substring search, which C does at memory speed (the regex costs ~10 ns a character).
+_RUN_TABLE = bytes(ord("A") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/") else ord(" ")
+                   for b in range(256))
 
 
 @dataclass(frozen=True)
@@ -38,17 +44,26 @@ class PayloadGuard:
     def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048) -> None:
         self.directory = Path(directory)
         self.min_chars = min_base64_chars
-        self._long_run = re.compile(rf"[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
+        # A run may only start where the previous character is outside the alphabet: without
+        # that, every position inside a shorter run (say 2,000 letters) is tried again, which is
+        # quadratic (minutes on a few megabytes of such runs). Matches are the same either way.
+        self._long_run = re.compile(rf"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
         self.failures = 0
 
     def guard_text(self, text: str) -> str:
         """``text`` with each payload replaced by its placeholder."""
         if "base64," not in text and len(text) < self.min_chars:
             return text
-        text = _DATA_URI.sub(self._replace_uri, text)
-        if len(text) >= self.min_chars:
+        if "base64," in text:
+            text = _DATA_URI.sub(self._replace_uri, text)
+        if len(text) >= self.min_chars and self._may_have_long_run(text):
             text = self._long_run.sub(lambda m: self._externalize(m.group(0), "application/base64"), text)
         return text
+
+    def _may_have_long_run(self, text: str) -> bool:
+        """A cheap pre-check for the long-run regex (exact: no false negatives)."""
+        probe = text.encode("ascii", "replace").translate(_RUN_TABLE)  # non-ASCII becomes "?", then " "
+        return b"A" * self.min_chars in probe
 
     def guard_value(self, value: Any) -> Any:
         """Guard every string inside a JSON-like value (message parts, tool calls)."""

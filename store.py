@@ -992,25 +992,42 @@ def _upto(seq: int | None) -> int:
     return 2**62 if seq is None else seq
 
 
+# Most rows per INSERT statement (fewer when the SQLite build allows fewer bound parameters).
+_INSERT_BATCH_ROWS = 2000
+_MESSAGE_INSERT_PARAMS = 16
+
+
 def _insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: str, source: str,
                      records: Sequence[MessageIn]) -> list[int]:
-    """Append records after the conversation's last seq, in the caller's transaction."""
+    """Append records after the conversation's last seq, in the caller's transaction.
+
+    Rows go in as multi-row INSERT statements, not one statement per row: the FTS5 trigger
+    flushes the index's pending terms at every statement, and each flush does incremental merge
+    work that re-reads any large segment, so per-row statements after one huge row (a turn with
+    100k tool calls) cost minutes; a few statements per call cost milliseconds.
+    """
     if not records:
         return []
     last_seq = int(db.execute("SELECT last_seq FROM conversations WHERE id=?", (conversation_id,)).fetchone()[0])
     now = time.time()
-    db.executemany(
-        "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
-        "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic, extra) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls, m.tool_call_id,
-          m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint, m.synthetic, m.extra)
-         for offset, m in enumerate(records, start=1)],
-    )
+    rows = [(conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls,
+             m.tool_call_id, m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint,
+             m.synthetic, m.extra)
+            for offset, m in enumerate(records, start=1)]
+    per_statement = max(1, min(_INSERT_BATCH_ROWS,
+                               db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _MESSAGE_INSERT_PARAMS))
+    for start in range(0, len(rows), per_statement):
+        batch = rows[start:start + per_statement]
+        db.execute(
+            "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
+            "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic, extra) VALUES "
+            + ",".join(["(" + ", ".join(["?"] * _MESSAGE_INSERT_PARAMS) + ")"] * len(batch)),
+            [value for row in batch for value in row],
+        )
     db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(records), conversation_id))
-    rows = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
-                      (conversation_id, last_seq)).fetchall()
-    return [int(r[0]) for r in rows]
+    ids = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
+                     (conversation_id, last_seq)).fetchall()
+    return [int(r[0]) for r in ids]
 
 
 def _retry_locked(step: Callable[[], None]) -> None:

@@ -93,12 +93,24 @@ def _recall(details: dict[str, Any]) -> str:
     return text
 
 
+def _large_inputs(details: dict[str, Any]) -> str:
+    calls = list(details["cases"][0]["times_s"])
+    rows = [[case["case"], *(case["times_s"].get(c, "-") for c in calls),
+             f"{case['slowest_s']} ({case['slowest_call']})",
+             "yes" if case["prompts_valid_and_bounded"] else "NO", "yes" if case["stored_exactly"] else "NO"]
+            for case in details["cases"]]
+    header = ["case", *(f"{c} s" for c in calls), "slowest s", "prompts valid, bounded", "stored exactly"]
+    return _table(header, rows) + (f"\n\nLCM_COMPACTION_MAX_SECONDS={details['max_seconds']:g}; "
+                                   "one engine per case, offline summarizer.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "search": ("Search latency and database size", _search),
     "ingest": ("Bulk import and compaction", _ingest),
     "schemas": ("Tool schema tokens", _schemas),
     "recall": ("LoCoMo evidence recall", _recall),
+    "large_inputs": ("Host calls on very large inputs", _large_inputs),
 }
 
 
