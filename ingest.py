@@ -33,8 +33,8 @@ SYNTHETIC_KEY = BLOCK_KEY
 REPLAY_ROLES = frozenset({"user", "assistant", "tool"})
 # Consecutive agreeing messages that confirm an alignment anchor.
 WINDOW = 8
-# A plain message at least this long is treated as unique when aligning.
-DISTINCTIVE_CHARS = 40
+# How many of a fingerprint's newest stored positions alignment tries beyond the stored tail.
+LOCATE_POSITIONS = 4
 # The note assemble.cut_message leaves in a message it shortened, naming the stored row.
 CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
 # The part assemble puts in place of an image whose data went to a payload file.
@@ -280,13 +280,6 @@ class Normalizer:
         )
 
 
-def distinctive(message: Mapping[str, Any]) -> bool:
-    """Content unlikely to occur twice: a tool call or result, or a longer text."""
-    if message.get("tool_calls") or message.get("tool_call_id"):
-        return True
-    return len(content_text(message.get("content"))) >= DISTINCTIVE_CHARS
-
-
 class _FromEnd:
     """The incoming messages that are kept, newest first, as ``(index, fingerprint)``.
 
@@ -325,65 +318,113 @@ class _FromEnd:
         found = _REPLAY_REF.search(text)
         return self.original(int(found.group(1))) if found and self.original else None
 
-    def distinctive(self, rank: int) -> bool:
-        return distinctive(self.messages[self.kept[rank][0]])
-
     def cached(self, index: int) -> str | None:
         return self.by_index.get(index)
 
 
-def _agrees(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minimum: int) -> bool:
-    """Do the messages before incoming[rank] and tail[j] match, for up to WINDOW-1 pairs?"""
-    matched = 0
-    for k in range(1, WINDOW):
+def _once_in(tail: Sequence[str], stored: StoredPrints) -> frozenset[str]:
+    """The tail's fingerprints the whole conversation holds once (one held twice in the tail never is)."""
+    counts: dict[str, int] = {}
+    for fingerprint in tail:
+        counts[fingerprint] = counts.get(fingerprint, 0) + 1
+    single = [fingerprint for fingerprint, n in counts.items() if n == 1]
+    return frozenset(stored.once(single)) if single else frozenset()
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """How well the messages before a candidate anchor agree with the stored ones before it."""
+
+    agreeing: int  # consecutive agreeing pairs of predecessors
+    proven: bool  # the anchor or an agreeing predecessor is a row the conversation holds once
+    contradicted: bool  # the run ended at a disagreeing pair (else one side, or the window, ran out)
+
+    def confirms(self, minimum: int) -> bool:
+        """Certain enough to anchor on: at least ``minimum`` pairs agree and nothing disagrees
+        before the run ends (at a row held once, or where a side or the tail begins). A row
+        held once proves the stored side only: a new message may repeat it ("hi" again)."""
+        return not self.contradicted and self.agreeing >= minimum
+
+    @property
+    def plausible(self) -> bool:
+        """As far as a fixed ``WINDOW`` looks, it agrees: the last resort when nothing is certain."""
+        return self.agreeing >= WINDOW - 1
+
+
+def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: frozenset[str],
+              minimum: int) -> _Evidence:
+    """Walk back from incoming[rank] = tail[j] while the pairs agree.
+
+    The walk stops as soon as it has passed ``minimum`` pairs and a row the conversation holds
+    once (proof: that message can be nowhere else), at the first disagreement, or where the
+    incoming list or the tail begins. Short replies ("ok", a tool result reusing ``call_0``)
+    prove nothing alone; only their agreeing context does. Bounded by the tail's length.
+    """
+    k, proven = 0, False
+    while True:
+        proven = proven or tail[j - k] in once
+        if proven and k >= minimum:
+            return _Evidence(k, True, False)
+        k += 1
         before = incoming.get(rank + k)
         if before is None or j - k < 0:
-            break
+            return _Evidence(k - 1, proven, False)
         if before[1] != tail[j - k]:
-            return False
-        matched += 1
-    return matched >= minimum
+            return _Evidence(k - 1, proven, True)
 
 
-def _anchor_ok(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minimum: int, complete: bool) -> bool:
-    """Is incoming[rank] the stored tail[j]?
-
-    A distinctive message is its own proof; a short one ("ok", "continue") must
-    be confirmed by the messages before it. When the tail is the whole
-    conversation, an anchor may not claim more history than the conversation has.
-    """
-    if complete and incoming.get(rank + j + 1) is not None:
-        return False
-    return incoming.distinctive(rank) or _agrees(incoming, rank, tail, j, minimum)
+def _too_long(incoming: _FromEnd, rank: int, j: int, complete: bool) -> bool:
+    """When the tail is the whole conversation, an anchor may not claim more history than it has."""
+    return complete and incoming.get(rank + j + 1) is not None
 
 
-def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -> tuple[int, int | None]:
+def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
+              once: frozenset[str] = frozenset()) -> tuple[int, int | None]:
     """Index of the first incoming message not already stored, and the position in
     ``tail`` of the stored message just before it (None when nothing matched).
 
     First choice: the latest incoming message equal to the newest stored one,
-    confirmed by up to ``WINDOW`` preceding messages. Else the latest incoming
-    message equal to any stored tail message with at least one agreeing
-    predecessor (the host dropped some of our newest rows). Else nothing in
-    the incoming list is stored yet. ``complete`` says the tail is the whole
-    conversation, which rules out anchors with more history before them.
+    confirmed by the messages before it (see :func:`_evidence`). Else the latest
+    incoming message equal to any stored tail message, tried at every position it
+    holds in the tail (a short reply repeats; its newest copy may belong to a turn
+    the host never acknowledged) with at least one agreeing predecessor, the best
+    confirmed position winning. Else, the first anchor that agrees over ``WINDOW``
+    messages and disagrees only further back. Else nothing in the incoming list is
+    stored yet. ``once`` holds the tail's fingerprints the conversation holds once;
+    ``complete`` says the tail is the whole conversation.
     """
     if not tail:
         return 0, None
     last = len(tail) - 1
+    fallback: tuple[int, int] | None = None
     rank = 0
     while (item := incoming.get(rank)) is not None:
-        if item[1] == tail[last] and _anchor_ok(incoming, rank, tail, last, 0, complete):
-            return item[0] + 1, last
+        if item[1] == tail[last] and not _too_long(incoming, rank, last, complete):
+            evidence = _evidence(incoming, rank, tail, last, once, 0)
+            if evidence.confirms(0):
+                return item[0] + 1, last
+            if fallback is None and evidence.plausible:
+                fallback = (item[0] + 1, last)
         rank += 1
-    latest = {fp: j for j, fp in enumerate(tail)}
+    positions: dict[str, list[int]] = {}
+    for j, fingerprint in enumerate(tail):
+        positions.setdefault(fingerprint, []).append(j)
     rank = 0
     while (item := incoming.get(rank)) is not None:
-        j = latest.get(item[1])
-        if j is not None and _anchor_ok(incoming, rank, tail, j, 1, complete):
-            return item[0] + 1, j
+        best: tuple[tuple[bool, int, int], int] | None = None
+        for j in positions.get(item[1], ()):
+            if _too_long(incoming, rank, j, complete):
+                continue
+            evidence = _evidence(incoming, rank, tail, j, once, 1)
+            if evidence.confirms(1):
+                score = (evidence.proven, evidence.agreeing, j)
+                best = max(best, (score, j)) if best is not None else (score, j)
+            elif fallback is None and evidence.plausible:
+                fallback = (item[0] + 1, j)
+        if best is not None:
+            return item[0] + 1, best[1]
         rank += 1
-    return 0, None
+    return fallback if fallback is not None else (0, None)
 
 
 @dataclass(frozen=True)
@@ -480,18 +521,25 @@ class Selection:
         last = last_storable(self.messages, seen.count, self.normalizer.seal)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
-        if self.messages[last] is not seen.anchor and not distinctive(self.messages[last]):
-            return None
         if stored.tail(1) != [seen.stored]:
             return None
+        if self.messages[last] is not seen.anchor and not self._names_newest_row(seen, stored):
+            return None
         return seen.count
+
+    @staticmethod
+    def _names_newest_row(seen: Seen, stored: StoredPrints) -> bool:
+        """Another object with the fingerprint seen last is the newest row only when the
+        conversation holds that fingerprint once: a short reply or a tool result reusing
+        ``call_0`` at the same index of another list may be any of its copies."""
+        return seen.stored == seen.fingerprint and bool(stored.once([seen.fingerprint]))
 
     def _align(self, incoming: _FromEnd, stored: StoredPrints) -> tuple[int, int | None]:
         """Find where the host's list meets the store: the newest rows first, then anywhere.
         Returns the first new index and the stored seq of the message before it."""
         rows = stored.tail_rows(SHORT_TAIL)
         tail = [fingerprint for _, fingerprint in rows]
-        start, j = new_start(incoming, tail, complete=len(tail) < SHORT_TAIL)
+        start, j = new_start(incoming, tail, complete=len(tail) < SHORT_TAIL, once=_once_in(tail, stored))
         if j is not None:
             return start, rows[j][0]
         if len(tail) < SHORT_TAIL:
@@ -500,15 +548,25 @@ class Selection:
 
     def _locate(self, incoming: _FromEnd, stored: StoredPrints) -> tuple[int, int | None]:
         """The newest incoming message stored anywhere in the conversation, confirmed
-        like any anchor against the stored messages before it."""
+        like any anchor against the stored messages before it, at the best of its
+        newest stored positions."""
         while incoming.get(len(incoming.kept)) is not None:
             pass
         present = stored.present([fp for _, fp in incoming.kept])
+        once = frozenset(stored.once(sorted(present)))
         for rank, (index, fingerprint) in enumerate(incoming.kept):
             if fingerprint not in present:
                 continue
-            for seq in stored.seqs(fingerprint, 4):
+            best: tuple[tuple[bool, int, int], int] | None = None
+            for seq in stored.seqs(fingerprint, LOCATE_POSITIONS):
                 window = stored.window(seq, WINDOW)
-                if _anchor_ok(incoming, rank, window, len(window) - 1, 1, seq <= WINDOW):
-                    return index + 1, seq
+                j = len(window) - 1
+                if _too_long(incoming, rank, j, seq <= WINDOW):
+                    continue
+                evidence = _evidence(incoming, rank, window, j, once, 1)
+                if evidence.confirms(1):
+                    score = (evidence.proven, evidence.agreeing, seq)
+                    best = max(best, (score, seq)) if best is not None else (score, seq)
+            if best is not None:
+                return index + 1, best[1]
         return 0, None

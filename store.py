@@ -15,6 +15,7 @@ Guarantees, in the manner of SQLite's own documentation:
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -255,6 +256,23 @@ class StoredPrints:
             found.update(r[0] for r in self.db.execute(
                 f"SELECT DISTINCT fingerprint FROM messages WHERE conversation_id=? AND fingerprint IN ({marks})",
                 (self.conversation_id, *chunk)))
+        return found
+
+    def once(self, fingerprints: Sequence[str]) -> set[str]:
+        """Which of these fingerprints the conversation holds exactly once.
+
+        Alignment takes such a message as proof of where the host's list meets the store: it can
+        be only that row. One query; two index seeks per fingerprint (its first and last seq),
+        so the cost does not grow with how often a short reply like "ok" was stored.
+        """
+        found: set[str] = set()
+        for start in range(0, len(fingerprints), 500):
+            chunk = json.dumps(list(fingerprints[start:start + 500]))
+            found.update(str(r[0]) for r in self.db.execute(
+                "SELECT value FROM json_each(?) WHERE "
+                "(SELECT min(seq) FROM messages WHERE conversation_id=? AND fingerprint=value) = "
+                "(SELECT max(seq) FROM messages WHERE conversation_id=? AND fingerprint=value)",
+                (chunk, self.conversation_id, self.conversation_id)))
         return found
 
     def window(self, seq: int, size: int) -> list[str]:

@@ -1,0 +1,194 @@
+"""A host that is killed at any step of a turn and resumes with the turns it had acknowledged.
+
+The transcript is short and repetitive on purpose: replies like "ok" and "done", tool calls that
+reuse the id ``call_0`` with the same arguments, tool results that say "ok". Identity by content
+alone is ambiguous there, which is what alignment must cope with after a crash, when the store
+already holds part of a turn the host never acknowledged.
+
+The host plays a turn in steps, each a point where the process may die:
+
+* ``user``: the user message is in the host's list and a preflight ingest stored it;
+* ``tool``: a tool round (call + result) is in the list and a mid-turn ingest stored it;
+* ``compact``: a compress ran on the list so far (ingest, then compaction);
+* ``reply``: the final reply is in the list and ``post_llm_call`` stored it (the host has not
+  persisted the turn yet);
+* ``persist``: the host persisted the turn: it is acknowledged.
+
+A kill drops the engine after a step (what SIGKILL leaves on disk, since every write is one
+transaction) and opens a fresh one on the same file. The resumed host has the acknowledged turns
+and plays the interrupted turn again, with the same messages (a deterministic model). The store
+must then hold the transcript exactly once: same messages, same order, nothing twice, nothing lost.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.store import close_all
+from hermes_lcm.tokens import count_messages
+
+STEPS = ("user", "tool", "compact", "reply", "persist")
+USER_SHORT = ("ok", "continue", "go on", "yes")
+REPLIES = ("ok", "done", "Done.")
+RESULTS = ("ok", "done", "no output")
+CALL_IDS = ("call_0", "call_1")
+# A person's request is unique at least this often (in turns): a history that repeats itself
+# exactly over the whole compared window cannot be aligned by content (see ingest.new_start).
+UNIQUE_EVERY = 6
+ENV = {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_ABSOLUTE_THRESHOLD_TOKENS": "2500",
+       "LCM_LEAF_CHUNK_TOKENS": "400", "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
+CONTEXT_LENGTH = 64_000
+Message = dict[str, Any]
+
+
+def tool_round(call_id: str, result: str, command: str) -> list[Message]:
+    call = {"id": call_id, "type": "function", "function": {"name": "shell", "arguments": f'{{"cmd": "{command}"}}'}}
+    return [{"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "name": "shell", "content": result}]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn: the user message, its tool rounds (call + result each), the final reply."""
+
+    user: Message
+    rounds: tuple[tuple[Message, Message], ...]
+    reply: Message
+
+    def messages(self) -> list[Message]:
+        out = [self.user]
+        for call, result in self.rounds:
+            out += [call, result]
+        return [*out, self.reply]
+
+
+def make_turn(rng: random.Random, t: int) -> Turn:
+    unique = t % UNIQUE_EVERY == 0 or rng.random() < 0.2
+    text = f"please look at src/mod{t}.py and fix it" if unique else rng.choice(USER_SHORT)
+    rounds = []
+    for _ in range(rng.choice((0, 1, 1, 2))):
+        call, result = tool_round(rng.choice(CALL_IDS), rng.choice(RESULTS), rng.choice(("ls", "make test")))
+        rounds.append((call, result))
+    return Turn({"role": "user", "content": text}, tuple(rounds), {"role": "assistant", "content": rng.choice(REPLIES)})
+
+
+def transcript(seed: int, turns: int) -> list[Turn]:
+    rng = random.Random(seed)
+    return [make_turn(rng, t) for t in range(turns)]
+
+
+def flat(turns: list[Turn]) -> list[Message]:
+    return [m for turn in turns for m in turn.messages()]
+
+
+class Host:
+    """The host process: an engine, its list, and the turns it has persisted (acknowledged)."""
+
+    def __init__(self, home: Path, session: str, env: dict[str, str] | None = None) -> None:
+        self.home, self.session = home, session
+        self.engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), **ENV, **(env or {})}))
+        self.engine.update_model("crash-model", CONTEXT_LENGTH)
+        self.engine.on_session_start(session, hermes_home=str(home), platform="cli")
+        self.errors: list[str] = []
+
+    def ingest(self, messages: list[Message]) -> None:
+        self.engine.ingest_host(list(messages))
+
+    def compress(self, messages: list[Message]) -> None:
+        self.engine.compress(list(messages), current_tokens=count_messages(messages) + 500)
+
+    def steps(self, acked: list[Message], turn: Turn) -> Iterator[str]:
+        """Play ``turn`` after the acknowledged history, yielding after each step."""
+        host = [*acked, turn.user]
+        self.ingest(host)
+        yield "user"
+        for call, result in turn.rounds:
+            host += [call, result]
+            self.ingest(host)
+            yield "tool"
+        self.compress(host)
+        yield "compact"
+        host.append(turn.reply)
+        self.ingest(host)
+        yield "reply"
+        yield "persist"
+
+    def close(self) -> None:
+        status = self.engine.get_status()
+        self.errors += [str(e) for e in status.get("errors", []) + status.get("engine_errors", [])]
+        close_all()
+
+
+def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "crash") -> list[str]:
+    """Play every turn; at turn ``t`` with ``kills[t] == step`` the process dies after that step
+    (the first time only) and a fresh one resumes. Returns the engine errors seen."""
+    acked: list[Message] = []
+    errors: list[str] = []
+    host = Host(home, session)
+    t = 0
+    killed: set[int] = set()
+    while t < len(turns):
+        died = False
+        for step in host.steps(acked, turns[t]):
+            if kills.get(t) == step and t not in killed:
+                killed.add(t)
+                died = True
+                break
+        if step == "persist" or not died:
+            acked = acked + turns[t].messages()
+            t += 1
+        if died:
+            host.close()
+            errors += host.errors
+            host = Host(home, session)
+    host.close()
+    return errors + host.errors
+
+
+def stored_rows(db: Path) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(str(db))
+    try:
+        return [tuple(r) for r in con.execute(
+            "SELECT role, content, coalesce(tool_call_id, ''), coalesce(tool_calls, '') FROM messages ORDER BY seq")]
+    finally:
+        con.close()
+
+
+def row(message: Message) -> tuple[Any, ...]:
+    import json
+    calls = message.get("tool_calls")
+    return (message["role"], message.get("content") or "", message.get("tool_call_id") or "",
+            json.dumps(calls, ensure_ascii=False, sort_keys=True, default=str) if calls else "")
+
+
+def differences(db: Path, turns: list[Turn]) -> tuple[int, int, str]:
+    """(rows stored beyond the transcript, transcript messages missing, first difference)."""
+    stored = stored_rows(db)
+    expected = [row(m) for m in flat(turns)]
+    first = next((i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b),
+                 min(len(stored), len(expected)))
+    extra, missing = _diff_counts(stored, expected)
+    where = "" if stored == expected else f"first difference at row {first}: stored {stored[first:first + 3]} " \
+                                          f"expected {expected[first:first + 3]}"
+    return extra, missing, where
+
+
+def _diff_counts(stored: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> tuple[int, int]:
+    """Rows stored that the transcript does not have at that place, and transcript rows not stored
+    (a longest-common-subsequence alignment, so one duplicate counts once, not as a shifted tail)."""
+    n, m = len(stored), len(expected)
+    prev = [0] * (m + 1)
+    for i in range(n):
+        cur = [0] * (m + 1)
+        for j in range(m):
+            cur[j + 1] = prev[j] + 1 if stored[i] == expected[j] else max(prev[j + 1], cur[j])
+        prev = cur
+    common = prev[m]
+    return n - common, m - common
