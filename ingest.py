@@ -340,15 +340,24 @@ class _Evidence:
     contradicted: bool  # the run ended at a disagreeing pair (else one side, or the window, ran out)
 
     def confirms(self, minimum: int) -> bool:
-        """Certain enough to anchor on: at least ``minimum`` pairs agree and nothing disagrees
-        before the run ends (at a row held once, or where a side or the tail begins). A row
-        held once proves the stored side only: a new message may repeat it ("hi" again)."""
+        """Nothing disagrees before the run ends (at a row held once, or where a side begins)
+        and at least ``minimum`` pairs agree. A row held once proves the stored side only: a
+        new message may repeat it ("hi" again), hence the minimum."""
         return not self.contradicted and self.agreeing >= minimum
 
     @property
-    def plausible(self) -> bool:
-        """As far as a fixed ``WINDOW`` looks, it agrees: the last resort when nothing is certain."""
+    def long(self) -> bool:
+        """It agrees as far as a fixed ``WINDOW`` looks."""
         return self.agreeing >= WINDOW - 1
+
+    def certain(self, minimum: int) -> bool:
+        """Enough to stop looking: confirmed, and proven by a row held once or agreeing over ``WINDOW``."""
+        return self.confirms(minimum) and (self.proven or self.long)
+
+    def admissible(self, minimum: int) -> bool:
+        """Worth keeping as a candidate: confirmed over a shorter run (one side began early),
+        or agreeing over ``WINDOW`` and disagreeing only further back."""
+        return self.confirms(minimum) or self.long
 
 
 def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: frozenset[str],
@@ -378,53 +387,64 @@ def _too_long(incoming: _FromEnd, rank: int, j: int, complete: bool) -> bool:
     return complete and incoming.get(rank + j + 1) is not None
 
 
+class _Candidates:
+    """The best anchor found so far that was not certain enough to stop at."""
+
+    def __init__(self) -> None:
+        self.best: tuple[tuple[bool, int, bool, int, int], tuple[int, int]] | None = None
+
+    def offer(self, evidence: _Evidence, newest: bool, rank: int, found: tuple[int, int]) -> None:
+        """More agreement wins (a row held once first); on a tie the newest stored row, then
+        the latest incoming message, then the newest position."""
+        score = (evidence.proven, evidence.agreeing, newest, -rank, found[1])
+        if self.best is None or score > self.best[0]:
+            self.best = (score, found)
+
+
 def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
               once: frozenset[str] = frozenset()) -> tuple[int, int | None]:
     """Index of the first incoming message not already stored, and the position in
     ``tail`` of the stored message just before it (None when nothing matched).
 
-    First choice: the latest incoming message equal to the newest stored one,
-    confirmed by the messages before it (see :func:`_evidence`). Else the latest
-    incoming message equal to any stored tail message, tried at every position it
-    holds in the tail (a short reply repeats; its newest copy may belong to a turn
-    the host never acknowledged) with at least one agreeing predecessor, the best
-    confirmed position winning. Else, the first anchor that agrees over ``WINDOW``
-    messages and disagrees only further back. Else nothing in the incoming list is
-    stored yet. ``once`` holds the tail's fingerprints the conversation holds once;
-    ``complete`` says the tail is the whole conversation.
+    First choice: the latest incoming message equal to the newest stored one and
+    certainly that row (see :class:`_Evidence`). Else the latest incoming message equal
+    to any stored tail message, tried at every position it holds in the tail (a short
+    reply repeats; its newest copy may belong to a turn the host never acknowledged) and
+    certain with at least one agreeing predecessor. Else the candidate with the most
+    agreement. Else nothing in the incoming list is stored yet. ``once`` holds the tail's
+    fingerprints the conversation holds once; ``complete`` says the tail is the whole
+    conversation. A usual turn stops at a certain anchor among the newest messages; only
+    an uncertain one (a short list, a short conversation) looks further.
     """
     if not tail:
         return 0, None
     last = len(tail) - 1
-    fallback: tuple[int, int] | None = None
+    candidates = _Candidates()
     rank = 0
     while (item := incoming.get(rank)) is not None:
         if item[1] == tail[last] and not _too_long(incoming, rank, last, complete):
             evidence = _evidence(incoming, rank, tail, last, once, 0)
-            if evidence.confirms(0):
+            if evidence.certain(0):
                 return item[0] + 1, last
-            if fallback is None and evidence.plausible:
-                fallback = (item[0] + 1, last)
+            if evidence.admissible(0):
+                candidates.offer(evidence, True, rank, (item[0] + 1, last))
         rank += 1
     positions: dict[str, list[int]] = {}
     for j, fingerprint in enumerate(tail):
         positions.setdefault(fingerprint, []).append(j)
     rank = 0
     while (item := incoming.get(rank)) is not None:
-        best: tuple[tuple[bool, int, int], int] | None = None
+        certain = _Candidates()
         for j in positions.get(item[1], ()):
             if _too_long(incoming, rank, j, complete):
                 continue
             evidence = _evidence(incoming, rank, tail, j, once, 1)
-            if evidence.confirms(1):
-                score = (evidence.proven, evidence.agreeing, j)
-                best = max(best, (score, j)) if best is not None else (score, j)
-            elif fallback is None and evidence.plausible:
-                fallback = (item[0] + 1, j)
-        if best is not None:
-            return item[0] + 1, best[1]
+            if evidence.admissible(1):
+                (certain if evidence.certain(1) else candidates).offer(evidence, j == last, rank, (item[0] + 1, j))
+        if certain.best is not None:
+            return certain.best[1]
         rank += 1
-    return fallback if fallback is not None else (0, None)
+    return candidates.best[1] if candidates.best is not None else (0, None)
 
 
 @dataclass(frozen=True)

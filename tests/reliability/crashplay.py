@@ -34,7 +34,7 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
 from hermes_lcm.tokens import count_messages
 
-STEPS = ("user", "tool", "compact", "reply", "persist")
+STEPS = ("user", "tool", "compaction", "compaction2", "compact", "reply", "persist")
 USER_SHORT = ("ok", "continue", "go on", "yes")
 REPLIES = ("ok", "done", "Done.")
 RESULTS = ("ok", "done", "no output")
@@ -88,11 +88,16 @@ def flat(turns: list[Turn]) -> list[Message]:
     return [m for turn in turns for m in turn.messages()]
 
 
-class Host:
-    """The host process: an engine, its list, and the turns it has persisted (acknowledged)."""
+class Killed(BaseException):
+    """The process dies here: not an ``Exception``, so the engine's guards do not catch it."""
 
-    def __init__(self, home: Path, session: str, env: dict[str, str] | None = None) -> None:
-        self.home, self.session = home, session
+
+class Host:
+    """The host process: an engine and its list. ``shape`` "api" keeps the whole history (a
+    gateway re-sends it); "cli" continues from what compress hands back, as the CLI does."""
+
+    def __init__(self, home: Path, session: str, shape: str = "api", env: dict[str, str] | None = None) -> None:
+        self.home, self.session, self.shape = home, session, shape
         self.engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), **ENV, **(env or {})}))
         self.engine.update_model("crash-model", CONTEXT_LENGTH)
         self.engine.on_session_start(session, hermes_home=str(home), platform="cli")
@@ -101,24 +106,40 @@ class Host:
     def ingest(self, messages: list[Message]) -> None:
         self.engine.ingest_host(list(messages))
 
-    def compress(self, messages: list[Message]) -> None:
-        self.engine.compress(list(messages), current_tokens=count_messages(messages) + 500)
+    def compress(self, messages: list[Message], die_at_summary: int = 0) -> list[Message]:
+        """Compress; with ``die_at_summary`` n > 0 the process dies in the n-th summarizer call
+        (its pass uncommitted, earlier passes committed), or after compress if it made fewer."""
+        core = self.engine.ensure_core()
+        if die_at_summary and core is not None:
+            real, calls = core.compactor.summarize, [0]
 
-    def steps(self, acked: list[Message], turn: Turn) -> Iterator[str]:
-        """Play ``turn`` after the acknowledged history, yielding after each step."""
-        host = [*acked, turn.user]
+            def dying(*args: Any, **kwargs: Any) -> Any:
+                calls[0] += 1
+                if calls[0] >= die_at_summary:
+                    raise Killed
+                return real(*args, **kwargs)
+
+            core.compactor.summarize = dying
+        out = self.engine.compress(list(messages), current_tokens=count_messages(messages) + 500)
+        if die_at_summary:
+            raise Killed
+        return out if self.shape == "cli" and out else messages
+
+    def steps(self, held: list[Message], turn: Turn, die_at_summary: int = 0) -> Iterator[tuple[str, list[Message]]]:
+        """Play ``turn`` after the list the host holds, yielding (step, the host's list) after each step."""
+        host = [*held, turn.user]
         self.ingest(host)
-        yield "user"
+        yield "user", host
         for call, result in turn.rounds:
-            host += [call, result]
+            host = [*host, call, result]
             self.ingest(host)
-            yield "tool"
-        self.compress(host)
-        yield "compact"
-        host.append(turn.reply)
+            yield "tool", host
+        host = self.compress(host, die_at_summary)
+        yield "compact", host
+        host = [*host, turn.reply]
         self.ingest(host)
-        yield "reply"
-        yield "persist"
+        yield "reply", host
+        yield "persist", host
 
     def close(self) -> None:
         status = self.engine.get_status()
@@ -126,28 +147,33 @@ class Host:
         close_all()
 
 
-def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "crash") -> list[str]:
-    """Play every turn; at turn ``t`` with ``kills[t] == step`` the process dies after that step
-    (the first time only) and a fresh one resumes. Returns the engine errors seen."""
-    acked: list[Message] = []
+def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "crash", shape: str = "api") -> list[str]:
+    """Play every turn; at turn ``t`` the process dies once at step ``kills[t]`` (after it; for
+    "compaction", inside the compaction's first summarizer call, "compaction2" its second) and a
+    fresh one resumes with the list the host persisted. Returns the engine errors seen."""
+    held: list[Message] = []  # what the host persisted: its list after the last acknowledged turn
     errors: list[str] = []
-    host = Host(home, session)
-    t = 0
-    killed: set[int] = set()
+    host = Host(home, session, shape)
+    t, killed = 0, set()
     while t < len(turns):
-        died = False
-        for step in host.steps(acked, turns[t]):
-            if kills.get(t) == step and t not in killed:
-                killed.add(t)
-                died = True
-                break
-        if step == "persist" or not died:
-            acked = acked + turns[t].messages()
-            t += 1
+        kill = kills.get(t) if t not in killed else None
+        persisted, died = None, False
+        try:
+            for step, now in host.steps(held, turns[t], {"compaction": 1, "compaction2": 2}.get(kill or "", 0)):
+                persisted = now if step == "persist" else None
+                if step == kill:
+                    died = True
+                    break
+        except Killed:
+            died = True
+        if died:
+            killed.add(t)
+        if persisted is not None:
+            held, t = persisted, t + 1
         if died:
             host.close()
             errors += host.errors
-            host = Host(home, session)
+            host = Host(home, session, shape)
     host.close()
     return errors + host.errors
 
