@@ -23,6 +23,8 @@ must then hold the transcript exactly once: same messages, same order, nothing t
 from __future__ import annotations
 
 import copy
+import difflib
+import json
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -188,33 +190,36 @@ def stored_rows(db: Path) -> list[tuple[Any, ...]]:
 
 
 def row(message: Message) -> tuple[Any, ...]:
-    import json
     calls = message.get("tool_calls")
     return (message["role"], message.get("content") or "", message.get("tool_call_id") or "",
             json.dumps(calls, ensure_ascii=False, sort_keys=True, default=str) if calls else "")
 
 
 def differences(db: Path, turns: list[Turn]) -> tuple[int, int, str]:
-    """(rows stored beyond the transcript, transcript messages missing, first difference)."""
+    """(rows stored that the transcript does not have there, transcript messages not stored,
+    where the first difference is); (0, 0, "") when the store holds the transcript exactly."""
     stored = stored_rows(db)
     expected = [row(m) for m in flat(turns)]
+    if stored == expected:
+        return 0, 0, ""
+    matcher = difflib.SequenceMatcher(None, stored, expected, autojunk=False)
+    common = sum(block.size for block in matcher.get_matching_blocks())
     first = next((i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b),
                  min(len(stored), len(expected)))
-    extra, missing = _diff_counts(stored, expected)
-    where = "" if stored == expected else f"first difference at row {first}: stored {stored[first:first + 3]} " \
-                                          f"expected {expected[first:first + 3]}"
-    return extra, missing, where
+    return (len(stored) - common, len(expected) - common,
+            f"first difference at row {first}: stored {stored[first:first + 3]}, expected {expected[first:first + 3]}")
 
 
-def _diff_counts(stored: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> tuple[int, int]:
-    """Rows stored that the transcript does not have at that place, and transcript rows not stored
-    (a longest-common-subsequence alignment, so one duplicate counts once, not as a shifted tail)."""
-    n, m = len(stored), len(expected)
-    prev = [0] * (m + 1)
-    for i in range(n):
-        cur = [0] * (m + 1)
-        for j in range(m):
-            cur[j + 1] = prev[j] + 1 if stored[i] == expected[j] else max(prev[j + 1], cur[j])
-        prev = cur
-    common = prev[m]
-    return n - common, m - common
+def stored_prefix(db: Path, turns: list[Turn], acked: int) -> str:
+    """After a kill: the store holds the transcript up to at least the acknowledged turn
+    ``acked`` and at most the next one, each message once ("" when so, else what is wrong)."""
+    stored = stored_rows(db)
+    expected = [row(m) for m in flat(turns)]
+    low = len(flat(turns[:acked + 1]))
+    high = len(flat(turns[:acked + 2]))
+    if stored != expected[:len(stored)]:
+        first = next(i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b)
+        return f"row {first} differs: stored {stored[first:first + 3]}, expected {expected[first:first + 3]}"
+    if not low <= len(stored) <= high:
+        return f"{len(stored)} rows stored, the acknowledged turns need {low}, the next turn ends at {high}"
+    return ""

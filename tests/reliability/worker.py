@@ -7,6 +7,10 @@ Modes:
   compress). After each ingest call returns it prints ``ACK <turn>`` (flushed), so a parent
   that SIGKILLs it knows which messages were acknowledged. Before a compaction it prints
   ``COMPACT <turn>``, after it ``COMPACTED <turn> <tokens>``.
+* ``short``: plays turns of ``crashplay.transcript(--seed)`` (short repeated replies, tool calls
+  reusing ``call_0``) step by step as ``crashplay.Host`` does, printing ``STEP <turn> <step>`` after
+  each step; at the end of a turn it persists its list to ``host-list.json`` in ``--home`` (the
+  host's own persistence) and prints ``ACK <turn>``. A restarted run resumes from that file.
 * ``reader``: runs lcm_* tools against the conversation of ``--session`` until ``--seconds`` pass.
 
 Both end with one ``RESULT {json}`` line: engine errors, exceptions that escaped an engine
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -123,6 +128,27 @@ def writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     return {**outcome(guard, engine), "compactions": compactions}
 
 
+def short_writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from crashplay import Host, transcript  # run as a script: the test package is not importable
+
+    turns = transcript(args.seed, args.stop)
+    saved = Path(args.home) / "host-list.json"
+    held = json.loads(saved.read_text()) if args.start and saved.exists() else []
+    host = Host(Path(args.home), args.session, args.shape, env)
+    for turn in range(args.start, args.stop):
+        for step, now in host.steps(held, turns[turn]):
+            if step != "persist":
+                say(f"STEP {turn} {step}")
+                continue
+            partial = saved.with_suffix(".partial")
+            partial.write_text(json.dumps(now))
+            os.replace(partial, saved)
+            held = now
+            say(f"ACK {turn}")
+    return {**outcome(Guarded(), host.engine), "compactions": host.engine.compression_count}
+
+
 def reader(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     engine = make_engine(args.home, args.session, env, args.conversation)
     guard = Guarded()
@@ -151,7 +177,7 @@ def reader(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["writer", "reader"])
+    parser.add_argument("mode", choices=["writer", "short", "reader"])
     parser.add_argument("--home", required=True)
     parser.add_argument("--session", required=True)
     parser.add_argument("--conversation", default=None, help="host conversation id (shared by sessions)")
@@ -163,10 +189,12 @@ def main() -> None:
     parser.add_argument("--shape", choices=["cli", "api"], default="api")
     parser.add_argument("--compact-every", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=0, help="short: which transcript")
     parser.add_argument("--env", default="{}", help="extra LCM_* settings as JSON")
     args = parser.parse_args()
     env = json.loads(args.env)
-    result = writer(args, env) if args.mode == "writer" else reader(args, env)
+    modes = {"writer": writer, "short": short_writer, "reader": reader}
+    result = modes[args.mode](args, env)
     say("RESULT " + json.dumps(result))
 
 
