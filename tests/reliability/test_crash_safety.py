@@ -113,3 +113,54 @@ def finish_cleanly(home: Path, acked: int) -> None:
     assert out and count_messages(out) <= engine.threshold_tokens
     check_after_kill(home / "lcm.db", acked)
     close_all()
+
+
+SHORT_ROUNDS = 16
+SHORT_TURNS = 2000  # the transcript's length; the runs get through a few hundred turns
+
+
+def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: str) -> int:
+    """One ``short`` worker run SIGKILLed after a random step line; returns the last acknowledged turn."""
+    errors = home / "worker-stderr.txt"
+    with errors.open("w") as err_file:
+        proc = start("short", home, SESSION, stderr=err_file, start=first_turn, stop=SHORT_TURNS, seed=19,
+                     shape=shape)
+    assert proc.stdout is not None
+    acked, lines_wanted = first_turn - 1, rng.randint(2, 40)
+    for lines, line in enumerate(proc.stdout, 1):
+        word, _, rest = line.strip().partition(" ")
+        if word in ("ACK", "RESUME"):  # RESUME: the host persisted turns a kill kept from being acknowledged
+            acked = max(acked, int(rest) - (word == "RESUME"))
+        elif word == "RESULT":
+            raise AssertionError(f"worker finished before it was killed: {line}")
+        if lines >= lines_wanted:
+            time.sleep(rng.uniform(0, 0.01))  # lands inside the next step: an ingest, a compaction
+            break
+    proc.send_signal(signal.SIGKILL)
+    rest_out = proc.stdout.read()
+    proc.stdout.close()
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, errors.read_text()[-2000:]
+    for line in rest_out.splitlines():
+        word, _, value = line.partition(" ")
+        if word in ("ACK", "RESUME"):
+            acked = max(acked, int(value) - (word == "RESUME"))
+    return acked
+
+
+def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once(tmp_path: Path) -> None:
+    """Issue 19 with real SIGKILLs: "ok"/"done" replies, tool calls reusing call_0. After every kill
+    the store holds the transcript up to the acknowledged turn, and at most the next, each once."""
+    from .crashplay import stored_prefix, transcript
+
+    rng = random.Random(19)
+    turns = transcript(19, SHORT_TURNS)
+    db = tmp_path / "lcm.db"
+    acked = -1
+    for round_no in range(SHORT_ROUNDS):
+        acked = run_short_and_kill(tmp_path, rng, acked + 1, "cli" if round_no % 2 else "api")
+        assert integrity(db) == "ok"
+        problem = stored_prefix(db, turns, acked)
+        assert problem == "", f"after kill {round_no + 1} (acknowledged turn {acked}): {problem}"
+        assert dag_problems(db) == []
+    assert acked > SHORT_ROUNDS, "the workers made too little progress to mean anything"

@@ -10,7 +10,8 @@ Modes:
 * ``short``: plays turns of ``crashplay.transcript(--seed)`` (short repeated replies, tool calls
   reusing ``call_0``) step by step as ``crashplay.Host`` does, printing ``STEP <turn> <step>`` after
   each step; at the end of a turn it persists its list to ``host-list.json`` in ``--home`` (the
-  host's own persistence) and prints ``ACK <turn>``. A restarted run resumes from that file.
+  host's own persistence) and prints ``ACK <turn>``. A run resumes from that file (``--start`` is
+  ignored) and first prints ``RESUME <turns persisted>``.
 * ``reader``: runs lcm_* tools against the conversation of ``--session`` until ``--seconds`` pass.
 
 Both end with one ``RESULT {json}`` line: engine errors, exceptions that escaped an engine
@@ -134,15 +135,18 @@ def short_writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any
 
     turns = transcript(args.seed, args.stop)
     saved = Path(args.home) / "host-list.json"
-    held = json.loads(saved.read_text()) if args.start and saved.exists() else []
+    # The host resumes from what it persisted (a kill can land between its write and the ACK line).
+    state = json.loads(saved.read_text()) if saved.exists() else {"turns": 0, "messages": []}
+    held = state["messages"]
+    say(f"RESUME {state['turns']}")
     host = Host(Path(args.home), args.session, args.shape, env)
-    for turn in range(args.start, args.stop):
+    for turn in range(state["turns"], args.stop):
         for step, now in host.steps(held, turns[turn]):
             if step != "persist":
                 say(f"STEP {turn} {step}")
                 continue
             partial = saved.with_suffix(".partial")
-            partial.write_text(json.dumps(now))
+            partial.write_text(json.dumps({"turns": turn + 1, "messages": now}))
             os.replace(partial, saved)
             held = now
             say(f"ACK {turn}")
