@@ -197,8 +197,14 @@ class LcmCore:
         return len(ids)
 
     def _unchanged_since_last(self, select: Selection) -> bool:
-        """The host re-sent exactly the list we saw last: skip the write transaction."""
-        return not self._fresh_start and self._seen is not None and select.seen_now() == self._seen
+        """The host re-sent exactly the list we saw last: skip the write transaction.
+
+        Exactly: the same length and the same message object at its end. An equal fingerprint
+        is not enough: a list of the same length ending in another "ok" is another list.
+        """
+        now = select.seen_now()
+        return (not self._fresh_start and self._seen is not None and now == self._seen
+                and now is not None and now.anchor is self._seen.anchor)
 
     # -- compaction and assembly ----------------------------------------------
 

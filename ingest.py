@@ -338,12 +338,14 @@ class _Evidence:
     agreeing: int  # consecutive agreeing pairs of predecessors
     proven: bool  # the anchor or an agreeing predecessor is a row the conversation holds once
     contradicted: bool  # the run ended at a disagreeing pair (else one side, or the window, ran out)
+    cut: bool = False  # it ran out at the start of a tail that is not the conversation's start
 
     def confirms(self, minimum: int) -> bool:
-        """Nothing disagrees before the run ends (at a row held once, or where a side begins)
-        and at least ``minimum`` pairs agree. A row held once proves the stored side only: a
-        new message may repeat it ("hi" again), hence the minimum."""
-        return not self.contradicted and self.agreeing >= minimum
+        """Nothing disagrees before the run ends (at a row held once, where the incoming list
+        begins, or where the conversation begins) and at least ``minimum`` pairs agree. A row
+        held once proves the stored side only: a new message may repeat it ("hi" again), hence
+        the minimum. A run cut short by the end of the stored window proves nothing."""
+        return not self.contradicted and not self.cut and self.agreeing >= minimum
 
     @property
     def long(self) -> bool:
@@ -351,8 +353,8 @@ class _Evidence:
         return self.agreeing >= WINDOW - 1
 
     def certain(self, minimum: int) -> bool:
-        """Enough to stop looking: confirmed, and proven by a row held once or agreeing over ``WINDOW``."""
-        return self.confirms(minimum) and (self.proven or self.long)
+        """Enough to stop looking: nothing disagrees, and proven by a row held once or agreeing over ``WINDOW``."""
+        return not self.contradicted and self.agreeing >= minimum and (self.proven or self.long)
 
     def admissible(self, minimum: int) -> bool:
         """Worth keeping as a candidate: confirmed over a shorter run (one side began early),
@@ -361,13 +363,14 @@ class _Evidence:
 
 
 def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: frozenset[str],
-              minimum: int) -> _Evidence:
+              minimum: int, complete: bool) -> _Evidence:
     """Walk back from incoming[rank] = tail[j] while the pairs agree.
 
     The walk stops as soon as it has passed ``minimum`` pairs and a row the conversation holds
     once (proof: that message can be nowhere else), at the first disagreement, or where the
-    incoming list or the tail begins. Short replies ("ok", a tool result reusing ``call_0``)
-    prove nothing alone; only their agreeing context does. Bounded by the tail's length.
+    incoming list or the tail begins (``complete``: the tail begins where the conversation
+    does). Short replies ("ok", a tool result reusing ``call_0``) prove nothing alone; only
+    their agreeing context does. Bounded by the tail's length.
     """
     k, proven = 0, False
     while True:
@@ -377,7 +380,7 @@ def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: 
         k += 1
         before = incoming.get(rank + k)
         if before is None or j - k < 0:
-            return _Evidence(k - 1, proven, False)
+            return _Evidence(k - 1, proven, False, cut=before is not None and not complete)
         if before[1] != tail[j - k]:
             return _Evidence(k - 1, proven, True)
 
@@ -402,7 +405,7 @@ class _Candidates:
 
 
 def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
-              once: frozenset[str] = frozenset()) -> tuple[int, int | None]:
+              once: frozenset[str] = frozenset(), certain_only: bool = False) -> tuple[int, int | None]:
     """Index of the first incoming message not already stored, and the position in
     ``tail`` of the stored message just before it (None when nothing matched).
 
@@ -414,7 +417,8 @@ def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
     agreement. Else nothing in the incoming list is stored yet. ``once`` holds the tail's
     fingerprints the conversation holds once; ``complete`` says the tail is the whole
     conversation. A usual turn stops at a certain anchor among the newest messages; only
-    an uncertain one (a short list, a short conversation) looks further.
+    an uncertain one (a short list, a short conversation) looks further. ``certain_only``
+    leaves out the uncertain candidates (the caller looks beyond the tail first).
     """
     if not tail:
         return 0, None
@@ -423,10 +427,10 @@ def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
     rank = 0
     while (item := incoming.get(rank)) is not None:
         if item[1] == tail[last] and not _too_long(incoming, rank, last, complete):
-            evidence = _evidence(incoming, rank, tail, last, once, 0)
+            evidence = _evidence(incoming, rank, tail, last, once, 0, complete)
             if evidence.certain(0):
                 return item[0] + 1, last
-            if evidence.admissible(0):
+            if evidence.admissible(0) and not certain_only:
                 candidates.offer(evidence, True, rank, (item[0] + 1, last))
         rank += 1
     positions: dict[str, list[int]] = {}
@@ -438,8 +442,8 @@ def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
         for j in positions.get(item[1], ()):
             if _too_long(incoming, rank, j, complete):
                 continue
-            evidence = _evidence(incoming, rank, tail, j, once, 1)
-            if evidence.admissible(1):
+            evidence = _evidence(incoming, rank, tail, j, once, 1, complete)
+            if evidence.certain(1) or (evidence.admissible(1) and not certain_only):
                 (certain if evidence.certain(1) else candidates).offer(evidence, j == last, rank, (item[0] + 1, j))
         if certain.best is not None:
             return certain.best[1]
@@ -559,17 +563,23 @@ class Selection:
         Returns the first new index and the stored seq of the message before it."""
         rows = stored.tail_rows(SHORT_TAIL)
         tail = [fingerprint for _, fingerprint in rows]
-        start, j = new_start(incoming, tail, complete=len(tail) < SHORT_TAIL, once=_once_in(tail, stored))
-        if j is not None:
-            return start, rows[j][0]
-        if len(tail) < SHORT_TAIL:
-            return 0, None
-        return self._locate(incoming, stored)
+        once, complete = _once_in(tail, stored), len(tail) < SHORT_TAIL
+        start, j = new_start(incoming, tail, complete=complete, once=once, certain_only=not complete)
+        if j is None and not complete:
+            # Nothing certain among the newest rows: a certain anchor further back beats an
+            # uncertain one here (a replayed old slice whose first messages match by chance).
+            start, seq = self._locate(incoming, stored, certain_only=True)
+            if seq is not None:
+                return start, seq
+            start, j = new_start(incoming, tail, once=once)
+            if j is None:
+                return self._locate(incoming, stored)
+        return (start, rows[j][0]) if j is not None else (0, None)
 
-    def _locate(self, incoming: _FromEnd, stored: StoredPrints) -> tuple[int, int | None]:
+    def _locate(self, incoming: _FromEnd, stored: StoredPrints, certain_only: bool = False) -> tuple[int, int | None]:
         """The newest incoming message stored anywhere in the conversation, confirmed
         like any anchor against the stored messages before it, at the best of its
-        newest stored positions."""
+        newest stored positions (``certain_only``: only a certain anchor, see :class:`_Evidence`)."""
         while incoming.get(len(incoming.kept)) is not None:
             pass
         present = stored.present([fp for _, fp in incoming.kept])
@@ -583,8 +593,8 @@ class Selection:
                 j = len(window) - 1
                 if _too_long(incoming, rank, j, seq <= WINDOW):
                     continue
-                evidence = _evidence(incoming, rank, window, j, once, 1)
-                if evidence.confirms(1):
+                evidence = _evidence(incoming, rank, window, j, once, 1, seq <= WINDOW)
+                if evidence.certain(1) or (evidence.admissible(1) and not certain_only):
                     score = (evidence.proven, evidence.agreeing, seq)
                     best = max(best, (score, seq)) if best is not None else (score, seq)
             if best is not None:

@@ -86,6 +86,13 @@ def transcript(seed: int, turns: int) -> list[Turn]:
     return [make_turn(rng, t) for t in range(turns)]
 
 
+def random_kills(seed: int, turns: int, kills: int) -> dict[int, str]:
+    """``kills`` turns (from turn 1) at which the process dies, each at a random step."""
+    rng = random.Random(seed * 7919 + 1)
+    chosen = rng.sample(range(1, turns), min(kills, turns - 1))
+    return {t: rng.choice(STEPS) for t in sorted(chosen)}
+
+
 def flat(turns: list[Turn]) -> list[Message]:
     return [m for turn in turns for m in turn.messages()]
 
@@ -122,7 +129,7 @@ class Host:
                 return real(*args, **kwargs)
 
             core.compactor.summarize = dying
-        out = self.engine.compress(list(messages), current_tokens=count_messages(messages) + 500)
+        out = self.engine.compress(list(messages), current_tokens=count_messages(messages[-200:]) + 500)
         if die_at_summary:
             raise Killed
         return out if self.shape == "cli" and out else messages

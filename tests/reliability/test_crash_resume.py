@@ -9,13 +9,13 @@ second summarizer call), after compress, after the final reply (before the host 
 turn) and after the host persisted it. The check is exact: the stored rows are the transcript.
 
 The randomized long version runs ``LCM_CRASH_SEEDS`` seeds (default 3) of ``LCM_CRASH_TURNS``
-turns (default 300); ``scripts/crash_seeds.py`` runs many and reports duplicates and losses.
+turns (default 300) with ``LCM_CRASH_KILLS`` kills (default 24); ``python -m
+tests.reliability.crash_seeds`` runs many seeds and reports duplicates and losses.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import tempfile
 from pathlib import Path
 
@@ -23,15 +23,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .crashplay import CALL_IDS, REPLIES, RESULTS, STEPS, USER_SHORT, Turn, differences, play, tool_round, transcript
+from .crashplay import (
+    CALL_IDS,
+    REPLIES,
+    RESULTS,
+    STEPS,
+    USER_SHORT,
+    Turn,
+    differences,
+    play,
+    random_kills,
+    tool_round,
+    transcript,
+)
 
 SEEDS = int(os.environ.get("LCM_CRASH_SEEDS", "3"))
 TURNS = int(os.environ.get("LCM_CRASH_TURNS", "300"))
-
-
-def random_kills(seed: int, turns: int, rate: float = 0.15) -> dict[int, str]:
-    rng = random.Random(seed * 7919 + 1)
-    return {t: rng.choice(STEPS) for t in range(1, turns) if rng.random() < rate}
+KILLS = int(os.environ.get("LCM_CRASH_KILLS", "24"))
 
 
 @pytest.mark.parametrize("shape", ["api", "cli"])
@@ -60,7 +68,7 @@ def test_the_issue_19_shape_tool_result_and_reply_of_the_last_acked_turn(tmp_pat
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_long_random_session_with_kills_stores_every_message_once(tmp_path: Path, seed: int) -> None:
     turns = transcript(seed, TURNS)
-    kills = random_kills(seed, TURNS)
+    kills = random_kills(seed, TURNS, KILLS)
     shape = "cli" if seed % 2 else "api"
     errors = play(tmp_path, turns, kills, shape=shape)
     extra, missing, where = differences(tmp_path / "lcm.db", turns)
