@@ -35,6 +35,8 @@ REPLAY_ROLES = frozenset({"user", "assistant", "tool"})
 WINDOW = 8
 # How many of a fingerprint's newest stored positions alignment tries beyond the stored tail.
 LOCATE_POSITIONS = 4
+# Agreeing pairs that make a run ending at the start of the stored tail (not the conversation's) certain.
+CUT_RUN = 32
 # The note assemble.cut_message leaves in a message it shortened, naming the stored row.
 CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
 # The part assemble puts in place of an image whose data went to a payload file.
@@ -348,18 +350,25 @@ class _Evidence:
         return not self.contradicted and not self.cut and self.agreeing >= minimum
 
     @property
-    def long(self) -> bool:
+    def plausible(self) -> bool:
         """It agrees as far as a fixed ``WINDOW`` looks."""
         return self.agreeing >= WINDOW - 1
 
+    @property
+    def long(self) -> bool:
+        """It agrees over ``WINDOW`` up to where the host's list or the conversation begins, or
+        over ``CUT_RUN`` up to the start of the stored window (a few short repeats at the
+        window's start may agree by chance; half the window of them hardly does)."""
+        return self.agreeing >= (CUT_RUN if self.cut else WINDOW - 1)
+
     def certain(self, minimum: int) -> bool:
-        """Enough to stop looking: nothing disagrees, and proven by a row held once or agreeing over ``WINDOW``."""
+        """Enough to stop looking: proven by a row held once, or long; nothing disagrees on the way."""
         return not self.contradicted and self.agreeing >= minimum and (self.proven or self.long)
 
     def admissible(self, minimum: int) -> bool:
         """Worth keeping as a candidate: confirmed over a shorter run (one side began early),
-        or agreeing over ``WINDOW`` and disagreeing only further back."""
-        return self.confirms(minimum) or self.long
+        or agreeing over ``WINDOW`` and disagreeing (or the window ending) only further back."""
+        return self.confirms(minimum) or self.plausible
 
 
 def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: frozenset[str],
@@ -566,9 +575,10 @@ class Selection:
         once, complete = _once_in(tail, stored), len(tail) < SHORT_TAIL
         start, j = new_start(incoming, tail, complete=complete, once=once, certain_only=not complete)
         if j is None and not complete:
-            # Nothing certain among the newest rows: a certain anchor further back beats an
-            # uncertain one here (a replayed old slice whose first messages match by chance).
-            start, seq = self._locate(incoming, stored, certain_only=True)
+            # Nothing certain among the newest rows: an anchor further back proven by a row held
+            # once beats an uncertain one here (an old slice re-sent whose first messages match
+            # the window's start by chance); a mere run of repeats there does not (it may be chance).
+            start, seq = self._locate(incoming, stored, proven_only=True)
             if seq is not None:
                 return start, seq
             start, j = new_start(incoming, tail, once=once)
@@ -576,15 +586,15 @@ class Selection:
                 return self._locate(incoming, stored)
         return (start, rows[j][0]) if j is not None else (0, None)
 
-    def _locate(self, incoming: _FromEnd, stored: StoredPrints, certain_only: bool = False) -> tuple[int, int | None]:
+    def _locate(self, incoming: _FromEnd, stored: StoredPrints, proven_only: bool = False) -> tuple[int, int | None]:
         """The newest incoming message stored anywhere in the conversation, confirmed
         like any anchor against the stored messages before it, at the best of its
-        newest stored positions (``certain_only``: only a certain anchor, see :class:`_Evidence`)."""
+        newest stored positions (``proven_only``: only an anchor a row held once proves)."""
         while incoming.get(len(incoming.kept)) is not None:
             pass
         present = stored.present([fp for _, fp in incoming.kept])
         once = frozenset(stored.once(sorted(present)))
-        for rank, (index, fingerprint) in enumerate(incoming.kept):
+        for rank, (_, fingerprint) in enumerate(incoming.kept):
             if fingerprint not in present:
                 continue
             best: tuple[tuple[bool, int, int], int] | None = None
@@ -594,9 +604,27 @@ class Selection:
                 if _too_long(incoming, rank, j, seq <= WINDOW):
                     continue
                 evidence = _evidence(incoming, rank, window, j, once, 1, seq <= WINDOW)
-                if evidence.certain(1) or (evidence.admissible(1) and not certain_only):
+                if evidence.certain(1) and evidence.proven if proven_only else evidence.admissible(1):
                     score = (evidence.proven, evidence.agreeing, seq)
                     best = max(best, (score, seq)) if best is not None else (score, seq)
             if best is not None:
-                return index + 1, best[1]
+                return self._forward(incoming, stored, rank, best[1])
         return 0, None
+
+    @staticmethod
+    def _forward(incoming: _FromEnd, stored: StoredPrints, rank: int, seq: int) -> tuple[int, int]:
+        """From the anchor incoming[rank] = stored ``seq``, follow the host's list while it repeats
+        the stored rows after it: a short reply there has too many stored copies to be found by
+        itself, but its place is known. Returns the first new index and the seq before it."""
+        following = [incoming.kept[r] for r in range(rank - 1, -1, -1)]  # oldest first
+        index = incoming.kept[rank][0]
+        for start in range(0, len(following), 500):
+            chunk = following[start:start + 500]
+            rows = stored.after(seq, len(chunk))
+            for (next_index, fingerprint), (next_seq, stored_fingerprint) in zip(chunk, rows, strict=False):
+                if fingerprint != stored_fingerprint:
+                    return index + 1, seq
+                index, seq = next_index, next_seq
+            if len(rows) < len(chunk):
+                break
+        return index + 1, seq

@@ -258,6 +258,14 @@ class StoredPrints:
                 (self.conversation_id, *chunk)))
         return found
 
+    def after(self, seq: int, limit: int) -> list[tuple[int, str]]:
+        """The ``limit`` rows after ``seq`` as ``(seq, fingerprint)``, oldest first."""
+        rows = self.db.execute(
+            "SELECT seq, fingerprint FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
+            (self.conversation_id, seq, limit),
+        ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
     def once(self, fingerprints: Sequence[str]) -> set[str]:
         """Which of these fingerprints the conversation holds exactly once.
 

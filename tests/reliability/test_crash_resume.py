@@ -15,6 +15,7 @@ tests.reliability.crash_seeds`` runs many seeds and reports duplicates and losse
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -29,10 +30,14 @@ from .crashplay import (
     RESULTS,
     STEPS,
     USER_SHORT,
+    Host,
     Turn,
     differences,
+    flat,
     play,
     random_kills,
+    row,
+    stored_rows,
     tool_round,
     transcript,
 )
@@ -121,3 +126,21 @@ def test_property_random_conversations_and_kills_store_every_message_once(
         errors = play(Path(home), turns, kills, shape=shape)
         assert errors == []
         assert differences(Path(home) / "lcm.db", turns) == (0, 0, "")
+
+
+def test_a_gateway_rebuilding_its_list_each_call_stores_repetitive_content_once(tmp_path: Path) -> None:
+    """Fresh dicts every call (the API server reloads its history): no shortcut may take another
+    list of the same length ending in another "ok" for the one seen before."""
+    messages = flat(transcript(5, 120))
+    host = Host(tmp_path, "gateway")
+    core = host.engine.ensure_core()
+    assert core is not None
+    for lo in range(0, 400, 100):  # batches overlapping the stored tail by 8, as the bulk paths send
+        core.ingest(json.loads(json.dumps(messages[max(0, lo - 8):lo + 100])))
+    for n in range(400, 430):
+        host.ingest(json.loads(json.dumps(messages[:n])))
+        host.ingest(json.loads(json.dumps(messages[:n])))
+    host.ingest(json.loads(json.dumps(messages[100:300])))  # an old slice re-sent: nothing in it is new
+    host.close()
+    assert host.errors == []
+    assert stored_rows(tmp_path / "lcm.db") == [row(m) for m in messages[:429]]
