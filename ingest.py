@@ -6,6 +6,15 @@ history every turn). Which messages are new is decided by alignment, not by
 position: the incoming list is matched against the conversation's stored tail
 by message fingerprint, and only what follows the match is stored. Positional
 cursors are what gave the reference systems their duplicate rows.
+
+What proves a match is the store, not a message's shape: short replies ("ok",
+"done") and tool calls reusing an id like ``call_0`` repeat, so an anchor is
+certain only when the messages before it agree with the stored ones up to a row
+the conversation holds once, or over ``WINDOW`` messages up to where the host's
+list (or the conversation) begins. After a crash the store may hold part of a turn
+the host never acknowledged; the host's list is then behind the store's tail, and
+a repeated reply's newest stored copy is the wrong one, so every stored position of
+a fingerprint is tried (issue 19).
 """
 
 from __future__ import annotations
