@@ -8,6 +8,8 @@ benchmarks and most tests drive this class directly.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +24,11 @@ from .ingest import Normalizer, Seen, Selection, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
 from .records import ConversationState, StoredMessage
-from .store import Store, open_store
+from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS
+
+log = logging.getLogger("hermes_lcm")
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 # Prompt items kept between assemblies (rows never change once stored).
@@ -40,10 +44,21 @@ class Stats:
     compactions: int = 0
     last_compaction: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Writes the store refused (disk full, I/O error, read-only, locked), counted here because
+    # the store cannot record its own failure; and how many host messages that left unstored.
+    write_failures: int = 0
+    last_write_failure: str = ""
+    unstored_messages: int = 0
 
     def error(self, text: str) -> None:
         self.errors.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
         del self.errors[:-20]
+
+    def write_failed(self, operation: str, exc: WriteFailed) -> str:
+        self.write_failures += 1
+        self.last_write_failure = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {operation}: {exc}"
+        self.error(f"store write failed during {operation}: {exc}")
+        return self.last_write_failure
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,8 @@ class LcmCore:
         self._fresh_start = False
         self._seen: Seen | None = None
         self._items: dict[int, Item] = {}
+        # Why the last compress returned the host's list unchanged to keep unstored messages (else None).
+        self.kept_reason: str | None = None
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -153,7 +170,25 @@ class LcmCore:
         return self.binding.mode == MODE_NORMAL and self.binding.conversation_id is not None
 
     def ingest(self, messages: Sequence[Any], source: str = "") -> int:
-        """Store the messages not stored yet; returns how many were new."""
+        """Store the messages not stored yet; returns how many were new.
+
+        A write the store refuses (disk full, I/O error, read-only, locked) is recorded, not
+        raised: nothing of it was stored, the messages are still in the host's list, and the
+        next ingest or compress stores them (alignment finds where the store ends).
+        """
+        try:
+            return self._ingest(messages, source)
+        except WriteFailed as exc:
+            self._write_failed("ingest", exc)
+            return 0
+
+    def _write_failed(self, operation: str, exc: WriteFailed) -> None:
+        text = self.stats.write_failed(operation, exc)
+        log.warning("hermes-lcm: %s", text)
+        with contextlib.suppress(Exception):  # the store may be unable to record its own failure
+            self.store.record_event("error", "store_write", text, self.binding.conversation_id)
+
+    def _ingest(self, messages: Sequence[Any], source: str) -> int:
         self.stats.ingest_calls += 1
         if not self.writable or not messages:
             return 0
@@ -170,6 +205,7 @@ class LcmCore:
             # end, a replay) is not the one the host goes on with: keep the last that was.
             self._seen = select.seen_after
         self.stats.stored += len(ids)
+        self.stats.unstored_messages = 0
         return len(ids)
 
     def _unchanged_since_last(self, select: Selection) -> bool:
@@ -220,14 +256,83 @@ class LcmCore:
 
     def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
                  focus: str | None = None) -> list[dict[str, Any]]:
-        """Ingest, compact to the goal, and return the bounded prompt."""
+        """Ingest, compact to the goal, and return the bounded prompt.
+
+        A message leaves the host's list only once it is stored: when the store cannot
+        write, the prompt keeps every unstored message verbatim (:meth:`keep_unstored`).
+        """
+        self.kept_reason = None
         if not self.writable:
             return trim(messages, budget)
-        self.ingest(messages)
-        self.compact(budget, force=force, focus=focus)
+        try:
+            self._ingest(messages, "")
+        except WriteFailed as exc:
+            self._write_failed("compress", exc)
+            return self.keep_unstored(messages, budget)
+        try:
+            self.compact(budget, force=force, focus=focus)
+        except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
+            self._write_failed("compaction", exc)
         result = self.assemble(budget)
         self._remember_output(result)
         return result
+
+    def keep_unstored(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+        """The prompt when the host's newest messages may not be stored: the store's context
+        with every unstored message appended verbatim, or ``messages`` unchanged when that
+        does not fit, or when it cannot be told which messages are stored.
+
+        The host keeps its list when it gets it back unchanged (no progress) and retries
+        later; an unstored message is never dropped, shortened or reordered.
+        """
+        conversation_id = self.binding.conversation_id
+        assert conversation_id is not None
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
+        unstored = self.store.probe(conversation_id, select)
+        if not unstored:
+            return self.assemble(budget)
+        self._seen = None  # the next ingest aligns on the store, so it stores these
+        self.stats.unstored_messages = len(unstored)
+        if select.start is not None and select.follows_newest:
+            out = self._with_unstored(conversation_id, messages[select.start:], budget)
+            if out is not None:
+                return out
+        return self._kept(messages, f"hermes-lcm could not store {len(unstored)} new messages "
+                                    f"({self.stats.last_write_failure or 'store unavailable'}); none was dropped")
+
+    def _with_unstored(self, conversation_id: int, rest: Sequence[Any], budget: Budget) -> list[dict[str, Any]] | None:
+        """The store's prompt followed by the unstored messages ``rest``, all of them verbatim, within
+        ``budget``; None when that cannot be. The store's newest row must stay in it too, so the next
+        ingest anchors there and stores exactly ``rest``."""
+        pending = [Item.host(dict(m)) for m in storable(rest)]
+        state = self.store.conversation(conversation_id)
+        window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
+        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
+        pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
+        out = build(self.dag.context(conversation_id), raw + pending, budget, pinned)
+        shown = {id(m) for m in out}
+        needed = pending + raw[-1:]
+        return out if all(id(item.message) in shown for item in needed) else None
+
+    def _kept(self, messages: Sequence[Any], reason: str) -> list[dict[str, Any]]:
+        self.kept_reason = reason
+        return list(messages)
+
+    def fallback(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+        """The prompt after an internal error: bounded, and still without an unstored message.
+
+        Sessions that store nothing by configuration are trimmed as always. Otherwise what
+        the store holds decides; when even that cannot be read, the list stays as it is.
+        """
+        self.kept_reason = None
+        if not self.writable:
+            return trim(messages, budget)
+        try:
+            return self.keep_unstored(messages, budget)
+        except Exception as exc:  # noqa: BLE001 - the store or the assembler is what failed
+            reason = f"hermes-lcm store unavailable ({exc.__class__.__name__}: {exc}); no message was dropped"
+            self.stats.error(reason)
+            return self._kept(messages, reason)
 
     def _remember_output(self, result: list[dict[str, Any]]) -> None:
         """The host continues from the list we return: the next ingest extends it."""
@@ -262,6 +367,9 @@ class LcmCore:
             "compactions_this_process": self.stats.compactions,
             "last_compaction": self.stats.last_compaction,
             "payload_write_failures": self.guard.failures,
+            "store_write_failures": self.stats.write_failures,
+            "last_store_write_failure": self.stats.last_write_failure or None,
+            "unstored_messages": self.stats.unstored_messages,
             "errors": list(self.stats.errors),
         }
         if state is not None:

@@ -104,6 +104,8 @@ class LcmEngine(_Base):
         self.meter = OverheadMeter()
         self.startup_error: str | None = None
         self.errors: list[str] = []
+        self._last_compress_aborted = False
+        self._last_summary_error: str | None = None
 
     @property
     def name(self) -> str:
@@ -272,7 +274,25 @@ class LcmEngine(_Base):
         return core.binding.conversation_id is not None
 
     def _fallback_compress(self, messages: Sequence[Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        return trim(messages, budget_for(self.config, self._threshold(), self.overhead(messages, None)))
+        """After an error: a bounded prompt that still holds every message not yet stored.
+
+        Without a core nothing is known to be stored, so the list stays as it is, except when
+        the engine refuses the database for good (``startup_error``) and stores nothing, like
+        an ignored session.
+        """
+        budget = budget_for(self.config, self._threshold(), self.overhead(messages, None))
+        if self.core is not None:
+            return self._told(self.core.fallback(messages, budget), self.core.kept_reason)
+        if self.startup_error:
+            return trim(messages, budget)
+        return self._told(list(messages), "hermes-lcm store unavailable; no message was dropped")
+
+    def _told(self, result: list[dict[str, Any]], kept_reason: str | None) -> list[dict[str, Any]]:
+        """Tell the host (it reads these attributes after compress) that its list came back unchanged
+        because messages could not be stored: it keeps the list and warns instead of a silent no-op."""
+        self._last_compress_aborted = kept_reason is not None
+        self._last_summary_error = kept_reason
+        return result
 
     def _threshold(self) -> int:
         return self.threshold_tokens or max(8000, int(128000 * self.config.context_threshold))
@@ -288,7 +308,7 @@ class LcmEngine(_Base):
         budget = core.budget(self._threshold(), self.overhead(messages, current_tokens))
         result = core.compress(messages, budget, force=force, focus=focus_topic or None)
         self.compression_count += 1
-        return result
+        return self._told(result, core.kept_reason)
 
     def has_content_to_compress(self, messages: list[dict[str, Any]]) -> bool:
         return bool(messages)

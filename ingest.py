@@ -44,6 +44,10 @@ MEMO_SIZE = 4096
 SHORT_TAIL = 64
 
 
+# (searchable content, exact parts JSON, tool calls JSON) of one message after the payload guard.
+Prepared = tuple[str, str | None, str | None]
+
+
 class MalformedMessage(ValueError):
     """A host message that cannot be stored (not a mapping, no role)."""
 
@@ -105,20 +109,33 @@ class Normalizer:
         self.guard = guard
         self.ignore = ignore
         self.ignored_count = 0
-        self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
+        self._memo: dict[int, tuple[Mapping[str, Any], Prepared, Prepared]] = {}
 
-    def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
-        """(content, parts, tool_calls) after the payload guard; computed once per message
-        object while it is being aligned and stored."""
+    def _prepared(self, message: Mapping[str, Any]) -> tuple[Prepared, Prepared]:
+        """((content, parts, tool_calls) to store, the same as the message's identity) after
+        the payload guard; computed once per message object while it is aligned and stored.
+
+        The two differ only when a payload file could not be written: the payload is then
+        stored inline, but the identity keeps the placeholder, so the message is recognised
+        whether it comes back inline or with the placeholder once the write works.
+        """
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
-            return hit[1]
-        content, parts = self._content(message.get("content"))
-        prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
+            return hit[1], hit[2]
+        failures = self.guard.failures
+        stored = self._prepare(message)
+        identity = stored
+        if self.guard.failures != failures:
+            with self.guard.placeholders_only():
+                identity = self._prepare(message)
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
-        self._memo[id(message)] = (message, prepared)
-        return prepared
+        self._memo[id(message)] = (message, stored, identity)
+        return stored, identity
+
+    def _prepare(self, message: Mapping[str, Any]) -> Prepared:
+        content, parts = self._content(message.get("content"))
+        return content, parts, self._tool_calls(message.get("tool_calls"))
 
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
@@ -142,7 +159,7 @@ class Normalizer:
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
         """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one."""
-        content, parts, tool_calls = self._prepared(message)
+        content, parts, tool_calls = self._prepared(message)[1]
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                tool_calls, message.get("tool_call_id") or None]
         return hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
@@ -159,7 +176,7 @@ class Normalizer:
     def normalize(self, message: Mapping[str, Any], fingerprint: str | None = None) -> MessageIn:
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise MalformedMessage("a message must be a mapping with a string 'role'")
-        content, parts, tool_calls = self._prepared(message)
+        content, parts, tool_calls = self._prepared(message)[0]
         name = message.get("name") or message.get("tool_name")
         host_ts = message.get("timestamp")
         return MessageIn(
@@ -318,6 +335,10 @@ class Selection:
         self.seen_after: Seen | None = None
         self.extended = False
         self.last = last_storable(messages)
+        # Index of the first message not stored yet, and whether the stored messages before it
+        # end with the conversation's newest row (set by each run; see LcmCore.keep_unstored).
+        self.start: int | None = None
+        self.follows_newest = False
 
     @property
     def empty(self) -> bool:
@@ -336,6 +357,8 @@ class Selection:
         self.extended = start is not None
         if start is None:
             start = self._align(incoming, stored)
+        self.start = start
+        self.follows_newest = self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
         records = []
         for index in range(start, len(messages)):
             if not is_storable(messages[index]):
@@ -346,6 +369,20 @@ class Selection:
         self.seen_after = self.seen_now()
         self.normalizer.forget()
         return records
+
+    @staticmethod
+    def _after_newest(incoming: _FromEnd, start: int, stored: StoredPrints) -> bool:
+        """Is the newest kept message before ``start`` the conversation's newest row (or is
+        nothing stored at all)? Only then does the unstored rest continue the store."""
+        newest = stored.tail(1)
+        if not newest:
+            return True
+        rank = 0
+        while (item := incoming.get(rank)) is not None:
+            if item[0] < start:
+                return item[1] == newest[0]
+            rank += 1
+        return False
 
     def _extension(self, stored: StoredPrints) -> int | None:
         seen = self.seen_before

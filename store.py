@@ -15,6 +15,7 @@ Guarantees, in the manner of SQLite's own documentation:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -148,6 +149,38 @@ class ForeignDatabase(StoreError):
 
 class NewerSchema(StoreError):
     """The file was written by a newer hermes-lcm; we refuse to touch it."""
+
+
+# SQLite result codes (primary name prefixes) that mean "this write cannot happen now",
+# each with the label status and doctor show.
+_WRITE_FAILURES = (("SQLITE_FULL", "disk full"), ("SQLITE_IOERR", "I/O error"), ("SQLITE_READONLY", "read-only"),
+                   ("SQLITE_BUSY", "locked"), ("SQLITE_LOCKED", "locked"), ("SQLITE_CANTOPEN", "cannot open"))
+
+
+class WriteFailed(sqlite3.OperationalError):
+    """The store could not write (disk full, I/O error, read-only, locked past the timeout).
+
+    Nothing of the failed transaction is stored. It subclasses ``OperationalError`` so code
+    that handled the raw SQLite error still does; callers that must not lose messages catch
+    it to keep what was not stored (see ``LcmCore.compress``).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def write_failure(exc: BaseException) -> WriteFailed | None:
+    """``exc`` as a :class:`WriteFailed` when it says the database cannot be written now."""
+    if isinstance(exc, WriteFailed):
+        return exc
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    for prefix, reason in _WRITE_FAILURES:
+        if name.startswith(prefix):
+            return WriteFailed(reason, str(exc))
+    return None
 
 
 MESSAGE_COLUMNS = (
@@ -287,13 +320,23 @@ class Store:
             if self.conn.in_transaction:
                 yield self.conn
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
             try:
+                self.conn.execute("BEGIN IMMEDIATE")
                 yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                self._abandon()
+                failed = write_failure(exc)
+                if failed is not None and failed is not exc:
+                    raise failed from exc
                 raise
-            self.conn.execute("COMMIT")
+
+    def _abandon(self) -> None:
+        """End a failed transaction. SQLite may already have rolled it back (SQLITE_FULL, I/O
+        errors), and a failed COMMIT leaves it open: never let the next write join it."""
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -359,6 +402,11 @@ class Store:
         with self.write() as db:
             fresh = select(StoredPrints(db, conversation_id))
             return _insert_messages(db, conversation_id, session_id, source or "unknown", fresh)
+
+    def probe(self, conversation_id: int, select: Callable[[StoredPrints], Sequence[MessageIn]]) -> list[MessageIn]:
+        """What ``select`` would store now, without writing: reads work while writes fail."""
+        with self.read() as db:
+            return list(select(StoredPrints(db, conversation_id)))
 
     def messages_after(self, conversation_id: int, seq: int, limit: int = -1) -> list[StoredMessage]:
         with self.read() as db:
