@@ -161,7 +161,7 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
         db = Path(engine.core.store.path)
         sent: list[int] = []
         live: list[dict[str, Any]] = []
-        phase, full_turns, compress_calls, kept_whole, freed_at = "filling", 0, 0, 0, 0
+        phase, full_turns, compress_calls, kept_whole, appended, freed_at = "filling", 0, 0, 0, 0, 0
         disk.fill(engine, ROOM_BYTES)
         for t, turn in enumerate(turns(seed=3)):
             live.extend(turn)
@@ -179,6 +179,7 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
                 assert not unstored or markers(out)[-len(unstored):] == unstored, f"turn {t}: unstored reordered"
                 assert_valid_sequence(out)
                 kept_whole += out == live
+                appended += bool(unstored) and out != live  # stored part compacted, unstored ones appended
                 # the host reads these after compress: an unchanged list is reported, not a silent no-op
                 assert engine._last_compress_aborted is (out == live and bool(unstored))
                 if engine._last_compress_aborted:
@@ -203,14 +204,15 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
         engine.on_session_end("s1", list(live))
         status = engine.get_status()
         print(f"sent {len(sent)}, failures {status['store_write_failures']}, compress calls {compress_calls}, "
-              f"kept whole {kept_whole}, payload failures {status['payload_write_failures']}, "
+              f"kept whole {kept_whole}, unstored appended {appended}, "
+              f"payload failures {status['payload_write_failures']}, "
               f"last failure {status['last_store_write_failure']}")
         assert status["store_write_failures"] > 0 and status["last_store_write_failure"]
         assert status["unstored_messages"] == 0
         stored = stored_markers(db)
         assert stored == sent, f"{len(set(sent) - set(stored))} of {len(sent)} messages lost; " \
                                f"{len(stored) - len(set(stored))} stored twice"
-        assert compress_calls >= 5 and kept_whole >= 1
+        assert compress_calls >= 5 and kept_whole >= 1 and appended >= 1
 
 
 def test_a_failed_payload_write_keeps_the_message_inline_and_recognises_it_later(tmp_path):
