@@ -319,7 +319,7 @@ class LcmCore:
         return list(messages)
 
     def fallback(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
-        """The prompt after an internal error: bounded, and still without an unstored message.
+        """The prompt after an internal error: bounded where that drops no unstored message.
 
         Sessions that store nothing by configuration are trimmed as always. Otherwise what
         the store holds decides; when even that cannot be read, the list stays as it is.

@@ -285,7 +285,8 @@ class LcmEngine(_Base):
             return self._told(self.core.fallback(messages, budget), self.core.kept_reason)
         if self.startup_error:
             return trim(messages, budget)
-        return self._told(list(messages), "hermes-lcm store unavailable; no message was dropped")
+        last = f" ({self.errors[-1]})" if self.errors else ""
+        return self._told(list(messages), f"hermes-lcm store unavailable{last}; no message was dropped")
 
     def _told(self, result: list[dict[str, Any]], kept_reason: str | None) -> list[dict[str, Any]]:
         """Tell the host (it reads these attributes after compress) that its list came back unchanged

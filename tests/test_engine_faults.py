@@ -142,3 +142,18 @@ def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
         {"role": "assistant", "content": None, "tool_calls": messages[6]["tool_calls"]},
         {"role": "tool", "content": "result", "tool_call_id": "c1"},
     ]
+
+
+def test_a_store_that_cannot_open_keeps_the_hosts_list_and_tells_the_host(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
+                                          "LCM_DATABASE_PATH": str(blocker / "lcm.db")}))
+    engine.update_model("fake", 64000)
+    engine.threshold_tokens = 3000
+    engine.on_session_start("s1", hermes_home=str(tmp_path))
+    history = [m for t in conversation(seed=15, turns=30) for m in t]
+    out = engine.compress(list(history), current_tokens=count_messages(history))
+    assert out == history  # nothing could be stored, so nothing leaves the host's list
+    assert engine._last_compress_aborted is True  # Hermes then warns "Compression aborted: ..."
+    assert "no message was dropped" in engine._last_summary_error
