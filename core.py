@@ -98,6 +98,9 @@ class LcmCore:
         self._items: dict[int, Item] = {}
         # Why the last compress returned the host's list unchanged to keep unstored messages (else None).
         self.kept_reason: str | None = None
+        # A write failed since the last stored ingest: host messages may wait unstored, so which of
+        # them are stored is decided strictly (ingest.Selection.strict) until one is stored again.
+        self._backlog = False
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -183,6 +186,7 @@ class LcmCore:
             return 0
 
     def _write_failed(self, operation: str, exc: WriteFailed) -> None:
+        self._backlog = self._backlog or operation != "compaction"
         text = self.stats.write_failed(operation, exc)
         log.warning("hermes-lcm: %s", text)
         with contextlib.suppress(Exception):  # the store may be unable to record its own failure
@@ -193,7 +197,7 @@ class LcmCore:
         if not self.writable or not messages:
             return 0
         assert self.binding.conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=self._backlog)
         if select.empty:
             return 0
         if self._unchanged_since_last(select):
@@ -206,6 +210,7 @@ class LcmCore:
             self._seen = select.seen_after
         self.stats.stored += len(ids)
         self.stats.unstored_messages = 0
+        self._backlog = False
         return len(ids)
 
     def _unchanged_since_last(self, select: Selection) -> bool:
@@ -287,11 +292,12 @@ class LcmCore:
         """
         conversation_id = self.binding.conversation_id
         assert conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=True)
         unstored = self.store.probe(conversation_id, select)
         if not unstored:
             return self.assemble(budget)
-        self._seen = None  # the next ingest aligns on the store, so it stores these
+        # ``_seen`` still says how much of the host's list is stored (a failed ingest leaves it
+        # as it was), so while the host keeps its list the next ingest resumes exactly there.
         self.stats.unstored_messages = len(unstored)
         if select.start is not None and select.follows_newest:
             out = self._with_unstored(conversation_id, messages[select.start:], budget)
@@ -311,8 +317,18 @@ class LcmCore:
         pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
         out = build(self.dag.context(conversation_id), raw + pending, budget, pinned)
         shown = {id(m) for m in out}
-        needed = pending + raw[-1:]
-        return out if all(id(item.message) in shown for item in needed) else None
+        if not raw or not all(id(item.message) in shown for item in pending + raw[-1:]):
+            return None
+        self._remember_stored_part(out, raw[-1].message)
+        return out
+
+    def _remember_stored_part(self, out: list[dict[str, Any]], newest: dict[str, Any]) -> None:
+        """The host goes on with ``out``: it is stored up to ``newest`` (the store's newest row), so
+        the next ingest stores what follows, by position rather than by content (repeated replies
+        would make content alignment take an unstored message for a stored one)."""
+        count = next(i for i, m in enumerate(out) if m is newest) + 1
+        stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
+        self._seen = Seen(count, self.normalizer.fingerprint(newest), stored or "", anchor=newest)
 
     def _kept(self, messages: Sequence[Any], reason: str) -> list[dict[str, Any]]:
         self.kept_reason = reason

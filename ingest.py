@@ -208,8 +208,9 @@ class _FromEnd:
     """
 
     def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer,
-                 original: Callable[[int], str | None] | None = None) -> None:
+                 original: Callable[[int], str | None] | None = None, strict: bool = False) -> None:
         self.messages, self.normalizer, self.original = messages, normalizer, original
+        self.strict = strict
         self.kept: list[tuple[int, str]] = []
         self.by_index: dict[int, str] = {}
         self.next_index = len(messages) - 1
@@ -265,7 +266,20 @@ def _anchor_ok(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minim
     """
     if complete and incoming.get(rank + j + 1) is not None:
         return False
+    if incoming.strict and _contradicted(incoming, rank, tail, j):
+        return False
     return incoming.distinctive(rank) or _agrees(incoming, rank, tail, j, minimum)
+
+
+def _contradicted(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int) -> bool:
+    """Does the message before incoming[rank] differ from the one stored before tail[j]?
+
+    Strict alignment (while messages wait unstored) does not take a distinctive message as its
+    own proof: a model that repeats a long reply would make a new, unstored reply look like the
+    stored one, and everything between them would count as stored.
+    """
+    before = incoming.get(rank + 1)
+    return before is not None and j > 0 and before[1] != tail[j - 1]
 
 
 def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -> int:
@@ -327,11 +341,14 @@ class Selection:
     """
 
     def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
-                 fresh_start: bool = False) -> None:
+                 fresh_start: bool = False, strict: bool = False) -> None:
         self.normalizer = normalizer
         self.messages = messages
         self.seen_before = seen
         self.fresh_start = fresh_start
+        # Where a wrong "already stored" would lose messages (some wait unstored): anchors must not
+        # be contradicted by the message before them, and the remembered list must be the same object.
+        self.strict = strict
         self.seen_after: Seen | None = None
         self.extended = False
         self.last = last_storable(messages)
@@ -352,7 +369,7 @@ class Selection:
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
-        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of)
+        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of, self.strict)
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
         if start is None:
@@ -391,7 +408,7 @@ class Selection:
         last = last_storable(self.messages, seen.count)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
-        if self.messages[last] is not seen.anchor and not distinctive(self.messages[last]):
+        if self.messages[last] is not seen.anchor and (self.strict or not distinctive(self.messages[last])):
             return None
         if stored.tail(1) != [seen.stored]:
             return None
