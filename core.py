@@ -8,6 +8,8 @@ benchmarks and most tests drive this class directly.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,10 +25,12 @@ from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PayloadGuard
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
-from .store import Store, open_store
+from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS
 from .wire import problems
+
+log = logging.getLogger("hermes_lcm")
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 # Prompt items kept between assemblies (rows never change once stored).
@@ -42,10 +46,21 @@ class Stats:
     compactions: int = 0
     last_compaction: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Writes the store refused (disk full, I/O error, read-only, locked), counted here because
+    # the store cannot record its own failure; and how many host messages that left unstored.
+    write_failures: int = 0
+    last_write_failure: str = ""
+    unstored_messages: int = 0
 
     def error(self, text: str) -> None:
         self.errors.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
         del self.errors[:-20]
+
+    def write_failed(self, operation: str, exc: WriteFailed) -> str:
+        self.write_failures += 1
+        self.last_write_failure = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {operation}: {exc}"
+        self.error(f"store write failed during {operation}: {exc}")
+        return self.last_write_failure
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,11 @@ class LcmCore:
         self._items: dict[int, Item] = {}
         # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
         self.position: int | None = None
+        # Why the last compress returned the host's list unchanged to keep unstored messages (else None).
+        self.kept_reason: str | None = None
+        # A write failed since the last stored ingest: host messages may wait unstored, so which of
+        # them are stored is decided strictly (ingest.Selection.strict) until one is stored again.
+        self._backlog = False
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -173,13 +193,30 @@ class LcmCore:
         Also sets :attr:`position`, the stored seq the list ends at: compress bounds
         its answer there, so a list that is only the head of the history (``/compress
         here``) gets back nothing newer than its own last message.
+        A write the store refuses (disk full, I/O error, read-only, locked) is recorded, not
+        raised: nothing of it was stored, the messages are still in the host's list, and the
+        next ingest or compress stores them (alignment finds where the store ends).
         """
+        try:
+            return self._ingest(messages, source)
+        except WriteFailed as exc:
+            self._write_failed("ingest", exc)
+            return 0
+
+    def _write_failed(self, operation: str, exc: WriteFailed) -> None:
+        self._backlog = self._backlog or operation != "compaction"
+        text = self.stats.write_failed(operation, exc)
+        log.warning("hermes-lcm: %s", text)
+        with contextlib.suppress(Exception):  # the store may be unable to record its own failure
+            self.store.record_event("error", "store_write", text, self.binding.conversation_id)
+
+    def _ingest(self, messages: Sequence[Any], source: str) -> int:
         self.stats.ingest_calls += 1
         self.position = None
         if not self.writable or not messages:
             return 0
         assert self.binding.conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=self._backlog)
         if select.empty:
             return 0
         if self._unchanged_since_last(select):
@@ -194,6 +231,8 @@ class LcmCore:
             # end, a replay) is not the one the host goes on with: keep the last that was.
             self._seen = select.seen_after
         self.stats.stored += len(ids)
+        self.stats.unstored_messages = 0
+        self._backlog = False
         return len(ids)
 
     def _unchanged_since_last(self, select: Selection) -> bool:
@@ -260,16 +299,26 @@ class LcmCore:
         the list fits and is valid as it is), the list comes back as given, every
         host field included, so the host sees no change and neither rotates nor
         rewrites its session; when it does not fit, the trimmed prompt is the change.
+        A message leaves the host's list only once it is stored: when the store cannot
+        write, the prompt keeps every unstored message verbatim (:meth:`keep_unstored`).
         """
+        self.kept_reason = None
         if not self.writable:
             return trim(messages, budget, self.retention, self.seal)
         deadline = time.monotonic() + self.config.compaction_max_seconds  # the whole call, ingest included
-        self.ingest(messages)
+        try:
+            self._ingest(messages, "")
+        except WriteFailed as exc:
+            self._write_failed("compress", exc)
+            return self.keep_unstored(messages, budget)
         upto = self.position
-        if upto is None and last_storable(messages) is None:
+        if upto is None and last_storable(messages, seal=self.seal) is None:
             # Only our own summaries (or nothing): no raw row belongs to this list.
             upto = self.store.conversation(self._conversation()).frontier_seq
-        self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline)
+        try:
+            self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline)
+        except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
+            self._write_failed("compaction", exc)
         result = self.assemble(budget, upto)
         if self.same_prompt(result, messages):
             return list(messages)
@@ -292,6 +341,74 @@ class LcmCore:
     def _conversation(self) -> int:
         assert self.binding.conversation_id is not None
         return self.binding.conversation_id
+
+    def keep_unstored(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+        """The prompt when the host's newest messages may not be stored: the store's context
+        with every unstored message appended verbatim, or ``messages`` unchanged when that
+        does not fit, or when it cannot be told which messages are stored.
+
+        The host keeps its list when it gets it back unchanged (no progress) and retries
+        later; an unstored message is never dropped, shortened or reordered.
+        """
+        conversation_id = self.binding.conversation_id
+        assert conversation_id is not None
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=True)
+        unstored = self.store.probe(conversation_id, select)
+        if not unstored:
+            return self.assemble(budget)
+        # ``_seen`` still says how much of the host's list is stored (a failed ingest leaves it
+        # as it was), so while the host keeps its list the next ingest resumes exactly there.
+        self.stats.unstored_messages = len(unstored)
+        if select.start is not None and select.follows_newest:
+            out = self._with_unstored(conversation_id, messages[select.start:], budget)
+            if out is not None:
+                return out
+        return self._kept(messages, f"hermes-lcm could not store {len(unstored)} new messages "
+                                    f"({self.stats.last_write_failure or 'store unavailable'}); none was dropped")
+
+    def _with_unstored(self, conversation_id: int, rest: Sequence[Any], budget: Budget) -> list[dict[str, Any]] | None:
+        """The store's prompt followed by the unstored messages ``rest``, all of them verbatim, within
+        ``budget``; None when that cannot be. The store's newest row must stay in it too, so the next
+        ingest anchors there and stores exactly ``rest``."""
+        pending = [Item.host(dict(m)) for m in storable(rest, self.seal)]
+        state = self.store.conversation(conversation_id)
+        window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
+        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
+        pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
+        out = build(self.dag.context(conversation_id), raw + pending, budget, pinned, header=self.seal.header())
+        shown = {id(m) for m in out}
+        if not raw or not all(id(item.message) in shown for item in pending + raw[-1:]):
+            return None
+        self._remember_stored_part(out, raw[-1].message)
+        return out
+
+    def _remember_stored_part(self, out: list[dict[str, Any]], newest: dict[str, Any]) -> None:
+        """The host goes on with ``out``: it is stored up to ``newest`` (the store's newest row), so
+        the next ingest stores what follows, by position rather than by content (repeated replies
+        would make content alignment take an unstored message for a stored one)."""
+        count = next(i for i, m in enumerate(out) if m is newest) + 1
+        stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
+        self._seen = Seen(count, self.normalizer.fingerprint(newest), stored or "", anchor=newest)
+
+    def _kept(self, messages: Sequence[Any], reason: str) -> list[dict[str, Any]]:
+        self.kept_reason = reason
+        return list(messages)
+
+    def fallback(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+        """The prompt after an internal error: bounded where that drops no unstored message.
+
+        Sessions that store nothing by configuration are trimmed as always. Otherwise what
+        the store holds decides; when even that cannot be read, the list stays as it is.
+        """
+        self.kept_reason = None
+        if not self.writable:
+            return trim(messages, budget, self.retention, self.seal)
+        try:
+            return self.keep_unstored(messages, budget)
+        except Exception as exc:  # noqa: BLE001 - the store or the assembler is what failed
+            reason = f"hermes-lcm store unavailable ({exc.__class__.__name__}: {exc}); no message was dropped"
+            self.stats.error(reason)
+            return self._kept(messages, reason)
 
     def _remember_output(self, result: list[dict[str, Any]], upto: int | None) -> None:
         """The host continues from the list we return: the next ingest extends it.
@@ -336,6 +453,9 @@ class LcmCore:
             "compactions_this_process": self.stats.compactions,
             "last_compaction": self.stats.last_compaction,
             "payload_write_failures": self.guard.failures,
+            "store_write_failures": self.stats.write_failures,
+            "last_store_write_failure": self.stats.last_write_failure or None,
+            "unstored_messages": self.stats.unstored_messages,
             "errors": list(self.stats.errors),
         }
         if state is not None:

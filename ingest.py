@@ -53,6 +53,10 @@ LARGE_CHARS = 1_000_000
 LARGE_MEMO_SIZE = 2
 
 
+# (searchable content, exact parts JSON, tool calls JSON) of one message after the payload guard.
+Prepared = tuple[str, str | None, str | None]
+
+
 class MalformedMessage(ValueError):
     """A host message that cannot be stored (not a mapping, no role)."""
 
@@ -153,7 +157,7 @@ class _Large:
     message: Mapping[str, Any]
     content: str
     fields: tuple[Any, Any]
-    prepared: tuple[str, str | None, str | None]
+    prepared: tuple[Prepared, Prepared]  # (to store, identity), as Normalizer._prepared gives them
     fingerprint: str | None = None
 
     def matches(self, message: Mapping[str, Any]) -> bool:
@@ -170,26 +174,41 @@ class Normalizer:
         self.ignore = ignore
         self.seal = seal  # recognises our own summary blocks in what the host hands back
         self.ignored_count = 0
-        self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
+        self._memo: dict[int, tuple[Mapping[str, Any], Prepared, Prepared]] = {}
         self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
         self._large: dict[int, _Large] = {}
 
-    def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
-        """(content, parts, tool_calls) after the payload guard; computed once per message
-        object while it is being aligned and stored (once for good for a large text)."""
+    def _prepared(self, message: Mapping[str, Any]) -> tuple[Prepared, Prepared]:
+        """((content, parts, tool_calls) to store, the same as the message's identity) after
+        the payload guard; computed once per message object while it is aligned and stored
+        (once for good for a large text).
+
+        The two differ only when a payload file could not be written: the payload is then
+        stored inline, but the identity keeps the placeholder, so the message is recognised
+        whether it comes back inline or with the placeholder once the write works.
+        """
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
-            return hit[1]
+            return hit[1], hit[2]
         large = self._large_hit(message)
         if large is not None:
             return large.prepared
-        content, parts = self._content(self.view(message).get("content"))
-        prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
+        failures = self.guard.failures
+        stored = self._prepare(message)
+        identity = stored
+        if self.guard.failures != failures:
+            with self.guard.placeholders_only():
+                identity = self._prepare(message)
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
-        self._memo[id(message)] = (message, prepared)
-        self._remember_large(message, prepared)
-        return prepared
+        self._memo[id(message)] = (message, stored, identity)
+        if identity is stored:  # a payload write that failed is retried on the next call
+            self._remember_large(message, (stored, identity))
+        return stored, identity
+
+    def _prepare(self, message: Mapping[str, Any]) -> Prepared:
+        content, parts = self._content(self.view(message).get("content"))
+        return content, parts, self._tool_calls(message.get("tool_calls"))
 
     def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """What of ``message`` is the host's (our merged summary block left out)."""
@@ -199,7 +218,7 @@ class Normalizer:
         entry = self._large.get(id(message))
         return entry if entry is not None and entry.matches(message) else None
 
-    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[str, str | None, str | None]) -> None:
+    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[Prepared, Prepared]) -> None:
         text = message.get("content")
         if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
             if len(self._large) >= LARGE_MEMO_SIZE:
@@ -239,7 +258,7 @@ class Normalizer:
         large = self._large_hit(message)
         if large is not None and large.fingerprint is not None:
             return large.fingerprint
-        content, parts, tool_calls = self._prepared(message)
+        content, parts, tool_calls = self._prepared(message)[1]
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                tool_calls, message.get("tool_call_id") or None]
         fingerprint = hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
@@ -262,7 +281,7 @@ class Normalizer:
     def normalize(self, message: Mapping[str, Any], fingerprint: str | None = None) -> MessageIn:
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise MalformedMessage("a message must be a mapping with a string 'role'")
-        content, parts, tool_calls = self._prepared(message)
+        content, parts, tool_calls = self._prepared(message)[0]
         name = message.get("name") or message.get("tool_name")
         host_ts = message.get("timestamp")
         return MessageIn(
@@ -296,8 +315,9 @@ class _FromEnd:
     """
 
     def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer,
-                 original: Callable[[int], str | None] | None = None) -> None:
+                 original: Callable[[int], str | None] | None = None, strict: bool = False) -> None:
         self.messages, self.normalizer, self.original = messages, normalizer, original
+        self.strict = strict
         self.kept: list[tuple[int, str]] = []
         self.by_index: dict[int, str] = {}
         self.next_index = len(messages) - 1
@@ -354,7 +374,20 @@ def _anchor_ok(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, minim
     """
     if complete and incoming.get(rank + j + 1) is not None:
         return False
+    if incoming.strict and _contradicted(incoming, rank, tail, j):
+        return False
     return incoming.distinctive(rank) or _agrees(incoming, rank, tail, j, minimum)
+
+
+def _contradicted(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int) -> bool:
+    """Does the message before incoming[rank] differ from the one stored before tail[j]?
+
+    Strict alignment (while messages wait unstored) does not take a distinctive message as its
+    own proof: a model that repeats a long reply would make a new, unstored reply look like the
+    stored one, and everything between them would count as stored.
+    """
+    before = incoming.get(rank + 1)
+    return before is not None and j > 0 and before[1] != tail[j - 1]
 
 
 def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False) -> tuple[int, int | None]:
@@ -419,17 +452,24 @@ class Selection:
     """
 
     def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
-                 fresh_start: bool = False) -> None:
+                 fresh_start: bool = False, strict: bool = False) -> None:
         self.normalizer = normalizer
         self.messages = messages
         self.seen_before = seen
         self.fresh_start = fresh_start
+        # Where a wrong "already stored" would lose messages (some wait unstored): anchors must not
+        # be contradicted by the message before them, and the remembered list must be the same object.
+        self.strict = strict
         self.seen_after: Seen | None = None
         self.extended = False
         self.last = last_storable(messages, seal=normalizer.seal)
         # The stored seq the host's list ends at, once selected (None: nothing in it is stored).
         self.end_seq: int | None = None
         self._now: Seen | None = None
+        # Index of the first message not stored yet, and whether the stored messages before it
+        # end with the conversation's newest row (set by each run; see LcmCore.keep_unstored).
+        self.start: int | None = None
+        self.follows_newest = False
 
     @property
     def empty(self) -> bool:
@@ -447,12 +487,14 @@ class Selection:
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
-        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of)
+        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of, self.strict)
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
         anchor_seq = self._extension_end(stored) if start else None
         if start is None:
             start, anchor_seq = self._align(incoming, stored)
+        self.start = start
+        self.follows_newest = self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
         records = []
         for index in range(start, len(messages)):
             if not is_storable(messages[index], self.normalizer.seal):
@@ -473,6 +515,20 @@ class Selection:
         seen = self.seen_before
         return seen.end_seq if seen is not None and seen.end_seq is not None else stored.last_seq()
 
+    @staticmethod
+    def _after_newest(incoming: _FromEnd, start: int, stored: StoredPrints) -> bool:
+        """Is the newest kept message before ``start`` the conversation's newest row (or is
+        nothing stored at all)? Only then does the unstored rest continue the store."""
+        newest = stored.tail(1)
+        if not newest:
+            return True
+        rank = 0
+        while (item := incoming.get(rank)) is not None:
+            if item[0] < start:
+                return item[1] == newest[0]
+            rank += 1
+        return False
+
     def _extension(self, stored: StoredPrints) -> int | None:
         seen = self.seen_before
         if seen is None or not 0 < seen.count <= len(self.messages):
@@ -480,7 +536,7 @@ class Selection:
         last = last_storable(self.messages, seen.count, self.normalizer.seal)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
-        if self.messages[last] is not seen.anchor and not distinctive(self.messages[last]):
+        if self.messages[last] is not seen.anchor and (self.strict or not distinctive(self.messages[last])):
             return None
         if stored.tail(1) != [seen.stored]:
             return None

@@ -104,8 +104,22 @@ def _large_inputs(details: dict[str, Any]) -> str:
                                    "one engine per case, offline summarizer.")
 
 
+def _growth(details: dict[str, Any]) -> str:
+    keys = ("wall_median_ms", "wall_mean_ms", "cpu_median_ms", "cpu_mean_ms", "wall_p99_ms", "wall_p999_ms",
+            "turns_over_20ms", "pages_written_per_turn", "pages_read_per_turn", "vm_steps_per_turn")
+    rows = [[f"{int(size):,}", policy, *(entry[policy][k] for k in keys), entry["build_seconds"]]
+            for size, entry in details["sizes"].items() for policy in ("before", "after")]
+    return _table(["raw msgs", "checkpoint", "wall median ms", "wall mean ms", "CPU median ms", "CPU mean ms",
+                   "wall p99 ms", "wall p99.9 ms", "turns > 20 ms", "pages written/turn", "pages read/turn",
+                   "SQLite VM steps/turn", "build s"],
+                  rows) + (f"\n\n{details['turns']} measured turns per row and policy (after 20 warm-up turns), "
+                           f"{details['turn_messages']} messages per turn; every size and policy on its own copy, all "
+                           f"six alternating every {details['block']} turns.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
+    "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
     "search": ("Search latency and database size", _search),
     "ingest": ("Bulk import and compaction", _ingest),
     "schemas": ("Tool schema tokens", _schemas),
