@@ -269,10 +269,21 @@ class LcmCore:
         state = self.store.conversation(conversation_id)
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
-        newest = self.store.messages_newest(conversation_id, state.frontier_seq, window, upto)
-        raw = [self._item(m) for m in newest]
+        raw = self._raw_items(conversation_id, state.frontier_seq, window, upto)
         return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state, upto),
                      header=self.seal.header())
+
+    def _raw_items(self, conversation_id: int, after_seq: int, window: int, upto: int | None) -> list[Item]:
+        """The newest ``window`` raw rows as prompt items; only rows not cached yet are read whole."""
+        ids = self.store.message_ids_newest(conversation_id, after_seq, window, upto)
+        items = {i: self._items[i] for i in ids if i in self._items}
+        fetched = {m.id: Item.stored(m) for m in self.store.messages_by_ids([i for i in ids if i not in items])}
+        items.update(fetched)
+        if len(self._items) + len(fetched) > ITEM_CACHE_SIZE:
+            self._items.clear()
+        if len(self._items) + len(fetched) <= ITEM_CACHE_SIZE:
+            self._items.update(fetched)
+        return [items[i] for i in ids]
 
     def _item(self, message: StoredMessage) -> Item:
         """Items are immutable per stored row; reuse them across assemblies."""

@@ -543,6 +543,17 @@ class Store:
             ).fetchall()
         return [row_to_message(r) for r in reversed(rows)]
 
+    def message_ids_newest(self, conversation_id: int, after_seq: int, limit: int,
+                           upto: int | None = None) -> list[int]:
+        """Ids of :meth:`messages_newest`'s rows, oldest first: the index alone answers it, so a
+        caller holding most rows already reads only the new ones."""
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT id FROM messages WHERE conversation_id=? AND seq>? AND seq<=? ORDER BY seq DESC LIMIT ?",
+                (conversation_id, after_seq, _upto(upto), limit),
+            ).fetchall()
+        return [r[0] for r in reversed(rows)]
+
     def raw_tokens(self, conversation_id: int, after_seq: int, upto: int | None = None) -> int:
         """Tokens of the messages after ``after_seq`` and at most ``upto`` (the raw part of the context)."""
         with self.read() as db:
@@ -567,10 +578,14 @@ class Store:
     def messages_by_ids(self, ids: Sequence[int]) -> list[StoredMessage]:
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
+        rows: list[Any] = []
         with self.read() as db:
-            rows = db.execute(f"SELECT {self.message_columns} FROM messages WHERE id IN ({marks}) ORDER BY seq",
-                              tuple(ids)).fetchall()
+            for start in range(0, len(ids), 500):
+                chunk = tuple(ids[start:start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows += db.execute(f"SELECT {self.message_columns} FROM messages WHERE id IN ({marks})",
+                                   chunk).fetchall()
+        rows.sort(key=lambda r: (r[1], r[2]))  # (conversation_id, seq): store order
         return [row_to_message(r) for r in rows]
 
     def session_messages(self, session_id: str, after_id: int, limit: int) -> list[StoredMessage]:
