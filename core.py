@@ -9,6 +9,7 @@ benchmarks and most tests drive this class directly.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +23,12 @@ from .config import LcmConfig, reserve_for
 from .dag import Dag
 from .ingest import Normalizer, Seen, Selection, is_storable, last_storable, storable
 from .patterns import MessagePatterns, SessionPatterns
-from .payloads import PayloadGuard
+from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
-from .tokens import MESSAGE_OVERHEAD_TOKENS
+from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
 from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
@@ -373,12 +374,15 @@ class LcmCore:
     def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
         """Is the prompt we built the host's list already? Same summaries, and the same
         messages in the same order by their provider-visible identity (the host's own
-        fields, which we may not have, do not count)."""
+        fields, which we may not have, do not count). The identity counts a payload and the
+        placeholder naming its file as one, but the provider would get the payload itself
+        (50 MB of base64): a message whose stored copy names a file the host's does not is a change."""
         if len(ours) != len(theirs) or problems(theirs):
             return False  # a list a provider would reject is never handed back as it is
         try:
             return all(same_block(mine, host) if is_block(mine) else
                        is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
+                       and not (names_payload(mine) and not names_payload(host))
                        for mine, host in zip(ours, theirs, strict=True))
         finally:
             self.normalizer.forget()
@@ -535,6 +539,14 @@ class LcmCore:
                 "summaries_by_depth": self.dag.depth_counts(state.id),
             })
         return info
+
+
+def names_payload(message: Any) -> bool:
+    """Does the message name a payload file (the payload guard moved an inline payload out)?"""
+    content = message.get("content") if isinstance(message, dict) else None
+    text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    return PLACEHOLDER_PREFIX in text or (bool(calls) and PLACEHOLDER_PREFIX in json.dumps(calls, default=str))
 
 
 def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:
