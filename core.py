@@ -9,6 +9,7 @@ benchmarks and most tests drive this class directly.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +23,12 @@ from .config import LcmConfig, reserve_for
 from .dag import Dag
 from .ingest import Normalizer, Seen, Selection, is_storable, last_storable, storable
 from .patterns import MessagePatterns, SessionPatterns
-from .payloads import PayloadGuard
+from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
-from .tokens import MESSAGE_OVERHEAD_TOKENS
+from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
 from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
@@ -35,6 +36,9 @@ log = logging.getLogger("hermes_lcm")
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 # Prompt items kept between assemblies (rows never change once stored).
 ITEM_CACHE_SIZE = 8192
+# New messages stored per transaction when a host call brings many (the store's rows per INSERT
+# statement): the time bound is checked between these, never on a usual turn's few messages.
+INGEST_CHUNK_ROWS = 2000
 
 
 @dataclass
@@ -51,6 +55,9 @@ class Stats:
     write_failures: int = 0
     last_write_failure: str = ""
     unstored_messages: int = 0
+    # Host messages the last ingest left for the next call because its time bound ran out (not
+    # an error: each call stores what it can in order, and nothing leaves the list unstored).
+    ingest_backlog: int = 0
 
     def error(self, text: str) -> None:
         self.errors.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
@@ -107,6 +114,11 @@ class LcmCore:
         # A write failed since the last stored ingest: host messages may wait unstored, so which of
         # them are stored is decided strictly (ingest.Selection.strict) until one is stored again.
         self._backlog = False
+        # The last ingest's selection when time ran out before every new message was stored (its
+        # ``cut`` is the first one waiting); None when the last ingest stored everything.
+        self._pending: Selection | None = None
+        # Rows per ingest transaction; the time bound is checked after each (tests make it small).
+        self.ingest_chunk_rows = INGEST_CHUNK_ROWS
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -140,6 +152,7 @@ class LcmCore:
                                       parent_session_id=parent_session_id, reason=reason)
         if conversation_id != self.binding.conversation_id:
             self._seen = None
+            self._pending = None
         self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
         return self.binding
 
@@ -187,8 +200,8 @@ class LcmCore:
             return Retention.STATELESS
         return Retention.STORED if self.writable else Retention.UNCERTAIN
 
-    def ingest(self, messages: Sequence[Any], source: str = "") -> int:
-        """Store the messages not stored yet; returns how many were new.
+    def ingest(self, messages: Sequence[Any], source: str = "", deadline: float | None = None) -> int:
+        """Store the messages not stored yet; returns how many were stored.
 
         Also sets :attr:`position`, the stored seq the list ends at: compress bounds
         its answer there, so a list that is only the head of the history (``/compress
@@ -196,9 +209,12 @@ class LcmCore:
         A write the store refuses (disk full, I/O error, read-only, locked) is recorded, not
         raised: nothing of it was stored, the messages are still in the host's list, and the
         next ingest or compress stores them (alignment finds where the store ends).
+        Many new messages are stored in order, a chunk per transaction, until ``deadline``
+        (monotonic; by default LCM_COMPACTION_MAX_SECONDS from now) has passed: the rest waits
+        for the next call, which resumes at the first message not stored (:meth:`_ingest`).
         """
         try:
-            return self._ingest(messages, source)
+            return self._ingest(messages, source, deadline)
         except WriteFailed as exc:
             self._write_failed("ingest", exc)
             return 0
@@ -210,19 +226,44 @@ class LcmCore:
         with contextlib.suppress(Exception):  # the store may be unable to record its own failure
             self.store.record_event("error", "store_write", text, self.binding.conversation_id)
 
-    def _ingest(self, messages: Sequence[Any], source: str) -> int:
+    def _ingest(self, messages: Sequence[Any], source: str, deadline: float | None = None) -> int:
+        """Store the new messages as a series of prefixes, one transaction each, and stop after
+        the one during which ``deadline`` passed (checked only between chunks of
+        :attr:`ingest_chunk_rows`: a usual turn is one chunk and never looks at the clock).
+
+        Each chunk ends by remembering the stored prefix as the list seen (:meth:`Selection.cut`),
+        so the next chunk, or the next host call, extends exactly that prefix: nothing is stored
+        twice, skipped or reordered. What is left is :attr:`_pending` (see :meth:`compress`).
+        """
+        end = time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
         self.stats.ingest_calls += 1
         self.position = None
+        self._pending = None
         if not self.writable or not messages:
             return 0
-        assert self.binding.conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=self._backlog)
+        select = self._selection(messages, strict=self._backlog)
         if select.empty:
             return 0
         if self._unchanged_since_last(select):
             assert self._seen is not None
             self.position = self._seen.end_seq
             return 0
+        stored = self._store_selected(select, source)
+        while select.cut is not None and time.monotonic() < end:
+            select = self._selection(messages, strict=True)  # messages wait unstored meanwhile
+            stored += self._store_selected(select, source)
+        if select.cut is not None:
+            self._pending, self._backlog = select, True
+            self.stats.ingest_backlog = len(messages) - select.cut
+        return stored
+
+    def _selection(self, messages: Sequence[Any], strict: bool) -> Selection:
+        return Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=strict,
+                         limit=self.ingest_chunk_rows)
+
+    def _store_selected(self, select: Selection, source: str) -> int:
+        """One transaction: store what ``select`` picks and remember how far the host's list is stored."""
+        assert self.binding.conversation_id is not None
         ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
         self.position = select.end_seq
         self._fresh_start = False
@@ -231,7 +272,7 @@ class LcmCore:
             # end, a replay) is not the one the host goes on with: keep the last that was.
             self._seen = select.seen_after
         self.stats.stored += len(ids)
-        self.stats.unstored_messages = 0
+        self.stats.unstored_messages = self.stats.ingest_backlog = 0
         self._backlog = False
         return len(ids)
 
@@ -301,7 +342,7 @@ class LcmCore:
         return Item.stored(message) if message is not None else None
 
     def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
-                 focus: str | None = None) -> list[dict[str, Any]]:
+                 focus: str | None = None, deadline: float | None = None) -> list[dict[str, Any]]:
         """Ingest, compact to the goal, and return the bounded prompt.
 
         The answer covers the list it was given and nothing stored after it: the
@@ -310,18 +351,23 @@ class LcmCore:
         the list fits and is valid as it is), the list comes back as given, every
         host field included, so the host sees no change and neither rotates nor
         rewrites its session; when it does not fit, the trimmed prompt is the change.
-        A message leaves the host's list only once it is stored: when the store cannot
-        write, the prompt keeps every unstored message verbatim (:meth:`keep_unstored`).
+        ``deadline`` (monotonic) bounds ingest and compaction, by default LCM_COMPACTION_MAX_SECONDS
+        from now. A message leaves the host's list only once it is stored: when the store cannot
+        write, the prompt keeps every unstored message verbatim (:meth:`keep_unstored`), and
+        so it does when the time bound ran out before a huge list was stored (:meth:`_keep_backlog`).
         """
         self.kept_reason = None
         if not self.writable:
             return trim(messages, budget, self.retention, self.seal)
-        deadline = time.monotonic() + self.config.compaction_max_seconds  # the whole call, ingest included
+        if deadline is None:  # the whole call, ingest included (the host adapter starts it earlier)
+            deadline = time.monotonic() + self.config.compaction_max_seconds
         try:
-            self._ingest(messages, "")
+            self._ingest(messages, "", deadline)
         except WriteFailed as exc:
             self._write_failed("compress", exc)
             return self.keep_unstored(messages, budget)
+        if self._pending is not None:  # time ran out storing a huge list: the rest stays in it
+            return self._keep_backlog(messages, self._pending, budget)
         upto = self.position
         if upto is None and last_storable(messages, seal=self.seal) is None:
             # Only our own summaries (or nothing): no raw row belongs to this list.
@@ -339,12 +385,15 @@ class LcmCore:
     def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
         """Is the prompt we built the host's list already? Same summaries, and the same
         messages in the same order by their provider-visible identity (the host's own
-        fields, which we may not have, do not count)."""
+        fields, which we may not have, do not count). The identity counts a payload and the
+        placeholder naming its file as one, but the provider would get the payload itself
+        (50 MB of base64): a message whose stored copy names a file the host's does not is a change."""
         if len(ours) != len(theirs) or problems(theirs):
             return False  # a list a provider would reject is never handed back as it is
         try:
             return all(same_block(mine, host) if is_block(mine) else
                        is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
+                       and not (names_payload(mine) and not names_payload(host))
                        for mine, host in zip(ours, theirs, strict=True))
         finally:
             self.normalizer.forget()
@@ -377,13 +426,31 @@ class LcmCore:
         return self._kept(messages, f"hermes-lcm could not store {len(unstored)} new messages "
                                     f"({self.stats.last_write_failure or 'store unavailable'}); none was dropped")
 
+    def _keep_backlog(self, messages: Sequence[Any], pending: Selection, budget: Budget) -> list[dict[str, Any]]:
+        """The prompt while a huge list is stored over several calls: the store's context with the
+        messages not stored yet appended verbatim, else the list unchanged (the host keeps it and
+        the next call stores more). Not a failure: nothing is recorded as an error.
+
+        The ingest that stopped knows where (``pending.cut``, right after the store's newest row),
+        so unlike :meth:`keep_unstored` nothing is aligned or normalized again.
+        """
+        assert pending.cut is not None
+        waiting = self.stats.ingest_backlog
+        out = self._with_unstored(self._conversation(), messages[pending.cut:], budget)
+        if out is not None:
+            return out
+        return self._kept(messages, f"hermes-lcm is still storing {waiting} new messages (each call stores what "
+                                    "LCM_COMPACTION_MAX_SECONDS allows); none was dropped")
+
     def _with_unstored(self, conversation_id: int, rest: Sequence[Any], budget: Budget) -> list[dict[str, Any]] | None:
         """The store's prompt followed by the unstored messages ``rest``, all of them verbatim, within
         ``budget``; None when that cannot be. The store's newest row must stay in it too, so the next
         ingest anchors there and stores exactly ``rest``."""
+        window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
+        if len(rest) > window:  # cannot all fit (each costs at least the overhead): do not count them
+            return None
         pending = [Item.host(dict(m)) for m in storable(rest, self.seal)]
         state = self.store.conversation(conversation_id)
-        window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
         raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
         pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
         out = build(self.dag.context(conversation_id), raw + pending, budget, pinned, header=self.seal.header())
@@ -467,6 +534,7 @@ class LcmCore:
             "store_write_failures": self.stats.write_failures,
             "last_store_write_failure": self.stats.last_write_failure or None,
             "unstored_messages": self.stats.unstored_messages,
+            "ingest_backlog_messages": self.stats.ingest_backlog,
             "errors": list(self.stats.errors),
         }
         if state is not None:
@@ -482,6 +550,14 @@ class LcmCore:
                 "summaries_by_depth": self.dag.depth_counts(state.id),
             })
         return info
+
+
+def names_payload(message: Any) -> bool:
+    """Does the message name a payload file (the payload guard moved an inline payload out)?"""
+    content = message.get("content") if isinstance(message, dict) else None
+    text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    return PLACEHOLDER_PREFIX in text or (bool(calls) and PLACEHOLDER_PREFIX in json.dumps(calls, default=str))
 
 
 def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:

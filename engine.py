@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -335,6 +336,7 @@ class LcmEngine(_Base):
     @_guarded(_fallback_compress)
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None, force: bool = False, memory_context: str = "") -> list[dict[str, Any]]:
+        started = time.monotonic()  # the time bound covers the whole host call (metering the list included)
         core = self.ensure_core()
         if core is None:
             return self._fallback_compress(messages)
@@ -342,7 +344,8 @@ class LcmEngine(_Base):
             self._bind_lazily(core)
         budget = core.budget(self._threshold(), self.overhead(messages, current_tokens))
         self._last_compression_made_progress = False
-        result = core.compress(messages, budget, force=force, focus=focus_topic or None)
+        result = core.compress(messages, budget, force=force, focus=focus_topic or None,
+                               deadline=started + core.config.compaction_max_seconds)
         self._count_compression(result != messages)
         return self._told(result, core.kept_reason)
 

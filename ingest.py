@@ -452,8 +452,14 @@ class Selection:
     """
 
     def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
-                 fresh_start: bool = False, strict: bool = False) -> None:
+                 fresh_start: bool = False, strict: bool = False, limit: int | None = None) -> None:
         self.normalizer = normalizer
+        # At most this many records per run (None: all): a bounded ingest stores a huge list as a
+        # series of prefixes, each its own transaction (see LcmCore._ingest).
+        self.limit = limit
+        # Index just past the last message selected when ``limit`` cut the run short (None: the run
+        # selected every new message); the messages from there on wait for the next run.
+        self.cut: int | None = None
         self.messages = messages
         self.seen_before = seen
         self.fresh_start = fresh_start
@@ -495,20 +501,50 @@ class Selection:
             start, anchor_seq = self._align(incoming, stored)
         self.start = start
         self.follows_newest = self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
-        records = []
+        records = self._records(incoming, start)
+        # New records go after the newest row, so the list then ends at the last of them;
+        # else it ends at the stored message it was aligned on.
+        self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
+        self.seen_after = self._prefix_seen(records) if self.cut is not None else self._whole_seen()
+        self.normalizer.forget()
+        return records
+
+    def _records(self, incoming: _FromEnd, start: int) -> list[MessageIn]:
+        """The records of the kept messages from ``start`` on, in order; at most ``limit`` of them
+        (then :attr:`cut` says where the rest begins)."""
+        messages, records, last = self.messages, list[MessageIn](), start
+        self.cut = None
+        limit = len(messages) if self.limit is None else max(1, self.limit)
         for index in range(start, len(messages)):
             if not is_storable(messages[index], self.normalizer.seal):
                 continue
             fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index])
-            if fingerprint is not None:
-                records.append(self.normalizer.normalize(messages[index], fingerprint))
-        # New records go after the newest row, so the list then ends at the last of them;
-        # else it ends at the stored message it was aligned on.
-        self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
-        now = self.seen_now()
-        self.seen_after = replace(now, end_seq=self.end_seq) if now is not None else None
-        self.normalizer.forget()
+            if fingerprint is None:
+                continue
+            if len(records) == limit:
+                self.cut = last + 1
+                break
+            records.append(self.normalizer.normalize(messages[index], fingerprint))
+            last = index
         return records
+
+    def _whole_seen(self) -> Seen | None:
+        now = self.seen_now()
+        return replace(now, end_seq=self.end_seq) if now is not None else None
+
+    def _prefix_seen(self, records: list[MessageIn]) -> Seen:
+        """What a run cut short leaves stored: the host's list up to its last selected message.
+
+        The next run extends exactly this prefix (same message object at ``count - 1``, the
+        store's newest row its record), so it resumes at the first message not stored, even
+        when that message repeats the one before it ("ok", "ok").
+        """
+        assert self.cut is not None
+        anchor = self.messages[self.cut - 1]
+        fingerprint = self.normalizer.fingerprint(anchor)
+        stored = records[-1].fingerprint
+        return Seen(self.cut, fingerprint, "" if stored == fingerprint else stored,
+                    anchor=anchor, end_seq=self.end_seq)
 
     def _extension_end(self, stored: StoredPrints) -> int:
         """Where the list seen before ends in the store (the newest row when not recorded)."""

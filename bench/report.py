@@ -93,13 +93,21 @@ def _recall(details: dict[str, Any]) -> str:
     return text
 
 
+def _outcomes(case: dict[str, Any]) -> str:
+    """yes / NO, with the compresses that handed the list back unchanged (messages still being stored)."""
+    verdict = "yes" if case["prompts_valid_and_bounded"] else "NO"
+    kept = [str(i + 1) for i, o in enumerate(case.get("compress_outcomes", [])) if o == "kept"]
+    return f"{verdict} (compress {', '.join(kept)}: list kept)" if kept else verdict
+
+
 def _large_inputs(details: dict[str, Any]) -> str:
     calls = list(details["cases"][0]["times_s"])
     rows = [[case["case"], *(case["times_s"].get(c, "-") for c in calls),
-             f"{case['slowest_s']} ({case['slowest_call']})",
-             "yes" if case["prompts_valid_and_bounded"] else "NO", "yes" if case["stored_exactly"] else "NO"]
+             f"{case['slowest_s']} ({case['slowest_call']})", case.get("later_hooks_until_stored", "-"),
+             _outcomes(case), "yes" if case["stored_exactly"] else "NO"]
             for case in details["cases"]]
-    header = ["case", *(f"{c} s" for c in calls), "slowest s", "prompts valid, bounded", "stored exactly"]
+    header = ["case", *(f"{c} s" for c in calls), "slowest s", "later hooks until stored",
+              "prompts valid, bounded", "stored exactly"]
     return _table(header, rows) + (f"\n\nLCM_COMPACTION_MAX_SECONDS={details['max_seconds']:g}; "
                                    "one engine per case, offline summarizer.")
 
