@@ -164,7 +164,7 @@ def group(items: Sequence[Item]) -> list[list[Item]]:
             end = i + 1
             while end < len(items) and items[end].role == "tool":
                 end += 1
-            groups.extend(_block(item, items[i + 1:end], used))
+            groups.extend(_block_once(item, items[i + 1:end], used))
             i = end
             continue
         groups.append([plain(item)])
@@ -208,15 +208,39 @@ def _plain_text(message: dict[str, Any]) -> bool:
             and "tool_call_id" not in message and isinstance(message.get("name", ""), str))
 
 
-def _block(call: Item, results: Sequence[Item], used: set[str]) -> list[list[Item]]:
+def _block_once(call: Item, results: Sequence[Item], used: set[str]) -> list[list[Item]]:
+    """:func:`_block`, remembered on the call's item: the same stored rows are grouped on every
+    assembly, and checking every call (its arguments parsed) each time is most of a turn's cost.
+
+    The remembered answer holds while the results are the same items and none of the call ids
+    it was computed with has been used by an earlier block since (the answer depends on that).
+    """
+    memo = call.__dict__.get("_lcm_block")
+    if (memo is not None and len(memo[0]) == len(results) and all(a is b for a, b in zip(memo[0], results, strict=True))
+            and not memo[1] & used):
+        used.update(memo[2])
+        return [list(g) for g in memo[3]]
+    ids: set[str] = set()
+    before = set(used)
+    out = _block(call, results, used, ids)
+    if not ids & before:  # computed with no id taken before: valid wherever none is
+        call.__dict__["_lcm_block"] = (tuple(results), frozenset(ids), frozenset(used - before),
+                                       [list(g) for g in out])
+    return out
+
+
+def _block(call: Item, results: Sequence[Item], used: set[str], ids: set[str] | None = None) -> list[list[Item]]:
     """The assistant message with its well-formed, answered calls and their results; every
-    other call as text in its content, every other result as a text message after the block."""
+    other call as text in its content, every other result as a text message after the block.
+    ``ids`` collects the well-formed call ids looked up in ``used``."""
     raw = call.message.get("tool_calls")
     good: dict[str, Any] = {}
     shown: list[tuple[Any, str]] = []
     for c in raw if isinstance(raw, list) else [raw]:
         fixed = repaired_call(c)
         problem = call_problem(fixed)
+        if problem is None and ids is not None:
+            ids.add(fixed["id"])
         if problem is None and (fixed["id"] in used or fixed["id"] in good):
             problem = f"a tool call id used before ({fixed['id']!r})"
         if problem is None:
@@ -462,8 +486,22 @@ def is_block(message: dict[str, Any]) -> bool:
     return bool(message.get(SYNTHETIC_KEY))
 
 
+# Exact message counts by message object: an assembly near the limit counts its prompt exactly,
+# and the stored rows' messages are the same objects from one assembly to the next.
+_COUNTS: dict[int, tuple[dict[str, Any], int]] = {}
+_COUNTS_SIZE = 8192
+
+
 def _cost(messages: Sequence[dict[str, Any]]) -> int:
-    return sum(count_message(m) for m in messages)
+    total = 0
+    for m in messages:
+        hit = _COUNTS.get(id(m))
+        if hit is None or hit[0] is not m:
+            if len(_COUNTS) >= _COUNTS_SIZE:
+                _COUNTS.clear()
+            hit = _COUNTS[id(m)] = (m, count_message(m))
+        total += hit[1]
+    return total
 
 
 def _squeeze(last: list[Item], request: Item | None, total: int) -> list[dict[str, Any]]:

@@ -8,6 +8,9 @@ benchmarks and most tests drive this class directly.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,17 +23,22 @@ from .config import LcmConfig, reserve_for
 from .dag import Dag
 from .ingest import Normalizer, Seen, Selection, is_storable, last_storable, storable
 from .patterns import MessagePatterns, SessionPatterns
-from .payloads import PayloadGuard
+from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
-from .store import Store, open_store
+from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
-from .tokens import MESSAGE_OVERHEAD_TOKENS
+from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
 from .wire import problems
+
+log = logging.getLogger("hermes_lcm")
 
 MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 # Prompt items kept between assemblies (rows never change once stored).
 ITEM_CACHE_SIZE = 8192
+# New messages stored per transaction when a host call brings many (the store's rows per INSERT
+# statement): the time bound is checked between these, never on a usual turn's few messages.
+INGEST_CHUNK_ROWS = 2000
 
 
 @dataclass
@@ -42,10 +50,24 @@ class Stats:
     compactions: int = 0
     last_compaction: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Writes the store refused (disk full, I/O error, read-only, locked), counted here because
+    # the store cannot record its own failure; and how many host messages that left unstored.
+    write_failures: int = 0
+    last_write_failure: str = ""
+    unstored_messages: int = 0
+    # Host messages the last ingest left for the next call because its time bound ran out (not
+    # an error: each call stores what it can in order, and nothing leaves the list unstored).
+    ingest_backlog: int = 0
 
     def error(self, text: str) -> None:
         self.errors.append(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}")
         del self.errors[:-20]
+
+    def write_failed(self, operation: str, exc: WriteFailed) -> str:
+        self.write_failures += 1
+        self.last_write_failure = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {operation}: {exc}"
+        self.error(f"store write failed during {operation}: {exc}")
+        return self.last_write_failure
 
 
 @dataclass(frozen=True)
@@ -87,6 +109,16 @@ class LcmCore:
         self._items: dict[int, Item] = {}
         # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
         self.position: int | None = None
+        # Why the last compress returned the host's list unchanged to keep unstored messages (else None).
+        self.kept_reason: str | None = None
+        # A write failed since the last stored ingest: host messages may wait unstored, so which of
+        # them are stored is decided strictly (ingest.Selection.strict) until one is stored again.
+        self._backlog = False
+        # The last ingest's selection when time ran out before every new message was stored (its
+        # ``cut`` is the first one waiting); None when the last ingest stored everything.
+        self._pending: Selection | None = None
+        # Rows per ingest transaction; the time bound is checked after each (tests make it small).
+        self.ingest_chunk_rows = INGEST_CHUNK_ROWS
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -120,6 +152,7 @@ class LcmCore:
                                       parent_session_id=parent_session_id, reason=reason)
         if conversation_id != self.binding.conversation_id:
             self._seen = None
+            self._pending = None
         self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
         return self.binding
 
@@ -167,25 +200,70 @@ class LcmCore:
             return Retention.STATELESS
         return Retention.STORED if self.writable else Retention.UNCERTAIN
 
-    def ingest(self, messages: Sequence[Any], source: str = "") -> int:
-        """Store the messages not stored yet; returns how many were new.
+    def ingest(self, messages: Sequence[Any], source: str = "", deadline: float | None = None) -> int:
+        """Store the messages not stored yet; returns how many were stored.
 
         Also sets :attr:`position`, the stored seq the list ends at: compress bounds
         its answer there, so a list that is only the head of the history (``/compress
         here``) gets back nothing newer than its own last message.
+        A write the store refuses (disk full, I/O error, read-only, locked) is recorded, not
+        raised: nothing of it was stored, the messages are still in the host's list, and the
+        next ingest or compress stores them (alignment finds where the store ends).
+        Many new messages are stored in order, a chunk per transaction, until ``deadline``
+        (monotonic; by default LCM_COMPACTION_MAX_SECONDS from now) has passed: the rest waits
+        for the next call, which resumes at the first message not stored (:meth:`_ingest`).
         """
+        try:
+            return self._ingest(messages, source, deadline)
+        except WriteFailed as exc:
+            self._write_failed("ingest", exc)
+            return 0
+
+    def _write_failed(self, operation: str, exc: WriteFailed) -> None:
+        self._backlog = self._backlog or operation != "compaction"
+        text = self.stats.write_failed(operation, exc)
+        log.warning("hermes-lcm: %s", text)
+        with contextlib.suppress(Exception):  # the store may be unable to record its own failure
+            self.store.record_event("error", "store_write", text, self.binding.conversation_id)
+
+    def _ingest(self, messages: Sequence[Any], source: str, deadline: float | None = None) -> int:
+        """Store the new messages as a series of prefixes, one transaction each, and stop after
+        the one during which ``deadline`` passed (checked only between chunks of
+        :attr:`ingest_chunk_rows`: a usual turn is one chunk and never looks at the clock).
+
+        Each chunk ends by remembering the stored prefix as the list seen (:meth:`Selection.cut`),
+        so the next chunk, or the next host call, extends exactly that prefix: nothing is stored
+        twice, skipped or reordered. What is left is :attr:`_pending` (see :meth:`compress`).
+        """
+        end = time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
         self.stats.ingest_calls += 1
         self.position = None
+        self._pending = None
         if not self.writable or not messages:
             return 0
-        assert self.binding.conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start)
+        select = self._selection(messages, strict=self._backlog)
         if select.empty:
             return 0
         if self._unchanged_since_last(select):
             assert self._seen is not None
             self.position = self._seen.end_seq
             return 0
+        stored = self._store_selected(select, source)
+        while select.cut is not None and time.monotonic() < end:
+            select = self._selection(messages, strict=True)  # messages wait unstored meanwhile
+            stored += self._store_selected(select, source)
+        if select.cut is not None:
+            self._pending, self._backlog = select, True
+            self.stats.ingest_backlog = len(messages) - select.cut
+        return stored
+
+    def _selection(self, messages: Sequence[Any], strict: bool) -> Selection:
+        return Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=strict,
+                         limit=self.ingest_chunk_rows)
+
+    def _store_selected(self, select: Selection, source: str) -> int:
+        """One transaction: store what ``select`` picks and remember how far the host's list is stored."""
+        assert self.binding.conversation_id is not None
         ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
         self.position = select.end_seq
         self._fresh_start = False
@@ -194,6 +272,8 @@ class LcmCore:
             # end, a replay) is not the one the host goes on with: keep the last that was.
             self._seen = select.seen_after
         self.stats.stored += len(ids)
+        self.stats.unstored_messages = self.stats.ingest_backlog = 0
+        self._backlog = False
         return len(ids)
 
     def _unchanged_since_last(self, select: Selection) -> bool:
@@ -236,10 +316,21 @@ class LcmCore:
         state = self.store.conversation(conversation_id)
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
-        newest = self.store.messages_newest(conversation_id, state.frontier_seq, window, upto)
-        raw = [self._item(m) for m in newest]
+        raw = self._raw_items(conversation_id, state.frontier_seq, window, upto)
         return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state, upto),
                      header=self.seal.header())
+
+    def _raw_items(self, conversation_id: int, after_seq: int, window: int, upto: int | None) -> list[Item]:
+        """The newest ``window`` raw rows as prompt items; only rows not cached yet are read whole."""
+        ids = self.store.message_ids_newest(conversation_id, after_seq, window, upto)
+        items = {i: self._items[i] for i in ids if i in self._items}
+        fetched = {m.id: Item.stored(m) for m in self.store.messages_by_ids([i for i in ids if i not in items])}
+        items.update(fetched)
+        if len(self._items) + len(fetched) > ITEM_CACHE_SIZE:
+            self._items.clear()
+        if len(self._items) + len(fetched) <= ITEM_CACHE_SIZE:
+            self._items.update(fetched)
+        return [items[i] for i in ids]
 
     def _item(self, message: StoredMessage) -> Item:
         """Items are immutable per stored row; reuse them across assemblies."""
@@ -257,7 +348,7 @@ class LcmCore:
         return Item.stored(message) if message is not None else None
 
     def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
-                 focus: str | None = None) -> list[dict[str, Any]]:
+                 focus: str | None = None, deadline: float | None = None) -> list[dict[str, Any]]:
         """Ingest, compact to the goal, and return the bounded prompt.
 
         The answer covers the list it was given and nothing stored after it: the
@@ -266,16 +357,31 @@ class LcmCore:
         the list fits and is valid as it is), the list comes back as given, every
         host field included, so the host sees no change and neither rotates nor
         rewrites its session; when it does not fit, the trimmed prompt is the change.
+        ``deadline`` (monotonic) bounds ingest and compaction, by default LCM_COMPACTION_MAX_SECONDS
+        from now. A message leaves the host's list only once it is stored: when the store cannot
+        write, the prompt keeps every unstored message verbatim (:meth:`keep_unstored`), and
+        so it does when the time bound ran out before a huge list was stored (:meth:`_keep_backlog`).
         """
+        self.kept_reason = None
         if not self.writable:
             return trim(messages, budget, self.retention, self.seal)
-        deadline = time.monotonic() + self.config.compaction_max_seconds  # the whole call, ingest included
-        self.ingest(messages)
+        if deadline is None:  # the whole call, ingest included (the host adapter starts it earlier)
+            deadline = time.monotonic() + self.config.compaction_max_seconds
+        try:
+            self._ingest(messages, "", deadline)
+        except WriteFailed as exc:
+            self._write_failed("compress", exc)
+            return self.keep_unstored(messages, budget)
+        if self._pending is not None:  # time ran out storing a huge list: the rest stays in it
+            return self._keep_backlog(messages, self._pending, budget)
         upto = self.position
-        if upto is None and last_storable(messages) is None:
+        if upto is None and last_storable(messages, seal=self.seal) is None:
             # Only our own summaries (or nothing): no raw row belongs to this list.
             upto = self.store.conversation(self._conversation()).frontier_seq
-        self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline)
+        try:
+            self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline)
+        except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
+            self._write_failed("compaction", exc)
         result = self.assemble(budget, upto)
         if self.same_prompt(result, messages):
             return list(messages)
@@ -285,12 +391,15 @@ class LcmCore:
     def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
         """Is the prompt we built the host's list already? Same summaries, and the same
         messages in the same order by their provider-visible identity (the host's own
-        fields, which we may not have, do not count)."""
+        fields, which we may not have, do not count). The identity counts a payload and the
+        placeholder naming its file as one, but the provider would get the payload itself
+        (50 MB of base64): a message whose stored copy names a file the host's does not is a change."""
         if len(ours) != len(theirs) or problems(theirs):
             return False  # a list a provider would reject is never handed back as it is
         try:
             return all(same_block(mine, host) if is_block(mine) else
                        is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
+                       and not (names_payload(mine) and not names_payload(host))
                        for mine, host in zip(ours, theirs, strict=True))
         finally:
             self.normalizer.forget()
@@ -298,6 +407,92 @@ class LcmCore:
     def _conversation(self) -> int:
         assert self.binding.conversation_id is not None
         return self.binding.conversation_id
+
+    def keep_unstored(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+        """The prompt when the host's newest messages may not be stored: the store's context
+        with every unstored message appended verbatim, or ``messages`` unchanged when that
+        does not fit, or when it cannot be told which messages are stored.
+
+        The host keeps its list when it gets it back unchanged (no progress) and retries
+        later; an unstored message is never dropped, shortened or reordered.
+        """
+        conversation_id = self.binding.conversation_id
+        assert conversation_id is not None
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=True)
+        unstored = self.store.probe(conversation_id, select)
+        if not unstored:
+            return self.assemble(budget)
+        # ``_seen`` still says how much of the host's list is stored (a failed ingest leaves it
+        # as it was), so while the host keeps its list the next ingest resumes exactly there.
+        self.stats.unstored_messages = len(unstored)
+        if select.start is not None and select.follows_newest:
+            out = self._with_unstored(conversation_id, messages[select.start:], budget)
+            if out is not None:
+                return out
+        return self._kept(messages, f"hermes-lcm could not store {len(unstored)} new messages "
+                                    f"({self.stats.last_write_failure or 'store unavailable'}); none was dropped")
+
+    def _keep_backlog(self, messages: Sequence[Any], pending: Selection, budget: Budget) -> list[dict[str, Any]]:
+        """The prompt while a huge list is stored over several calls: the store's context with the
+        messages not stored yet appended verbatim, else the list unchanged (the host keeps it and
+        the next call stores more). Not a failure: nothing is recorded as an error.
+
+        The ingest that stopped knows where (``pending.cut``, right after the store's newest row),
+        so unlike :meth:`keep_unstored` nothing is aligned or normalized again.
+        """
+        assert pending.cut is not None
+        waiting = self.stats.ingest_backlog
+        out = self._with_unstored(self._conversation(), messages[pending.cut:], budget)
+        if out is not None:
+            return out
+        return self._kept(messages, f"hermes-lcm is still storing {waiting} new messages (each call stores what "
+                                    "LCM_COMPACTION_MAX_SECONDS allows); none was dropped")
+
+    def _with_unstored(self, conversation_id: int, rest: Sequence[Any], budget: Budget) -> list[dict[str, Any]] | None:
+        """The store's prompt followed by the unstored messages ``rest``, all of them verbatim, within
+        ``budget``; None when that cannot be. The store's newest row must stay in it too, so the next
+        ingest anchors there and stores exactly ``rest``."""
+        window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
+        if len(rest) > window:  # cannot all fit (each costs at least the overhead): do not count them
+            return None
+        pending = [Item.host(dict(m)) for m in storable(rest, self.seal)]
+        state = self.store.conversation(conversation_id)
+        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
+        pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
+        out = build(self.dag.context(conversation_id), raw + pending, budget, pinned, header=self.seal.header())
+        shown = {id(m) for m in out}
+        if not raw or not all(id(item.message) in shown for item in pending + raw[-1:]):
+            return None
+        self._remember_stored_part(out, raw[-1].message)
+        return out
+
+    def _remember_stored_part(self, out: list[dict[str, Any]], newest: dict[str, Any]) -> None:
+        """The host goes on with ``out``: it is stored up to ``newest`` (the store's newest row), so
+        the next ingest stores what follows, by position rather than by content (repeated replies
+        would make content alignment take an unstored message for a stored one)."""
+        count = next(i for i, m in enumerate(out) if m is newest) + 1
+        stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
+        self._seen = Seen(count, self.normalizer.fingerprint(newest), stored or "", anchor=newest)
+
+    def _kept(self, messages: Sequence[Any], reason: str) -> list[dict[str, Any]]:
+        self.kept_reason = reason
+        return list(messages)
+
+    def fallback(self, messages: Sequence[Any], budget: Budget) -> list[dict[str, Any]]:
+        """The prompt after an internal error: bounded where that drops no unstored message.
+
+        Sessions that store nothing by configuration are trimmed as always. Otherwise what
+        the store holds decides; when even that cannot be read, the list stays as it is.
+        """
+        self.kept_reason = None
+        if not self.writable:
+            return trim(messages, budget, self.retention, self.seal)
+        try:
+            return self.keep_unstored(messages, budget)
+        except Exception as exc:  # noqa: BLE001 - the store or the assembler is what failed
+            reason = f"hermes-lcm store unavailable ({exc.__class__.__name__}: {exc}); no message was dropped"
+            self.stats.error(reason)
+            return self._kept(messages, reason)
 
     def _remember_output(self, result: list[dict[str, Any]], upto: int | None) -> None:
         """The host continues from the list we return: the next ingest extends it.
@@ -342,6 +537,10 @@ class LcmCore:
             "compactions_this_process": self.stats.compactions,
             "last_compaction": self.stats.last_compaction,
             "payload_write_failures": self.guard.failures,
+            "store_write_failures": self.stats.write_failures,
+            "last_store_write_failure": self.stats.last_write_failure or None,
+            "unstored_messages": self.stats.unstored_messages,
+            "ingest_backlog_messages": self.stats.ingest_backlog,
             "errors": list(self.stats.errors),
         }
         if state is not None:
@@ -357,6 +556,14 @@ class LcmCore:
                 "summaries_by_depth": self.dag.depth_counts(state.id),
             })
         return info
+
+
+def names_payload(message: Any) -> bool:
+    """Does the message name a payload file (the payload guard moved an inline payload out)?"""
+    content = message.get("content") if isinstance(message, dict) else None
+    text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    return PLACEHOLDER_PREFIX in text or (bool(calls) and PLACEHOLDER_PREFIX in json.dumps(calls, default=str))
 
 
 def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:

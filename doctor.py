@@ -91,6 +91,12 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
     checks.append({"name": "summarizer", "status": "warn" if breakers else "ok",
                    "detail": f"open breakers: {breakers}" if breakers else f"routes: {core.summarizer_name}",
                    **({"action": maintenance.INSPECT} if breakers else {})})
+    if core.stats.write_failures:
+        unstored = core.stats.unstored_messages
+        checks.append({"name": "store_writes", "status": "warn", "action": maintenance.INSPECT,
+                       "detail": f"{core.stats.write_failures} writes refused, last: {core.stats.last_write_failure}; "
+                                 + (f"{unstored} messages wait in the host's list until a write succeeds"
+                                    if unstored else "no message is waiting to be stored")})
     if core.guard.failures:
         checks.append({"name": "payload_writes", "status": "warn", "action": maintenance.INSPECT,
                        "detail": f"{core.guard.failures} payloads kept inline: their file write failed"})

@@ -16,13 +16,13 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .assemble import Retention
 from .config import LoadedConfig, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .store import StoreError
@@ -105,6 +105,8 @@ class LcmEngine(_Base):
         self.meter = OverheadMeter()
         self.startup_error: str | None = None
         self.errors: list[str] = []
+        self._last_compress_aborted = False
+        self._last_summary_error: str | None = None
         self._window_problems: tuple[str, ...] = ()
         self._config_home: str | None = None
         self._loaded: LoadedConfig = load_config({})
@@ -306,10 +308,26 @@ class LcmEngine(_Base):
         return core.binding.conversation_id is not None
 
     def _fallback_compress(self, messages: Sequence[Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        """The prompt when the core failed: trimmed, saying honestly what became of the rest."""
-        retention = self.core.retention if self.core is not None else Retention.UNCERTAIN
+        """After an error: a bounded prompt that still holds every message not yet stored.
+
+        Without a core nothing is known to be stored, so the list stays as it is, except when
+        the engine refuses the database for good (``startup_error``) and stores nothing, like
+        an ignored session.
+        """
         budget = budget_for(self.config, self._threshold(), self.overhead(messages, None))
-        return trim(messages, budget, Retention.UNCERTAIN if retention is Retention.STORED else retention)
+        if self.core is not None:
+            return self._told(self.core.fallback(messages, budget), self.core.kept_reason)
+        if self.startup_error:
+            return trim(messages, budget)
+        last = f" ({self.errors[-1]})" if self.errors else ""
+        return self._told(list(messages), f"hermes-lcm store unavailable{last}; no message was dropped")
+
+    def _told(self, result: list[dict[str, Any]], kept_reason: str | None) -> list[dict[str, Any]]:
+        """Tell the host (it reads these attributes after compress) that its list came back unchanged
+        because messages could not be stored: it keeps the list and warns instead of a silent no-op."""
+        self._last_compress_aborted = kept_reason is not None
+        self._last_summary_error = kept_reason
+        return result
 
     def _threshold(self) -> int:
         """The threshold in force: the host may have lowered ``threshold_tokens`` itself."""
@@ -318,6 +336,7 @@ class LcmEngine(_Base):
     @_guarded(_fallback_compress)
     def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
                  focus_topic: str | None = None, force: bool = False, memory_context: str = "") -> list[dict[str, Any]]:
+        started = time.monotonic()  # the time bound covers the whole host call (metering the list included)
         core = self.ensure_core()
         if core is None:
             return self._fallback_compress(messages)
@@ -325,9 +344,10 @@ class LcmEngine(_Base):
             self._bind_lazily(core)
         budget = core.budget(self._threshold(), self.overhead(messages, current_tokens))
         self._last_compression_made_progress = False
-        result = core.compress(messages, budget, force=force, focus=focus_topic or None)
+        result = core.compress(messages, budget, force=force, focus=focus_topic or None,
+                               deadline=started + core.config.compaction_max_seconds)
         self._count_compression(result != messages)
-        return result
+        return self._told(result, core.kept_reason)
 
     def _count_compression(self, changed: bool) -> None:
         """Only a compress that changed the host's list is one: the host then rewrites or

@@ -64,6 +64,10 @@ LARGE_CHARS = 1_000_000
 LARGE_MEMO_SIZE = 2
 
 
+# (searchable content, exact parts JSON, tool calls JSON) of one message after the payload guard.
+Prepared = tuple[str, str | None, str | None]
+
+
 class MalformedMessage(ValueError):
     """A host message that cannot be stored (not a mapping, no role)."""
 
@@ -164,7 +168,7 @@ class _Large:
     message: Mapping[str, Any]
     content: str
     fields: tuple[Any, Any]
-    prepared: tuple[str, str | None, str | None]
+    prepared: tuple[Prepared, Prepared]  # (to store, identity), as Normalizer._prepared gives them
     fingerprint: str | None = None
 
     def matches(self, message: Mapping[str, Any]) -> bool:
@@ -181,26 +185,41 @@ class Normalizer:
         self.ignore = ignore
         self.seal = seal  # recognises our own summary blocks in what the host hands back
         self.ignored_count = 0
-        self._memo: dict[int, tuple[Mapping[str, Any], tuple[str, str | None, str | None]]] = {}
+        self._memo: dict[int, tuple[Mapping[str, Any], Prepared, Prepared]] = {}
         self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
         self._large: dict[int, _Large] = {}
 
-    def _prepared(self, message: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
-        """(content, parts, tool_calls) after the payload guard; computed once per message
-        object while it is being aligned and stored (once for good for a large text)."""
+    def _prepared(self, message: Mapping[str, Any]) -> tuple[Prepared, Prepared]:
+        """((content, parts, tool_calls) to store, the same as the message's identity) after
+        the payload guard; computed once per message object while it is aligned and stored
+        (once for good for a large text).
+
+        The two differ only when a payload file could not be written: the payload is then
+        stored inline, but the identity keeps the placeholder, so the message is recognised
+        whether it comes back inline or with the placeholder once the write works.
+        """
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
-            return hit[1]
+            return hit[1], hit[2]
         large = self._large_hit(message)
         if large is not None:
             return large.prepared
-        content, parts = self._content(self.view(message).get("content"))
-        prepared = (content, parts, self._tool_calls(message.get("tool_calls")))
+        failures = self.guard.failures
+        stored = self._prepare(message)
+        identity = stored
+        if self.guard.failures != failures:
+            with self.guard.placeholders_only():
+                identity = self._prepare(message)
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
-        self._memo[id(message)] = (message, prepared)
-        self._remember_large(message, prepared)
-        return prepared
+        self._memo[id(message)] = (message, stored, identity)
+        if identity is stored:  # a payload write that failed is retried on the next call
+            self._remember_large(message, (stored, identity))
+        return stored, identity
+
+    def _prepare(self, message: Mapping[str, Any]) -> Prepared:
+        content, parts = self._content(self.view(message).get("content"))
+        return content, parts, self._tool_calls(message.get("tool_calls"))
 
     def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """What of ``message`` is the host's (our merged summary block left out)."""
@@ -210,7 +229,7 @@ class Normalizer:
         entry = self._large.get(id(message))
         return entry if entry is not None and entry.matches(message) else None
 
-    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[str, str | None, str | None]) -> None:
+    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[Prepared, Prepared]) -> None:
         text = message.get("content")
         if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
             if len(self._large) >= LARGE_MEMO_SIZE:
@@ -250,7 +269,7 @@ class Normalizer:
         large = self._large_hit(message)
         if large is not None and large.fingerprint is not None:
             return large.fingerprint
-        content, parts, tool_calls = self._prepared(message)
+        content, parts, tool_calls = self._prepared(message)[1]
         key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
                tool_calls, message.get("tool_call_id") or None]
         fingerprint = hashlib.blake2b(_dump(key).encode("utf-8"), digest_size=8).hexdigest()
@@ -273,7 +292,7 @@ class Normalizer:
     def normalize(self, message: Mapping[str, Any], fingerprint: str | None = None) -> MessageIn:
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise MalformedMessage("a message must be a mapping with a string 'role'")
-        content, parts, tool_calls = self._prepared(message)
+        content, parts, tool_calls = self._prepared(message)[0]
         name = message.get("name") or message.get("tool_name")
         host_ts = message.get("timestamp")
         return MessageIn(
@@ -300,8 +319,9 @@ class _FromEnd:
     """
 
     def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer,
-                 original: Callable[[int], str | None] | None = None) -> None:
+                 original: Callable[[int], str | None] | None = None, strict: bool = False) -> None:
         self.messages, self.normalizer, self.original = messages, normalizer, original
+        self.strict = strict
         self.kept: list[tuple[int, str]] = []
         self.by_index: dict[int, str] = {}
         self.next_index = len(messages) - 1
@@ -390,10 +410,14 @@ def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: 
     does). Short replies ("ok", a tool result reusing ``call_0``) prove nothing alone; only
     their agreeing context does. Bounded by the tail's length.
     """
+    # While messages wait unstored (strict), a row held once is not proof on its own: a model that
+    # repeats a long reply would make the new, unstored reply pass for the stored one, and
+    # everything between them for stored. The message before it must agree where there is one.
+    need = max(minimum, 1) if incoming.strict else minimum
     k, proven = 0, False
     while True:
         proven = proven or tail[j - k] in once
-        if proven and k >= minimum:
+        if proven and k >= need:
             return _Evidence(k, True, False)
         k += 1
         before = incoming.get(rank + k)
@@ -502,17 +526,30 @@ class Selection:
     """
 
     def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
-                 fresh_start: bool = False) -> None:
+                 fresh_start: bool = False, strict: bool = False, limit: int | None = None) -> None:
         self.normalizer = normalizer
+        # At most this many records per run (None: all): a bounded ingest stores a huge list as a
+        # series of prefixes, each its own transaction (see LcmCore._ingest).
+        self.limit = limit
+        # Index just past the last message selected when ``limit`` cut the run short (None: the run
+        # selected every new message); the messages from there on wait for the next run.
+        self.cut: int | None = None
         self.messages = messages
         self.seen_before = seen
         self.fresh_start = fresh_start
+        # Where a wrong "already stored" would lose messages (some wait unstored): anchors must not
+        # be contradicted by the message before them, and the remembered list must be the same object.
+        self.strict = strict
         self.seen_after: Seen | None = None
         self.extended = False
         self.last = last_storable(messages, seal=normalizer.seal)
         # The stored seq the host's list ends at, once selected (None: nothing in it is stored).
         self.end_seq: int | None = None
         self._now: Seen | None = None
+        # Index of the first message not stored yet, and whether the stored messages before it
+        # end with the conversation's newest row (set by each run; see LcmCore.keep_unstored).
+        self.start: int | None = None
+        self.follows_newest = False
 
     @property
     def empty(self) -> bool:
@@ -530,31 +567,77 @@ class Selection:
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
-        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of)
+        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of, self.strict)
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
         anchor_seq = self._extension_end(stored) if start else None
         if start is None:
             start, anchor_seq = self._align(incoming, stored)
-        records = []
+        self.start = start
+        self.follows_newest = self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
+        records = self._records(incoming, start)
+        # New records go after the newest row, so the list then ends at the last of them;
+        # else it ends at the stored message it was aligned on.
+        self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
+        self.seen_after = self._prefix_seen(records) if self.cut is not None else self._whole_seen()
+        self.normalizer.forget()
+        return records
+
+    def _records(self, incoming: _FromEnd, start: int) -> list[MessageIn]:
+        """The records of the kept messages from ``start`` on, in order; at most ``limit`` of them
+        (then :attr:`cut` says where the rest begins)."""
+        messages, records, last = self.messages, list[MessageIn](), start
+        self.cut = None
+        limit = len(messages) if self.limit is None else max(1, self.limit)
         for index in range(start, len(messages)):
             if not is_storable(messages[index], self.normalizer.seal):
                 continue
             fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index])
-            if fingerprint is not None:
-                records.append(self.normalizer.normalize(messages[index], fingerprint))
-        # New records go after the newest row, so the list then ends at the last of them;
-        # else it ends at the stored message it was aligned on.
-        self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
-        now = self.seen_now()
-        self.seen_after = replace(now, end_seq=self.end_seq) if now is not None else None
-        self.normalizer.forget()
+            if fingerprint is None:
+                continue
+            if len(records) == limit:
+                self.cut = last + 1
+                break
+            records.append(self.normalizer.normalize(messages[index], fingerprint))
+            last = index
         return records
+
+    def _whole_seen(self) -> Seen | None:
+        now = self.seen_now()
+        return replace(now, end_seq=self.end_seq) if now is not None else None
+
+    def _prefix_seen(self, records: list[MessageIn]) -> Seen:
+        """What a run cut short leaves stored: the host's list up to its last selected message.
+
+        The next run extends exactly this prefix (same message object at ``count - 1``, the
+        store's newest row its record), so it resumes at the first message not stored, even
+        when that message repeats the one before it ("ok", "ok").
+        """
+        assert self.cut is not None
+        anchor = self.messages[self.cut - 1]
+        fingerprint = self.normalizer.fingerprint(anchor)
+        stored = records[-1].fingerprint
+        return Seen(self.cut, fingerprint, "" if stored == fingerprint else stored,
+                    anchor=anchor, end_seq=self.end_seq)
 
     def _extension_end(self, stored: StoredPrints) -> int:
         """Where the list seen before ends in the store (the newest row when not recorded)."""
         seen = self.seen_before
         return seen.end_seq if seen is not None and seen.end_seq is not None else stored.last_seq()
+
+    @staticmethod
+    def _after_newest(incoming: _FromEnd, start: int, stored: StoredPrints) -> bool:
+        """Is the newest kept message before ``start`` the conversation's newest row (or is
+        nothing stored at all)? Only then does the unstored rest continue the store."""
+        newest = stored.tail(1)
+        if not newest:
+            return True
+        rank = 0
+        while (item := incoming.get(rank)) is not None:
+            if item[0] < start:
+                return item[1] == newest[0]
+            rank += 1
+        return False
 
     def _extension(self, stored: StoredPrints) -> int | None:
         seen = self.seen_before
@@ -565,8 +648,8 @@ class Selection:
             return None
         if stored.tail(1) != [seen.stored]:
             return None
-        if self.messages[last] is not seen.anchor and not self._names_newest_row(seen, stored):
-            return None
+        if self.messages[last] is not seen.anchor and (self.strict or not self._names_newest_row(seen, stored)):
+            return None  # while messages wait unstored only the very same list object extends
         return seen.count
 
     @staticmethod

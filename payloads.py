@@ -5,7 +5,9 @@ Each payload is written once to a content-addressed file beside the database
 and replaced by a short placeholder naming its ref. The placeholder is a fixed
 point (guarding it again changes nothing), so a message the host sends back
 with the placeholder has the same identity as the original. If the file cannot
-be written the text stays inline: losing data is worse than a large row.
+be written the text stays inline: losing data is worse than a large row. A message's
+identity (its fingerprint) is computed on the placeholder form either way, so a
+message stored inline after a failed write is the same message when it comes back.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ class PayloadGuard:
         # quadratic (minutes on a few megabytes of such runs). Matches are the same either way.
         self._long_run = re.compile(rf"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
         self.failures = 0
+        self._dry = False
 
     def guard_text(self, text: str) -> str:
         """``text`` with each payload replaced by its placeholder."""
@@ -69,13 +73,27 @@ class PayloadGuard:
         """Guard every string inside a JSON-like value (message parts, tool calls)."""
         return _map_strings(value, self.guard_text)
 
+    @contextmanager
+    def placeholders_only(self) -> Iterator[None]:
+        """Within: every payload becomes its placeholder and no file is written.
+
+        This is a message's identity whether or not its payload file could be written,
+        so a message kept inline by a failed write is recognised when it comes back.
+        """
+        self._dry = True
+        try:
+            yield
+        finally:
+            self._dry = False
+
     def _replace_uri(self, match: re.Match[str]) -> str:
         return self._externalize(match.group(0), match.group(1) or "application/octet-stream")
 
     def _externalize(self, payload: str, mime: str) -> str:
         ref = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:24]
         try:
-            self._write_once(ref, payload)
+            if not self._dry:
+                self._write_once(ref, payload)
         except OSError as exc:
             self.failures += 1
             log.warning("hermes-lcm: payload %s kept inline, file write failed: %s", ref, exc)
@@ -88,8 +106,12 @@ class PayloadGuard:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(payload, encoding="utf-8", errors="surrogatepass")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(payload, encoding="utf-8", errors="surrogatepass")
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a partial file would hold the space a full disk needs back
+            raise
 
     def path_for(self, ref: str) -> Path:
         """The file of ``ref``; refuses anything that is not a plain ref (no traversal)."""

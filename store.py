@@ -15,6 +15,7 @@ Guarantees, in the manner of SQLite's own documentation:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -32,6 +33,11 @@ from .scaffold import HOST_USER_PREFIXES, prefix_label
 APP_ID = "hermes-lcm"
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 15000
+# The WAL is copied back into the database file by a thread of its own every this many commits
+# (a turn commits about 20 pages), so no host turn pays for a checkpoint (bench/ingest_growth.py).
+CHECKPOINT_EVERY_COMMITS = 100
+# The writer checkpoints by itself only if the background checkpoints fall this far behind (pages).
+WAL_AUTOCHECKPOINT_PAGES = 10000
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -179,6 +185,38 @@ class NewerSchema(StoreError):
     """The file was written by a newer hermes-lcm; we refuse to touch it."""
 
 
+# SQLite result codes (primary name prefixes) that mean "this write cannot happen now",
+# each with the label status and doctor show.
+_WRITE_FAILURES = (("SQLITE_FULL", "disk full"), ("SQLITE_IOERR", "I/O error"), ("SQLITE_READONLY", "read-only"),
+                   ("SQLITE_BUSY", "locked"), ("SQLITE_LOCKED", "locked"), ("SQLITE_CANTOPEN", "cannot open"))
+
+
+class WriteFailed(sqlite3.OperationalError):
+    """The store could not write (disk full, I/O error, read-only, locked past the timeout).
+
+    Nothing of the failed transaction is stored. It subclasses ``OperationalError`` so code
+    that handled the raw SQLite error still does; callers that must not lose messages catch
+    it to keep what was not stored (see ``LcmCore.compress``).
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def write_failure(exc: BaseException) -> WriteFailed | None:
+    """``exc`` as a :class:`WriteFailed` when it says the database cannot be written now."""
+    if isinstance(exc, WriteFailed):
+        return exc
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    for prefix, reason in _WRITE_FAILURES:
+        if name.startswith(prefix):
+            return WriteFailed(reason, str(exc))
+    return None
+
+
 _BASE_MESSAGE_COLUMNS = (
     "id, conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
     "tool_name, source, created_at, tokens"
@@ -292,12 +330,60 @@ class StoredPrints:
         return [r[0] for r in rows]
 
 
+class Checkpointer:
+    """Copies the WAL into the database file on a thread of its own.
+
+    SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, so one
+    turn in a few hundred paid for copying every page the others wrote (40-60 ms at 100k
+    messages, more as the history grows and its index pages spread). A PASSIVE checkpoint on
+    a second connection copies the same pages without ever blocking the writer or a reader,
+    and never waits (the busy handler is not used). The thread and its connection start on
+    the first request and end with :meth:`stop`.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.checkpoints = 0
+
+    def request(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="hermes-lcm-checkpoint", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                with contextlib.suppress(sqlite3.Error):  # a failed checkpoint leaves the WAL as it was
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
 class Store:
     """A database file opened for this process. Use :func:`open_store`."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.lock = threading.RLock()
+        self.checkpointer = Checkpointer(path) if path != ":memory:" else None
+        self._commits = 0
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
@@ -312,7 +398,7 @@ class Store:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: index and FTS pages stay hot
-        self.conn.execute("PRAGMA wal_autocheckpoint=4000")
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._migrate()
         self._set_columns()
@@ -368,13 +454,29 @@ class Store:
             if self.conn.in_transaction:
                 yield self.conn
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
             try:
+                self.conn.execute("BEGIN IMMEDIATE")
                 yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                self._abandon()
+                failed = write_failure(exc)
+                if failed is not None and failed is not exc:
+                    raise failed from exc
                 raise
-            self.conn.execute("COMMIT")
+            self._committed()
+
+    def _committed(self) -> None:
+        self._commits += 1
+        if self.checkpointer is not None and self._commits % CHECKPOINT_EVERY_COMMITS == 0:
+            self.checkpointer.request()
+
+    def _abandon(self) -> None:
+        """End a failed transaction. SQLite may already have rolled it back (SQLITE_FULL, I/O
+        errors), and a failed COMMIT leaves it open: never let the next write join it."""
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -382,6 +484,8 @@ class Store:
             yield self.conn
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         with self.lock:
             self.conn.close()
 
@@ -441,6 +545,11 @@ class Store:
             fresh = select(StoredPrints(db, conversation_id))
             return _insert_messages(db, conversation_id, session_id, source or "unknown", fresh)
 
+    def probe(self, conversation_id: int, select: Callable[[StoredPrints], Sequence[MessageIn]]) -> list[MessageIn]:
+        """What ``select`` would store now, without writing: reads work while writes fail."""
+        with self.read() as db:
+            return list(select(StoredPrints(db, conversation_id)))
+
     def messages_after(self, conversation_id: int, seq: int, limit: int = -1) -> list[StoredMessage]:
         with self.read() as db:
             rows = db.execute(
@@ -459,6 +568,17 @@ class Store:
                 (conversation_id, after_seq, _upto(upto), limit),
             ).fetchall()
         return [row_to_message(r) for r in reversed(rows)]
+
+    def message_ids_newest(self, conversation_id: int, after_seq: int, limit: int,
+                           upto: int | None = None) -> list[int]:
+        """Ids of :meth:`messages_newest`'s rows, oldest first: the index alone answers it, so a
+        caller holding most rows already reads only the new ones."""
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT id FROM messages WHERE conversation_id=? AND seq>? AND seq<=? ORDER BY seq DESC LIMIT ?",
+                (conversation_id, after_seq, _upto(upto), limit),
+            ).fetchall()
+        return [r[0] for r in reversed(rows)]
 
     def raw_tokens(self, conversation_id: int, after_seq: int, upto: int | None = None) -> int:
         """Tokens of the messages after ``after_seq`` and at most ``upto`` (the raw part of the context)."""
@@ -484,10 +604,14 @@ class Store:
     def messages_by_ids(self, ids: Sequence[int]) -> list[StoredMessage]:
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
+        rows: list[Any] = []
         with self.read() as db:
-            rows = db.execute(f"SELECT {self.message_columns} FROM messages WHERE id IN ({marks}) ORDER BY seq",
-                              tuple(ids)).fetchall()
+            for start in range(0, len(ids), 500):
+                chunk = tuple(ids[start:start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows += db.execute(f"SELECT {self.message_columns} FROM messages WHERE id IN ({marks})",
+                                   chunk).fetchall()
+        rows.sort(key=lambda r: (r[1], r[2]))  # (conversation_id, seq): store order
         return [row_to_message(r) for r in rows]
 
     def session_messages(self, session_id: str, after_id: int, limit: int) -> list[StoredMessage]:
@@ -577,6 +701,7 @@ class Store:
         store = cls.__new__(cls)
         store.path = str(Path(path).expanduser().resolve())
         store.lock = threading.RLock()
+        store.checkpointer, store._commits = None, 0  # never writes, so never checkpoints
         if not Path(store.path).is_file():
             raise StoreError(f"no database at {store.path}")
         store.conn = sqlite3.connect(f"file:{quote(store.path)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import httpx
@@ -814,7 +814,17 @@ def summarize(
     No routes means offline (level "extractive"). A ``deadline`` (``time.monotonic()`` value) that
     has passed skips the LLM entirely, and otherwise caps each call's timeout. At most
     ``2 * len(routes)`` calls are made; the result always satisfies ``count_tokens(text) <= target``.
+    Its text is valid UTF-8: a lone surrogate (a host's tool name, a model's escaped output) would make
+    SQLite refuse the summary, so it becomes "?".
     """
+    outcome = _summarize(sources, depth, target_tokens, focus, routes, guard, deadline, timeout_s)
+    safe = outcome.text.encode("utf-8", "replace").decode("utf-8")
+    return outcome if safe == outcome.text else replace(outcome, text=safe)
+
+
+def _summarize(sources: Sequence[SourceItem], depth: int, target_tokens: int, focus: str | None,
+               routes: Sequence[LlmRoute], guard: CallGuard, deadline: float | None,
+               timeout_s: float) -> SummaryOutcome:
     if not routes:
         return SummaryOutcome(extractive_summary(sources, target_tokens), "extractive", "extractive")
     errors: list[str] = []

@@ -75,8 +75,9 @@ class OverheadMeter:
             guess = max(self.learned, self.direct or 0)
         elif self.direct is not None:
             guess = self.direct
-        elif current_tokens and current_tokens > 0:
-            guess = max(0, current_tokens - _estimate(messages))
+        elif current_tokens and current_tokens > 0 and len(messages) <= MAX_ESTIMATED_MESSAGES:
+            # Bounded like observe_request: counting a huge list here would cost a compress seconds.
+            guess = max(0, current_tokens - self._count(messages))
         else:
             guess = int(threshold * DEFAULT_SHARE)
         return min(max(0, threshold // 2), guess)

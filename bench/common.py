@@ -293,7 +293,7 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
 
 
 def iter_results() -> Iterator[dict[str, Any]]:
-    order = ["steady_state", "search", "ingest", "schemas", "recall"]
+    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall"]
     files = sorted(RESULTS.glob("*.json"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
     for path in files:
         yield json.loads(path.read_text(encoding="utf-8"))

@@ -93,19 +93,41 @@ def _recall(details: dict[str, Any]) -> str:
     return text
 
 
+def _outcomes(case: dict[str, Any]) -> str:
+    """yes / NO, with the compresses that handed the list back unchanged (messages still being stored)."""
+    verdict = "yes" if case["prompts_valid_and_bounded"] else "NO"
+    kept = [str(i + 1) for i, o in enumerate(case.get("compress_outcomes", [])) if o == "kept"]
+    return f"{verdict} (compress {', '.join(kept)}: list kept)" if kept else verdict
+
+
 def _large_inputs(details: dict[str, Any]) -> str:
     calls = list(details["cases"][0]["times_s"])
     rows = [[case["case"], *(case["times_s"].get(c, "-") for c in calls),
-             f"{case['slowest_s']} ({case['slowest_call']})",
-             "yes" if case["prompts_valid_and_bounded"] else "NO", "yes" if case["stored_exactly"] else "NO"]
+             f"{case['slowest_s']} ({case['slowest_call']})", case.get("later_hooks_until_stored", "-"),
+             _outcomes(case), "yes" if case["stored_exactly"] else "NO"]
             for case in details["cases"]]
-    header = ["case", *(f"{c} s" for c in calls), "slowest s", "prompts valid, bounded", "stored exactly"]
+    header = ["case", *(f"{c} s" for c in calls), "slowest s", "later hooks until stored",
+              "prompts valid, bounded", "stored exactly"]
     return _table(header, rows) + (f"\n\nLCM_COMPACTION_MAX_SECONDS={details['max_seconds']:g}; "
                                    "one engine per case, offline summarizer.")
 
 
+def _growth(details: dict[str, Any]) -> str:
+    keys = ("wall_median_ms", "wall_mean_ms", "cpu_median_ms", "cpu_mean_ms", "wall_p99_ms", "wall_p999_ms",
+            "turns_over_20ms", "pages_written_per_turn", "pages_read_per_turn", "vm_steps_per_turn")
+    rows = [[f"{int(size):,}", policy, *(entry[policy][k] for k in keys), entry["build_seconds"]]
+            for size, entry in details["sizes"].items() for policy in ("before", "after")]
+    return _table(["raw msgs", "checkpoint", "wall median ms", "wall mean ms", "CPU median ms", "CPU mean ms",
+                   "wall p99 ms", "wall p99.9 ms", "turns > 20 ms", "pages written/turn", "pages read/turn",
+                   "SQLite VM steps/turn", "build s"],
+                  rows) + (f"\n\n{details['turns']} measured turns per row and policy (after 20 warm-up turns), "
+                           f"{details['turn_messages']} messages per turn; every size and policy on its own copy, all "
+                           f"six alternating every {details['block']} turns.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
+    "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
     "search": ("Search latency and database size", _search),
     "ingest": ("Bulk import and compaction", _ingest),
     "schemas": ("Tool schema tokens", _schemas),

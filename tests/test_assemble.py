@@ -94,3 +94,39 @@ def test_raw_messages_older_than_the_fresh_tail_are_shown_while_they_fit():
     out = build([_node(1, 0, "summary text")], items, tight)
     assert out[-1]["content"] == "message 49" and "older messages" in out[0]["content"]
     assert count_messages(out) <= tight.total
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages=st.lists(message, max_size=40), cut=st.integers(0, 40))
+def test_grouping_remembered_on_items_gives_the_same_groups(messages, cut):
+    """group() remembers each tool block on its call item; a second grouping of the same items,
+    alone or after other blocks that may take its call ids, equals a grouping from fresh items."""
+    items = [Item.host(m) for m in messages]
+    first = group(items)
+    assert group(items) == first
+    tail = items[cut:]
+    fresh = [Item.host(m) for m in messages[cut:]]
+    assert [[i.message for i in g] for g in group(tail)] == [[i.message for i in g] for g in group(fresh)]
+    again = items[:cut] + tail
+    assert [[i.message for i in g] for g in group(again)] == [[i.message for i in g] for g in first]
+
+
+def test_assembly_is_the_same_whatever_the_item_cache_holds(make_engine, monkeypatch):
+    """Assembly reads only rows it has no item for; a cache smaller than the window gives the same prompt."""
+    from hermes_lcm import core as core_module
+
+    engine = make_engine(threshold=40000)
+    history: list[dict[str, Any]] = []
+    for i in range(60):
+        history += [{"role": "user", "content": f"question {i} about the ledger"}, _call(f"k{i}"),
+                    {"role": "tool", "tool_call_id": f"k{i}", "content": f"result {i}"},
+                    {"role": "assistant", "content": f"answer {i}"}]
+    engine.ingest_host(history)
+    core = engine.core
+    budget = core.budget(engine.threshold_tokens, 1000)
+    whole = core.assemble(budget)
+    monkeypatch.setattr(core_module, "ITEM_CACHE_SIZE", 7)
+    core._items.clear()
+    assert core.assemble(budget) == whole
+    assert core.assemble(budget) == whole
+    assert len(core._items) <= 7

@@ -96,16 +96,31 @@ def test_a_slow_llm_cannot_hold_a_turn_past_the_compaction_deadline(tmp_path):
     assert len(calls) <= 4
 
 
-def test_an_internal_error_degrades_to_a_bounded_valid_prompt_and_is_reported(make_engine):
+def test_an_internal_error_keeps_unconfirmed_messages_and_is_reported(make_engine):
+    """Issue 8 item 7 changes this test: before, a broken store made compress trim the host's
+    list, dropping messages that were never stored. Now nothing the store cannot confirm
+    leaves the list: it comes back unchanged (the host's "no progress") and the error shows."""
     engine = make_engine(threshold=3000)
     history = [m for t in conversation(seed=14, turns=40) for m in t]
     engine.core.store.conn.close()  # the store breaks under the engine's feet
     out = engine.compress(list(history), current_tokens=count_messages(history))
-    assert out and count_messages(out) < 3000
-    assert_valid_sequence(out)
+    assert out == history
     assert engine.should_compress(10) is False
     assert any("compress" in e for e in engine.get_status()["engine_errors"])
     assert engine.handle_tool_call("lcm_grep", {"query": "ledger"}).startswith("{")
+
+
+def test_a_store_that_stops_writing_after_storing_still_gives_a_bounded_valid_prompt(make_engine):
+    engine = make_engine(threshold=3000)
+    history = [m for t in conversation(seed=14, turns=40) for m in t]
+    engine.ingest_host(list(history))
+    engine.core.store.conn.execute("PRAGMA query_only=ON")  # reads work, every write is refused
+    out = engine.compress(list(history), current_tokens=count_messages(history))
+    assert out and count_messages(out) < 3000
+    assert_valid_sequence(out)
+    status = engine.get_status()
+    assert status["store_write_failures"] >= 1 and "read-only" in status["last_store_write_failure"]
+    assert status["unstored_messages"] == 0
 
 
 def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
@@ -127,3 +142,18 @@ def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
         {"role": "assistant", "content": None, "tool_calls": messages[6]["tool_calls"]},
         {"role": "tool", "content": "result", "tool_call_id": "c1"},
     ]
+
+
+def test_a_store_that_cannot_open_keeps_the_hosts_list_and_tells_the_host(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
+                                          "LCM_DATABASE_PATH": str(blocker / "lcm.db")}))
+    engine.update_model("fake", 64000)
+    engine.threshold_tokens = 3000
+    engine.on_session_start("s1", hermes_home=str(tmp_path))
+    history = [m for t in conversation(seed=15, turns=30) for m in t]
+    out = engine.compress(list(history), current_tokens=count_messages(history))
+    assert out == history  # nothing could be stored, so nothing leaves the host's list
+    assert engine._last_compress_aborted is True  # Hermes then warns "Compression aborted: ..."
+    assert "no message was dropped" in engine._last_summary_error

@@ -124,3 +124,26 @@ def test_many_processes_opening_a_new_file_at_once_all_succeed(tmp_path):
     con = sqlite3.connect(tmp_path / "new.db")
     assert con.execute("SELECT count(*) FROM conversations").fetchone()[0] == 6
     con.close()
+
+
+def test_the_wal_is_checkpointed_by_a_thread_of_its_own_and_stops_with_the_store(tmp_path):
+    """No writer's COMMIT pays for copying the WAL back (issue 8 item 13): a background
+    connection checkpoints every CHECKPOINT_EVERY_COMMITS commits, SQLite's own automatic
+    checkpoint stays only as a backstop."""
+    store = open_store(tmp_path / "lcm.db")
+    assert store.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == store_module.WAL_AUTOCHECKPOINT_PAGES
+    for i in range(store_module.CHECKPOINT_EVERY_COMMITS * 2):
+        store.record_event("info", "test", f"event {i}")
+    checkpointer = store.checkpointer
+    assert checkpointer is not None and checkpointer._thread is not None
+    for _ in range(500):  # wait for the thread to catch up (bounded; not a timing assertion)
+        if checkpointer.checkpoints:
+            break
+        checkpointer._thread.join(0.02)
+    assert checkpointer.checkpoints >= 1
+    reader = sqlite3.connect(tmp_path / "lcm.db")
+    assert reader.execute("SELECT count(*) FROM events").fetchone()[0] == store_module.CHECKPOINT_EVERY_COMMITS * 2
+    reader.close()
+    thread = checkpointer._thread
+    store_module.close_all()
+    assert not thread.is_alive()

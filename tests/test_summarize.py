@@ -258,6 +258,15 @@ def test_no_routes_is_offline_extractive() -> None:
     assert count_tokens(outcome.text) <= 80
 
 
+def test_a_summary_is_valid_utf8_whatever_its_sources_hold() -> None:
+    """A lone surrogate in a host's tool name reaches the summary text; SQLite would refuse to store
+    it (the compaction then failed with UnicodeEncodeError), so it comes out replaced."""
+    sources = [SourceItem("m1", "assistant called tool \ud800 with no arguments"), SourceItem("m2", "ok")]
+    outcome = summarize(sources, depth=0, target_tokens=80, focus=None, routes=[], guard=CallGuard(), deadline=None)
+    outcome.text.encode("utf-8")
+    assert "tool ? with" in outcome.text
+
+
 # --------------------------------------------------------------------------- LLM routes
 
 

@@ -163,6 +163,22 @@ def test_base64_and_data_uri_floods_are_externalized_exactly(make_engine: MakeEn
     assert engine.errors == []
 
 
+def test_a_list_that_fits_only_as_stored_is_not_handed_back_with_its_payload(make_engine: MakeEngine) -> None:
+    """A user pastes 300 KB of base64: the store keeps a placeholder naming the payload file, so the
+    stored prompt fits, but the host's list carries the base64 itself. The identity of the two is the
+    same (placeholder and payload are one message); compress must still return the stored form, not
+    hand the host's 300 KB list back "unchanged" (its answer must fit)."""
+    engine = make_engine(threshold=6000, **LOW_BOUND)
+    blob = base64.b64encode(random.Random(9).randbytes(225_000)).decode()
+    history = [{"role": "user", "content": "here it is"}, {"role": "user", "content": f"the dump: {blob}"}]
+    engine.ingest_host(history)
+    out = engine.compress(history, current_tokens=200_000)
+    assert count_messages(out) <= _budget_total(engine, history, 200_000)
+    assert blob not in out[-1]["content"] and "[lcm-payload ref=" in out[-1]["content"]
+    assert _expand_payloads(_stored(engine)[1]["content"], engine) == history[1]["content"]
+    assert engine.errors == []
+
+
 def test_rows_of_one_ingest_go_in_as_a_few_statements(make_engine: MakeEngine) -> None:
     """One INSERT statement per row made FTS5 flush and merge per row (minutes after one huge row);
     rows go in as multi-row statements. (Kept small: the trace expands every bound parameter.)"""
