@@ -106,6 +106,8 @@ class LcmCore:
         self.stats = Stats()
         self._fresh_start = False
         self._seen: Seen | None = None
+        # The message objects the last compress handed the host (ingest.Selection.handed).
+        self._handed: dict[int, tuple[Any, int]] = {}
         self._items: dict[int, Item] = {}
         # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
         self.position: int | None = None
@@ -152,6 +154,7 @@ class LcmCore:
                                       parent_session_id=parent_session_id, reason=reason)
         if conversation_id != self.binding.conversation_id:
             self._seen = None
+            self._handed = {}
             self._pending = None
         self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
         return self.binding
@@ -259,7 +262,7 @@ class LcmCore:
 
     def _selection(self, messages: Sequence[Any], strict: bool) -> Selection:
         return Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=strict,
-                         limit=self.ingest_chunk_rows)
+                         limit=self.ingest_chunk_rows, handed=self._handed)
 
     def _store_selected(self, select: Selection, source: str) -> int:
         """One transaction: store what ``select`` picks and remember how far the host's list is stored."""
@@ -345,7 +348,7 @@ class LcmCore:
         """The request to pin: the newest user message a person sent at or before ``upto``,
         never host scaffolding (a todo snapshot, a nudge) that arrived after it."""
         message = self.store.newest_request(state.id, upto)
-        return Item.stored(message) if message is not None else None
+        return self._item(message) if message is not None else None
 
     def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
                  focus: str | None = None, deadline: float | None = None) -> list[dict[str, Any]]:
@@ -501,6 +504,9 @@ class LcmCore:
         it (the host keeps the newer messages itself and appends them) is found by
         alignment instead, which sees those messages are stored already.
         """
+        by_object = {id(item.message): item for item in self._items.values()}
+        self._handed = {id(m): (m, by_object[id(m)].store_id or 0) for m in result
+                        if id(m) in by_object and by_object[id(m)].message is m}
         seen = Selection(self.normalizer, result, None).seen_now()
         conversation_id = self._conversation()
         last_seq = self.store.conversation(conversation_id).last_seq

@@ -57,6 +57,8 @@ _REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not 
 # Messages whose prepared form is remembered between fingerprinting and storing.
 MEMO_SIZE = 4096
 SHORT_TAIL = 64
+# Newest host messages searched for an object our last prompt handed over.
+HANDED_SCAN = 4096
 # A message with a text content at least this long keeps its prepared form and fingerprint across
 # host calls while its content is the very same (immutable) string object: the host re-sends it on
 # every hook, tool call and compress, and each fresh preparation of 50 MB costs seconds.
@@ -526,8 +528,12 @@ class Selection:
     """
 
     def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
-                 fresh_start: bool = False, strict: bool = False, limit: int | None = None) -> None:
+                 fresh_start: bool = False, strict: bool = False, limit: int | None = None,
+                 handed: Mapping[int, tuple[Any, int]] | None = None) -> None:
         self.normalizer = normalizer
+        # The message objects our last prompt handed the host, by id(): (the object, its store id).
+        # The same object in the host's list is that stored row, whatever surrounds it.
+        self.handed = handed or {}
         # At most this many records per run (None: all): a bounded ingest stores a huge list as a
         # series of prefixes, each its own transaction (see LcmCore._ingest).
         self.limit = limit
@@ -573,6 +579,7 @@ class Selection:
         anchor_seq = self._extension_end(stored) if start else None
         if start is None:
             start, anchor_seq = self._align(incoming, stored)
+            start, anchor_seq = max((start, anchor_seq), self._handed_anchor(stored), key=lambda a: a[0])
         self.start = start
         self.follows_newest = self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
         records = self._records(incoming, start)
@@ -658,6 +665,22 @@ class Selection:
         conversation holds that fingerprint once: a short reply or a tool result reusing
         ``call_0`` at the same index of another list may be any of its copies."""
         return seen.stored == seen.fingerprint and bool(stored.once([seen.fingerprint]))
+
+    def _handed_anchor(self, stored: StoredPrints) -> tuple[int, int | None]:
+        """After the newest message object our last prompt handed over, and still unchanged: that
+        object is its stored row, even where the prompt left gaps (a pinned request, rows behind
+        the frontier) that content alignment cannot see across. Scans at most HANDED_SCAN messages."""
+        if not self.handed:
+            return 0, None
+        messages = self.messages
+        for index in range(len(messages) - 1, max(-1, len(messages) - 1 - HANDED_SCAN), -1):
+            entry = self.handed.get(id(messages[index]))
+            if entry is None or entry[0] is not messages[index]:
+                continue
+            row = stored.row_of(entry[1])
+            if row is not None and row[1] == self.normalizer.fingerprint(messages[index]):
+                return index + 1, row[0]
+        return 0, None
 
     def _align(self, incoming: _FromEnd, stored: StoredPrints) -> tuple[int, int | None]:
         """Find where the host's list meets the store: the newest rows first, then anywhere.

@@ -285,6 +285,12 @@ class StoredPrints:
                               (message_id, self.conversation_id)).fetchone()
         return str(row[0]) if row else None
 
+    def row_of(self, message_id: int) -> tuple[int, str] | None:
+        """``(seq, fingerprint)`` of one of this conversation's rows."""
+        row = self.db.execute("SELECT seq, fingerprint FROM messages WHERE id=? AND conversation_id=?",
+                              (message_id, self.conversation_id)).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+
     def present(self, fingerprints: Sequence[str]) -> set[str]:
         """Which of these fingerprints the conversation holds (one query per 500)."""
         found: set[str] = set()
