@@ -24,7 +24,6 @@ import io
 import json
 import os
 import sys
-import time
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,7 +31,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent))  # after the host's packages: never shadows them
 
-from drive_host import _build_agent, _engine_state, _plugin_summary
+from drive_host import _build_agent, _engine_state, _plugin_summary, report_writer, shut_down
 
 
 class CliStandIn:
@@ -147,12 +146,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         spec = json.load(fh)
     report: dict[str, Any] = {"steps": [], "error": None}
-    started = time.time()
-
-    def write_report() -> None:
-        report["elapsed_s"] = round(time.time() - started, 3)
-        with open(spec["report"], "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=1, default=str)
+    write_report = report_writer(spec, report)
 
     code = 0
     agent = None
@@ -196,14 +190,7 @@ def main(argv: list[str]) -> int:
         report["traceback"] = traceback.format_exc()
         code = 2
     finally:
-        if agent is not None:
-            with contextlib.suppress(Exception):
-                agent.shutdown_memory_provider(history)
-            with contextlib.suppress(Exception):
-                agent.close()
-        if session_db is not None:
-            with contextlib.suppress(Exception):
-                session_db.close()
+        shut_down(agent, history, session_db, report)
         write_report()
     return code
 

@@ -33,6 +33,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 
@@ -145,12 +146,7 @@ def main(argv: list[str]) -> int:
         "turns": [],
         "error": None,
     }
-    started = time.time()
-
-    def write_report() -> None:
-        report["elapsed_s"] = round(time.time() - started, 3)
-        with open(spec["report"], "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=1, default=str)
+    write_report = report_writer(spec, report)
 
     code = 0
     agent = None
@@ -223,20 +219,37 @@ def main(argv: list[str]) -> int:
         report["traceback"] = traceback.format_exc()
         code = 2
     finally:
-        if agent is not None:
-            try:
-                agent.shutdown_memory_provider(history)  # engine.on_session_end(sid, messages)
-            except Exception:
-                report.setdefault("shutdown_errors", []).append(traceback.format_exc())
-            try:
-                agent.close()
-            except Exception:
-                report.setdefault("shutdown_errors", []).append(traceback.format_exc())
-        if session_db is not None:
-            with contextlib.suppress(Exception):
-                session_db.close()
+        shut_down(agent, history, session_db, report)
         write_report()
     return code
+
+
+def report_writer(spec: dict[str, Any], report: dict[str, Any]) -> Callable[[], None]:
+    """Writes ``report`` (with the elapsed time) where the test reads it; called after every step."""
+    started = time.time()
+
+    def write_report() -> None:
+        report["elapsed_s"] = round(time.time() - started, 3)
+        with open(spec["report"], "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=1, default=str)
+
+    return write_report
+
+
+def shut_down(agent: Any, history: list[dict[str, Any]], session_db: Any, report: dict[str, Any]) -> None:
+    """End the session the way the host does at exit; a failure is reported, never raised."""
+    if agent is not None:
+        try:
+            agent.shutdown_memory_provider(history)  # engine.on_session_end(sid, messages)
+        except Exception:
+            report.setdefault("shutdown_errors", []).append(traceback.format_exc())
+        try:
+            agent.close()
+        except Exception:
+            report.setdefault("shutdown_errors", []).append(traceback.format_exc())
+    if session_db is not None:
+        with contextlib.suppress(Exception):
+            session_db.close()
 
 
 if __name__ == "__main__":
