@@ -15,7 +15,7 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -33,6 +33,7 @@ REPLAY_ROLES = ("user", "assistant", "tool")
 SUMMARY_WRAPPER_TOKENS = 48
 # Attempts at sizing a head-and-tail cut by measured density before giving up on the text.
 _HEAD_TAIL_TRIES = 4
+NO_RESULT = "a tool call without a result"
 # The summary block's fixed text (marker, nonce, untrusted-history notice, omission line), rounded up.
 _HEADER_TOKENS = 128
 
@@ -236,7 +237,11 @@ def _block(call: Item, results: Sequence[Item], used: set[str], ids: set[str] | 
     raw = call.message.get("tool_calls")
     good: dict[str, Any] = {}
     shown: list[tuple[Any, str]] = []
+    answerable = {cid for r in results if isinstance(cid := r.message.get("tool_call_id"), str)}
     for c in raw if isinstance(raw, list) else [raw]:
+        if not (isinstance(c, Mapping) and isinstance(c.get("id"), str) and c["id"] in answerable):
+            shown.append((c, NO_RESULT))  # text whatever else is wrong with it; not worth checking
+            continue
         fixed = repaired_call(c)
         problem = call_problem(fixed)
         if problem is None and ids is not None:
@@ -257,7 +262,7 @@ def _block(call: Item, results: Sequence[Item], used: set[str], ids: set[str] | 
             pairs.append(_result(r))
         else:
             extra.append(r)
-    shown += [(c, "a tool call without a result") for cid, c in good.items() if cid not in answered]
+    shown += [(c, NO_RESULT) for cid, c in good.items() if cid not in answered]
     kept = [c for cid, c in good.items() if cid in answered]
     used.update(answered)
     head = _assistant(call, kept, shown)
@@ -278,11 +283,23 @@ def _assistant(call: Item, kept: list[Any], shown: list[tuple[Any, str]]) -> Ite
     else:
         message.pop("tool_calls", None)
     if shown:
-        notes = [f"{problem}: {as_text(c)}" for c, problem in shown]
+        notes = _notes(shown)
         message["content"] = _with_text(message.get("content"), _marker(call) + "\n" + "\n".join(notes))
     elif content_problem(message) is not None:
         message["content"] = _with_text(message.get("content"), _marker(call))
     return _rebuilt(call, message)
+
+
+def _notes(shown: list[tuple[Any, str]]) -> list[str]:
+    """One line per malformed call; the calls without a result in view on one line together
+    (a message cut by a window's edge may have 100k of them: one JSON list is written 5x faster)."""
+    notes = [f"{problem}: {as_text(c)}" for c, problem in shown if problem != NO_RESULT]
+    unanswered = [c for c, problem in shown if problem == NO_RESULT]
+    if len(unanswered) == 1:
+        notes.append(f"{NO_RESULT}: {as_text(unanswered[0])}")
+    elif unanswered:
+        notes.append(f"{len(unanswered)} tool calls without a result: {as_text(unanswered)}")
+    return notes
 
 
 def _result(result: Item) -> Item:

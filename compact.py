@@ -89,6 +89,20 @@ class _Plan:
         return self.summary_tokens + self.raw_tokens
 
 
+def _cut_block_start(oldest: Sequence[StoredMessage]) -> int | None:
+    """Where the tool-call block the window's edge cuts starts, when something comes before it.
+
+    That block cannot be summarized from this window and is left for a later pass; it is not
+    grouped at all, since checking a call message with 100k calls takes longer than a pass may.
+    """
+    k = len(oldest)
+    while k and oldest[k - 1].role == "tool":
+        k -= 1
+    if 0 < k < len(oldest) and oldest[k - 1].role == "assistant" and oldest[k - 1].tool_calls:
+        return k - 1 if k > 1 else None
+    return None
+
+
 class Compactor:
     def __init__(self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn) -> None:
         self.store, self.dag, self.settings, self.summarize = store, dag, settings, summarize
@@ -107,8 +121,10 @@ class Compactor:
         report = CompactionReport()
         self._budget = budget
         deadline = time.monotonic() + self.settings.max_seconds if deadline is None else deadline
+        longest = 0.0  # a pass is not started unless one as long as the longest so far still fits
         while report.passes + report.conflicts < self.settings.max_passes:
-            if report.passes + report.conflicts and time.monotonic() >= deadline:
+            started = time.monotonic()
+            if report.passes + report.conflicts and started + longest >= deadline:
                 report.stop_reason = (f"time limit {self.settings.max_seconds:g}s reached; "
                                       "assembly trims the rest to the budget")
                 return report
@@ -122,6 +138,7 @@ class Compactor:
                 report.stop_reason = self._stuck_reason(plan, over)
                 return report
             step(conversation_id, session_id, plan, report, focus, deadline)
+            longest = max(longest, time.monotonic() - started)
         report.stop_reason = f"pass limit {self.settings.max_passes} reached"
         return report
 
@@ -135,8 +152,9 @@ class Compactor:
         oldest = self.store.messages_after(conversation_id, frontier, OLDEST_WINDOW)
         complete = len(oldest) < OLDEST_WINDOW
         oldest = [m for m in oldest if m.seq < tail_first]
-        groups = group([Item.stored(m) for m in oldest])
-        if not complete and len(groups) > 1:
+        cut = None if complete else _cut_block_start(oldest)
+        groups = group([Item.stored(m) for m in oldest[:cut]])
+        if not complete and cut is None and len(groups) > 1:
             groups = groups[:-1]  # the window may end inside a tool-call group
         return _Plan(frontier, self.dag.context(conversation_id), raw_tokens, oldest, groups)
 

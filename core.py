@@ -109,6 +109,7 @@ class LcmCore:
         # The message objects the last compress handed the host (ingest.Selection.handed).
         self._handed: dict[int, tuple[Any, int]] = {}
         self._items: dict[int, Item] = {}
+        self._assembly_seconds = 0.0
         # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
         self.position: int | None = None
         # Why the last compress returned the host's list unchanged to keep unstored messages (else None).
@@ -381,11 +382,13 @@ class LcmCore:
         if upto is None and last_storable(messages, seal=self.seal) is None:
             # Only our own summaries (or nothing): no raw row belongs to this list.
             upto = self.store.conversation(self._conversation()).frontier_seq
-        try:
-            self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline)
+        try:  # the passes leave the time the last assembly took
+            self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline - self._assembly_seconds)
         except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
             self._write_failed("compaction", exc)
+        started = time.monotonic()
         result = self.assemble(budget, upto)
+        self._assembly_seconds = time.monotonic() - started
         if self.same_prompt(result, messages):
             return list(messages)
         self._remember_output(result, upto)

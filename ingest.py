@@ -132,7 +132,12 @@ def _public(value: Any) -> Any:
 
 
 def _safe_text(text: str) -> str:
-    return text.encode("utf-8", "replace").decode("utf-8")
+    """``text`` as valid UTF-8: lone surrogates become ``?`` (the exact text is kept as JSON)."""
+    try:
+        text.encode("utf-8")
+        return text  # the common case: no copy of a 50 MB string
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def extra_fields(message: Mapping[str, Any]) -> str | None:

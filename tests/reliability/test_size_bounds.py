@@ -15,14 +15,15 @@ import json
 import random
 import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import hooks
-from hermes_lcm.assemble import Item, cut_message
+from hermes_lcm import compact, hooks
+from hermes_lcm.assemble import Item, cut_message, group
 from hermes_lcm.compact import fit_sources
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.summarize import SourceItem
@@ -120,6 +121,67 @@ def test_compaction_stops_at_the_deadline_after_one_deterministic_pass(make_engi
     assert_valid_sequence([m for m in out if not m.get("_lcm_synthetic")])
     assert count_messages(out) <= _budget_total(engine, history)
     assert len(_stored(engine)) == len(history)
+
+
+def test_a_block_cut_by_the_planning_window_is_left_whole_for_a_later_pass(
+        make_engine: MakeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window of the oldest rows that ends inside a tool block, with a message before it: the
+    plan offers only that message (the cut block is neither grouped nor summarized in part), and
+    the next pass starts at the block and summarizes it with its calls and results."""
+    monkeypatch.setattr(compact, "OLDEST_WINDOW", 40)
+    engine = make_engine(threshold=3000, LCM_FRESH_TAIL_COUNT="2")
+    history = _wide_turn(200, 100)
+    engine.ingest_host(history)
+    core = engine.ensure_core()
+    assert core is not None and core.binding.conversation_id is not None
+    budget = core.budget(engine.threshold_tokens, 0)
+    plan = core.compactor._plan(core.binding.conversation_id, budget)
+    assert [[item.role for item in g] for g in plan.compactable] == [["user"]]
+    assert compact._cut_block_start(plan.oldest[1:]) is None  # a block alone in its window is planned
+    engine.compress(history, current_tokens=2_000_000)
+    assert core.stats.last_compaction["leaf_passes"] >= 2
+    assert _stored(engine) == history
+
+
+def test_calls_without_a_result_in_view_are_shown_as_text_together() -> None:
+    """An assistant message whose results are out of view (a window's edge): the answered calls
+    stay calls with their results, every other call is text on one line that names each of them."""
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in range(50)]
+    call = Item("assistant", 10, {"role": "assistant", "content": "", "tool_calls": calls}, 1)
+    results = [Item("tool", 5, {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"}, 2 + i) for i in range(3)]
+    groups = group([call, *results])
+    head = groups[0][0].message
+    assert [c["id"] for c in head["tool_calls"]] == ["c0", "c1", "c2"]
+    assert "47 tool calls without a result: " in head["content"]
+    assert all(f'"c{i}"' in head["content"] for i in range(3, 50))
+    assert_valid_sequence([m.message for g in groups for m in g])
+
+
+def test_a_pass_is_not_started_when_one_as_long_as_the_longest_would_overrun(
+        make_engine: MakeEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pass takes one second of a fake clock and the deadline is 2.5 s away: the second pass
+    fits (1 s + 1 s), the third would end after the deadline, so it is not started."""
+    engine = make_engine(threshold=3000, LCM_LEAF_CHUNK_TOKENS="500", LCM_CONTEXT_THRESHOLD="0.5")
+    rng = random.Random(5)
+    words = "config loader yaml threshold session window budget summary frontier tail".split()
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{i}: " + " ".join(rng.choices(words, k=80))}
+               for i in range(160)]
+    engine.ingest_host(history)
+    core = engine.ensure_core()
+    assert core is not None and core.binding.conversation_id is not None
+    now = [1000.0]
+    monkeypatch.setattr(compact, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    real = core.compactor.summarize
+
+    def slow(*args: Any) -> Any:
+        now[0] += 1.0
+        return real(*args)
+
+    core.compactor.summarize = slow
+    budget = core.budget(engine.threshold_tokens, 0)
+    report = core.compactor.run(core.binding.conversation_id, "s1", budget, deadline=now[0] + 2.5)
+    assert report.stop_reason.startswith("time limit"), report
+    assert report.passes == 2
 
 
 ODD = ["e\u0301", "\u200d", "👩\u200d👩\u200d👧", "\u202eevil\u202c", "中文字符", "ﷺ", "\ufeff", "\x00", "𝔘𝔫𝔦",
