@@ -19,17 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.summarize import (
-    FOOTER_PREFIX,
-    CallGuard,
-    HostAuxiliaryRoute,
-    OpenAICompatibleRoute,
-    SourceItem,
-    build_routes,
-    extractive_summary,
-    summarize,
-    trim_to_tokens,
-)
+from hermes_lcm.summarize import CallGuard, SourceItem, build_routes, summarize
+from hermes_lcm.summarizer.extractive import extractive_summary
+from hermes_lcm.summarizer.fitting import FOOTER_PREFIX, trim_to_tokens
+from hermes_lcm.summarizer.routes import HostAuxiliaryRoute, OpenAICompatibleRoute
 from hermes_lcm.tokens import count_tokens
 
 # --------------------------------------------------------------------------- stub endpoint

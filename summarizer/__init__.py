@@ -1,0 +1,1 @@
+"""The parts of summarization; ``summarize.py`` is its front door and holds the escalation."""
