@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .assemble import SUMMARY_WRAPPER_TOKENS, Budget, Item, group, tail_start
+from .assemble import SUMMARY_WRAPPER_TOKENS, Budget, tail_start
+from .blocks import Item, group
 from .dag import Dag, NewNode
 from .records import StoredMessage, SummaryNode
 from .store import Store

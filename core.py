@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .assemble import Budget, Item, Retention, build, is_block, newest_request, plan_budget, same_block
+from .assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
+from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag

@@ -26,34 +26,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .blocks import CUT_MARKER, IMAGE_MARKER, TEXT_MARKER
 from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import CORE_KEYS, MessageIn
-from .scaffold import BLOCK_KEY, BLOCK_MARKER, BlockSeal, classify, is_own_block, own_block_rest
+from .scaffold import BLOCK_KEY, BlockSeal, classify, is_own_block, own_block_rest
 from .store import StoredPrints
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
 # ``parts`` value that restores a ``None`` content exactly.
 NULL_CONTENT = "null"
-# Our own summary blocks start with this and carry this key; only a sealed or keyed
-# block is ours (scaffold.is_own_block), anything else that looks like one is stored.
-SYNTHETIC_MARKER = BLOCK_MARKER
-SYNTHETIC_KEY = BLOCK_KEY
-REPLAY_ROLES = frozenset({"user", "assistant", "tool"})
 # Consecutive agreeing messages that confirm an alignment anchor.
 WINDOW = 8
 # How many of a fingerprint's newest stored positions alignment tries beyond the stored tail.
 LOCATE_POSITIONS = 4
 # Agreeing pairs that make a run ending at the start of the stored tail (not the conversation's) certain.
 CUT_RUN = 32
-# The note assemble.cut_message leaves in a message it shortened, naming the stored row.
-CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
-# The part assemble puts in place of an image whose data went to a payload file.
-IMAGE_MARKER = "[lcm: image not replayed; original: lcm_expand store_id="
-# The note on a message assemble shows as text because a provider would reject it as it is.
-TEXT_MARKER = "[lcm: shown as text; original: lcm_expand store_id="
-_REPLAY_REF = re.compile(r"\[lcm: (?:cut to fit the prompt; full text|image not replayed; original|"
-                         r"shown as text; original): lcm_expand store_id=(\d+)\]")
+# A note the prompt left in a message (blocks.py), naming the stored row the message is.
+_REPLAY_REF = re.compile("(?:" + "|".join(re.escape(m) for m in (CUT_MARKER, IMAGE_MARKER, TEXT_MARKER))
+                         + r")(\d+)\]")
 # Messages whose prepared form is remembered between fingerprinting and storing.
 MEMO_SIZE = 4096
 SHORT_TAIL = 64

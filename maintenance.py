@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .assemble import Item, group, tail_start
+from .assemble import tail_start
+from .blocks import Item, group
 from .dag import Dag
 from .patterns import SessionPatterns
 from .store import APP_ID, Store

@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import SUMMARY_WRAPPER_TOKENS, Item, build, group, plan_budget, tail_start
+from hermes_lcm.assemble import SUMMARY_WRAPPER_TOKENS, build, plan_budget, tail_start
+from hermes_lcm.blocks import Item, group
 from hermes_lcm.records import SummaryNode
 from hermes_lcm.tokens import count_messages, count_tokens
 

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import Item, build, newest_request, plan_budget
+from hermes_lcm.assemble import build, newest_request, plan_budget
+from hermes_lcm.blocks import Item
 from hermes_lcm.core import trim
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import compact, hooks
-from hermes_lcm.assemble import Item, cut_message, group
+from hermes_lcm.assemble import cut_message
+from hermes_lcm.blocks import Item, group
 from hermes_lcm.compact import fit_sources
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.summarize import SourceItem
