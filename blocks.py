@@ -24,7 +24,7 @@ from .wire import as_text, call_problem, content_problem, parts_problem, repaire
 REPLAY_ROLES = ("user", "assistant", "tool")
 NO_RESULT = "a tool call without a result"
 # Notes the prompt leaves in a message, naming its stored row; ingest's alignment reads them back
-# (align.REPLAY_REF), so a message the host returns as we showed it is known as that row.
+# (align._REPLAY_REF), so a message the host returns as we showed it is known as that row.
 # The note assemble.cut_message leaves in a message it shortened.
 CUT_MARKER = "[lcm: cut to fit the prompt; full text: lcm_expand store_id="
 # The part put in place of an image whose data went to a payload file.

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .align import Seen, Selection
 from .assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
 from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
-from .ingest import Normalizer, Seen, Selection, is_storable, last_storable, storable
+from .ingest import Normalizer
+from .normalize import is_storable, last_storable, storable
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .records import ConversationState, StoredMessage

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.ingest import is_synthetic
+from hermes_lcm.normalize import is_synthetic
 from hermes_lcm.tokens import count_messages
 
 WORDS = """alpha beta gamma delta deploy config parser token budget cache index ledger

@@ -14,7 +14,7 @@ import pytest
 
 from hermes_lcm.assemble import Retention, summary_block
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.ingest import is_synthetic
+from hermes_lcm.normalize import is_synthetic
 from hermes_lcm.tokens import count_message, count_messages
 
 from .conftest import new_engine

@@ -1,0 +1,157 @@
+"""Which host messages are stored, and how a message's parts are written down and identified.
+
+A host list mixes the host's own messages with our summary block (alone, or with a user message
+the host merged into it) and messages that are not worth a row (system, malformed). Of what is
+stored, the content and tool calls become text and exact JSON, and the fingerprint that alignment
+matches on is hashed from those parts. Fingerprints are stored in databases: what is hashed here
+must never change, or the stored history of every existing conversation stops aligning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .records import CORE_KEYS
+from .scaffold import BLOCK_KEY, BlockSeal, is_own_block, own_block_rest
+from .tokens import content_text
+
+# ``parts`` value that restores a ``None`` content exactly.
+NULL_CONTENT = "null"
+
+# (searchable content, exact parts JSON, tool calls JSON) of one message after the ingest steps.
+Prepared = tuple[str, str | None, str | None]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A host message's provider-visible parts on their way to a record: the content (a string,
+    a list of parts or None) and its public tool calls (None when it has none). Each ingest step
+    takes one and returns one (see ingest.Step)."""
+
+    content: Any
+    tool_calls: Any
+
+
+def is_synthetic(message: Mapping[str, Any], seal: BlockSeal | None = None) -> bool:
+    """Our own summary block coming back (keyed or sealed); never content that merely looks like one."""
+    return is_own_block(message, seal)
+
+
+def host_view(message: Mapping[str, Any], seal: BlockSeal | None = None) -> Mapping[str, Any] | None:
+    """The message as the host's own: None for our summary block, the host's text alone for a
+    block the host merged a following user message into, else the message itself."""
+    rest = own_block_rest(message, seal)
+    if rest is None:
+        return message
+    if not rest:
+        return None
+    return {**{k: v for k, v in message.items() if k != BLOCK_KEY}, "content": rest}
+
+
+def is_storable(message: Any, seal: BlockSeal | None = None) -> bool:
+    """A host message worth storing: a mapping with a role, not system, not only our own block."""
+    return (isinstance(message, Mapping) and isinstance(message.get("role"), str)
+            and message["role"] != "system" and host_view(message, seal) is not None)
+
+
+def storable(messages: Sequence[Any], seal: BlockSeal | None = None) -> list[Mapping[str, Any]]:
+    """The storable messages, each as the host's own (see :func:`host_view`)."""
+    views = (host_view(m, seal) if is_storable(m, seal) else None for m in messages)
+    return [v for v in views if v is not None]
+
+
+def last_storable(messages: Sequence[Any], end: int | None = None, seal: BlockSeal | None = None) -> int | None:
+    """Index of the newest storable message before ``end``; scans back only as far as needed."""
+    index = len(messages) if end is None else end
+    while index > 0:
+        index -= 1
+        if is_storable(messages[index], seal):
+            return index
+    return None
+
+
+def dump(value: Any) -> str:
+    """JSON that always encodes: lone surrogates are escaped rather than lost."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, sort_keys=True, default=str)
+
+
+def public(value: Any) -> Any:
+    """Drop the host's private ``_keys`` from dicts inside tool calls."""
+    if isinstance(value, list):
+        return [public(v) for v in value]
+    if isinstance(value, dict):
+        return {k: public(v) for k, v in value.items() if not str(k).startswith("_")}
+    return value
+
+
+def safe_text(text: str) -> str:
+    """``text`` as valid UTF-8: lone surrogates become ``?`` (the exact text is kept as JSON)."""
+    try:
+        text.encode("utf-8")
+        return text  # the common case: no copy of a 50 MB string
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+
+def draft_of(content: Any, tool_calls: Any) -> Draft:
+    """The parts the ingest steps work on: the host's content, and its tool calls without the
+    host's private ``_keys`` (None when there are none)."""
+    return Draft(content, public(tool_calls) if tool_calls else None)
+
+
+def written(draft: Draft) -> Prepared:
+    """The parts as stored: (searchable text, JSON of the exact content when it is not a plain
+    UTF-8 string, JSON of the tool calls)."""
+    raw = draft.content
+    parts: str | None
+    if raw is None:
+        content, parts = "", NULL_CONTENT
+    elif isinstance(raw, str):
+        content = safe_text(raw)
+        parts = None if content == raw else json.dumps(raw, ensure_ascii=True)
+    else:
+        content, parts = safe_text(content_text(raw)), dump(raw)
+    return content, parts, None if draft.tool_calls is None else dump(draft.tool_calls)
+
+
+def fingerprint_of(message: Mapping[str, Any], identity: Prepared) -> str:
+    """Identity of a message's provider-visible parts (``identity``: its parts as written, with
+    every payload as its placeholder); ``None`` and ``""`` content are one. Stored with every row:
+    any change to what is hashed breaks the alignment of existing databases."""
+    content, parts, tool_calls = identity
+    key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
+           tool_calls, message.get("tool_call_id") or None]
+    return hashlib.blake2b(dump(key).encode("utf-8"), digest_size=8).hexdigest()
+
+
+def extra_fields(message: Mapping[str, Any]) -> str | None:
+    """JSON of the host's other public fields, stored so the message comes back whole.
+
+    Everything except the columns (role, content, tool calls, the call id; a tool
+    result's ``name``) and the host's private ``_keys``: reasoning_content,
+    reasoning_details, codex_reasoning_items, anthropic_content_blocks, reasoning,
+    finish_reason, api_content, ... The host strips what a provider must not see
+    before sending, as it does for the built-in compressor's kept messages. Not part
+    of the fingerprint: the host may reload a message without some of them.
+    """
+    role = message.get("role")
+    fields = {key: value for key, value in message.items()
+              if isinstance(key, str) and not key.startswith("_") and key not in CORE_KEYS
+              and not (key == "name" and role == "tool")}
+    if not fields:
+        return None
+    try:
+        return dump(fields)
+    except (TypeError, ValueError):  # mixed key types, cycles: keep what can be kept, never fail ingest
+        return dump({key: str(value) for key, value in fields.items()})
+
