@@ -109,7 +109,7 @@ class LcmCore:
         self.stats = Stats()
         self._fresh_start = False
         self._seen: Seen | None = None
-        # The message objects the last compress handed the host (ingest.Selection.handed).
+        # The message objects the last compress handed the host (align.Selection.handed).
         self._handed: dict[int, tuple[Any, int]] = {}
         self._items: dict[int, Item] = {}
         self._assembly_seconds = 0.0
@@ -118,7 +118,7 @@ class LcmCore:
         # Why the last compress returned the host's list unchanged to keep unstored messages (else None).
         self.kept_reason: str | None = None
         # A write failed since the last stored ingest: host messages may wait unstored, so which of
-        # them are stored is decided strictly (ingest.Selection.strict) until one is stored again.
+        # them are stored is decided strictly (align.Selection.strict) until one is stored again.
         self._backlog = False
         # The last ingest's selection when time ran out before every new message was stored (its
         # ``cut`` is the first one waiting); None when the last ingest stored everything.

@@ -26,7 +26,7 @@ class MessageIn:
     fingerprint: str
     # Why the host made this message itself (scaffold.classify), None for a real one.
     synthetic: str | None = None
-    # JSON object of the host's other public fields (see ``ingest.extra_fields``); None: none.
+    # JSON object of the host's other public fields (see ``normalize.extra_fields``); None: none.
     extra: str | None = None
 
 

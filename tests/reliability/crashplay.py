@@ -42,7 +42,7 @@ REPLIES = ("ok", "done", "Done.")
 RESULTS = ("ok", "done", "no output")
 CALL_IDS = ("call_0", "call_1")
 # A person's request is unique at least this often (in turns): a history that repeats itself
-# exactly over the whole compared window cannot be aligned by content (see ingest.new_start).
+# exactly over the whole compared window cannot be aligned by content (see align.new_start).
 UNIQUE_EVERY = 6
 ENV = {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_ABSOLUTE_THRESHOLD_TOKENS": "2500",
        "LCM_LEAF_CHUNK_TOKENS": "400", "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
