@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,11 +27,13 @@ from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
-from .search import build_query
+from .retrieval import Hit, Scope, Searcher, SearchRequest
+from .search import Query, build_query
 from .store import ForeignDatabase, NewerSchema, Store, StoreError
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
 PAGE_MAX = 500
+GREP_PAGES = 8  # pages of lcm_grep's walk `lcm grep` reads to find --limit hits of each kind
 
 
 class CliError(Exception):
@@ -238,22 +241,44 @@ def expand_node(store: Store, dag: Dag, node: SummaryNode, args: argparse.Namesp
 
 
 def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    """The lcm_grep tool's search (same arms, same ranking), over every conversation or one."""
     query = build_query(args.query)
     if query.empty:
         raise CliError("query has no searchable terms", EXIT_USAGE)
     limit = page_limit(args.limit)
+    kinds = {"all": ("message", "summary"), "messages": ("message",), "summaries": ("summary",)}[args.kind]
     hits: list[dict[str, Any]] = []
-    if args.kind in ("all", "messages"):
-        for m, score in store.search_messages(query.match, args.conversation, limit):
-            hits.append({"kind": "message", "store_id": m.id, "conversation_id": m.conversation_id, "seq": m.seq,
-                         "role": m.role, "created_at": mt.iso(m.created_at), "score": round(score, 3),
-                         "snippet": snippet(m.content, query.terms)})
-    if args.kind in ("all", "summaries"):
-        for n, score in Dag(store).search(query.match, args.conversation, limit):
-            hits.append({"kind": "summary", "node_id": n.node_id, "conversation_id": n.conversation_id,
-                         "depth": n.depth, "score": round(score, 3), "snippet": snippet(n.content, query.terms)})
+    for h in _ranked_hits(store, query, args.conversation, kinds, limit):
+        if h.kind == "message":
+            hits.append({"kind": "message", "store_id": h.id, "conversation_id": h.conversation_id, "seq": h.seq,
+                         "role": h.role, "created_at": mt.iso(h.created_at), "score": round(h.score, 3),
+                         "snippet": snippet(h.text, query.terms)})
+        elif h.node is not None:
+            hits.append({"kind": "summary", "node_id": h.node.node_id, "conversation_id": h.conversation_id,
+                         "depth": h.node.depth, "score": round(h.score, 3), "snippet": snippet(h.text, query.terms)})
     return {"query": query.match, "count": len(hits), "items": hits,
-            "note": "best bm25 first within each kind (messages, then summaries); up to --limit of each"}
+            "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind"}
+
+
+def _ranked_hits(store: Store, query: Query, conversation: int | None, kinds: Sequence[str], limit: int) -> list[Hit]:
+    """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES)."""
+    if conversation is not None:
+        try:
+            store.conversation(conversation)
+        except KeyError:
+            return []  # nothing to find in a conversation that does not exist
+    scope = Scope("all") if conversation is None else Scope("current", conversation)
+    request = SearchRequest(query, scope, limit=PAGE_MAX, summaries="summary" in kinds)
+    taken: dict[str, list[Hit]] = {kind: [] for kind in kinds}
+    for _ in range(GREP_PAGES):
+        page = Searcher(store, Dag(store), request).page()
+        for h in page.hits:
+            if h.kind in taken and len(taken[h.kind]) < limit:
+                taken[h.kind].append(h)
+        if page.next_cursor is None or all(len(v) >= limit for v in taken.values()):
+            break
+        request = replace(request, cursor=page.next_cursor)
+    return [h for kind in kinds for h in taken[kind]]
 
 
 def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The query language and ranking math of search.py, against a real FTS5 table."""
+"""The query language (search.py) and ranking math (rank.py), against a real FTS5 table."""
 
 from __future__ import annotations
 
@@ -8,18 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.search import (
-    Term,
-    build_query,
-    conversational,
-    coverage,
-    idf,
-    is_exact,
-    own_score,
-    plain_snippet,
-    plan_terms,
-    with_context,
-)
+from hermes_lcm.rank import coverage, idf, is_exact, own_score, with_context
+from hermes_lcm.search import Term, build_query, conversational, plain_snippet, plan_terms
 
 ROWS = [
     "Gina: I lost my job at Door Dash this month, so I'm opening a dance studio.",

@@ -1,0 +1,199 @@
+"""Where search candidates come from: the hit record, the arm interface, and the full-text arm.
+
+A search asks each of its arms for the rows worth ranking; the searcher (retrieval.py) fuses
+what they return and one ranker (rank.py) orders them, whichever arm found a row. Full text is
+the arm today; a vector arm plugs in beside it by returning ``Hit`` records the same way.
+Every arm reads the store through its methods only, with scope and filters applied in SQL
+before LIMIT, so its cost is bounded whatever the store's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .dag import Dag
+from .records import SummaryNode
+from .search import Query, Term, or_match, plan_terms
+from .store import Store
+
+BM25_BUDGET = 8000          # raw rows bm25 may rank per query
+SUMMARY_BM25_BUDGET = 1500  # summaries are long, so fewer of them
+TEXT_CHARS = 2000           # text per candidate used for coverage and snippets
+
+
+@dataclass(frozen=True)
+class Scope:
+    kind: str  # current | session | all
+    conversation_id: int | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Filters:
+    role: str | None = None
+    source: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+    @property
+    def raw_only(self) -> bool:
+        """Role and time describe raw messages: summaries are left out when they are set."""
+        return self.role is not None or self.since is not None or self.until is not None
+
+    def sql(self) -> dict[str, Any]:
+        return {"role": self.role, "source": self.source, "since": self.since, "until": self.until}
+
+
+@dataclass
+class Hit:
+    kind: str  # message | summary
+    id: int
+    score: float
+    matched: bool
+    text: str
+    chars: int
+    created_at: float
+    conversation_id: int
+    seq: int = 0
+    session_id: str = ""
+    role: str = ""
+    source: str = ""
+    tool_name: str | None = None
+    node: SummaryNode | None = None
+
+    @property
+    def scratch_id(self) -> int:
+        """Unique rowid in the scratch index: summaries are negated."""
+        return self.id if self.kind == "message" else -self.id
+
+
+@dataclass(frozen=True)
+class View:
+    """What one search may see: the scope's id ranges, and the scope as SQL arguments."""
+
+    m_bounds: tuple[int, int]
+    s_bounds: tuple[int, int]
+    scope_sql: dict[str, Any]
+    summary_conversation: int | None
+    session_id: str | None
+    filters: Filters
+    with_summaries: bool
+
+    @staticmethod
+    def bounded(bounds: tuple[int, int], upper: int) -> tuple[int, int]:
+        return bounds[0], min(bounds[1], upper)
+
+
+@dataclass
+class Candidates:
+    """An arm's rows for one kind, and each query term's match count where the arm counted it
+    (the ranker weighs terms by rarity; None: not counted)."""
+
+    hits: list[Hit]
+    counts: list[int | None]
+
+
+class Arm(Protocol):
+    """One way to find rows worth ranking for a query."""
+
+    def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
+        """Up to ``pool`` rows of ``kind`` ("messages" | "summaries") with ids up to ``upper``."""
+        ...
+
+
+class FullTextArm:
+    """Candidates from the FTS5 indexes, and the walk over every remaining match."""
+
+    def __init__(self, store: Store, dag: Dag, query: Query, view: View) -> None:
+        self.store, self.dag, self.query, self.view = store, dag, query, view
+        self.common: list[Term] = []  # the message terms too common to drive selection
+
+    def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
+        """Up to ``pool`` rows worth ranking, and each term's match count (None: not counted).
+
+        Selective words: bm25's best rows. Identifiers, phrases and prefixes: their newest matches
+        (a phrase or prefix of common tokens costs as much to count as to find, and any of their
+        matches is exact). Common words: newest matches, only to fill the pool.
+        """
+        terms = self.query.parts
+        bounds = self.view.bounded(self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper)
+        budget = BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET
+        word_counts = self._countable(kind, terms, bounds, budget)
+        words = [t for t in terms if t.match in word_counts]
+        structured = [t for t in terms if t.match not in word_counts]
+        selective, common = plan_terms(words, [word_counts[t.match] for t in words], budget)
+        fetch = self.message_rows if kind == "messages" else self.summary_rows
+        hits = fetch(or_match(selective), "rank", pool, upper) if selective else []
+        if kind == "messages":
+            self.common = common
+        if structured:
+            hits = _union(hits, fetch(or_match(structured), "recent", pool, upper), 2 * pool)
+        if common and len(hits) < pool:
+            hits = _union(hits, fetch(or_match(common), "recent", pool, upper), pool)
+        return Candidates(hits, [word_counts.get(t.match) for t in terms])
+
+    def _countable(self, kind: str, terms: Sequence[Term], bounds: tuple[int, int], budget: int) -> dict[str, int]:
+        """Match counts (capped) of the terms bm25 can rank cheaply: words, and phrases whose every
+        word is within the budget. A phrase of common words or a prefix is left out: counting it
+        would cost as much as walking those words' whole index entries."""
+        words = {w for t in terms for w in (t.words if t.kind in ("word", "ident", "phrase") else ())}
+        counted = dict(zip(words, self.store.fts_term_counts(kind, [f'"{w}"' for w in words], bounds, budget + 1),
+                           strict=True))
+        cheap = [t for t in terms if t.kind != "prefix" and all(counted[w] <= budget for w in t.words)]
+        out = {t.match: counted[t.words[0]] for t in cheap if t.kind == "word"}
+        phrases = [t for t in cheap if t.kind != "word"]
+        out.update(zip((t.match for t in phrases),
+                       self.store.fts_term_counts(kind, [t.match for t in phrases], bounds, budget + 1), strict=True))
+        out.update({t.match: budget + 1 for t in terms if t.kind == "word" and t.match not in out})
+        return out
+
+    def message_rows(self, match: str, order: str, limit: int, upper: int,
+                     exclude: Sequence[int] = ()) -> list[Hit]:
+        """Messages matching ``match`` in scope, by bm25 (``order`` "rank") or newest first."""
+        view = self.view
+        rows = self.store.message_hits(
+            match, order=order, limit=limit, bounds=view.bounded(view.m_bounds, upper), text_chars=TEXT_CHARS,
+            exclude_ids=list(exclude), **view.scope_sql, **view.filters.sql())
+        return [message_hit(r, matched=True) for r in rows]
+
+    def summary_rows(self, match: str, order: str, limit: int, upper: int,
+                     exclude: Sequence[int] = ()) -> list[Hit]:
+        view = self.view
+        if not view.with_summaries:
+            return []
+        rows = self.dag.summary_hits(
+            match, order=order, limit=limit, bounds=view.bounded(view.s_bounds, upper),
+            conversation_id=view.summary_conversation, session_id=view.session_id,
+            source=view.filters.source, exclude_ids=exclude)
+        return [summary_hit(node, score) for node, score in rows]
+
+
+def _union(hits: list[Hit], more: list[Hit], cap: int) -> list[Hit]:
+    """``hits`` then the rows of ``more`` not in it, up to ``cap`` rows."""
+    seen = {h.id for h in hits}
+    return (hits + [h for h in more if h.id not in seen])[:max(cap, len(hits))]
+
+
+def fuse(found: Sequence[Candidates]) -> Candidates:
+    """The arms' rows for one kind, each row once (the first arm's copy), in the arms' order;
+    term counts from the first arm that counted them."""
+    hits: dict[int, Hit] = {}
+    for c in found:
+        for h in c.hits:
+            hits.setdefault(h.id, h)
+    counts = [next((c.counts[i] for c in found if i < len(c.counts) and c.counts[i] is not None), None)
+              for i in range(max((len(c.counts) for c in found), default=0))]
+    return Candidates(list(hits.values()), counts)
+
+
+def message_hit(row: Sequence[Any], matched: bool) -> Hit:
+    mid, conv, seq, session, role, source, created, tool, text, chars, score = row
+    return Hit("message", int(mid), -float(score), matched, str(text), int(chars), float(created), int(conv),
+               int(seq), str(session), str(role), str(source or "unknown"), tool)
+
+
+def summary_hit(node: SummaryNode, score: float) -> Hit:
+    return Hit("summary", node.id, -score, True, node.content[:TEXT_CHARS], len(node.content), node.latest_at,
+               node.conversation_id, node=node)
