@@ -1,8 +1,9 @@
 """The host adapter: Hermes Agent's context-engine slot, mapped onto LcmCore.
 
 Thin by design: it translates host calls and keeps host-specific facts
-(deep copies per agent, registering with the live-engine registry that hooks
-and commands read, token accounting from usage). No SQL, prompt text or ranking lives here.
+(deep copies per agent, its entry in the live-engine registry that hooks and
+commands read, token accounting from usage). No SQL, prompt text or ranking
+lives here; the lcm_* tools run through tools.dispatch.
 No exception leaves a host-facing method: on internal error the engine
 records it where status and doctor show it and degrades to a bounded,
 valid prompt.

@@ -20,38 +20,21 @@ if TYPE_CHECKING:
 class EngineFacts(Protocol):
     """What a status report reads of a live engine."""
 
+    last_prompt_tokens: int
+    threshold_tokens: int
+    context_length: int
+    compression_count: int
+    model: str
+    meter: OverheadMeter
+    startup_error: str | None
+    errors: list[str]
+    core: LcmCore | None
+
     @property
     def name(self) -> str: ...
 
     @property
-    def last_prompt_tokens(self) -> int: ...
-
-    @property
-    def threshold_tokens(self) -> int: ...
-
-    @property
-    def context_length(self) -> int: ...
-
-    @property
-    def compression_count(self) -> int: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def meter(self) -> OverheadMeter: ...
-
-    @property
     def config_problems(self) -> tuple[str, ...]: ...
-
-    @property
-    def startup_error(self) -> str | None: ...
-
-    @property
-    def errors(self) -> list[str]: ...
-
-    @property
-    def core(self) -> LcmCore | None: ...
 
 
 def engine_status(engine: EngineFacts) -> dict[str, Any]:
