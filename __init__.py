@@ -6,9 +6,17 @@ Hermes imports this package as ``hermes_plugins.hermes_lcm`` (a plugin dir) or
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from typing import Any
+
+
+def __getattr__(name: str) -> str:
+    """``hermes_lcm.__version__``, from version.py: this entry point imports nothing at load time
+    (test runners may load it outside its package), and version.py imports nothing of the engine."""
+    if name == "__version__":
+        from .version import __version__
+
+        return __version__
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(ctx: Any) -> None:

@@ -19,7 +19,9 @@ import yaml
 
 from . import maintenance as mt
 from . import presets
-from .engine import LcmEngine, live_engines
+from .engine import LcmEngine
+from .registry import live_engines, live_session_ids
+from .status import engine_status
 from .store import Store, StoreError
 
 log = logging.getLogger("hermes_lcm")
@@ -72,7 +74,7 @@ class Target:
 
     @property
     def live_sessions(self) -> list[str]:
-        return [e.session_id for e in live_engines() if e.session_id]
+        return live_session_ids()
 
 
 def handle_command(raw_args: str = "") -> str:
@@ -110,7 +112,7 @@ def run(words: Sequence[str]) -> dict[str, Any] | str:
 
 
 def target(session: str | None) -> Target:
-    engines = live_engines()
+    engines = [e for e in live_engines() if isinstance(e, LcmEngine)]  # the registry knows engines by protocol
     if session is not None:
         chosen = [e for e in engines if e.session_id == session]
         if not chosen:
@@ -126,8 +128,6 @@ def target(session: str | None) -> Target:
 
 
 def _status(t: Target, rest: list[str]) -> dict[str, Any]:
-    from .status import engine_status
-
     if t.engine is None:
         return {"session_id": "(unbound)", "threshold_tokens": "(uninitialized)",
                 "note": "no live engine in this process yet: send one normal message, then /lcm status again",

@@ -1,8 +1,9 @@
 """The host adapter: Hermes Agent's context-engine slot, mapped onto LcmCore.
 
 Thin by design: it translates host calls and keeps host-specific facts
-(deep copies per agent, the live-engine registry hooks and commands need,
-token accounting from usage). No SQL, prompt text or ranking lives here.
+(deep copies per agent, its entry in the live-engine registry that hooks and
+commands read, token accounting from usage). No SQL, prompt text or ranking
+lives here; the lcm_* tools run through tools.dispatch.
 No exception leaves a host-facing method: on internal error the engine
 records it where status and doctor show it and degrades to a bounded,
 valid prompt.
@@ -15,17 +16,18 @@ import functools
 import json
 import logging
 import os
-import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import registry
 from .config import LoadedConfig, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
+from .status import engine_status
 from .store import StoreError
+from .tools import dispatch
 from .usage import OverheadMeter
 
 log = logging.getLogger("hermes_lcm")
@@ -37,32 +39,6 @@ except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
 
 ENGINE_NAME = "lcm"
 _T = TypeVar("_T")
-
-_live_lock = threading.Lock()
-_live: weakref.WeakValueDictionary[str, LcmEngine] = weakref.WeakValueDictionary()
-_awaiting_session: weakref.WeakSet[LcmEngine] = weakref.WeakSet()
-
-
-def live_engine(session_id: str | None) -> LcmEngine | None:
-    """The live engine copy bound to ``session_id`` (hooks and /lcm reach it here).
-
-    A session id never seen before goes to the one engine waiting after ``/new``,
-    since the host announces the new id only through hook payloads.
-    """
-    with _live_lock:
-        if session_id and session_id in _live:
-            return _live[session_id]
-        waiting = list(_awaiting_session)
-    if session_id and len(waiting) == 1:
-        waiting[0].adopt_session(session_id)
-        return waiting[0]
-    return None
-
-
-def live_engines() -> list[LcmEngine]:
-    with _live_lock:
-        return list(dict.fromkeys(_live.values()))
-
 
 def _guarded(fallback: Callable[..., _T]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
     """Run a host-facing method; on any error record it and return ``fallback(...)``."""
@@ -200,9 +176,7 @@ class LcmEngine(_Base):
     def _bind(self, session_id: str, **kwargs: Any) -> None:
         core = self.ensure_core()
         self.session_id = session_id
-        with _live_lock:
-            _live[session_id] = self
-            _awaiting_session.discard(self)
+        registry.register(session_id, self)
         if core is not None:
             core.bind(session_id, platform=self.platform, **kwargs)
 
@@ -248,8 +222,7 @@ class LcmEngine(_Base):
         core = self.ensure_core()
         if core is not None:
             core.start_fresh_context()
-        with _live_lock:
-            _awaiting_session.add(self)
+        registry.await_session(self)
 
     # -- model and usage ---------------------------------------------------------------
 
@@ -373,8 +346,6 @@ class LcmEngine(_Base):
 
     def handle_tool_call(self, name: str, args: Mapping[str, Any] | None, **kwargs: Any) -> str:
         try:
-            from .tools import dispatch
-
             messages = kwargs.get("messages")
             if messages:
                 self.ingest_host(messages)
@@ -385,8 +356,6 @@ class LcmEngine(_Base):
 
     def get_status(self) -> dict[str, Any]:
         try:
-            from .status import engine_status
-
             return engine_status(self)
         except Exception as exc:  # noqa: BLE001
             return {"error": str(exc), "last_prompt_tokens": max(0, self.last_prompt_tokens)}

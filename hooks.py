@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .engine import live_engine
+from .registry import live_engine
 
 log = logging.getLogger("hermes_lcm")
 

@@ -1,18 +1,43 @@
 """What status surfaces show about a live engine: host-side token accounting
-plus the core's store, DAG and summarizer health."""
+plus the core's store, DAG and summarizer health.
+
+It reads the engine through the :class:`EngineFacts` protocol, so the engine, /lcm and the
+tool dispatcher all use it and it imports none of them.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import __version__
 from .tokens import backend_name
+from .version import __version__
 
 if TYPE_CHECKING:
-    from .engine import LcmEngine
+    from .core import LcmCore
+    from .usage import OverheadMeter
 
 
-def engine_status(engine: LcmEngine) -> dict[str, Any]:
+class EngineFacts(Protocol):
+    """What a status report reads of a live engine."""
+
+    last_prompt_tokens: int
+    threshold_tokens: int
+    context_length: int
+    compression_count: int
+    model: str
+    meter: OverheadMeter
+    startup_error: str | None
+    errors: list[str]
+    core: LcmCore | None
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config_problems(self) -> tuple[str, ...]: ...
+
+
+def engine_status(engine: EngineFacts) -> dict[str, Any]:
     last_prompt = max(0, engine.last_prompt_tokens)
     info: dict[str, Any] = {
         "engine": engine.name,

@@ -1,184 +1,60 @@
-"""The lcm_* tools: dispatch, argument checking, scope and bounded JSON answers.
+"""The lcm_* tools' front door: name -> body, argument checking, scope and bounded JSON answers.
 
 Every call returns a JSON object, never an exception into the host: wrong argument types, an
 unknown id, an ignored session or a call before anything was stored all come back as
 ``{"error": ...}`` saying what to do instead. Answers are bounded by
 ``LCM_TOOL_RESPONSE_MAX_CHARS``; limits are clamped and the clamp is reported; unknown
-arguments are reported as ignored. The tool bodies live in recall.py, expand.py, describe.py,
-doctor.py and evidence.py.
+arguments are reported as ignored. The tool bodies live in the ``handlers`` package; this
+module builds the :class:`handlers.toolkit.Ctx` they run on from the live engine.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
-import math
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .core import MODE_IGNORED
-from .periods import TimeError, parse_time
-from .retrieval import Scope, SearchError
+from .handlers import describe, diagnostics, evidence, expand, expand_query, grep
+from .handlers.toolkit import Args, Ctx, Handler, ToolError, dumps
+from .periods import TimeError
+from .retrieval import SearchError
 from .schemas import tool_names, tool_parameters
+from .status import EngineFacts, engine_status
 
 if TYPE_CHECKING:
     from .core import LcmCore
-    from .engine import LcmEngine
 
 log = logging.getLogger("hermes_lcm")
 
 
-class ToolError(ValueError):
-    """A clear, expected refusal returned to the model as JSON."""
-
-
-@dataclass
-class Args:
-    """Typed access to one call's arguments; records clamps for the answer."""
-
-    tool: str
-    raw: dict[str, Any]
-    clamped: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def has(self, key: str) -> bool:
-        return self.raw.get(key) not in (None, "")
-
-    def text(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
-        value = self.raw.get(key)
-        if value is None or value == "":
-            if required:
-                raise ToolError(f"{key} is required")
-            return default
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ToolError(f"{key} must be a string, got {type(value).__name__}")
-        return str(value)
-
-    def choice(self, key: str, choices: Sequence[str], default: str | None) -> str | None:
-        value = self.text(key, default)
-        if value is not None and value.lower() not in choices:
-            raise ToolError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
-        return value.lower() if value is not None else None
-
-    def integer(self, key: str, default: int, low: int, high: int) -> int:
-        """An integer argument clamped to [low, high]; a clamp is reported in the answer."""
-        value = self.raw.get(key)
-        if value is None or value == "":
-            return default
-        number = _as_int(key, value)
-        used = min(high, max(low, number))
-        if used != number:
-            self.clamped[key] = {"requested": number, "used": used}
-        return used
-
-    def number(self, key: str, default: float, low: float, high: float) -> float:
-        value = self.raw.get(key)
-        if value is None or value == "":
-            return default
-        try:
-            number = float(value) if not isinstance(value, bool) else math.nan
-        except (TypeError, ValueError):
-            number = math.nan
-        if math.isnan(number):
-            raise ToolError(f"{key} must be a number, got {value!r}")
-        used = min(high, max(low, number))
-        if used != number:
-            self.clamped[key] = {"requested": number, "used": used}
-        return used
-
-    def flag(self, key: str, default: bool = False) -> bool:
-        value = self.raw.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool):
-            return value
-        if str(value).strip().lower() in ("true", "1", "yes"):
-            return True
-        if str(value).strip().lower() in ("false", "0", "no", ""):
-            return False
-        raise ToolError(f"{key} must be true or false, got {value!r}")
-
-    def strings(self, key: str) -> list[str]:
-        value = self.raw.get(key)
-        if value is None or value == "":
-            return []
-        items = value if isinstance(value, list | tuple) else str(value).split(",") if isinstance(value, str) \
-            else None
-        if items is None or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in items):
-            raise ToolError(f"{key} must be a list of strings")
-        return [str(v).strip() for v in items if str(v).strip()]
-
-    def time(self, key: str, *, end: bool = False) -> float | None:
-        if not self.has(key):
-            return None
-        try:
-            return parse_time(self.raw[key], end=end)
-        except TimeError as exc:
-            raise ToolError(f"{key}: {exc}") from exc
-
-
-def _as_int(key: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ToolError(f"{key} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as exc:
-        raise ToolError(f"{key} must be an integer, got {value!r}") from exc
-    if not number.is_integer():
-        raise ToolError(f"{key} must be an integer, got {value!r}")
-    return int(number)
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """What a tool body needs: the engine, its core and the caller's binding."""
-
-    engine: LcmEngine
-    core: LcmCore
-    cap: int
+class ToolHost(EngineFacts, Protocol):
+    """What the dispatcher uses of the live engine: its settings, its core, its error log."""
 
     @property
-    def conversation_id(self) -> int | None:
-        return self.core.binding.conversation_id
+    def config(self) -> Any: ...
 
-    def conversation(self) -> int:
-        """The current conversation, or a clear error when nothing is stored for this session."""
-        if self.conversation_id is None:
-            raise ToolError(f"nothing is stored for this session yet (mode {self.core.binding.mode}); "
-                            "the tools work once a turn has been stored")
-        return self.conversation_id
+    def ensure_core(self) -> LcmCore | None: ...
 
-    def scope(self, args: Args, choices: Sequence[str] = ("current", "session", "all")) -> Scope:
-        """The search scope: the current conversation unless the caller opts into another."""
-        kind = args.choice("session_scope", choices, "current") or "current"
-        if kind == "all":
-            return Scope("all")
-        if kind == "session":
-            session_id = args.text("session_id", required=True)
-            info = self.core.store.session(str(session_id))
-            if info is None:
-                raise ToolError(f"unknown session_id {session_id!r}")
-            return Scope("session", info.conversation_id, info.id)
-        if args.has("session_id"):
-            raise ToolError("session_id needs session_scope='session'")
-        return Scope("current", self.conversation())
-
-    def readable(self, conversation_id: int, args: Args, what: str) -> None:
-        """Ids of another conversation are read only on explicit opt-in (session_scope='all')."""
-        if conversation_id != self.conversation_id and args.choice("session_scope", ("current", "all"),
-                                                                   "current") != "all":
-            raise ToolError(f"{what} belongs to another conversation; pass session_scope='all' to read it")
+    def record_error(self, text: str) -> None: ...
 
 
-Handler = Callable[[Ctx, Args], dict[str, Any]]
+HANDLERS: dict[str, Handler] = {
+    "lcm_grep": grep.lcm_grep, "lcm_recall": grep.lcm_recall,
+    "lcm_expand": expand.lcm_expand, "lcm_load_session": expand.lcm_load_session,
+    "lcm_expand_query": expand_query.lcm_expand_query,
+    "lcm_describe": describe.lcm_describe, "lcm_recent": describe.lcm_recent,
+    "lcm_status": diagnostics.lcm_status, "lcm_inspect": diagnostics.lcm_inspect,
+    "lcm_doctor": diagnostics.lcm_doctor,
+    **{tool: evidence.disabled_tool(tool) for tool in evidence.EVIDENCE_TOOLS},
+}
 # Tools that still answer (read-only) for an ignored session or without a stored conversation.
 READ_ONLY_DIAGNOSTICS = frozenset({"lcm_status", "lcm_inspect", "lcm_doctor"})
 
 
-def dispatch(engine: LcmEngine, name: str, args: Mapping[str, Any] | None) -> str:
+def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str:
     """Run one tool call; always a JSON object string within the size cap."""
     cap = int(getattr(engine.config, "tool_response_max_chars", 24000))
     try:
@@ -195,7 +71,7 @@ def dispatch(engine: LcmEngine, name: str, args: Mapping[str, Any] | None) -> st
         return finish({"error": f"{name} failed: {exc.__class__.__name__}: {exc}", "tool": name}, cap)
 
 
-def _run(engine: LcmEngine, name: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
     if name not in tool_names():
         raise ToolError(f"unknown tool {name!r}")
     if name in engine.config.disabled_tool_names:
@@ -210,7 +86,7 @@ def _run(engine: LcmEngine, name: str, raw: Mapping[str, Any] | None) -> dict[st
                         "LCM stores nothing for it and serves no recall")
     args = Args(name, dict(raw or {}))
     cap = int(engine.config.tool_response_max_chars)
-    answer = _handlers()[name](Ctx(engine, core, cap), args)
+    answer = HANDLERS[name](_context(engine, core, cap), args)
     if args.clamped:
         answer["clamped"] = args.clamped
     ignored = sorted(set(args.raw) - tool_parameters(name))
@@ -219,21 +95,10 @@ def _run(engine: LcmEngine, name: str, raw: Mapping[str, Any] | None) -> dict[st
     return answer
 
 
-def _handlers() -> dict[str, Handler]:
-    from . import describe, doctor, evidence, expand, recall
-
-    return {
-        "lcm_grep": recall.lcm_grep, "lcm_recall": recall.lcm_recall,
-        "lcm_expand": expand.lcm_expand, "lcm_load_session": expand.lcm_load_session,
-        "lcm_expand_query": expand.lcm_expand_query,
-        "lcm_describe": describe.lcm_describe, "lcm_recent": describe.lcm_recent,
-        "lcm_status": doctor.lcm_status, "lcm_inspect": doctor.lcm_inspect, "lcm_doctor": doctor.lcm_doctor,
-        **{tool: evidence.disabled_tool(tool) for tool in evidence.EVIDENCE_TOOLS},
-    }
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+def _context(engine: ToolHost, core: LcmCore, cap: int) -> Ctx:
+    """What the bodies may know of the engine, read once per call; the status report on demand."""
+    return Ctx(core, cap, engine.config, engine.config_problems, engine.last_prompt_tokens,
+               engine.threshold_tokens, functools.partial(engine_status, engine))
 
 
 def finish(answer: dict[str, Any], cap: int) -> str:
@@ -243,30 +108,3 @@ def finish(answer: dict[str, Any], cap: int) -> str:
         return text
     return dumps({"error": "answer over the size cap (LCM_TOOL_RESPONSE_MAX_CHARS); narrow the request",
                   "cap_chars": cap, "tool": answer.get("tool")})
-
-
-def fit(answer: dict[str, Any], key: str, items: Sequence[dict[str, Any]], cap: int) -> int:
-    """Put the leading ``items`` that fit under ``cap`` into ``answer[key]``; returns how many.
-
-    At least one item is always included when there is one (bodies cut item text to a share of
-    the cap first), so a paged walk always makes progress.
-    """
-    room = cap - len(dumps(answer)) - len(key) - 600
-    chosen: list[dict[str, Any]] = []
-    for item in items:
-        size = len(dumps(item)) + 2
-        if chosen and size > room:
-            break
-        chosen.append(item)
-        room -= size
-    answer[key] = chosen
-    return len(chosen)
-
-
-def share(cap: int, count: int, floor: int = 300) -> int:
-    """Characters of text each of ``count`` items may carry within the cap."""
-    return max(floor, (cap - 2000) // max(1, count) - 250)
-
-
-def cut(text: str, limit: int) -> tuple[str, bool]:
-    return (text, False) if len(text) <= limit else (text[:limit] + "…", True)

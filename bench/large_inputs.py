@@ -120,7 +120,7 @@ def _stored_exactly(engine: LcmEngine, history: list[dict[str, Any]]) -> bool:
 
 
 def _expand(engine: LcmEngine, text: str) -> str:
-    from hermes_lcm.expand import _PLACEHOLDER
+    from hermes_lcm.handlers.expand import _PLACEHOLDER
 
     guard = core_of(engine).guard
     return _PLACEHOLDER.sub(lambda m: guard.read(m.group(1), 0, 10**10)[0], text)

@@ -14,7 +14,7 @@ import yaml
 import hermes_lcm
 from hermes_lcm import store as store_module
 from hermes_lcm.command import handle_command
-from hermes_lcm.engine import live_engines
+from hermes_lcm.registry import live_engines
 
 from .conftest import new_engine
 from .convo import conversation, host_run

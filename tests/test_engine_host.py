@@ -7,7 +7,8 @@ import json
 import threading
 
 from hermes_lcm import hooks
-from hermes_lcm.engine import LcmEngine, live_engine
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.registry import live_engine
 from hermes_lcm.tokens import count_messages
 
 from .convo import conversation

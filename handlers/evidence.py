@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tools import Args, Ctx, Handler
+from .toolkit import Args, Ctx, Handler
 
 # tool -> (config flag, environment variable, what it needs)
 EVIDENCE_TOOLS: dict[str, tuple[str, str, str]] = {
@@ -23,7 +23,7 @@ def disabled_tool(name: str) -> Handler:
     flag, env, feature = EVIDENCE_TOOLS[name]
 
     def handler(ctx: Ctx, args: Args) -> dict[str, Any]:
-        enabled = bool(getattr(ctx.engine.config, flag, False))
+        enabled = bool(getattr(ctx.config, flag, False))
         answer: dict[str, Any] = {"tool": name, "status": "disabled", "flag": env, "flag_on": enabled}
         if enabled:
             answer["reason"] = f"{env} is on, but {feature} is not part of this hermes-lcm build yet"

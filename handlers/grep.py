@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .periods import iso
-from .retrieval import Filters, Hit, Scope, Searcher, SearchPage, SearchRequest
-from .search import Query, build_query, plain_snippet
-from .tools import Args, Ctx, ToolError, dumps, fit
+from ..periods import iso
+from ..retrieval import Filters, Hit, Scope, Searcher, SearchPage, SearchRequest
+from ..search import Query, build_query, plain_snippet
+from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")
 SNIPPET_TOKENS = 28

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..periods import iso, period
+from ..records import SummaryNode
 from .expand import find_node, payload_owner
-from .periods import iso, period
-from .records import SummaryNode
-from .tools import Args, Ctx, ToolError, cut, fit, share
+from .toolkit import Args, Ctx, ToolError, cut, fit, share
 
 PREVIEW = 160
 

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import maintenance
-from .engine import live_engines
-from .periods import iso
-from .schemas import tool_names
-from .status import engine_status
-from .tools import Args, Ctx, cut, fit
+from .. import maintenance
+from ..periods import iso
+from ..registry import live_session_ids
+from ..schemas import tool_names
+from .toolkit import Args, Ctx, cut, fit
 
 
 def _tools_view(ctx: Ctx) -> dict[str, Any]:
-    disabled = sorted(ctx.engine.config.disabled_tool_names & tool_names())
+    disabled = sorted(ctx.config.disabled_tool_names & tool_names())
     return {"available": len(tool_names()) - len(disabled), "disabled": disabled}
 
 
 def lcm_status(ctx: Ctx, args: Args) -> dict[str, Any]:
-    info = engine_status(ctx.engine)
+    info = ctx.status()
     info["tools"] = _tools_view(ctx)
     info["engine_errors"] = [cut(e, 300)[0] for e in info.get("engine_errors", [])][-5:]
     info["errors"] = [cut(e, 300)[0] for e in info.get("errors", [])][-5:]
@@ -78,15 +77,15 @@ def lcm_inspect(ctx: Ctx, args: Args) -> dict[str, Any]:
 
 def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
     """What only the live engine knows: prompt pressure, summarizer breakers, payload write failures."""
-    engine, core = ctx.engine, ctx.core
+    core = ctx.core
     checks = []
-    threshold = engine.threshold_tokens
-    if threshold and engine.last_prompt_tokens > threshold * 1.5:
+    threshold, prompt = ctx.threshold_tokens, ctx.last_prompt_tokens
+    if threshold and prompt > threshold * 1.5:
         checks.append({"name": "context_pressure", "status": "warn", "action": maintenance.INSPECT,
-                       "detail": f"last prompt {engine.last_prompt_tokens} tokens, threshold {threshold}"})
+                       "detail": f"last prompt {prompt} tokens, threshold {threshold}"})
     else:
         checks.append({"name": "context_pressure", "status": "ok",
-                       "detail": f"last prompt {engine.last_prompt_tokens} tokens, threshold {threshold}"})
+                       "detail": f"last prompt {prompt} tokens, threshold {threshold}"})
     breakers = core.call_guard.snapshot()["open_breakers"]
     checks.append({"name": "summarizer", "status": "warn" if breakers else "ok",
                    "detail": f"open breakers: {breakers}" if breakers else f"routes: {core.summarizer_name}",
@@ -105,9 +104,8 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
 
 def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
     deep = args.flag("deep", False)
-    live = [e.session_id for e in live_engines() if e.session_id]
     report = maintenance.doctor_report(ctx.core.store, deep=deep, config=ctx.core.config,
-                                       config_problems=ctx.engine.config_problems, live_sessions=live)
+                                       config_problems=ctx.config_problems, live_sessions=live_session_ids())
     extra = _engine_checks(ctx)
     checks = list(report.get("checks", [])) + extra
     report["guidance"] = list(report.get("guidance", [])) + [
