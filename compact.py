@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .assemble import SUMMARY_WRAPPER_TOKENS, Budget, Item, group, tail_start
-from .dag import Dag, NewNode
-from .records import StoredMessage, SummaryNode
+from .dag import Dag
+from .records import NewNode, StoredMessage, SummaryNode
 from .store import Store
 from .summarize import SourceItem, SummaryOutcome
 from .tokens import count_tokens

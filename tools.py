@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from .core import MODE_IGNORED
 from .periods import TimeError, parse_time
 from .retrieval import Scope, SearchError
 from .schemas import tool_names, tool_parameters
+from .store import StoreFault
 
 if TYPE_CHECKING:
     from .core import LcmCore
@@ -187,7 +187,7 @@ def dispatch(engine: LcmEngine, name: str, args: Mapping[str, Any] | None) -> st
         return finish({"error": str(exc), "tool": name}, cap)
     except (SearchError, TimeError) as exc:
         return finish({"error": str(exc), "tool": name}, cap)
-    except sqlite3.Error as exc:
+    except StoreFault as exc:
         log.warning("hermes-lcm: %s database error: %s", name, exc)
         return finish({"error": f"database error: {exc}", "tool": name, "hint": "run lcm_doctor"}, cap)
     except Exception as exc:  # noqa: BLE001 - a tool failure is an answer, never an exception into the host
