@@ -109,7 +109,7 @@ class Report:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-# -- detection ------------------------------------------------------------------------------
+# -- provenance ----------------------------------------------------------------------------------
 
 
 def default_import_id(kind: str, sources: Sequence[str | Path]) -> str:
