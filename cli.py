@@ -29,7 +29,7 @@ from .dag import Dag
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .retrieval import Hit, Scope, Searcher, SearchRequest
 from .search import Query, build_query
-from .store import ForeignDatabase, NewerSchema, Store, StoreError
+from .store import ForeignDatabase, NewerSchema, Store, StoreError, detect_source, open_readonly, open_store
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
 PAGE_MAX = 500
@@ -69,7 +69,7 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path, str]:
 
 def open_db(path: Path) -> Store:
     try:
-        return Store.open_readonly(path)
+        return open_readonly(path)
     except ForeignDatabase as exc:
         raise CliError(str(exc), EXIT_DATABASE, hint=foreign_hint(path)) from exc
     except NewerSchema as exc:
@@ -79,8 +79,6 @@ def open_db(path: Path) -> Store:
 
 
 def foreign_hint(path: Path) -> str:
-    from .lcmimport import detect_source
-
     kind = detect_source(path)
     if kind == "lossless-claw":
         return (f"{path} is a lossless-claw/OpenClaw database: import it with `python scripts/import_lossless_claw.py "
@@ -143,8 +141,7 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     dag = Dag(store)
     facts = store.database_facts()
     counts = store.table_counts()
-    with store.read() as db:
-        depth = dict(db.execute("SELECT depth, count(*) FROM summaries GROUP BY depth").fetchall())
+    depth = store.depth_counts(None)
     newest = store.recent_events(5)
     return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
             **mt.file_sizes(store.path), "schema_version": facts["schema_version"],
@@ -305,8 +302,6 @@ def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     report_store = store
     if args.deep:
-        from .store import open_store
-
         report_store = open_store(store.path)
     loaded = _loaded()
     report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems)

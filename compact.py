@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from .assemble import SUMMARY_WRAPPER_TOKENS, Budget, tail_start
 from .blocks import Item, group
-from .dag import Dag, NewNode
-from .records import StoredMessage, SummaryNode
+from .dag import Dag
+from .records import NewNode, StoredMessage, SummaryNode
 from .store import Store
 from .summarize import SourceItem, SummaryOutcome
 from .tokens import count_tokens

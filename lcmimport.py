@@ -18,32 +18,29 @@ fingerprint is a hash of its source identity, so re-running with the same
 ``import_id`` skips what is already there (``skipped_existing``) and imports
 only what is new. Summary nodes keep their source id in ``route``.
 
-The SQL in this module reads the *foreign* lossless-claw schema only; every
-read or write of our own database goes through store.py / dag.py.
+No SQL here: the lossless-claw schema is read through ``store.ClawDatabase``
+(storage/claw.py), and our own database through store.py / dag.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from . import maintenance as mt
-from .dag import Dag, NewNode
+from .dag import Dag
 from .ingest import Normalizer
 from .payloads import PayloadGuard
-from .records import MessageIn, StoredMessage
-from .store import Store, StoreError, open_store
+from .records import MessageIn, NewNode, StoredMessage
+from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
 from .tokens import count_tokens
 
-LCL_TABLES = {"conversations", "messages", "summaries", "summary_messages", "summary_parents"}
 IMPORT_ROLES = {"user", "assistant", "tool"}
 LCL_ROLES = {"system", "user", "assistant", "tool"}  # lossless-claw's messages.role CHECK
 
@@ -112,28 +109,7 @@ class Report:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-# -- detection ------------------------------------------------------------------------------
-
-
-def readonly_uri(path: str | Path) -> str:
-    return f"file:{quote(str(Path(path).expanduser().resolve()))}?mode=ro"
-
-
-def detect_source(path: str | Path) -> str | None:
-    """'hermes-lcm', 'lossless-claw', 'unknown' for another SQLite file, None if unreadable."""
-    try:
-        con = sqlite3.connect(readonly_uri(path), uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
-        if "meta" in tables and con.execute("SELECT value FROM meta WHERE key='app'").fetchone() == ("hermes-lcm",):
-            return "hermes-lcm"
-    except sqlite3.DatabaseError:
-        return None
-    finally:
-        con.close()
-    return "lossless-claw" if tables >= LCL_TABLES else "unknown"
+# -- provenance ----------------------------------------------------------------------------------
 
 
 def default_import_id(kind: str, sources: Sequence[str | Path]) -> str:
@@ -168,26 +144,18 @@ def _parse_time(value: Any) -> float | None:
 
 
 class LosslessClawReader:
-    """Reads a lossless-claw ``lcm.db`` (read-only). Column sets vary by version, so
-    optional columns are probed rather than assumed."""
+    """Maps a lossless-claw ``lcm.db`` (read-only, through ``store.ClawDatabase``) onto source
+    conversations, counting and warning about every row it cannot import."""
 
     def __init__(self, path: Path, report: Report) -> None:
         self.path, self.report = path, report
         if detect_source(path) != "lossless-claw":
             raise ImportFailure(f"{path} is not a lossless-claw database (needs tables {sorted(LCL_TABLES)})")
-        self.con = sqlite3.connect(readonly_uri(path), uri=True)
-        self.con.row_factory = sqlite3.Row
-
-    def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})").fetchall()}
+        self.db = ClawDatabase(path)
 
     def conversations(self, include_summaries: bool) -> Iterator[SourceConversation]:
-        cols = self.columns("conversations")
-        key_col = "session_key" if "session_key" in cols else "NULL"
-        rows = self.con.execute(f"SELECT conversation_id, session_id, {key_col} AS session_key FROM conversations "
-                                "ORDER BY conversation_id").fetchall()
-        has_parts = "message_parts" in {r[0] for r in self.con.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        rows = self.db.conversations()
+        has_parts = self.db.has_message_parts()
         for row in rows:
             cid, session = row["conversation_id"], str(row["session_id"] or "")
             label = row["session_key"] or session or str(cid)
@@ -199,9 +167,7 @@ class LosslessClawReader:
             yield conv
 
     def _messages(self, conversation_id: int, has_parts: bool) -> Iterator[SourceMessage]:
-        rows = self.con.execute("SELECT message_id, seq, role, content, created_at FROM messages "
-                                "WHERE conversation_id=? ORDER BY seq, message_id", (conversation_id,)).fetchall()
-        for row in rows:
+        for row in self.db.messages(conversation_id):
             self.report.scanned += 1
             mid = row["message_id"]
             role, content = row["role"], row["content"]
@@ -222,8 +188,7 @@ class LosslessClawReader:
             yield SourceMessage(f"message:{mid}", message, ts)
 
     def _tool_fields(self, message_id: int, role: str, message: dict[str, Any]) -> None:
-        parts = self.con.execute("SELECT tool_call_id, tool_name, tool_input FROM message_parts "
-                                 "WHERE message_id=? AND part_type='tool' ORDER BY ordinal", (message_id,)).fetchall()
+        parts = self.db.tool_parts(message_id)
         if role == "tool":
             first = next((p for p in parts if p["tool_call_id"]), None)
             if first is not None:
@@ -248,12 +213,7 @@ class LosslessClawReader:
             message["tool_calls"] = calls
 
     def _summaries(self, conversation_id: int) -> list[SourceSummary]:
-        cols = self.columns("summaries")
-        pick = {c: (c if c in cols else "NULL") for c in ("depth", "token_count", "earliest_at", "latest_at")}
-        rows = self.con.execute(
-            f"SELECT summary_id, kind, {pick['depth']} AS depth, content, {pick['token_count']} AS token_count, "
-            f"{pick['earliest_at']} AS earliest_at, {pick['latest_at']} AS latest_at FROM summaries "
-            "WHERE conversation_id=? ORDER BY created_at, summary_id", (conversation_id,)).fetchall()
+        rows = self.db.summaries(conversation_id)
         out = []
         for row in rows:
             self.report.summaries["scanned"] += 1
@@ -265,17 +225,14 @@ class LosslessClawReader:
             node = SourceSummary(sid, row["kind"], int(row["depth"] or 0), row["content"],
                                  int(row["token_count"] or 0), _parse_time(row["earliest_at"]),
                                  _parse_time(row["latest_at"]))
-            node.message_ids = [f"message:{r[0]}" for r in self.con.execute(
-                "SELECT message_id FROM summary_messages WHERE summary_id=? ORDER BY ordinal", (sid,)).fetchall()]
+            node.message_ids = [f"message:{m}" for m in self.db.summary_message_ids(sid)]
             # lossless-claw names the summaries a condensed node was made from its "parents".
-            node.child_ids = [str(r[0]) for r in self.con.execute(
-                "SELECT parent_summary_id FROM summary_parents WHERE summary_id=? ORDER BY ordinal",
-                (sid,)).fetchall()]
+            node.child_ids = [str(p) for p in self.db.summary_parent_ids(sid)]
             out.append(node)
         return out
 
     def close(self) -> None:
-        self.con.close()
+        self.db.close()
 
 
 # -- OpenClaw JSONL source -------------------------------------------------------------------------
@@ -657,7 +614,7 @@ def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) ->
     if detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
     try:
-        view = Store.open_readonly(target)
+        view = open_readonly(target)
     except StoreError as exc:
         raise ImportFailure(str(exc)) from exc
     if not apply:

@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from .assemble import tail_start
 from .blocks import Item, group
 from .dag import Dag
 from .patterns import SessionPatterns
-from .store import APP_ID, Store
+from .store import Store, verify_backup
 
 ROTATE_SLOT = "rotate-latest"
 PROBE_ROWS = 24
@@ -96,12 +94,7 @@ def snapshot(store: Store, target: Path) -> Backup:
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     temp.unlink(missing_ok=True)
     try:
-        dest = sqlite3.connect(str(temp), isolation_level=None)
-        try:
-            store.backup_into(dest)
-            dest.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            dest.close()
+        store.backup_to(temp)
         _verify(temp)
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
@@ -113,14 +106,9 @@ def snapshot(store: Store, target: Path) -> Backup:
 
 
 def _verify(path: Path) -> None:
-    con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
-    try:
-        check = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
-        app = con.execute("SELECT value FROM meta WHERE key='app'").fetchone()
-    finally:
-        con.close()
-    if check != ["ok"] or app is None or app[0] != APP_ID:
-        raise MaintenanceError(f"backup verification failed for {path}: quick_check={check[:3]} app={app}")
+    problem = verify_backup(path)
+    if problem is not None:
+        raise MaintenanceError(f"backup verification failed for {path}: {problem}")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -167,7 +155,7 @@ def fts_scan(store: Store, deep: bool = True) -> dict[str, Any]:
     """Per FTS table: rows missing from / stale in the index, rows a search cannot find,
     and (``deep``, writable connection) FTS5's own integrity-check. Plus missing triggers."""
     tables: dict[str, Any] = {}
-    for table, _content in store.FTS_TABLES:
+    for table in store.fts_tables():
         info: dict[str, Any] = store.fts_counts(table)
         info["unfindable_ids"] = _probe(store, table)
         info["integrity"] = _integrity(store, table) if deep else "skipped"
@@ -184,11 +172,7 @@ def _probe(store: Store, table: str) -> list[int]:
         match = _WORD.search(content)
         if match is None:
             continue
-        try:
-            found = store.fts_finds(table, rowid, '"' + match.group(0) + '"')
-        except sqlite3.DatabaseError:
-            found = False
-        if not found:
+        if not store.fts_finds(table, rowid, '"' + match.group(0) + '"'):
             failed.append(rowid)
     return failed
 

@@ -121,6 +121,26 @@ class SummaryNode:
 
 
 @dataclass(frozen=True)
+class NewNode:
+    """A summary node about to be written: its text and what it was made from."""
+
+    conversation_id: int
+    session_id: str
+    depth: int
+    content: str
+    tokens: int
+    first_seq: int
+    last_seq: int
+    earliest_at: float
+    latest_at: float
+    source_tokens: int
+    level: str
+    route: str
+    message_ids: tuple[int, ...] = ()
+    child_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class ConversationState:
     id: int
     key: str

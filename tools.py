@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,6 +22,7 @@ from .periods import TimeError
 from .retrieval import SearchError
 from .schemas import tool_names, tool_parameters
 from .status import EngineFacts, engine_status
+from .store import StoreFault
 
 if TYPE_CHECKING:
     from .core import LcmCore
@@ -63,7 +63,7 @@ def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str
         return finish({"error": str(exc), "tool": name}, cap)
     except (SearchError, TimeError) as exc:
         return finish({"error": str(exc), "tool": name}, cap)
-    except sqlite3.Error as exc:
+    except StoreFault as exc:
         log.warning("hermes-lcm: %s database error: %s", name, exc)
         return finish({"error": f"database error: {exc}", "tool": name, "hint": "run lcm_doctor"}, cap)
     except Exception as exc:  # noqa: BLE001 - a tool failure is an answer, never an exception into the host

@@ -10,7 +10,7 @@ Each database is then copied twice and the same turns are replayed on all copies
 two policies), alternating blocks of turns among them so machine noise hits every figure alike:
 
 * before: SQLite's automatic checkpoint at 4,000 WAL pages, run inside the COMMIT that crosses it;
-* after: the shipped policy (store.py): a PASSIVE checkpoint on a background thread every 100
+* after: the shipped policy (storage/connection.py): a PASSIVE checkpoint on a background thread every 100
   commits, the automatic one only as a backstop at 10,000 pages.
 
 Per turn it records wall time, the turn's own CPU time (``thread_time``: what the host's thread

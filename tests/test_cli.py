@@ -16,7 +16,7 @@ import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.cli import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, main, resolve_db
-from hermes_lcm.store import Store
+from hermes_lcm.storage.sqlite import SqliteStore as Store
 
 from .conftest import new_engine
 from .convo import conversation, host_run

@@ -25,7 +25,8 @@ from hermes_lcm.assemble import cut_message
 from hermes_lcm.blocks import Item
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.normalize import is_synthetic
-from hermes_lcm.store import SCHEMA_VERSION, Store, open_store
+from hermes_lcm.storage.sqlite import SqliteStore as Store
+from hermes_lcm.store import SCHEMA_VERSION, open_store
 from hermes_lcm.tokens import count_messages
 
 from .conftest import new_engine

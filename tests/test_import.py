@@ -16,8 +16,9 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.cli import main as lcm_main
 from hermes_lcm.dag import Dag
-from hermes_lcm.lcmimport import ImportFailure, detect_source, run_import
-from hermes_lcm.store import Store
+from hermes_lcm.lcmimport import ImportFailure, run_import
+from hermes_lcm.storage.sqlite import SqliteStore as Store
+from hermes_lcm.store import detect_source
 
 from .conftest import new_engine
 from .convo import assert_lineage_complete, conversation, host_run

@@ -21,7 +21,7 @@ from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
 from hermes_lcm.dag import Dag
 from hermes_lcm.search import build_query
-from hermes_lcm.store import Store
+from hermes_lcm.storage.sqlite import SqliteStore as Store
 
 from .conftest import new_engine
 from .convo import assert_lineage_complete, conversation, host_run

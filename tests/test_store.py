@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.store import SCHEMA_VERSION, ForeignDatabase, NewerSchema, Store, open_store
+from hermes_lcm.storage.sqlite import SqliteStore as Store
+from hermes_lcm.store import SCHEMA_VERSION, ForeignDatabase, NewerSchema, open_store
 
 
 def test_new_database_is_wal_and_versioned(tmp_path):

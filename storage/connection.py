@@ -1,0 +1,248 @@
+"""The SQLite connection: one per database file and process, WAL mode, ``BEGIN IMMEDIATE``
+for every write, the identity check and migrations on open, and SQLite errors mapped to
+the data layer's own error types.
+
+Writes are serialized by SQLite's write lock, so two processes replaying the same history
+serialize and the second finds the first one's rows. The WAL is copied back into the
+database file by a :class:`Checkpointer` thread, so no host turn pays for a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Self
+from urllib.parse import quote
+
+from . import schema
+from .errors import StoreError, StoreFault, WriteFailed
+from .rows import message_columns
+
+BUSY_TIMEOUT_MS = 15000
+# The WAL is copied back into the database file by a thread of its own every this many commits
+# (a turn commits about 20 pages), so no host turn pays for a checkpoint (bench/ingest_growth.py).
+CHECKPOINT_EVERY_COMMITS = 100
+# The writer checkpoints by itself only if the background checkpoints fall this far behind (pages).
+WAL_AUTOCHECKPOINT_PAGES = 10000
+
+# SQLite result codes (primary name prefixes) that mean "this write cannot happen now",
+# each with the label status and doctor show.
+_WRITE_FAILURES = (("SQLITE_FULL", "disk full"), ("SQLITE_IOERR", "I/O error"), ("SQLITE_READONLY", "read-only"),
+                   ("SQLITE_BUSY", "locked"), ("SQLITE_LOCKED", "locked"), ("SQLITE_CANTOPEN", "cannot open"))
+
+
+def write_failure(exc: BaseException) -> WriteFailed | None:
+    """``exc`` as a :class:`WriteFailed` when it says the database cannot be written now."""
+    if isinstance(exc, WriteFailed):
+        return exc
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    for prefix, reason in _WRITE_FAILURES:
+        if name.startswith(prefix):
+            return WriteFailed(reason, str(exc))
+    return None
+
+
+@contextmanager
+def faults_mapped() -> Iterator[None]:
+    """Raise any SQLite error of the block as a :class:`StoreFault`."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreFault(str(exc)) from exc
+
+
+class Checkpointer:
+    """Copies the WAL into the database file on a thread of its own.
+
+    SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, so one
+    turn in a few hundred paid for copying every page the others wrote (40-60 ms at 100k
+    messages, more as the history grows and its index pages spread). A PASSIVE checkpoint on
+    a second connection copies the same pages without ever blocking the writer or a reader,
+    and never waits (the busy handler is not used). The thread and its connection start on
+    the first request and end with :meth:`stop`.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.checkpoints = 0
+
+    def request(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="hermes-lcm-checkpoint", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                with contextlib.suppress(sqlite3.Error):  # a failed checkpoint leaves the WAL as it was
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
+def _retry_locked(step: Callable[[], None]) -> None:
+    """Run ``step``, retrying while another process holds a lock the busy handler skips."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            step()
+            return
+        except (sqlite3.OperationalError, StoreFault) as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(0.25, delay * 2)
+
+
+class SqliteConnection:
+    """A database file opened for this process: the connection and its transactions.
+
+    The query mixins (messages, conversations, summaries, operator) build on this.
+    """
+
+    path: str
+    lock: threading.RLock
+    conn: sqlite3.Connection
+    checkpointer: Checkpointer | None
+    message_columns: str
+    message_columns_m: str
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        self.checkpointer = Checkpointer(path) if path != ":memory:" else None
+        self._commits = 0
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                    check_same_thread=False)
+        self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        _retry_locked(self._open)
+
+    def _open(self) -> None:
+        schema.check_identity(self.conn, self.path)
+        # Switching a new file to WAL takes an exclusive lock without waiting on the busy
+        # handler, so a second process opening the same new file at once can see "locked".
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: index and FTS pages stay hot
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        with self.write() as db:
+            schema.migrate(db)
+        self._set_columns()
+
+    @classmethod
+    def open_readonly(cls, path: str | Path) -> Self:
+        """A query-only connection: no migration, no WAL switch, never a write."""
+        store = cls.__new__(cls)
+        store.path = str(Path(path).expanduser().resolve())
+        store.lock = threading.RLock()
+        store.checkpointer, store._commits = None, 0  # never writes, so never checkpoints
+        if not Path(store.path).is_file():
+            raise StoreError(f"no database at {store.path}")
+        store.conn = sqlite3.connect(f"file:{quote(store.path)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                                     isolation_level=None, check_same_thread=False)
+        store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        store.conn.execute("PRAGMA query_only=ON")
+        schema.check_identity(store.conn, store.path)
+        if schema.schema_version(store.conn) == 0:
+            store.conn.close()
+            raise StoreError(f"{store.path} is not an {schema.APP_ID} database (no tables)")
+        store._set_columns()
+        return store
+
+    def _set_columns(self) -> None:
+        version = self.schema_version()
+        self.message_columns = message_columns(version)
+        self.message_columns_m = message_columns(version, "m")
+
+    def schema_version(self) -> int:
+        with self.read() as db:
+            return schema.schema_version(db)
+
+    # -- transactions -----------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction; nested calls join the outer one.
+
+        A failure rolls the whole transaction back and leaves as :class:`WriteFailed`
+        (the database cannot be written now) or :class:`StoreFault` (any other SQLite error).
+        """
+        with self.lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                self._abandon()
+                failed = write_failure(exc)
+                if failed is not None and failed is not exc:
+                    raise failed from exc
+                if failed is None and isinstance(exc, sqlite3.Error):
+                    raise StoreFault(str(exc)) from exc
+                raise
+            self._committed()
+
+    def _committed(self) -> None:
+        self._commits += 1
+        if self.checkpointer is not None and self._commits % CHECKPOINT_EVERY_COMMITS == 0:
+            self.checkpointer.request()
+
+    def _abandon(self) -> None:
+        """End a failed transaction. SQLite may already have rolled it back (SQLITE_FULL, I/O
+        errors), and a failed COMMIT leaves it open: never let the next write join it."""
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reading; a SQLite error leaves as :class:`StoreFault`
+        (inside a write transaction the write's own failure handling applies)."""
+        with self.lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            with faults_mapped():
+                yield self.conn
+
+    @property
+    def readonly(self) -> bool:
+        with self.read() as db:
+            return bool(db.execute("PRAGMA query_only").fetchone()[0])
+
+    def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
+        with self.lock:
+            self.conn.close()

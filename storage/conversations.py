@@ -1,0 +1,93 @@
+"""Conversations, their sessions, the event log status and doctor read, and per-store secrets."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..records import ConversationState, SessionInfo
+from .connection import SqliteConnection
+
+
+class ConversationQueries(SqliteConnection):
+    """Conversations and sessions (lifecycle rows), events, secrets kept in ``meta``."""
+
+    def ensure_conversation(self, key: str) -> int:
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO conversations(key, created_at) VALUES (?, ?)", (key, time.time()))
+            return int(db.execute("SELECT id FROM conversations WHERE key=?", (key,)).fetchone()[0])
+
+    def conversation(self, conversation_id: int) -> ConversationState:
+        with self.read() as db:
+            row = db.execute(
+                "SELECT id, key, frontier_seq, last_seq FROM conversations WHERE id=?", (conversation_id,)
+            ).fetchone()
+        if row is None:
+            raise KeyError(conversation_id)
+        return ConversationState(*row)
+
+    def conversation_by_key(self, key: str) -> ConversationState | None:
+        with self.read() as db:
+            row = db.execute("SELECT id, key, frontier_seq, last_seq FROM conversations WHERE key=?",
+                             (key,)).fetchone()
+        return ConversationState(*row) if row else None
+
+    def advance_frontier(self, conversation_id: int, seq: int) -> bool:
+        """Move the frontier forward to ``seq`` (never back, never past the last message)."""
+        with self.write() as db:
+            return db.execute("UPDATE conversations SET frontier_seq=? WHERE id=? AND frontier_seq<? AND ?<=last_seq",
+                              (seq, conversation_id, seq, seq)).rowcount == 1
+
+    def upsert_session(self, session_id: str, conversation_id: int, *, platform: str = "", mode: str = "normal",
+                       parent_session_id: str | None = None, reason: str | None = None) -> None:
+        with self.write() as db:
+            db.execute(
+                "INSERT INTO sessions(id, conversation_id, platform, mode, started_at, parent_session_id, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET ended_at=NULL",
+                (session_id, conversation_id, platform, mode, time.time(), parent_session_id, reason),
+            )
+
+    def session(self, session_id: str) -> SessionInfo | None:
+        with self.read() as db:
+            row = db.execute(
+                "SELECT id, conversation_id, platform, mode, started_at, parent_session_id FROM sessions WHERE id=?",
+                (session_id,),
+            ).fetchone()
+        return SessionInfo(*row) if row else None
+
+    def end_session(self, session_id: str) -> None:
+        with self.write() as db:
+            db.execute("UPDATE sessions SET ended_at=? WHERE id=?", (time.time(), session_id))
+
+    def session_facts(self, session_id: str) -> dict[str, Any] | None:
+        """A session's lifecycle row with its message count and id range."""
+        with self.read() as db:
+            row = db.execute(
+                "SELECT s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, s.parent_session_id, "
+                "(SELECT count(*) FROM messages m WHERE m.session_id=s.id), "
+                "(SELECT min(id) FROM messages m WHERE m.session_id=s.id), "
+                "(SELECT max(id) FROM messages m WHERE m.session_id=s.id) FROM sessions s WHERE s.id=?",
+                (session_id,)).fetchone()
+        keys = ("session_id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
+                "messages", "first_store_id", "last_store_id")
+        return dict(zip(keys, row, strict=True)) if row else None
+
+    def secret(self, name: str, size: int = 32) -> bytes:
+        """A random key kept in ``meta`` (created on first use; every process reads the same one)."""
+        key = f"secret:{name}"
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, os.urandom(size).hex()))
+            return bytes.fromhex(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
+
+    def record_event(self, level: str, kind: str, detail: str, conversation_id: int | None = None) -> None:
+        with self.write() as db:
+            db.execute("INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (?, ?, ?, ?, ?)",
+                       (time.time(), level, kind, conversation_id, detail[:4000]))
+            db.execute("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - 1000")
+
+    def recent_events(self, limit: int = 20) -> list[tuple[float, str, str, str]]:
+        with self.read() as db:
+            rows = db.execute("SELECT at, level, kind, detail FROM events ORDER BY id DESC LIMIT ?",
+                              (limit,)).fetchall()
+        return [(float(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]

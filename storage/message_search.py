@@ -1,0 +1,176 @@
+"""Searching messages: the message FTS index with scope and filters applied in SQL before
+LIMIT (for the lcm_* tools through retrieval.py), payload-reference lookups, and a private
+in-memory FTS table that scores a few candidates with the real index's tokenizer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import StoredMessage
+from .connection import SqliteConnection, faults_mapped
+from .rows import id_list, row_to_message
+
+
+class MessageSearch(SqliteConnection):
+    """Full-text and filtered reads over the messages."""
+
+    _scratch: sqlite3.Connection | None = None
+
+    @staticmethod
+    def _message_filters(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+        """``AND ...`` clauses for conversation/session/role/source/time/keyset/exclusion filters."""
+        clauses = (("conversation_id", "m.conversation_id=?"), ("session_id", "m.session_id=?"), ("role", "m.role=?"),
+                   ("source", "coalesce(nullif(trim(m.source), ''), 'unknown')=?"), ("since", "m.created_at>=?"),
+                   ("until", "m.created_at<?"), ("before_id", "m.id<?"))
+        sql, args = "", []
+        for key, clause in clauses:
+            if filters.get(key) is not None:
+                sql += " AND " + clause
+                args.append(filters[key])
+        if filters.get("exclude_ids"):
+            sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
+            args.append(id_list(filters["exclude_ids"]))
+        if filters.get("skip_own_tools"):
+            sql += " AND " + MessageSearch._NOT_OWN_TOOLS
+        return sql, args
+
+    # LCM's own tool traffic (an lcm_* call echoing the query, an lcm_* result echoing old hits) is
+    # never what a search looks for; the rows stay readable through lcm_load_session / lcm_expand.
+    _NOT_OWN_TOOLS = ("NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR (m.content = '' AND "
+                      "coalesce(m.tool_calls, '') LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\'))")
+
+    def message_id_bounds(self, conversation_id: int | None = None,
+                          session_id: str | None = None) -> tuple[int, int]:
+        """First and last message id of a session, a conversation (ids grow with seq) or the whole
+        store, so an FTS query can seek to that rowid range instead of walking every match.
+        An empty scope gives the empty range (0, -1)."""
+        key: Any
+        if session_id is not None:
+            where, key, order = "WHERE session_id=?", (session_id,), "id"
+        elif conversation_id is not None:
+            where, key, order = "WHERE conversation_id=?", (conversation_id,), "seq"
+        else:
+            where, key, order = "", (), "id"
+        with self.read() as db:
+            low = db.execute(f"SELECT id FROM messages {where} ORDER BY {order} LIMIT 1", key).fetchone()
+            high = db.execute(f"SELECT id FROM messages {where} ORDER BY {order} DESC LIMIT 1", key).fetchone()
+        return (int(low[0]), int(high[0])) if low and high else (0, -1)
+
+    def fts_term_counts(self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None,
+                        cap: int) -> list[int]:
+        """Per FTS5 expression, how many rows in the rowid range match it, counted up to ``cap``
+        (cheap: at most ``cap`` rowids are read per expression)."""
+        table = {"messages": "messages_fts", "summaries": "summaries_fts"}[kind]
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+        with self.read() as db:
+            return [int(db.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? "
+                                   "AND rowid BETWEEN ? AND ? LIMIT ?)", (match, low, high, cap)).fetchone()[0])
+                    for match in matches]
+
+    # The text of a hit is its content, then its tool calls (both are indexed), cut to a size.
+    _HIT_COLUMNS = ("m.id, m.conversation_id, m.seq, m.session_id, m.role, m.source, m.created_at, m.tool_name, "
+                    "substr(m.content || coalesce(char(10) || m.tool_calls, ''), 1, ?), length(m.content)")
+
+    def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
+                     text_chars: int, **filters: Any) -> list[tuple[Any, ...]]:
+        """Messages matching ``match``: ``order`` "rank" (bm25, best first) or "recent" (newest first,
+        no ranking cost). Rows: the ``_HIT_COLUMNS`` (text cut to ``text_chars``) and the bm25 score.
+
+        The inner query ranks rowids only (joining messages just for the filters, if any), so the
+        row text is read for the ``limit`` winners, not for every match. For "rank", skipping LCM's
+        own tool traffic is left to the outer query (a few rows fewer, no join per match).
+        """
+        rank = order == "rank"
+        skip_after = rank and bool(filters.get("skip_own_tools"))
+        where, args = self._message_filters({**filters, "skip_own_tools": filters.get("skip_own_tools")
+                                             and not skip_after})
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+        score, sort = ("bm25(messages_fts)", "score") if rank else ("0.0", "messages_fts.rowid DESC")
+        join = "JOIN messages m ON m.id=messages_fts.rowid" if where else ""
+        outer = f"WHERE {self._NOT_OWN_TOOLS}" if skip_after else ""
+        with self.read() as db:
+            return db.execute(
+                f"SELECT {self._HIT_COLUMNS}, t.score FROM (SELECT messages_fts.rowid AS id, {score} AS score "
+                f"FROM messages_fts {join} WHERE messages_fts MATCH ? AND messages_fts.rowid BETWEEN ? AND ? {where} "
+                f"ORDER BY {sort} LIMIT ?) AS t JOIN messages m ON m.id=t.id {outer} "
+                f"ORDER BY {'t.score, m.id DESC' if rank else 'm.id DESC'}",
+                (text_chars, match, low, high, *args, limit),
+            ).fetchall()
+
+    def messages_at(self, conversation_id: int, seqs: Sequence[int], text_chars: int,
+                    **filters: Any) -> list[tuple[Any, ...]]:
+        """Rows (``_HIT_COLUMNS``) at these seqs of one conversation that pass the filters."""
+        where, args = self._message_filters(filters)
+        with self.read() as db:
+            return db.execute(
+                f"SELECT {self._HIT_COLUMNS} FROM messages m WHERE m.conversation_id=? "
+                f"AND m.seq IN (SELECT value FROM json_each(?)) {where} ORDER BY m.seq",
+                (text_chars, conversation_id, id_list(seqs), *args),
+            ).fetchall()
+
+    def search_messages(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[StoredMessage, float]]:
+        """Raw messages matching an FTS5 ``match`` expression, best bm25 first."""
+        scope = "AND m.conversation_id=?" if conversation_id is not None else ""
+        args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
+        cols = self.message_columns_m
+        with self.read() as db:
+            rows = db.execute(
+                f"SELECT {cols}, bm25(messages_fts) AS score FROM messages_fts "
+                "JOIN messages m ON m.id=messages_fts.rowid "
+                f"WHERE messages_fts MATCH ? {scope} ORDER BY score LIMIT ?",
+                args,
+            ).fetchall()
+        return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
+
+    def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50) -> list[int]:
+        """Messages whose text, structured content or tool calls contain ``token`` (a payload ref):
+        the index first, then a scan of the structured columns, which the index does not cover."""
+        scope, args = ("AND m.conversation_id=?", [conversation_id]) if conversation_id is not None else ("", [])
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
+                f"WHERE messages_fts MATCH ? {scope} ORDER BY m.id LIMIT ?",
+                ('"' + token.replace('"', '""') + '"', *args, limit)).fetchall()
+            if not rows:
+                rows = db.execute(
+                    f"SELECT m.id FROM messages m WHERE 1 {scope} AND (instr(coalesce(m.parts, ''), ?) > 0 "
+                    "OR instr(coalesce(m.tool_calls, ''), ?) > 0) ORDER BY m.id LIMIT ?",
+                    (*args, token, token, limit)).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def messages_in_period(self, conversation_id: int | None, since: float, until: float, cap: int = 1000) -> int:
+        """How many messages (up to ``cap``) were stored in [since, until)."""
+        scope, args = ("conversation_id=? AND", [conversation_id]) if conversation_id is not None else ("", [])
+        with self.read() as db:
+            return int(db.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages WHERE {scope} created_at>=? "
+                                  "AND created_at<? LIMIT ?)", (*args, since, until, cap)).fetchone()[0])
+
+    def scratch_fts(self, docs: Sequence[tuple[int, str]], matches: Sequence[str], snippet_match: str | None = None,
+                    snippet_tokens: int = 24) -> tuple[list[set[int]], dict[int, str]]:
+        """Evaluate expressions over a few candidate texts with the same tokenizer as the real index.
+
+        Which candidates each expression matches (term coverage for reranking) and highlighted
+        snippets, from a private in-memory FTS5 table: the cost follows the candidates, not the store.
+        """
+        with self.lock, faults_mapped():
+            scratch = self._scratch
+            if scratch is None:
+                scratch = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                scratch.execute("CREATE VIRTUAL TABLE scratch USING fts5(content, tokenize='porter unicode61')")
+                self._scratch = scratch
+            scratch.execute("BEGIN")
+            try:
+                scratch.executemany("INSERT INTO scratch(rowid, content) VALUES (?, ?)", docs)
+                sets = [{int(r[0]) for r in scratch.execute("SELECT rowid FROM scratch WHERE scratch MATCH ?",
+                                                            (match,))} for match in matches]
+                snippets: dict[int, str] = {}
+                if snippet_match:
+                    snippets = {int(r[0]): str(r[1]) for r in scratch.execute(
+                        "SELECT rowid, snippet(scratch, 0, '«', '»', '…', ?) FROM scratch WHERE scratch MATCH ?",
+                        (snippet_tokens, snippet_match))}
+            finally:
+                scratch.execute("ROLLBACK")
+        return sets, snippets

@@ -1,0 +1,269 @@
+"""The operator's queries (maintenance.py, cli.py): inventory counts and pages, database
+facts, retention, FTS health and repair, the narrow cleanups, and backups.
+
+Read-only connections serve every read here; the writes are the narrow repairs and
+cleanups doctor offers, each re-checking its condition inside its own transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from . import schema
+from .connection import SqliteConnection, faults_mapped
+from .errors import StoreError
+
+
+def verify_backup(path: Path) -> str | None:
+    """What is wrong with a backup file (quick_check, our identity), or None when it is sound."""
+    with faults_mapped():
+        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        try:
+            check = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+            app = con.execute("SELECT value FROM meta WHERE key='app'").fetchone()
+        finally:
+            con.close()
+    if check != ["ok"] or app is None or app[0] != schema.APP_ID:
+        return f"quick_check={check[:3]} app={app}"
+    return None
+
+
+class OperatorQueries(SqliteConnection):
+    """Inventory, health checks, repairs, cleanups and backups."""
+
+    def table_counts(self) -> dict[str, int]:
+        with self.read() as db:
+            return {t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                    for t in ("conversations", "sessions", "messages", "summaries", "edges", "context_items",
+                              "events")}
+
+    def database_facts(self) -> dict[str, Any]:
+        with self.read() as db:
+            facts: dict[str, Any] = {p: db.execute(f"PRAGMA {p}").fetchone()[0]
+                                     for p in ("page_size", "page_count", "freelist_count", "journal_mode")}
+            facts["quick_check"] = [r[0] for r in db.execute("PRAGMA quick_check(20)").fetchall()]
+            facts["schema_version"] = schema.schema_version(db)
+            try:
+                sizes = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+                facts["bytes_by_table"] = {str(n): int(b) for n, b in sizes}
+            except sqlite3.DatabaseError:
+                facts["bytes_by_table"] = None
+        return facts
+
+    def conversations_page(self, after_id: int, limit: int) -> list[dict[str, Any]]:
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT c.id, c.key, c.created_at, c.frontier_seq, c.last_seq, "
+                "(SELECT count(*) FROM messages m WHERE m.conversation_id=c.id), "
+                "(SELECT count(*) FROM summaries s WHERE s.conversation_id=c.id), "
+                "(SELECT count(*) FROM sessions s WHERE s.conversation_id=c.id), "
+                "(SELECT created_at FROM messages m WHERE m.conversation_id=c.id ORDER BY seq LIMIT 1), "
+                "(SELECT created_at FROM messages m WHERE m.conversation_id=c.id ORDER BY seq DESC LIMIT 1) "
+                "FROM conversations c WHERE c.id>? ORDER BY c.id LIMIT ?",
+                (after_id, limit),
+            ).fetchall()
+        keys = ("id", "key", "created_at", "frontier_seq", "last_seq", "messages", "summaries", "sessions",
+                "first_message_at", "last_message_at")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def sessions_page(self, conversation_id: int | None, after_rowid: int, limit: int) -> list[dict[str, Any]]:
+        scope, args = ("AND s.conversation_id=?", (after_rowid, conversation_id, limit)) \
+            if conversation_id is not None else ("", (after_rowid, limit))
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT s.rowid, s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, "
+                "s.parent_session_id, s.reason, (SELECT count(*) FROM messages m WHERE m.session_id=s.id) "
+                f"FROM sessions s WHERE s.rowid>? {scope} ORDER BY s.rowid LIMIT ?",
+                args,
+            ).fetchall()
+        keys = ("rowid", "id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
+                "reason", "messages")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def all_sessions(self) -> list[tuple[str, int, str]]:
+        with self.read() as db:
+            return [(str(r[0]), int(r[1]), str(r[2])) for r in
+                    db.execute("SELECT id, conversation_id, platform FROM sessions ORDER BY rowid").fetchall()]
+
+    def retention_rows(self, cutoffs: Sequence[float]) -> list[dict[str, Any]]:
+        """Per conversation: messages, bytes, tokens, time span, and counts older than each cutoff."""
+        older = ", ".join("sum(m.created_at < ?)" for _ in cutoffs)
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT m.conversation_id, c.key, count(*), "
+                "sum(length(CAST(m.content AS BLOB)) + coalesce(length(CAST(m.parts AS BLOB)), 0) "
+                "+ coalesce(length(CAST(m.tool_calls AS BLOB)), 0)), sum(m.tokens), min(m.created_at), "
+                f"max(m.created_at){', ' + older if cutoffs else ''} "
+                "FROM messages m JOIN conversations c ON c.id=m.conversation_id GROUP BY m.conversation_id",
+                tuple(cutoffs),
+            ).fetchall()
+            nodes = dict(db.execute(
+                "SELECT conversation_id, count(*) || ',' || sum(length(CAST(content AS BLOB))) FROM summaries "
+                "GROUP BY conversation_id").fetchall())
+        out = []
+        for r in rows:
+            count, size = (str(nodes.get(r[0]) or "0,0")).split(",")
+            out.append({"conversation_id": r[0], "key": r[1], "messages": r[2], "message_bytes": r[3] or 0,
+                        "message_tokens": r[4] or 0, "first_at": r[5], "last_at": r[6],
+                        "older_than": [int(v or 0) for v in r[7:]], "summaries": int(count),
+                        "summary_bytes": int(size or 0)})
+        return out
+
+    # -- FTS health and repair ----------------------------------------------------
+
+    FTS_TABLES: tuple[tuple[str, str], ...] = (("messages_fts", "messages"), ("summaries_fts", "summaries"))
+
+    def fts_tables(self) -> list[str]:
+        """The full-text indexes, by name."""
+        return [table for table, _content in self.FTS_TABLES]
+
+    def _fts_content(self, table: str) -> str:
+        return dict(self.FTS_TABLES)[table]
+
+    def fts_counts(self, table: str) -> dict[str, Any]:
+        """Structural, read-only: indexed rows against content rows, both ways."""
+        content = self._fts_content(table)
+        with self.read() as db:
+            missing = db.execute(f"SELECT c.id FROM {content} c WHERE NOT EXISTS (SELECT 1 FROM {table}_docsize d "
+                                 "WHERE d.id=c.id) ORDER BY c.id LIMIT 1000").fetchall()
+            stale = db.execute(f"SELECT d.id FROM {table}_docsize d WHERE NOT EXISTS (SELECT 1 FROM {content} c "
+                               "WHERE c.id=d.id) ORDER BY d.id LIMIT 1000").fetchall()
+            return {"content_rows": int(db.execute(f"SELECT count(*) FROM {content}").fetchone()[0]),
+                    "indexed_rows": int(db.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]),
+                    "missing_ids": [int(r[0]) for r in missing], "stale_ids": [int(r[0]) for r in stale]}
+
+    def fts_sample(self, table: str, count: int) -> list[tuple[int, str]]:
+        """Up to ``count`` content rows spread evenly over the id range."""
+        content = self._fts_content(table)
+        with self.read() as db:
+            low, high = db.execute(f"SELECT min(id), max(id) FROM {content}").fetchone()
+            if low is None:
+                return []
+            step = max(1, (high - low) // max(1, count - 1))
+            rows = [db.execute(f"SELECT id, content FROM {content} WHERE id>=? ORDER BY id LIMIT 1",
+                               (start,)).fetchone() for start in range(low, high + 1, step)][:count]
+        return [(int(r[0]), str(r[1])) for r in rows if r is not None]
+
+    def fts_finds(self, table: str, rowid: int, phrase: str) -> bool:
+        """Whether the index finds ``phrase`` in that row (False when the index cannot answer)."""
+        with self.read() as db:
+            try:
+                return db.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid=?",
+                                  (phrase, rowid)).fetchone() is not None
+            except sqlite3.DatabaseError:
+                return False
+
+    def fts_integrity(self, table: str) -> str | None:
+        """FTS5's own integrity-check against the content table; None when sound.
+
+        It must run as a write statement, so it runs inside a transaction that is
+        always rolled back: nothing is changed. Read-only connections cannot run it.
+        """
+        if self.readonly:
+            raise StoreError("the FTS integrity-check needs a writable connection")
+        with self.lock, faults_mapped():
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
+                return None
+            except sqlite3.DatabaseError as exc:
+                return str(exc)
+            finally:
+                self.conn.execute("ROLLBACK")
+
+    def fts_rebuild(self, table: str) -> None:
+        """Rebuild one external-content index from its content table."""
+        with self.write() as db:
+            db.execute(f"INSERT INTO {table}({table}) VALUES('rebuild')")
+
+    def missing_triggers(self) -> list[str]:
+        with self.read() as db:
+            present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall()}
+        return sorted(set(schema.trigger_sql()) - present)
+
+    def restore_triggers(self, names: Sequence[str]) -> list[str]:
+        """Recreate the named triggers that are still missing; returns those created."""
+        wanted = schema.trigger_sql()
+        with self.write() as db:
+            present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall()}
+            created = [n for n in names if n in wanted and n not in present]
+            for name in created:
+                db.execute(wanted[name])
+        return created
+
+    # -- narrow cleanups (every write re-checks its condition in its own transaction) ----------
+
+    def blank_source_ids(self, limit: int = 1000) -> tuple[int, list[int]]:
+        with self.read() as db:
+            total = int(db.execute("SELECT count(*) FROM messages WHERE trim(source)=''").fetchone()[0])
+            ids = [int(r[0]) for r in db.execute("SELECT id FROM messages WHERE trim(source)='' ORDER BY id LIMIT ?",
+                                                 (limit,)).fetchall()]
+        return total, ids
+
+    def normalize_blank_sources(self) -> int:
+        with self.write() as db:
+            return db.execute("UPDATE messages SET source='unknown' WHERE trim(source)=''").rowcount
+
+    _EMPTY_SESSION = ("NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id=s.id) "
+                      "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.session_id=s.id)")
+
+    def empty_sessions(self, started_before: float, limit: int = 10000) -> list[dict[str, Any]]:
+        """Lifecycle rows of sessions that stored no message and no summary."""
+        with self.read() as db:
+            rows = db.execute(
+                "SELECT s.id, s.conversation_id, s.platform, s.started_at FROM sessions s "
+                f"WHERE s.started_at < ? AND {self._EMPTY_SESSION} ORDER BY s.started_at LIMIT ?",
+                (started_before, limit),
+            ).fetchall()
+        return [{"id": r[0], "conversation_id": r[1], "platform": r[2], "started_at": r[3]} for r in rows]
+
+    def delete_empty_sessions(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """Delete those sessions if still empty, then conversations left with nothing at all."""
+        marks = ",".join("?" * len(session_ids))
+        with self.write() as db:
+            sessions = db.execute(f"DELETE FROM sessions AS s WHERE s.id IN ({marks}) AND {self._EMPTY_SESSION}",
+                                  tuple(session_ids)).rowcount if session_ids else 0
+            conversations = db.execute(
+                "DELETE FROM conversations AS c "
+                "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.conversation_id=c.id) "
+                "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id=c.id) "
+                "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.conversation_id=c.id)").rowcount
+        return {"sessions": sessions, "conversations": conversations}
+
+    def delete_conversations(self, conversation_ids: Sequence[int]) -> dict[str, int]:
+        """Remove whole conversations: messages, nodes, edges, context, sessions. Lineage
+        stays closed because no edge ever crosses a conversation."""
+        if not conversation_ids:
+            return {}
+        marks = ",".join("?" * len(conversation_ids))
+        ids = tuple(conversation_ids)
+        nodes = f"SELECT id FROM summaries WHERE conversation_id IN ({marks})"
+        counts: dict[str, int] = {}
+        with self.write() as db:
+            counts["edges"] = db.execute(f"DELETE FROM edges WHERE parent_id IN ({nodes})", ids).rowcount
+            for table in ("context_items", "summaries", "messages", "sessions"):
+                counts[table] = db.execute(f"DELETE FROM {table} WHERE conversation_id IN ({marks})", ids).rowcount
+            counts["conversations"] = db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", ids).rowcount
+        return counts
+
+    # -- backups ----------------------------------------------------------------------------------
+
+    def backup_to(self, target: Path) -> None:
+        """Copy the whole database into a new file with SQLite's online backup API, in one step.
+
+        One step holds one read transaction, so the copy is a consistent snapshot even while
+        another process keeps writing (WAL readers never block writers). The copy is switched
+        to a rollback journal so it is one self-contained file that can be copied back.
+        """
+        with faults_mapped():
+            dest = sqlite3.connect(str(target), isolation_level=None)
+            try:
+                with self.lock:
+                    self.conn.backup(dest, pages=-1)
+                dest.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                dest.close()

@@ -1,0 +1,56 @@
+"""How rows become records: the column lists the queries select and the row -> record mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import StoredMessage, SummaryNode
+
+_BASE_MESSAGE_COLUMNS = (
+    "id, conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
+    "tool_name, source, created_at, tokens"
+)
+
+NODE_COLUMNS = (
+    "id, conversation_id, session_id, depth, content, tokens, first_seq, last_seq, earliest_at, latest_at, "
+    "source_tokens, level, route, created_at"
+)
+
+
+def qualified(columns: str, alias: str) -> str:
+    """``"id, seq"`` -> ``"m.id, m.seq"`` for joins."""
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+NODE_COLUMNS_S = qualified(NODE_COLUMNS, "s")
+
+
+def message_columns(version: int, alias: str = "") -> str:
+    """The columns a :class:`StoredMessage` is read from under schema ``version``.
+
+    A read-only connection never migrates, so a schema-1 file (no ``extra``)
+    reads NULL in its place and the operator tools keep working on it.
+    """
+    base = qualified(_BASE_MESSAGE_COLUMNS, alias) if alias else _BASE_MESSAGE_COLUMNS
+    if version >= 2:
+        return f"{base}, {alias + '.' if alias else ''}extra"
+    return f"{base}, NULL"
+
+
+def row_to_message(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(*row)
+
+
+def row_to_node(row: Sequence[Any]) -> SummaryNode:
+    return SummaryNode(*row)
+
+
+def seq_bound(seq: int | None) -> int:
+    """An inclusive upper seq bound; None: no bound."""
+    return 2**62 if seq is None else seq
+
+
+def id_list(ids: Sequence[int]) -> str:
+    """Integer ids as a JSON array, for ``IN (SELECT value FROM json_each(?))``."""
+    return "[" + ",".join(str(int(i)) for i in ids) + "]"

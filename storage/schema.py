@@ -1,0 +1,212 @@
+"""The schema: the forward-only migrations (tables, indexes, FTS5 tables and their
+triggers), the identity check that keeps us off foreign and newer files, and migrating.
+
+A database written by another program, or by a newer hermes-lcm, is never written
+to: :func:`check_identity` raises :class:`ForeignDatabase` or :class:`NewerSchema`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..scaffold import HOST_USER_PREFIXES, prefix_label
+from .errors import ForeignDatabase, NewerSchema
+
+APP_ID = "hermes-lcm"
+SCHEMA_VERSION = 2
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE conversations(
+  id INTEGER PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  created_at REAL NOT NULL,
+  frontier_seq INTEGER NOT NULL DEFAULT 0,
+  last_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE sessions(
+  id TEXT PRIMARY KEY,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+  platform TEXT NOT NULL DEFAULT '',
+  mode TEXT NOT NULL DEFAULT 'normal',
+  started_at REAL NOT NULL,
+  ended_at REAL,
+  parent_session_id TEXT,
+  reason TEXT
+);
+CREATE TABLE messages(
+  id INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+  seq INTEGER NOT NULL,
+  session_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  content TEXT NOT NULL,
+  parts TEXT,
+  tool_calls TEXT,
+  tool_call_id TEXT,
+  tool_name TEXT,
+  source TEXT NOT NULL DEFAULT 'unknown',
+  host_ts REAL,
+  created_at REAL NOT NULL,
+  tokens INTEGER NOT NULL,
+  fingerprint TEXT NOT NULL,
+  UNIQUE(conversation_id, seq)
+);
+CREATE INDEX messages_fingerprint ON messages(conversation_id, fingerprint, seq);
+CREATE INDEX messages_session ON messages(session_id, id);
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+  content, tool_calls, content='messages', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+  INSERT INTO messages_fts(rowid, content, tool_calls) VALUES (new.id, new.content, new.tool_calls);
+END;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, tool_calls)
+    VALUES ('delete', old.id, old.content, old.tool_calls);
+END;
+CREATE TRIGGER messages_au AFTER UPDATE OF content, tool_calls ON messages BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, tool_calls)
+    VALUES ('delete', old.id, old.content, old.tool_calls);
+  INSERT INTO messages_fts(rowid, content, tool_calls) VALUES (new.id, new.content, new.tool_calls);
+END;
+CREATE TABLE summaries(
+  id INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+  session_id TEXT NOT NULL,
+  depth INTEGER NOT NULL,
+  content TEXT NOT NULL,
+  tokens INTEGER NOT NULL,
+  first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  earliest_at REAL NOT NULL,
+  latest_at REAL NOT NULL,
+  source_tokens INTEGER NOT NULL,
+  level TEXT NOT NULL,
+  route TEXT NOT NULL,
+  created_at REAL NOT NULL
+);
+CREATE INDEX summaries_conversation ON summaries(conversation_id, depth, id);
+CREATE VIRTUAL TABLE summaries_fts USING fts5(
+  content, content='summaries', content_rowid='id', tokenize='porter unicode61'
+);
+CREATE TRIGGER summaries_ai AFTER INSERT ON summaries BEGIN
+  INSERT INTO summaries_fts(rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER summaries_ad AFTER DELETE ON summaries BEGIN
+  INSERT INTO summaries_fts(summaries_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TABLE edges(
+  parent_id INTEGER NOT NULL REFERENCES summaries(id),
+  child_kind TEXT NOT NULL CHECK (child_kind IN ('message', 'summary')),
+  child_id INTEGER NOT NULL,
+  ord INTEGER NOT NULL,
+  PRIMARY KEY(parent_id, child_kind, child_id)
+) WITHOUT ROWID;
+CREATE INDEX edges_child ON edges(child_kind, child_id);
+CREATE TABLE context_items(
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+  ord INTEGER NOT NULL,
+  summary_id INTEGER NOT NULL REFERENCES summaries(id),
+  PRIMARY KEY(conversation_id, ord)
+);
+CREATE TABLE events(
+  id INTEGER PRIMARY KEY,
+  at REAL NOT NULL,
+  level TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  conversation_id INTEGER,
+  detail TEXT NOT NULL
+);
+""",
+    # The host's other public message fields (reasoning_content, reasoning_details,
+    # codex_reasoning_items, anthropic_content_blocks, ...) as one JSON object, so a
+    # message rebuilt from the store is the message the host gave us. NULL: none.
+    2: """
+ALTER TABLE messages ADD COLUMN extra TEXT;
+""",
+}
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _scaffold_migration() -> str:
+    """Version 2, second half: ``messages.synthetic`` labels host scaffolding (NULL for a real message).
+
+    Rows stored before it are labelled by the host's text prefixes (their private
+    flags were never stored); a todo snapshot stored by 0.x stops being "the request".
+    """
+    updates = [
+        f"UPDATE messages SET synthetic={_sql_text(prefix_label(p))} WHERE role='user' AND synthetic IS NULL "
+        f"AND substr(ltrim(content), 1, {len(p)})={_sql_text(p)};"
+        for p in HOST_USER_PREFIXES
+    ]
+    return "ALTER TABLE messages ADD COLUMN synthetic TEXT;\n" + "\n".join(updates)
+
+
+_MIGRATIONS[2] += _scaffold_migration()
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line)
+        joined = "\n".join(current).strip()
+        if joined.endswith(";") and sqlite3.complete_statement(joined):
+            statements.append(joined)
+            current = []
+    return statements
+
+
+def trigger_sql() -> dict[str, str]:
+    """The newest CREATE TRIGGER statement of each trigger the migrations define."""
+    found: dict[str, str] = {}
+    for version in sorted(_MIGRATIONS):
+        for statement in split_sql(_MIGRATIONS[version]):
+            words = statement.split()
+            if words[:2] == ["CREATE", "TRIGGER"]:
+                found[words[2]] = statement
+    return found
+
+
+def tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    return {r[0] for r in rows}
+
+
+def check_identity(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a file holding tables we did not write, or a newer schema than ours."""
+    found = tables(conn)
+    if not found:
+        return
+    if "meta" not in found:
+        raise ForeignDatabase(f"{path} holds tables not written by {APP_ID}: {sorted(found)[:8]}")
+    rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    if rows.get("app") != APP_ID:
+        raise ForeignDatabase(f"{path} belongs to {rows.get('app')!r}, not {APP_ID}")
+    version = int(rows.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise NewerSchema(f"{path} has schema {version}; this hermes-lcm knows up to {SCHEMA_VERSION}")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    if "meta" not in tables(conn):
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Run the migrations above the file's version, in the caller's write transaction."""
+    current = schema_version(conn)
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        for statement in split_sql(_MIGRATIONS[version]):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('app', ?), ('schema_version', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (APP_ID, str(version)),
+        )

@@ -1,0 +1,17 @@
+"""The SQLite store: one class made of the per-job query mixins over one connection.
+
+It implements ``store.Store``, the interface the services use; ``store.open_store``
+opens it (one per database file and process).
+"""
+
+from __future__ import annotations
+
+from .conversations import ConversationQueries
+from .message_search import MessageSearch
+from .messages import MessageQueries
+from .operator import OperatorQueries
+from .summaries import SummaryQueries
+
+
+class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries):
+    """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""
