@@ -1,6 +1,6 @@
 """Where search candidates come from: the hit record, the arm interface, and the full-text arm.
 
-A search asks each of its arms for the rows worth ranking; the searcher (retrieval.py) fuses
+A search asks each of its arms for the rows worth ranking; the searcher (search.py) fuses
 what they return and one ranker (rank.py) orders them, whichever arm found a row. Full text is
 the arm today; a vector arm plugs in beside it by returning ``Hit`` records the same way.
 Every arm reads the store through its methods only, with scope and filters applied in SQL
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .dag import Dag
+from .query import Query, Term, or_match, plan_terms
 from .records import SummaryNode
-from .search import Query, Term, or_match, plan_terms
 from .store import Store
 
 BM25_BUDGET = 8000          # raw rows bm25 may rank per query

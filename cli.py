@@ -26,9 +26,10 @@ from . import __version__
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
+from .display import cut, iso
+from .query import Query, build_query
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
-from .retrieval import Hit, Scope, Searcher, SearchRequest
-from .search import Query, build_query
+from .search import Hit, Scope, Searcher, SearchRequest
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, detect_source, open_readonly, open_store
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
@@ -95,16 +96,10 @@ def page_limit(value: int) -> int:
     return value
 
 
-def cut(text: str, max_chars: int) -> tuple[str, bool]:
-    if max_chars <= 0 or len(text) <= max_chars:
-        return text, False
-    return text[:max_chars], True
-
-
 def message_row(m: StoredMessage, max_chars: int) -> dict[str, Any]:
     content, truncated = cut(m.content, max_chars)
     row: dict[str, Any] = {"store_id": m.id, "conversation_id": m.conversation_id, "seq": m.seq,
-                           "session_id": m.session_id, "role": m.role, "created_at": mt.iso(m.created_at),
+                           "session_id": m.session_id, "role": m.role, "created_at": iso(m.created_at),
                            "source": m.source, "tokens": m.tokens, "content": content, "truncated": truncated,
                            "content_chars": len(m.content)}
     if m.tool_calls:
@@ -119,8 +114,8 @@ def message_row(m: StoredMessage, max_chars: int) -> dict[str, Any]:
 def node_row(n: SummaryNode, max_chars: int = 400) -> dict[str, Any]:
     content, truncated = cut(n.content, max_chars)
     return {"node_id": n.node_id, "conversation_id": n.conversation_id, "depth": n.depth, "tokens": n.tokens,
-            "first_seq": n.first_seq, "last_seq": n.last_seq, "earliest_at": mt.iso(n.earliest_at),
-            "latest_at": mt.iso(n.latest_at), "level": n.level, "route": n.route, "content": content,
+            "first_seq": n.first_seq, "last_seq": n.last_seq, "earliest_at": iso(n.earliest_at),
+            "latest_at": iso(n.latest_at), "level": n.level, "route": n.route, "content": content,
             "truncated": truncated}
 
 
@@ -147,7 +142,7 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
             **mt.file_sizes(store.path), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
             "lineage_problems": sorted(dag.lineage_problems()),
-            "recent_events": [{"at": mt.iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
+            "recent_events": [{"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
 
 
 def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -155,7 +150,7 @@ def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     rows = store.conversations_page(args.after or 0, limit)
     for r in rows:
         for key in ("created_at", "first_message_at", "last_message_at"):
-            r[key] = mt.iso(r[key])
+            r[key] = iso(r[key])
     return {"items": rows, "next_cursor": rows[-1]["id"] if len(rows) == limit else None}
 
 
@@ -163,7 +158,7 @@ def cmd_sessions(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     limit = page_limit(args.limit)
     rows = store.sessions_page(args.conversation, args.after or 0, limit)
     for r in rows:
-        r["started_at"], r["ended_at"] = mt.iso(r["started_at"]), mt.iso(r["ended_at"])
+        r["started_at"], r["ended_at"] = iso(r["started_at"]), iso(r["ended_at"])
     return {"items": rows, "next_cursor": rows[-1]["rowid"] if len(rows) == limit else None}
 
 
@@ -248,7 +243,7 @@ def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     for h in _ranked_hits(store, query, args.conversation, kinds, limit):
         if h.kind == "message":
             hits.append({"kind": "message", "store_id": h.id, "conversation_id": h.conversation_id, "seq": h.seq,
-                         "role": h.role, "created_at": mt.iso(h.created_at), "score": round(h.score, 3),
+                         "role": h.role, "created_at": iso(h.created_at), "score": round(h.score, 3),
                          "snippet": snippet(h.text, query.terms)})
         elif h.node is not None:
             hits.append({"kind": "summary", "node_id": h.node.node_id, "conversation_id": h.conversation_id,
@@ -374,7 +369,7 @@ def _export_jsonl(store: Store, conversation_id: int, key: str, out: TextIO, sum
     count = 0
     for m in _all_messages(store, conversation_id):
         out.write(json.dumps({"type": "message", "store_id": m.id, "seq": m.seq, "session_id": m.session_id,
-                              "created_at": mt.iso(m.created_at), "source": m.source, "message": m.to_host()},
+                              "created_at": iso(m.created_at), "source": m.source, "message": m.to_host()},
                              ensure_ascii=False) + "\n")
         count += 1
     if summaries:
@@ -393,7 +388,7 @@ def _export_markdown(store: Store, conversation_id: int, key: str, out: TextIO, 
     for m in _all_messages(store, conversation_id):
         count += 1
         out.write(f"## {m.seq}. {m.role}{' (' + m.tool_name + ')' if m.tool_name else ''}\n\n")
-        out.write(f"_{mt.iso(m.created_at)} · session {m.session_id} · store_id {m.id}_\n\n")
+        out.write(f"_{iso(m.created_at)} · session {m.session_id} · store_id {m.id}_\n\n")
         if m.content:
             out.write(m.content.rstrip() + "\n\n")
         if m.tool_calls:

@@ -67,10 +67,7 @@ class Dag:
     def depth_counts(self, conversation_id: int) -> dict[int, int]:
         return self.store.depth_counts(conversation_id)
 
-    def search(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[SummaryNode, float]]:
-        return self.store.search_summaries(match, conversation_id, limit)
-
-    # -- operator surface (cli.py, maintenance.py, lcmimport.py) -----------------
+    # -- operator surface (cli.py, maintenance.py, claw_import.py) -----------------
 
     def nodes_page(self, conversation_id: int, depth: int | None, after_id: int, limit: int) -> list[SummaryNode]:
         return self.store.summaries_page(conversation_id, depth, after_id, limit)
@@ -90,7 +87,7 @@ class Dag:
         """route -> node id for nodes whose route starts with ``prefix`` (import provenance)."""
         return self.store.node_ids_by_route(conversation_id, prefix)
 
-    # -- retrieval for the lcm_* tools (retrieval.py, describe.py) ------------------------------
+    # -- retrieval for the lcm_* tools (search.py, handlers/describe.py) ------------------------------
 
     def summary_id_bounds(self, conversation_id: int | None) -> tuple[int, int]:
         """First and last node id of a conversation, or of the whole store."""

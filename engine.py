@@ -25,10 +25,10 @@ from typing import Any, TypeVar
 from . import registry
 from .config import LoadedConfig, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
+from .overhead import OverheadMeter
 from .status import engine_status
 from .store import StoreError
 from .tools import dispatch
-from .usage import OverheadMeter
 
 log = logging.getLogger("hermes_lcm")
 

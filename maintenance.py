@@ -31,6 +31,7 @@ from typing import Any
 from .assemble import tail_start
 from .blocks import Item, group
 from .dag import Dag
+from .display import iso
 from .patterns import SessionPatterns
 from .store import Store, verify_backup
 
@@ -43,13 +44,6 @@ _RANK = {"ok": 0, "skip": 0, "warn": 1, "fail": 2}
 
 class MaintenanceError(RuntimeError):
     """An operation refused for a stated reason (shown to the operator as is)."""
-
-
-def iso(ts: float | None) -> str | None:
-    """UTC ISO time for operator output; None stays None."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- backups -----------------------------------------------------------------------------

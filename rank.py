@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from .search import Term
+from .query import Term
 
 # Ranking constants (measured on LoCoMo, kept in the flat part of the curve; see bench/locomo_recall.py).
 COVERAGE_GAIN = 2.0     # a row covering every weighted term scores up to 3x its bm25

@@ -1,164 +1,248 @@
-"""Keyword search as agents and people ask: the query language (the ranking math is in rank.py).
+"""Running a search against the store: scope, the arms' candidates fused, ranking, pages.
 
-Query: what anyone types becomes a list of terms, each a quoted FTS5 expression, so no user
-text can be an FTS syntax error. Prose becomes an OR of its meaningful words (implicit AND finds
-nothing for a question); ``"quoted text"`` stays a phrase; identifiers and paths
-(``src/app.py``, ``lcm_grep``, ``v1.2``) become phrases of their parts, which is how the
-``unicode61`` tokenizer indexed them; a trailing ``*`` keeps a prefix search.
+Cost is bounded whatever the store size: each term's matches in scope are counted up to a cap,
+bm25 ranks only the selective terms' rows (at most ``BM25_BUDGET`` of them), common terms add
+their newest matches, and the rerank (coverage, exact text, conversational context) runs on
+at most a few hundred rows. Filters (scope, role, source, time) are applied in SQL before LIMIT.
+
+Pages: relevance first walks the ranked pool, then every remaining match newest first, so a
+walk visits each matching row exactly once; recency order is that second phase from the start.
+Cursors pin the store snapshot (ids at the first page) and always move forward; the ranked pool
+of a walk is kept per process, so messages arriving mid-walk change nothing.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-_STOPWORD_TEXT = """
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing done down during each few for from further had has
-have having he her here hers herself him himself his how i if in into is it its itself just me more
-most my myself no nor not now of off on once only or other our ours ourselves out over own same she
-should so some such than that the their theirs them themselves then there these they this those
-through to too under until up very was we were what when where which while who whom whose why will
-with would you your yours yourself yourselves us tell know think get got also ever still yet
-something anything please let lets may might must shall any ok okay really
-"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-MAX_TERMS = 24
+from .arms import TEXT_CHARS, Arm, Candidates, Filters, FullTextArm, Hit, Scope, View, fuse, message_hit
+from .dag import Dag
+from .query import Query, conversational
+from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_context
+from .store import Store
 
-_PHRASE = re.compile(r'"([^"]*)"')
-_TOKEN = re.compile(r"[^\W_][\w./:\-@#+~]*\*?|_[\w./:\-@#+~]*\*?", re.UNICODE)
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_APOSTROPHE = re.compile(r"['\u2019\u02bc]")
+__all__ = ["Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchRequest", "Searcher"]
 
-@dataclass(frozen=True)
-class Term:
-    """One search term: ``match`` is its FTS5 expression, ``raw`` what was typed."""
+POOL = 100                  # raw candidates reranked per query
+SUMMARY_POOL = 30           # summary candidates reranked per query
 
-    text: str
-    match: str
-    kind: str  # word | phrase | ident | prefix
-    raw: str
+POOL_CACHE = 8             # ranked pools kept per process, so later pages rank exactly like the first
 
-    @property
-    def words(self) -> tuple[str, ...]:
-        """The indexed words this term is made of, lower case."""
-        return tuple(w.lower() for w in _WORD.findall(self.match))
+_pools: OrderedDict[tuple[Any, ...], list[Hit]] = OrderedDict()
+_pools_lock = threading.Lock()
+
+
+class SearchError(ValueError):
+    """A request the search cannot serve (bad cursor); the message says why."""
 
 
 @dataclass(frozen=True)
-class Query:
-    """A compiled query; ``match`` ORs every term."""
-
-    parts: tuple[Term, ...]
-    dropped: tuple[str, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.parts
-
-    @property
-    def match(self) -> str:
-        return or_match(self.parts)
-
-    @property
-    def terms(self) -> tuple[str, ...]:
-        """Each term's FTS5 expression (``'"word"'``, ``'"src app py"'``, ``'"pref" *'``)."""
-        return tuple(t.match for t in self.parts)
+class SearchRequest:
+    query: Query
+    scope: Scope
+    filters: Filters = field(default_factory=Filters)
+    sort: str = "relevance"
+    limit: int = 10
+    cursor: str | None = None
+    summaries: bool = True
+    boost: Callable[[Hit], float] | None = None
+    boost_key: str = ""
 
 
-def or_match(terms: Iterable[Term]) -> str:
-    return " OR ".join(t.match for t in terms)
+@dataclass
+class SearchPage:
+    hits: list[Hit]
+    next_cursor: str | None
+    pool: int
+    common_terms: list[str] = field(default_factory=list)
+    summaries_searched: bool = True
 
 
-def _quote(words: Sequence[str]) -> str:
-    return '"' + " ".join(words).replace('"', '""') + '"'
+@dataclass(frozen=True)
+class _Cursor:
+    phase: str  # r: ranked pool at ``offset`` | t: remaining matches below the two id bounds
+    offset: int
+    m_before: int  # exclusive upper bounds of the next tail page
+    s_before: int
+    m_snap: int  # newest ids of the first page's snapshot
+    s_snap: int
 
 
-def _is_stopword(token: str) -> bool:
-    """Function words are dropped, but an acronym in capitals (US, IT, OR) is kept."""
-    return token.lower() in STOPWORDS and not (token.isupper() and len(token) > 1)
+def _fingerprint(req: SearchRequest) -> str:
+    key = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key))
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=3).hexdigest()
 
 
-def _token_term(token: str) -> Term | None:
-    prefix = token.endswith("*")
-    body = token.rstrip("*")
-    words = _WORD.findall(body)
-    if not words:
+def _parse_cursor(req: SearchRequest) -> _Cursor | None:
+    if not req.cursor:
         return None
-    if len(words) == 1 and not prefix:
-        word = words[0]
-        if _is_stopword(word) or (len(word) == 1 and not word.isdigit()):
-            return None
-        return Term(word.lower(), _quote(words), "word", body)
-    kind = "prefix" if prefix else "ident"
-    match = _quote(words) + (" *" if prefix else "")
-    return Term(" ".join(words).lower() + ("*" if prefix else ""), match, kind, body)
+    parts = str(req.cursor).split(":")
+    if len(parts) != 7 or parts[0] not in ("r", "t"):
+        raise SearchError(f"malformed cursor {req.cursor!r}; pass next_cursor unchanged")
+    if parts[6] != _fingerprint(req):
+        raise SearchError("cursor belongs to another query, scope or filter; repeat the call without it")
+    try:
+        numbers = [int(x) for x in parts[1:6]]
+    except ValueError as exc:
+        raise SearchError(f"malformed cursor {req.cursor!r}") from exc
+    return _Cursor(parts[0], *numbers)
 
 
-def build_query(text: str, max_terms: int = MAX_TERMS) -> Query:
-    """The phrases and meaningful terms of ``text``; only stop words -> search those."""
-    text = (text or "").replace("\x00", " ")
-    terms: list[Term] = []
-    dropped: list[str] = []
-    seen: set[str] = set()
-
-    def add(term: Term | None) -> None:
-        if term is not None and term.match.lower() not in seen:
-            seen.add(term.match.lower())
-            terms.append(term)
-
-    for phrase in _PHRASE.findall(text):
-        words = _WORD.findall(phrase)
-        if words:
-            add(Term(" ".join(words).lower(), _quote(words), "phrase", phrase.strip()))
-    rest = _APOSTROPHE.sub(" ", _PHRASE.sub(" ", text))
-    tokens = _TOKEN.findall(rest)
-    for token in tokens:
-        term = _token_term(token)
-        if term is None:
-            dropped.append(token)
-        add(term)
-    if not terms:  # only stop words: searching them beats finding nothing
-        for word in _WORD.findall(rest):
-            add(Term(word.lower(), _quote([word]), "word", word))
-        dropped = []
-    return Query(tuple(terms[:max_terms]), tuple(dict.fromkeys(d.lower() for d in dropped)))
+def _format_cursor(req: SearchRequest, cur: _Cursor | None) -> str | None:
+    if cur is None:
+        return None
+    return f"{cur.phase}:{cur.offset}:{cur.m_before}:{cur.s_before}:{cur.m_snap}:{cur.s_snap}:{_fingerprint(req)}"
 
 
-# --------------------------------------------------------------------------- term planning
+class Searcher:
+    """One search over one store; holds the scope's id ranges and the snapshot bounds."""
+
+    def __init__(self, store: Store, dag: Dag, req: SearchRequest) -> None:
+        self.store, self.dag, self.req = store, dag, req
+        self.view = _view(store, dag, req)
+        self.m_bounds, self.s_bounds = self.view.m_bounds, self.view.s_bounds
+        self.with_summaries = self.view.with_summaries
+        self.fulltext = FullTextArm(store, dag, req.query, self.view)
+        self.arms: tuple[Arm, ...] = (self.fulltext,)  # a vector arm joins here
+
+    def _candidates(self, kind: str, upper: int, pool: int) -> Candidates:
+        return fuse([arm.candidates(kind, upper, pool) for arm in self.arms])
+
+    def ranked_pool(self, m_upper: int, s_upper: int) -> list[Hit]:
+        found = self._candidates("messages", m_upper, POOL)
+        messages, counts = found.hits, found.counts
+        summaries = self._candidates("summaries", s_upper, SUMMARY_POOL).hits if self.with_summaries else []
+        candidates = messages + summaries
+        if not candidates:
+            return []
+        terms = self.req.query.parts
+        low, high = self.view.bounded(self.m_bounds, m_upper)
+        matched, _ = self.store.scratch_fts([(h.scratch_id, h.text) for h in candidates], [t.match for t in terms])
+        weights = [idf(high - low + 1, c if c is not None else max(1, len(hits)))
+                   for c, hits in zip(counts, matched, strict=True)]
+        floor = min((h.score for h in messages if h.score > 0), default=1.0) * 0.5
+        for h in candidates:
+            if h.kind == "summary":  # bm25 over the few summaries is unreliable: score on the messages' scale
+                relevance = summary_relevance(h.scratch_id, matched, weights)
+            else:  # rows found through common terms only have no bm25: half the weakest ranked row
+                relevance = h.score if h.score > 0 else floor
+            h.score = own_score(relevance, coverage(h.scratch_id, matched, weights), is_exact(h.text, terms))
+        ranked = (self._add_context(messages, m_upper) if conversational(terms) else messages) + summaries
+        if self.req.boost is not None:
+            for h in ranked:
+                h.score *= self.req.boost(h)
+        ranked.sort(key=lambda h: (-h.score, -h.created_at, h.kind, -h.id))
+        return ranked
+
+    def _add_context(self, messages: list[Hit], upper: int) -> list[Hit]:
+        """Neighbouring turns inherit part of a strong match's score (``search.with_context``);
+        rows newer than the snapshot (``upper``) stay out, so later pages rank the same pool."""
+        by_key = {(h.conversation_id, h.seq): h for h in messages}
+        scores = with_context({k: h.score for k, h in by_key.items()})
+        missing: dict[int, list[int]] = {}
+        for conv, seq in scores:
+            if (conv, seq) not in by_key and seq > 0:
+                missing.setdefault(conv, []).append(seq)
+        for conv, seqs in missing.items():
+            rows = self.store.messages_at(conv, seqs, TEXT_CHARS, session_id=self.req.scope.session_id,
+                                          skip_own_tools=True, **self.req.filters.sql())
+            for row in rows:
+                hit = message_hit((*row, 0.0), matched=False)
+                if hit.id <= upper:
+                    by_key[(hit.conversation_id, hit.seq)] = hit
+        for key, hit in by_key.items():
+            hit.score = scores.get(key, hit.score)
+        return [h for h in by_key.values() if h.score > 0]
+
+    # -- pages ----------------------------------------------------------------------------------
+
+    def _first_cursor(self) -> _Cursor:
+        m_snap, s_snap = self.m_bounds[1], self.s_bounds[1]
+        phase = "r" if self.req.sort == "relevance" else "t"
+        return _Cursor(phase, 0, m_snap + 1, s_snap + 1, m_snap, s_snap)
+
+    def page(self) -> SearchPage:
+        cur = _parse_cursor(self.req) or self._first_cursor()
+        pool = self._pool(cur) if self.req.sort == "relevance" else []
+        hits: list[Hit] = []
+        nxt: _Cursor | None = None
+        if cur.phase == "r":
+            hits = pool[cur.offset:cur.offset + self.req.limit]
+            if cur.offset + len(hits) < len(pool):
+                nxt = replace(cur, offset=cur.offset + len(hits))
+        if nxt is None:
+            more, nxt = self._tail(cur, self.req.limit - len(hits), pool)
+            hits += more
+        return SearchPage(hits, _format_cursor(self.req, nxt), len(pool), [t.text for t in self.fulltext.common],
+                          self.with_summaries)
+
+    def _pool(self, cur: _Cursor) -> list[Hit]:
+        """The ranked pool of this query and snapshot: computed once, then reused by later pages
+        (bm25's corpus statistics move as messages arrive, which would reorder a recomputed pool)."""
+        key = (self.store.path, _fingerprint(self.req), cur.m_snap, cur.s_snap)
+        with _pools_lock:
+            pool = _pools.get(key) if self.req.cursor else None  # a first page always ranks afresh
+            if pool is not None:
+                _pools.move_to_end(key)
+                return pool
+        pool = self.ranked_pool(cur.m_snap, cur.s_snap)
+        with _pools_lock:
+            _pools[key] = pool
+            while len(_pools) > POOL_CACHE:
+                _pools.popitem(last=False)
+        return pool
+
+    def _tail(self, cur: _Cursor, limit: int, pool: Sequence[Hit]) -> tuple[list[Hit], _Cursor | None]:
+        """Matches outside the ranked pool, newest first, messages and summaries merged by time.
+
+        Each kind is keyset-paged by id, so every call takes at least one row or ends the walk;
+        with ``limit`` 0 it only looks whether anything is left.
+        """
+        match = self.req.query.match
+        exclude_m = [h.id for h in pool if h.kind == "message"]
+        exclude_s = [h.id for h in pool if h.kind == "summary"]
+        want = max(limit, 1) + 1
+        messages = self.fulltext.message_rows(match, "recent", want, cur.m_before - 1, exclude_m)
+        summaries = self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
+        taken = _merge_newest(messages, summaries, limit)
+        if len(taken) == len(messages) + len(summaries):
+            return taken, None
+        m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
+        s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
+        return taken, replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
 
 
-def plan_terms(terms: Sequence[Term], counts: Sequence[int], budget: int) -> tuple[list[Term], list[Term]]:
-    """Split terms into (selective, common) so bm25 ranks at most ``budget`` matching rows.
-
-    The rarest terms go first; a term whose matches would push the total over the budget is
-    common: it still counts for coverage but does not drive candidate selection (its bm25
-    weight is small anyway, and ranking all its rows is what makes common words slow).
-    """
-    order = sorted(range(len(terms)), key=lambda i: (counts[i], i))
-    selective, common, total = [], [], 0
-    for i in order:
-        if counts[i] == 0:
-            continue
-        if total + counts[i] <= budget:
-            selective.append(terms[i])
-            total += counts[i]
+def _merge_newest(messages: list[Hit], summaries: list[Hit], limit: int) -> list[Hit]:
+    """Take from the heads of two id-ordered lists, newer first, so each kind's taken rows are a prefix."""
+    out: list[Hit] = []
+    i = j = 0
+    while len(out) < limit and (i < len(messages) or j < len(summaries)):
+        if j >= len(summaries) or (i < len(messages) and messages[i].created_at >= summaries[j].created_at):
+            out.append(messages[i])
+            i += 1
         else:
-            common.append(terms[i])
-    return selective, common
+            out.append(summaries[j])
+            j += 1
+    return out
 
 
-def conversational(terms: Sequence[Term]) -> bool:
-    """A prose question (two or more plain words) gets conversational context; an identifier,
-    phrase or prefix lookup wants exact matches only."""
-    return sum(1 for t in terms if t.kind == "word") >= 2
-
-
-def plain_snippet(text: str, width: int = 200) -> str:
-    """The start of a text, cut on a word boundary, for hits without a highlighted match."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    cut = flat.rfind(" ", 0, width)
-    return flat[: cut if cut > width // 2 else width] + "…"
+def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
+    """The scope's id ranges; a conversation whose rows fill its id range is searched by range alone."""
+    scope = req.scope
+    m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id)
+    s_bounds = dag.summary_id_bounds(scope.conversation_id)
+    scope_sql: dict[str, Any] = {"conversation_id": scope.conversation_id, "session_id": scope.session_id,
+                                 "skip_own_tools": True}
+    summary_conversation = scope.conversation_id
+    if scope.kind == "current" and scope.conversation_id is not None:
+        if store.conversation(scope.conversation_id).last_seq == m_bounds[1] - m_bounds[0] + 1:
+            scope_sql["conversation_id"] = None  # the id range holds this conversation only
+        if sum(dag.depth_counts(scope.conversation_id).values()) == s_bounds[1] - s_bounds[0] + 1:
+            summary_conversation = None  # likewise for the summaries' id range
+    return View(m_bounds, s_bounds, scope_sql, summary_conversation, scope.session_id, req.filters,
+                req.summaries and not req.filters.raw_only)

@@ -14,7 +14,7 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .core import LcmCore
-    from .usage import OverheadMeter
+    from .overhead import OverheadMeter
 
 
 class EngineFacts(Protocol):

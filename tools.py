@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .core import MODE_IGNORED
 from .handlers import describe, diagnostics, evidence, expand, expand_query, grep
 from .handlers.toolkit import Args, Ctx, Handler, ToolError, dumps
-from .periods import TimeError
-from .retrieval import SearchError
 from .schemas import tool_names, tool_parameters
+from .search import SearchError
 from .status import EngineFacts, engine_status
 from .store import StoreFault
+from .times import TimeError
 
 if TYPE_CHECKING:
     from .core import LcmCore

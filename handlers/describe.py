@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..periods import iso, period
+from ..display import ELLIPSIS, cut, iso
 from ..records import SummaryNode
+from ..times import period
 from .expand import find_node, payload_owner
-from .toolkit import Args, Ctx, ToolError, cut, fit, share
+from .toolkit import Args, Ctx, ToolError, fit, share
 
 PREVIEW = 160
 
@@ -20,7 +21,7 @@ PREVIEW = 160
 def brief(node: SummaryNode) -> dict[str, Any]:
     """A node without its content: id, depth, time span, size and a one-line preview."""
     return {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
-            "tokens": node.tokens, "preview": cut(" ".join(node.content.split()), PREVIEW)[0]}
+            "tokens": node.tokens, "preview": cut(" ".join(node.content.split()), PREVIEW, ELLIPSIS)[0]}
 
 
 def _after(cursor: str | None) -> int:
@@ -112,7 +113,7 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
     each = share(ctx.cap, limit)
     items = []
     for n in nodes[:limit]:
-        item = {**brief(n), "content": cut(n.content, each)[0]}
+        item = {**brief(n), "content": cut(n.content, each, ELLIPSIS)[0]}
         del item["preview"]
         if conv is None:
             item["conversation_id"] = n.conversation_id

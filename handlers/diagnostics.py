@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import maintenance
-from ..periods import iso
+from ..display import ELLIPSIS, cut, iso
 from ..registry import live_session_ids
 from ..schemas import tool_names
-from .toolkit import Args, Ctx, cut, fit
+from .toolkit import Args, Ctx, fit
 
 
 def _tools_view(ctx: Ctx) -> dict[str, Any]:
@@ -25,8 +25,8 @@ def _tools_view(ctx: Ctx) -> dict[str, Any]:
 def lcm_status(ctx: Ctx, args: Args) -> dict[str, Any]:
     info = ctx.status()
     info["tools"] = _tools_view(ctx)
-    info["engine_errors"] = [cut(e, 300)[0] for e in info.get("engine_errors", [])][-5:]
-    info["errors"] = [cut(e, 300)[0] for e in info.get("errors", [])][-5:]
+    info["engine_errors"] = [cut(e, 300, ELLIPSIS)[0] for e in info.get("engine_errors", [])][-5:]
+    info["errors"] = [cut(e, 300, ELLIPSIS)[0] for e in info.get("errors", [])][-5:]
     return info
 
 
@@ -62,7 +62,7 @@ def lcm_inspect(ctx: Ctx, args: Args) -> dict[str, Any]:
         "summarizer": {"routes": ctx.core.summarizer_name,
                        "open_breakers": ctx.core.call_guard.snapshot()["open_breakers"]},
         "payloads": maintenance.payload_stats(store.path),
-        "recent_warnings": [{"at": iso(at), "level": level, "kind": kind, "detail": cut(detail, 200)[0]}
+        "recent_warnings": [{"at": iso(at), "level": level, "kind": kind, "detail": cut(detail, 200, ELLIPSIS)[0]}
                             for at, level, kind, detail in store.recent_events(10) if level != "info"][:5],
     })
     sessions = store.sessions_page(conv, 0, 21)

@@ -12,9 +12,9 @@ import json
 import re
 from typing import Any
 
-from ..periods import iso
+from ..display import ELLIPSIS, cut, iso
 from ..records import StoredMessage, SummaryNode, node_label, parse_node_label
-from .toolkit import Args, Ctx, ToolError, cut, dumps, fit, share
+from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")
 BIG = 2**62
@@ -42,7 +42,7 @@ def compact_calls(raw: str | None, limit: int) -> list[dict[str, Any]] | None:
     try:
         calls = json.loads(raw)
     except ValueError:
-        return [{"raw": cut(raw, limit)[0]}]
+        return [{"raw": cut(raw, limit, ELLIPSIS)[0]}]
     out = []
     for call in calls if isinstance(calls, list) else [calls]:
         function = call.get("function", {}) if isinstance(call, dict) else {}
@@ -50,13 +50,13 @@ def compact_calls(raw: str | None, limit: int) -> list[dict[str, Any]] | None:
         text = arguments if isinstance(arguments, str) else dumps(arguments)
         out.append({"id": call.get("id") if isinstance(call, dict) else None,
                     "name": function.get("name") if isinstance(function, dict) else None,
-                    "arguments": cut(text, limit)[0]})
+                    "arguments": cut(text, limit, ELLIPSIS)[0]})
     return out
 
 
 def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
     """A raw message inside a listing, its text cut to ``limit`` with the way to the rest."""
-    text, was_cut = cut(message.content, limit)
+    text, was_cut = cut(message.content, limit, ELLIPSIS)
     item: dict[str, Any] = {"store_id": message.id, "seq": message.seq, "role": message.role,
                             "at": iso(message.created_at), "content": text}
     calls = compact_calls(message.tool_calls, max(200, limit // 2))
@@ -75,7 +75,7 @@ def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
 
 
 def node_item(node: SummaryNode, limit: int) -> dict[str, Any]:
-    text, was_cut = cut(node.content, limit)
+    text, was_cut = cut(node.content, limit, ELLIPSIS)
     item = {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
             "content": text}
     if was_cut:
@@ -125,7 +125,7 @@ def _expand_node(ctx: Ctx, args: Args) -> dict[str, Any]:
         items = [node_item(c, each) for c in dag.children(node.id)[offset:offset + limit]]
     answer: dict[str, Any] = {
         "node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
-        "summary": cut(node.content, ctx.cap // 4)[0],
+        "summary": cut(node.content, ctx.cap // 4, ELLIPSIS)[0],
         "parents": [node_label(p) for p in dag.parents("summary", node.id)],
         "source_kind": "messages" if node.depth == 0 else "summaries", "source_count": total,
         "source_offset": offset,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from ..periods import iso
+from ..display import ELLIPSIS, cut, iso
+from ..query import build_query
 from ..records import StoredMessage
-from ..retrieval import Filters, Scope, Searcher, SearchRequest
-from ..search import build_query
+from ..search import Filters, Scope, Searcher, SearchRequest
 from ..tokens import count_tokens
 from .expand import find_node
-from .toolkit import Args, Ctx, ToolError, cut, fit, share
+from .toolkit import Args, Ctx, ToolError, fit, share
 
 _ANSWER_PROMPT = (
     "You answer a question about an AI agent's earlier conversation using only the evidence given. "
@@ -117,14 +117,14 @@ def lcm_expand_query(ctx: Ctx, args: Args) -> dict[str, Any]:
     if mode == "answer" and ctx.core.routes:
         text, route, errors = _synthesize(ctx, question, blocks)
         if text is not None:
-            answer.update({"answered": True, "answer": cut(text, ctx.cap // 3)[0], "route": route,
+            answer.update({"answered": True, "answer": cut(text, ctx.cap // 3, ELLIPSIS)[0], "route": route,
                            "evidence_refs": [b["ref"] for b in blocks]})
             return answer
         answer["answer_errors"] = errors
     answer["answered"] = False
     answer["reason"] = "evidence mode" if mode == "evidence" else "no auxiliary model reachable; evidence returned"
     each = share(ctx.cap, len(blocks), floor=400)
-    items = [{**b, "text": cut(b["text"], each)[0]} for b in blocks]
+    items = [{**b, "text": cut(b["text"], each, ELLIPSIS)[0]} for b in blocks]
     shown = fit(answer, "evidence", items, ctx.cap)
     if shown < len(items):
         answer["evidence_omitted"] = len(items) - shown

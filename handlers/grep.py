@@ -1,6 +1,6 @@
 """lcm_grep and lcm_recall: keyword search in a scope, and whole-store recall.
 
-Both run :class:`retrieval.Searcher`; they differ in scope and in the boost applied to the
+Both run :class:`search.Searcher`; they differ in scope and in the boost applied to the
 ranked pool. lcm_recall fuses its arms by weighted score, not plain RRF (which was seen to push
 the right semantic hit down); today the full-text arm is the only one, vector arms plug in
 beside it when embeddings exist.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..periods import iso
-from ..retrieval import Filters, Hit, Scope, Searcher, SearchPage, SearchRequest
-from ..search import Query, build_query, plain_snippet
+from ..display import iso
+from ..query import Query, build_query, plain_snippet
+from ..search import Filters, Hit, Scope, Searcher, SearchPage, SearchRequest
 from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..periods import TimeError, parse_time
-from ..retrieval import Scope
+from ..search import Scope
+from ..times import TimeError, parse_time
 
 if TYPE_CHECKING:
     from ..config import LcmConfig
@@ -198,7 +198,3 @@ def fit(answer: dict[str, Any], key: str, items: Sequence[dict[str, Any]], cap: 
 def share(cap: int, count: int, floor: int = 300) -> int:
     """Characters of text each of ``count`` items may carry within the cap."""
     return max(floor, (cap - 2000) // max(1, count) - 250)
-
-
-def cut(text: str, limit: int) -> tuple[str, bool]:
-    return (text, False) if len(text) <= limit else (text[:limit] + "…", True)

@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --source-db or --source-jsonl / --source-jsonl-dir")
 
     _package()
+    from hermes_lcm.claw_import import ImportFailure, run_import
     from hermes_lcm.cli import resolve_db
-    from hermes_lcm.lcmimport import ImportFailure, run_import
 
     target = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
     try:

@@ -1,5 +1,5 @@
 """Searching messages: the message FTS index with scope and filters applied in SQL before
-LIMIT (for the lcm_* tools through retrieval.py), payload-reference lookups, and a private
+LIMIT (for the lcm_* tools through search.py), payload-reference lookups, and a private
 in-memory FTS table that scores a few candidates with the real index's tokenizer.
 """
 

@@ -171,19 +171,6 @@ class SummaryQueries(SqliteConnection):
                               (conversation_id, len(prefix), prefix)).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
 
-    def search_summaries(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[SummaryNode, float]]:
-        cols = NODE_COLUMNS_S
-        scope = "AND s.conversation_id=?" if conversation_id is not None else ""
-        args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {cols}, bm25(summaries_fts) AS score FROM summaries_fts "
-                f"JOIN summaries s ON s.id=summaries_fts.rowid WHERE summaries_fts MATCH ? {scope} "
-                "ORDER BY score LIMIT ?",
-                args,
-            ).fetchall()
-        return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]
-
     _HAS_SOURCE = (
         "EXISTS (WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', s.id UNION SELECT e.child_kind, e.child_id "
         "FROM edges e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) SELECT 1 FROM walk JOIN messages m "

@@ -20,7 +20,7 @@ import pytest
 from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
 from hermes_lcm.dag import Dag
-from hermes_lcm.search import build_query
+from hermes_lcm.query import build_query
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 
 from .conftest import new_engine

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.periods import parse_time, period
+from hermes_lcm.times import parse_time, period
 
 from .tooltest import compacted, err, ok, walk
 

@@ -1,4 +1,4 @@
-"""The query language (search.py) and ranking math (rank.py), against a real FTS5 table."""
+"""The query language (query.py) and ranking math (rank.py), against a real FTS5 table."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hermes_lcm.query import Term, build_query, conversational, plain_snippet, plan_terms
 from hermes_lcm.rank import coverage, idf, is_exact, own_score, with_context
-from hermes_lcm.search import Term, build_query, conversational, plain_snippet, plan_terms
 
 ROWS = [
     "Gina: I lost my job at Door Dash this month, so I'm opening a dance studio.",

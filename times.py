@@ -17,13 +17,6 @@ class TimeError(ValueError):
     """A time or period the caller wrote that cannot be understood; the message shows the forms."""
 
 
-def iso(ts: float | None) -> str | None:
-    """``2024-05-01T13:45:10Z`` (seconds precision, UTC)."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _midnight(day: datetime) -> datetime:
     return day.replace(hour=0, minute=0, second=0, microsecond=0)
 

@@ -1,0 +1,24 @@
+"""How stored values are shown to agents and operators, one way everywhere: times as UTC ISO
+seconds, and text cut to a size with a flag saying it was cut."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+ELLIPSIS = "…"
+
+
+def iso(ts: float | None) -> str | None:
+    """``2024-05-01T13:45:10Z`` (seconds precision, UTC); None stays None."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cut(text: str, limit: int, mark: str = "") -> tuple[str, bool]:
+    """The first ``limit`` characters of ``text`` and whether anything was cut; ``mark`` is added
+    where it was (the tools show "…", the CLI a bare cut and a ``truncated`` field). A limit of 0
+    or less means no limit."""
+    if limit <= 0 or len(text) <= limit:
+        return text, False
+    return text[:limit] + mark, True
