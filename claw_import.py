@@ -558,10 +558,10 @@ def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
     job = _Job(kind, Path(source_db).expanduser() if source_db is not None else None, files, target,
                import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources)
     if apply and target.exists():
-        plan = job.execute(apply=False)
+        plan = job.run(apply=False)
         if plan["would_import"] == 0 and plan["summaries"]["would_import"] == 0:
             return {**plan, "dry_run": False, "note": "nothing new to import: target untouched, no backup taken"}
-    return job.execute(apply)
+    return job.run(apply)
 
 
 @dataclass(frozen=True)
@@ -576,7 +576,7 @@ class _Job:
     backup_dir: str
     sources: list[str]
 
-    def execute(self, apply: bool) -> dict[str, Any]:
+    def run(self, apply: bool) -> dict[str, Any]:
         report = Report(self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply)
         if self.source_db is None and self.include_summaries:
             report.warn("JSONL sessions carry no summary DAG: --include-summaries ignored")

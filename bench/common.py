@@ -22,17 +22,17 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from report import RESULTS, render_doc  # sibling module: bench/ is on sys.path when a bench script runs
 
 from hermes_lcm.core import LcmCore
 from hermes_lcm.engine import LcmEngine
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
-DOC = ROOT / "docs" / "benchmarks.md"
 
 # ---------------------------------------------------------------------------- synthetic histories
 
@@ -290,20 +290,6 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     render_doc()
     return path
-
-
-def iter_results() -> Iterator[dict[str, Any]]:
-    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall"]
-    files = sorted(RESULTS.glob("*.json"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
-    for path in files:
-        yield json.loads(path.read_text(encoding="utf-8"))
-
-
-def render_doc() -> None:
-    from report import render  # sibling module: bench/ is on sys.path when a bench script runs
-
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(render(list(iter_results())), encoding="utf-8")
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

@@ -8,11 +8,13 @@ Run ``python bench/report.py`` to re-render without re-measuring.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 TEMPLATE = Path(__file__).resolve().parent / "doc_template.md"
+RESULTS = Path(__file__).resolve().parent / "results"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 
 def _cell(value: Any) -> str:
@@ -151,8 +153,19 @@ def render(results: list[dict[str, Any]]) -> str:
     return text.replace("{{TABLE}}", summary_table(results)).replace("{{DETAILS}}", details_section(results))
 
 
-if __name__ == "__main__":
-    from common import iter_results, render_doc
+def iter_results() -> Iterator[dict[str, Any]]:
+    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall"]
+    files = sorted(RESULTS.glob("*.json"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
+    for path in files:
+        yield json.loads(path.read_text(encoding="utf-8"))
 
+
+def render_doc() -> None:
+    """docs/benchmarks.md from the template and every result file."""
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(render(list(iter_results())), encoding="utf-8")
+
+
+if __name__ == "__main__":
     render_doc()
     print(f"rendered {len(list(iter_results()))} result files")

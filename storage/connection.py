@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote
 
+from ..jobs import BackgroundJob
 from . import schema
 from .errors import StoreError, StoreFault, WriteFailed
 from .rows import message_columns
@@ -58,50 +59,36 @@ def faults_mapped() -> Iterator[None]:
         raise StoreFault(str(exc)) from exc
 
 
-class Checkpointer:
+class Checkpointer(BackgroundJob):
     """Copies the WAL into the database file on a thread of its own.
 
     SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, so one
     turn in a few hundred paid for copying every page the others wrote (40-60 ms at 100k
     messages, more as the history grows and its index pages spread). A PASSIVE checkpoint on
     a second connection copies the same pages without ever blocking the writer or a reader,
-    and never waits (the busy handler is not used). The thread and its connection start on
-    the first request and end with :meth:`stop`.
+    and never waits (the busy handler is not used).
     """
 
+    name = "hermes-lcm-checkpoint"
+
     def __init__(self, path: str) -> None:
+        super().__init__()
         self.path = path
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self.checkpoints = 0
+        self._conn: sqlite3.Connection | None = None
 
-    def request(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._stopping = False
-            self._thread = threading.Thread(target=self._run, name="hermes-lcm-checkpoint", daemon=True)
-            self._thread.start()
-        self._wake.set()
+    def setup(self) -> None:
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
 
-    def _run(self) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stopping:
-                    return
-                with contextlib.suppress(sqlite3.Error):  # a failed checkpoint leaves the WAL as it was
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpoints += 1
-        finally:
-            conn.close()
+    def step(self) -> None:
+        assert self._conn is not None
+        with contextlib.suppress(sqlite3.Error):  # a failed checkpoint leaves the WAL as it was
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self.checkpoints += 1
 
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+    def teardown(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
 
 def _retry_locked(step: Callable[[], None]) -> None:
