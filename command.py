@@ -20,6 +20,7 @@ import yaml
 from . import maintenance as mt
 from . import presets
 from .engine import LcmEngine
+from .redact import redact
 from .registry import live_engines, live_session_ids
 from .status import engine_status
 from .store import Store, StoreError
@@ -78,7 +79,12 @@ class Target:
 
 
 def handle_command(raw_args: str = "") -> str:
-    """The host's entry point: raw argument text in, text out; never raises."""
+    """The host's entry point: raw argument text in, text out; never raises. The text is
+    redacted: it shows error texts that came from outside (a provider's answer)."""
+    return redact(_handle(raw_args))
+
+
+def _handle(raw_args: str) -> str:
     words = (raw_args or "").split()
     as_json = "--json" in words
     words = [w for w in words if w != "--json"]

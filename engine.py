@@ -26,6 +26,7 @@ from . import registry
 from .config import LoadedConfig, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .overhead import OverheadMeter
+from .redact import redact, remember, remember_env
 from .status import engine_status
 from .store import StoreError
 from .tools import dispatch
@@ -63,6 +64,7 @@ class LcmEngine(_Base):
     def __init__(self, env: Mapping[str, str] | None = None, host_call_llm: Callable[..., Any] | None = None,
                  *, hermes_home: str | None = None) -> None:
         self._env = dict(os.environ if env is None else env)
+        remember_env(self._env)  # keys in the environment are masked in every status, log and event
         self._host_call_llm = host_call_llm
         self.core: LcmCore | None = None
         self.hermes_home: str | None = hermes_home or self._env.get("HERMES_HOME")
@@ -109,6 +111,7 @@ class LcmEngine(_Base):
     # -- errors -----------------------------------------------------------------
 
     def record_error(self, text: str) -> None:
+        text = redact(text)  # kept for status and the events table; may quote a provider's answer
         log.warning("hermes-lcm: %s", text)
         self.errors.append(text)
         del self.errors[:-20]
@@ -144,6 +147,7 @@ class LcmEngine(_Base):
         if self.core is not None or home == self._config_home:
             return
         loaded = load_for_home(self._env, home)
+        remember(loaded.config.summary_api_key)
         self._config_home = home
         changed = loaded.config != self._loaded.config
         self._loaded = loaded
@@ -239,6 +243,7 @@ class LcmEngine(_Base):
     def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
                      provider: str = "", api_mode: str = "", **kwargs: Any) -> None:
         self.model = model or ""
+        remember(api_key)  # the host's key: never shown, whatever a provider's error quotes
         self._load_settings()
         self._set_window(int(context_length or 0))
 
@@ -352,13 +357,13 @@ class LcmEngine(_Base):
             return dispatch(self, name, args)
         except Exception as exc:  # noqa: BLE001 - a tool error is an answer, not a crash
             self.record_error(f"handle_tool_call {name}: {exc.__class__.__name__}: {exc}")
-            return json.dumps({"error": f"{name} failed: {exc.__class__.__name__}: {exc}"})
+            return json.dumps({"error": redact(f"{name} failed: {exc.__class__.__name__}: {exc}")})
 
     def get_status(self) -> dict[str, Any]:
         try:
             return engine_status(self)
         except Exception as exc:  # noqa: BLE001
-            return {"error": str(exc), "last_prompt_tokens": max(0, self.last_prompt_tokens)}
+            return {"error": redact(str(exc)), "last_prompt_tokens": max(0, self.last_prompt_tokens)}
 
 
 def _host_home() -> str:

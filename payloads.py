@@ -13,7 +13,6 @@ message stored inline after a failed write is the same message when it comes bac
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -22,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger(__name__)
+from .redact import guard_logger
+
+log = guard_logger(__name__)
 
 # Possessive quantifiers: each part's alphabet excludes the delimiter after it, so giving back
 # characters can never help a match; without them a near-miss costs a backtrack per character.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .redact import redact, redact_value
 from .tokens import backend_name
 from .version import __version__
 
@@ -38,6 +39,12 @@ class EngineFacts(Protocol):
 
 
 def engine_status(engine: EngineFacts) -> dict[str, Any]:
+    """The status report, with every credential masked: it reaches the model (``lcm_status``), the
+    operator (``/lcm status``) and logs, and holds error texts that came from outside."""
+    return redact_value(_status(engine))  # type: ignore[no-any-return]
+
+
+def _status(engine: EngineFacts) -> dict[str, Any]:
     last_prompt = max(0, engine.last_prompt_tokens)
     info: dict[str, Any] = {
         "engine": engine.name,
@@ -58,5 +65,5 @@ def engine_status(engine: EngineFacts) -> dict[str, Any]:
         try:
             info.update(engine.core.status())
         except Exception as exc:  # noqa: BLE001 - status must work when the store does not
-            info["store_error"] = f"{exc.__class__.__name__}: {exc}"
+            info["store_error"] = redact(f"{exc.__class__.__name__}: {exc}")
     return info

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from .redact import redact
 from .summarizer.extractive import extractive_summary, keywords
 from .summarizer.fitting import SourceItem, fit_with_footer, footer_cap, make_footer, split_footer, trim_to_tokens
 from .summarizer.prompts import build_messages, clean_answer, rejection, render_transcript
@@ -118,6 +119,7 @@ def _attempt(
 
 
 def _failed(guard: CallGuard, route: str, where: str, reason: str, errors: list[str]) -> None:
+    reason = redact(reason)  # the errors go to status and the events table
     guard.record_failure(route, reason)
     errors.append(f"{where}: {reason}")
 

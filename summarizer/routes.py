@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from ..redact import clip, redact, remember
+
 DEFAULT_TIMEOUT_S = 60.0
 TEMPERATURE = 0.2
 _ERROR_CHARS = 300
@@ -99,6 +101,7 @@ class CallGuard:
             state.open_until = None
 
     def record_failure(self, route: str, reason: str) -> None:
+        reason = redact(reason)  # kept for status: whatever a caller passes, no credential stays
         with self._lock:
             state = self._routes.setdefault(route, _RouteState())
             state.consecutive_failures += 1
@@ -196,6 +199,7 @@ class OpenAICompatibleRoute:
         self.name = f"openai:{model}"
         self._api_key = api_key
         self._client = client
+        remember(api_key)
 
     def complete(self, messages: list[dict[str, str]], timeout_s: float) -> str:
         payload = {"model": self.model, "messages": messages, "temperature": TEMPERATURE}
@@ -206,7 +210,8 @@ class OpenAICompatibleRoute:
             with httpx.Client(timeout=timeout_s) as client:
                 response = client.post(self.url, json=payload, headers=headers)
         if not response.is_success:
-            raise RouteError(f"HTTP {response.status_code}: {response.text[:120]}")
+            # The body may echo the request (Authorization header, key in the JSON): redact first.
+            raise RouteError(f"HTTP {response.status_code}: {clip(response.text[:65536], 120, [self._api_key])}")
         try:
             data = response.json()
         except ValueError as exc:
@@ -234,9 +239,11 @@ def build_routes(
 
 
 def describe_failure(exc: Exception, timeout_s: float) -> str:
-    """One short line on why a call failed, for the outcome's errors and status."""
+    """One short line on why a call failed, for the outcome's errors and status.
+
+    Redacted before it is cut: a host's SDK error (``AuthenticationError``) quotes its request too."""
     if isinstance(exc, httpx.TimeoutException) or "timeout" in type(exc).__name__.lower():
         return f"timeout after {timeout_s:.1f}s ({type(exc).__name__})"
     if isinstance(exc, RouteError):
-        return str(exc)[:_ERROR_CHARS]
-    return f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+        return clip(str(exc), _ERROR_CHARS)
+    return clip(f"{type(exc).__name__}: {exc}", _ERROR_CHARS)
