@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import maintenance as mt
+from . import private
 from .dag import Dag
 from .ingest import Normalizer
 from .payloads import PayloadGuard
@@ -95,6 +96,7 @@ class Report:
     skipped_empty: int = 0
     skipped_unsupported: int = 0
     invalid_rows: int = 0
+    skipped_symlinks: list[str] = field(default_factory=list)
     summaries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0))
     warnings: list[str] = field(default_factory=list)
@@ -239,19 +241,35 @@ class LosslessClawReader:
 
 
 def jsonl_files(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> list[Path]:
+    return jsonl_scan(files, dirs)[0]
+
+
+def jsonl_scan(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """The session files to read, and the symlinks skipped in the directories.
+
+    A file named on the command line is read where it points (the operator chose it); inside a
+    directory only regular files count: a link there could lead anywhere (``/etc``, another
+    user's home), so it is skipped and the report says so."""
     found = {Path(f).expanduser().resolve() for f in files}
+    skipped: list[str] = []
     for directory in dirs:
         d = Path(directory).expanduser()
         if not d.is_dir():
             raise ImportFailure(f"{d} is not a directory")
-        found.update(p.resolve() for p in d.glob("*.jsonl") if p.is_file())
-    return sorted(found)
+        d = d.resolve()
+        for p in d.glob("*.jsonl"):
+            if p.is_symlink():
+                skipped.append(str(p))
+            elif p.is_file():
+                found.add(p)
+    return sorted(found), sorted(skipped)
 
 
 def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversation | None:
     """One session file -> one conversation (active branch only)."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        # Never through a link: a file swapped for one after the scan is not read.
+        lines = private.read_in(path.parent, path.name).decode("utf-8", "replace").splitlines()
     except OSError as exc:
         report.invalid_rows += 1
         report.warn(f"{path}: unreadable ({exc})")
@@ -552,11 +570,11 @@ def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
     if (source_db is None) == (not jsonl and not jsonl_dirs):
         raise ImportFailure("give either a source database or JSONL files/directories (not both)")
     kind = "lossless-claw" if source_db is not None else "openclaw-jsonl"
-    files = jsonl_files(jsonl, jsonl_dirs) if source_db is None else []
+    files, links = jsonl_scan(jsonl, jsonl_dirs) if source_db is None else ([], [])
     sources = [str(Path(source_db).resolve())] if source_db is not None else [str(f) for f in files]
     target = Path(target_db).expanduser().resolve()
     job = _Job(kind, Path(source_db).expanduser() if source_db is not None else None, files, target,
-               import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources)
+               import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources, links)
     if apply and target.exists():
         plan = job.run(apply=False)
         if plan["would_import"] == 0 and plan["summaries"]["would_import"] == 0:
@@ -575,9 +593,13 @@ class _Job:
     agent: str
     backup_dir: str
     sources: list[str]
+    links: list[str] = field(default_factory=list)
 
     def run(self, apply: bool) -> dict[str, Any]:
         report = Report(self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply)
+        report.skipped_symlinks = list(self.links)
+        for link in self.links:
+            report.warn(f"{link}: a symlink, skipped (only regular files in a JSONL directory are read)")
         if self.source_db is None and self.include_summaries:
             report.warn("JSONL sessions carry no summary DAG: --include-summaries ignored")
         started = time.monotonic()

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
+from . import __version__, private
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -332,7 +332,7 @@ def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
         state = store.conversation(args.conversation)
     except KeyError as exc:
         raise CliError(f"no conversation {args.conversation}") from exc
-    out: TextIO = open(args.output, "w", encoding="utf-8") if args.output else args.out  # noqa: SIM115
+    out: TextIO = private.open_new_text(args.output) if args.output else args.out  # 0600, no symlink
     try:
         writer = _export_jsonl if args.as_ == "jsonl" else _export_markdown
         count = writer(store, state.id, state.key, out, args.include_summaries)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from . import private
 from .assemble import tail_start
 from .blocks import Item, group
 from .dag import Dag
@@ -84,9 +85,11 @@ def snapshot(store: Store, target: Path) -> Backup:
     one self-contained file that can be copied back as ``lcm.db``.
     """
     started = time.monotonic()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temp.unlink(missing_ok=True)
+    private.make_dir(target.parent)
+    # An exclusive 0600 file with an unpredictable name: the copy is as private as the database,
+    # and no planted file or symlink can take its place.
+    fd, temp = private.temp_file(target.parent, f".{target.name}.")
+    os.close(fd)
     try:
         store.backup_to(temp)
         _verify(temp)
@@ -128,7 +131,10 @@ def file_sizes(db_path: str) -> dict[str, int | None]:
 
 def payload_stats(db_path: str) -> dict[str, Any]:
     directory = Path(db_path).parent / "lcm-payloads"
-    files = [p for p in directory.glob("*.payload") if p.is_file()] if directory.is_dir() else []
+    if directory.is_symlink():  # the engine refuses to write or read through it; so does the count
+        return {"directory": str(directory), "files": 0, "bytes": 0, "symlink": True}
+    files = [p for p in directory.glob("*.payload") if p.is_file() and not p.is_symlink()] \
+        if directory.is_dir() else []
     return {"directory": str(directory), "files": len(files), "bytes": sum(p.stat().st_size for p in files)}
 
 
@@ -272,6 +278,9 @@ def _clean_check(store: Store, patterns: str, live: Iterable[str]) -> Check:
 
 def _payload_check(store: Store) -> Check:
     stats = payload_stats(store.path)
+    if stats.get("symlink"):
+        return Check("payloads", "fail", f"{stats['directory']} is a symlink: payloads stay inline, none is read "
+                     "through it", INSPECT, "replace the link with a directory of your own (mode 0700)", data=stats)
     return Check("payloads", "ok", f"{stats['files']} payload files, {stats['bytes']} bytes", data=stats)
 
 

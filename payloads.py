@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import private
 from .redact import guard_logger
 
 log = guard_logger(__name__)
@@ -53,6 +54,8 @@ class PayloadGuard:
         # quadratic (minutes on a few megabytes of such runs). Matches are the same either way.
         self._long_run = re.compile(rf"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
         self.failures = 0
+        # Why payload files cannot be written (a symlinked directory), for status and doctor.
+        self.problem: str | None = None
         self._dry = False
 
     def guard_text(self, text: str) -> str:
@@ -102,17 +105,17 @@ class PayloadGuard:
         return f"{PLACEHOLDER_PREFIX}{ref} mime={mime} chars={len(payload)}]"
 
     def _write_once(self, ref: str, payload: str) -> None:
-        path = self.path_for(ref)
-        if path.exists():
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        """Write the file once, through an exclusive 0600 temp file with an unpredictable name,
+        renamed into place: a symlink planted at a temp name or at the directory redirects nothing,
+        and a symlinked directory is refused (kept in ``problem`` for status and doctor)."""
         try:
-            tmp.write_text(payload, encoding="utf-8", errors="surrogatepass")
-            os.replace(tmp, path)
-        except OSError:
-            tmp.unlink(missing_ok=True)  # a partial file would hold the space a full disk needs back
+            private.make_dir(self.directory, refuse_link=True)
+            private.write_new(self.directory, self.path_for(ref).name,
+                              payload.encode("utf-8", "surrogatepass"))
+        except private.UnsafePath as exc:
+            self.problem = str(exc)
             raise
+        self.problem = None
 
     def path_for(self, ref: str) -> Path:
         """The file of ``ref``; refuses anything that is not a plain ref (no traversal)."""
@@ -123,9 +126,11 @@ class PayloadGuard:
     def read(self, ref: str, offset: int = 0, limit: int = 20000) -> tuple[str, int]:
         """A page of a payload's text and its total length."""
         path = self.path_for(ref)
-        if path.is_symlink() or not path.is_file():
-            raise FileNotFoundError(f"no payload {ref}")
-        text = path.read_text(encoding="utf-8", errors="surrogatepass")
+        try:
+            data = private.read_in(self.directory, path.name)  # no symlink followed, at the file or its directory
+        except OSError as exc:
+            raise FileNotFoundError(f"no payload {ref}") from exc
+        text = data.decode("utf-8", "surrogatepass")
         return text[offset:offset + limit], len(text)
 
 

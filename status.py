@@ -41,7 +41,8 @@ class EngineFacts(Protocol):
 def engine_status(engine: EngineFacts) -> dict[str, Any]:
     """The status report, with every credential masked: it reaches the model (``lcm_status``), the
     operator (``/lcm status``) and logs, and holds error texts that came from outside."""
-    return redact_value(_status(engine))  # type: ignore[no-any-return]
+    report: dict[str, Any] = redact_value(_status(engine))
+    return report
 
 
 def _status(engine: EngineFacts) -> dict[str, Any]:
@@ -63,6 +64,7 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
     }
     if engine.core is not None:
         try:
+            info["payload_problem"] = engine.core.guard.problem  # a refused (symlinked) payload directory
             info.update(engine.core.status())
         except Exception as exc:  # noqa: BLE001 - status must work when the store does not
             info["store_error"] = redact(f"{exc.__class__.__name__}: {exc}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote
 
+from .. import private
 from ..jobs import BackgroundJob
 from . import schema
 from .errors import StoreError, StoreFault, WriteFailed
@@ -125,11 +126,18 @@ class SqliteConnection:
         self.checkpointer = Checkpointer(path) if path != ":memory:" else None
         self._commits = 0
         if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # The database holds whole conversations: 0600 from its first byte, under any umask
+            # (SQLite gives the -wal, -shm and -journal files the database file's mode).
+            private.make_dir(Path(path).parent)
+            with contextlib.suppress(OSError):  # cannot create it: SQLite reports why, as before
+                private.create_empty(path)
         self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                     check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         _retry_locked(self._open)
+        if path != ":memory:":
+            for name in (path, f"{path}-wal", f"{path}-shm"):  # files an older version left 0644
+                private.restrict(name)
 
     def _open(self) -> None:
         schema.check_identity(self.conn, self.path)
