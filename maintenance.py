@@ -34,6 +34,7 @@ from .blocks import Item, group
 from .dag import Dag
 from .display import iso
 from .patterns import SessionPatterns
+from .redact import redact_value
 from .store import Store, verify_backup
 
 ROTATE_SLOT = "rotate-latest"
@@ -220,14 +221,15 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
                         INSPECT if problems else None, data={"problems": problems}))
     checks.append(_events_check(store))
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
-    return {
+    report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
         "status": status,
         "database": {"path": store.path, **file_sizes(store.path),
                      **{k: v for k, v in facts.items() if k != "bytes_by_table"}},
         "checks": [{k: v for k, v in asdict(c).items() if v or k in ("name", "status")} for c in checks],
         "guidance": [f"{c.name}: {c.action}" + (f" -> {c.command}" if c.command else "") + f" ({c.detail})"
                      for c in checks if c.status in ("warn", "fail")],
-    }
+    })
+    return report
 
 
 def _database_check(store: Store, facts: dict[str, Any]) -> Check:
