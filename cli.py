@@ -50,11 +50,11 @@ class CliError(Exception):
         self.extra = extra
 
 
-def failure(exc: BaseException, opening: bool = False) -> CliError:
+def failure(exc: BaseException, opening: Path | None = None) -> CliError:
     """The one mapping from any failure below the CLI to what the operator sees (and the exit code).
 
-    ``opening``: the failure happened while the database was opened, so whatever it is, the
-    database cannot be read (an unreadable file, a directory, not SQLite at all).
+    ``opening``: the database whose open failed; whatever the failure is, that database cannot
+    be read (an unreadable file, a directory, not SQLite at all).
     """
     if isinstance(exc, CliError):
         return exc
@@ -62,9 +62,11 @@ def failure(exc: BaseException, opening: bool = False) -> CliError:
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         text = f"{exc.strerror or exc}{where}"
-        return CliError(f"cannot read the database: {text}" if opening else f"cannot write: {text}",
+        return CliError(f"cannot read the database {opening}: {text}" if opening else f"cannot write: {text}",
                         EXIT_DATABASE if opening else EXIT_WRITE)
-    if opening or isinstance(exc, StoreError | StoreFault):
+    if opening is not None:
+        return CliError(f"cannot read the database {opening}: {exc}", EXIT_DATABASE)
+    if isinstance(exc, StoreError | StoreFault):
         return CliError(f"cannot read the database: {exc}", EXIT_DATABASE)
     if isinstance(exc, OverflowError | ValueError):
         return CliError(f"bad value: {exc}", EXIT_USAGE)
@@ -122,6 +124,9 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path, str]:
 
 
 def open_db(path: Path) -> Store:
+    if path.is_dir():
+        raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
+                       hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it")
     try:
         return open_readonly(path)
     except ForeignDatabase as exc:
@@ -615,11 +620,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         args = parser().parse_args(argv)
         fmt = args.format
         args.exit_code, args.out = EXIT_OK, out
+        path, args.db_origin = resolve_db(args.db, dict(os.environ))
         try:
-            path, args.db_origin = resolve_db(args.db, dict(os.environ))
             store = open_db(path)
         except Exception as exc:
-            raise failure(exc, opening=True) from exc
+            raise failure(exc, opening=path) from exc
         result = args.handler(store, args)
         if result is not None:
             emit(result, args.format, out)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from hermes_lcm import store as store_module
-EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 1, 2, 3, 4, 5  # as cli.py documents them
 
 from ..conftest import new_engine
 from ..convo import conversation, host_run
 from ..test_import_fixtures import openclaw_session
 
+EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 1, 2, 3, 4, 5  # as cli.py documents them
 REPO = Path(__file__).resolve().parents[2]
 HUGE = "99999999999999999999"
 DOCUMENTED = {EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE}
