@@ -297,7 +297,7 @@ class LcmEngine(_Base):
         """After an error: a bounded prompt that still holds every message not yet stored.
 
         Without a core nothing is known to be stored, so the list stays as it is, except when
-        the path or file cannot be used as configured (``opening.refused``) and nothing is stored, like
+        the database is another program's or newer (``opening.refused``) and nothing is stored, like
         an ignored session.
         """
         budget = budget_for(self.config, self._threshold(), self.overhead(messages, None))

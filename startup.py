@@ -72,7 +72,7 @@ class Opening:
 
     clock: Callable[[], float] = time.monotonic
     error: str | None = None
-    refused: bool = False  # the path or file is unusable as configured (not a passing fault)
+    refused: bool = False  # the file is another program's or newer: kept unwritten, the prompt trimmed
     attempts: int = 0
     _key: tuple[str, str] | None = field(default=None, repr=False)
     _path: Path = field(default=Path(), repr=False)
@@ -99,7 +99,7 @@ class Opening:
         ``for_good``: the database itself refuses us (another program's file, a newer schema).
         """
         path, setting = self._path, self._key[1] if self._key else "LCM_DATABASE_PATH"
-        self.refused = True
+        self.refused = for_good
         if isinstance(exc, PathRefused):
             what = str(exc)
         elif for_good:
@@ -107,7 +107,6 @@ class Opening:
         elif str(path) != MEMORY and not path.exists():
             what = f"{path} cannot be created ({exc.__class__.__name__}: {exc})"
         else:
-            self.refused = False
             what = f"{path} could not be opened ({exc.__class__.__name__}: {exc})"
         wait = int(self._backoff)
         self._retry_at = self.clock() + self._backoff
