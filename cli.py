@@ -7,13 +7,18 @@ otherwise: ``backup`` writes one new backup file (never the database), and
 ``doctor --deep`` opens a writable connection for FTS5's integrity-check inside
 a transaction that is always rolled back.
 
-Exit codes: 0 ok; 1 not found or a failed doctor check; 2 usage; 3 the database
-is missing, foreign or newer than this program.
+Exit codes: 0 ok; 1 not found or a failed doctor check; 2 usage (a bad argument:
+unknown option, a number out of range); 3 the database is missing, unreadable, not a
+database, foreign or newer than this program; 4 a file to write cannot be written
+(``export --output``, ``backup --dest``); 5 an internal error (a bug: please report it).
+Every failure is one line on stderr (``lcm: error: ...``), plus ``{"error": ...}`` on stdout
+with ``--format json``; nothing is written to the target, and no traceback is shown.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -30,9 +35,10 @@ from .display import cut, iso
 from .query import Query, build_query
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .search import Hit, Scope, Searcher, SearchRequest
-from .store import ForeignDatabase, NewerSchema, Store, StoreError, detect_source, open_readonly, open_store
+from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 
-EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
+ID_MAX = (1 << 63) - 1  # SQLite's INTEGER range: an id or cursor beyond it names nothing we could store
 PAGE_MAX = 500
 GREP_PAGES = 8  # pages of lcm_grep's walk `lcm grep` reads to find --limit hits of each kind
 
@@ -42,6 +48,55 @@ class CliError(Exception):
         super().__init__(message)
         self.code = code
         self.extra = extra
+
+
+def failure(exc: BaseException, opening: Path | None = None) -> CliError:
+    """The one mapping from any failure below the CLI to what the operator sees (and the exit code).
+
+    ``opening``: the database whose open failed; whatever the failure is, that database cannot
+    be read (an unreadable file, a directory, not SQLite at all).
+    """
+    if isinstance(exc, CliError):
+        return exc
+    what = f"{exc.__class__.__name__}: {exc}"
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        text = f"{exc.strerror or exc}{where}"
+        return CliError(f"cannot read the database {opening}: {text}" if opening else f"cannot write: {text}",
+                        EXIT_DATABASE if opening else EXIT_WRITE)
+    if opening is not None:
+        return CliError(f"cannot read the database {opening}: {exc}", EXIT_DATABASE)
+    if isinstance(exc, StoreError | StoreFault):
+        return CliError(f"cannot read the database: {exc}", EXIT_DATABASE)
+    if isinstance(exc, OverflowError | ValueError):
+        return CliError(f"bad value: {exc}", EXIT_USAGE)
+    return CliError(f"internal error ({what}); please report it", EXIT_INTERNAL)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are CliErrors: one line and exit 2, like every other failure."""
+
+    def error(self, message: str) -> Any:
+        raise CliError(f"{self.prog}: {message}", EXIT_USAGE)
+
+
+def bounded(low: int, high: int = ID_MAX) -> Callable[[str], int]:
+    """An int argument within [low, high] (ids, cursors, offsets stay in SQLite's range)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({low}..{high})")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+ID, COUNT, OFFSET = bounded(0), bounded(0, PAGE_MAX * 1000), bounded(0)
 
 
 # -- where the database is -------------------------------------------------------------------
@@ -69,6 +124,9 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path, str]:
 
 
 def open_db(path: Path) -> Store:
+    if path.is_dir():
+        raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
+                       hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it")
     try:
         return open_readonly(path)
     except ForeignDatabase as exc:
@@ -191,9 +249,12 @@ def _conversation_or_fail(store: Store, conversation_id: int) -> None:
 
 def _node_or_fail(dag: Dag, label: str) -> SummaryNode:
     try:
-        node = dag.node(parse_node_label(label))
+        node_id = parse_node_label(label)
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
+    if node_id > ID_MAX:
+        raise CliError(f"no summary node {label}")
+    node = dag.node(node_id)
     if node is None:
         raise CliError(f"no summary node {label}")
     return node
@@ -307,6 +368,9 @@ def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     directory = Path(args.dest) if args.dest else mt.backup_dir(store.path, _config(args).backup_dir)
+    blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
     saved = mt.backup(store, directory)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
             "restore": "stop Hermes, move lcm.db, lcm.db-wal and lcm.db-shm aside, copy the backup to lcm.db, "
@@ -332,17 +396,38 @@ def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
         state = store.conversation(args.conversation)
     except KeyError as exc:
         raise CliError(f"no conversation {args.conversation}") from exc
-    out: TextIO = private.open_new_text(args.output) if args.output else args.out  # 0600, no symlink
-    try:
-        writer = _export_jsonl if args.as_ == "jsonl" else _export_markdown
+    writer = _export_jsonl if args.as_ == "jsonl" else _export_markdown
+    if not args.output:
+        writer(store, state.id, state.key, args.out, args.include_summaries)
+        return None
+    with _written(Path(args.output)) as out:
         count = writer(store, state.id, state.key, out, args.include_summaries)
+    return {"status": "ok", "conversation_id": state.id, "messages": count, "output": args.output,
+            "format": args.as_}
+
+
+@contextlib.contextmanager
+def _written(target: Path) -> Iterator[TextIO]:
+    """A file written whole or not at all: a temp file beside it, renamed over it when complete.
+
+    A target that exists must be a regular file (a directory or device is refused before
+    anything is written); a failed export leaves the target as it was.
+    """
+    if target.exists() and not target.is_file():
+        raise CliError(f"cannot write: {target} is not a regular file", EXIT_WRITE)
+    if not target.parent.is_dir():
+        raise CliError(f"cannot write: {target.parent} is not a directory", EXIT_WRITE)
+    if target.is_symlink():
+        raise CliError(f"cannot write: {target} is a symlink", EXIT_WRITE)
+    fd, temp = private.temp_file(target.parent, f".{target.name}.")  # 0600, unpredictable, exclusive
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
     finally:
-        if args.output:
-            out.close()
-    if args.output:
-        return {"status": "ok", "conversation_id": state.id, "messages": count, "output": args.output,
-                "format": args.as_}
-    return None
+        temp.unlink(missing_ok=True)
 
 
 def _all_messages(store: Store, conversation_id: int) -> Iterator[StoredMessage]:
@@ -459,7 +544,7 @@ Handler = Callable[[Store, argparse.Namespace], "dict[str, Any] | None"]
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lcm", description="Read the hermes-lcm database without a running agent "
+    p = _Parser(prog="lcm", description="Read the hermes-lcm database without a running agent "
                                 "(read-only unless a command says otherwise).")
     p.add_argument("--db", help="database file (default: LCM_DATABASE_PATH, config.yaml lcm.database_path, "
                    "$HERMES_HOME/lcm.db; HERMES_PROFILE selects a profile)")
@@ -467,7 +552,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     # --db and --format are also accepted after the command (``lcm status --db x.db``).
-    shared = argparse.ArgumentParser(add_help=False)
+    shared = _Parser(add_help=False)
     shared.add_argument("--db", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     shared.add_argument("--format", choices=("json", "table"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
@@ -477,75 +562,97 @@ def parser() -> argparse.ArgumentParser:
         return cmd
 
     def paged(cmd: argparse.ArgumentParser, limit: int = 50) -> None:
-        cmd.add_argument("--limit", type=int, default=limit, help=f"page size (1-{PAGE_MAX})")
-        cmd.add_argument("--after", type=int, help="cursor: the previous page's next_cursor")
+        cmd.add_argument("--limit", type=COUNT, default=limit, help=f"page size (1-{PAGE_MAX})")
+        cmd.add_argument("--after", type=ID, help="cursor: the previous page's next_cursor")
 
     add("status", cmd_status, "database path, sizes, counts, recent engine events")
     paged(add("conversations", cmd_conversations, "conversations with message/summary/session counts"))
     s = add("sessions", cmd_sessions, "sessions (host session ids), optionally of one conversation")
-    s.add_argument("--conversation", type=int)
+    s.add_argument("--conversation", type=ID)
     paged(s)
     m = add("messages", cmd_messages, "raw messages: 'tail' (newest) or 'page' (keyset, oldest first)")
     m.add_argument("mode", choices=("tail", "page"))
-    m.add_argument("--conversation", type=int)
+    m.add_argument("--conversation", type=ID)
     m.add_argument("--session")
-    m.add_argument("--max-chars", type=int, default=2000, help="cut content to this many characters (0 = all)")
+    m.add_argument("--max-chars", type=OFFSET, default=2000, help="cut content to this many characters (0 = all)")
     paged(m, 20)
     sm = add("summaries", cmd_summaries, "summary nodes: 'list' a conversation's, or 'show' one with lineage")
     sm.add_argument("mode", choices=("list", "show"))
     sm.add_argument("node", nargs="?", help="node id for show (S12)")
-    sm.add_argument("--conversation", type=int)
-    sm.add_argument("--depth", type=int)
-    sm.add_argument("--max-chars", type=int, default=400)
-    sm.add_argument("--source-offset", type=int, default=0)
-    sm.add_argument("--source-limit", type=int, default=20)
+    sm.add_argument("--conversation", type=ID)
+    sm.add_argument("--depth", type=ID)
+    sm.add_argument("--max-chars", type=OFFSET, default=400)
+    sm.add_argument("--source-offset", type=OFFSET, default=0)
+    sm.add_argument("--source-limit", type=COUNT, default=20)
     paged(sm)
     g = add("grep", cmd_grep, "full-text search of messages and summaries (natural language works)")
     g.add_argument("query")
-    g.add_argument("--conversation", type=int)
-    g.add_argument("--limit", type=int, default=20, help="hits per kind")
+    g.add_argument("--conversation", type=ID)
+    g.add_argument("--limit", type=COUNT, default=20, help="hits per kind")
     g.add_argument("--kind", choices=("all", "messages", "summaries"), default="all")
     e = add("expand", cmd_expand, "one node's sources or one message's exact content, paged")
     e.add_argument("--node")
-    e.add_argument("--message", type=int)
-    e.add_argument("--source-offset", type=int, default=0)
-    e.add_argument("--source-limit", type=int, default=20)
-    e.add_argument("--content-offset", type=int, default=0)
-    e.add_argument("--max-chars", type=int, default=20000)
+    e.add_argument("--message", type=ID)
+    e.add_argument("--source-offset", type=OFFSET, default=0)
+    e.add_argument("--source-limit", type=COUNT, default=20)
+    e.add_argument("--content-offset", type=OFFSET, default=0)
+    e.add_argument("--max-chars", type=OFFSET, default=20000)
     d = add("doctor", cmd_doctor, "read-only health checks with guidance")
     d.add_argument("--deep", action="store_true", help="also run FTS5 integrity-check (opens a writable "
                    "connection; the check runs in a transaction that is rolled back)")
     b = add("backup", cmd_backup, "WRITES one verified backup file (online backup API); the database is untouched")
     b.add_argument("--dest", help="directory (default LCM_BACKUP_DIR or <db dir>/lcm-backups)")
     x = add("export", cmd_export, "a conversation as JSONL (exact messages) or Markdown")
-    x.add_argument("--conversation", type=int, required=True)
+    x.add_argument("--conversation", type=ID, required=True)
     x.add_argument("--as", dest="as_", choices=("jsonl", "markdown"), default="jsonl")
     x.add_argument("--output", help="file to write (default stdout)")
     x.add_argument("--include-summaries", action="store_true")
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
-    r.add_argument("--top", type=int, default=20)
+    r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     return p
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    args = parser().parse_args(argv)
-    args.exit_code = EXIT_OK
-    args.out = out
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run one verb. Every failure, whichever layer raised it, leaves here as one CliError:
+    its exit code, one line on stderr and (``--format json``) an ``{"error": ...}`` object."""
+    out, err = out or sys.stdout, err or sys.stderr
+    fmt = "table" if _asks_table(argv) else "json"
     store: Store | None = None
     try:
+        args = parser().parse_args(argv)
+        fmt = args.format
+        args.exit_code, args.out = EXIT_OK, out
         path, args.db_origin = resolve_db(args.db, dict(os.environ))
-        store = open_db(path)
+        try:
+            store = open_db(path)
+        except Exception as exc:
+            raise failure(exc, opening=path) from exc
         result = args.handler(store, args)
-    except CliError as exc:
-        out.write(json.dumps({"error": str(exc), **exc.extra}, indent=2) + "\n")
-        return exc.code
+        if result is not None:
+            emit(result, args.format, out)
+    except Exception as exc:  # noqa: BLE001 - the one place failures become exit codes; no traceback
+        error = failure(exc)
+        if fmt == "json":
+            out.write(json.dumps({"error": str(error), "exit_code": error.code, **error.extra},
+                                 indent=2, default=str) + "\n")
+        hint = error.extra.get("hint")
+        err.write(f"lcm: error: {_one_line(str(error))}{' (' + _one_line(str(hint)) + ')' if hint else ''}\n")
+        return error.code
     finally:
         if store is not None:
             store.close()
-    if result is not None:
-        emit(result, args.format, out)
     return int(args.exit_code)
+
+
+def _asks_table(argv: Sequence[str] | None) -> bool:
+    """``--format table`` in the raw arguments: the error format before parsing succeeded."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return any(w == "--format=table" or (w == "--format" and words[i + 1:i + 2] == ["table"])
+               for i, w in enumerate(words))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

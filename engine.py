@@ -27,6 +27,7 @@ from .config import LoadedConfig, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
+from .startup import Opening, locate
 from .status import engine_status
 from .store import StoreError
 from .tools import dispatch
@@ -81,7 +82,8 @@ class LcmEngine(_Base):
         self._last_compress_aborted = False
         self.protect_first_n = 0
         self.meter = OverheadMeter()
-        self.startup_error: str | None = None
+        self.startup_error: str | None = None  # why the database cannot be used (``opening`` decides retries)
+        self.opening = Opening()
         self.errors: list[str] = []
         self._last_compress_aborted = False
         self._last_summary_error: str | None = None
@@ -123,10 +125,12 @@ class LcmEngine(_Base):
     # -- the core, created on first need ------------------------------------------
 
     def database_path(self) -> Path:
-        configured = self._env.get("LCM_DATABASE_PATH") or self.config.database_path
-        if configured:
-            return Path(configured).expanduser()
-        return Path(self.hermes_home or _host_home()).expanduser() / "lcm.db"
+        return self._located()[0]
+
+    def _located(self) -> tuple[Path, str]:
+        """The database path and the setting that chose it (named in a startup error)."""
+        return locate(self._env, self.config.database_path, self._loaded.sources.get("database_path"),
+                      self.hermes_home or _host_home())
 
     @property
     def config(self) -> Any:
@@ -156,14 +160,23 @@ class LcmEngine(_Base):
             self._set_window(self.context_length)
 
     def ensure_core(self) -> LcmCore | None:
-        if self.core is not None or self.startup_error is not None:
+        """The core, opened on first need. A failed open is one startup error (status, doctor and the
+        host log show it), tried again only when the path's setting changes or after a back-off."""
+        if self.core is not None:
             return self.core
         self._load_settings()
+        path, setting = self._located()
+        if not self.opening.due(path, setting):
+            return None
         try:
-            self.core = LcmCore(self.config, self.database_path(), host_call_llm=self._resolve_call_llm())
-        except StoreError as exc:
-            self.startup_error = f"{exc} - this engine will not write to it; see docs/operator-guide.md (import)"
-            log.error("hermes-lcm: %s", self.startup_error)
+            self.opening.begin(path, setting)
+            self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm())
+        except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error
+            self.startup_error = self.opening.failed(exc, for_good=isinstance(exc, StoreError))
+            log.error("%s", self.startup_error)
+        else:
+            self.opening.opened()
+            self.startup_error = None
         return self.core
 
     def _resolve_call_llm(self) -> Callable[..., Any] | None:
@@ -289,15 +302,15 @@ class LcmEngine(_Base):
         """After an error: a bounded prompt that still holds every message not yet stored.
 
         Without a core nothing is known to be stored, so the list stays as it is, except when
-        the engine refuses the database for good (``startup_error``) and stores nothing, like
+        the database is another program's or newer (``opening.refused``) and nothing is stored, like
         an ignored session.
         """
         budget = budget_for(self.config, self._threshold(), self.overhead(messages, None))
         if self.core is not None:
             return self._told(self.core.fallback(messages, budget), self.core.kept_reason)
-        if self.startup_error:
+        if self.opening.refused:
             return trim(messages, budget)
-        last = f" ({self.errors[-1]})" if self.errors else ""
+        last = f" ({self.startup_error or self.errors[-1]})" if self.startup_error or self.errors else ""
         return self._told(list(messages), f"hermes-lcm store unavailable{last}; no message was dropped")
 
     def _told(self, result: list[dict[str, Any]], kept_reason: str | None) -> list[dict[str, Any]]:

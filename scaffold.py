@@ -172,7 +172,9 @@ def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | 
         return None
     header = _ANY_HEADER.match(text)
     end_line = closer(header.group(0)) if header else ""
-    end = text.rfind(end_line) if header else -1  # the block's own end is near the message's end
+    # The first closer after the header is the block's end: the assembler defuses look-alikes in
+    # the summaries (assemble.defused), so only text the host merged after it may hold another.
+    end = text.find(end_line, header.end()) if header else -1
     if end < 0:
         return ""
     rest = text[end + len(end_line):]

@@ -8,6 +8,11 @@ the target up first (SQLite online backup), then imports; re-running with the sa
 (scanned, eligible, would_import, imported, skipped_existing, skipped_empty,
 invalid_rows, warnings, summary counters).
 
+Exit codes: 0 ok; 2 usage; 3 the import is refused (a source or target that cannot be
+used); 4 a file to write cannot be written (the backup directory, the target); 5 an
+internal error (a bug: please report it). A failure is one line on stderr (a JSON object
+with --json), never a traceback, and nothing is written.
+
 Examples:
   python scripts/import_lossless_claw.py --source-db ~/.openclaw/lcm.db --include-summaries --json
   python scripts/import_lossless_claw.py --source-jsonl-dir ~/.openclaw/agents/main/sessions \\
@@ -63,17 +68,20 @@ def main(argv: list[str] | None = None) -> int:
 
     _package()
     from hermes_lcm.claw_import import ImportFailure, run_import
-    from hermes_lcm.cli import resolve_db
+    from hermes_lcm.cli import CliError, failure, resolve_db
 
-    target = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
     try:
+        target = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
+        _check_writable(target, args.backup_dir, CliError)
         report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,
                             jsonl_dirs=args.source_jsonl_dir, import_id=args.import_id,
                             include_summaries=args.include_summaries, apply=args.apply, agent=args.agent,
                             backup_dir=args.backup_dir)
     except ImportFailure as exc:
-        print(json.dumps({"error": str(exc)}) if args.json else f"import refused: {exc}", file=sys.stderr)
-        return 3
+        return _fail(f"import refused: {exc}", 3, args.json)
+    except Exception as exc:  # noqa: BLE001 - every failure is one line and an exit code, never a traceback
+        error = failure(exc)
+        return _fail(str(error), error.code, args.json)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
@@ -95,6 +103,26 @@ def main(argv: list[str] | None = None) -> int:
     if len(report["warnings"]) > 20:
         print(f"  ... {len(report['warnings']) - 20} more warnings (use --json)")
     return 0
+
+
+def _check_writable(target: Path, backup_dir: str, error: type[Exception]) -> None:
+    """Refuse, before anything is written, a target or backup directory that cannot be one
+    (a dry run says so too: it must not promise an apply that cannot run)."""
+    if target.exists() and not target.is_file():
+        raise error(f"target {target} is not a regular file", 4)
+    for where in (target.parent, Path(backup_dir).expanduser() if backup_dir else None):
+        if where is None:
+            continue
+        blocker = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise error(f"cannot write under {where}: {blocker} is not a directory", 4)
+
+
+def _fail(message: str, code: int, as_json: bool) -> int:
+    text = " ".join(message.split())
+    print(json.dumps({"error": text, "exit_code": code}) if as_json else f"import_lossless_claw: error: {text}",
+          file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":
