@@ -104,11 +104,12 @@ def find_node(ctx: Ctx, args: Args, key: str = "node_id") -> SummaryNode:
     except ValueError as exc:
         raise ToolError(f"{key} must look like S12, got {label!r}") from exc
     node = ctx.core.dag.node(node_id)
+    hint = "" if ctx.conversation_id is None or ctx.core.dag.depth_counts(ctx.conversation_id) else \
+        " (no compaction has happened yet: nothing is summarized; use lcm_grep or lcm_load_session)"
+    missing = f"no summary node {node_label(node_id)}{hint}"
     if node is None:
-        hint = "" if ctx.conversation_id is None or ctx.core.dag.depth_counts(ctx.conversation_id) else \
-            " (no compaction has happened yet: nothing is summarized; use lcm_grep or lcm_load_session)"
-        raise ToolError(f"no summary node {node_label(node_id)}{hint}")
-    ctx.readable(node.conversation_id, args, f"node {node.node_id}")
+        raise ToolError(missing)
+    ctx.readable(node.conversation_id, args, f"node {node.node_id}", missing)
     return node
 
 
@@ -138,9 +139,10 @@ def _expand_node(ctx: Ctx, args: Args) -> dict[str, Any]:
 def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
     store_id = args.integer("store_id", 0, 0, BIG)
     message = ctx.core.store.message(store_id)
+    missing = f"no message with store_id {store_id}"
     if message is None:
-        raise ToolError(f"no message with store_id {store_id}")
-    ctx.readable(message.conversation_id, args, f"store_id {store_id}")
+        raise ToolError(missing)
+    ctx.readable(message.conversation_id, args, f"store_id {store_id}", missing)
     part = args.choice("part", ("content", "tool_calls"), "content") or "content"
     offset = args.integer("content_offset", 0, 0, BIG)
     if part == "content":
@@ -183,7 +185,8 @@ def payload_owner(ctx: Ctx, args: Args, ref: str) -> tuple[StoredMessage, str]:
     except ValueError as exc:
         raise ToolError(f"externalized_ref must be 24 hex characters, got {ref!r}") from exc
     everywhere = args.choice("session_scope", ("current", "all"), "current") == "all"
-    ids = ctx.core.store.message_ids_mentioning(ref, None if everywhere else ctx.conversation(), 20)
+    ids = ctx.core.store.message_ids_mentioning(ref, None, 20, conversation_ids=ctx.reach()) if everywhere \
+        else ctx.core.store.message_ids_mentioning(ref, ctx.conversation(), 20)
     for message_id in ids:
         message = ctx.core.store.message(message_id)
         if message is None:
@@ -214,7 +217,7 @@ def _expand_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
 def lcm_load_session(ctx: Ctx, args: Args) -> dict[str, Any]:
     session_id = str(args.text("session_id", required=True))
     facts = ctx.core.store.session_facts(session_id)
-    if facts is None:
+    if facts is None or not ctx.in_reach(int(facts["conversation_id"])):  # another owner's: unknown
         raise ToolError(f"unknown session_id {session_id!r}")
     after = args.integer("after_store_id", 0, 0, BIG)
     limit = args.integer("limit", 20, 1, 100)

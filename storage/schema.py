@@ -13,7 +13,7 @@ from ..scaffold import HOST_USER_PREFIXES, prefix_label
 from .errors import ForeignDatabase, NewerSchema
 
 APP_ID = "hermes-lcm"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -147,6 +147,18 @@ def _scaffold_migration() -> str:
 
 
 _MIGRATIONS[2] += _scaffold_migration()
+
+# Version 3: who owns each conversation, so the lcm_* tools of one person never read another's
+# (``core.owner_for``). Rows stored before it: a conversation keyed by the host's chat (the
+# gateway's session key) is owned by that chat; the CLI's own and imported ones by the one local
+# owner, which keeps a single-user store reading as it did. The whole migration runs in one
+# write transaction with the version bump (``migrate``), so a crash leaves version 2 untouched.
+_MIGRATIONS[3] = """
+ALTER TABLE conversations ADD COLUMN owner TEXT NOT NULL DEFAULT 'local';
+UPDATE conversations SET owner = CASE WHEN substr(key, 1, 8)='session:' OR substr(key, 1, 7)='import:'
+  THEN 'local' ELSE 'chat:' || key END;
+CREATE INDEX conversations_owner ON conversations(owner, id);
+"""
 
 
 def split_sql(script: str) -> list[str]:
