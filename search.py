@@ -217,8 +217,8 @@ class Searcher:
         if nxt is None:
             more, nxt = self._tail(cur, self.req.limit - len(hits), pool)
             hits += more
-        return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool), [t.text for t in self.fulltext.common],
-                          self.with_summaries)
+        return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
+                          [t.text for t in self.fulltext.common], self.with_summaries)
 
     def _pool(self, cur: _Cursor) -> list[Hit]:
         """The ranked pool of this query and snapshot: computed once, then reused by later pages
