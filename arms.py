@@ -25,9 +25,13 @@ TEXT_CHARS = 2000           # text per candidate used for coverage and snippets
 
 @dataclass(frozen=True)
 class Scope:
+    """Which rows a search may see. ``conversations`` bounds an "all" scope to the caller's reach
+    (its owner's conversations); None there means the whole store (shared memory, the operator)."""
+
     kind: str  # current | session | all
     conversation_id: int | None = None
     session_id: str | None = None
+    conversations: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class View:
     scope_sql: dict[str, Any]
     summary_conversation: int | None
     session_id: str | None
+    summary_conversations: tuple[int, ...] | None
     filters: Filters
     with_summaries: bool
 
@@ -166,7 +171,7 @@ class FullTextArm:
         rows = self.dag.summary_hits(
             match, order=order, limit=limit, bounds=view.bounded(view.s_bounds, upper),
             conversation_id=view.summary_conversation, session_id=view.session_id,
-            source=view.filters.source, exclude_ids=exclude)
+            source=view.filters.source, exclude_ids=exclude, conversation_ids=view.summary_conversations)
         return [summary_hit(node, score) for node, score in rows]
 
 

@@ -68,6 +68,9 @@ class LcmConfig:
     payload_min_base64_chars: int = 2048
     backup_dir: str = ""
     empty_lifecycle_min_age_hours: float = 24.0
+    # The lcm_* tools read across owners (people, chats) only when on: a team bot whose users
+    # share one memory. Off, a call reads its owner's conversations at most (core.owner_for).
+    shared_memory: bool = False
 
     @property
     def fallback_models(self) -> tuple[str, ...]:

@@ -73,12 +73,29 @@ class Stats:
         return self.last_write_failure
 
 
+LOCAL_OWNER = "local"
+
+
+def owner_for(platform: str, conversation_key: str | None, user_id: str | None = None) -> str:
+    """Who a new conversation belongs to, from what the host tells: the user on a platform when
+    the host names them, else the host's chat (the gateway's session key: platform, chat id, and
+    the user in a group that isolates users), else the one local owner (the CLI, a single user).
+    A host serving several people always passes its chat key, so they never share an owner."""
+    if user_id:
+        return f"user:{platform or 'unknown'}:{user_id}"
+    if conversation_key:
+        return f"chat:{conversation_key}"
+    return LOCAL_OWNER
+
+
 @dataclass(frozen=True)
 class Binding:
     session_id: str
     conversation_id: int | None
     mode: str
     matched_pattern: str | None
+    # Who owns the bound conversation (stored per conversation): what the tools may read beyond it.
+    owner: str = LOCAL_OWNER
 
 
 class LcmCore:
@@ -142,7 +159,7 @@ class LcmCore:
     # -- sessions ---------------------------------------------------------------
 
     def bind(self, session_id: str, *, platform: str = "", conversation_key: str | None = None,
-             parent_session_id: str | None = None, reason: str | None = None) -> Binding:
+             parent_session_id: str | None = None, reason: str | None = None, user_id: str | None = None) -> Binding:
         """Attach this core to a host session; finds or creates its conversation.
 
         A session seen before keeps its conversation (resume). A new session joins
@@ -152,7 +169,10 @@ class LcmCore:
         ignored = self.ignore_sessions.match(session_id, platform)
         stateless = None if ignored else self.stateless_sessions.match(session_id, platform)
         mode = MODE_IGNORED if ignored else MODE_STATELESS if stateless else MODE_NORMAL
-        conversation_id = self._conversation_for(session_id, conversation_key, parent_session_id, mode)
+        owner = owner_for(platform, conversation_key, user_id)
+        conversation_id = self._conversation_for(session_id, conversation_key, parent_session_id, mode, owner)
+        if conversation_id is not None:
+            owner = self.store.conversation_owner(conversation_id) or owner
         if conversation_id is not None and mode == MODE_NORMAL:
             self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
                                       parent_session_id=parent_session_id, reason=reason)
@@ -160,10 +180,20 @@ class LcmCore:
             self._seen = None
             self._handed = {}
             self._pending = None
-        self.binding = Binding(session_id, conversation_id, mode, ignored or stateless)
+        self.binding = Binding(session_id, conversation_id, mode, ignored or stateless, owner)
         return self.binding
 
-    def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str) -> int | None:
+    def reach(self, shared: bool) -> tuple[int, ...] | None:
+        """The conversations the bound owner may read when a call asks beyond the current one:
+        its owner's, or every one (None) when the operator shares memory (LCM_SHARED_MEMORY)."""
+        if shared:
+            return None
+        found = self.store.owner_conversations(self.binding.owner)
+        current = self.binding.conversation_id
+        return tuple(found) if current is None or current in found else (*found, current)
+
+    def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str,
+                          owner: str = LOCAL_OWNER) -> int | None:
         known = self.store.session(session_id)
         if known is not None:
             return known.conversation_id
@@ -173,7 +203,7 @@ class LcmCore:
                 return parent_info.conversation_id
         conversation_key = key or f"session:{session_id}"
         if mode == MODE_NORMAL:
-            return self.store.ensure_conversation(conversation_key)
+            return self.store.ensure_conversation(conversation_key, owner)
         state = self.store.conversation_by_key(conversation_key)
         return state.id if state else None
 

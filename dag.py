@@ -89,23 +89,27 @@ class Dag:
 
     # -- retrieval for the lcm_* tools (search.py, handlers/describe.py) ------------------------------
 
-    def summary_id_bounds(self, conversation_id: int | None) -> tuple[int, int]:
-        """First and last node id of a conversation, or of the whole store."""
-        return self.store.summary_id_bounds(conversation_id)
+    def summary_id_bounds(self, conversation_id: int | None,
+                          conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
+        """First and last node id of a conversation, of several (an owner's), or of the whole store."""
+        return self.store.summary_id_bounds(conversation_id, conversation_ids)
 
     def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
                      conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
-                     exclude_ids: Sequence[int] = ()) -> list[tuple[SummaryNode, float]]:
+                     exclude_ids: Sequence[int] = (),
+                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
         """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
         keeps nodes with at least one descendant raw message from that source (lineage)."""
         return self.store.summary_hits(match, order=order, limit=limit, bounds=bounds,
                                        conversation_id=conversation_id, session_id=session_id, source=source,
-                                       exclude_ids=exclude_ids)
+                                       exclude_ids=exclude_ids, conversation_ids=conversation_ids)
 
     def summaries_in_period(self, conversation_id: int | None, since: float, until: float, *, depth: int | None,
-                            after: tuple[float, int] | None, limit: int) -> list[SummaryNode]:
+                            after: tuple[float, int] | None, limit: int,
+                            conversation_ids: Sequence[int] | None = None) -> list[SummaryNode]:
         """Nodes whose time span overlaps [since, until), oldest first, keyset-paged by (earliest_at, id)."""
-        return self.store.summaries_in_period(conversation_id, since, until, depth=depth, after=after, limit=limit)
+        return self.store.summaries_in_period(conversation_id, since, until, depth=depth, after=after, limit=limit,
+                                              conversation_ids=conversation_ids)
 
     def roots(self, conversation_id: int, after_id: int, limit: int) -> list[SummaryNode]:
         """Nodes no other node points at (the tops of the DAG), in id order."""

@@ -71,6 +71,7 @@ class LcmEngine(_Base):
         self.hermes_home: str | None = hermes_home or self._env.get("HERMES_HOME")
         self.session_id = ""
         self.platform = ""
+        self.user_id = ""  # the person the host names for this agent, if it does (owner of new conversations)
         self.model = ""
         self.context_length = 0
         self.last_prompt_tokens = 0
@@ -195,7 +196,7 @@ class LcmEngine(_Base):
         self.session_id = session_id
         registry.register(session_id, self)
         if core is not None:
-            core.bind(session_id, platform=self.platform, **kwargs)
+            core.bind(session_id, platform=self.platform, user_id=self.user_id or None, **kwargs)
 
     def adopt_session(self, session_id: str) -> None:
         """Take over the new session id a hook revealed after ``/new``."""
@@ -210,6 +211,7 @@ class LcmEngine(_Base):
         self.hermes_home = str(kwargs.get("hermes_home") or self.hermes_home or "") or None
         self._load_settings()
         self.platform = str(kwargs.get("platform") or self.platform or "")
+        self.user_id = str(kwargs.get("user_id") or kwargs.get("sender_id") or self.user_id or "")
         if kwargs.get("model"):
             self.model = str(kwargs["model"])
         if kwargs.get("context_length"):

@@ -14,6 +14,8 @@ of a walk is kept per process, so messages arriving mid-walk change nothing.
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -24,7 +26,7 @@ from .arms import TEXT_CHARS, Arm, Candidates, Filters, FullTextArm, Hit, Scope,
 from .dag import Dag
 from .query import Query, conversational
 from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_context
-from .store import Store
+from .store import Store, StoreError
 
 __all__ = ["Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchRequest", "Searcher"]
 
@@ -73,30 +75,66 @@ class _Cursor:
     s_snap: int
 
 
-def _fingerprint(req: SearchRequest) -> str:
-    key = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key))
-    return hashlib.blake2b(key.encode("utf-8"), digest_size=3).hexdigest()
+CURSOR_SECRET = "search_cursor"
+_keys: dict[str, bytes] = {}
+_keys_lock = threading.Lock()
+_PROCESS_KEY = secrets.token_bytes(32)
 
 
-def _parse_cursor(req: SearchRequest) -> _Cursor | None:
+def _cursor_key(store: Store) -> bytes:
+    """The store's own key for cursors (``store.secret``, the same in every process); a read-only
+    view, or a store that cannot write its secret now, signs with this process's key instead (its
+    cursors then hold within the process, like the operator CLI's paged walk)."""
+    with _keys_lock:
+        key = _keys.get(store.path)
+    if key is not None:
+        return key
+    if store.readonly:
+        return _PROCESS_KEY
+    try:
+        key = store.secret(CURSOR_SECRET)
+    except StoreError:
+        return _PROCESS_KEY
+    with _keys_lock:
+        _keys[store.path] = key
+    return key
+
+
+def _digest(req: SearchRequest, key: bytes) -> str:
+    """A keyed hash of everything that decides a walk's rows: query, scope (with its reach),
+    filters, order and boost. Full length, so no crafted query can share another scope's pool."""
+    fields = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key))
+    return hmac.new(key, fields.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _sign(digest: str, body: str, key: bytes) -> str:
+    return hmac.new(key, f"{digest}|{body}".encode(), hashlib.sha256).hexdigest()
+
+
+def _parse_cursor(req: SearchRequest, key: bytes) -> _Cursor | None:
+    """A cursor this search handed out, unchanged: its signature covers the request and every number
+    in it, so a cursor that was modified, forged, or made for another query or scope is an error."""
     if not req.cursor:
         return None
-    parts = str(req.cursor).split(":")
-    if len(parts) != 7 or parts[0] not in ("r", "t"):
-        raise SearchError(f"malformed cursor {req.cursor!r}; pass next_cursor unchanged")
-    if parts[6] != _fingerprint(req):
-        raise SearchError("cursor belongs to another query, scope or filter; repeat the call without it")
+    body, _, mac = str(req.cursor).rpartition(":")
+    parts = body.split(":")
+    if len(parts) != 6 or parts[0] not in ("r", "t") or len(mac) != 64:
+        raise SearchError(f"malformed cursor {req.cursor[:80]!r}; pass next_cursor unchanged")
+    if not hmac.compare_digest(mac, _sign(_digest(req, key), body, key)):
+        raise SearchError("cursor belongs to another query, scope or filter, or was changed; "
+                          "repeat the call without it")
     try:
         numbers = [int(x) for x in parts[1:6]]
     except ValueError as exc:
-        raise SearchError(f"malformed cursor {req.cursor!r}") from exc
+        raise SearchError(f"malformed cursor {req.cursor[:80]!r}") from exc
     return _Cursor(parts[0], *numbers)
 
 
-def _format_cursor(req: SearchRequest, cur: _Cursor | None) -> str | None:
+def _format_cursor(req: SearchRequest, cur: _Cursor | None, key: bytes) -> str | None:
     if cur is None:
         return None
-    return f"{cur.phase}:{cur.offset}:{cur.m_before}:{cur.s_before}:{cur.m_snap}:{cur.s_snap}:{_fingerprint(req)}"
+    body = f"{cur.phase}:{cur.offset}:{cur.m_before}:{cur.s_before}:{cur.m_snap}:{cur.s_snap}"
+    return f"{body}:{_sign(_digest(req, key), body, key)}"
 
 
 class Searcher:
@@ -104,6 +142,7 @@ class Searcher:
 
     def __init__(self, store: Store, dag: Dag, req: SearchRequest) -> None:
         self.store, self.dag, self.req = store, dag, req
+        self.key = _cursor_key(store)
         self.view = _view(store, dag, req)
         self.m_bounds, self.s_bounds = self.view.m_bounds, self.view.s_bounds
         self.with_summaries = self.view.with_summaries
@@ -167,7 +206,7 @@ class Searcher:
         return _Cursor(phase, 0, m_snap + 1, s_snap + 1, m_snap, s_snap)
 
     def page(self) -> SearchPage:
-        cur = _parse_cursor(self.req) or self._first_cursor()
+        cur = _parse_cursor(self.req, self.key) or self._first_cursor()
         pool = self._pool(cur) if self.req.sort == "relevance" else []
         hits: list[Hit] = []
         nxt: _Cursor | None = None
@@ -178,13 +217,13 @@ class Searcher:
         if nxt is None:
             more, nxt = self._tail(cur, self.req.limit - len(hits), pool)
             hits += more
-        return SearchPage(hits, _format_cursor(self.req, nxt), len(pool), [t.text for t in self.fulltext.common],
-                          self.with_summaries)
+        return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
+                          [t.text for t in self.fulltext.common], self.with_summaries)
 
     def _pool(self, cur: _Cursor) -> list[Hit]:
         """The ranked pool of this query and snapshot: computed once, then reused by later pages
         (bm25's corpus statistics move as messages arrive, which would reorder a recomputed pool)."""
-        key = (self.store.path, _fingerprint(self.req), cur.m_snap, cur.s_snap)
+        key = (self.store.path, _digest(self.req, self.key), cur.m_snap, cur.s_snap)
         with _pools_lock:
             pool = _pools.get(key) if self.req.cursor else None  # a first page always ranks afresh
             if pool is not None:
@@ -232,17 +271,19 @@ def _merge_newest(messages: list[Hit], summaries: list[Hit], limit: int) -> list
 
 
 def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
-    """The scope's id ranges; a conversation whose rows fill its id range is searched by range alone."""
+    """The scope's id ranges; a conversation whose rows fill its id range is searched by range alone.
+    An "all" scope with a reach (the caller's owner's conversations) is bounded to them in SQL."""
     scope = req.scope
-    m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id)
-    s_bounds = dag.summary_id_bounds(scope.conversation_id)
+    reach = scope.conversations if scope.kind == "all" else None
+    m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id, conversation_ids=reach)
+    s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
     scope_sql: dict[str, Any] = {"conversation_id": scope.conversation_id, "session_id": scope.session_id,
-                                 "skip_own_tools": True}
+                                 "conversation_ids": reach, "skip_own_tools": True}
     summary_conversation = scope.conversation_id
     if scope.kind == "current" and scope.conversation_id is not None:
         if store.conversation(scope.conversation_id).last_seq == m_bounds[1] - m_bounds[0] + 1:
             scope_sql["conversation_id"] = None  # the id range holds this conversation only
         if sum(dag.depth_counts(scope.conversation_id).values()) == s_bounds[1] - s_bounds[0] + 1:
             summary_conversation = None  # likewise for the summaries' id range
-    return View(m_bounds, s_bounds, scope_sql, summary_conversation, scope.session_id, req.filters,
+    return View(m_bounds, s_bounds, scope_sql, summary_conversation, scope.session_id, reach, req.filters,
                 req.summaries and not req.filters.raw_only)

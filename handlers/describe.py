@@ -106,10 +106,12 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
     window = period(args.text("period"))
     scope = args.choice("session_scope", ("current", "all"), "current")
     conv = None if scope == "all" else ctx.conversation()
+    reach = ctx.reach() if conv is None else None
     limit = args.integer("limit", 10, 1, 30)
     after = _recent_cursor(args.text("cursor"))
     dag = ctx.core.dag
-    nodes = dag.summaries_in_period(conv, window.since, window.until, depth=0, after=after, limit=limit + 1)
+    nodes = dag.summaries_in_period(conv, window.since, window.until, depth=0, after=after, limit=limit + 1,
+                                    conversation_ids=reach)
     each = share(ctx.cap, limit)
     items = []
     for n in nodes[:limit]:
@@ -125,7 +127,7 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
     last = nodes[shown - 1] if shown else None
     answer["next_cursor"] = f"{last.earliest_at!r}:{last.id}" if last is not None and len(nodes) > shown else None
     if not nodes and after is None:
-        raw = ctx.core.store.messages_in_period(conv, window.since, window.until)
+        raw = ctx.core.store.messages_in_period(conv, window.since, window.until, conversation_ids=reach)
         answer["raw_messages_in_period"] = raw if raw < 1000 else "1000+"
         answer["hint"] = ("no summaries cover this period yet; use lcm_grep with time_from/time_to"
                           if raw else "nothing stored in this period")

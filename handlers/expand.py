@@ -18,6 +18,7 @@ from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")
 BIG = 2**62
+MAX_REFS = 20
 
 
 def _page_chars(ctx: Ctx) -> int:
@@ -42,21 +43,32 @@ def compact_calls(raw: str | None, limit: int) -> list[dict[str, Any]] | None:
     try:
         calls = json.loads(raw)
     except ValueError:
-        return [{"raw": cut(raw, limit, ELLIPSIS)[0]}]
+        return [{"raw": _page(raw, 0, limit)}]
     out = []
     for call in calls if isinstance(calls, list) else [calls]:
         function = call.get("function", {}) if isinstance(call, dict) else {}
         arguments = function.get("arguments") if isinstance(function, dict) else None
         text = arguments if isinstance(arguments, str) else dumps(arguments)
-        out.append({"id": call.get("id") if isinstance(call, dict) else None,
-                    "name": function.get("name") if isinstance(function, dict) else None,
-                    "arguments": cut(text, limit, ELLIPSIS)[0]})
+        shown = _page(text, 0, limit)
+        out.append({"id": _short(call.get("id")) if isinstance(call, dict) else None,
+                    "name": _short(function.get("name")) if isinstance(function, dict) else None,
+                    "arguments": shown + (ELLIPSIS if len(shown) < len(text) else "")})
+        if len(out) >= 8:  # the rest is one lcm_expand part='tool_calls' away
+            out.append({"omitted_calls": len(calls) - len(out) if isinstance(calls, list) else 0})
+            break
     return out
 
 
+def _short(value: Any) -> Any:
+    """An id or name as the host gave it, cut when it is not a short string."""
+    return _page(value, 0, 120) if isinstance(value, str) else None if value is None else _page(dumps(value), 0, 120)
+
+
 def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
-    """A raw message inside a listing, its text cut to ``limit`` with the way to the rest."""
-    text, was_cut = cut(message.content, limit, ELLIPSIS)
+    """A raw message inside a listing, its text cut to ``limit`` JSON-encoded characters (escapes
+    included, so a listing of odd text stays within the cap) with the way to the rest."""
+    text = _page(message.content, 0, limit)
+    was_cut = len(text) < len(message.content)
     item: dict[str, Any] = {"store_id": message.id, "seq": message.seq, "role": message.role,
                             "at": iso(message.created_at), "content": text}
     calls = compact_calls(message.tool_calls, max(200, limit // 2))
@@ -68,7 +80,7 @@ def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
         item["name"] = message.tool_name
     if was_cut:
         item["chars"] = len(message.content)
-        item["more"] = f"lcm_expand store_id={message.id} content_offset={limit}"
+        item["more"] = f"lcm_expand store_id={message.id} content_offset={len(text)}"
     if message.parts is not None:
         item["structured"] = True
     return item
@@ -104,11 +116,12 @@ def find_node(ctx: Ctx, args: Args, key: str = "node_id") -> SummaryNode:
     except ValueError as exc:
         raise ToolError(f"{key} must look like S12, got {label!r}") from exc
     node = ctx.core.dag.node(node_id)
+    hint = "" if ctx.conversation_id is None or ctx.core.dag.depth_counts(ctx.conversation_id) else \
+        " (no compaction has happened yet: nothing is summarized; use lcm_grep or lcm_load_session)"
+    missing = f"no summary node {node_label(node_id)}{hint}"
     if node is None:
-        hint = "" if ctx.conversation_id is None or ctx.core.dag.depth_counts(ctx.conversation_id) else \
-            " (no compaction has happened yet: nothing is summarized; use lcm_grep or lcm_load_session)"
-        raise ToolError(f"no summary node {node_label(node_id)}{hint}")
-    ctx.readable(node.conversation_id, args, f"node {node.node_id}")
+        raise ToolError(missing)
+    ctx.readable(node.conversation_id, args, f"node {node.node_id}", missing)
     return node
 
 
@@ -138,9 +151,10 @@ def _expand_node(ctx: Ctx, args: Args) -> dict[str, Any]:
 def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
     store_id = args.integer("store_id", 0, 0, BIG)
     message = ctx.core.store.message(store_id)
+    missing = f"no message with store_id {store_id}"
     if message is None:
-        raise ToolError(f"no message with store_id {store_id}")
-    ctx.readable(message.conversation_id, args, f"store_id {store_id}")
+        raise ToolError(missing)
+    ctx.readable(message.conversation_id, args, f"store_id {store_id}", missing)
     part = args.choice("part", ("content", "tool_calls"), "content") or "content"
     offset = args.integer("content_offset", 0, 0, BIG)
     if part == "content":
@@ -170,9 +184,14 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
         if part == "content" and message.tool_calls:
             answer["tool_calls_chars"] = len(message.tool_calls)
             answer["tool_calls_hint"] = "part='tool_calls' pages the exact tool-call JSON"
-    refs = sorted(set(_PLACEHOLDER.findall(full))) if "[lcm-payload ref=" in full else []
+    # The payloads this page shows (a whole message's, or the page's own), at most MAX_REFS: a text
+    # of many placeholders must not list them all on every page and overflow the cap.
+    shown = full if "message" in answer else answer["content"]
+    refs = sorted({r[0] for r in _PLACEHOLDER.findall(shown)}) if "[lcm-payload ref=" in shown else []
     if refs:
-        answer["externalized_refs"] = [r[0] for r in refs]
+        answer["externalized_refs"] = refs[:MAX_REFS]
+        if len(refs) > MAX_REFS:
+            answer["externalized_refs_omitted"] = len(refs) - MAX_REFS
     return answer
 
 
@@ -183,7 +202,8 @@ def payload_owner(ctx: Ctx, args: Args, ref: str) -> tuple[StoredMessage, str]:
     except ValueError as exc:
         raise ToolError(f"externalized_ref must be 24 hex characters, got {ref!r}") from exc
     everywhere = args.choice("session_scope", ("current", "all"), "current") == "all"
-    ids = ctx.core.store.message_ids_mentioning(ref, None if everywhere else ctx.conversation(), 20)
+    ids = ctx.core.store.message_ids_mentioning(ref, None, 20, conversation_ids=ctx.reach()) if everywhere \
+        else ctx.core.store.message_ids_mentioning(ref, ctx.conversation(), 20)
     for message_id in ids:
         message = ctx.core.store.message(message_id)
         if message is None:
@@ -214,7 +234,7 @@ def _expand_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
 def lcm_load_session(ctx: Ctx, args: Args) -> dict[str, Any]:
     session_id = str(args.text("session_id", required=True))
     facts = ctx.core.store.session_facts(session_id)
-    if facts is None:
+    if facts is None or not ctx.in_reach(int(facts["conversation_id"])):  # another owner's: unknown
         raise ToolError(f"unknown session_id {session_id!r}")
     after = args.integer("after_store_id", 0, 0, BIG)
     limit = args.integer("limit", 20, 1, 100)

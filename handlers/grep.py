@@ -138,8 +138,11 @@ def lcm_recall(ctx: Ctx, args: Args) -> dict[str, Any]:
     query = _query(args)
     limit = args.integer("limit", 8, 1, max_hits(ctx, 30))
     bias = args.number("scope_bias", 0.25, 0.0, 1.0)
-    request = SearchRequest(query, Scope("all"), Filters(), "relevance", limit, args.text("cursor"),
-                            boost=recall_boost(ctx.conversation_id, bias), boost_key=f"recall:{bias}")
+    # The whole store within the caller's reach (its owner's conversations unless memory is shared);
+    # the boost favours the current conversation, so it is part of the walk's identity.
+    request = SearchRequest(query, Scope("all", conversations=ctx.reach()), Filters(), "relevance", limit,
+                            args.text("cursor"), boost=recall_boost(ctx.conversation_id, bias),
+                            boost_key=f"recall:{bias}:{ctx.conversation_id}")
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     arms = {"fts": "on", "summary_vectors": "off (embeddings not enabled)",
             "chunk_vectors": "off (embeddings not enabled)"}

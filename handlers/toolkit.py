@@ -148,25 +148,42 @@ class Ctx:
                             "the tools work once a turn has been stored")
         return self.conversation_id
 
+    def reach(self) -> tuple[int, ...] | None:
+        """What a call may read when it asks beyond the current conversation: its owner's
+        conversations, or the whole store (None) when the operator turned shared memory on."""
+        return self.core.reach(bool(getattr(self.config, "shared_memory", False)))
+
+    def in_reach(self, conversation_id: int) -> bool:
+        if conversation_id == self.conversation_id:
+            return True
+        reach = self.reach()
+        return reach is None or conversation_id in reach
+
     def scope(self, args: Args, choices: Sequence[str] = ("current", "session", "all")) -> Scope:
-        """The search scope: the current conversation unless the caller opts into another."""
+        """The search scope: the current conversation unless the caller opts into another; "all"
+        and "session" stay within the owner's reach (another owner's session is unknown)."""
         kind = args.choice("session_scope", choices, "current") or "current"
         if kind == "all":
-            return Scope("all")
+            return Scope("all", conversations=self.reach())
         if kind == "session":
             session_id = args.text("session_id", required=True)
             info = self.core.store.session(str(session_id))
-            if info is None:
+            if info is None or not self.in_reach(info.conversation_id):
                 raise ToolError(f"unknown session_id {session_id!r}")
             return Scope("session", info.conversation_id, info.id)
         if args.has("session_id"):
             raise ToolError("session_id needs session_scope='session'")
         return Scope("current", self.conversation())
 
-    def readable(self, conversation_id: int, args: Args, what: str) -> None:
-        """Ids of another conversation are read only on explicit opt-in (session_scope='all')."""
-        if conversation_id != self.conversation_id and args.choice("session_scope", ("current", "all"),
-                                                                   "current") != "all":
+    def readable(self, conversation_id: int, args: Args, what: str, missing: str) -> None:
+        """Ids of another conversation are read only on explicit opt-in (session_scope='all'), and
+        only within the owner's reach: beyond it the id answers ``missing``, exactly like an id
+        that does not exist, so no other person's ids can be probed."""
+        if conversation_id == self.conversation_id:
+            return
+        if not self.in_reach(conversation_id):
+            raise ToolError(missing)
+        if args.choice("session_scope", ("current", "all"), "current") != "all":
             raise ToolError(f"{what} belongs to another conversation; pass session_scope='all' to read it")
 
 

@@ -13,10 +13,24 @@ from .connection import SqliteConnection
 class ConversationQueries(SqliteConnection):
     """Conversations and sessions (lifecycle rows), events, secrets kept in ``meta``."""
 
-    def ensure_conversation(self, key: str) -> int:
+    def ensure_conversation(self, key: str, owner: str = "local") -> int:
+        """The conversation of ``key``, created for ``owner`` when new (an existing one keeps its owner)."""
         with self.write() as db:
-            db.execute("INSERT OR IGNORE INTO conversations(key, created_at) VALUES (?, ?)", (key, time.time()))
+            db.execute("INSERT OR IGNORE INTO conversations(key, created_at, owner) VALUES (?, ?, ?)",
+                       (key, time.time(), owner))
             return int(db.execute("SELECT id FROM conversations WHERE key=?", (key,)).fetchone()[0])
+
+    def conversation_owner(self, conversation_id: int) -> str | None:
+        """Who owns the conversation (None: no such conversation)."""
+        with self.read() as db:
+            row = db.execute("SELECT owner FROM conversations WHERE id=?", (conversation_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    def owner_conversations(self, owner: str) -> list[int]:
+        """Every conversation of ``owner``, oldest first."""
+        with self.read() as db:
+            return [int(r[0]) for r in db.execute("SELECT id FROM conversations WHERE owner=? ORDER BY id",
+                                                  (owner,))]
 
     def conversation(self, conversation_id: int) -> ConversationState:
         with self.read() as db:

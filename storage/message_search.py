@@ -30,6 +30,9 @@ class MessageSearch(SqliteConnection):
             if filters.get(key) is not None:
                 sql += " AND " + clause
                 args.append(filters[key])
+        if filters.get("conversation_ids") is not None:  # a reach of several conversations (an owner's)
+            sql += " AND m.conversation_id IN (SELECT value FROM json_each(?))"
+            args.append(id_list(filters["conversation_ids"]))
         if filters.get("exclude_ids"):
             sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
             args.append(id_list(filters["exclude_ids"]))
@@ -42,12 +45,20 @@ class MessageSearch(SqliteConnection):
     _NOT_OWN_TOOLS = ("NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR (m.content = '' AND "
                       "coalesce(m.tool_calls, '') LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\'))")
 
-    def message_id_bounds(self, conversation_id: int | None = None,
-                          session_id: str | None = None) -> tuple[int, int]:
-        """First and last message id of a session, a conversation (ids grow with seq) or the whole
-        store, so an FTS query can seek to that rowid range instead of walking every match.
-        An empty scope gives the empty range (0, -1)."""
+    def message_id_bounds(self, conversation_id: int | None = None, session_id: str | None = None,
+                          conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
+        """First and last message id of a session, a conversation (ids grow with seq), several
+        conversations or the whole store, so an FTS query can seek to that rowid range instead of
+        walking every match. An empty scope gives the empty range (0, -1)."""
         key: Any
+        if session_id is None and conversation_id is None and conversation_ids is not None:
+            with self.read() as db:  # each conversation's ends by its (conversation_id, seq) index
+                low, high = db.execute(
+                    "SELECT min(lo), max(hi) FROM (SELECT "
+                    "(SELECT id FROM messages WHERE conversation_id=c.value ORDER BY seq LIMIT 1) AS lo, "
+                    "(SELECT id FROM messages WHERE conversation_id=c.value ORDER BY seq DESC LIMIT 1) AS hi "
+                    "FROM json_each(?) c)", (id_list(conversation_ids),)).fetchone()
+            return (int(low), int(high)) if low is not None and high is not None else (0, -1)
         if session_id is not None:
             where, key, order = "WHERE session_id=?", (session_id,), "id"
         elif conversation_id is not None:
@@ -125,10 +136,11 @@ class MessageSearch(SqliteConnection):
             ).fetchall()
         return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
 
-    def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50) -> list[int]:
+    def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50,
+                               conversation_ids: Sequence[int] | None = None) -> list[int]:
         """Messages whose text, structured content or tool calls contain ``token`` (a payload ref):
         the index first, then a scan of the structured columns, which the index does not cover."""
-        scope, args = ("AND m.conversation_id=?", [conversation_id]) if conversation_id is not None else ("", [])
+        scope, args = _conversation_scope(conversation_id, conversation_ids)
         with self.read() as db:
             rows = db.execute(
                 "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
@@ -141,11 +153,12 @@ class MessageSearch(SqliteConnection):
                     (*args, token, token, limit)).fetchall()
         return [int(r[0]) for r in rows]
 
-    def messages_in_period(self, conversation_id: int | None, since: float, until: float, cap: int = 1000) -> int:
+    def messages_in_period(self, conversation_id: int | None, since: float, until: float, cap: int = 1000,
+                           conversation_ids: Sequence[int] | None = None) -> int:
         """How many messages (up to ``cap``) were stored in [since, until)."""
-        scope, args = ("conversation_id=? AND", [conversation_id]) if conversation_id is not None else ("", [])
+        scope, args = _conversation_scope(conversation_id, conversation_ids)
         with self.read() as db:
-            return int(db.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages WHERE {scope} created_at>=? "
+            return int(db.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE 1 {scope} AND created_at>=? "
                                   "AND created_at<? LIMIT ?)", (*args, since, until, cap)).fetchone()[0])
 
     def scratch_fts(self, docs: Sequence[tuple[int, str]], matches: Sequence[str], snippet_match: str | None = None,
@@ -174,3 +187,12 @@ class MessageSearch(SqliteConnection):
             finally:
                 scratch.execute("ROLLBACK")
         return sets, snippets
+
+
+def _conversation_scope(conversation_id: int | None, conversation_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
+    """``AND ...`` for one conversation, a list of them (an owner's reach), or none (the whole store)."""
+    if conversation_id is not None:
+        return "AND m.conversation_id=?", [conversation_id]
+    if conversation_ids is not None:
+        return "AND m.conversation_id IN (SELECT value FROM json_each(?))", [id_list(conversation_ids)]
+    return "", []

@@ -13,7 +13,7 @@ from ..scaffold import HOST_USER_PREFIXES, prefix_label
 from .errors import ForeignDatabase, NewerSchema
 
 APP_ID = "hermes-lcm"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -148,6 +148,18 @@ def _scaffold_migration() -> str:
 
 _MIGRATIONS[2] += _scaffold_migration()
 
+# Version 3: who owns each conversation, so the lcm_* tools of one person never read another's
+# (``core.owner_for``). Rows stored before it: a conversation keyed by the host's chat (the
+# gateway's session key) is owned by that chat; the CLI's own and imported ones by the one local
+# owner, which keeps a single-user store reading as it did. The whole migration runs in one
+# write transaction with the version bump (``migrate``), so a crash leaves version 2 untouched.
+_MIGRATIONS[3] = """
+ALTER TABLE conversations ADD COLUMN owner TEXT NOT NULL DEFAULT 'local';
+UPDATE conversations SET owner = CASE WHEN substr(key, 1, 8)='session:' OR substr(key, 1, 7)='import:'
+  THEN 'local' ELSE 'chat:' || key END;
+CREATE INDEX IF NOT EXISTS conversations_owner ON conversations(owner, id);
+"""
+
 
 def split_sql(script: str) -> list[str]:
     """Split a migration into statements, keeping trigger bodies whole."""
@@ -199,12 +211,23 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
+def _column_exists(conn: sqlite3.Connection, statement: str) -> bool:
+    """Whether ``statement`` adds a column the table already has: a file whose version was set
+    back (by hand, or by a copy of an older schema's meta) migrates again without failing."""
+    words = statement.split()
+    if [w.upper() for w in words[:2]] != ["ALTER", "TABLE"] or len(words) < 6 or \
+            [w.upper() for w in words[3:5]] != ["ADD", "COLUMN"]:
+        return False
+    return words[5] in {r[1] for r in conn.execute(f"PRAGMA table_info({words[2]})")}
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Run the migrations above the file's version, in the caller's write transaction."""
     current = schema_version(conn)
     for version in range(current + 1, SCHEMA_VERSION + 1):
         for statement in split_sql(_MIGRATIONS[version]):
-            conn.execute(statement)
+            if not _column_exists(conn, statement):
+                conn.execute(statement)
         conn.execute(
             "INSERT INTO meta(key, value) VALUES ('app', ?), ('schema_version', ?) "
             "ON CONFLICT(key) DO UPDATE SET value=excluded.value",

@@ -177,22 +177,28 @@ class SummaryQueries(SqliteConnection):
         "ON walk.kind='message' AND m.id=walk.id WHERE coalesce(nullif(trim(m.source), ''), 'unknown')=?)"
     )
 
-    def summary_id_bounds(self, conversation_id: int | None) -> tuple[int, int]:
-        """First and last node id of a conversation, or of the whole store."""
-        where, args = ("WHERE conversation_id=?", (conversation_id,)) if conversation_id is not None else ("", ())
+    def summary_id_bounds(self, conversation_id: int | None,
+                          conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
+        """First and last node id of a conversation, of several, or of the whole store."""
+        where, args = ("WHERE conversation_id=?", (conversation_id,)) if conversation_id is not None else \
+            ("WHERE conversation_id IN (SELECT value FROM json_each(?))", (id_list(conversation_ids),)) \
+            if conversation_ids is not None else ("", ())
         with self.read() as db:
             low, high = db.execute(f"SELECT min(id), max(id) FROM summaries {where}", args).fetchone()
         return (int(low), int(high)) if low is not None else (0, -1)
 
     def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
                      conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
-                     exclude_ids: Sequence[int] = ()) -> list[tuple[SummaryNode, float]]:
+                     exclude_ids: Sequence[int] = (),
+                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
         """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
         keeps nodes with at least one descendant raw message from that source (lineage)."""
         cols = NODE_COLUMNS_S
         low, high = bounds if bounds is not None else (-(2**62), 2**62)
         where, args = "", list[Any]()
+        reach = id_list(conversation_ids) if conversation_ids is not None else None
         for value, clause in ((conversation_id, "s.conversation_id=?"), (session_id, "s.session_id=?"),
+                              (reach, "s.conversation_id IN (SELECT value FROM json_each(?))"),
                               (source, self._HAS_SOURCE)):
             if value is not None:
                 where += " AND " + clause
@@ -214,10 +220,13 @@ class SummaryQueries(SqliteConnection):
         return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]
 
     def summaries_in_period(self, conversation_id: int | None, since: float, until: float, *, depth: int | None,
-                            after: tuple[float, int] | None, limit: int) -> list[SummaryNode]:
+                            after: tuple[float, int] | None, limit: int,
+                            conversation_ids: Sequence[int] | None = None) -> list[SummaryNode]:
         """Nodes whose time span overlaps [since, until), oldest first, keyset-paged by (earliest_at, id)."""
         where, args = "", list[Any]()
-        for value, clause in ((conversation_id, " AND conversation_id=?"), (depth, " AND depth=?")):
+        reach = id_list(conversation_ids) if conversation_ids is not None else None
+        for value, clause in ((conversation_id, " AND conversation_id=?"), (depth, " AND depth=?"),
+                              (reach, " AND conversation_id IN (SELECT value FROM json_each(?))")):
             if value is not None:
                 where += clause
                 args.append(value)

@@ -281,7 +281,7 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     readonly.close()
 
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3  # schema 3: conversations.owner (issue 10)
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT id, seq, role, content, tool_calls, fingerprint FROM messages "
                            "ORDER BY id").fetchall() == rows_before
