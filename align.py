@@ -262,8 +262,11 @@ class Selection:
 
     def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
                  fresh_start: bool = False, strict: bool = False, limit: int | None = None,
-                 handed: Mapping[int, tuple[Any, int]] | None = None) -> None:
+                 handed: Mapping[int, tuple[Any, int]] | None = None, also: Seen | None = None) -> None:
         self.normalizer = normalizer
+        # A second list the host may go on with: after a prompt that kept unstored messages, the
+        # host's own list (stored up to a prefix) as well as the prompt (core._remember_stored_part).
+        self.also = also
         # The message objects our last prompt handed the host, by id(): (the object, its store id).
         # The same object in the host's list is that stored row, whatever surrounds it.
         self.handed = handed or {}
@@ -380,7 +383,16 @@ class Selection:
         return False
 
     def _extension(self, stored: StoredPrints) -> int | None:
-        seen = self.seen_before
+        """Where the new messages start when the list extends one seen before (the list seen
+        last, else :attr:`also`); that list becomes :attr:`seen_before`."""
+        for seen in (self.seen_before, self.also):
+            start = self._extends(seen, stored)
+            if start is not None:
+                self.seen_before = seen
+                return start
+        return None
+
+    def _extends(self, seen: Seen | None, stored: StoredPrints) -> int | None:
         if seen is None or not 0 < seen.count <= len(self.messages):
             return None
         last = last_storable(self.messages, seen.count, self.normalizer.seal)

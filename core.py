@@ -126,6 +126,7 @@ class LcmCore:
         self.stats = Stats()
         self._fresh_start = False
         self._seen: Seen | None = None
+        self._seen_also: Seen | None = None  # see _remember_stored_part
         # The message objects the last compress handed the host (align.Selection.handed).
         self._handed: dict[int, tuple[Any, int]] = {}
         self._items: dict[int, Item] = {}
@@ -177,7 +178,7 @@ class LcmCore:
             self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
                                       parent_session_id=parent_session_id, reason=reason)
         if conversation_id != self.binding.conversation_id:
-            self._seen = None
+            self._seen = self._seen_also = None
             self._handed = {}
             self._pending = None
         self.binding = Binding(session_id, conversation_id, mode, ignored or stateless, owner)
@@ -296,7 +297,7 @@ class LcmCore:
 
     def _selection(self, messages: Sequence[Any], strict: bool) -> Selection:
         return Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=strict,
-                         limit=self.ingest_chunk_rows, handed=self._handed)
+                         limit=self.ingest_chunk_rows, handed=self._handed, also=self._seen_also)
 
     def _store_selected(self, select: Selection, source: str) -> int:
         """One transaction: store what ``select`` picks and remember how far the host's list is stored."""
@@ -307,7 +308,7 @@ class LcmCore:
         if ids or select.extended or self._seen is None:
             # A list that only re-read stored messages (the host's pre-compression copy at session
             # end, a replay) is not the one the host goes on with: keep the last that was.
-            self._seen = select.seen_after
+            self._seen, self._seen_also = select.seen_after, None
         self.stats.stored += len(ids)
         self.stats.unstored_messages = self.stats.ingest_backlog = 0
         self._backlog = False
@@ -457,7 +458,8 @@ class LcmCore:
         """
         conversation_id = self.binding.conversation_id
         assert conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=True)
+        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=True,
+                           also=self._seen_also)
         unstored = self.store.probe(conversation_id, select)
         if not unstored:
             return self.assemble(budget)
@@ -511,6 +513,7 @@ class LcmCore:
         would make content alignment take an unstored message for a stored one)."""
         count = next(i for i, m in enumerate(out) if m is newest) + 1
         stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
+        self._seen_also = self._seen  # the host may also go on with its own list (a discarded prompt)
         self._seen = Seen(count, self.normalizer.fingerprint(newest), stored or "", anchor=newest)
 
     def _kept(self, messages: Sequence[Any], reason: str) -> list[dict[str, Any]]:
@@ -546,6 +549,7 @@ class LcmCore:
         seen = Selection(self.normalizer, result, None).seen_now()
         conversation_id = self._conversation()
         last_seq = self.store.conversation(conversation_id).last_seq
+        self._seen_also = None
         if seen is None or (upto is not None and upto < last_seq):
             self._seen = None
             return
