@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ..records import ConversationState, SessionInfo
+from ..redact import clip, redact
 from .connection import SqliteConnection
 
 
@@ -97,11 +98,12 @@ class ConversationQueries(SqliteConnection):
     def record_event(self, level: str, kind: str, detail: str, conversation_id: int | None = None) -> None:
         with self.write() as db:
             db.execute("INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (?, ?, ?, ?, ?)",
-                       (time.time(), level, kind, conversation_id, detail[:4000]))
+                       (time.time(), level, kind, conversation_id, clip(detail, 4000)))
             db.execute("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - 1000")
 
     def recent_events(self, limit: int = 20) -> list[tuple[float, str, str, str]]:
         with self.read() as db:
             rows = db.execute("SELECT at, level, kind, detail FROM events ORDER BY id DESC LIMIT ?",
                               (limit,)).fetchall()
-        return [(float(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+        # redacted on the way out too: events an older version stored may hold a credential
+        return [(float(r[0]), str(r[1]), str(r[2]), redact(str(r[3]))) for r in rows]

@@ -189,3 +189,22 @@ def test_well_known_credential_shapes_are_masked(text: str) -> None:
 def test_ordinary_text_is_left_alone() -> None:
     text = "last_prompt_tokens=4000; 12 tokens: fine; author: Jane Smithson; see task-force notes"
     assert redact(text) == text
+
+
+def test_the_events_table_never_holds_a_credential_whoever_records_it(tmp_path: Path) -> None:
+    """The data layer redacts what any caller records, and redacts on the way out what an older
+    version stored before redaction existed."""
+    from hermes_lcm.store import open_store
+
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    store = open_store(tmp_path / "lcm.db")
+    store.record_event("error", "summarizer", f"HTTP 401: Authorization: Bearer {token}")
+    raw = sqlite3.connect(tmp_path / "lcm.db")
+    assert token not in " ".join(r[0] for r in raw.execute("SELECT detail FROM events"))
+    raw.execute("INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (0, 'error', 'old', NULL, ?)",
+                (f"old body echoed {token}",))
+    raw.commit()
+    raw.close()
+    details = [detail for _, _, _, detail in store.recent_events(10)]
+    assert len(details) == 2 and all(token not in d for d in details) and any(MASK in d for d in details)
+    close_all()
