@@ -144,6 +144,11 @@ def test_random_cut_points_store_every_message_once_in_order(
     ends up holding the history exactly once and in order, never more than a prefix of it
     before, even when the messages at the cuts repeat ("ok", "ok")."""
     history, chunks = case
+    _drive(make_engine, history, chunks, steps)
+
+
+def _drive(make_engine: MakeEngine, history: list[dict[str, Any]], chunks: list[int], steps: list[str]) -> None:
+    """Store ``history`` through the host calls ``steps``, each storing at most its chunk of rows."""
     engine = make_engine(threshold=60_000, session=f"s{next(SESSIONS)}", **NO_TIME)
     core = _core(engine)
     for step, chunk in zip(steps, chunks, strict=True):
@@ -165,7 +170,6 @@ def test_random_cut_points_store_every_message_once_in_order(
     assert engine.errors == []
 
 
-
 def test_a_prompt_the_host_discards_does_not_move_where_its_own_list_resumes(make_engine: MakeEngine) -> None:
     """A case the test above found (kept as data: discarded_prompt_case.json). A compress that
     keeps unstored messages hands back a list of its own and remembered only that list as the
@@ -174,15 +178,4 @@ def test_a_prompt_the_host_discards_does_not_move_where_its_own_list_resumes(mak
     anchored at its newer copy: the message after that copy was stored out of place. Both lists
     are remembered now, and the host's own list, stored up to a prefix, extends exactly."""
     case = json.loads((Path(__file__).parent / "discarded_prompt_case.json").read_text(encoding="utf-8"))
-    history, engine = case["history"], make_engine(threshold=60_000, session=f"s{next(SESSIONS)}", **NO_TIME)
-    core = _core(engine)
-    for step, chunk in zip(case["steps"], case["chunks"], strict=True):
-        core.ingest_chunk_rows = chunk
-        if step == "hook":
-            hooks.post_llm_call(session_id=engine.session_id, conversation_history=history)
-        elif step == "tool":
-            engine.handle_tool_call("lcm_status", {}, messages=history)
-        else:
-            engine.compress(history, current_tokens=1000)
-        stored = _stored(engine)
-        assert stored == history[:len(stored)]
+    _drive(make_engine, case["history"], case["chunks"], case["steps"])
