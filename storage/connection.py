@@ -163,13 +163,19 @@ class SqliteConnection:
             raise StoreError(f"no database at {store.path}")
         store.conn = sqlite3.connect(f"file:{quote(store.path)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                      isolation_level=None, check_same_thread=False)
-        store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        store.conn.execute("PRAGMA query_only=ON")
-        schema.check_identity(store.conn, store.path)
-        if schema.schema_version(store.conn) == 0:
+        try:
+            store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            store.conn.execute("PRAGMA query_only=ON")
+            schema.check_identity(store.conn, store.path)
+            if schema.schema_version(store.conn) == 0:
+                raise StoreError(f"{store.path} is not an {schema.APP_ID} database (no tables)")
+            store._set_columns()
+        except sqlite3.DatabaseError as exc:  # not a database at all (a text file, /etc/passwd)
             store.conn.close()
-            raise StoreError(f"{store.path} is not an {schema.APP_ID} database (no tables)")
-        store._set_columns()
+            raise StoreError(f"{store.path} is not a SQLite database ({exc})") from exc
+        except BaseException:
+            store.conn.close()
+            raise
         return store
 
     def _set_columns(self) -> None:

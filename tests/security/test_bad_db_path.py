@@ -115,3 +115,16 @@ def test_the_default_path_names_hermes_home(tmp_path):
     engine = new_engine(tmp_path, 400, "s1")
     message = engine.startup_error or ""
     assert "HERMES_HOME" in message and "LCM_DATABASE_PATH" in message and "is a directory" in message
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error_when_read_only(tmp_path: Path) -> None:
+    """The read-only open (the lcm CLI) names the problem as the data layer's own error, not
+    sqlite3's, and leaves the file as it was."""
+    from hermes_lcm.store import StoreError, open_readonly
+
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0:root:/root:/bin/bash\n" * 50, encoding="utf-8")
+    before = target.read_bytes()
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        open_readonly(target)
+    assert target.read_bytes() == before
