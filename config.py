@@ -9,6 +9,7 @@ raises into the host: it falls back to the default and is reported in
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -16,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import compat
+
+log = logging.getLogger("hermes_lcm")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -240,21 +244,25 @@ def env_name(field_name: str) -> str:
 
 
 def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, Any] | None = None) -> LoadedConfig:
-    """Merge defaults, the ``lcm:`` YAML block, then ``LCM_*`` env (env wins)."""
+    """Merge defaults, the ``lcm:`` YAML block, then ``LCM_*`` env (env wins).
+
+    Every ``LCM_*`` variable and every key of the block is classified (:mod:`compat`): ours, a
+    peer's alias (applied, converted), a peer's setting we do not support, or unknown (with a
+    "did you mean"). All but ours leave a note in ``problems``; none is ignored silently.
+    """
     env = os.environ if env is None else env
     yaml_block = yaml_block if isinstance(yaml_block, Mapping) else {}
     values: dict[str, Any] = {}
     problems: list[str] = []
     sources: dict[str, str] = {}
-    known = {f.name for f in dataclasses.fields(LcmConfig)}
-    for key in yaml_block:
-        if str(key).lower() not in known:
-            problems.append(f"config.yaml lcm.{key}: unknown key, ignored")
+    known = [f.name for f in dataclasses.fields(LcmConfig)]
+    from_yaml, from_env = compat.sort_yaml(yaml_block, known), compat.sort_env(env, known)
+    problems.extend((*from_yaml.notes, *from_env.notes))
     for spec in dataclasses.fields(LcmConfig):
-        for origin, raw in (("yaml", yaml_block.get(spec.name)), ("env", env.get(env_name(spec.name)))):
-            if raw is None:
+        for origin, found in (("yaml", from_yaml.values.get(spec.name)), ("env", from_env.values.get(spec.name))):
+            if found is None or found[0] is None:
                 continue
-            label = env_name(spec.name) if origin == "env" else f"config.yaml lcm.{spec.name}"
+            raw, label = found
             try:
                 parsed = _PARSERS[_field_type(spec)](raw)
                 _validate(spec.name, parsed)
@@ -264,6 +272,19 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
             values[spec.name] = parsed
             sources[spec.name] = origin
     return LoadedConfig(LcmConfig(**values), tuple(problems), sources)
+
+
+_ANNOUNCED: set[str] = set()
+
+
+def announce(loaded: LoadedConfig) -> None:
+    """Log each settings note (an alias read, a peer setting or an unknown key ignored) once per
+    process: the host log is where an operator looks after a restart, and engines are created
+    per agent, so repeating the same warning on every copy would bury it."""
+    for note in loaded.problems:
+        if compat.is_settings_note(note) and note not in _ANNOUNCED:
+            _ANNOUNCED.add(note)
+            log.warning("hermes-lcm: %s", note)
 
 
 def _field_type(spec: dataclasses.Field[Any]) -> type:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import registry
-from .config import LoadedConfig, compute_threshold, load_config, load_for_home
+from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
@@ -156,6 +156,7 @@ class LcmEngine(_Base):
         self._config_home = home
         changed = loaded.config != self._loaded.config
         self._loaded = loaded
+        announce(loaded)  # settings notes: once per process in the host log
         self.protect_last_n = loaded.config.fresh_tail_count
         if changed:
             self._set_window(self.context_length)

@@ -31,6 +31,7 @@ from typing import Any
 from . import private
 from .assemble import tail_start
 from .blocks import Item, group
+from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
 from .display import iso
 from .patterns import SessionPatterns
@@ -216,9 +217,10 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     patterns = str(getattr(config, "ignore_session_patterns", "") or "")
     checks.append(_clean_check(store, patterns, live_sessions))
     checks.append(_payload_check(store))
-    problems = list(config_problems)
+    problems = [p for p in config_problems if not is_settings_note(p)]
     checks.append(Check("config", "warn" if problems else "ok", "; ".join(problems) or "no problems",
                         INSPECT if problems else None, data={"problems": problems}))
+    checks.append(_settings_check([p for p in config_problems if is_settings_note(p)]))
     checks.append(_events_check(store))
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
@@ -230,6 +232,16 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
                      for c in checks if c.status in ("warn", "fail")],
     })
     return report
+
+
+def _settings_check(notes: list[str]) -> Check:
+    """Settings of LCM-X or lossless-claw and unknown keys: ignored ones warn, aliases read are only listed."""
+    ignored = [n for n in notes if is_ignored_note(n)]
+    if not notes:
+        return Check("settings", "ok", "every LCM_* variable and lcm: key is a hermes-lcm setting")
+    return Check("settings", "warn" if ignored else "ok", "; ".join(notes),
+                 "rename or remove them (docs/operator-guide.md, Migration)" if ignored else None,
+                 data={"notes": notes})
 
 
 def _database_check(store: Store, facts: dict[str, Any]) -> Check:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .compat import is_settings_note
 from .redact import redact, redact_value
 from .tokens import backend_name
 from .version import __version__
@@ -59,6 +60,8 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
         "overhead_tokens": engine.meter.snapshot(),
         "token_counter": backend_name(),
         "config_problems": list(engine.config_problems),
+        # peer settings read as ours, or ignored (LCM-X, lossless-claw, typos): docs/operator-guide.md, Migration
+        "settings_notes": [p for p in engine.config_problems if is_settings_note(p)],
         "startup_error": engine.startup_error,
         "engine_errors": list(engine.errors),
     }
