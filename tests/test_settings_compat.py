@@ -56,7 +56,8 @@ def _seen(engine: LcmEngine) -> tuple[list[str], dict]:
 
 def test_every_extracted_peer_setting_has_exactly_one_row_with_a_status_and_a_reason():
     rows = {(r.peer, r.kind, r.name): r for r in compat.TABLE}
-    expected = ({(compat.LCMX, "env", n) for n in compat.LCMX_ENV} | {(compat.LCMX, "yaml", n) for n in compat.LCMX_YAML}
+    expected = ({(compat.LCMX, "env", n) for n in compat.LCMX_ENV}
+                | {(compat.LCMX, "yaml", n) for n in compat.LCMX_YAML}
                 | {(compat.CLAW, "env", n) for n in compat.CLAW_ENV}
                 | {(compat.CLAW, "plugin", n) for n in compat.CLAW_PLUGIN})
     assert set(rows) == expected and len(compat.TABLE) == len(expected)
