@@ -357,9 +357,10 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
     return out
 
 
-def build(source: Path, target: Path, label: Path | None = None) -> dict[str, Any]:
+def build(source: Path, target: Path, label: Path | None = None, private: bool = False) -> dict[str, Any]:
     """Apply: every conversation of ``source`` into ``target`` (created when missing), then verify.
-    ``label``: the file named as the source in the report and marks (the original, not a snapshot)."""
+    ``label``: the file named as the source in the report and marks (the original, not a snapshot);
+    ``private``: the target is a file being built, written over a connection of its own, closed after."""
     started = time.monotonic()
     db = x.LcmxDatabase(source)
     try:
@@ -368,7 +369,7 @@ def build(source: Path, target: Path, label: Path | None = None) -> dict[str, An
         counts = db.counts()
     finally:
         db.close()
-    store = open_store(target)
+    store: Store = x.private_store(target) if private else open_store(target)
     try:
         writer = Writer(store, Normalizer(PayloadGuard(target.parent / "lcm-payloads")), report, report.source)
         for conv in convs:
@@ -376,7 +377,8 @@ def build(source: Path, target: Path, label: Path | None = None) -> dict[str, An
         out = report.as_dict()
         out["verify"] = verify(store, convs, counts)
     finally:
-        store.close()
+        if private:
+            store.close()
     out["seconds"] = round(time.monotonic() - started, 3)
     return out
 
@@ -441,7 +443,7 @@ def upgrade_in_place(path: str | Path) -> dict[str, Any]:
     _step("snapshot")
     x.snapshot(source, snap)
     _step("build")
-    out = build(snap, building, label=path)
+    out = build(snap, building, label=path, private=True)
     _step("verify")
     problems = _reconciled(out)
     if problems:

@@ -25,6 +25,7 @@ from .connection import faults_mapped
 from .errors import StoreError
 from .messages import insert_messages
 from .schema import APP_ID
+from .sqlite import SqliteStore
 
 # Every core version LCM-X's migrations name (db_bootstrap.run_versioned_migrations: 0/1 before
 # the ladder, 2 FTS triggers, 3 lifecycle table, 4 lifecycle debt columns, 5 messages.conversation_id).
@@ -219,3 +220,9 @@ def seal(path: str | Path) -> None:
             con.execute("PRAGMA journal_mode=DELETE")
         finally:
             con.close()
+
+
+def private_store(path: str | Path) -> SqliteStore:
+    """A connection of its own to a database being built (not the process's shared one: it is
+    closed and the file renamed before any engine opens it)."""
+    return SqliteStore(str(Path(path).expanduser().resolve()))
