@@ -124,7 +124,7 @@ def test_unknown_version_is_refused_clearly(tmp_path):
     source = lcmx_copy(tmp_path)
     _set_version(source, "99")
     before = sha(source)
-    with pytest.raises(li.ImportFailure, match="schema_version 99.*versions 0-5"):
+    with pytest.raises(li.ImportFailure, match=r"schema_version 99.*versions 0-5"):
         li.run_import(source, apply=True)
     engine = new_engine(tmp_path)
     engine.compress([{"role": "user", "content": "hello"}], current_tokens=10)
