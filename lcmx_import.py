@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,11 @@ from .records import NewNode, StoredMessage
 from .storage import lcmx as x
 from .store import ForeignDatabase, Store, StoreError, detect_source, open_readonly, open_store
 from .tokens import count_tokens
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no lock, one engine at a time is the operator's job
+    fcntl = None  # type: ignore[assignment]
 
 KIND = "lcm-x"
 MARK = "lcm-x:import:"  # meta key prefix: one row per imported conversation
@@ -525,11 +530,29 @@ def _fsync(path: Path) -> None:
 
 def prepare(path: Path, migrate_on_start: bool) -> dict[str, Any] | None:
     """Before the engine opens ``path``: upgrade an LCM-X database found there (or, when
-    ``LCM_MIGRATE_ON_START=0``, refuse it naming the command). None: nothing to do."""
+    ``LCM_MIGRATE_ON_START=0``, refuse it naming the command). None: nothing to do.
+
+    Engines starting together (a gateway and a CLI, agent copies on threads) take turns on a lock
+    file; the ones that wait find the upgrade done and open the new file."""
     if str(path) == ":memory:" or x.lcmx_version(path) is None:
         return None
     if not migrate_on_start:
         raise ForeignDatabase(f"{path} is an LCM-X database and LCM_MIGRATE_ON_START=0: upgrade it with "
                               f"`{command_for(path)}` (dry run without --apply; the original is kept as "
                               f"{backup_path(path).name}), or set LCM_MIGRATE_ON_START=1")
-    return upgrade_in_place(path)
+    with _exclusive(_sibling(Path(path), ".lcm-x-lock")):
+        if x.lcmx_version(path) is None:
+            return None
+        return upgrade_in_place(path)
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``lock`` (held per open file, so threads exclude each other too)."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

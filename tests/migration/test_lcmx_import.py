@@ -225,3 +225,27 @@ def test_a_crash_inside_the_swap_after_the_wal_left(tmp_path, monkeypatch):
     out = li.upgrade_in_place(path)
     assert out["verify"]["ok"] and out["messages"]["imported"] == len(source_rows(FIXTURE)["messages"])
     assert sha(li.backup_path(path)) == original
+
+
+def test_engines_starting_together_upgrade_once(tmp_path):
+    import threading
+
+    path = lcmx_copy(tmp_path)
+    results, errors = [], []
+
+    def start() -> None:
+        try:
+            results.append(li.prepare(path, migrate_on_start=True))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(r is not None for r in results) == 1
+    store = open_readonly(path)
+    assert sum(store.message_count(c) for c in (1, 2)) == len(source_rows(FIXTURE)["messages"])
+    assert store.message_count(3) == 0
