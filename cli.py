@@ -32,6 +32,8 @@ from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
 from .display import cut, iso
+from .lcmx_import import ImportFailure, command_for, is_lcmx
+from .lcmx_import import run_import as run_lcmx_import
 from .query import Query, build_query
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .search import Hit, Scope, Searcher, SearchRequest
@@ -138,6 +140,10 @@ def open_db(path: Path) -> Store:
 
 
 def foreign_hint(path: Path) -> str:
+    if is_lcmx(path):
+        return (f"{path} is an LCM-X database: upgrade it in place with `{command_for(path)}` (dry run without "
+                "--apply; the original is kept as <db>.lcm-x-backup), or let the engine do it at start "
+                "(LCM_MIGRATE_ON_START=1, the default)")
     kind = detect_source(path)
     if kind == "lossless-claw":
         return (f"{path} is a lossless-claw/OpenClaw database: import it with `python scripts/import_lossless_claw.py "
@@ -609,7 +615,27 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--include-summaries", action="store_true")
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
+    i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
+            "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
+    i.add_argument("kind", choices=("lcm-x",))
+    i.add_argument("--source-db", required=True, help="the LCM-X database")
+    i.add_argument("--target-db", help="a hermes-lcm database to import into (default: upgrade the source in place)")
+    i.add_argument("--apply", action="store_true", help="write (default: a dry run with the reconciliation report)")
+    i.add_argument("--json", action="store_true", help="JSON output (the default format)")
     return p
+
+
+def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
+    """``lcm import lcm-x``: runs without opening --db (the source is usually not ours yet)."""
+    if args.json:
+        args.format = "json"
+    try:
+        out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=_config(args).backup_dir)
+    except ImportFailure as exc:
+        raise CliError(str(exc), EXIT_DATABASE) from exc
+    if not out.get("balanced", True) or not out.get("verify", {"ok": True})["ok"]:
+        args.exit_code = EXIT_NOT_FOUND
+    return out
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -623,10 +649,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         fmt = args.format
         args.exit_code, args.out = EXIT_OK, out
         path, args.db_origin = resolve_db(args.db, dict(os.environ))
-        try:
-            store = open_db(path)
-        except Exception as exc:
-            raise failure(exc, opening=path) from exc
+        if args.verb != "import":
+            try:
+                store = open_db(path)
+            except Exception as exc:
+                raise failure(exc, opening=path) from exc
         result = args.handler(store, args)
         if result is not None:
             emit(result, args.format, out)

@@ -75,6 +75,9 @@ class LcmConfig:
     # The lcm_* tools read across owners (people, chats) only when on: a team bot whose users
     # share one memory. Off, a call reads its owner's conversations at most (core.owner_for).
     shared_memory: bool = False
+    # An LCM-X database found at the path is upgraded in place before the first turn
+    # (lcmx_import.upgrade_in_place); off, it is left alone and status names the command.
+    migrate_on_start: bool = True
 
     @property
     def fallback_models(self) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from . import registry
 from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
+from .lcmx_import import prepare as prepare_path
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
 from .startup import Opening, locate
@@ -172,6 +173,8 @@ class LcmEngine(_Base):
             return None
         try:
             self.opening.begin(path, setting)
+            if (upgraded := prepare_path(path, self.config.migrate_on_start)) is not None:  # LCM-X file: upgrade
+                log.warning("hermes-lcm upgraded the LCM-X database %s (original kept as %s)", path, upgraded["backup"])
             self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm())
         except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error
             self.startup_error = self.opening.failed(exc, for_good=isinstance(exc, StoreError))

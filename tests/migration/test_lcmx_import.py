@@ -1,0 +1,251 @@
+"""LCM-X databases: the import reconciles, and the engine upgrades one in place at start.
+
+The fixture (tests/peers/lcm_x/lcmx.db) was written by LCM-X's own code (make_db.py beside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hermes_lcm import lcmx_import as li
+from hermes_lcm.dag import Dag
+from hermes_lcm.store import ForeignDatabase, close_all, open_readonly
+
+from ..conftest import new_engine
+
+FIXTURE = Path(__file__).resolve().parent.parent / "peers" / "lcm_x" / "lcmx.db"
+
+
+@pytest.fixture(autouse=True)
+def _closed():
+    yield
+    close_all()
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lcmx_copy(tmp_path: Path, name: str = "lcm.db") -> Path:
+    path = tmp_path / name
+    shutil.copy(FIXTURE, path)
+    return path
+
+
+def source_rows(path: Path) -> dict:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        msgs = con.execute("SELECT role, content, tool_call_id, tool_calls, tool_name, pinned, observed_at "
+                           "FROM messages ORDER BY store_id").fetchall()
+        nodes = con.execute("SELECT depth, summary, source_ids FROM summary_nodes ORDER BY node_id").fetchall()
+    finally:
+        con.close()
+    return {"messages": msgs, "nodes": nodes, "links": sum(len(set(json.loads(n[2]))) for n in nodes)}
+
+
+def all_messages(store) -> list:
+    out = []
+    for cid in (1, 2, 3):
+        out += store.messages_after(cid, 0)
+    return out
+
+
+def test_fixture_is_what_lcmx_writes():
+    rows = source_rows(FIXTURE)
+    assert FIXTURE.stat().st_size < 500_000
+    assert {m[0] for m in rows["messages"]} == {"system", "user", "assistant", "tool"}
+    assert any(n[0] == 1 for n in rows["nodes"]) and any(m[5] for m in rows["messages"])
+
+
+def test_import_reconciles_every_message_summary_and_edge(tmp_path):
+    source, target = lcmx_copy(tmp_path, "x.db"), tmp_path / "ours.db"
+    before = sha(source)
+    want = source_rows(source)
+    plan = li.run_import(source, target)
+    assert plan["dry_run"] and not target.exists()
+    assert plan["would_import"] == {"conversations": 2, "messages": len(want["messages"]),
+                                    "summaries": len(want["nodes"])}
+    out = li.run_import(source, target, apply=True)
+    assert out["verify"]["ok"] and out["balanced"], out
+    assert out["edges"] == {"source": want["links"], "imported": want["links"], "dropped": 0}
+    assert sha(source) == before
+    store = open_readonly(target)
+    rows = all_messages(store)
+    assert [(m.role, m.content, m.tool_call_id, m.tool_name) for m in rows] == \
+        [(r[0], r[1], r[2], r[4]) for r in want["messages"]]
+    assert [json.loads(m.tool_calls) if m.tool_calls else None for m in rows] == \
+        [json.loads(r[3]) if r[3] else None for r in want["messages"]]
+    assert [m.created_at for m in rows] == [r[6] for r in want["messages"]]
+    # tool links: every result follows the call that names it
+    calls = {c["id"] for m in rows if m.tool_calls for c in json.loads(m.tool_calls)}
+    assert {m.tool_call_id for m in rows if m.role == "tool"} == calls and calls
+    dag = Dag(store)
+    assert dag.lineage_problems() == {}
+    assert store.table_counts()["edges"] == want["links"]
+    nodes = dag.nodes(1) + dag.nodes(2)
+    assert sorted((n.depth, n.content) for n in nodes) == sorted((d, s) for d, s, _ in want["nodes"])
+    condensed = next(n for n in nodes if n.depth == 1)
+    assert [c.depth for c in dag.children(condensed.id)] == [0, 0]
+    # the context: LCM-X's top nodes, the frontier after the last summarized row
+    conv = store.conversation_by_key("telegram:chat-42")
+    assert conv is not None and conv.frontier_seq == 13 and conv.last_seq == 17
+    assert [n.depth for n in dag.context(conv.id)] == [1, 0]
+    assert store.session("sess-a2").parent_session_id == "sess-a1"
+    assert store.session("sess-a1").platform == "telegram"
+    store.close()
+
+
+def test_rerun_is_a_no_op(tmp_path):
+    source, target = lcmx_copy(tmp_path, "x.db"), tmp_path / "ours.db"
+    li.run_import(source, target, apply=True)
+    counts = open_readonly(target).table_counts()
+    again = li.run_import(source, target, apply=True)
+    assert again["conversations"]["imported"] == 0 and again["conversations"]["skipped_existing"] == 2
+    assert again["messages"]["skipped_existing"] == len(source_rows(source)["messages"])
+    assert li.run_import(source, target)["would_import"]["messages"] == 0
+    close_all()
+    assert open_readonly(target).table_counts() == counts
+
+
+def _set_version(path: Path, version: str) -> None:
+    con = sqlite3.connect(path)
+    con.execute("UPDATE metadata SET value=? WHERE key='schema_version'", (version,))
+    con.commit()
+    con.close()
+
+
+def test_unknown_version_is_refused_clearly(tmp_path):
+    source = lcmx_copy(tmp_path)
+    _set_version(source, "99")
+    before = sha(source)
+    with pytest.raises(li.ImportFailure, match=r"schema_version 99.*versions 0-5"):
+        li.run_import(source, apply=True)
+    engine = new_engine(tmp_path)
+    engine.compress([{"role": "user", "content": "hello"}], current_tokens=10)
+    assert "schema_version 99" in engine.get_status()["startup_error"]
+    assert sha(source) == before and not li.backup_path(source).exists()
+
+
+def test_an_older_version_without_lifecycle_or_conversation_ids(tmp_path):
+    source = lcmx_copy(tmp_path, "old.db")
+    con = sqlite3.connect(source)
+    con.execute("DROP INDEX IF EXISTS idx_msg_conversation_session")
+    con.execute("ALTER TABLE messages DROP COLUMN conversation_id")
+    con.execute("DROP TABLE lcm_lifecycle_state")
+    con.commit()
+    con.close()
+    _set_version(source, "2")
+    out = li.run_import(source, tmp_path / "ours.db", apply=True)
+    assert out["version"] == 2 and out["verify"]["ok"] and out["balanced"]
+    store = open_readonly(tmp_path / "ours.db")
+    assert store.conversation_by_key("session:sess-a1") is not None  # keyed by session: v2 has no conversation id
+    assert sum(store.message_count(c) for c in (1, 2, 3)) == len(source_rows(source)["messages"])
+
+
+def test_engine_upgrades_at_the_default_path_and_keeps_the_turn(tmp_path):
+    path = lcmx_copy(tmp_path)
+    original = sha(path)
+    engine = new_engine(tmp_path, session="sess-a2")
+    # the resumed session's history as the host holds it, plus a new request
+    history = [{"role": "user", "content": "Please check the kafka logs (turn 4)."},
+               {"role": "assistant", "content": "",
+                "tool_calls": [{"id": "call_4", "type": "function",
+                                "function": {"name": "read_file", "arguments": '{"path": "/var/log/kafka.log"}'}}]},
+               {"role": "tool", "tool_call_id": "call_4", "content": "kafka: 3 warnings, 0 errors at line 40"},
+               {"role": "assistant", "content": "The kafka log shows 3 warnings and no errors (turn 4)."},
+               {"role": "user", "content": "zebra-marker: and the queue depth?"}]
+    engine.ingest_host(history)
+    status = engine.get_status()
+    assert status["startup_error"] is None
+    backup = li.backup_path(path)
+    assert sha(backup) == original  # the original, byte for byte
+    store = open_readonly(path)
+    conv = store.conversation_by_key("telegram:chat-42")
+    assert conv is not None and conv.last_seq == 18  # 17 migrated + only the new request
+    assert store.messages_after(conv.id, 17)[0].content == "zebra-marker: and the queue depth?"
+    assert Dag(store).lineage_problems() == {}
+    assert not any(p.exists() for p in (tmp_path / "lcm.db.migrating", tmp_path / "lcm.db.lcm-x-snapshot"))
+
+
+def test_migrate_on_start_off_leaves_the_file_and_names_the_command(tmp_path):
+    path = lcmx_copy(tmp_path)
+    original = sha(path)
+    engine = new_engine(tmp_path, LCM_MIGRATE_ON_START="0")
+    engine.compress([{"role": "user", "content": "hello"}], current_tokens=10)
+    command = f"lcm import lcm-x --source-db {path.resolve()} --apply"
+    assert command in engine.get_status()["startup_error"]
+    doctor = json.loads(engine.handle_tool_call("lcm_doctor", {}))
+    assert command in json.dumps(doctor)
+    assert sha(path) == original and not li.backup_path(path).exists()
+    with pytest.raises(ForeignDatabase):
+        li.prepare(path, migrate_on_start=False)
+
+
+@pytest.mark.parametrize("step", li.STEPS)
+def test_a_crash_at_any_step_leaves_the_old_file_or_the_new_one_complete(tmp_path, monkeypatch, step):
+    path = lcmx_copy(tmp_path)
+    original, want = sha(path), len(source_rows(path)["messages"])
+
+    def crash(name: str) -> None:
+        if name == step:
+            raise KeyboardInterrupt(f"killed at {name}")
+
+    monkeypatch.setattr(li, "_hook", crash)
+    with pytest.raises(KeyboardInterrupt):
+        li.upgrade_in_place(path)
+    assert li.is_lcmx(path) and sha(path) == original  # the old file, untouched
+    monkeypatch.setattr(li, "_hook", lambda name: None)
+    out = li.upgrade_in_place(path)  # the next start finishes the job
+    assert out["verify"]["ok"] and not li.is_lcmx(path)
+    store = open_readonly(path)
+    assert sum(store.message_count(c) for c in (1, 2)) == want
+    assert sha(li.backup_path(path)) == original
+
+
+def test_a_crash_inside_the_swap_after_the_wal_left(tmp_path, monkeypatch):
+    """Between the old WAL leaving and the replace: the rerun reads the backup (the same inode)."""
+    path = lcmx_copy(tmp_path)
+    original = sha(path)
+    real = li.os.replace
+
+    def dies(a, b):
+        raise KeyboardInterrupt("power cut")
+
+    monkeypatch.setattr(li.os, "replace", dies)
+    with pytest.raises(KeyboardInterrupt):
+        li.upgrade_in_place(path)
+    monkeypatch.setattr(li.os, "replace", real)
+    assert li.is_lcmx(path)
+    out = li.upgrade_in_place(path)
+    assert out["verify"]["ok"] and out["messages"]["imported"] == len(source_rows(FIXTURE)["messages"])
+    assert sha(li.backup_path(path)) == original
+
+
+def test_engines_starting_together_upgrade_once(tmp_path):
+    import threading
+
+    path = lcmx_copy(tmp_path)
+    results, errors = [], []
+
+    def start() -> None:
+        try:
+            results.append(li.prepare(path, migrate_on_start=True))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(r is not None for r in results) == 1
+    store = open_readonly(path)
+    assert sum(store.message_count(c) for c in (1, 2)) == len(source_rows(FIXTURE)["messages"])
+    assert store.message_count(3) == 0
