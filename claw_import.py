@@ -39,6 +39,7 @@ from .dag import Dag
 from .ingest import Normalizer
 from .payloads import PayloadGuard
 from .records import MessageIn, NewNode, StoredMessage
+from .storage.claw import SourceUnreadable, check_source
 from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
 from .tokens import count_tokens
 
@@ -151,9 +152,21 @@ class LosslessClawReader:
 
     def __init__(self, path: Path, report: Report) -> None:
         self.path, self.report = path, report
+        try:
+            check_source(path)
+        except SourceUnreadable as exc:
+            raise ImportFailure(str(exc)) from exc
         if detect_source(path) != "lossless-claw":
             raise ImportFailure(f"{path} is not a lossless-claw database (needs tables {sorted(LCL_TABLES)})")
         self.db = ClawDatabase(path)
+
+    def read_all(self, include_summaries: bool) -> list[SourceConversation]:
+        """Every row this import will use, read before the target is touched: a source that fails
+        part-way (a damaged page the quick check missed) refuses the whole import, one line."""
+        try:
+            return list(self.conversations(include_summaries))
+        except StoreError as exc:
+            raise ImportFailure(f"source {self.path} could not be read whole ({exc}); nothing imported") from exc
 
     def conversations(self, include_summaries: bool) -> Iterator[SourceConversation]:
         rows = self.db.conversations()
@@ -200,7 +213,7 @@ class LosslessClawReader:
             return
         calls = []
         for p in parts:
-            if role != "assistant" or not p["tool_call_id"] or p["tool_input"] is None:
+            if role != "assistant" or p["part_type"] != "tool" or not p["tool_call_id"] or p["tool_input"] is None:
                 continue
             arguments = p["tool_input"] if isinstance(p["tool_input"], str) else json.dumps(p["tool_input"])
             try:
@@ -250,10 +263,19 @@ def jsonl_scan(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> tuple
     A file named on the command line is read where it points (the operator chose it); inside a
     directory only regular files count: a link there could lead anywhere (``/etc``, another
     user's home), so it is skipped and the report says so."""
-    found = {Path(f).expanduser().resolve() for f in files}
+    found: set[Path] = set()
+    for f in files:
+        named = Path(f).expanduser()
+        if not named.exists():
+            raise ImportFailure(f"source {named} does not exist")
+        if not named.is_file():
+            raise ImportFailure(f"source {named} is not a regular file")
+        found.add(named.resolve())
     skipped: list[str] = []
     for directory in dirs:
         d = Path(directory).expanduser()
+        if not d.exists():
+            raise ImportFailure(f"source {d} is not a directory: it does not exist")
         if not d.is_dir():
             raise ImportFailure(f"{d} is not a directory")
         d = d.resolve()
@@ -420,6 +442,14 @@ class Importer:
     normalizer: Normalizer | None = None
 
     def run(self, conversations: Iterable[SourceConversation]) -> None:
+        """All conversations in one write transaction: a failure part-way leaves the target as it was."""
+        if self.apply and self.store is not None:
+            with self.store.write():
+                self._each(conversations)
+        else:
+            self._each(conversations)
+
+    def _each(self, conversations: Iterable[SourceConversation]) -> None:
         for conv in conversations:
             self.report.conversations += 1
             self.one(conv)
@@ -603,19 +633,14 @@ class _Job:
         if self.source_db is None and self.include_summaries:
             report.warn("JSONL sessions carry no summary DAG: --include-summaries ignored")
         started = time.monotonic()
+        # The whole source is checked and read before the target is created or touched.
+        conversations = self._read_source(report)
         importer = Importer(report, self.kind, self.target, apply)
         importer.store = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:
                 importer.normalizer = Normalizer(PayloadGuard(self.target.parent / "lcm-payloads"))
-            if self.source_db is not None:
-                reader = LosslessClawReader(self.source_db, report)
-                try:
-                    importer.run(reader.conversations(self.include_summaries))
-                finally:
-                    reader.close()
-            else:
-                importer.run(c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None)
+            importer.run(conversations)
         finally:
             if importer.store is not None and importer.store.readonly:
                 importer.store.close()
@@ -625,6 +650,16 @@ class _Job:
                                              + report.invalid_rows)
         out["seconds"] = round(time.monotonic() - started, 3)
         return out
+
+
+    def _read_source(self, report: Report) -> list[SourceConversation]:
+        if self.source_db is None:
+            return [c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None]
+        reader = LosslessClawReader(self.source_db, report)
+        try:
+            return reader.read_all(self.include_summaries)
+        finally:
+            reader.close()
 
 
 def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> Store | None:
