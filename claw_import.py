@@ -11,8 +11,8 @@ Two source families:
   (the path from the last entry back to the root) is imported, as the model saw it.
 
 Dry-run is the default: nothing is written, the report says what would be.
-``apply`` backs the target up first (when it exists), then writes one
-transaction per source conversation. Every imported row carries its provenance:
+``apply`` checks and reads the whole source first, backs the target up (when it
+exists), then writes the whole import in one transaction. Every imported row carries its provenance:
 the session id and ``source`` column name the import, and each message's
 fingerprint is a hash of its source identity, so re-running with the same
 ``import_id`` skips what is already there (``skipped_existing``) and imports
@@ -35,6 +35,7 @@ from typing import Any
 
 from . import maintenance as mt
 from . import private
+from .claw_jsonl import active_branch, parent_session_id, text_blocks
 from .dag import Dag
 from .ingest import Normalizer
 from .payloads import PayloadGuard
@@ -98,6 +99,9 @@ class Report:
     skipped_unsupported: int = 0
     invalid_rows: int = 0
     skipped_symlinks: list[str] = field(default_factory=list)
+    # OpenClaw's own compaction summaries (JSONL) are not messages: counted and warned, never silently dropped.
+    compactions_reported: int = 0
+    thinking_kept: int = 0
     summaries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0))
     warnings: list[str] = field(default_factory=list)
@@ -319,13 +323,24 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
         entries.append((number, entry))
     session = str(header.get("id") or path.stem)
     prefix = f"openclaw:{agent}:" if agent else "openclaw:"
-    parent = header.get("parentSession")
+    parent, problem = parent_session_id(header.get("parentSession"), path)
+    if problem:
+        report.warn(f"{path.name}: {problem}")
     conv = SourceConversation(key=f"{prefix}{session}", session_id=f"{prefix}{session}",
-                              parent_session_id=f"{prefix}{parent}" if isinstance(parent, str) and parent else None)
-    branch, dropped = _active_branch(entries)
+                              parent_session_id=f"{prefix}{parent}" if parent else None)
+    branch, dropped, idless = active_branch(entries)
     if dropped:
         report.warn(f"{path.name}: {dropped} message entries are on abandoned branches and not imported")
+    for number, _entry in idless:
+        report.scanned += 1
+        report.invalid_rows += 1
+        report.warn(f"{path.name}:{number}: message entry without an id in a file whose entries have ids "
+                    "(not on any branch); skipped")
+    compactions = 0
     for number, entry in branch:
+        if entry.get("type") == "compaction":
+            compactions += 1
+            continue
         if entry.get("type", "message") != "message" or "message" not in entry:
             continue
         report.scanned += 1
@@ -333,53 +348,13 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
         if converted is not None:
             ident = str(entry.get("id") or f"line{number}")
             conv.messages.append(SourceMessage(f"{session}:{ident}", converted[0], converted[1]))
+            if converted[0].get("reasoning_content"):
+                report.thinking_kept += 1
+    if compactions:
+        report.compactions_reported += compactions
+        report.warn(f"{path.name}: {compactions} OpenClaw compaction entries (its own summaries) are not imported; "
+                    "the messages they summarized are, and hermes-lcm summarizes them itself")
     return conv
-
-
-def _active_branch(entries: list[tuple[int, dict[str, Any]]]) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-    """The path from the last entry to the root through ``parentId``; file order when
-    the entries do not form a clean tree (older flat transcripts)."""
-    with_ids = [(n, e) for n, e in entries if isinstance(e.get("id"), str) and e["id"]]
-    if not with_ids or len(with_ids) != len(entries):
-        return entries, 0
-    by_id = {e["id"]: (n, e) for n, e in with_ids}
-    path, seen = [], set()
-    current: tuple[int, dict[str, Any]] | None = with_ids[-1]
-    while current is not None:
-        ident = current[1]["id"]
-        if ident in seen:
-            return entries, 0
-        seen.add(ident)
-        path.append(current)
-        parent = current[1].get("parentId")
-        if parent is None:
-            break
-        current = by_id.get(parent)
-        if current is None:
-            return entries, 0
-    path.reverse()
-    messages = sum(1 for _, e in entries if e.get("type", "message") == "message")
-    kept = sum(1 for _, e in path if e.get("type", "message") == "message")
-    return path, messages - kept
-
-
-def _text_blocks(content: Any) -> tuple[list[str], list[dict[str, Any]], bool]:
-    """(texts, OpenAI-style parts, whether any non-text part exists) from pi-ai content."""
-    if isinstance(content, str):
-        return [content], [{"type": "text", "text": content}], False
-    texts, parts, other = [], [], False
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-            parts.append({"type": "text", "text": block["text"]})
-        elif kind == "image" and isinstance(block.get("data"), str):
-            mime = str(block.get("mimeType") or "application/octet-stream")
-            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{block['data']}"}})
-            other = True
-    return texts, parts, other
 
 
 def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[str, Any], float | None] | None:
@@ -394,12 +369,16 @@ def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[st
         report.warn(f"{where}: content is neither text nor a list; skipped")
         return None
     ts = _parse_time(raw.get("timestamp")) or _parse_time(entry.get("timestamp"))
-    texts, parts, other = _text_blocks(content)
+    texts, parts, other = text_blocks(content)
     body: Any = parts if other else "\n".join(texts)
     if role == "user":
         return {"role": "user", "content": body}, ts
     if role == "assistant":
         message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
+        thinking = [str(b.get("thinking") or "") for b in content or [] if isinstance(b, dict)
+                    and b.get("type") == "thinking" and b.get("thinking")] if isinstance(content, list) else []
+        if thinking:  # kept as the host's reasoning field (stored with the message, not shown as content)
+            message["reasoning_content"] = "\n".join(thinking)
         calls = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"] \
             if isinstance(content, list) else []
         if calls:

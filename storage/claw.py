@@ -160,8 +160,11 @@ class ClawDatabase:
         if self._part_cols is None:
             self._part_cols = self.columns("message_parts")
         meta = "metadata" in self._part_cols
-        call_id = "COALESCE(tool_call_id, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.toolCallId') END)" if meta else "tool_call_id"
-        name = "COALESCE(tool_name, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.toolName') END)" if meta else "tool_name"
+        def meta_or(column: str, key: str) -> str:
+            return (f"COALESCE({column}, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.{key}') END)"
+                    if meta else column)
+
+        call_id, name = meta_or("tool_call_id", "toolCallId"), meta_or("tool_name", "toolName")
         return self._rows(f"SELECT part_type, {call_id} AS tool_call_id, {name} AS tool_name, tool_input "
                           "FROM message_parts WHERE message_id=? "
                           f"AND (part_type='tool' OR {call_id} IS NOT NULL) ORDER BY ordinal", (message_id,))
