@@ -201,6 +201,10 @@ class LosslessClawReader:
             message: dict[str, Any] = {"role": role, "content": content}
             if has_parts:
                 self._tool_fields(mid, role, message)
+                thinking = self.db.reasoning_texts(mid) if role == "assistant" else []
+                if thinking:  # kept as the host's reasoning field, as for JSONL thinking blocks
+                    message["reasoning_content"] = "\n".join(thinking)
+                    self.report.thinking_kept += 1
             ts = _parse_time(row["created_at"])
             if ts is None:
                 self.report.warn(f"lossless-claw message {mid}: unreadable created_at {row['created_at']!r}")

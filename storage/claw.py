@@ -87,7 +87,8 @@ def check_source(path: Path) -> None:
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
-        raise SourceUnreadable(f"source {path} cannot be read as SQLite ({exc})") from exc
+        raise SourceUnreadable(f"source {path} is damaged or not a SQLite database ({exc}); "
+                              "nothing imported") from exc
     finally:
         copy.cleanup()
     if rows != ["ok"]:
@@ -168,6 +169,12 @@ class ClawDatabase:
         return self._rows(f"SELECT part_type, {call_id} AS tool_call_id, {name} AS tool_name, tool_input "
                           "FROM message_parts WHERE message_id=? "
                           f"AND (part_type='tool' OR {call_id} IS NOT NULL) ORDER BY ordinal", (message_id,))
+
+    def reasoning_texts(self, message_id: int) -> list[str]:
+        """The text of a message's ``reasoning`` parts (thinking blocks), in order; empty ones left out."""
+        return [t for t in self._column("SELECT text_content FROM message_parts WHERE message_id=? "
+                                        "AND part_type='reasoning' ORDER BY ordinal", (message_id,))
+                if isinstance(t, str) and t.strip()]
 
     def summaries(self, conversation_id: int) -> list[dict[str, Any]]:
         """summary_id, kind, depth, content, token_count, earliest_at, latest_at (absent columns: None)."""
