@@ -131,16 +131,23 @@ def test_doctor_warns_on_tool_results_without_a_link(tmp_path: Path) -> None:
 
 
 def _corrupt_copy(tmp_path: Path) -> Path:
-    """The fixture with one data page (holding a message in the middle of a conversation) overwritten."""
+    """The fixture with one leaf page of its ``messages`` table (holding a message in the middle of the
+    first conversation) overwritten: the rows before it still read, the rest do not."""
     bad = tmp_path / "src" / "claw.db"
     bad.parent.mkdir()
     shutil.copyfile(PEER_DB, bad)
+    con = sqlite3.connect(f"file:{bad}?mode=ro", uri=True)
+    leaves = {int(r[0]) for r in con.execute("SELECT pageno FROM dbstat WHERE name='messages' AND pagetype='leaf'")}
+    con.close()
     data = bytearray(bad.read_bytes())
     page_size = int.from_bytes(data[16:18], "big")
-    at = data.find(b"Step 7: please check item 7 of the alpha")
-    assert at > 0
-    page = at // page_size
-    data[page * page_size:(page + 1) * page_size] = bytes([0x5A]) * page_size
+    needle, at, page = b"Step 7: please check item 7 of the alpha", -1, 0
+    while (at := data.find(needle, at + 1)) >= 0:
+        page = at // page_size + 1  # SQLite numbers pages from 1
+        if page in leaves:
+            break
+    assert page in leaves and page != max(leaves), (page, leaves)
+    data[(page - 1) * page_size:page * page_size] = bytes([0x5A]) * page_size
     bad.write_bytes(bytes(data))
     return bad
 
