@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,7 +41,7 @@ from .dag import Dag
 from .ingest import Normalizer
 from .payloads import PayloadGuard
 from .records import MessageIn, NewNode, StoredMessage
-from .storage.claw import SourceUnreadable, check_source
+from .storage.claw import ReadableCopy, SourceUnreadable, check_source
 from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
 from .tokens import count_tokens
 
@@ -619,7 +620,7 @@ class _Job:
         # The whole source is checked and read before the target is created or touched.
         conversations = self._read_source(report)
         importer = Importer(report, self.kind, self.target, apply)
-        importer.store = _target_store(self.target, report, apply, self.backup_dir)
+        importer.store, release = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:
                 importer.normalizer = Normalizer(PayloadGuard(self.target.parent / "lcm-payloads"))
@@ -627,6 +628,7 @@ class _Job:
         finally:
             if importer.store is not None and importer.store.readonly:
                 importer.store.close()
+            release()
         out = report.as_dict()
         # every scanned row lands in exactly one bucket
         out["balanced"] = report.scanned == (report.eligible + report.skipped_empty + report.skipped_unsupported
@@ -645,23 +647,34 @@ class _Job:
             reader.close()
 
 
-def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> Store | None:
+def _nothing() -> None:
+    """No private copy to remove."""
+
+
+def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> tuple[Store | None, Any]:
     """Read-only view for a dry run; for apply, a verified backup first, then the writer."""
     if not target.exists():
         if not apply:
-            return None
-        return open_store(target)
+            return None, _nothing
+        return open_store(target), _nothing
     if detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
+    if apply and not os.access(target.parent, os.W_OK):
+        raise ImportFailure(f"target directory {target.parent} is not writable; nothing imported")
+    # a dry run against a target in a read-only directory reads a private copy (SQLite cannot open
+    # a WAL database read-only where it cannot create the -shm)
+    copy = ReadableCopy(target, always_copy=True)
     try:
-        view = open_readonly(target)
+        view = open_readonly(copy.path)
     except StoreError as exc:
+        copy.cleanup()
         raise ImportFailure(str(exc)) from exc
     if not apply:
-        return view
+        return view, copy.cleanup
     try:
         saved = mt.backup(view, mt.backup_dir(target, backup_dir), "pre-import")
     finally:
         view.close()
+        copy.cleanup()
     report.backup_path = saved.path
-    return open_store(target)
+    return open_store(target), _nothing

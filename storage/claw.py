@@ -45,18 +45,19 @@ class ReadableCopy:
     would ignore the committed-but-not-checkpointed rows in it, so the db and its -wal are copied
     into a private temp directory and the copy is read (SQLite replays the WAL there)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, always_copy: bool = False) -> None:
         self.source = path
         self.tmp: str | None = None
         self.path, self.immutable = path, False
         if not _needs_immutable(path):
             return
         wal = path.with_name(path.name + "-wal")
-        if wal.exists() and wal.stat().st_size > 0:
+        if always_copy or (wal.exists() and wal.stat().st_size > 0):
             self.tmp = tempfile.mkdtemp(prefix="lcm-claw-src-")
             copy = Path(self.tmp) / path.name
             shutil.copyfile(path, copy)
-            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            if wal.exists():
+                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
             self.path = copy
         else:
             self.immutable = True

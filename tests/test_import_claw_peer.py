@@ -251,3 +251,23 @@ def test_wrong_paths_are_clear_errors(tmp_path: Path) -> None:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0] and "not a lossless-claw" not in lines[0], lines
         assert "APPLIED" not in result.stdout and not target.exists()
+
+
+def test_existing_target_in_a_read_only_directory(tmp_path: Path) -> None:
+    """A dry run reads it (was: "not a hermes-lcm database"); an apply is refused in one clear line."""
+    home = tmp_path / "home"
+    home.mkdir()
+    target = home / "lcm.db"
+    run_import(target_db=target, source_db=PEER_DB, apply=True, import_id="first")
+    before = digest(target)
+    dry = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id", "second",
+                           "--json", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["would_import"] == 68
+    same = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id", "first",
+                            "--json", cwd=tmp_path)
+    assert same.returncode == 0 and json.loads(same.stdout)["skipped_existing"] == 68
+    applied = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id",
+                               "second", "--apply", cwd=tmp_path)
+    assert applied.returncode == 3 and "not writable" in applied.stderr and "APPLIED" not in applied.stdout
+    assert len(applied.stderr.strip().splitlines()) == 1 and digest(target) == before
