@@ -11,8 +11,8 @@ Two source families:
   (the path from the last entry back to the root) is imported, as the model saw it.
 
 Dry-run is the default: nothing is written, the report says what would be.
-``apply`` backs the target up first (when it exists), then writes one
-transaction per source conversation. Every imported row carries its provenance:
+``apply`` checks and reads the whole source first, backs the target up (when it
+exists), then writes the whole import in one transaction. Every imported row carries its provenance:
 the session id and ``source`` column name the import, and each message's
 fingerprint is a hash of its source identity, so re-running with the same
 ``import_id`` skips what is already there (``skipped_existing``) and imports
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,10 +36,12 @@ from typing import Any
 
 from . import maintenance as mt
 from . import private
+from .claw_jsonl import active_branch, parent_session_id, text_blocks
 from .dag import Dag
 from .ingest import Normalizer
 from .payloads import PayloadGuard
 from .records import MessageIn, NewNode, StoredMessage
+from .storage.claw import ReadableCopy, SourceUnreadable, check_source
 from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
 from .tokens import count_tokens
 
@@ -97,6 +100,9 @@ class Report:
     skipped_unsupported: int = 0
     invalid_rows: int = 0
     skipped_symlinks: list[str] = field(default_factory=list)
+    # OpenClaw's own compaction summaries (JSONL) are not messages: counted and warned, never silently dropped.
+    compactions_reported: int = 0
+    thinking_kept: int = 0
     summaries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0))
     warnings: list[str] = field(default_factory=list)
@@ -151,9 +157,21 @@ class LosslessClawReader:
 
     def __init__(self, path: Path, report: Report) -> None:
         self.path, self.report = path, report
+        try:
+            check_source(path)
+        except SourceUnreadable as exc:
+            raise ImportFailure(str(exc)) from exc
         if detect_source(path) != "lossless-claw":
             raise ImportFailure(f"{path} is not a lossless-claw database (needs tables {sorted(LCL_TABLES)})")
         self.db = ClawDatabase(path)
+
+    def read_all(self, include_summaries: bool) -> list[SourceConversation]:
+        """Every row this import will use, read before the target is touched: a source that fails
+        part-way (a damaged page the quick check missed) refuses the whole import, one line."""
+        try:
+            return list(self.conversations(include_summaries))
+        except StoreError as exc:
+            raise ImportFailure(f"source {self.path} could not be read whole ({exc}); nothing imported") from exc
 
     def conversations(self, include_summaries: bool) -> Iterator[SourceConversation]:
         rows = self.db.conversations()
@@ -184,6 +202,10 @@ class LosslessClawReader:
             message: dict[str, Any] = {"role": role, "content": content}
             if has_parts:
                 self._tool_fields(mid, role, message)
+                thinking = self.db.reasoning_texts(mid) if role == "assistant" else []
+                if thinking:  # kept as the host's reasoning field, as for JSONL thinking blocks
+                    message["reasoning_content"] = "\n".join(thinking)
+                    self.report.thinking_kept += 1
             ts = _parse_time(row["created_at"])
             if ts is None:
                 self.report.warn(f"lossless-claw message {mid}: unreadable created_at {row['created_at']!r}")
@@ -200,7 +222,7 @@ class LosslessClawReader:
             return
         calls = []
         for p in parts:
-            if role != "assistant" or not p["tool_call_id"] or p["tool_input"] is None:
+            if role != "assistant" or p["part_type"] != "tool" or not p["tool_call_id"] or p["tool_input"] is None:
                 continue
             arguments = p["tool_input"] if isinstance(p["tool_input"], str) else json.dumps(p["tool_input"])
             try:
@@ -250,10 +272,19 @@ def jsonl_scan(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> tuple
     A file named on the command line is read where it points (the operator chose it); inside a
     directory only regular files count: a link there could lead anywhere (``/etc``, another
     user's home), so it is skipped and the report says so."""
-    found = {Path(f).expanduser().resolve() for f in files}
+    found: set[Path] = set()
+    for f in files:
+        named = Path(f).expanduser()
+        if not named.exists():
+            raise ImportFailure(f"source {named} does not exist")
+        if not named.is_file():
+            raise ImportFailure(f"source {named} is not a regular file")
+        found.add(named.resolve())
     skipped: list[str] = []
     for directory in dirs:
         d = Path(directory).expanduser()
+        if not d.exists():
+            raise ImportFailure(f"source {d} is not a directory: it does not exist")
         if not d.is_dir():
             raise ImportFailure(f"{d} is not a directory")
         d = d.resolve()
@@ -297,13 +328,24 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
         entries.append((number, entry))
     session = str(header.get("id") or path.stem)
     prefix = f"openclaw:{agent}:" if agent else "openclaw:"
-    parent = header.get("parentSession")
+    parent, problem = parent_session_id(header.get("parentSession"), path)
+    if problem:
+        report.warn(f"{path.name}: {problem}")
     conv = SourceConversation(key=f"{prefix}{session}", session_id=f"{prefix}{session}",
-                              parent_session_id=f"{prefix}{parent}" if isinstance(parent, str) and parent else None)
-    branch, dropped = _active_branch(entries)
+                              parent_session_id=f"{prefix}{parent}" if parent else None)
+    branch, dropped, idless = active_branch(entries)
     if dropped:
         report.warn(f"{path.name}: {dropped} message entries are on abandoned branches and not imported")
+    for number, _entry in idless:
+        report.scanned += 1
+        report.invalid_rows += 1
+        report.warn(f"{path.name}:{number}: message entry without an id in a file whose entries have ids "
+                    "(not on any branch); skipped")
+    compactions = 0
     for number, entry in branch:
+        if entry.get("type") == "compaction":
+            compactions += 1
+            continue
         if entry.get("type", "message") != "message" or "message" not in entry:
             continue
         report.scanned += 1
@@ -311,53 +353,13 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
         if converted is not None:
             ident = str(entry.get("id") or f"line{number}")
             conv.messages.append(SourceMessage(f"{session}:{ident}", converted[0], converted[1]))
+            if converted[0].get("reasoning_content"):
+                report.thinking_kept += 1
+    if compactions:
+        report.compactions_reported += compactions
+        report.warn(f"{path.name}: {compactions} OpenClaw compaction entries (its own summaries) are not imported; "
+                    "the messages they summarized are, and hermes-lcm summarizes them itself")
     return conv
-
-
-def _active_branch(entries: list[tuple[int, dict[str, Any]]]) -> tuple[list[tuple[int, dict[str, Any]]], int]:
-    """The path from the last entry to the root through ``parentId``; file order when
-    the entries do not form a clean tree (older flat transcripts)."""
-    with_ids = [(n, e) for n, e in entries if isinstance(e.get("id"), str) and e["id"]]
-    if not with_ids or len(with_ids) != len(entries):
-        return entries, 0
-    by_id = {e["id"]: (n, e) for n, e in with_ids}
-    path, seen = [], set()
-    current: tuple[int, dict[str, Any]] | None = with_ids[-1]
-    while current is not None:
-        ident = current[1]["id"]
-        if ident in seen:
-            return entries, 0
-        seen.add(ident)
-        path.append(current)
-        parent = current[1].get("parentId")
-        if parent is None:
-            break
-        current = by_id.get(parent)
-        if current is None:
-            return entries, 0
-    path.reverse()
-    messages = sum(1 for _, e in entries if e.get("type", "message") == "message")
-    kept = sum(1 for _, e in path if e.get("type", "message") == "message")
-    return path, messages - kept
-
-
-def _text_blocks(content: Any) -> tuple[list[str], list[dict[str, Any]], bool]:
-    """(texts, OpenAI-style parts, whether any non-text part exists) from pi-ai content."""
-    if isinstance(content, str):
-        return [content], [{"type": "text", "text": content}], False
-    texts, parts, other = [], [], False
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-            parts.append({"type": "text", "text": block["text"]})
-        elif kind == "image" and isinstance(block.get("data"), str):
-            mime = str(block.get("mimeType") or "application/octet-stream")
-            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{block['data']}"}})
-            other = True
-    return texts, parts, other
 
 
 def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[str, Any], float | None] | None:
@@ -372,12 +374,16 @@ def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[st
         report.warn(f"{where}: content is neither text nor a list; skipped")
         return None
     ts = _parse_time(raw.get("timestamp")) or _parse_time(entry.get("timestamp"))
-    texts, parts, other = _text_blocks(content)
+    texts, parts, other = text_blocks(content)
     body: Any = parts if other else "\n".join(texts)
     if role == "user":
         return {"role": "user", "content": body}, ts
     if role == "assistant":
         message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
+        thinking = [str(b.get("thinking") or "") for b in content or [] if isinstance(b, dict)
+                    and b.get("type") == "thinking" and b.get("thinking")] if isinstance(content, list) else []
+        if thinking:  # kept as the host's reasoning field (stored with the message, not shown as content)
+            message["reasoning_content"] = "\n".join(thinking)
         calls = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"] \
             if isinstance(content, list) else []
         if calls:
@@ -420,6 +426,14 @@ class Importer:
     normalizer: Normalizer | None = None
 
     def run(self, conversations: Iterable[SourceConversation]) -> None:
+        """All conversations in one write transaction: a failure part-way leaves the target as it was."""
+        if self.apply and self.store is not None:
+            with self.store.write():
+                self._each(conversations)
+        else:
+            self._each(conversations)
+
+    def _each(self, conversations: Iterable[SourceConversation]) -> None:
         for conv in conversations:
             self.report.conversations += 1
             self.one(conv)
@@ -603,22 +617,18 @@ class _Job:
         if self.source_db is None and self.include_summaries:
             report.warn("JSONL sessions carry no summary DAG: --include-summaries ignored")
         started = time.monotonic()
+        # The whole source is checked and read before the target is created or touched.
+        conversations = self._read_source(report)
         importer = Importer(report, self.kind, self.target, apply)
-        importer.store = _target_store(self.target, report, apply, self.backup_dir)
+        importer.store, release = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:
                 importer.normalizer = Normalizer(PayloadGuard(self.target.parent / "lcm-payloads"))
-            if self.source_db is not None:
-                reader = LosslessClawReader(self.source_db, report)
-                try:
-                    importer.run(reader.conversations(self.include_summaries))
-                finally:
-                    reader.close()
-            else:
-                importer.run(c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None)
+            importer.run(conversations)
         finally:
             if importer.store is not None and importer.store.readonly:
                 importer.store.close()
+            release()
         out = report.as_dict()
         # every scanned row lands in exactly one bucket
         out["balanced"] = report.scanned == (report.eligible + report.skipped_empty + report.skipped_unsupported
@@ -627,23 +637,44 @@ class _Job:
         return out
 
 
-def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> Store | None:
+    def _read_source(self, report: Report) -> list[SourceConversation]:
+        if self.source_db is None:
+            return [c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None]
+        reader = LosslessClawReader(self.source_db, report)
+        try:
+            return reader.read_all(self.include_summaries)
+        finally:
+            reader.close()
+
+
+def _nothing() -> None:
+    """No private copy to remove."""
+
+
+def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> tuple[Store | None, Any]:
     """Read-only view for a dry run; for apply, a verified backup first, then the writer."""
     if not target.exists():
         if not apply:
-            return None
-        return open_store(target)
+            return None, _nothing
+        return open_store(target), _nothing
     if detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
+    if apply and not os.access(target.parent, os.W_OK):
+        raise ImportFailure(f"target directory {target.parent} is not writable; nothing imported")
+    # a dry run against a target in a read-only directory reads a private copy (SQLite cannot open
+    # a WAL database read-only where it cannot create the -shm)
+    copy = ReadableCopy(target, always_copy=True)
     try:
-        view = open_readonly(target)
+        view = open_readonly(copy.path)
     except StoreError as exc:
+        copy.cleanup()
         raise ImportFailure(str(exc)) from exc
     if not apply:
-        return view
+        return view, copy.cleanup
     try:
         saved = mt.backup(view, mt.backup_dir(target, backup_dir), "pre-import")
     finally:
         view.close()
+        copy.cleanup()
     report.backup_path = saved.path
-    return open_store(target)
+    return open_store(target), _nothing

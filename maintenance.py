@@ -212,6 +212,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     checks.extend(_fts_checks(fts_scan(store, deep)))
     checks.append(_lineage_check(dag))
     checks.append(_source_check(store))
+    checks.append(tool_link_check(store))
     min_age = float(getattr(config, "empty_lifecycle_min_age_hours", 24.0))
     checks.append(_lifecycle_check(store, min_age, live_sessions))
     patterns = str(getattr(config, "ignore_session_patterns", "") or "")
@@ -269,6 +270,20 @@ def _source_check(store: Store) -> Check:
         return Check("source", "warn", f"{total} messages with a blank source (legacy or hand-written rows)",
                      BACKUP_FIRST, "/lcm doctor source apply", {"count": total, "sample_ids": ids})
     return Check("source", "ok", "no blank sources")
+
+
+def tool_link_check(store: Store) -> Check:
+    """Tool results keep their link: a tool_call_id naming an earlier assistant call in the same conversation.
+
+    A result without one (an importer that dropped it) or pointing at no call cannot be paired when the
+    history is replayed to a model. A warning with counts, not a failure: a genuinely orphaned row
+    (its call was never stored) is history, not damage."""
+    counts = store.tool_link_counts()
+    total, missing, orphans = counts["tool_results"], counts["without_call_id"], counts["orphaned"]
+    if missing or orphans:
+        return Check("tool_links", "warn", f"{missing} of {total} tool results have no tool_call_id, {orphans} name "
+                     "a call no earlier assistant message made (unpaired when replayed)", INSPECT, data=counts)
+    return Check("tool_links", "ok", f"all {total} tool results link to an earlier assistant call", data=counts)
 
 
 def _lifecycle_check(store: Store, min_age_hours: float, live: Iterable[str]) -> Check:

@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     if report["backup_path"]:
         print(f"backup: {report['backup_path']}")
     for key in ("conversations", "scanned", "eligible", "would_import", "imported", "skipped_existing",
-                "skipped_empty", "skipped_unsupported", "invalid_rows", "balanced"):
+                "skipped_empty", "skipped_unsupported", "invalid_rows", "thinking_kept", "compactions_reported",
+                "balanced"):
         print(f"  {key:20} {report[key]}")
     print("  summaries           " + ", ".join(f"{k}={v}" for k, v in report["summaries"].items()))
     for warning in report["warnings"][:20]:

@@ -7,7 +7,10 @@ optional columns are probed rather than assumed.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -18,15 +21,88 @@ from .schema import APP_ID
 LCL_TABLES = frozenset({"conversations", "messages", "summaries", "summary_messages", "summary_parents"})
 
 
-def readonly_uri(path: str | Path) -> str:
-    return f"file:{quote(str(Path(path).expanduser().resolve()))}?mode=ro"
+class SourceUnreadable(Exception):
+    """The source file cannot be read whole (missing, not a file, damaged); one line for the operator."""
+
+
+def readonly_uri(path: str | Path, immutable: bool = False) -> str:
+    """``mode=ro`` normally; ``immutable=1`` too when SQLite could not create its -shm/-wal beside the
+    file (a read-only directory) - a read-only open of a WAL database otherwise fails as "not a database"."""
+    suffix = "&immutable=1" if immutable else ""
+    return f"file:{quote(str(Path(path).expanduser().resolve()))}?mode=ro{suffix}"
+
+
+def _needs_immutable(path: Path) -> bool:
+    """True when a read-only open would need to create the -shm (WAL mode) but the directory is not writable."""
+    return not os.access(path.parent, os.W_OK)
+
+
+class ReadableCopy:
+    """A source database as something SQLite can read without writing beside it.
+
+    A WAL source in a read-only directory: SQLite would need to create its -shm, so the open fails.
+    With no -wal file, ``immutable=1`` reads the main file correctly. With a -wal file, immutable
+    would ignore the committed-but-not-checkpointed rows in it, so the db and its -wal are copied
+    into a private temp directory and the copy is read (SQLite replays the WAL there)."""
+
+    def __init__(self, path: Path, always_copy: bool = False) -> None:
+        self.source = path
+        self.tmp: str | None = None
+        self.path, self.immutable = path, False
+        if not _needs_immutable(path):
+            return
+        wal = path.with_name(path.name + "-wal")
+        if always_copy or (wal.exists() and wal.stat().st_size > 0):
+            self.tmp = tempfile.mkdtemp(prefix="lcm-claw-src-")
+            copy = Path(self.tmp) / path.name
+            shutil.copyfile(path, copy)
+            if wal.exists():
+                shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            self.path = copy
+        else:
+            self.immutable = True
+
+    def uri(self) -> str:
+        return readonly_uri(self.path, self.immutable)
+
+    def cleanup(self) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def check_source(path: Path) -> None:
+    """Refuse, before anything is written, a source that is missing, not a file, or damaged.
+
+    ``PRAGMA quick_check`` reads every page (b-tree structure, page content); a damaged data page
+    is caught here instead of as a traceback halfway through an import."""
+    if not path.exists():
+        raise SourceUnreadable(f"source {path} does not exist")
+    if not path.is_file():
+        raise SourceUnreadable(f"source {path} is not a regular file")
+    copy = ReadableCopy(path)
+    try:
+        con = sqlite3.connect(copy.uri(), uri=True)
+        try:
+            rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise SourceUnreadable(f"source {path} is damaged or not a SQLite database ({exc}); "
+                              "nothing imported") from exc
+    finally:
+        copy.cleanup()
+    if rows != ["ok"]:
+        raise SourceUnreadable(f"source {path} is damaged (integrity check: {rows[0]}); nothing imported")
 
 
 def detect_source(path: str | Path) -> str | None:
     """'hermes-lcm', 'lossless-claw', 'unknown' for another SQLite file, None if unreadable."""
+    copy = ReadableCopy(Path(path).expanduser())
     try:
-        con = sqlite3.connect(readonly_uri(path), uri=True)
+        con = sqlite3.connect(copy.uri(), uri=True)
     except sqlite3.Error:
+        copy.cleanup()
         return None
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
@@ -36,6 +112,7 @@ def detect_source(path: str | Path) -> str | None:
         return None
     finally:
         con.close()
+        copy.cleanup()
     return "lossless-claw" if tables >= LCL_TABLES else "unknown"
 
 
@@ -43,9 +120,11 @@ class ClawDatabase:
     """A lossless-claw ``lcm.db`` opened read-only; rows come back as dicts."""
 
     def __init__(self, path: Path) -> None:
+        self.copy = ReadableCopy(path)
         with faults_mapped():
-            self.con = sqlite3.connect(readonly_uri(path), uri=True)
+            self.con = sqlite3.connect(self.copy.uri(), uri=True)
         self.con.row_factory = sqlite3.Row
+        self._part_cols: set[str] | None = None
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with faults_mapped():
@@ -74,9 +153,29 @@ class ClawDatabase:
                           "WHERE conversation_id=? ORDER BY seq, message_id", (conversation_id,))
 
     def tool_parts(self, message_id: int) -> list[dict[str, Any]]:
-        """tool_call_id, tool_name, tool_input of a message's tool parts, in order."""
-        return self._rows("SELECT tool_call_id, tool_name, tool_input FROM message_parts "
-                          "WHERE message_id=? AND part_type='tool' ORDER BY ordinal", (message_id,))
+        """part_type, tool_call_id, tool_name, tool_input of a message's parts that carry a tool link.
+
+        lossless-claw stores an assistant's call as ``part_type='tool'`` but a tool *result* as
+        ``part_type='text'`` with ``tool_call_id`` set; older rows from its string-content path keep
+        the id only in the part's metadata JSON (its own migration backfills from there), so the
+        metadata is read as a fallback."""
+        if self._part_cols is None:
+            self._part_cols = self.columns("message_parts")
+        meta = "metadata" in self._part_cols
+        def meta_or(column: str, key: str) -> str:
+            return (f"COALESCE({column}, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.{key}') END)"
+                    if meta else column)
+
+        call_id, name = meta_or("tool_call_id", "toolCallId"), meta_or("tool_name", "toolName")
+        return self._rows(f"SELECT part_type, {call_id} AS tool_call_id, {name} AS tool_name, tool_input "
+                          "FROM message_parts WHERE message_id=? "
+                          f"AND (part_type='tool' OR {call_id} IS NOT NULL) ORDER BY ordinal", (message_id,))
+
+    def reasoning_texts(self, message_id: int) -> list[str]:
+        """The text of a message's ``reasoning`` parts (thinking blocks), in order; empty ones left out."""
+        return [t for t in self._column("SELECT text_content FROM message_parts WHERE message_id=? "
+                                        "AND part_type='reasoning' ORDER BY ordinal", (message_id,))
+                if isinstance(t, str) and t.strip()]
 
     def summaries(self, conversation_id: int) -> list[dict[str, Any]]:
         """summary_id, kind, depth, content, token_count, earliest_at, latest_at (absent columns: None)."""
@@ -98,3 +197,4 @@ class ClawDatabase:
 
     def close(self) -> None:
         self.con.close()
+        self.copy.cleanup()

@@ -204,6 +204,27 @@ class OperatorQueries(SqliteConnection):
                                                  (limit,)).fetchall()]
         return total, ids
 
+    def tool_link_counts(self, limit: int = 10) -> dict[str, Any]:
+        """Tool results and their links: how many have no tool_call_id, and how many name an id that no
+        earlier assistant call in their conversation made (an orphan); a few sample ids of each."""
+        calls = ("EXISTS (SELECT 1 FROM messages a, json_each(CASE WHEN json_valid(a.tool_calls) "
+                 "THEN a.tool_calls ELSE '[]' END) j WHERE a.conversation_id=t.conversation_id "
+                 "AND a.role='assistant' AND a.seq < t.seq AND json_extract(j.value, '$.id')=t.tool_call_id)")
+        unlinked = "coalesce(t.tool_call_id, '')=''"
+        orphan = f"NOT {unlinked} AND NOT {calls}"
+        with self.read() as db:
+            total, missing, orphans, unnamed = db.execute(
+                f"SELECT count(*), coalesce(sum({unlinked}), 0), coalesce(sum({orphan}), 0), "
+                "coalesce(sum(coalesce(t.tool_name, '')=''), 0) FROM messages t WHERE t.role='tool'").fetchone()
+            missing_ids = [int(r[0]) for r in db.execute(
+                f"SELECT t.id FROM messages t WHERE t.role='tool' AND {unlinked} ORDER BY t.id LIMIT ?",
+                (limit,)).fetchall()]
+            orphan_ids = [int(r[0]) for r in db.execute(
+                f"SELECT t.id FROM messages t WHERE t.role='tool' AND {orphan} ORDER BY t.id LIMIT ?",
+                (limit,)).fetchall()]
+        return {"tool_results": int(total), "without_call_id": int(missing), "orphaned": int(orphans),
+                "without_name": int(unnamed), "sample_without_call_id": missing_ids, "sample_orphaned": orphan_ids}
+
     def normalize_blank_sources(self) -> int:
         with self.write() as db:
             return db.execute("UPDATE messages SET source='unknown' WHERE trim(source)=''").rowcount
