@@ -97,7 +97,7 @@ independentLogFile databasePath largeFilesDir fallbackProviders stripInjectedCon
 """.split())
 
 # Environment variables hermes-lcm reads that are not LcmConfig fields (tools, benchmarks, start-up).
-OTHER_OURS = frozenset({"LCM_MIGRATE_ON_START", "LCM_BENCH_TMP", "LCM_BENCH_KEEP", "LCM_CRASH_TURNS",
+OTHER_OURS = frozenset({"LCM_BENCH_TMP", "LCM_BENCH_KEEP", "LCM_CRASH_TURNS",
                         "LCM_CRASH_SEEDS", "LCM_CRASH_KILLS"})
 
 # Peer names with our key and our meaning (the env name is ours: LCM_ + field in capitals).
