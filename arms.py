@@ -66,6 +66,8 @@ class Hit:
     source: str = ""
     tool_name: str | None = None
     node: SummaryNode | None = None
+    in_context: bool = False  # the caller's prompt shows it already (search.Searcher marks it)
+    covered: int | None = None  # a summary whose match is a copy of this message hit's: listed after the others
 
     @property
     def scratch_id(self) -> int:
@@ -155,12 +157,14 @@ class FullTextArm:
         return out
 
     def message_rows(self, match: str, order: str, limit: int, upper: int,
-                     exclude: Sequence[int] = ()) -> list[Hit]:
-        """Messages matching ``match`` in scope, by bm25 (``order`` "rank") or newest first."""
+                     exclude: Sequence[int] = (), *, walk: bool = False) -> list[Hit]:
+        """Messages matching ``match`` in scope, by bm25 (``order`` "rank") or newest first. The
+        ranked candidates leave memory turns out (a walk, ``walk``, lists them after the pool)."""
         view = self.view
         rows = self.store.message_hits(
             match, order=order, limit=limit, bounds=view.bounded(view.m_bounds, upper), text_chars=TEXT_CHARS,
-            exclude_ids=list(exclude), **view.scope_sql, **view.filters.sql())
+            exclude_ids=list(exclude), skip_memory_turns=view.scope_sql["skip_own_tools"] and not walk,
+            **view.scope_sql, **view.filters.sql())
         return [message_hit(r, matched=True) for r in rows]
 
     def summary_rows(self, match: str, order: str, limit: int, upper: int,

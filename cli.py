@@ -38,6 +38,7 @@ from .query import Query, build_query
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .search import Hit, Scope, Searcher, SearchRequest
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
+from .visible import visible_now
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
 ID_MAX = (1 << 63) - 1  # SQLite's INTEGER range: an id or cursor beyond it names nothing we could store
@@ -307,27 +308,38 @@ def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     limit = page_limit(args.limit)
     kinds = {"all": ("message", "summary"), "messages": ("message",), "summaries": ("summary",)}[args.kind]
     hits: list[dict[str, Any]] = []
-    for h in _ranked_hits(store, query, args.conversation, kinds, limit):
+    for h in _ranked_hits(store, query, args, kinds, limit):
         if h.kind == "message":
-            hits.append({"kind": "message", "store_id": h.id, "conversation_id": h.conversation_id, "seq": h.seq,
-                         "role": h.role, "created_at": iso(h.created_at), "score": round(h.score, 3),
-                         "snippet": snippet(h.text, query.terms)})
+            item = {"kind": "message", "store_id": h.id, "conversation_id": h.conversation_id, "seq": h.seq,
+                    "role": h.role, "created_at": iso(h.created_at), "score": round(h.score, 3),
+                    "snippet": snippet(h.text, query.terms)}
         elif h.node is not None:
-            hits.append({"kind": "summary", "node_id": h.node.node_id, "conversation_id": h.conversation_id,
-                         "depth": h.node.depth, "score": round(h.score, 3), "snippet": snippet(h.text, query.terms)})
+            item = {"kind": "summary", "node_id": h.node.node_id, "conversation_id": h.conversation_id,
+                    "depth": h.node.depth, "score": round(h.score, 3), "snippet": snippet(h.text, query.terms)}
+        else:
+            continue
+        hits.append({**item, "in_context": True} if h.in_context else item)
     return {"query": query.match, "count": len(hits), "items": hits,
-            "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind"}
+            "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind" + GREP_NOTE}
 
 
-def _ranked_hits(store: Store, query: Query, conversation: int | None, kinds: Sequence[str], limit: int) -> list[Hit]:
-    """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES)."""
+GREP_NOTE = ("; with --conversation, what its prompt shows now is marked in_context and listed last "
+             "(--include-in-context ranks it in place); lcm_* tool traffic is left out (--include-lcm-traffic)")
+
+
+def _ranked_hits(store: Store, query: Query, args: argparse.Namespace, kinds: Sequence[str], limit: int) -> list[Hit]:
+    """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES), by
+    lcm_grep's rules: with one conversation, the rows its prompt shows are listed last."""
+    conversation, visible = args.conversation, None
     if conversation is not None:
         try:
             store.conversation(conversation)
         except KeyError:
             return []  # nothing to find in a conversation that does not exist
+        visible = visible_now(store, Dag(store), conversation)
     scope = Scope("all") if conversation is None else Scope("current", conversation)
-    request = SearchRequest(query, scope, limit=PAGE_MAX, summaries="summary" in kinds)
+    request = SearchRequest(query, scope, limit=PAGE_MAX, summaries="summary" in kinds, visible=visible,
+                            rank_visible=args.include_in_context, own_tools=args.include_lcm_traffic)
     taken: dict[str, list[Hit]] = {kind: [] for kind in kinds}
     for _ in range(GREP_PAGES):
         page = Searcher(store, Dag(store), request).page()
@@ -596,6 +608,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--conversation", type=ID)
     g.add_argument("--limit", type=COUNT, default=20, help="hits per kind")
     g.add_argument("--kind", choices=("all", "messages", "summaries"), default="all")
+    g.add_argument("--include-in-context", action="store_true", help="rank what the prompt shows in place")
+    g.add_argument("--include-lcm-traffic", action="store_true", help="also search lcm_* tool calls and results")
     e = add("expand", cmd_expand, "one node's sources or one message's exact content, paged")
     e.add_argument("--node")
     e.add_argument("--message", type=ID)

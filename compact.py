@@ -323,15 +323,26 @@ def _calls_text(stored: str) -> str:
     shown = []
     for c in calls:
         fn = c.get("function") if isinstance(c, dict) else None
-        if isinstance(fn, dict):
+        if isinstance(fn, dict) and is_own_tool(fn.get("name")):
+            shown.append(f"{fn.get('name')}(…)")  # a memory search: its words are the request's
+        elif isinstance(fn, dict):
             shown.append(f"{fn.get('name')}({fn.get('arguments', '')})")
         else:
             shown.append(json.dumps(c, ensure_ascii=False, default=str))
     return "; ".join(shown)
 
 
+def is_own_tool(name: object) -> bool:
+    """An lcm_* tool: its calls and results are LCM's own traffic (copies of stored rows)."""
+    return isinstance(name, str) and name.startswith("lcm_")
+
+
 def _message_source(m: StoredMessage) -> SourceItem:
+    """A message as the summarizer reads it; an lcm_* result is named, not copied: its text is
+    stored rows already, and a summary restating them would be a second hit for one source."""
     text = m.content
+    if m.role == "tool" and is_own_tool(m.tool_name):
+        text = f"[{m.tool_name} result: {len(m.content)} chars of stored history, not restated]"
     if m.tool_calls:
         text = f"{text}\n[tool calls] {_calls_text(m.tool_calls)}".strip()
     label = f"#{m.id} {m.role}" + (f" {m.tool_name}" if m.tool_name else "")

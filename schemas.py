@@ -18,6 +18,12 @@ def _desc(kind: dict[str, Any], text: str) -> dict[str, Any]:
     return {**kind, "description": text}
 
 
+# What a search leaves for last or out by default (handlers/grep.visibility): hits already in the prompt,
+# and LCM's own tool traffic.
+_SEEN = {"include_in_context": _desc(_BOOL, "rank hits already in your prompt in place (default: last)"),
+         "include_lcm_traffic": _desc(_BOOL, "also search lcm_* tool calls/results (copies of stored rows)")}
+
+
 def _enum(values: list[str], text: str) -> dict[str, Any]:
     return {"type": "string", "enum": values, "description": text}
 
@@ -53,14 +59,14 @@ TOOLS: list[dict[str, Any]] = [
            "source": _desc(_STR, "platform, e.g. cli, telegram, unknown"),
            "time_from": _desc(_STR, "ISO date/time (UTC) or epoch seconds"), "time_to": _STR,
            "sort": _enum(["relevance", "recency"], "default relevance"),
-           "limit": _desc(_LIMIT, "default 10, max 50"), "cursor": _CURSOR},
+           "limit": _desc(_LIMIT, "default 10, max 50"), "cursor": _CURSOR, **_SEEN},
           ["query"]),
     _tool("lcm_recall",
           "Recall by meaning across ALL stored conversations and time (current one ranked a little higher). "
           "Use when lcm_grep in this conversation finds nothing or the topic came up elsewhere.",
           {"query": _STR, "limit": _desc(_LIMIT, "default 8, max 30"),
            "scope_bias": _desc({"type": "number"}, "0-1 boost for this conversation, default 0.25"),
-           "cursor": _CURSOR},
+           "cursor": _CURSOR, **_SEEN},
           ["query"]),
     _disabled_family_tool(
         "lcm_query_state",

@@ -27,6 +27,7 @@ from .dag import Dag
 from .query import Query, conversational
 from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_context
 from .store import Store, StoreError
+from .visible import Visible
 
 __all__ = ["Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchRequest", "Searcher"]
 
@@ -54,6 +55,9 @@ class SearchRequest:
     summaries: bool = True
     boost: Callable[[Hit], float] | None = None
     boost_key: str = ""
+    visible: Visible | None = None  # the caller's prompt: its rows are marked, and listed last
+    rank_visible: bool = False  # rank the prompt's rows in place instead
+    own_tools: bool = False  # also search LCM's own tool traffic (copies of stored rows)
 
 
 @dataclass
@@ -63,6 +67,7 @@ class SearchPage:
     pool: int
     common_terms: list[str] = field(default_factory=list)
     summaries_searched: bool = True
+    in_context: int = 0  # ranked hits the caller's prompt already shows
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,8 @@ def _cursor_key(store: Store) -> bytes:
 def _digest(req: SearchRequest, key: bytes) -> str:
     """A keyed hash of everything that decides a walk's rows: query, scope (with its reach),
     filters, order and boost. Full length, so no crafted query can share another scope's pool."""
-    fields = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key))
+    fields = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key,
+                   req.visible is not None, req.rank_visible, req.own_tools))
     return hmac.new(key, fields.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
@@ -176,7 +182,25 @@ class Searcher:
             for h in ranked:
                 h.score *= self.req.boost(h)
         ranked.sort(key=lambda h: (-h.score, -h.created_at, h.kind, -h.id))
-        return ranked
+        kept, covered = _one_per_source(ranked, matched)
+        return self._shown_last(kept) + self._shown_last(covered)
+
+    def _shown_last(self, ranked: list[Hit]) -> list[Hit]:
+        """The hits the caller's prompt shows, marked, and moved behind the others unless asked
+        to rank them in place: the model sees them already (above all, the request it answers)."""
+        for hit in ranked:
+            hit.in_context = self._shown(hit)
+        if self.req.rank_visible:
+            return ranked
+        return [h for h in ranked if not h.in_context] + [h for h in ranked if h.in_context]
+
+    def _shown(self, hit: Hit) -> bool:
+        visible = self.req.visible
+        if visible is None:
+            return False
+        if hit.kind == "summary":
+            return visible.shows_summary(hit.id)
+        return visible.shows_message(hit.conversation_id, hit.seq, hit.id)
 
     def _add_context(self, messages: list[Hit], upper: int) -> list[Hit]:
         """Neighbouring turns inherit part of a strong match's score (``search.with_context``);
@@ -189,7 +213,8 @@ class Searcher:
                 missing.setdefault(conv, []).append(seq)
         for conv, seqs in missing.items():
             rows = self.store.messages_at(conv, seqs, TEXT_CHARS, session_id=self.req.scope.session_id,
-                                          skip_own_tools=True, **self.req.filters.sql())
+                                          skip_own_tools=not self.req.own_tools,
+                                          skip_memory_turns=not self.req.own_tools, **self.req.filters.sql())
             for row in rows:
                 hit = message_hit((*row, 0.0), matched=False)
                 if hit.id <= upper:
@@ -216,9 +241,12 @@ class Searcher:
                 nxt = replace(cur, offset=cur.offset + len(hits))
         if nxt is None:
             more, nxt = self._tail(cur, self.req.limit - len(hits), pool)
+            for hit in more:
+                hit.in_context = self._shown(hit)
             hits += more
         return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
-                          [t.text for t in self.fulltext.common], self.with_summaries)
+                          [t.text for t in self.fulltext.common], self.with_summaries,
+                          sum(h.in_context for h in pool))
 
     def _pool(self, cur: _Cursor) -> list[Hit]:
         """The ranked pool of this query and snapshot: computed once, then reused by later pages
@@ -246,7 +274,7 @@ class Searcher:
         exclude_m = [h.id for h in pool if h.kind == "message"]
         exclude_s = [h.id for h in pool if h.kind == "summary"]
         want = max(limit, 1) + 1
-        messages = self.fulltext.message_rows(match, "recent", want, cur.m_before - 1, exclude_m)
+        messages = self.fulltext.message_rows(match, "recent", want, cur.m_before - 1, exclude_m, walk=True)
         summaries = self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
         taken = _merge_newest(messages, summaries, limit)
         if len(taken) == len(messages) + len(summaries):
@@ -254,6 +282,34 @@ class Searcher:
         m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
         s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
         return taken, replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+
+
+def _one_per_source(ranked: list[Hit], matched: Sequence[set[int]]) -> tuple[list[Hit], list[Hit]]:
+    """One hit per source: a summary is left out when a message it was made from is a hit that
+    matches every query term the summary matches (the summary's match is then a copy of that
+    message's words, and the message is the exact text). A summary that brings together terms no
+    single source holds stays.
+
+    The summaries left out come back second, to be listed after every other ranked hit (marked
+    ``covered``), so a walk still visits every match once."""
+    def terms(h: Hit) -> frozenset[int]:
+        return frozenset(i for i, rows in enumerate(matched) if h.scratch_id in rows)
+
+    sources: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
+    for h in ranked:
+        if h.kind == "message" and h.matched:
+            sources.setdefault(h.conversation_id, []).append((h.seq, h.id, terms(h)))
+
+    def source(h: Hit) -> int | None:
+        node, wanted = h.node, terms(h)
+        if h.kind != "summary" or node is None:
+            return None
+        return next((i for seq, i, found in sources.get(h.conversation_id, ())
+                     if node.first_seq <= seq <= node.last_seq and wanted <= found), None)
+
+    for h in ranked:
+        h.covered = source(h)
+    return [h for h in ranked if h.covered is None], [h for h in ranked if h.covered is not None]
 
 
 def _merge_newest(messages: list[Hit], summaries: list[Hit], limit: int) -> list[Hit]:
@@ -278,7 +334,7 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
     m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id, conversation_ids=reach)
     s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
     scope_sql: dict[str, Any] = {"conversation_id": scope.conversation_id, "session_id": scope.session_id,
-                                 "conversation_ids": reach, "skip_own_tools": True}
+                                 "conversation_ids": reach, "skip_own_tools": not req.own_tools}
     summary_conversation = scope.conversation_id
     if scope.kind == "current" and scope.conversation_id is not None:
         if store.conversation(scope.conversation_id).last_seq == m_bounds[1] - m_bounds[0] + 1:

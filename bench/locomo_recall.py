@@ -7,7 +7,9 @@ never copied). Each conversation is stored through the engine's own ingest, one 
 with content ``"speaker: text"`` (plus ``[image: caption]`` when the turn shared one), speaker A as
 user and speaker B as assistant, host timestamps from the session dates; all seven share one
 database, each in its own session. The turn -> store_id map comes from walking the session with
-lcm_load_session. No compaction runs, so every hit is a turn.
+lcm_load_session. No compaction runs, so every hit is a turn. The questions come from outside the
+conversation (none is stored, no turn is in the asker's prompt); bench/locomo_inuse.py asks them
+from inside, as a live session would.
 
 Recall (the data README's definition): per conversation, the raw question text, category 5
 excluded; a question counts at k when any (lenient) or all (strict) of its evidence turns are
@@ -129,9 +131,13 @@ def ingest(home: Path, conversation: Conversation) -> tuple[Any, dict[int, str]]
     return engine, dict(zip(ids, conversation.dia_ids, strict=True))
 
 
-def ranked_turns(engine: Any, tool: str, question: str, to_dia: dict[int, str], k: int) -> list[str | None]:
-    """The first ``k`` hits as dia_ids (None for a hit outside this conversation, or a summary)."""
-    answer = call(engine, tool, {"query": question, "limit": k})
+def ranked_turns(engine: Any, tool: str, question: str, to_dia: dict[int, str], k: int,
+                 **flags: Any) -> list[str | None]:
+    """The first ``k`` hits as dia_ids (None for a hit outside this conversation, or a summary).
+
+    Asked from outside: no turn is in the asker's prompt (``include_in_context``), although the
+    engine that stored them, which asks here, has them all in its uncompacted context."""
+    answer = call(engine, tool, {"query": question, "limit": k, "include_in_context": True, **flags})
     return [to_dia.get(h["store_id"]) if "store_id" in h else None for h in answer["hits"]][:k]
 
 

@@ -60,8 +60,9 @@ def _evidence_blocks(ctx: Ctx, question: str, node_ids: list[str], budget: int,
         query = build_query(question)
         if query.empty:
             raise ToolError("question has no searchable words")
-        page = Searcher(store, ctx.core.dag, SearchRequest(query, Scope("current", conv), Filters(),
-                                                           limit=8, summaries=True)).page()
+        request = SearchRequest(query, Scope("current", conv), Filters(), limit=8, summaries=True,
+                                visible=ctx.visible())  # what the prompt shows is evidence of last resort
+        page = Searcher(store, ctx.core.dag, request).page()
         seen: set[int] = set()
         for hit in page.hits:
             if hit.kind == "summary" and hit.node is not None:

@@ -69,6 +69,10 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
         item["chars"] = hit.chars
     if hit.score:
         item["score"] = round(hit.score, 3)  # relevance order only
+    if hit.in_context:
+        item["in_context"] = True
+    if hit.covered is not None:
+        item["copy_of"] = hit.covered  # its matching words are that message's, listed above it
     return item
 
 
@@ -81,6 +85,9 @@ def _answer(ctx: Ctx, query: Query, page: SearchPage, extra: dict[str, Any]) -> 
         meta["dropped_words"] = list(query.dropped)
     if page.common_terms:
         meta["common_terms"] = page.common_terms
+    if page.in_context:
+        meta["in_context"] = page.in_context
+        meta["in_context_note"] = IN_CONTEXT_NOTE[bool(extra.get("in_context_ranked"))]
     answer: dict[str, Any] = {}
     shown = fit(answer, "hits", items, ctx.cap - len(dumps(meta)))
     answer["count"] = shown
@@ -96,15 +103,34 @@ def _answer(ctx: Ctx, query: Query, page: SearchPage, extra: dict[str, Any]) -> 
     return answer
 
 
+IN_CONTEXT_NOTE = {
+    False: "hits your prompt already shows (marked in_context) are listed after the others; "
+           "include_in_context=true ranks them in place",
+    True: "hits your prompt already shows are marked in_context",
+}
+
+
+def visibility(ctx: Ctx, args: Args) -> dict[str, Any]:
+    """The request fields every search tool shares: the caller's prompt (its rows marked, and
+    listed last unless ``include_in_context``), and whether LCM's own tool traffic is searched."""
+    return {"visible": ctx.visible(), "rank_visible": args.flag("include_in_context"),
+            "own_tools": args.flag("include_lcm_traffic")}
+
+
 def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
     query = _query(args)
     scope = ctx.scope(args)
     filters = _filters(args)
     sort = args.choice("sort", ("relevance", "recency"), "relevance") or "relevance"
     limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
-    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"))
+    shared = visibility(ctx, args)
+    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"), **shared)
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     extra: dict[str, Any] = {"scope": _scope_view(scope), "sort": sort}
+    if shared["rank_visible"]:
+        extra["in_context_ranked"] = True
+    if shared["own_tools"]:
+        extra["lcm_traffic_searched"] = True
     if filters.raw_only:
         extra["summary_results_omitted"] = True
     return _answer(ctx, query, page, extra)
@@ -140,10 +166,14 @@ def lcm_recall(ctx: Ctx, args: Args) -> dict[str, Any]:
     bias = args.number("scope_bias", 0.25, 0.0, 1.0)
     # The whole store within the caller's reach (its owner's conversations unless memory is shared);
     # the boost favours the current conversation, so it is part of the walk's identity.
+    shared = visibility(ctx, args)
     request = SearchRequest(query, Scope("all", conversations=ctx.reach()), Filters(), "relevance", limit,
                             args.text("cursor"), boost=recall_boost(ctx.conversation_id, bias),
-                            boost_key=f"recall:{bias}:{ctx.conversation_id}")
+                            boost_key=f"recall:{bias}:{ctx.conversation_id}", **shared)
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     arms = {"fts": "on", "summary_vectors": "off (embeddings not enabled)",
             "chunk_vectors": "off (embeddings not enabled)"}
-    return _answer(ctx, query, page, {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms})
+    extra: dict[str, Any] = {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms}
+    if shared["rank_visible"]:
+        extra["in_context_ranked"] = True
+    return _answer(ctx, query, page, extra)

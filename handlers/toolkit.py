@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..search import Scope
 from ..times import TimeError, parse_time
+from ..visible import Visible, visible_now
 
 if TYPE_CHECKING:
     from ..config import LcmConfig
@@ -147,6 +148,12 @@ class Ctx:
             raise ToolError(f"nothing is stored for this session yet (mode {self.core.binding.mode}); "
                             "the tools work once a turn has been stored")
         return self.conversation_id
+
+    def visible(self) -> Visible | None:
+        """What the caller's prompt shows now (None before anything is stored): searches list it last."""
+        if self.conversation_id is None:
+            return None
+        return visible_now(self.core.store, self.core.dag, self.conversation_id)
 
     def reach(self) -> tuple[int, ...] | None:
         """What a call may read when it asks beyond the current conversation: its owner's

@@ -14,6 +14,15 @@ from .connection import SqliteConnection, faults_mapped
 from .rows import id_list, row_to_message
 
 
+def _all_lcm_calls(alias: str) -> str:
+    """SQL: the row's tool calls are all lcm_* calls. It counts the calls' names in the stored JSON:
+    ``"name": "`` is 9 characters, ``"name": "lcm_`` 13 (argument strings escape their quotes)."""
+    calls = f"coalesce({alias}.tool_calls, '')"
+    return (f"({calls} LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\' AND 9 * (length({calls}) - length(replace("
+            f"{calls}, '\"name\": \"lcm_', ''))) = 13 * (length({calls}) - length(replace({calls}, "
+            "'\"name\": \"', ''))))")
+
+
 class MessageSearch(SqliteConnection):
     """Full-text and filtered reads over the messages."""
 
@@ -38,12 +47,26 @@ class MessageSearch(SqliteConnection):
             args.append(id_list(filters["exclude_ids"]))
         if filters.get("skip_own_tools"):
             sql += " AND " + MessageSearch._NOT_OWN_TOOLS
+        if filters.get("skip_memory_turns"):
+            sql += " AND " + MessageSearch._NOT_MEMORY_TURNS
         return sql, args
 
-    # LCM's own tool traffic (an lcm_* call echoing the query, an lcm_* result echoing old hits) is
-    # never what a search looks for; the rows stay readable through lcm_load_session / lcm_expand.
-    _NOT_OWN_TOOLS = ("NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR (m.content = '' AND "
-                      "coalesce(m.tool_calls, '') LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\'))")
+    # LCM's own tool traffic is derived data: an lcm_* result is a copy of stored rows, and an
+    # assistant turn whose every call is an lcm_* call echoes the query (its words, often in its
+    # text too). Searches leave both out by default; the rows stay readable through
+    # lcm_load_session / lcm_expand.
+    _NOT_OWN_TOOLS = f"NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR {_all_lcm_calls('m')})"
+
+    # The turn around a memory search: the request that was put to memory (the user message right
+    # before an assistant turn of lcm_* calls only: its words are the query's) and the reply
+    # composed from the results (the assistant text right after an lcm_* result: it restates
+    # stored rows). They rank behind the rows they echo: left out of the ranked candidates, found
+    # by the walk that follows them (``skip_memory_turns``).
+    _NOT_MEMORY_TURNS = (
+        "NOT ((m.role = 'assistant' AND coalesce(m.tool_calls, '') IN ('', '[]') AND EXISTS (SELECT 1 FROM "
+        "messages p WHERE p.conversation_id = m.conversation_id AND p.seq = m.seq - 1 AND coalesce(p.tool_name, "
+        "'') LIKE 'lcm\\_%' ESCAPE '\\')) OR (m.role = 'user' AND EXISTS (SELECT 1 FROM messages n WHERE "
+        f"n.conversation_id = m.conversation_id AND n.seq = m.seq + 1 AND {_all_lcm_calls('n')})))")
 
     def message_id_bounds(self, conversation_id: int | None = None, session_id: str | None = None,
                           conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
@@ -92,23 +115,24 @@ class MessageSearch(SqliteConnection):
 
         The inner query ranks rowids only (joining messages just for the filters, if any), so the
         row text is read for the ``limit`` winners, not for every match. For "rank", skipping LCM's
-        own tool traffic is left to the outer query (a few rows fewer, no join per match).
+        own tool traffic and memory turns is left to the outer query (no join per match), which
+        keeps ``limit`` of the best twice ``limit``.
         """
         rank = order == "rank"
-        skip_after = rank and bool(filters.get("skip_own_tools"))
-        where, args = self._message_filters({**filters, "skip_own_tools": filters.get("skip_own_tools")
-                                             and not skip_after})
+        later = {key: True for key in ("skip_own_tools", "skip_memory_turns") if rank and filters.get(key)}
+        where, args = self._message_filters({**filters, **{key: False for key in later}})
+        outer, _ = self._message_filters(later)
         low, high = bounds if bounds is not None else (-(2**62), 2**62)
         score, sort = ("bm25(messages_fts)", "score") if rank else ("0.0", "messages_fts.rowid DESC")
         join = "JOIN messages m ON m.id=messages_fts.rowid" if where else ""
-        outer = f"WHERE {self._NOT_OWN_TOOLS}" if skip_after else ""
+        inner = 2 * limit if later else limit  # rows the outer filter drops leave room for the next best
         with self.read() as db:
             return db.execute(
                 f"SELECT {self._HIT_COLUMNS}, t.score FROM (SELECT messages_fts.rowid AS id, {score} AS score "
                 f"FROM messages_fts {join} WHERE messages_fts MATCH ? AND messages_fts.rowid BETWEEN ? AND ? {where} "
-                f"ORDER BY {sort} LIMIT ?) AS t JOIN messages m ON m.id=t.id {outer} "
-                f"ORDER BY {'t.score, m.id DESC' if rank else 'm.id DESC'}",
-                (text_chars, match, low, high, *args, limit),
+                f"ORDER BY {sort} LIMIT ?) AS t JOIN messages m ON m.id=t.id WHERE 1 {outer} "
+                f"ORDER BY {'t.score, m.id DESC' if rank else 'm.id DESC'} LIMIT ?",
+                (text_chars, match, low, high, *args, inner, limit),
             ).fetchall()
 
     def messages_at(self, conversation_id: int, seqs: Sequence[int], text_chars: int,

@@ -149,7 +149,10 @@ def test_deeper_nodes_page_their_children(make_engine):
     root = next(n for n in ok(engine, "lcm_describe")["roots"] if n["depth"] >= 1)
     children = walk(lambda c: ok(engine, "lcm_expand", node_id=root["node_id"], source_offset=c or 0,
                                  source_limit=1), "sources", "next_source_offset")
-    assert [c["depth"] for c in children] == [root["depth"] - 1] * len(children)
+    # A condensed node is one level above its deepest child; a pass squeezed for time may join an
+    # adjacent pair of different depths (``Compactor._condensable``), so only the deepest is one below.
+    depths_below = [c["depth"] for c in children]
+    assert max(depths_below) == root["depth"] - 1 and all(d < root["depth"] for d in depths_below)
     assert len({c["node_id"] for c in children}) == len(children) >= 2
     sub = ok(engine, "lcm_describe", node_id=root["node_id"])
     assert [c["node_id"] for c in sub["children"]] == [c["node_id"] for c in children]

@@ -45,7 +45,8 @@ def test_hits_carry_ids_for_the_next_tool(make_engine):
     summary = engine.core.dag.node(1)
     assert summary is not None
     call_id = re.findall(r"call_\d+_\d+_\d+", summary.content)[0]  # a tool-call id the summary kept
-    hits = ok(engine, "lcm_grep", query=f"{call_id} ask", limit=20)["hits"]
+    # The summary is in the prompt (so listed last by default): rank it in place to see both kinds.
+    hits = ok(engine, "lcm_grep", query=f"{call_id} ask", limit=20, include_in_context=True)["hits"]
     kinds = {"node_id" in h for h in hits}
     assert kinds == {True, False}, "raw messages and summaries are both searched"
     for hit in hits:
@@ -205,12 +206,14 @@ def test_recall_searches_every_conversation_with_a_soft_bias(make_engine):
     other.ingest_host([*filler, {"role": "user", "content": "the heron nest is by the lake"}])
     current = make_engine(session="new")
     current.ingest_host([*filler, {"role": "user", "content": "the heron nest is by the lake"}])
-    answer = ok(current, "lcm_recall", query="heron nest")
+    # Nothing is compacted, so the current conversation's hit is in the prompt: ranked in place here.
+    answer = ok(current, "lcm_recall", query="heron nest", include_in_context=True)
     assert answer["arms"]["fts"] == "on" and "off" in answer["arms"]["summary_vectors"]
     hits = [h for h in answer["hits"] if not h.get("context")]
     assert len(hits) == 2 and "conversation_id" not in hits[0] and "conversation_id" in hits[1]
     assert hits[0]["score"] > hits[1]["score"]
-    flat = [h for h in ok(current, "lcm_recall", query="heron nest", scope_bias=0)["hits"] if not h.get("context")]
+    flat = [h for h in ok(current, "lcm_recall", query="heron nest", scope_bias=0, include_in_context=True)["hits"]
+            if not h.get("context")]
     assert flat[0]["score"] == flat[1]["score"]
     clamp = ok(current, "lcm_recall", query="heron", scope_bias=5, limit=100)["clamped"]
     assert clamp == {"scope_bias": {"requested": 5.0, "used": 1.0}, "limit": {"requested": 100, "used": 30}}
