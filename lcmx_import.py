@@ -152,6 +152,14 @@ def read_source(db: x.LcmxDatabase, report: Report) -> list[Conversation]:
     return list(convs.values())
 
 
+def links(nodes: list[dict[str, Any]]) -> tuple[int, int]:
+    """A conversation's lineage links: (to rows or nodes it has, to nodes LCM-X deleted)."""
+    ids = {int(n["node_id"]) for n in nodes}
+    pairs = [(n["source_type"], s) for n in nodes for s in set(n["source_ids"])]
+    dangling = sum(1 for kind, s in pairs if kind == "nodes" and s not in ids)
+    return len(pairs) - dangling, dangling
+
+
 def host_message(m: dict[str, Any]) -> dict[str, Any]:
     """An LCM-X row as the host message it stored (LCM-X's own ``to_openai_msg``, plus the time)."""
     msg: dict[str, Any] = {"role": m["role"], "content": m["content"]}
@@ -193,7 +201,9 @@ class Writer:
                 r.conversations["skipped_existing"] += 1
                 r.messages["skipped_existing"] += len(conv.messages)
                 r.summaries["skipped_existing"] += len(conv.nodes)
-                r.edges["imported"] += sum(len(set(n["source_ids"])) for n in conv.nodes)
+                present, dangling = links(conv.nodes)
+                r.edges["imported"] += present
+                r.edges["dropped"] += dangling
                 return
             key = conv.key
             if self.store.conversation_by_key(key) is not None:
@@ -394,7 +404,9 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
         report.conversations[part] += 1
         report.messages[part] += len(c.messages)
         report.summaries[part] += len(c.nodes)
-        report.edges["imported"] += sum(len(set(n["source_ids"])) for n in c.nodes)
+        present, dangling = links(c.nodes)
+        report.edges["imported"] += present
+        report.edges["dropped"] += dangling
     out = report.as_dict()
     out["would_import"] = {k: report.__dict__[k]["imported"] for k in ("conversations", "messages", "summaries")}
     return out

@@ -85,6 +85,16 @@ def test_the_fixture_is_an_engine_run_with_compactions(tmp_path):
     assert {m["role"] for m in src["messages"]} == {"system", "user", "assistant", "tool"}
 
 
+def test_the_dry_run_counts_what_an_apply_writes(tmp_path):
+    src = lcmx(tmp_path)
+    plan = li.run_import(src["path"], tmp_path / "ours.db")
+    out = li.run_import(src["path"], tmp_path / "ours.db", apply=True)
+    assert plan["dry_run"] and plan["balanced"]
+    assert {k: plan[k] for k in ("messages", "summaries")} == {k: out[k] for k in ("messages", "summaries")}
+    assert {k: plan["edges"][k] for k in ("source", "imported", "dropped")} == \
+        {k: out["edges"][k] for k in ("source", "imported", "dropped")}
+
+
 def test_every_message_keeps_its_fields_and_tool_links(tmp_path):
     src, out, store = imported(tmp_path)
     assert out["verify"]["ok"] and out["balanced"], out
@@ -169,11 +179,12 @@ def test_context_and_lifecycle_carry_over(tmp_path):
 
 
 def test_a_rerun_changes_nothing(tmp_path):
-    src, _out, store = imported(tmp_path)
+    src, first, store = imported(tmp_path)
     counts = store.table_counts()
     close_all()
     again = li.run_import(src["path"], tmp_path / "ours.db", apply=True)
     assert again["conversations"] == {"source": 2, "imported": 0, "skipped_existing": 2}
+    assert again["balanced"] and again["edges"]["dropped"] == first["edges"]["dropped"] > 0
     assert again["messages"]["skipped_existing"] == len(src["messages"])
     close_all()
     assert open_readonly(tmp_path / "ours.db").table_counts() == counts
