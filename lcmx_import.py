@@ -85,7 +85,8 @@ class Report:
     messages: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0})
     summaries: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0,
                                                                "invalid": 0})
-    edges: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "dropped": 0})
+    edges: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "dropped": 0,
+                                                           "relinked_by_time": 0})
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, text: str) -> None:
@@ -104,18 +105,29 @@ class Report:
 # -- reading: LCM-X rows grouped by conversation ----------------------------------------------------
 
 
+def conversation_key(lcmx_conversation: Any, session_id: str) -> str:
+    """Our key for an LCM-X conversation: its gateway key, or ``session:<id>`` for a session the
+    host gave no conversation (LCM-X then writes the session's own id as its conversation id;
+    our engine keys such a session ``session:<id>``, so a resumed CLI session finds its history)."""
+    conv = str(lcmx_conversation or "")
+    return f"session:{session_id}" if not conv or conv == session_id else conv
+
+
 def read_source(db: x.LcmxDatabase, report: Report) -> list[Conversation]:
     """Every LCM-X conversation with its messages, nodes and lifecycle row, oldest first."""
     convs: dict[str, Conversation] = {}
     by_session: dict[str, str] = {}
+    lifecycle: dict[str, dict[str, Any]] = {}
     for row in db.lifecycle():
-        for sid in (row.get("last_finalized_session_id"), row.get("current_session_id")):
-            if sid:
-                by_session.setdefault(str(sid), str(row["conversation_id"]))
-    lifecycle = {str(r["conversation_id"]): r for r in db.lifecycle()}
+        sids = [str(s) for s in (row.get("last_finalized_session_id"), row.get("current_session_id")) if s]
+        conv_id = str(row["conversation_id"])
+        key = conversation_key(conv_id, conv_id) if conv_id in sids else conversation_key(conv_id, "")
+        lifecycle.setdefault(key, row)
+        for sid in sids:
+            by_session.setdefault(sid, key)
     for m in db.messages():
         sid = str(m["session_id"])
-        key = str(m.get("conversation_id") or by_session.get(sid) or f"session:{sid}")
+        key = by_session.get(sid) or conversation_key(m.get("conversation_id"), sid)
         by_session.setdefault(sid, key)
         conv = convs.get(key)
         if conv is None:
@@ -138,6 +150,14 @@ def read_source(db: x.LcmxDatabase, report: Report) -> list[Conversation]:
     report.conversations["source"] = len(convs)
     report.messages["source"] = sum(len(c.messages) for c in convs.values())
     return list(convs.values())
+
+
+def links(nodes: list[dict[str, Any]]) -> tuple[int, int]:
+    """A conversation's lineage links: (to rows or nodes it has, to nodes LCM-X deleted)."""
+    ids = {int(n["node_id"]) for n in nodes}
+    pairs = [(n["source_type"], s) for n in nodes for s in set(n["source_ids"])]
+    dangling = sum(1 for kind, s in pairs if kind == "nodes" and s not in ids)
+    return len(pairs) - dangling, dangling
 
 
 def host_message(m: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +201,9 @@ class Writer:
                 r.conversations["skipped_existing"] += 1
                 r.messages["skipped_existing"] += len(conv.messages)
                 r.summaries["skipped_existing"] += len(conv.nodes)
-                r.edges["imported"] += sum(len(set(n["source_ids"])) for n in conv.nodes)
+                present, dangling = links(conv.nodes)
+                r.edges["imported"] += present
+                r.edges["dropped"] += dangling
                 return
             key = conv.key
             if self.store.conversation_by_key(key) is not None:
@@ -237,6 +259,8 @@ class Writer:
                 del pending[nid]
                 progressed = True
                 made = self._node(cid, n, sources, ids, done)
+                if made is None and n["source_type"] == "nodes":
+                    made = self._orphan(cid, n, conv, ids)
                 if made is None:
                     r.summaries["invalid"] += 1
                     r.edges["dropped"] += len(sources)
@@ -244,6 +268,10 @@ class Writer:
                     continue
                 done[nid] = dag.node(dag.add_node(made))
                 r.summaries["imported"] += 1
+                if n["source_type"] == "nodes" and made.message_ids:
+                    r.edges["dropped"] += len(sources)
+                    r.edges["relinked_by_time"] += len(made.message_ids)
+                    continue
                 linked = len(made.message_ids or made.child_ids)
                 r.edges["imported"] += linked
                 r.edges["dropped"] += len(sources) - linked
@@ -282,6 +310,26 @@ class Writer:
                        latest_at=_time(n.get("latest_at"), max(k.latest_at for k in kids)),
                        source_tokens=int(n.get("source_token_count") or 0) or sum(k.tokens for k in kids),
                        child_ids=tuple(k.id for k in kids), **base)
+
+    def _orphan(self, cid: int, n: dict[str, Any], conv: Conversation,
+                ids: dict[int, StoredMessage]) -> NewNode | None:
+        """A condensed node whose child nodes are gone: LCM-X's ``/new`` deletes a session's nodes
+        below ``new_session_retain_depth`` (2 by default) and keeps the higher ones, their
+        ``source_ids`` then naming deleted nodes. Dropping such a node would lose the only summary
+        left of that session, so it is kept, linked to the raw rows it covers: its session's rows
+        whose LCM-X ``timestamp`` lies in its time range (LCM-X takes a node's range from those).
+        Edges to raw rows make it a depth-0 node here; its LCM-X depth is in the warning."""
+        lo, hi = n.get("earliest_at"), n.get("latest_at")
+        if not isinstance(lo, int | float) or not isinstance(hi, int | float):
+            return None
+        rows = [m for m in conv.messages if m["session_id"] == n["session_id"] and m["store_id"] in ids
+                and isinstance(m.get("timestamp"), int | float) and lo <= m["timestamp"] <= hi]
+        if not rows:
+            return None
+        self.report.warn(f"lcm-x node {n['node_id']} (depth {n['depth']}): its child nodes were deleted by "
+                         f"LCM-X; linked to the {len(rows)} rows of its session by its time range")
+        return self._node(cid, {**n, "source_type": "messages", "depth": 0}, [int(m["store_id"]) for m in rows],
+                          ids, {})
 
     def _context(self, cid: int, conv: Conversation, ids: dict[int, StoredMessage], nodes: dict[int, Any]) -> None:
         """What LCM-X's prompt showed: its top nodes, and the raw rows after the frontier (the newest
@@ -356,7 +404,9 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
         report.conversations[part] += 1
         report.messages[part] += len(c.messages)
         report.summaries[part] += len(c.nodes)
-        report.edges["imported"] += sum(len(set(n["source_ids"])) for n in c.nodes)
+        present, dangling = links(c.nodes)
+        report.edges["imported"] += present
+        report.edges["dropped"] += dangling
     out = report.as_dict()
     out["would_import"] = {k: report.__dict__[k]["imported"] for k in ("conversations", "messages", "summaries")}
     return out

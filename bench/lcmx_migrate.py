@@ -3,7 +3,9 @@
 ``python bench/lcmx_migrate.py [messages]`` builds an LCM-X-schema database in a temp dir by
 copying the rows of tests/peers/lcm_x/lcmx.db (LCM-X's own schema, written by LCM-X) over and
 over, each copy a conversation of its own with its summary nodes' ``source_ids`` renumbered,
-then times ``lcmx_import.upgrade_in_place`` on it and prints the figures as JSON.
+then times ``lcmx_import.upgrade_in_place`` on it (snapshot, build, verify, backup, swap: the
+whole upgrade the engine runs at start). It writes ``bench/results/lcmx_migrate.json`` and
+re-renders docs/benchmarks.md, like every benchmark here (bench/common.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "peers" / "lcm_x" / "lcmx.db"
+sys.path.insert(0, str(ROOT / ".pyroot"))  # this checkout's hermes_lcm (a worktree has .pyroot/hermes_lcm)
 
 
 def grow(path: Path, target: int) -> dict[str, int]:
@@ -59,7 +62,8 @@ def grow(path: Path, target: int) -> dict[str, int]:
 
 
 def main(target: int = 100_000) -> dict[str, object]:
-    sys.path.insert(0, str(ROOT / ".pyroot"))
+    from common import print_table, save_result  # sibling module; imports hermes_lcm
+
     from hermes_lcm import lcmx_import
 
     work = Path(tempfile.mkdtemp(prefix="lcmx-bench-"))
@@ -73,15 +77,25 @@ def main(target: int = 100_000) -> dict[str, object]:
         started = time.perf_counter()
         out = lcmx_import.upgrade_in_place(path)
         seconds = time.perf_counter() - started
-        result = {"lcmx_messages": counts["messages"], "lcmx_summary_nodes": counts["summary_nodes"],
-                  "lcmx_bytes": size, "build_source_seconds": round(built, 2), "upgrade_seconds": round(seconds, 2),
-                  "messages_per_second": round(counts["messages"] / seconds),
-                  "verified": out["verify"]["ok"], "balanced": out["balanced"],
-                  "hermes_lcm_bytes": path.stat().st_size}
+        details = {"lcmx_messages": counts["messages"], "lcmx_summary_nodes": counts["summary_nodes"],
+                   "lcmx_bytes": size, "build_source_seconds": round(built, 2), "upgrade_seconds": round(seconds, 2),
+                   "messages_per_second": round(counts["messages"] / seconds),
+                   "conversations": out["conversations"]["imported"],
+                   "summaries_imported": out["summaries"]["imported"],
+                   "edges_imported": out["edges"]["imported"], "verified": out["verify"]["ok"],
+                   "balanced": out["balanced"], "hermes_lcm_bytes": path.stat().st_size}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(result, indent=2))
-    return result
+    print(json.dumps(details, indent=2))
+    ok = details["verified"] and details["balanced"]
+    rows = [{"target": f"upgrade a {counts['messages']:,}-message LCM-X database in place (issue 11)",
+             "ours": f"{seconds:.1f} s, {details['messages_per_second']:,} messages/s"
+                     + ("" if ok else " (DID NOT VERIFY)"),
+             "reference": "LCM-X / lossless-claw: no importer to compare",
+             "verdict": "measured" if ok else "failed"}]
+    print_table(rows)
+    save_result("lcmx_migrate", rows, details)
+    return details
 
 
 if __name__ == "__main__":

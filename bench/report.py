@@ -127,6 +127,14 @@ def _growth(details: dict[str, Any]) -> str:
                            f"six alternating every {details['block']} turns.")
 
 
+def _lcmx_migrate(details: dict[str, Any]) -> str:
+    rows = [[k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v] for k, v in details.items()]
+    return _table(["measure", "value"], rows) + (
+        "\n\nThe source is tests/peers/lcm_x/lcmx.db (written by LCM-X's own engine) copied until it holds "
+        "the target count, each copy a conversation of its own; the time is `lcmx_import.upgrade_in_place` "
+        "from start to swap (snapshot, build, verify, backup link, atomic replace).")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -135,6 +143,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "schemas": ("Tool schema tokens", _schemas),
     "recall": ("LoCoMo evidence recall", _recall),
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
+    "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
 }
 
 

@@ -26,6 +26,7 @@ FIXTURE = Path(__file__).resolve().parent.parent / "peers" / "lcm_x" / "lcmx.db"
 def _closed():
     yield
     close_all()
+    assert not any(Path(f"{FIXTURE}{side}").exists() for side in ("-wal", "-shm", "-journal"))  # copies only
 
 
 def sha(path: Path) -> str:
@@ -39,14 +40,30 @@ def lcmx_copy(tmp_path: Path, name: str = "lcm.db") -> Path:
 
 
 def source_rows(path: Path) -> dict:
+    """An LCM-X file's rows, read with SQL of our own (never the fixture itself: see fixture_rows)."""
+    assert path.resolve() != FIXTURE.resolve(), "read a copy: opening the fixture can leave a -wal/-shm"
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        msgs = con.execute("SELECT role, content, tool_call_id, tool_calls, tool_name, pinned, observed_at "
+        cols = {r[1] for r in con.execute("PRAGMA table_info(messages)")}
+        conv = "conversation_id" if "conversation_id" in cols else "''"
+        msgs = con.execute("SELECT role, content, tool_call_id, tool_calls, tool_name, pinned, "
+                           f"coalesce(observed_at, timestamp), store_id, session_id, {conv} "
                            "FROM messages ORDER BY store_id").fetchall()
-        nodes = con.execute("SELECT depth, summary, source_ids FROM summary_nodes ORDER BY node_id").fetchall()
+        nodes = con.execute("SELECT depth, summary, source_ids, source_type, node_id, session_id "
+                            "FROM summary_nodes ORDER BY node_id").fetchall()
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        life = con.execute("SELECT conversation_id, current_frontier_store_id, last_finalized_frontier_store_id "
+                           "FROM lcm_lifecycle_state").fetchall() if "lcm_lifecycle_state" in tables else []
     finally:
         con.close()
-    return {"messages": msgs, "nodes": nodes, "links": sum(len(set(json.loads(n[2]))) for n in nodes)}
+    node_ids = {n[4] for n in nodes}
+    dangling = sum(1 for n in nodes if n[3] == "nodes" for s in set(json.loads(n[2])) if s not in node_ids)
+    return {"messages": msgs, "nodes": nodes, "links": sum(len(set(json.loads(n[2]))) for n in nodes),
+            "dangling": dangling, "lifecycle": {r[0]: r[1:] for r in life}}
+
+
+def fixture_rows(tmp_path: Path) -> dict:
+    return source_rows(lcmx_copy(tmp_path, "reference.db"))
 
 
 def all_messages(store) -> list:
@@ -56,9 +73,9 @@ def all_messages(store) -> list:
     return out
 
 
-def test_fixture_is_what_lcmx_writes():
-    rows = source_rows(FIXTURE)
-    assert FIXTURE.stat().st_size < 500_000
+def test_fixture_is_what_lcmx_writes(tmp_path):
+    rows = fixture_rows(tmp_path)
+    assert FIXTURE.stat().st_size < 300_000
     assert {m[0] for m in rows["messages"]} == {"system", "user", "assistant", "tool"}
     assert any(n[0] == 1 for n in rows["nodes"]) and any(m[5] for m in rows["messages"])
 
@@ -73,7 +90,10 @@ def test_import_reconciles_every_message_summary_and_edge(tmp_path):
                                     "summaries": len(want["nodes"])}
     out = li.run_import(source, target, apply=True)
     assert out["verify"]["ok"] and out["balanced"], out
-    assert out["edges"] == {"source": want["links"], "imported": want["links"], "dropped": 0}
+    # LCM-X's /new deleted the children of the nodes it kept: those links cannot be rebuilt as edges
+    assert want["dangling"] > 0
+    assert {k: out["edges"][k] for k in ("source", "imported", "dropped")} == \
+        {"source": want["links"], "imported": want["links"] - want["dangling"], "dropped": want["dangling"]}
     assert sha(source) == before
     store = open_readonly(target)
     rows = all_messages(store)
@@ -87,15 +107,20 @@ def test_import_reconciles_every_message_summary_and_edge(tmp_path):
     assert {m.tool_call_id for m in rows if m.role == "tool"} == calls and calls
     dag = Dag(store)
     assert dag.lineage_problems() == {}
-    assert store.table_counts()["edges"] == want["links"]
+    assert store.table_counts()["edges"] == want["links"] - want["dangling"] + out["edges"]["relinked_by_time"]
     nodes = dag.nodes(1) + dag.nodes(2)
-    assert sorted((n.depth, n.content) for n in nodes) == sorted((d, s) for d, s, _ in want["nodes"])
+    assert sorted(n.content for n in nodes) == sorted(n[1] for n in want["nodes"])
     condensed = next(n for n in nodes if n.depth == 1)
     assert [c.depth for c in dag.children(condensed.id)] == [0, 0]
-    # the context: LCM-X's top nodes, the frontier after the last summarized row
+    # the context: LCM-X's top nodes, the frontier at LCM-X's lifecycle frontier
     conv = store.conversation_by_key("telegram:chat-42")
-    assert conv is not None and conv.frontier_seq == 13 and conv.last_seq == 17
-    assert [n.depth for n in dag.context(conv.id)] == [1, 0]
+    chat = [m for m in want["messages"] if m[9] == "telegram:chat-42"]
+    frontier = max(want["lifecycle"]["telegram:chat-42"])
+    assert conv is not None and conv.last_seq == len(chat)
+    assert conv.frontier_seq == sum(1 for m in chat if m[7] <= frontier)
+    children = {s for n in want["nodes"] if n[3] == "nodes" for s in json.loads(n[2])}
+    assert sorted(n.content for n in dag.context(conv.id)) == \
+        sorted(n[1] for n in want["nodes"] if n[4] not in children and n[5] in {m[8] for m in chat})
     assert store.session("sess-a2").parent_session_id == "sess-a1"
     assert store.session("sess-a1").platform == "telegram"
     store.close()
@@ -151,15 +176,18 @@ def test_an_older_version_without_lifecycle_or_conversation_ids(tmp_path):
 def test_engine_upgrades_at_the_default_path_and_keeps_the_turn(tmp_path):
     path = lcmx_copy(tmp_path)
     original = sha(path)
+    want = fixture_rows(tmp_path)
+    chat = [m for m in want["messages"] if m[9] == "telegram:chat-42"]
     engine = new_engine(tmp_path, session="sess-a2")
-    # the resumed session's history as the host holds it, plus a new request
-    history = [{"role": "user", "content": "Please check the kafka logs (turn 4)."},
-               {"role": "assistant", "content": "",
-                "tool_calls": [{"id": "call_4", "type": "function",
-                                "function": {"name": "read_file", "arguments": '{"path": "/var/log/kafka.log"}'}}]},
-               {"role": "tool", "tool_call_id": "call_4", "content": "kafka: 3 warnings, 0 errors at line 40"},
-               {"role": "assistant", "content": "The kafka log shows 3 warnings and no errors (turn 4)."},
-               {"role": "user", "content": "zebra-marker: and the queue depth?"}]
+    # the resumed session's last turn as the host holds it (LCM-X's rows), plus a new request
+    history = []
+    for role, content, call_id, calls, name, *_ in chat[-4:]:
+        msg = {"role": role, "content": content}
+        msg.update({"tool_calls": json.loads(calls)} if calls else {})
+        msg.update({"tool_call_id": call_id, "name": name} if role == "tool" else {})
+        history.append(msg)
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    history.append({"role": "user", "content": "zebra-marker: and the queue depth?"})
     engine.ingest_host(history)
     status = engine.get_status()
     assert status["startup_error"] is None
@@ -167,8 +195,8 @@ def test_engine_upgrades_at_the_default_path_and_keeps_the_turn(tmp_path):
     assert sha(backup) == original  # the original, byte for byte
     store = open_readonly(path)
     conv = store.conversation_by_key("telegram:chat-42")
-    assert conv is not None and conv.last_seq == 18  # 17 migrated + only the new request
-    assert store.messages_after(conv.id, 17)[0].content == "zebra-marker: and the queue depth?"
+    assert conv is not None and conv.last_seq == len(chat) + 1  # the migrated rows + only the new request
+    assert store.messages_after(conv.id, len(chat))[0].content == "zebra-marker: and the queue depth?"
     assert Dag(store).lineage_problems() == {}
     assert not any(p.exists() for p in (tmp_path / "lcm.db.migrating", tmp_path / "lcm.db.lcm-x-snapshot"))
 
@@ -223,7 +251,7 @@ def test_a_crash_inside_the_swap_after_the_wal_left(tmp_path, monkeypatch):
     monkeypatch.setattr(li.os, "replace", real)
     assert li.is_lcmx(path)
     out = li.upgrade_in_place(path)
-    assert out["verify"]["ok"] and out["messages"]["imported"] == len(source_rows(FIXTURE)["messages"])
+    assert out["verify"]["ok"] and out["messages"]["imported"] == len(fixture_rows(tmp_path)["messages"])
     assert sha(li.backup_path(path)) == original
 
 
@@ -247,5 +275,5 @@ def test_engines_starting_together_upgrade_once(tmp_path):
     assert not errors, errors
     assert sum(r is not None for r in results) == 1
     store = open_readonly(path)
-    assert sum(store.message_count(c) for c in (1, 2)) == len(source_rows(FIXTURE)["messages"])
+    assert sum(store.message_count(c) for c in (1, 2)) == len(fixture_rows(tmp_path)["messages"])
     assert store.message_count(3) == 0
