@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -37,8 +38,11 @@ from typing import Any
 from . import maintenance as mt
 from . import private
 from .claw_jsonl import active_branch, parent_session_id, text_blocks
+from .claw_parts import CORE_PART_TYPES, carry
+from .claw_report import ImportFailure, Report, SourceConversation, SourceMessage, SourceSummary
 from .dag import Dag
 from .ingest import Normalizer
+from .normalize import dump
 from .payloads import PayloadGuard
 from .records import MessageIn, NewNode, StoredMessage
 from .storage.claw import ReadableCopy, SourceUnreadable, check_source
@@ -47,74 +51,6 @@ from .tokens import count_tokens
 
 IMPORT_ROLES = {"user", "assistant", "tool"}
 LCL_ROLES = {"system", "user", "assistant", "tool"}  # lossless-claw's messages.role CHECK
-
-
-class ImportFailure(RuntimeError):
-    """The import cannot run (bad source, foreign target); shown to the operator."""
-
-
-@dataclass
-class SourceMessage:
-    provenance: str
-    message: dict[str, Any]
-    timestamp: float | None
-
-
-@dataclass
-class SourceSummary:
-    source_id: str
-    kind: str
-    depth: int
-    content: str
-    tokens: int
-    earliest_at: float | None
-    latest_at: float | None
-    message_ids: list[str] = field(default_factory=list)
-    child_ids: list[str] = field(default_factory=list)
-
-
-@dataclass
-class SourceConversation:
-    key: str
-    session_id: str
-    parent_session_id: str | None
-    messages: list[SourceMessage] = field(default_factory=list)
-    summaries: list[SourceSummary] = field(default_factory=list)
-
-
-@dataclass
-class Report:
-    source_kind: str
-    source: list[str]
-    target: str
-    import_id: str
-    dry_run: bool
-    backup_path: str | None = None
-    conversations: int = 0
-    scanned: int = 0
-    eligible: int = 0
-    would_import: int = 0
-    imported: int = 0
-    skipped_existing: int = 0
-    skipped_empty: int = 0
-    skipped_unsupported: int = 0
-    invalid_rows: int = 0
-    skipped_symlinks: list[str] = field(default_factory=list)
-    # OpenClaw's own compaction summaries (JSONL) are not messages: counted and warned, never silently dropped.
-    compactions_reported: int = 0
-    thinking_kept: int = 0
-    summaries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0))
-    warnings: list[str] = field(default_factory=list)
-
-    def warn(self, text: str) -> None:
-        if len(self.warnings) < 200:
-            self.warnings.append(text)
-        elif len(self.warnings) == 200:
-            self.warnings.append("(further warnings omitted)")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
 # -- provenance ----------------------------------------------------------------------------------
@@ -191,6 +127,9 @@ class LosslessClawReader:
             self.report.scanned += 1
             mid = row["message_id"]
             role, content = row["role"], row["content"]
+            types = Counter(self.db.part_types(mid)) if has_parts else Counter()
+            if role not in LCL_ROLES or not isinstance(content, str) or role not in IMPORT_ROLES:
+                self.report.tally(self.report.parts_reported, types)
             if role not in LCL_ROLES or not isinstance(content, str):
                 self.report.invalid_rows += 1
                 self.report.warn(f"lossless-claw message {mid}: invalid role {role!r} or non-text content; skipped")
@@ -200,18 +139,27 @@ class LosslessClawReader:
                 self.report.warn(f"lossless-claw message {mid}: role {role!r} is not imported")
                 continue
             message: dict[str, Any] = {"role": role, "content": content}
+            dropped: Counter[str] = Counter()
+            extra = None
             if has_parts:
-                self._tool_fields(mid, role, message)
+                dropped["tool"] = self._tool_fields(mid, role, message, types["tool"])
                 thinking = self.db.reasoning_texts(mid) if role == "assistant" else []
                 if thinking:  # kept as the host's reasoning field, as for JSONL thinking blocks
                     message["reasoning_content"] = "\n".join(thinking)
                     self.report.thinking_kept += 1
+                dropped["reasoning"] = types["reasoning"] - len(thinking)
+                # patch, file, subtask, step_*, snapshot, retry, agent: appended to the content
+                extra = carry(message, self.db.other_parts(mid, CORE_PART_TYPES))
+                for kind, n in (+dropped).items():
+                    self.report.warn(f"lossless-claw message {mid}: {n} {kind} part(s) without usable "
+                                     "content (no text, call id or input) not imported")
             ts = _parse_time(row["created_at"])
             if ts is None:
                 self.report.warn(f"lossless-claw message {mid}: unreadable created_at {row['created_at']!r}")
-            yield SourceMessage(f"message:{mid}", message, ts)
+            yield SourceMessage(f"message:{mid}", message, ts, types - dropped, +dropped, extra)
 
-    def _tool_fields(self, message_id: int, role: str, message: dict[str, Any]) -> None:
+    def _tool_fields(self, message_id: int, role: str, message: dict[str, Any], tool_parts: int) -> int:
+        """Sets the tool link / calls; returns how many of the message's ``tool`` parts it could not use."""
         parts = self.db.tool_parts(message_id)
         if role == "tool":
             first = next((p for p in parts if p["tool_call_id"]), None)
@@ -219,7 +167,7 @@ class LosslessClawReader:
                 message["tool_call_id"] = str(first["tool_call_id"])
                 if first["tool_name"]:
                     message["name"] = str(first["tool_name"])
-            return
+            return 0
         calls = []
         for p in parts:
             if role != "assistant" or p["part_type"] != "tool" or not p["tool_call_id"] or p["tool_input"] is None:
@@ -235,6 +183,7 @@ class LosslessClawReader:
                           "function": {"name": str(p["tool_name"] or "unknown_tool"), "arguments": arguments}})
         if calls:
             message["tool_calls"] = calls
+        return tool_parts - len(calls)
 
     def _summaries(self, conversation_id: int) -> list[SourceSummary]:
         rows = self.db.summaries(conversation_id)
@@ -460,12 +409,16 @@ class Importer:
             if fp in seen:
                 r.invalid_rows += 1
                 r.warn(f"{conv.key}: duplicate source id {m.provenance}; later copy skipped")
+                r.tally(r.parts_reported, m.parts_kept + m.parts_dropped)
                 continue
             seen.add(fp)
             if _is_empty(m.message):
                 r.skipped_empty += 1
+                r.tally(r.parts_reported, m.parts_kept + m.parts_dropped)
                 continue
             r.eligible += 1
+            r.tally(r.parts_kept, m.parts_kept)
+            r.tally(r.parts_reported, m.parts_dropped)
             if fp in known:
                 r.skipped_existing += 1
             else:
@@ -488,6 +441,9 @@ class Importer:
     def _record(self, fp: str, m: SourceMessage) -> MessageIn:
         assert self.normalizer is not None
         record = self.normalizer.normalize(m.message, fingerprint=fp)
+        if m.extra:  # private fields (normalize keeps only public ones): the exact lossless-claw parts
+            fields = {**(json.loads(record.extra) if record.extra else {}), **m.extra}
+            return replace(record, host_ts=m.timestamp, extra=dump(fields))
         return replace(record, host_ts=m.timestamp)
 
     # -- summaries ---------------------------------------------------------------------------------

@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                 "balanced"):
         print(f"  {key:20} {report[key]}")
     print("  summaries           " + ", ".join(f"{k}={v}" for k, v in report["summaries"].items()))
+    for key in ("parts_kept", "parts_reported"):  # lossless-claw message_parts per part_type
+        if report.get(key):
+            print(f"  {key:20} " + ", ".join(f"{k}={v}" for k, v in sorted(report[key].items())))
     for warning in report["warnings"][:20]:
         print(f"  warning: {warning}")
     if len(report["warnings"]) > 20:

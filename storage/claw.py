@@ -177,6 +177,18 @@ class ClawDatabase:
                                         "AND part_type='reasoning' ORDER BY ordinal", (message_id,))
                 if isinstance(t, str) and t.strip()]
 
+    def part_types(self, message_id: int) -> list[str]:
+        """The ``part_type`` of each of a message's parts, in order (for the per-type tally)."""
+        return [str(t) for t in self._column("SELECT part_type FROM message_parts WHERE message_id=? "
+                                             "ORDER BY ordinal", (message_id,))]
+
+    def other_parts(self, message_id: int, known: frozenset[str]) -> list[dict[str, Any]]:
+        """Every column of a message's parts whose type is not in ``known`` (patch, file, subtask,
+        step_*, snapshot, retry, agent, ...), in order: the importer keeps them on the message."""
+        marks = ",".join("?" * len(known))
+        return self._rows(f"SELECT * FROM message_parts WHERE message_id=? AND part_type NOT IN ({marks}) "
+                          "ORDER BY ordinal", (message_id, *sorted(known)))
+
     def summaries(self, conversation_id: int) -> list[dict[str, Any]]:
         """summary_id, kind, depth, content, token_count, earliest_at, latest_at (absent columns: None)."""
         cols = self.columns("summaries")

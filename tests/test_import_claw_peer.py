@@ -81,7 +81,7 @@ def test_tool_links_kept_and_rerun_is_a_noop(tmp_path: Path) -> None:
     source = source_counts(PEER_DB)
     target = tmp_path / "home" / "lcm.db"
     report = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
-    assert report["imported"] == source["messages"] == 68 and report["invalid_rows"] == 0 and report["balanced"]
+    assert report["imported"] == source["messages"] == 71 and report["invalid_rows"] == 0 and report["balanced"]
     assert report["summaries"]["imported"] == source["summaries"] == 7
     linked = target_rows(target, "SELECT count(*) FROM messages WHERE role='tool' AND coalesce(tool_call_id, '')<>'' "
                                  "AND coalesce(tool_name, '')<>''")[0][0]
@@ -105,7 +105,7 @@ def test_tool_links_kept_and_rerun_is_a_noop(tmp_path: Path) -> None:
 
     before = digest(target)
     again = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
-    assert again["imported"] == 0 and again["skipped_existing"] == 68 and again["summaries"]["imported"] == 0
+    assert again["imported"] == 0 and again["skipped_existing"] == 71 and again["summaries"]["imported"] == 0
     assert again["backup_path"] is None and digest(target) == before
 
 
@@ -216,7 +216,7 @@ def test_wal_source_in_a_read_only_directory(tmp_path: Path) -> None:
                               "--apply", "--json", "--include-summaries", cwd=out)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["imported"] == 68 and report["summaries"]["imported"] == 7
+    assert report["imported"] == 71 and report["summaries"]["imported"] == 7
     # the row committed only to the -wal was read (immutable=1 alone would have missed it)
     assert target_rows(target, "SELECT count(*) FROM messages WHERE content='EDIT ONLY IN THE WAL'")[0][0] == 1
     assert sorted(p.name for p in readonly.iterdir()) == ["claw.db", "claw.db-wal"]  # nothing written beside it
@@ -235,7 +235,7 @@ def test_wal_mode_source_without_wal_file_in_a_read_only_directory(tmp_path: Pat
     result = run_on_read_only(readonly, "--source-db", str(readonly / "claw.db"), "--target-db",
                               str(out / "lcm.db"), "--json", cwd=out)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["would_import"] == 68
+    assert json.loads(result.stdout)["would_import"] == 71
 
 
 def test_wrong_paths_are_clear_errors(tmp_path: Path) -> None:
@@ -263,11 +263,87 @@ def test_existing_target_in_a_read_only_directory(tmp_path: Path) -> None:
     dry = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id", "second",
                            "--json", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
-    assert json.loads(dry.stdout)["would_import"] == 68
+    assert json.loads(dry.stdout)["would_import"] == 71
     same = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id", "first",
                             "--json", cwd=tmp_path)
-    assert same.returncode == 0 and json.loads(same.stdout)["skipped_existing"] == 68
+    assert same.returncode == 0 and json.loads(same.stdout)["skipped_existing"] == 71
     applied = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id",
                                "second", "--apply", cwd=tmp_path)
     assert applied.returncode == 3 and "not writable" in applied.stderr and "APPLIED" not in applied.stdout
     assert len(applied.stderr.strip().splitlines()) == 1 and digest(target) == before
+
+
+def source_part_counts(path: Path) -> dict[str, int]:
+    """Parts per ``part_type``, straight from lossless-claw's own table."""
+    return dict(target_rows(path, "SELECT part_type, count(*) FROM message_parts GROUP BY part_type"))
+
+
+def test_every_part_type_is_kept_or_reported(tmp_path: Path) -> None:
+    """lossless-claw writes patch, file, subtask, step_start/step_finish, snapshot, retry, compaction
+    and agent parts (its toPartType); none may vanish: each is kept on its message (readable in the
+    content, found by search, shown by lcm_expand, the exact row in the private extra field) or counted
+    as reported, per type, in the report and its --json."""
+    source = source_part_counts(PEER_DB)
+    assert source.get("patch", 0) >= 1 and source.get("file", 0) >= 1 and source.get("agent", 0) >= 1
+    others = {k: v for k, v in source.items() if k not in ("text", "tool", "reasoning")}
+    assert len(others) >= 8
+    target = tmp_path / "lcm.db"
+    dry = run_script("--source-db", str(PEER_DB), "--target-db", str(target), "--json", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    report = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
+    for counts in (plan, report):
+        every = {k: counts["parts_kept"].get(k, 0) + counts["parts_reported"].get(k, 0)
+                 for k in set(counts["parts_kept"]) | set(counts["parts_reported"])}
+        assert every == source, (counts["parts_kept"], counts["parts_reported"])
+    assert {k: report["parts_kept"].get(k, 0) for k in others} == others
+
+    # kept on the message: readable and searchable content, the exact source rows in extra
+    con = sqlite3.connect(f"file:{PEER_DB}?mode=ro", uri=True)
+    patch = json.loads(con.execute("SELECT metadata FROM message_parts WHERE part_type='patch'").fetchone()[0])
+    fname = json.loads(con.execute("SELECT metadata FROM message_parts WHERE part_type='file'").fetchone()[0])
+    rows = {r[0]: r[1:] for r in con.execute("SELECT part_id, part_type, ordinal FROM message_parts "
+                                              "WHERE part_type NOT IN ('text','tool','reasoning')")}
+    con.close()
+    hit = target_rows(target, "SELECT id, content, parts, extra FROM messages WHERE content LIKE ?"
+                      .replace("?", "'%" + patch["raw"]["hash"] + "%'"))
+    assert len(hit) == 1 and "lossless-claw patch part" in hit[0][1] and "src/parser.py" in hit[0][1]
+    assert "Applying the parser fix." in hit[0][1] and hit[0][2] is not None
+    assert target_rows(target, "SELECT count(*) FROM messages WHERE content LIKE '%"
+                       + fname["raw"]["filename"] + "%'")[0][0] == 1
+    kept = [p for (extra,) in target_rows(target, "SELECT extra FROM messages WHERE extra IS NOT NULL")
+            for p in json.loads(extra).get("_lossless_claw_parts", [])]
+    assert {p["part_id"]: (p["part_type"], p["ordinal"]) for p in kept} == rows
+    assert all(isinstance(p["metadata"], dict) and "raw" in p["metadata"] for p in kept)
+    # lcm_expand's view of the message (the content as the model saw it) shows the parts
+    view = Store.open_readonly(target)
+    try:
+        shown = view.message(hit[0][0])
+        assert shown is not None
+        host = shown.to_host(extra=False)
+        assert any("9f2c1e7" in p.get("text", "") for p in host["content"]) and "_lossless_claw_parts" not in host
+        checks = {c["name"]: c["status"] for c in mt.doctor_report(view)["checks"]}
+    finally:
+        view.close()
+    assert checks["tool_links"] == "ok" and not [n for n, s in checks.items() if s == "error"], checks
+
+    before = digest(target)
+    again = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
+    assert again["imported"] == 0 and again["parts_kept"] == report["parts_kept"] and digest(target) == before
+
+
+def test_parts_of_a_skipped_message_are_reported(tmp_path: Path) -> None:
+    """A message the importer does not take (here a system message: lossless-claw's role CHECK allows
+    it, hermes-lcm does not import it) takes its parts with it: they are counted as reported, per type."""
+    source = tmp_path / "claw.db"
+    shutil.copyfile(PEER_DB, source)
+    con = sqlite3.connect(source)
+    mid = con.execute("SELECT message_id FROM message_parts WHERE part_type='subtask'").fetchone()[0]
+    con.execute("UPDATE messages SET role='system' WHERE message_id=?", (mid,))
+    con.commit()
+    lost = dict(con.execute("SELECT part_type, count(*) FROM message_parts WHERE message_id=? GROUP BY part_type",
+                            (mid,)).fetchall())
+    con.close()
+    report = run_import(target_db=tmp_path / "lcm.db", source_db=source, apply=True, import_id="peer")
+    assert report["skipped_unsupported"] == 1 and report["parts_reported"] == lost and len(lost) >= 4
+    assert "subtask" not in report["parts_kept"]
