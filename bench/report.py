@@ -95,6 +95,17 @@ def _recall(details: dict[str, Any]) -> str:
     return text
 
 
+def _recall_inuse(details: dict[str, Any]) -> str:
+    compactions = sum(details.get("compactions", {}).values())
+    stored = sum(details.get("stored_messages", {}).values())
+    return _recall(details) + (
+        f"\n\nEach conversation replayed as a live session (context {details.get('context'):,} tokens, "
+        f"{compactions} compactions in all), then every question asked from inside it; "
+        f"{stored:,} messages stored at the end, questions and search traffic included. \"defaults off\": "
+        f"the same searches at the same moments with include_in_context and include_lcm_traffic on. "
+        f"Replay {details.get('replay_seconds')} s, questions {details.get('questions_seconds')} s.")
+
+
 def _outcomes(case: dict[str, Any]) -> str:
     """yes / NO, with the compresses that handed the list back unchanged (messages still being stored)."""
     verdict = "yes" if case["prompts_valid_and_bounded"] else "NO"
@@ -142,6 +153,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "ingest": ("Bulk import and compaction", _ingest),
     "schemas": ("Tool schema tokens", _schemas),
     "recall": ("LoCoMo evidence recall", _recall),
+    "recall_inuse": ("LoCoMo recall asked from inside a live session", _recall_inuse),
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
 }
@@ -163,7 +175,7 @@ def render(results: list[dict[str, Any]]) -> str:
 
 
 def iter_results() -> Iterator[dict[str, Any]]:
-    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall"]
+    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall", "recall_inuse"]
     files = sorted(RESULTS.glob("*.json"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
     for path in files:
         yield json.loads(path.read_text(encoding="utf-8"))
