@@ -31,7 +31,7 @@ from typing import Any
 
 import locomo_recall as offline
 from common import print_table, save_result
-from locomo_recall import KS, Conversation, Tally, call, load_conversation, session_store_ids
+from locomo_recall import KS, Conversation, Tally, call, session_store_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTEXT = 32_000  # the model's context window: small enough that every conversation compacts
@@ -136,16 +136,11 @@ def _figures(tally: Tally) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(offline.DEFAULT_DATA))
-    parser.add_argument("--files", default="", help="comma-separated conversation names (default: all)")
+    offline.add_data_arguments(parser)
     parser.add_argument("--context", type=int, default=CONTEXT, help="the model's context window in tokens")
     parser.add_argument("--no-save", action="store_true", help="print only; do not write bench/results")
     args = parser.parse_args(argv)
-    data = Path(args.data)
-    if not data.is_dir():
-        raise SystemExit(f"LoCoMo data not found at {data}")
-    wanted = {f.strip() for f in args.files.split(",") if f.strip()}
-    conversations = [load_conversation(p) for p in sorted(data.glob("conv-*.json")) if not wanted or p.stem in wanted]
+    conversations = offline.load_selected(args.data, args.files)
     results: dict[str, dict[str, Any]] = {}
     for name, tool, tally in offline.evaluate(conversations, TOOLS):
         if name == "all":

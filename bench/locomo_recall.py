@@ -194,17 +194,25 @@ def _row(name: str, tool: str, tally: Tally) -> str:
     return f"{name:9} {tool:10} {tally.questions:5}  {cells}  {ms:6.1f}"
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--files", default="", help="comma-separated conversation names (default: all)")
-    args = parser.parse_args(argv)
-    data = Path(args.data)
+
+
+def load_selected(data_dir: str, files: str) -> list[Conversation]:
+    """The conversations named in ``files`` (all when empty), in name order."""
+    data = Path(data_dir)
     if not data.is_dir():
         raise SystemExit(f"LoCoMo data not found at {data}")
-    wanted = {f.strip() for f in args.files.split(",") if f.strip()}
-    paths = sorted(p for p in data.glob("conv-*.json") if not wanted or p.stem in wanted)
-    conversations = [load_conversation(p) for p in paths]
+    wanted = {f.strip() for f in files.split(",") if f.strip()}
+    return [load_conversation(p) for p in sorted(data.glob("conv-*.json")) if not wanted or p.stem in wanted]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_arguments(parser)
+    args = parser.parse_args(argv)
+    conversations = load_selected(args.data, args.files)
     ks = " ".join(f"R@{k:<3}" for k in KS)
     print(f"{'':27}lenient{'':22}strict")
     print(f"{'conv':9} {'tool':10} {'qs':>5}  {ks}  {ks}  ms/q")
