@@ -88,6 +88,11 @@ class View:
     filters: Filters
     with_summaries: bool
 
+    @property
+    def derived_sql(self) -> dict[str, Any]:
+        """The filters that leave LCM's own traffic and memory turns out (``SearchRequest.own_tools``)."""
+        return {key: self.scope_sql[key] for key in ("skip_own_tools", "skip_memory_turns")}
+
     @staticmethod
     def bounded(bounds: tuple[int, int], upper: int) -> tuple[int, int]:
         return bounds[0], min(bounds[1], upper)
@@ -161,10 +166,10 @@ class FullTextArm:
         """Messages matching ``match`` in scope, by bm25 (``order`` "rank") or newest first. The
         ranked candidates leave memory turns out (a walk, ``walk``, lists them after the pool)."""
         view = self.view
+        scope = {**view.scope_sql, "skip_memory_turns": view.scope_sql["skip_memory_turns"] and not walk}
         rows = self.store.message_hits(
             match, order=order, limit=limit, bounds=view.bounded(view.m_bounds, upper), text_chars=TEXT_CHARS,
-            exclude_ids=list(exclude), skip_memory_turns=view.scope_sql["skip_own_tools"] and not walk,
-            **view.scope_sql, **view.filters.sql())
+            exclude_ids=list(exclude), **scope, **view.filters.sql())
         return [message_hit(r, matched=True) for r in rows]
 
     def summary_rows(self, match: str, order: str, limit: int, upper: int,

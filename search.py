@@ -213,8 +213,7 @@ class Searcher:
                 missing.setdefault(conv, []).append(seq)
         for conv, seqs in missing.items():
             rows = self.store.messages_at(conv, seqs, TEXT_CHARS, session_id=self.req.scope.session_id,
-                                          skip_own_tools=not self.req.own_tools,
-                                          skip_memory_turns=not self.req.own_tools, **self.req.filters.sql())
+                                          **self.view.derived_sql, **self.req.filters.sql())
             for row in rows:
                 hit = message_hit((*row, 0.0), matched=False)
                 if hit.id <= upper:
@@ -334,7 +333,8 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
     m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id, conversation_ids=reach)
     s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
     scope_sql: dict[str, Any] = {"conversation_id": scope.conversation_id, "session_id": scope.session_id,
-                                 "conversation_ids": reach, "skip_own_tools": not req.own_tools}
+                                 "conversation_ids": reach, "skip_own_tools": not req.own_tools,
+                                 "skip_memory_turns": not req.own_tools}
     summary_conversation = scope.conversation_id
     if scope.kind == "current" and scope.conversation_id is not None:
         if store.conversation(scope.conversation_id).last_seq == m_bounds[1] - m_bounds[0] + 1:

@@ -76,8 +76,9 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
     return item
 
 
-def _answer(ctx: Ctx, query: Query, page: SearchPage, extra: dict[str, Any]) -> dict[str, Any]:
+def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str, Any]) -> dict[str, Any]:
     """Hits first (what the model reads first), then how the query was understood."""
+    query = request.query
     snippets = _snippets(ctx, page.hits, query)
     items = [render_hit(h, snippets.get(h.scratch_id), ctx.conversation_id) for h in page.hits]
     meta: dict[str, Any] = {"terms": [t.text for t in query.parts], **extra}
@@ -85,9 +86,13 @@ def _answer(ctx: Ctx, query: Query, page: SearchPage, extra: dict[str, Any]) -> 
         meta["dropped_words"] = list(query.dropped)
     if page.common_terms:
         meta["common_terms"] = page.common_terms
+    if request.rank_visible:
+        meta["in_context_ranked"] = True
+    if request.own_tools:
+        meta["lcm_traffic_searched"] = True
     if page.in_context:
         meta["in_context"] = page.in_context
-        meta["in_context_note"] = IN_CONTEXT_NOTE[bool(extra.get("in_context_ranked"))]
+        meta["in_context_note"] = IN_CONTEXT_NOTE[request.rank_visible]
     answer: dict[str, Any] = {}
     shown = fit(answer, "hits", items, ctx.cap - len(dumps(meta)))
     answer["count"] = shown
@@ -112,7 +117,8 @@ IN_CONTEXT_NOTE = {
 
 def visibility(ctx: Ctx, args: Args) -> dict[str, Any]:
     """The request fields every search tool shares: the caller's prompt (its rows marked, and
-    listed last unless ``include_in_context``), and whether LCM's own tool traffic is searched."""
+    listed last unless ``include_in_context``), and whether LCM's own tool traffic is searched
+    (``include_lcm_traffic``); ``_answer`` says which of them the answer followed."""
     return {"visible": ctx.visible(), "rank_visible": args.flag("include_in_context"),
             "own_tools": args.flag("include_lcm_traffic")}
 
@@ -123,17 +129,12 @@ def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
     filters = _filters(args)
     sort = args.choice("sort", ("relevance", "recency"), "relevance") or "relevance"
     limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
-    shared = visibility(ctx, args)
-    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"), **shared)
+    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"), **visibility(ctx, args))
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     extra: dict[str, Any] = {"scope": _scope_view(scope), "sort": sort}
-    if shared["rank_visible"]:
-        extra["in_context_ranked"] = True
-    if shared["own_tools"]:
-        extra["lcm_traffic_searched"] = True
     if filters.raw_only:
         extra["summary_results_omitted"] = True
-    return _answer(ctx, query, page, extra)
+    return _answer(ctx, request, page, extra)
 
 
 def max_hits(ctx: Ctx, ceiling: int) -> int:
@@ -166,14 +167,10 @@ def lcm_recall(ctx: Ctx, args: Args) -> dict[str, Any]:
     bias = args.number("scope_bias", 0.25, 0.0, 1.0)
     # The whole store within the caller's reach (its owner's conversations unless memory is shared);
     # the boost favours the current conversation, so it is part of the walk's identity.
-    shared = visibility(ctx, args)
     request = SearchRequest(query, Scope("all", conversations=ctx.reach()), Filters(), "relevance", limit,
                             args.text("cursor"), boost=recall_boost(ctx.conversation_id, bias),
-                            boost_key=f"recall:{bias}:{ctx.conversation_id}", **shared)
+                            boost_key=f"recall:{bias}:{ctx.conversation_id}", **visibility(ctx, args))
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     arms = {"fts": "on", "summary_vectors": "off (embeddings not enabled)",
             "chunk_vectors": "off (embeddings not enabled)"}
-    extra: dict[str, Any] = {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms}
-    if shared["rank_visible"]:
-        extra["in_context_ranked"] = True
-    return _answer(ctx, query, page, extra)
+    return _answer(ctx, request, page, {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms})
