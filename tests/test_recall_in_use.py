@@ -17,7 +17,7 @@ from hermes_lcm.engine import LcmEngine
 
 from .conftest import new_engine
 from .convo import host_run
-from .tooltest import ok, walk
+from .tooltest import err, ok, walk
 
 FACT = "Note for later: the staging database password rotation happens every Thursday at 04:30 UTC."
 QUESTION = "When does the staging database password rotation happen?"
@@ -230,3 +230,20 @@ def test_walk_is_every_match_but_lcm_results_once(tmp_path_factory, kinds: list[
     ids = [h["store_id"] for h in hits if "store_id" in h and not h.get("context")]
     assert len(ids) == len(set(ids))
     assert set(ids) == matching - own
+
+
+def test_only_the_callers_own_prompt_counts_as_shown(make_engine):
+    """Another conversation of the same owner is not in this prompt: its copy of the question is an
+    ordinary hit, never marked or moved; a flag that is not a boolean is a clear error."""
+    other = make_engine(session="other")
+    other.ingest_host([{"role": "user", "content": QUESTION}])
+    engine = make_engine(threshold=3000)
+    ask(engine, compacted_with_fact(engine), {"role": "user", "content": QUESTION})
+    hits = ok(engine, "lcm_recall", query=QUESTION, limit=10)["hits"]
+    theirs = [h for h in hits if h.get("conversation_id") is not None]
+    mine = [h for h in hits if h.get("conversation_id") is None and h.get("in_context")]
+    assert theirs and not any(h.get("in_context") for h in theirs)
+    assert mine and hits.index(mine[0]) > hits.index(theirs[0])
+    for tool in ("lcm_grep", "lcm_recall"):
+        assert "must be true or false" in err(engine, tool, query=QUESTION, include_in_context="maybe")
+        assert "must be true or false" in err(engine, tool, query=QUESTION, include_lcm_traffic=[1])
