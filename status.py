@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .compat import is_settings_note
-from .redact import redact, redact_value
+from .redact import redact_value
 from .tokens import backend_name
 from .version import __version__
 
@@ -70,5 +70,5 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
             info["payload_problem"] = engine.core.guard.problem  # a refused (symlinked) payload directory
             info.update(engine.core.status())
         except Exception as exc:  # noqa: BLE001 - status must work when the store does not
-            info["store_error"] = redact(f"{exc.__class__.__name__}: {exc}")
+            info["store_error"] = f"{exc.__class__.__name__}: {exc}"  # masked with the rest by engine_status
     return info
