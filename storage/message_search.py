@@ -11,7 +11,7 @@ from typing import Any
 
 from ..records import StoredMessage
 from .connection import SqliteConnection, faults_mapped
-from .rows import id_list, row_to_message
+from .rows import conversation_scope, id_list, row_to_message
 
 
 def _all_lcm_calls(alias: str) -> str:
@@ -31,17 +31,15 @@ class MessageSearch(SqliteConnection):
     @staticmethod
     def _message_filters(filters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``AND ...`` clauses for conversation/session/role/source/time/keyset/exclusion filters."""
-        clauses = (("conversation_id", "m.conversation_id=?"), ("session_id", "m.session_id=?"), ("role", "m.role=?"),
+        clauses = (("session_id", "m.session_id=?"), ("role", "m.role=?"),
                    ("source", "coalesce(nullif(trim(m.source), ''), 'unknown')=?"), ("since", "m.created_at>=?"),
                    ("until", "m.created_at<?"), ("before_id", "m.id<?"))
-        sql, args = "", []
+        sql, args = conversation_scope("m.conversation_id", filters.get("conversation_id"),
+                                       filters.get("conversation_ids"))
         for key, clause in clauses:
             if filters.get(key) is not None:
                 sql += " AND " + clause
                 args.append(filters[key])
-        if filters.get("conversation_ids") is not None:  # a reach of several conversations (an owner's)
-            sql += " AND m.conversation_id IN (SELECT value FROM json_each(?))"
-            args.append(id_list(filters["conversation_ids"]))
         if filters.get("exclude_ids"):
             sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
             args.append(id_list(filters["exclude_ids"]))
@@ -164,7 +162,7 @@ class MessageSearch(SqliteConnection):
                                conversation_ids: Sequence[int] | None = None) -> list[int]:
         """Messages whose text, structured content or tool calls contain ``token`` (a payload ref):
         the index first, then a scan of the structured columns, which the index does not cover."""
-        scope, args = _conversation_scope(conversation_id, conversation_ids)
+        scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
         with self.read() as db:
             rows = db.execute(
                 "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
@@ -180,7 +178,7 @@ class MessageSearch(SqliteConnection):
     def messages_in_period(self, conversation_id: int | None, since: float, until: float, cap: int = 1000,
                            conversation_ids: Sequence[int] | None = None) -> int:
         """How many messages (up to ``cap``) were stored in [since, until)."""
-        scope, args = _conversation_scope(conversation_id, conversation_ids)
+        scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
         with self.read() as db:
             return int(db.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE 1 {scope} AND created_at>=? "
                                   "AND created_at<? LIMIT ?)", (*args, since, until, cap)).fetchone()[0])
@@ -212,11 +210,3 @@ class MessageSearch(SqliteConnection):
                 scratch.execute("ROLLBACK")
         return sets, snippets
 
-
-def _conversation_scope(conversation_id: int | None, conversation_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
-    """``AND ...`` for one conversation, a list of them (an owner's reach), or none (the whole store)."""
-    if conversation_id is not None:
-        return "AND m.conversation_id=?", [conversation_id]
-    if conversation_ids is not None:
-        return "AND m.conversation_id IN (SELECT value FROM json_each(?))", [id_list(conversation_ids)]
-    return "", []

@@ -54,3 +54,17 @@ def seq_bound(seq: int | None) -> int:
 def id_list(ids: Sequence[int]) -> str:
     """Integer ids as a JSON array, for ``IN (SELECT value FROM json_each(?))``."""
     return "[" + ",".join(str(int(i)) for i in ids) + "]"
+
+
+def conversation_scope(column: str, conversation_id: int | None,
+                       conversation_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
+    """`` AND ...`` clauses and their arguments keeping ``column`` to one conversation and/or a list
+    of them (an owner's reach); neither given: no clause (the whole store)."""
+    sql, args = "", list[Any]()
+    if conversation_id is not None:
+        sql += f" AND {column}=?"
+        args.append(conversation_id)
+    if conversation_ids is not None:
+        sql += f" AND {column} IN (SELECT value FROM json_each(?))"
+        args.append(id_list(conversation_ids))
+    return sql, args

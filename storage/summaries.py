@@ -11,7 +11,7 @@ from typing import Any
 
 from ..records import NewNode, StoredMessage, SummaryNode
 from .connection import SqliteConnection
-from .rows import NODE_COLUMNS, NODE_COLUMNS_S, id_list, row_to_message
+from .rows import NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message
 
 
 class SummaryQueries(SqliteConnection):
@@ -180,11 +180,9 @@ class SummaryQueries(SqliteConnection):
     def summary_id_bounds(self, conversation_id: int | None,
                           conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
         """First and last node id of a conversation, of several, or of the whole store."""
-        where, args = ("WHERE conversation_id=?", (conversation_id,)) if conversation_id is not None else \
-            ("WHERE conversation_id IN (SELECT value FROM json_each(?))", (id_list(conversation_ids),)) \
-            if conversation_ids is not None else ("", ())
+        scope, args = conversation_scope("conversation_id", conversation_id, conversation_ids)
         with self.read() as db:
-            low, high = db.execute(f"SELECT min(id), max(id) FROM summaries {where}", args).fetchone()
+            low, high = db.execute(f"SELECT min(id), max(id) FROM summaries WHERE 1 {scope}", args).fetchone()
         return (int(low), int(high)) if low is not None else (0, -1)
 
     def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
@@ -195,11 +193,8 @@ class SummaryQueries(SqliteConnection):
         keeps nodes with at least one descendant raw message from that source (lineage)."""
         cols = NODE_COLUMNS_S
         low, high = bounds if bounds is not None else (-(2**62), 2**62)
-        where, args = "", list[Any]()
-        reach = id_list(conversation_ids) if conversation_ids is not None else None
-        for value, clause in ((conversation_id, "s.conversation_id=?"), (session_id, "s.session_id=?"),
-                              (reach, "s.conversation_id IN (SELECT value FROM json_each(?))"),
-                              (source, self._HAS_SOURCE)):
+        where, args = conversation_scope("s.conversation_id", conversation_id, conversation_ids)
+        for value, clause in ((session_id, "s.session_id=?"), (source, self._HAS_SOURCE)):
             if value is not None:
                 where += " AND " + clause
                 args.append(value)
@@ -223,13 +218,10 @@ class SummaryQueries(SqliteConnection):
                             after: tuple[float, int] | None, limit: int,
                             conversation_ids: Sequence[int] | None = None) -> list[SummaryNode]:
         """Nodes whose time span overlaps [since, until), oldest first, keyset-paged by (earliest_at, id)."""
-        where, args = "", list[Any]()
-        reach = id_list(conversation_ids) if conversation_ids is not None else None
-        for value, clause in ((conversation_id, " AND conversation_id=?"), (depth, " AND depth=?"),
-                              (reach, " AND conversation_id IN (SELECT value FROM json_each(?))")):
-            if value is not None:
-                where += clause
-                args.append(value)
+        where, args = conversation_scope("conversation_id", conversation_id, conversation_ids)
+        if depth is not None:
+            where += " AND depth=?"
+            args.append(depth)
         if after is not None:
             where += " AND (earliest_at, id) > (?, ?)"
             args.extend(after)
