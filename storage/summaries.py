@@ -11,7 +11,7 @@ from typing import Any
 
 from ..records import NewNode, StoredMessage, SummaryNode
 from .connection import SqliteConnection
-from .rows import NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message
+from .rows import NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
 
 
 class SummaryQueries(SqliteConnection):
@@ -45,38 +45,30 @@ class SummaryQueries(SqliteConnection):
             db.execute("UPDATE conversations SET frontier_seq=max(frontier_seq, ?) WHERE id=?",
                        (frontier_seq, conversation_id))
 
-    def context_nodes(self, conversation_id: int) -> list[SummaryNode]:
-        cols = NODE_COLUMNS_S
+    def _nodes(self, sql: str, args: Sequence[Any]) -> list[SummaryNode]:
+        """The nodes a query selecting :data:`NODE_COLUMNS` returns, in its order."""
         with self.read() as db:
-            rows = db.execute(
-                f"SELECT {cols} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
-                "WHERE c.conversation_id=? ORDER BY c.ord",
-                (conversation_id,),
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+            return [row_to_node(r) for r in db.execute(sql, args).fetchall()]
+
+    def context_nodes(self, conversation_id: int) -> list[SummaryNode]:
+        return self._nodes(
+            f"SELECT {NODE_COLUMNS_S} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
+            "WHERE c.conversation_id=? ORDER BY c.ord",
+            (conversation_id,))
 
     def summary(self, node_id: int) -> SummaryNode | None:
         with self.read() as db:
             row = db.execute(f"SELECT {NODE_COLUMNS} FROM summaries WHERE id=?", (node_id,)).fetchone()
-        return SummaryNode(*row) if row else None
+        return row_to_node(row) if row else None
 
     def summaries(self, conversation_id: int, limit: int = 1000, after_id: int = 0) -> list[SummaryNode]:
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=? AND id>? ORDER BY id LIMIT ?",
-                (conversation_id, after_id, limit),
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+        return self.summaries_page(conversation_id, None, after_id, limit)
 
     def child_summaries(self, node_id: int) -> list[SummaryNode]:
-        cols = NODE_COLUMNS_S
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {cols} FROM edges e JOIN summaries s ON s.id=e.child_id "
-                "WHERE e.parent_id=? AND e.child_kind='summary' ORDER BY e.ord",
-                (node_id,),
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+        return self._nodes(
+            f"SELECT {NODE_COLUMNS_S} FROM edges e JOIN summaries s ON s.id=e.child_id "
+            "WHERE e.parent_id=? AND e.child_kind='summary' ORDER BY e.ord",
+            (node_id,))
 
     def summary_sources(self, node_id: int, offset: int = 0, limit: int = -1) -> list[StoredMessage]:
         """The raw messages a depth-0 node was made from, in order."""
@@ -123,25 +115,18 @@ class SummaryQueries(SqliteConnection):
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:
         """Every node above this one (its parents, their parents, ...), nearest depth first."""
-        cols = NODE_COLUMNS_S
-        with self.read() as db:
-            rows = db.execute(
-                "WITH RECURSIVE up(id) AS (SELECT parent_id FROM edges WHERE child_kind='summary' AND child_id=? "
-                "UNION SELECT e.parent_id FROM edges e JOIN up ON e.child_kind='summary' AND e.child_id=up.id) "
-                f"SELECT {cols} FROM up JOIN summaries s ON s.id=up.id ORDER BY s.depth, s.id",
-                (node_id,),
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+        return self._nodes(
+            "WITH RECURSIVE up(id) AS (SELECT parent_id FROM edges WHERE child_kind='summary' AND child_id=? "
+            "UNION SELECT e.parent_id FROM edges e JOIN up ON e.child_kind='summary' AND e.child_id=up.id) "
+            f"SELECT {NODE_COLUMNS_S} FROM up JOIN summaries s ON s.id=up.id ORDER BY s.depth, s.id",
+            (node_id,))
 
     def root_summaries(self, conversation_id: int, after_id: int, limit: int) -> list[SummaryNode]:
         """Nodes no other node points at (the tops of the DAG), in id order."""
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {NODE_COLUMNS} FROM summaries s WHERE conversation_id=? AND id>? AND NOT EXISTS "
-                "(SELECT 1 FROM edges e WHERE e.child_kind='summary' AND e.child_id=s.id) ORDER BY id LIMIT ?",
-                (conversation_id, after_id, limit),
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+        return self._nodes(
+            f"SELECT {NODE_COLUMNS} FROM summaries s WHERE conversation_id=? AND id>? AND NOT EXISTS "
+            "(SELECT 1 FROM edges e WHERE e.child_kind='summary' AND e.child_id=s.id) ORDER BY id LIMIT ?",
+            (conversation_id, after_id, limit))
 
     def in_context(self, node_id: int) -> bool:
         with self.read() as db:
@@ -157,12 +142,9 @@ class SummaryQueries(SqliteConnection):
     def summaries_page(self, conversation_id: int, depth: int | None, after_id: int, limit: int) -> list[SummaryNode]:
         scope, args = ("AND depth=?", (conversation_id, depth, after_id, limit)) if depth is not None \
             else ("", (conversation_id, after_id, limit))
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=? {scope} AND id>? ORDER BY id LIMIT ?",
-                args,
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+        return self._nodes(
+            f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=? {scope} AND id>? ORDER BY id LIMIT ?",
+            args)
 
     def node_ids_by_route(self, conversation_id: int, prefix: str) -> dict[str, int]:
         """route -> node id for nodes whose route starts with ``prefix`` (import provenance)."""
@@ -212,7 +194,7 @@ class SummaryQueries(SqliteConnection):
                 f"ORDER BY {'t.score, s.id DESC' if rank else 's.id DESC'}",
                 (match, low, high, *args, limit),
             ).fetchall()
-        return [(SummaryNode(*r[:-1]), float(r[-1])) for r in rows]
+        return [(row_to_node(r[:-1]), float(r[-1])) for r in rows]
 
     def summaries_in_period(self, conversation_id: int | None, since: float, until: float, *, depth: int | None,
                             after: tuple[float, int] | None, limit: int,
@@ -225,13 +207,10 @@ class SummaryQueries(SqliteConnection):
         if after is not None:
             where += " AND (earliest_at, id) > (?, ?)"
             args.extend(after)
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {NODE_COLUMNS} FROM summaries WHERE earliest_at<? AND latest_at>=? {where} "
-                "ORDER BY earliest_at, id LIMIT ?",
-                (until, since, *args, limit),
-            ).fetchall()
-        return [SummaryNode(*r) for r in rows]
+        return self._nodes(
+            f"SELECT {NODE_COLUMNS} FROM summaries WHERE earliest_at<? AND latest_at>=? {where} "
+            "ORDER BY earliest_at, id LIMIT ?",
+            (until, since, *args, limit))
 
     _LINEAGE_CHECKS: tuple[tuple[str, str], ...] = (
         ("nodes_without_edges",
