@@ -183,24 +183,20 @@ class MessageQueries(SqliteConnection):
             return {str(r[0]): int(r[1]) for r in db.execute(
                 "SELECT fingerprint, id FROM messages WHERE conversation_id=?", (conversation_id,)).fetchall()}
 
-    def messages_after(self, conversation_id: int, seq: int, limit: int = -1) -> list[StoredMessage]:
+    def _messages(self, where: str, args: Sequence[Any]) -> list[StoredMessage]:
+        """``SELECT <message columns> FROM messages WHERE <where>`` as records, in the query's order."""
         with self.read() as db:
-            rows = db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
-                (conversation_id, seq, limit),
-            ).fetchall()
-        return [row_to_message(r) for r in rows]
+            return [row_to_message(r) for r in db.execute(
+                f"SELECT {self.message_columns} FROM messages WHERE {where}", args).fetchall()]
+
+    def messages_after(self, conversation_id: int, seq: int, limit: int = -1) -> list[StoredMessage]:
+        return self._messages("conversation_id=? AND seq>? ORDER BY seq LIMIT ?", (conversation_id, seq, limit))
 
     def messages_newest(self, conversation_id: int, after_seq: int, limit: int,
                         upto: int | None = None) -> list[StoredMessage]:
         """The newest ``limit`` messages after ``after_seq`` (and at most ``upto``), oldest first."""
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq>? AND seq<=? "
-                "ORDER BY seq DESC LIMIT ?",
-                (conversation_id, after_seq, seq_bound(upto), limit),
-            ).fetchall()
-        return [row_to_message(r) for r in reversed(rows)]
+        return self._messages("conversation_id=? AND seq>? AND seq<=? ORDER BY seq DESC LIMIT ?",
+                              (conversation_id, after_seq, seq_bound(upto), limit))[::-1]
 
     def message_ids_newest(self, conversation_id: int, after_seq: int, limit: int,
                            upto: int | None = None) -> list[int]:
@@ -221,13 +217,8 @@ class MessageQueries(SqliteConnection):
         return int(row[0])
 
     def messages_between(self, conversation_id: int, first_seq: int, last_seq: int) -> list[StoredMessage]:
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq BETWEEN ? AND ? "
-                "ORDER BY seq",
-                (conversation_id, first_seq, last_seq),
-            ).fetchall()
-        return [row_to_message(r) for r in rows]
+        return self._messages("conversation_id=? AND seq BETWEEN ? AND ? ORDER BY seq",
+                              (conversation_id, first_seq, last_seq))
 
     def message(self, message_id: int) -> StoredMessage | None:
         with self.read() as db:
@@ -248,21 +239,11 @@ class MessageQueries(SqliteConnection):
         return [row_to_message(r) for r in rows]
 
     def session_messages(self, session_id: str, after_id: int, limit: int) -> list[StoredMessage]:
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE session_id=? AND id>? ORDER BY id LIMIT ?",
-                (session_id, after_id, limit),
-            ).fetchall()
-        return [row_to_message(r) for r in rows]
+        return self._messages("session_id=? AND id>? ORDER BY id LIMIT ?", (session_id, after_id, limit))
 
     def messages_tail(self, conversation_id: int, limit: int) -> list[StoredMessage]:
         """The newest ``limit`` messages of a conversation, oldest first."""
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
-                (conversation_id, limit),
-            ).fetchall()
-        return [row_to_message(r) for r in reversed(rows)]
+        return self.messages_newest(conversation_id, 0, limit)
 
     def last_fingerprint(self, conversation_id: int) -> str | None:
         with self.read() as db:
