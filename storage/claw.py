@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from . import schema
 from .connection import faults_mapped
-from .schema import APP_ID
 
 LCL_TABLES = frozenset({"conversations", "messages", "summaries", "summary_messages", "summary_parents"})
 
@@ -105,8 +105,8 @@ def detect_source(path: str | Path) -> str | None:
         copy.cleanup()
         return None
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
-        if "meta" in tables and con.execute("SELECT value FROM meta WHERE key='app'").fetchone() == (APP_ID,):
+        tables = schema.tables(con)
+        if schema.is_ours(con, tables):
             return "hermes-lcm"
     except sqlite3.DatabaseError:
         return None
@@ -139,7 +139,8 @@ class ClawDatabase:
             return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})").fetchall()}
 
     def has_message_parts(self) -> bool:
-        return "message_parts" in self._column("SELECT name FROM sqlite_master WHERE type='table'", ())
+        with faults_mapped():
+            return "message_parts" in schema.tables(self.con)
 
     def conversations(self) -> list[dict[str, Any]]:
         """conversation_id, session_id, session_key (None where the version has no such column)."""

@@ -24,7 +24,7 @@ from .claw import readonly_uri
 from .connection import faults_mapped
 from .errors import StoreError
 from .messages import insert_messages
-from .schema import APP_ID
+from .schema import is_ours, tables
 from .sqlite import SqliteStore
 
 # Every core version LCM-X's migrations name (db_bootstrap.run_versioned_migrations: 0/1 before
@@ -53,8 +53,8 @@ def lcmx_version(path: str | Path) -> int | None:
     except sqlite3.Error:
         return None
     try:
-        found = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
-        if "meta" in found and con.execute("SELECT value FROM meta WHERE key='app'").fetchone() == (APP_ID,):
+        found = tables(con)
+        if is_ours(con, found):
             return None
         if not found >= CORE_TABLES or "conversations" in found:
             return None
@@ -110,7 +110,7 @@ class LcmxDatabase:
         with faults_mapped():
             self.con = sqlite3.connect(readonly_uri(path), uri=True)
             self.con.row_factory = sqlite3.Row
-            self.tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            self.tables = tables(self.con)
 
     def _columns(self, table: str) -> set[str]:
         with faults_mapped():

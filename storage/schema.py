@@ -189,6 +189,11 @@ def tables(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in rows}
 
 
+def is_ours(conn: sqlite3.Connection, found: set[str]) -> bool:
+    """Whether a database holding the tables ``found`` was written by hermes-lcm (its meta says so)."""
+    return "meta" in found and conn.execute("SELECT value FROM meta WHERE key='app'").fetchone() == (APP_ID,)
+
+
 def check_identity(conn: sqlite3.Connection, path: str) -> None:
     """Refuse a file holding tables we did not write, or a newer schema than ours."""
     found = tables(conn)
