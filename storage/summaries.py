@@ -14,6 +14,13 @@ from .connection import SqliteConnection
 from .rows import NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
 
 
+def _walk(root: str) -> str:
+    """SQL: ``walk(kind, id)``, the node ``root`` (an SQL expression) and everything under it,
+    following edges down any depth."""
+    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', " + root + " UNION SELECT e.child_kind, "
+            "e.child_id FROM edges e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id)")
+
+
 class SummaryQueries(SqliteConnection):
     """Summary nodes, edges and the active context."""
 
@@ -89,9 +96,7 @@ class SummaryQueries(SqliteConnection):
         """Every raw message under a node, following edges down any depth."""
         with self.read() as db:
             rows = db.execute(
-                "WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', ? "
-                "UNION SELECT e.child_kind, e.child_id FROM edges e JOIN walk w ON w.kind='summary' "
-                "AND e.parent_id=w.id) SELECT id FROM walk WHERE kind='message' ORDER BY id",
+                f"{_walk('?')} SELECT id FROM walk WHERE kind='message' ORDER BY id",
                 (node_id,),
             ).fetchall()
         return [int(r[0]) for r in rows]
@@ -100,9 +105,7 @@ class SummaryQueries(SqliteConnection):
         """How many raw messages lie under a node, and their smallest and largest store id."""
         with self.read() as db:
             row = db.execute(
-                "WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', ? "
-                "UNION SELECT e.child_kind, e.child_id FROM edges e JOIN walk w ON w.kind='summary' "
-                "AND e.parent_id=w.id) SELECT count(*), min(id), max(id) FROM walk WHERE kind='message'",
+                f"{_walk('?')} SELECT count(*), min(id), max(id) FROM walk WHERE kind='message'",
                 (node_id,),
             ).fetchone()
         return int(row[0]), row[1], row[2]
@@ -154,8 +157,7 @@ class SummaryQueries(SqliteConnection):
         return {str(r[0]): int(r[1]) for r in rows}
 
     _HAS_SOURCE = (
-        "EXISTS (WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', s.id UNION SELECT e.child_kind, e.child_id "
-        "FROM edges e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) SELECT 1 FROM walk JOIN messages m "
+        f"EXISTS ({_walk('s.id')} SELECT 1 FROM walk JOIN messages m "
         "ON walk.kind='message' AND m.id=walk.id WHERE coalesce(nullif(trim(m.source), ''), 'unknown')=?)"
     )
 
