@@ -31,7 +31,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ from .payloads import PayloadGuard
 from .records import MessageIn, NewNode, StoredMessage
 from .storage.claw import ReadableCopy, SourceUnreadable, check_source
 from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
+from .times import TimeError, parse_time
 from .tokens import count_tokens
 
 IMPORT_ROLES = {"user", "assistant", "tool"}
@@ -67,21 +67,14 @@ def _fingerprint(import_kind: str, provenance: str) -> str:
 
 
 def _parse_time(value: Any) -> float | None:
-    """Epoch seconds from ms/s numbers or ISO / SQLite datetime text; None when unreadable."""
-    if isinstance(value, bool) or value is None:
+    """Epoch seconds from ms/s numbers or ISO / SQLite datetime text (``times.parse_time``); None
+    when absent or unreadable (the caller warns)."""
+    if value is None:
         return None
-    if isinstance(value, int | float):
-        return float(value) / 1000.0 if value > 1e11 else float(value)
-    if isinstance(value, str) and value.strip():
-        text = value.strip().replace(" ", "T", 1)
-        if text.endswith("Z"):
-            text = text[:-1] + "+00:00"
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
-    return None
+    try:
+        return parse_time(value)
+    except (TimeError, OverflowError):
+        return None
 
 
 # -- lossless-claw SQLite source -----------------------------------------------------------------
