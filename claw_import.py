@@ -608,22 +608,19 @@ def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) ->
         return open_store(target), _nothing
     if detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
-    if apply and not os.access(target.parent, os.W_OK):
-        raise ImportFailure(f"target directory {target.parent} is not writable; nothing imported")
+    if apply:
+        if not os.access(target.parent, os.W_OK):
+            raise ImportFailure(f"target directory {target.parent} is not writable; nothing imported")
+        try:
+            report.backup_path = mt.backup_before_import(target, backup_dir)
+        except StoreError as exc:
+            raise ImportFailure(str(exc)) from exc
+        return open_store(target), _nothing
     # a dry run against a target in a read-only directory reads a private copy (SQLite cannot open
     # a WAL database read-only where it cannot create the -shm)
     copy = ReadableCopy(target, always_copy=True)
     try:
-        view = open_readonly(copy.path)
+        return open_readonly(copy.path), copy.cleanup
     except StoreError as exc:
         copy.cleanup()
         raise ImportFailure(str(exc)) from exc
-    if not apply:
-        return view, copy.cleanup
-    try:
-        saved = mt.backup(view, mt.backup_dir(target, backup_dir), "pre-import")
-    finally:
-        view.close()
-        copy.cleanup()
-    report.backup_path = saved.path
-    return open_store(target), _nothing

@@ -37,7 +37,7 @@ from .ingest import Normalizer
 from .payloads import PayloadGuard
 from .records import NewNode, StoredMessage
 from .storage import lcmx as x
-from .store import ForeignDatabase, Store, StoreError, detect_source, open_readonly, open_store
+from .store import ForeignDatabase, Store, StoreError, detect_source, open_store
 from .tokens import count_tokens
 
 try:
@@ -375,13 +375,7 @@ def run_import(source_db: str | Path, target_db: str | Path | None = None, *, ap
         return plan(source, target)
     if target.exists() and detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
-    backup = None
-    if target.exists():
-        view = open_readonly(target)
-        try:
-            backup = mt.backup(view, mt.backup_dir(target, backup_dir), "pre-import").path
-        finally:
-            view.close()
+    backup = mt.backup_before_import(target, backup_dir) if target.exists() else None
     out = build(source, target)
     out["backup_path"] = backup
     return out

@@ -36,7 +36,7 @@ from .dag import Dag
 from .display import iso
 from .patterns import SessionPatterns
 from .redact import redact_value
-from .store import Store, verify_backup
+from .store import Store, open_readonly, verify_backup
 
 ROTATE_SLOT = "rotate-latest"
 PROBE_ROWS = 24
@@ -73,6 +73,16 @@ def backup(store: Store, directory: str | os.PathLike[str], label: str = "") -> 
     suffix = f"-{label}" if label else ""
     target = Path(directory) / f"{Path(store.path).stem}-{stamp}{suffix}.sqlite3"
     return snapshot(store, target)
+
+
+def backup_before_import(target: Path, configured: str = "") -> str:
+    """A verified ``pre-import`` backup of the hermes-lcm database ``target``, read through a
+    read-only view, before an importer writes to it; the backup's path."""
+    view = open_readonly(target)
+    try:
+        return backup(view, backup_dir(target, configured), "pre-import").path
+    finally:
+        view.close()
 
 
 def rotate_slot(store: Store, directory: str | os.PathLike[str]) -> Path:
