@@ -93,6 +93,16 @@ class Report:
         if len(self.warnings) < 200:
             self.warnings.append(text)
 
+    def whole(self, conv: Conversation, part: str) -> None:
+        """``conv`` counted as one piece: its rows under ``part`` ("imported" in a plan,
+        "skipped_existing" for one marked done), its lineage links as they are (or would be) written."""
+        self.conversations[part] += 1
+        self.messages[part] += len(conv.messages)
+        self.summaries[part] += len(conv.nodes)
+        present, dangling = links(conv.nodes)
+        self.edges["imported"] += present
+        self.edges["dropped"] += dangling
+
     def as_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         done = "imported"
@@ -198,12 +208,7 @@ class Writer:
         r = self.report
         with self.store.write() as db:
             if x.get_meta(db, MARK + conv.key) is not None:
-                r.conversations["skipped_existing"] += 1
-                r.messages["skipped_existing"] += len(conv.messages)
-                r.summaries["skipped_existing"] += len(conv.nodes)
-                present, dangling = links(conv.nodes)
-                r.edges["imported"] += present
-                r.edges["dropped"] += dangling
+                r.whole(conv, "skipped_existing")
                 return
             key = conv.key
             if self.store.conversation_by_key(key) is not None:
@@ -394,13 +399,7 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
         marks = x.read_marks(target, MARK)
         done = {c.key for c in convs if c.key in marks}
     for c in convs:
-        part = "skipped_existing" if c.key in done else "imported"
-        report.conversations[part] += 1
-        report.messages[part] += len(c.messages)
-        report.summaries[part] += len(c.nodes)
-        present, dangling = links(c.nodes)
-        report.edges["imported"] += present
-        report.edges["dropped"] += dangling
+        report.whole(c, "skipped_existing" if c.key in done else "imported")
     out = report.as_dict()
     out["would_import"] = {k: report.__dict__[k]["imported"] for k in ("conversations", "messages", "summaries")}
     return out
