@@ -204,10 +204,6 @@ class LosslessClawReader:
 # -- OpenClaw JSONL source -------------------------------------------------------------------------
 
 
-def jsonl_files(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> list[Path]:
-    return jsonl_scan(files, dirs)[0]
-
-
 def jsonl_scan(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
     """The session files to read, and the symlinks skipped in the directories.
 
@@ -362,7 +358,6 @@ def _is_empty(message: dict[str, Any]) -> bool:
 class Importer:
     report: Report
     kind: str
-    target: Path
     apply: bool
     store: Store | None = None
     normalizer: Normalizer | None = None
@@ -568,7 +563,7 @@ class _Job:
         started = time.monotonic()
         # The whole source is checked and read before the target is created or touched.
         conversations = self._read_source(report)
-        importer = Importer(report, self.kind, self.target, apply)
+        importer = Importer(report, self.kind, apply)
         importer.store, release = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:
