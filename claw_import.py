@@ -424,7 +424,7 @@ class Importer:
                                                        [self._record(fp, m) for fp, m in fresh])
             r.imported += len(ids)
             if new_summaries:
-                self._write_summaries(cid, conv, new_summaries)
+                self._write_summaries(cid, conv, new_summaries, routes)
 
     def _record(self, fp: str, m: SourceMessage) -> MessageIn:
         assert self.normalizer is not None
@@ -473,13 +473,17 @@ class Importer:
         r.summaries["would_import"] += len(new)
         return new
 
-    def _write_summaries(self, conversation_id: int, conv: SourceConversation, todo: list[SourceSummary]) -> None:
+    def _write_summaries(self, conversation_id: int, conv: SourceConversation, todo: list[SourceSummary],
+                         routes: dict[str, int]) -> None:
+        """``todo`` written children first. Reads only what it links: the rows of its leaves, and the
+        nodes of earlier runs its condensed summaries name (``routes``: those nodes by route)."""
         assert self.store is not None
         dag = Dag(self.store)
         by_fp = self.store.fingerprint_ids(conversation_id)
-        rows = {m.id: m for m in self.store.messages_by_ids(list(by_fp.values()))}
-        nodes = {route.split(":", 1)[1]: dag.node(nid) for route, nid in
-                 dag.node_ids_by_route(conversation_id, f"{self.kind}:").items()}
+        linked = {by_fp[fp] for s in todo for fp in (_fingerprint(self.kind, m) for m in s.message_ids) if fp in by_fp}
+        rows = {m.id: m for m in self.store.messages_by_ids(sorted(linked))}
+        earlier = {c for s in todo for c in s.child_ids} - {s.source_id for s in todo}
+        nodes = {c: dag.node(routes[f"{self.kind}:{c}"]) for c in earlier if f"{self.kind}:{c}" in routes}
         for s in todo:
             new = self._node(conversation_id, conv, s, by_fp, rows, nodes)
             if new is None:

@@ -143,6 +143,31 @@ def test_sqlite_incremental_rerun_imports_only_new_rows(tmp_path):
     assert_lineage_complete(str(target))
 
 
+def test_sqlite_rerun_condenses_over_leaves_imported_before(tmp_path):
+    """A summary added to the source later, condensed over a leaf of the first run and a new leaf:
+    its child from the first run is found in the target and linked."""
+    source = tmp_path / "claw.db"
+    facts = build_lossless_claw(source)
+    target = tmp_path / "home" / "lcm.db"
+    run_import(target_db=target, source_db=source, include_summaries=True, import_id="claw-1", apply=True)
+    db = LosslessClawDb(source)
+    main = facts["conversations"]["main"]
+    n1 = db.message(main, "user", "Rotate the TLS certificate too")
+    n2 = db.message(main, "assistant", "Certificate rotated.")
+    db.summary("sum_leaf_c", main, "leaf", "TLS certificate rotated.", messages=(n1, n2))
+    db.summary("sum_top", main, "condensed", "Infra: proxy, cache, TLS.", depth=2,
+               sources=("sum_condensed", "sum_leaf_c"))
+    db.close()
+    again = run_import(target_db=target, source_db=source, include_summaries=True, import_id="claw-1", apply=True)
+    assert again["summaries"]["imported"] == 2 and again["summaries"]["skipped_existing"] == 4
+    top = q(target, "SELECT id, depth FROM summaries WHERE route='lossless-claw:sum_top'")
+    assert len(top) == 1 and top[0][1] == 2
+    children = q(target, "SELECT s.route FROM edges e JOIN summaries s ON s.id=e.child_id "
+                 "WHERE e.parent_id=? AND e.child_kind='summary' ORDER BY s.route", (top[0][0],))
+    assert children == [("lossless-claw:sum_condensed",), ("lossless-claw:sum_leaf_c",)]
+    assert_lineage_complete(str(target))
+
+
 def test_sqlite_without_summaries_and_a_second_import_id(tmp_path):
     source = tmp_path / "claw.db"
     facts = build_lossless_claw(source)
