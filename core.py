@@ -502,7 +502,7 @@ class LcmCore:
             return None
         pending = [Item.host(dict(m)) for m in storable(rest, self.seal)]
         state = self.store.conversation(conversation_id)
-        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
+        raw = self._raw_items(conversation_id, state.frontier_seq, window, None)
         pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
         out = build(self.dag.context(conversation_id), raw + pending, budget, pinned, header=self.seal.header())
         shown = {id(m) for m in out}
