@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .assemble import SUMMARY_WRAPPER_TOKENS, Budget, tail_start
 from .blocks import Item, group
@@ -129,11 +129,12 @@ class Compactor:
                 report.stop_reason = (f"time limit {self.settings.max_seconds:g}s reached; "
                                       "assembly trims the rest to the budget")
                 return report
-            plan = self._plan(conversation_id, budget, upto)
+            plan = self._sized(conversation_id, upto)
             over = plan.total_tokens > budget.goal
             if not over and not (force and report.passes == 0):
-                report.stop_reason = "within budget"
+                report.stop_reason = "within budget"  # the usual last pass: no backlog rows read
                 return report
+            plan = self._with_backlog(plan, conversation_id, budget, upto)
             step = self._next_step(plan, budget, force and report.passes == 0)
             if step is None:
                 report.stop_reason = self._stuck_reason(plan, over)
@@ -146,9 +147,17 @@ class Compactor:
     # -- planning ---------------------------------------------------------------
 
     def _plan(self, conversation_id: int, budget: Budget, upto: int | None = None) -> _Plan:
-        state = self.store.conversation(conversation_id)
-        frontier = state.frontier_seq
-        raw_tokens = self.store.raw_tokens(conversation_id, frontier, upto)
+        return self._with_backlog(self._sized(conversation_id, upto), conversation_id, budget, upto)
+
+    def _sized(self, conversation_id: int, upto: int | None) -> _Plan:
+        """The plan's sizes only (context and raw backlog tokens): enough to tell whether a pass is due."""
+        frontier = self.store.conversation(conversation_id).frontier_seq
+        return _Plan(frontier, self.dag.context(conversation_id),
+                     self.store.raw_tokens(conversation_id, frontier, upto), [], [])
+
+    def _with_backlog(self, plan: _Plan, conversation_id: int, budget: Budget, upto: int | None) -> _Plan:
+        """``plan`` with the oldest rows outside the fresh tail and their groups (what a leaf pass takes)."""
+        frontier = plan.frontier
         tail_first = self._tail_first_seq(conversation_id, frontier, budget, upto)
         oldest = self.store.messages_after(conversation_id, frontier, OLDEST_WINDOW)
         complete = len(oldest) < OLDEST_WINDOW
@@ -157,7 +166,7 @@ class Compactor:
         groups = group([Item.stored(m) for m in oldest[:cut]])
         if not complete and cut is None and len(groups) > 1:
             groups = groups[:-1]  # the window may end inside a tool-call group
-        return _Plan(frontier, self.dag.context(conversation_id), raw_tokens, oldest, groups)
+        return replace(plan, oldest=oldest, compactable=groups)
 
     def _tail_first_seq(self, conversation_id: int, frontier: int, budget: Budget, upto: int | None = None) -> int:
         """Where the protected fresh tail starts, from a window of the newest rows (up to ``upto``)."""

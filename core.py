@@ -346,12 +346,15 @@ class LcmCore:
             self.store.record_event("warning", "summarizer", error, self.binding.conversation_id)
         return report
 
-    def assemble(self, budget: Budget, upto: int | None = None) -> list[dict[str, Any]]:
+    def assemble(self, budget: Budget, upto: int | None = None,
+                 state: ConversationState | None = None) -> list[dict[str, Any]]:
         """The prompt from the store: context summaries, pinned request, fresh tail;
-        with ``upto``, no raw message (nor request) stored after that seq."""
+        with ``upto``, no raw message (nor request) stored after that seq.
+        ``state``: the conversation's row when the caller read it already."""
         conversation_id = self.binding.conversation_id
         assert conversation_id is not None
-        state = self.store.conversation(conversation_id)
+        if state is None:
+            state = self.store.conversation(conversation_id)
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
         raw = self._raw_items(conversation_id, state.frontier_seq, window, upto)
@@ -421,11 +424,12 @@ class LcmCore:
         except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
             self._write_failed("compaction", exc)
         started = time.monotonic()
-        result = self.assemble(budget, upto)
+        state = self.store.conversation(self._conversation())  # read once: assembly and what it ends at
+        result = self.assemble(budget, upto, state)
         self._assembly_seconds = time.monotonic() - started
         if self.same_prompt(result, messages):
             return list(messages)
-        self._remember_output(result, upto)
+        self._remember_output(result, upto, state.last_seq)
         return result
 
     def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
@@ -498,7 +502,7 @@ class LcmCore:
             return None
         pending = [Item.host(dict(m)) for m in storable(rest, self.seal)]
         state = self.store.conversation(conversation_id)
-        raw = [self._item(m) for m in self.store.messages_newest(conversation_id, state.frontier_seq, window)]
+        raw = self._raw_items(conversation_id, state.frontier_seq, window, None)
         pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
         out = build(self.dag.context(conversation_id), raw + pending, budget, pinned, header=self.seal.header())
         shown = {id(m) for m in out}
@@ -536,19 +540,19 @@ class LcmCore:
             self.stats.error(reason)
             return self._kept(messages, reason)
 
-    def _remember_output(self, result: list[dict[str, Any]], upto: int | None) -> None:
+    def _remember_output(self, result: list[dict[str, Any]], upto: int | None, last_seq: int) -> None:
         """The host continues from the list we return: the next ingest extends it.
 
         Only when that list ends at the newest stored row: an answer bounded before
         it (the host keeps the newer messages itself and appends them) is found by
         alignment instead, which sees those messages are stored already.
+        ``last_seq``: the conversation's newest seq when ``result`` was assembled.
         """
         by_object = {id(item.message): item for item in self._items.values()}
         self._handed = {id(m): (m, by_object[id(m)].store_id or 0) for m in result
                         if id(m) in by_object and by_object[id(m)].message is m}
         seen = Selection(self.normalizer, result, None).seen_now()
         conversation_id = self._conversation()
-        last_seq = self.store.conversation(conversation_id).last_seq
         self._seen_also = None
         if seen is None or (upto is not None and upto < last_seq):
             self._seen = None

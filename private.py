@@ -17,7 +17,6 @@ import secrets
 import stat
 import tempfile
 from pathlib import Path
-from typing import TextIO
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -135,15 +134,3 @@ def temp_file(directory: str | os.PathLike[str], prefix: str, suffix: str = ".tm
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
     os.fchmod(fd, FILE_MODE)
     return fd, Path(name)
-
-
-def open_new_text(path: str | os.PathLike[str]) -> TextIO:
-    """``open(path, "w")`` for a file the user names (an export): 0600 when created here, never
-    written through a symlink."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        return os.fdopen(fd, "w", encoding="utf-8")
-    except BaseException:
-        os.close(fd)
-        raise
