@@ -87,7 +87,6 @@ class LcmEngine(_Base):
         self.startup_error: str | None = None  # why the database cannot be used (``opening`` decides retries)
         self.opening = Opening()
         self.errors: list[str] = []
-        self._last_compress_aborted = False
         self._last_summary_error: str | None = None
         self._window_problems: tuple[str, ...] = ()
         self._config_home: str | None = None
