@@ -500,21 +500,15 @@ class Importer:
             msgs = [rows[by_fp[fp]] for fp in (_fingerprint(self.kind, m) for m in s.message_ids) if fp in by_fp]
             if not msgs:
                 return None
-            times = [m.created_at for m in msgs]
-            return NewNode(depth=0, first_seq=min(m.seq for m in msgs), last_seq=max(m.seq for m in msgs),
-                           earliest_at=s.earliest_at or min(times), latest_at=s.latest_at or max(times),
-                           source_tokens=sum(m.tokens for m in msgs), message_ids=tuple(m.id for m in msgs), **base)
+            return NewNode.over_messages(msgs, earliest_at=s.earliest_at or None, latest_at=s.latest_at or None,
+                                         **base)
         children = [nodes[c] for c in s.child_ids if nodes.get(c) is not None]
         if not children:
             return None
-        depth = max(c.depth for c in children) + 1
-        if depth != s.depth:
-            self.report.warn(f"{self.kind} summary {s.source_id}: depth {s.depth} recomputed as {depth}")
-        return NewNode(depth=depth, first_seq=min(c.first_seq for c in children),
-                       last_seq=max(c.last_seq for c in children),
-                       earliest_at=s.earliest_at or min(c.earliest_at for c in children),
-                       latest_at=s.latest_at or max(c.latest_at for c in children),
-                       source_tokens=sum(c.tokens for c in children), child_ids=tuple(c.id for c in children), **base)
+        node = NewNode.over_nodes(children, earliest_at=s.earliest_at or None, latest_at=s.latest_at or None, **base)
+        if node.depth != s.depth:
+            self.report.warn(f"{self.kind} summary {s.source_id}: depth {s.depth} recomputed as {node.depth}")
+        return node
 
 
 # -- entry point ------------------------------------------------------------------------------------

@@ -242,13 +242,9 @@ class Compactor:
         target = _target(tokens, 4, self._budget.summaries // 4)
         sources = fit_sources([_message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
         outcome = self.summarize(sources, 0, target, focus, deadline)
-        node = NewNode(
-            conversation_id=conversation_id, session_id=session_id, depth=0, content=outcome.text,
-            tokens=_node_tokens(outcome.text), first_seq=covered[0].seq, last_seq=last_seq,
-            earliest_at=min(m.created_at for m in covered), latest_at=max(m.created_at for m in covered),
-            source_tokens=sum(m.tokens for m in covered), level=outcome.level, route=outcome.route,
-            message_ids=tuple(m.id for m in covered),
-        )
+        node = NewNode.over_messages(covered, conversation_id=conversation_id, session_id=session_id,
+                                     content=outcome.text, tokens=_node_tokens(outcome.text), level=outcome.level,
+                                     route=outcome.route)
         context_ids = [n.id for n in plan.context]
         if self._publish(conversation_id, plan, node, lambda nid: [*context_ids, nid], last_seq, report):
             report.leaf_passes += 1
@@ -265,13 +261,8 @@ class Compactor:
         tokens = sum(n.tokens for n in run)
         depth = max(n.depth for n in run) + 1
         outcome = self.summarize(sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline)
-        node = NewNode(
-            conversation_id=conversation_id, session_id=session_id, depth=depth, content=outcome.text,
-            tokens=_node_tokens(outcome.text), first_seq=run[0].first_seq, last_seq=run[-1].last_seq,
-            earliest_at=min(n.earliest_at for n in run), latest_at=max(n.latest_at for n in run),
-            source_tokens=tokens, level=outcome.level, route=outcome.route,
-            child_ids=tuple(n.id for n in run),
-        )
+        node = NewNode.over_nodes(run, conversation_id=conversation_id, session_id=session_id, content=outcome.text,
+                                  tokens=_node_tokens(outcome.text), level=outcome.level, route=outcome.route)
         ids = [n.id for n in plan.context]
         if self._publish(conversation_id, plan, node, lambda nid: [*ids[:start], nid, *ids[end:]],
                          plan.frontier, report):

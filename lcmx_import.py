@@ -294,27 +294,21 @@ class Writer:
         base: dict[str, Any] = {"conversation_id": cid, "session_id": str(n["session_id"]), "content": text,
                                 "tokens": int(n.get("token_count") or 0) or count_tokens(text),
                                 "level": "imported", "route": f"{KIND}:{n['node_id']}"}
+        # what LCM-X recorded wins; what it left out follows from the sources
+        given: dict[str, Any] = {"earliest_at": _time(n.get("earliest_at")), "latest_at": _time(n.get("latest_at")),
+                                 "source_tokens": int(n.get("source_token_count") or 0) or None}
         if n["source_type"] != "nodes":
             msgs = [ids[s] for s in sources if s in ids]
             if not msgs:
                 return None
             if int(n["depth"] or 0) != 0:
                 self.report.warn(f"lcm-x node {n['node_id']}: depth {n['depth']} over messages stored as 0")
-            times = [m.created_at for m in msgs]
-            return NewNode(depth=0, first_seq=min(m.seq for m in msgs), last_seq=max(m.seq for m in msgs),
-                           earliest_at=_time(n.get("earliest_at"), min(times)),
-                           latest_at=_time(n.get("latest_at"), max(times)),
-                           source_tokens=int(n.get("source_token_count") or 0) or sum(m.tokens for m in msgs),
-                           message_ids=tuple(m.id for m in msgs), **base)
+            return NewNode.over_messages(msgs, **given, **base)
         kids = [done[s] for s in sources if s in done]
         if not kids:
             return None
-        depth = max(int(n["depth"] or 0), max(k.depth for k in kids) + 1)
-        return NewNode(depth=depth, first_seq=min(k.first_seq for k in kids), last_seq=max(k.last_seq for k in kids),
-                       earliest_at=_time(n.get("earliest_at"), min(k.earliest_at for k in kids)),
-                       latest_at=_time(n.get("latest_at"), max(k.latest_at for k in kids)),
-                       source_tokens=int(n.get("source_token_count") or 0) or sum(k.tokens for k in kids),
-                       child_ids=tuple(k.id for k in kids), **base)
+        return NewNode.over_nodes(kids, depth=max(int(n["depth"] or 0), max(k.depth for k in kids) + 1), **given,
+                                  **base)
 
     def _orphan(self, cid: int, n: dict[str, Any], conv: Conversation,
                 ids: dict[int, StoredMessage]) -> NewNode | None:
@@ -349,8 +343,8 @@ class Writer:
         self.store.publish_context(cid, [n.id for n in roots], frontier)
 
 
-def _time(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, int | float) else default
+def _time(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 # -- the import: dry run, apply, verify ---------------------------------------------------------------
