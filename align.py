@@ -54,8 +54,10 @@ class _FromEnd:
     """
 
     def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer,
-                 original: Callable[[int], str | None] | None = None, strict: bool = False) -> None:
+                 original: Callable[[int], str | None] | None = None, strict: bool = False,
+                 present: Callable[[Sequence[str]], set[str]] | None = None) -> None:
         self.messages, self.normalizer, self.original = messages, normalizer, original
+        self.present = present
         self.strict = strict
         self.kept: list[tuple[int, str]] = []
         self.by_index: dict[int, str] = {}
@@ -70,10 +72,22 @@ class _FromEnd:
             fingerprint = self.normalizer.fingerprint_if_kept(message) if kept else None
             if fingerprint is not None and self.original is not None:
                 fingerprint = self._original(message) or fingerprint
+            if fingerprint is not None and self.present is not None:
+                fingerprint = self._as_stored(message, fingerprint)
             if fingerprint is not None:
                 self.kept.append((index, fingerprint))
                 self.by_index[index] = fingerprint
         return self.kept[rank] if rank < len(self.kept) else None
+
+    def _as_stored(self, message: Mapping[str, Any], fingerprint: str) -> str:
+        """The fingerprint the store holds ``message`` under: its own, or an alternate when it was
+        stored before an optional ingest step was turned on or off (ingest.Normalizer.alternates)."""
+        alternates = self.normalizer.alternates(message)
+        if not alternates or self.present is None:
+            return fingerprint
+        candidates = (fingerprint, *alternates)
+        held = self.present(candidates)
+        return next((fp for fp in candidates if fp in held), fingerprint)
 
     def _original(self, message: Mapping[str, Any]) -> str | None:
         """A message the assembler cut or stripped of an image names its stored row; it is that row."""
@@ -309,7 +323,7 @@ class Selection:
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
-        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of, self.strict)
+        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of, self.strict, stored.present)
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
         anchor_seq = self._extension_end(stored) if start else None
@@ -423,7 +437,7 @@ class Selection:
             if entry is None or entry[0] is not messages[index]:
                 continue
             row = stored.row_of(entry[1])
-            if row is not None and row[1] == self.normalizer.fingerprint(messages[index]):
+            if row is not None and row[1] in self.normalizer.fingerprints(messages[index]):
                 return index + 1, row[0]
         return 0, None
 

@@ -107,6 +107,9 @@ SAME = {
         DISABLED_TOOLS DOCTOR_CLEAN_APPLY_ENABLED ENABLE_SLASH_COMMAND EXPANSION_CONTEXT_TOKENS FRESH_TAIL_COUNT
         FRESH_TAIL_MAX_TOKENS IGNORE_MESSAGE_PATTERNS IGNORE_SESSION_PATTERNS INCREMENTAL_MAX_DEPTH
         LEAF_CHUNK_TOKENS MODEL_THRESHOLDS NEW_SESSION_RETAIN_DEPTH STATELESS_SESSION_PATTERNS
+        SENSITIVE_PATTERNS SENSITIVE_PATTERNS_ENABLED LARGE_OUTPUT_EXTERNALIZATION_ENABLED
+        LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED
+        LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS
         SUMMARY_CIRCUIT_BREAKER_COOLDOWN_SECONDS SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD SUMMARY_FALLBACK_MODELS
         SUMMARY_MODEL SUMMARY_TIMEOUT_MS""".split()),
     CLAW: frozenset("LCM_" + n for n in """
@@ -143,8 +146,8 @@ _NO_VECTORS = "no vector search here: lcm_grep ranks full-text (FTS5) hits; remo
 _SUMMARY_SIZE = "summary sizes follow LCM_SUMMARY_BUDGET_RATIO"
 _SPEND = "use LCM_SUMMARY_MAX_CALLS_PER_HOUR (= max calls x 3600 / window seconds)"
 _NO_SUBAGENT = "no expansion sub-agent: lcm_expand returns the stored text, sized by LCM_EXPANSION_CONTEXT_TOKENS"
-_LARGE = ("no large-output sidecars: tool results stay in the database and are cut at assembly; base64 payloads go "
-          "to files (LCM_PAYLOAD_MIN_BASE64_CHARS)")
+_LARGE = ("large tool results go to payload files with LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED (threshold "
+          "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS); base64 payloads always do (LCM_PAYLOAD_MIN_BASE64_CHARS)")
 _CACHE = "no prompt-cache-aware scheduling: compaction starts at LCM_CONTEXT_THRESHOLD"
 _ASSEMBLY = "the prompt budget follows the host's window; cap it with LCM_ABSOLUTE_THRESHOLD_TOKENS"
 
@@ -169,8 +172,6 @@ FAMILIES: tuple[tuple[str, str], ...] = (
                                   "LCM_MAX_PASSES_PER_COMPRESS"),
     ("LCM_EMPTY_LIFECYCLE_GC_", "nothing is deleted automatically: /lcm doctor clean lifecycle (preview, then "
                                 "apply) with LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS"),
-    ("LCM_SENSITIVE_PATTERNS", "credentials are always masked in status, logs and events; keep messages out "
-                               "with LCM_IGNORE_MESSAGE_PATTERNS"),
     ("LCM_SUMMARY_SPEND_", _SPEND), ("LCM_SUMMARY_CALL_WINDOW_", _SPEND), ("LCM_SUMMARY_MAX_CALLS_PER_WINDOW", _SPEND),
     ("LCM_AUTO_ROTATE_SESSION_FILES", "Hermes owns its session files; remove it"),
     ("LCM_CACHE_", _CACHE), ("LCM_COLD_CACHE_", _CACHE), ("LCM_HOT_CACHE_", _CACHE), ("LCM_MAX_COLD_CACHE_", _CACHE),
@@ -185,6 +186,10 @@ INSTEAD: dict[str, str] = {
     "LCM_SUMMARY_REASONING_EFFORT": "the summary route uses the model's default effort",
     "LCM_FTS_INTEGRITY_CHECK_INTERVAL_HOURS": "no check at start; run lcm doctor --deep when you want one",
     "LCM_HERMES_BASE_DIR": "payload files live beside the database; not needed",
+    "LCM_LARGE_OUTPUT_EXTERNALIZATION_PATH": "payload files live beside the database (lcm-payloads); not needed",
+    "LCM_LARGE_OUTPUT_TRANSCRIPT_GC_ENABLED": "rows of externalized outputs keep only a stub from the start; "
+                                              "payload files no row references: lcm gc-payloads (preview, then "
+                                              "--apply)",
     "LCM_L2_BUDGET_RATIO": _SUMMARY_SIZE, "LCM_L3_TRUNCATE_TOKENS": _SUMMARY_SIZE,
     "LCM_SUMMARY_PREFIX_TARGET_TOKENS": _SUMMARY_SIZE, "LCM_CONDENSED_TARGET_TOKENS": _SUMMARY_SIZE,
     "LCM_LEAF_TARGET_TOKENS": _SUMMARY_SIZE, "LCM_SUMMARY_MAX_OVERAGE_FACTOR": _SUMMARY_SIZE,
@@ -210,6 +215,8 @@ INSTEAD: dict[str, str] = {
                             "in LCM_SUMMARY_MODEL and its endpoint in LCM_SUMMARY_BASE_URL",
     "LCM_SWEEP_DEADLINE_MS": "use LCM_COMPACTION_MAX_SECONDS", "LCM_SWEEP_MAX_DEPTH": "use LCM_INCREMENTAL_MAX_DEPTH",
     "LCM_TRANSCRIPT_GC_ENABLED": "Hermes owns its session files; remove it",
+    "LCM_STUB_LARGE_TOOL_PAYLOADS": "use LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED and "
+                                    "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED",
     # lossless-claw plugin keys without an environment twin, and LCM-X's YAML-only keys:
     "contextThresholdOverrides": "use LCM_MODEL_THRESHOLDS (model substring:ratio, ...)",
     "timezone": "times are stored in UTC and shown in local time; not needed",

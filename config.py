@@ -78,6 +78,19 @@ class LcmConfig:
     # An LCM-X database found at the path is upgraded in place before the first turn
     # (lcmx_import.upgrade_in_place); off, it is left alone and status names the command.
     migrate_on_start: bool = True
+    # Privacy (sensitive.py): secrets replaced by placeholders before anything is written. Off: lossless.
+    sensitive_patterns_enabled: bool = False
+    # Catalog kinds or groups to apply ("all", or LCM-X's names: api_key, bearer_token, ...), and user
+    # patterns as name=regex entries (see sensitive.parse_policy).
+    sensitive_patterns: str = "all"
+    # Large outputs (outputs.py): tool results over the threshold go to payload files, the row keeps a stub.
+    large_output_externalization_enabled: bool = False
+    large_output_externalization_threshold_chars: int = 12000
+    # Characters of an externalized output the stub keeps (its head and its tail).
+    large_output_preview_chars: int = 1200
+    # An answered tool result this large is stubbed in the host's prompt at once (a compress with no summary).
+    large_output_active_replay_stubbing_enabled: bool = False
+    large_output_active_replay_stub_threshold_tokens: int = 25000
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -221,6 +234,9 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "tool_response_max_chars": (1000, 1_000_000),
     "payload_min_base64_chars": (256, 1 << 30),
     "empty_lifecycle_min_age_hours": (0.0, 87_600.0),
+    "large_output_externalization_threshold_chars": (1000, 1 << 30),
+    "large_output_preview_chars": (0, 100_000),
+    "large_output_active_replay_stub_threshold_tokens": (100, MAX_TOKENS),
 }
 
 

@@ -4,11 +4,18 @@ Each host message the alignment (align.py) finds new goes through one short pipe
 
     host message -> its host view and public parts (normalize.py) -> the steps, in order -> record
 
-A step takes the message's parts (a :class:`~.normalize.Draft`) and returns them changed. Today the
-only step is the payload guard (inline base64 goes to files); steps that redact secrets or move large
-tool outputs out belong before it, so the guard's placeholders stay the last word on what is stored.
-The message's fingerprint is hashed from the parts the steps return (normalize.fingerprint_of), with
-every payload as its placeholder, so a message is the same message whether or not its file was written.
+A step takes the message's parts (a :class:`~.normalize.Draft`) and returns them changed. The payload
+guard (inline base64 goes to files) is always the last step; the optional steps (secrets redacted,
+large tool outputs moved to files) run before it, so the guard's placeholders stay the last word on
+what is stored. The message's fingerprint is hashed from the parts the steps return
+(normalize.fingerprint_of), with every payload as its placeholder, so a message is the same message
+whether or not its file was written.
+
+Turning an optional step on or off changes the form a message is stored in, and so its fingerprint:
+the host's copy of a message stored before the change would no longer be recognised, and stored
+again. So a message the optional steps change also has *alternate* fingerprints (its form without
+them; with them, when they are off now but were used on this database), and alignment takes the
+one the store holds (:meth:`Normalizer.alternates`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from .normalize import (
     Draft,
     Prepared,
     draft_of,
+    dump,
     extra_fields,
     fingerprint_of,
     host_view,
@@ -31,6 +39,7 @@ from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import MessageIn
 from .scaffold import BlockSeal, classify
+from .sensitive import Redactor
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
 # Messages whose prepared form is remembered between fingerprinting and storing.
@@ -50,9 +59,26 @@ class Step(Protocol):
     """One step of the ingest pipeline: a message's parts in, its parts as they go on out.
 
     A step must be deterministic for the same input while its side effects succeed (the
-    fingerprint is computed from its output), and must leave ``None`` tool calls None."""
+    fingerprint is computed from its output), a fixed point (its output given again comes back
+    unchanged: the prompt we build from stored rows is fingerprinted too), must return the very
+    ``draft`` it was given when it changes nothing, and must leave ``None`` tool calls None."""
 
     def __call__(self, draft: Draft) -> Draft: ...
+
+
+class RedactStep:
+    """Secrets out of the content and the tool calls (sensitive.py), before any other step sees them:
+    a large output's payload file gets the redacted text too."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    def __call__(self, draft: Draft) -> Draft:
+        content = self.redactor.redact_value(draft.content)
+        calls = None if draft.tool_calls is None else self.redactor.redact_value(draft.tool_calls)
+        if content is draft.content and calls is draft.tool_calls:
+            return draft
+        return Draft(content, calls)
 
 
 class PayloadStep:
@@ -71,6 +97,21 @@ class PayloadStep:
         return Draft(content, tool_calls)
 
 
+def call_arguments(tool_calls: Any) -> list[str]:
+    """The argument texts of a message's tool calls (what an ignore pattern also looks at)."""
+    if not isinstance(tool_calls, list):
+        return []
+    found = []
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        if isinstance(arguments, str):
+            found.append(arguments)
+        elif arguments is not None:
+            found.append(dump(arguments))
+    return found
+
+
 def _identity_fields(message: Mapping[str, Any]) -> tuple[Any, Any]:
     return message.get("role"), message.get("tool_call_id")
 
@@ -86,6 +127,7 @@ class _Large:
     fields: tuple[Any, Any]
     prepared: tuple[Prepared, Prepared]  # (to store, identity), as Normalizer._prepared gives them
     fingerprint: str | None = None
+    changed: bool = False  # an optional step changed it (Normalizer.alternates)
 
     def matches(self, message: Mapping[str, Any]) -> bool:
         return (message is self.message and message.get("content") is self.content
@@ -96,10 +138,19 @@ class Normalizer:
     """Turns host messages into records by running the ingest steps; the payload guard runs last, always."""
 
     def __init__(self, guard: PayloadGuard, ignore: MessagePatterns | None = None,
-                 seal: BlockSeal | None = None, steps: Sequence[Step] = ()) -> None:
+                 seal: BlockSeal | None = None, steps: Sequence[Step] = (), shadow: Sequence[Step] = (),
+                 redactor: Redactor | None = None) -> None:
         self.guard = guard
-        # ``steps`` run first, in order, then the payload guard (see the module docstring).
+        # Also scrubs the host's other fields (reasoning text); the content goes through RedactStep.
+        self.redactor = redactor
+        # ``steps`` (optional) run first, in order, then the payload guard (see the module docstring).
+        self.optional: tuple[Step, ...] = tuple(steps)
         self.steps: tuple[Step, ...] = (*steps, PayloadStep(guard))
+        # Steps that are off now but were used on this database: run only to compute an alternate
+        # fingerprint, so they must write nothing.
+        self.shadow: tuple[Step, ...] = (*shadow, PayloadStep(guard)) if shadow else ()
+        self._changed: dict[int, Mapping[str, Any]] = {}
+        self._alternates: dict[int, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
         self.ignore = ignore
         self.seal = seal  # recognises our own summary blocks in what the host hands back
         self.ignored_count = 0
@@ -135,11 +186,44 @@ class Normalizer:
             self._remember_large(message, (stored, identity))
         return stored, identity
 
-    def _prepare(self, message: Mapping[str, Any]) -> Prepared:
-        draft = draft_of(self.view(message).get("content"), message.get("tool_calls"))
-        for step in self.steps:
+    def _prepare(self, message: Mapping[str, Any], steps: Sequence[Step] | None = None) -> Prepared:
+        original = draft = draft_of(self.view(message).get("content"), message.get("tool_calls"))
+        for step in self.steps if steps is None else steps:
+            if step is self.steps[-1] and steps is None and draft is not original:
+                self._changed[id(message)] = message  # an optional step changed it: see alternates
             draft = step(draft)
         return written(draft)
+
+    def alternates(self, message: Mapping[str, Any]) -> tuple[str, ...]:
+        """The other fingerprints ``message`` may be stored under (see the module docstring):
+        its form without the optional steps when they changed it, and its form with the shadow
+        steps when those change it. Empty (and free) when no optional step is configured."""
+        if not self.optional and not self.shadow:
+            return ()
+        hit = self._alternates.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        primary = self.fingerprint(message)
+        forms: list[Sequence[Step]] = []
+        large = self._large_hit(message)
+        if self._changed.get(id(message)) is message or (large is not None and large.changed):
+            forms.append(self.steps[-1:])
+        if self.shadow:
+            forms.append(self.shadow)
+        found: list[str] = []
+        with self.guard.placeholders_only():
+            for steps in forms:
+                other = fingerprint_of(message, self._prepare(message, steps))
+                if other != primary and other not in found:
+                    found.append(other)
+        if len(self._alternates) >= MEMO_SIZE:
+            self._alternates.clear()
+        self._alternates[id(message)] = (message, tuple(found))
+        return tuple(found)
+
+    def fingerprints(self, message: Mapping[str, Any]) -> tuple[str, ...]:
+        """Every fingerprint ``message`` may be stored under, its own first."""
+        return (self.fingerprint(message), *self.alternates(message))
 
     def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """What of ``message`` is the host's (our merged summary block left out)."""
@@ -154,12 +238,15 @@ class Normalizer:
         if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
             if len(self._large) >= LARGE_MEMO_SIZE:
                 self._large.pop(next(iter(self._large)))
-            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared)
+            changed = self._changed.get(id(message)) is message
+            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared, changed=changed)
 
     def forget(self) -> None:
         """Drop the memo (it holds references to host messages)."""
         self._memo.clear()
         self._prints.clear()
+        self._changed.clear()
+        self._alternates.clear()
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
         """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one.
@@ -182,10 +269,11 @@ class Normalizer:
         return fingerprint
 
     def fingerprint_if_kept(self, message: Mapping[str, Any]) -> str | None:
-        """The fingerprint, or None for a message an ignore pattern drops."""
+        """The fingerprint, or None for a message an ignore pattern drops (its text or the
+        arguments of one of its tool calls matches)."""
         if self.ignore is not None and self.ignore.compiled:
-            text = content_text(message.get("content"))
-            if self.ignore.matches([text]):
+            texts = [content_text(message.get("content")), *call_arguments(message.get("tool_calls"))]
+            if self.ignore.matches(texts):
                 self.ignored_count += 1
                 return None
         return self.fingerprint(message)
@@ -207,6 +295,6 @@ class Normalizer:
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
             synthetic=classify(self.view(message)),
-            extra=extra_fields(message),
+            extra=extra_fields(message, self.redactor.redact_value if self.redactor is not None else None),
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +134,7 @@ def fingerprint_of(message: Mapping[str, Any], identity: Prepared) -> str:
     return hashlib.blake2b(dump(key).encode("utf-8"), digest_size=8).hexdigest()
 
 
-def extra_fields(message: Mapping[str, Any]) -> str | None:
+def extra_fields(message: Mapping[str, Any], scrub: Callable[[Any], Any] | None = None) -> str | None:
     """JSON of the host's other public fields, stored so the message comes back whole.
 
     Everything except the columns (role, content, tool calls, the call id; a tool
@@ -150,6 +150,8 @@ def extra_fields(message: Mapping[str, Any]) -> str | None:
               and not (key == "name" and role == "tool")}
     if not fields:
         return None
+    if scrub is not None:  # the same redaction as the content (reasoning text may quote a key)
+        fields = scrub(fields)
     try:
         return dump(fields)
     except (TypeError, ValueError):  # mixed key types, cycles: keep what can be kept, never fail ingest

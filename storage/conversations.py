@@ -95,6 +95,15 @@ class ConversationQueries(SqliteConnection):
             db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, os.urandom(size).hex()))
             return bytes.fromhex(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
 
+    def mark(self, name: str) -> None:
+        """Remember for good that ``name`` happened to this database (an ingest step was used)."""
+        with self.write() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, '1')", (f"mark:{name}",))
+
+    def marked(self, name: str) -> bool:
+        with self.read() as db:
+            return db.execute("SELECT 1 FROM meta WHERE key=?", (f"mark:{name}",)).fetchone() is not None
+
     def record_event(self, level: str, kind: str, detail: str, conversation_id: int | None = None) -> None:
         with self.write() as db:
             db.execute("INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (?, ?, ?, ?, ?)",

@@ -1,0 +1,312 @@
+"""The catalog of secret kinds, and the redactor that replaces them before anything is written.
+
+With ``LCM_SENSITIVE_PATTERNS_ENABLED`` on, every text on its way into the store (a message's
+content and tool-call arguments, its other fields, a large output's payload file, a summary and
+the summarizer's input, an imported row) passes :meth:`Redactor.redact` first. A secret becomes a
+placeholder that names its kind and, except for passwords, a short keyed digest of its value::
+
+    api_key=[lcm-redacted:api_key #3f2a9c1b]     password=[lcm-redacted:password]
+
+Equal secrets get equal digests within one database (the key is the database's own, in ``meta``),
+so "the same token again" stays visible; a password gets none, because a short digest of a
+low-entropy value can be checked against a dictionary. Redaction is not reversible: that is its point.
+
+Guarantees:
+
+* The redactor is a fixed point: redacting its output changes nothing (the prompt we rebuild from
+  stored rows is identified again by its fingerprint, see ingest.Step).
+* Each pattern runs with a timeout that grows with the text (``regex``). A text on which a pattern
+  times out is not stored as it is: it is withheld whole (``[lcm-redacted:unscanned ...]``) and
+  counted, because a secret we could not look for may be in it.
+* A cheap pre-check skips a pattern whose tell-tale substring is absent, so a message with no
+  secret costs about one lower-casing of its text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+PREFIX = "[lcm-redacted:"
+UNSCANNED = PREFIX + "unscanned"
+DIGEST_HEX = 8
+# Time a pattern may take on a text: a base plus a budget per character (a linear pattern needs
+# far less; a user pattern that backtracks does not get to stall a turn).
+TIMEOUT_BASE_S = 0.05
+TIMEOUT_PER_CHAR_S = 2e-7
+# A value right after a key name is not a secret when it is already a placeholder.
+_NOT_MASKED = r"(?!\[(?:lcm-redacted|REDACTED))"
+_VALUE = _NOT_MASKED + r"""(?:"([^"\n]{1,512})"|'([^'\n]{1,512})'|([^\s'"`,;&}\]\[)(<>]{%d,512}))"""
+_ASSIGN = r"""['"]?\s*(?:[:=]|=>)\s*"""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of secret: its name (in placeholders and settings), the LCM-X group names that
+    select it, its pattern (the secret is the first group that matched, else the whole match),
+    whether its placeholder carries a digest, and the lower-case substrings one of which must
+    be in a text for the pattern to be worth running (empty: always run)."""
+
+    name: str
+    groups: tuple[str, ...]
+    pattern: regex.Pattern[str]
+    digest: bool = True
+    tells: tuple[str, ...] = ()
+
+    def secret_span(self, match: regex.Match[str]) -> tuple[int, int]:
+        for index in range(1, (match.re.groups or 0) + 1):
+            if match.group(index) is not None:
+                return match.span(index)
+        return match.span()
+
+
+def _kind(name: str, groups: str, pattern: str, *, digest: bool = True, tells: str = "") -> Kind:
+    return Kind(name, tuple(groups.split()), regex.compile(pattern), digest, tuple(tells.split()))
+
+
+_KEY_WORDS = (r"(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token"
+              r"|refresh[_-]?token|private[_-]?token|secret|token|access[_-]?key)")
+
+CATALOG: tuple[Kind, ...] = (
+    _kind("private_key", "private_key",
+          r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+          r"(?:[A-Za-z0-9+/=\s\\:,.-]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+          r"|[A-Za-z0-9+/=\s\\:,.-]*)", tells="private key-----"),
+    _kind("anthropic_key", "api_key", r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,}", tells="sk-ant-"),
+    _kind("openai_key", "api_key", r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,}", tells="sk-"),
+    _kind("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_-]{35}", tells="aiza"),
+    _kind("aws_access_key", "api_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
+          tells="akia asia agpa aida aroa anpa anva aipa"),
+    _kind("aws_secret_key", "api_key",
+          r"(?i)\baws_?secret_?(?:access_?)?key" + _ASSIGN + r"""['"]?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])""",
+          tells="secret"),
+    _kind("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+          tells="ghp_ gho_ ghu_ ghs_ ghr_ github_pat_"),
+    _kind("gitlab_token", "api_key", r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}",
+          tells="glpat- gldt- glrt- glptt- glcbt- gloas-"),
+    _kind("slack_token", "api_key",
+          r"\bxox[abposre]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,}",
+          tells="xox hooks.slack.com"),
+    _kind("stripe_key", "api_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", tells="_live_ _test_"),
+    _kind("jwt", "bearer_token", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", tells="eyj"),
+    _kind("authorization_header", "bearer_token",
+          r"(?i)\b(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?(?:(?:bearer|basic|token|digest)\s+)?+"
+          + _NOT_MASKED + r"([^\s'\",;}\]]{6,})", tells="authorization"),
+    _kind("bearer_token", "bearer_token", r"(?i)\bbearer\s+" + _NOT_MASKED + r"([A-Za-z0-9._~+/=-]{8,})",
+          tells="bearer"),
+    _kind("connection_string", "password_assignment",
+          r"(?i)\b[a-z][a-z0-9+.-]*://[^\s/@:\[\]]+:" + _NOT_MASKED + r"([^\s/@]+)@", digest=False, tells="://"),
+    _kind("password_assignment", "password_assignment",
+          r"(?i)\b(?:password|passwd|passphrase|pwd|db_pass)" + _ASSIGN + (_VALUE % 3), digest=False,
+          tells="pass pwd"),
+    _kind("api_key", "api_key", r"(?i)\b[\w.-]{0,40}?" + _KEY_WORDS + _ASSIGN + (_VALUE % 8),
+          tells="key token secret"),
+)
+BY_NAME: dict[str, Kind] = {kind.name: kind for kind in CATALOG}
+GROUPS: dict[str, tuple[str, ...]] = {}
+for _k in CATALOG:
+    for _g in _k.groups:
+        GROUPS.setdefault(_g, ())
+        GROUPS[_g] = (*GROUPS[_g], _k.name)
+# LCM-X's default list: the same four names select every kind of their group here.
+LCMX_DEFAULT = "api_key,bearer_token,password_assignment,private_key"
+
+
+def split_entries(text: str) -> list[str]:
+    """Comma-separated entries, except commas inside brackets or braces (``[a,b]``, ``{2,8}``) or
+    escaped as ``\\,`` (a user pattern may hold them)."""
+    entries, current, depth, escaped = [], [], 0, False
+    for char in text or "":
+        if escaped:
+            current.append(char if char == "," else "\\" + char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "," and depth == 0:
+            entries.append("".join(current))
+            current = []
+        else:
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(char, 0)
+            depth = max(depth, 0)
+            current.append(char)
+    if escaped:
+        current.append("\\")
+    entries.append("".join(current))
+    return [entry.strip() for entry in entries if entry.strip()]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which kinds run: catalog kinds chosen by name or group (``all`` for every one) and user
+    patterns (``name=regex``); ``problems`` names each entry that could not be used."""
+
+    kinds: tuple[Kind, ...]
+    problems: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(kind.name for kind in self.kinds)
+
+    @classmethod
+    def parse(cls, text: str) -> Policy:
+        chosen: dict[str, Kind] = {}
+        problems: list[str] = []
+        for entry in split_entries(text):
+            name, sep, source = entry.partition("=")
+            name = name.strip()
+            if sep:
+                kind = _user_kind(name, source.strip(), problems)
+                if kind is not None:
+                    chosen[kind.name] = kind
+            elif name.lower() == "all":
+                chosen.update((k.name, k) for k in CATALOG)
+            elif name in GROUPS or name in BY_NAME:
+                chosen.update((n, BY_NAME[n]) for n in (*GROUPS.get(name, ()), *(() if name in GROUPS else (name,))))
+            else:
+                problems.append(f"LCM_SENSITIVE_PATTERNS: {name!r} is not a known kind or group (known: all, "
+                                f"{', '.join(sorted({*GROUPS, *BY_NAME}))}); ignored")
+        order = {kind.name: i for i, kind in enumerate(CATALOG)}
+        kinds = sorted(chosen.values(), key=lambda k: (order.get(k.name, -1), k.name))  # user patterns first
+        if not kinds:
+            problems.append("LCM_SENSITIVE_PATTERNS selects no pattern; using all")
+            kinds = list(CATALOG)
+        return cls(tuple(kinds), tuple(problems))
+
+
+def _user_kind(name: str, source: str, problems: list[str]) -> Kind | None:
+    if not regex.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,39}", name) or name in BY_NAME or name in GROUPS:
+        problems.append(f"LCM_SENSITIVE_PATTERNS: user pattern name {name!r} must be a new word "
+                        "(letters, digits, _); ignored")
+        return None
+    try:
+        pattern = regex.compile(source)
+    except regex.error as exc:
+        problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name}={source!r} is invalid ({exc}); ignored")
+        return None
+    if pattern.search("", timeout=TIMEOUT_BASE_S) is not None:
+        problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name} matches the empty text; ignored")
+        return None
+    return Kind(name, ("user",), pattern)
+
+
+@dataclass
+class Tally:
+    """What redaction did in this process (status shows it; no secret is kept)."""
+
+    by_kind: Counter[str] = field(default_factory=Counter)
+    unscanned: int = 0
+    timeouts: Counter[str] = field(default_factory=Counter)
+
+
+class Redactor:
+    """Replaces every secret of its policy's kinds in a text (see the module docstring)."""
+
+    def __init__(self, policy: Policy, key: bytes) -> None:
+        self.policy = policy
+        self._key = key
+        self.tally = Tally()
+        self._lock = threading.Lock()
+
+    def placeholder(self, kind: Kind, secret: str) -> str:
+        if not kind.digest:
+            return f"{PREFIX}{kind.name}]"
+        digest = hmac.new(self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        return f"{PREFIX}{kind.name} #{digest[:DIGEST_HEX]}]"
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret replaced; withheld whole if a pattern timed out on it."""
+        if not isinstance(text, str) or not text or text.startswith(UNSCANNED):
+            return text
+        lowered = text.lower()
+        timeout = TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * len(text)
+        for kind in self.policy.kinds:
+            if kind.tells and not any(tell in lowered for tell in kind.tells):
+                continue
+            try:
+                replaced = self._replace(kind, text, timeout)
+            except TimeoutError:
+                with self._lock:
+                    self.tally.unscanned += 1
+                    self.tally.timeouts[kind.name] += 1
+                return f"{UNSCANNED} {len(text)} chars: pattern {kind.name} timed out on it]"
+            if replaced is not text:
+                text, lowered = replaced, replaced.lower()
+        return text
+
+    def _replace(self, kind: Kind, text: str, timeout: float) -> str:
+        found = 0
+
+        masked = _placeholder_spans(text)
+
+        def swap(match: regex.Match[str]) -> str:
+            nonlocal found
+            start, end = kind.secret_span(match)
+            if start == end or any(s < end and start < e for s, e in masked):
+                return match.group(0)  # a placeholder is never redacted again (a user pattern may match it)
+            found += 1
+            base = match.start()
+            whole = match.group(0)
+            return whole[:start - base] + self.placeholder(kind, text[start:end]) + whole[end - base:]
+
+        result = kind.pattern.sub(swap, text, timeout=timeout)
+        if not found:
+            return text
+        with self._lock:
+            self.tally.by_kind[kind.name] += found
+        return str(result)
+
+    def redact_value(self, value: Any) -> Any:
+        """Every string inside a JSON-like value redacted (dict keys stay: they name fields);
+        the very same object back when nothing changed."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            items = [self.redact_value(v) for v in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        if isinstance(value, Mapping):
+            pairs = {k: self.redact_value(v) for k, v in value.items()}
+            return value if all(pairs[k] is v for k, v in value.items()) else pairs
+        return value
+
+    def findings(self, texts: Iterable[str]) -> Counter[str]:
+        """Per kind, how many secrets the texts hold (for a dry run; nothing is kept)."""
+        counts: Counter[str] = Counter()
+        before = Counter(self.tally.by_kind)
+        unscanned = self.tally.unscanned
+        for text in texts:
+            self.redact(text)
+        counts.update(self.tally.by_kind - before)
+        if self.tally.unscanned > unscanned:
+            counts["unscanned"] += self.tally.unscanned - unscanned
+        return counts
+
+    def describe(self) -> dict[str, Any]:
+        """What status and doctor show: the policy, never a secret."""
+        return {"enabled": True, "kinds": list(self.policy.names), "problems": list(self.policy.problems),
+                "placeholder": f"{PREFIX}<kind> #<{DIGEST_HEX} hex keyed digest>] ({PREFIX}password] for "
+                               "passwords and connection strings)",
+                "redacted_this_process": dict(self.tally.by_kind), "unscanned_this_process": self.tally.unscanned,
+                "timeouts": dict(self.tally.timeouts)}
+
+
+def _placeholder_spans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    start = text.find(PREFIX)
+    while start >= 0:
+        end = text.find("]", start)
+        end = len(text) if end < 0 else end + 1
+        spans.append((start, end))
+        start = text.find(PREFIX, end)
+    return spans
+
+
+def redactor_for(enabled: bool, patterns: str, key: bytes) -> Redactor | None:
+    """The redactor the settings ask for, or None when redaction is off."""
+    return Redactor(Policy.parse(patterns), key) if enabled else None
