@@ -41,8 +41,22 @@ CUT_RUN = 32
 _REPLAY_REF = re.compile("(?:" + "|".join(re.escape(m) for m in (CUT_MARKER, IMAGE_MARKER, TEXT_MARKER))
                          + r")(\d+)\]")
 SHORT_TAIL = 64
+# Tool results looked back over for the call a result answers (a longer run has no caller here).
+CALLER_SCAN = 256
 # Newest host messages searched for an object our last prompt handed over.
 HANDED_SCAN = 4096
+
+
+def caller_of(messages: Sequence[Any], index: int) -> Mapping[str, Any] | None:
+    """The assistant message whose calls the tool result at ``index`` answers: the one before
+    the run of tool messages it sits in (None for any other message, or when there is none)."""
+    if not isinstance(messages[index], Mapping) or messages[index].get("role") != "tool":
+        return None
+    before, floor = index - 1, max(-1, index - 1 - CALLER_SCAN)
+    while before > floor and isinstance(messages[before], Mapping) and messages[before].get("role") == "tool":
+        before -= 1
+    found = messages[before] if before >= 0 else None
+    return found if isinstance(found, Mapping) and found.get("tool_calls") else None
 
 
 class _FromEnd:
@@ -69,7 +83,8 @@ class _FromEnd:
             self.next_index -= 1
             message = self.messages[index]
             kept = is_storable(message, self.normalizer.seal)
-            fingerprint = self.normalizer.fingerprint_if_kept(message) if kept else None
+            caller = caller_of(self.messages, index) if self.normalizer.ignoring else None
+            fingerprint = self.normalizer.fingerprint_if_kept(message, caller) if kept else None
             if fingerprint is not None and self.original is not None:
                 fingerprint = self._original(message) or fingerprint
             if fingerprint is not None and self.present is not None:
@@ -349,7 +364,8 @@ class Selection:
         for index in range(start, len(messages)):
             if not is_storable(messages[index], self.normalizer.seal):
                 continue
-            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index])
+            caller = caller_of(messages, index) if self.normalizer.ignoring else None
+            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index], caller)
             if fingerprint is None:
                 continue
             if len(records) == limit:

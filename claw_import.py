@@ -40,9 +40,8 @@ from .claw_jsonl import active_branch, parent_session_id, text_blocks
 from .claw_parts import CORE_PART_TYPES, carry
 from .claw_report import ImportFailure, Report, SourceConversation, SourceMessage, SourceSummary
 from .dag import Dag
-from .ingest import Normalizer
+from .ingest import Normalizer, import_normalizer
 from .normalize import dump
-from .payloads import PayloadGuard
 from .records import MessageIn, NewNode, StoredMessage
 from .storage.claw import ReadableCopy, SourceUnreadable, check_source
 from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
@@ -430,7 +429,7 @@ class Importer:
         assert self.normalizer is not None
         record = self.normalizer.normalize(m.message, fingerprint=fp)
         if m.extra:  # private fields (normalize keeps only public ones): the exact lossless-claw parts
-            fields = {**(json.loads(record.extra) if record.extra else {}), **m.extra}
+            fields = {**(json.loads(record.extra) if record.extra else {}), **self.normalizer.scrub(m.extra)}
             return replace(record, host_ts=m.timestamp, extra=dump(fields))
         return replace(record, host_ts=m.timestamp)
 
@@ -494,7 +493,8 @@ class Importer:
     def _node(self, conversation_id: int, conv: SourceConversation, s: SourceSummary, by_fp: dict[str, int],
               rows: dict[int, StoredMessage], nodes: dict[str, Any]) -> NewNode | None:
         tokens = s.tokens if s.tokens > 0 else count_tokens(s.content)
-        base: dict[str, Any] = {"conversation_id": conversation_id, "session_id": conv.session_id, "content": s.content,
+        content = self.normalizer.scrub(s.content) if self.normalizer is not None else s.content
+        base: dict[str, Any] = {"conversation_id": conversation_id, "session_id": conv.session_id, "content": content,
                 "tokens": tokens, "level": "imported", "route": f"{self.kind}:{s.source_id}"}
         if s.kind == "leaf":
             msgs = [rows[by_fp[fp]] for fp in (_fingerprint(self.kind, m) for m in s.message_ids) if fp in by_fp]
@@ -517,7 +517,7 @@ class Importer:
 def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
                jsonl: Sequence[str | Path] = (), jsonl_dirs: Sequence[str | Path] = (),
                import_id: str | None = None, include_summaries: bool = False, apply: bool = False,
-               agent: str = "", backup_dir: str = "") -> dict[str, Any]:
+               agent: str = "", backup_dir: str = "", redact_patterns: str | None = None) -> dict[str, Any]:
     """Plan (dry-run) or apply one import; returns the reconciliation report.
 
     An apply first plans like a dry run; when nothing is new it stops there, so a
@@ -530,7 +530,8 @@ def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
     sources = [str(Path(source_db).resolve())] if source_db is not None else [str(f) for f in files]
     target = Path(target_db).expanduser().resolve()
     job = _Job(kind, Path(source_db).expanduser() if source_db is not None else None, files, target,
-               import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources, links)
+               import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources, links,
+               redact_patterns)
     if apply and target.exists():
         plan = job.run(apply=False)
         if plan["would_import"] == 0 and plan["summaries"]["would_import"] == 0:
@@ -550,6 +551,8 @@ class _Job:
     backup_dir: str
     sources: list[str]
     links: list[str] = field(default_factory=list)
+    # Redaction is on (LCM_SENSITIVE_PATTERNS): applied to every message, field and summary written.
+    redact_patterns: str | None = None
 
     def run(self, apply: bool) -> dict[str, Any]:
         report = Report(self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply)
@@ -565,7 +568,8 @@ class _Job:
         importer.store, release = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:
-                importer.normalizer = Normalizer(PayloadGuard(self.target.parent / "lcm-payloads"))
+                importer.normalizer = import_normalizer(self.target.parent / "lcm-payloads", importer.store,
+                                                        self.redact_patterns)
             importer.run(conversations)
         finally:
             if importer.store is not None and importer.store.readonly:

@@ -37,6 +37,7 @@ from .lcmx_import import run_import as run_lcmx_import
 from .query import Query, build_query
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .search import Hit, Scope, Searcher, SearchRequest
+from .sensitive import redaction_patterns
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 from .visible import visible_now
 
@@ -644,7 +645,9 @@ def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]
     if args.json:
         args.format = "json"
     try:
-        out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=_config(args).backup_dir)
+        config = _config(args)
+        out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=config.backup_dir,
+                              redact_patterns=redaction_patterns(config))
     except ImportFailure as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
     if not out.get("balanced", True) or not out.get("verify", {"ok": True})["ok"]:

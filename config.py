@@ -290,7 +290,20 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
                 continue
             values[spec.name] = parsed
             sources[spec.name] = origin
-    return LoadedConfig(LcmConfig(**values), tuple(problems), sources)
+    config = LcmConfig(**values)
+    return LoadedConfig(config, (*problems, *pattern_problems(config)), sources)
+
+
+def pattern_problems(config: LcmConfig) -> tuple[str, ...]:
+    """The entries of the pattern settings that cannot be used (an invalid regex, an unknown secret
+    kind): each is left out and named here, so status and doctor show it instead of a silent drop."""
+    from .patterns import MessagePatterns  # imported here: patterns.py reads split_list from this module
+    from .sensitive import Policy
+
+    found = list(MessagePatterns.parse(config.ignore_message_patterns).problems)
+    if config.sensitive_patterns_enabled:
+        found.extend(Policy.parse(config.sensitive_patterns).problems)
+    return tuple(found)
 
 
 _ANNOUNCED: set[str] = set()

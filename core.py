@@ -9,6 +9,7 @@ benchmarks and most tests drive this class directly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -603,8 +604,18 @@ class LcmCore:
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:
-        return summarize(sources, depth=depth, target_tokens=target, focus=focus, routes=self.routes,
-                         guard=self.call_guard, deadline=deadline, timeout_s=self.config.summary_timeout_ms / 1000)
+        """A summary of ``sources``. With redaction on, the summarizer's input is redacted too (rows
+        stored before it was turned on still hold their secrets, and the input may go to a remote
+        model), and so is what it answers, before it is stored."""
+        redactor = self.redactor
+        if redactor is not None:
+            sources = [SourceItem(s.label, redactor.redact(s.text)) for s in sources]
+            focus = redactor.redact(focus) if focus else focus
+        outcome = summarize(sources, depth=depth, target_tokens=target, focus=focus, routes=self.routes,
+                            guard=self.call_guard, deadline=deadline, timeout_s=self.config.summary_timeout_ms / 1000)
+        if redactor is None:
+            return outcome
+        return dataclasses.replace(outcome, text=redactor.redact(outcome.text))
 
     # -- reporting ------------------------------------------------------------
 
@@ -612,6 +623,16 @@ class LcmCore:
         if self.binding.conversation_id is None:
             return None
         return self.store.conversation(self.binding.conversation_id)
+
+    def privacy(self) -> dict[str, Any]:
+        """What status and doctor show of the ingest filters: redaction's policy and counts, the
+        message patterns; never a secret or a message."""
+        redaction = self.redactor.describe() if self.redactor is not None else {
+            "enabled": False, "note": "off (LCM_SENSITIVE_PATTERNS_ENABLED): messages are stored as sent"}
+        return {"redaction": redaction,
+                "ignore_message_patterns": len(self.message_patterns.compiled),
+                "ignore_message_pattern_problems": list(self.message_patterns.problems),
+                "ignored_messages_this_process": self.normalizer.ignored_count}
 
     def status(self) -> dict[str, Any]:
         state = self.conversation_state()
@@ -633,6 +654,7 @@ class LcmCore:
             "unstored_messages": self.stats.unstored_messages,
             "ingest_backlog_messages": self.stats.ingest_backlog,
             "errors": list(self.stats.errors),
+            "privacy": self.privacy(),
         }
         if state is not None:
             context = self.dag.context(state.id)

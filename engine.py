@@ -28,6 +28,7 @@ from .core import MODE_NORMAL, LcmCore, budget_for, trim
 from .lcmx_import import prepare as prepare_path
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
+from .sensitive import redaction_patterns
 from .startup import Opening, locate
 from .status import engine_status
 from .store import StoreError
@@ -172,7 +173,8 @@ class LcmEngine(_Base):
             return None
         try:
             self.opening.begin(path, setting)
-            if (upgraded := prepare_path(path, self.config.migrate_on_start)) is not None:  # LCM-X file: upgrade
+            upgraded = prepare_path(path, self.config.migrate_on_start, redaction_patterns(self.config))
+            if upgraded is not None:  # an LCM-X file: upgraded in place
                 log.warning("hermes-lcm upgraded the LCM-X database %s (original kept as %s)", path, upgraded["backup"])
             self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm())
         except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from .normalize import (
@@ -39,7 +40,8 @@ from .patterns import MessagePatterns
 from .payloads import PayloadGuard
 from .records import MessageIn
 from .scaffold import BlockSeal, classify
-from .sensitive import Redactor
+from .sensitive import Policy, Redactor
+from .store import Store
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
 # Messages whose prepared form is remembered between fingerprinting and storing.
@@ -97,6 +99,18 @@ class PayloadStep:
         return Draft(content, tool_calls)
 
 
+def import_normalizer(payload_dir: Path, store: Store, redact_patterns: str | None) -> Normalizer:
+    """The normalizer an import writes with: the payload guard, and redaction when the settings
+    ask for it (``redact_patterns``; None: off), keyed by the target's own key so placeholders
+    match what live ingest writes there."""
+    guard = PayloadGuard(payload_dir)
+    if redact_patterns is None:
+        return Normalizer(guard)
+    redactor = Redactor(Policy.parse(redact_patterns), store.secret("redaction"))
+    store.mark("redaction")
+    return Normalizer(guard, steps=[RedactStep(redactor)], redactor=redactor)
+
+
 def call_arguments(tool_calls: Any) -> list[str]:
     """The argument texts of a message's tool calls (what an ignore pattern also looks at)."""
     if not isinstance(tool_calls, list):
@@ -150,6 +164,7 @@ class Normalizer:
         # fingerprint, so they must write nothing.
         self.shadow: tuple[Step, ...] = (*shadow, PayloadStep(guard)) if shadow else ()
         self._changed: dict[int, Mapping[str, Any]] = {}
+        self._ignore_memo: dict[int, tuple[Mapping[str, Any], bool]] = {}
         self._alternates: dict[int, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
         self.ignore = ignore
         self.seal = seal  # recognises our own summary blocks in what the host hands back
@@ -225,6 +240,11 @@ class Normalizer:
         """Every fingerprint ``message`` may be stored under, its own first."""
         return (self.fingerprint(message), *self.alternates(message))
 
+    def scrub(self, value: Any) -> Any:
+        """``value`` (a text, or a JSON-like value) redacted when redaction is on: what an import
+        writes beside the messages (summaries, private fields) gets the same treatment."""
+        return self.redactor.redact_value(value) if self.redactor is not None else value
+
     def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """What of ``message`` is the host's (our merged summary block left out)."""
         return host_view(message, self.seal) or message
@@ -247,6 +267,7 @@ class Normalizer:
         self._prints.clear()
         self._changed.clear()
         self._alternates.clear()
+        self._ignore_memo.clear()
 
     def fingerprint(self, message: Mapping[str, Any]) -> str:
         """Identity of a message's provider-visible parts; ``None`` and ``""`` content are one.
@@ -268,15 +289,32 @@ class Normalizer:
             large.fingerprint = fingerprint
         return fingerprint
 
-    def fingerprint_if_kept(self, message: Mapping[str, Any]) -> str | None:
-        """The fingerprint, or None for a message an ignore pattern drops (its text or the
-        arguments of one of its tool calls matches)."""
-        if self.ignore is not None and self.ignore.compiled:
-            texts = [content_text(message.get("content")), *call_arguments(message.get("tool_calls"))]
-            if self.ignore.matches(texts):
-                self.ignored_count += 1
-                return None
+    def fingerprint_if_kept(self, message: Mapping[str, Any], caller: Mapping[str, Any] | None = None) -> str | None:
+        """The fingerprint, or None for a message an ignore pattern drops: its text or the
+        arguments of one of its tool calls matches, or it is the result of such a call (``caller``:
+        the assistant message a tool result answers), so no result is kept without its call."""
+        if self.ignoring and (self._ignored(message) or (message.get("role") == "tool" and caller is not None
+                                                         and self._ignored(caller))):
+            self.ignored_count += 1
+            return None
         return self.fingerprint(message)
+
+    @property
+    def ignoring(self) -> bool:
+        """Are there message patterns to drop messages by?"""
+        return self.ignore is not None and bool(self.ignore.compiled)
+
+    def _ignored(self, message: Mapping[str, Any]) -> bool:
+        assert self.ignore is not None
+        hit = self._ignore_memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        texts = [content_text(message.get("content")), *call_arguments(message.get("tool_calls"))]
+        ignored = self.ignore.matches(texts)
+        if len(self._ignore_memo) >= MEMO_SIZE:
+            self._ignore_memo.clear()
+        self._ignore_memo[id(message)] = (message, ignored)
+        return ignored
 
     def normalize(self, message: Mapping[str, Any], fingerprint: str | None = None) -> MessageIn:
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):

@@ -33,8 +33,7 @@ from typing import Any
 
 from . import maintenance as mt
 from .dag import Dag
-from .ingest import Normalizer
-from .payloads import PayloadGuard
+from .ingest import Normalizer, import_normalizer
 from .records import NewNode, StoredMessage
 from .storage import lcmx as x
 from .store import ForeignDatabase, Store, StoreError, detect_source, open_store
@@ -290,7 +289,7 @@ class Writer:
 
     def _node(self, cid: int, n: dict[str, Any], sources: list[int], ids: dict[int, StoredMessage],
               done: dict[int, Any]) -> NewNode | None:
-        text = str(n["summary"] or "")
+        text = self.normalizer.scrub(str(n["summary"] or ""))
         base: dict[str, Any] = {"conversation_id": cid, "session_id": str(n["session_id"]), "content": text,
                                 "tokens": int(n.get("token_count") or 0) or count_tokens(text),
                                 "level": "imported", "route": f"{KIND}:{n['node_id']}"}
@@ -351,7 +350,7 @@ def _time(value: Any) -> float | None:
 
 
 def run_import(source_db: str | Path, target_db: str | Path | None = None, *, apply: bool = False,
-               backup_dir: str = "") -> dict[str, Any]:
+               backup_dir: str = "", redact_patterns: str | None = None) -> dict[str, Any]:
     """Plan (dry run, the default) or apply the import of ``source_db`` into ``target_db``.
 
     Without a target, the source is upgraded in place (:func:`upgrade_in_place`). A re-run finds
@@ -369,13 +368,13 @@ def run_import(source_db: str | Path, target_db: str | Path | None = None, *, ap
             out = plan(source, target)
             out["note"] = f"dry run: `{command_for(source)}` upgrades it in place (the original kept beside it)"
             return out
-        return upgrade_in_place(source)
+        return upgrade_in_place(source, redact_patterns)
     if not apply:
         return plan(source, target)
     if target.exists() and detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
     backup = mt.backup_before_import(target, backup_dir) if target.exists() else None
-    out = build(source, target)
+    out = build(source, target, redact_patterns=redact_patterns)
     out["backup_path"] = backup
     return out
 
@@ -399,8 +398,10 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
     return out
 
 
-def build(source: Path, target: Path, label: Path | None = None, private: bool = False) -> dict[str, Any]:
+def build(source: Path, target: Path, label: Path | None = None, private: bool = False,
+          redact_patterns: str | None = None) -> dict[str, Any]:
     """Apply: every conversation of ``source`` into ``target`` (created when missing), then verify.
+    ``redact_patterns``: redaction is on (LCM_SENSITIVE_PATTERNS), applied to all that is written.
     ``label``: the file named as the source in the report and marks (the original, not a snapshot);
     ``private``: the target is a file being built, written over a connection of its own, closed after."""
     started = time.monotonic()
@@ -413,7 +414,8 @@ def build(source: Path, target: Path, label: Path | None = None, private: bool =
         db.close()
     store: Store = x.private_store(target) if private else open_store(target)
     try:
-        writer = Writer(store, Normalizer(PayloadGuard(target.parent / "lcm-payloads")), report, report.source)
+        writer = Writer(store, import_normalizer(target.parent / "lcm-payloads", store, redact_patterns), report,
+                        report.source)
         for conv in convs:
             writer.conversation(conv)
         out = report.as_dict()
@@ -464,7 +466,7 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".lcm-x-backup")
 
 
-def upgrade_in_place(path: str | Path) -> dict[str, Any]:
+def upgrade_in_place(path: str | Path, redact_patterns: str | None = None) -> dict[str, Any]:
     """Replace the LCM-X database at ``path`` by a hermes-lcm one built from it.
 
     Crash safety, step by step: the new database is built at ``<db>.migrating`` from a snapshot
@@ -485,7 +487,7 @@ def upgrade_in_place(path: str | Path) -> dict[str, Any]:
     _step("snapshot")
     x.snapshot(source, snap)
     _step("build")
-    out = build(snap, building, label=path, private=True)
+    out = build(snap, building, label=path, private=True, redact_patterns=redact_patterns)
     _step("verify")
     problems = _reconciled(out)
     if problems:
@@ -565,7 +567,7 @@ def _fsync(path: Path) -> None:
 # -- at engine start ----------------------------------------------------------------------------------
 
 
-def prepare(path: Path, migrate_on_start: bool) -> dict[str, Any] | None:
+def prepare(path: Path, migrate_on_start: bool, redact_patterns: str | None = None) -> dict[str, Any] | None:
     """Before the engine opens ``path``: upgrade an LCM-X database found there (or, when
     ``LCM_MIGRATE_ON_START=0``, refuse it naming the command). None: nothing to do.
 
@@ -580,7 +582,7 @@ def prepare(path: Path, migrate_on_start: bool) -> dict[str, Any] | None:
     with _exclusive(_sibling(Path(path), ".lcm-x-lock")):
         if x.lcmx_version(path) is None:
             return None
-        return upgrade_in_place(path)
+        return upgrade_in_place(path, redact_patterns)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import regex
 
 from .config import split_list
+from .sensitive import split_entries
 
 MESSAGE_PATTERN_TIMEOUT_S = 0.05
 
@@ -66,7 +67,7 @@ class MessagePatterns:
     @classmethod
     def parse(cls, value: str) -> MessagePatterns:
         compiled, problems = [], []
-        for item in split_list(value):
+        for item in split_entries(value):  # a comma inside {2,5} or [a,b] does not split a pattern
             try:
                 compiled.append(regex.compile(item))
             except regex.error as exc:

@@ -7,8 +7,9 @@ every exit runs :func:`redact`, which removes
 * the configured keys themselves (exact matches of every key the engine was given: the summary
   provider's key, the host's key from ``update_model``, and credential-named environment variables),
   whatever shape the text gives them, and
-* well-known credential shapes: ``Authorization:`` values, ``Bearer`` tokens, ``sk-...`` keys, AWS,
-  GitHub, Slack, Google and JWT tokens, passwords in URLs, and values after key-like names
+* every kind of secret in the catalog (sensitive.py, the one list of credential shapes the stored
+  history is redacted by too): ``Authorization:`` values, ``Bearer`` tokens, provider keys, JWTs,
+  private keys, passwords in URLs and assignments, and values after key-like names
   (``api_key=...``, ``"api_key": "..."``, ``x-api-key: ...``).
 
 Redact before cutting: a key cut in half no longer matches itself. :func:`clip` does both in order.
@@ -25,27 +26,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .sensitive import mask
+
 MASK = "[REDACTED]"
 # Shorter "keys" (test stubs use "x") would mask ordinary text; no real credential is this short.
 MIN_SECRET_CHARS = 8
 _ENV_NAME = re.compile(r"(?i)(api[_-]?key|token|secret|password|passwd|credential)s?$")
-
-_KEY_NAME = r"[\w.-]*?(?:api[_-]?key|apikey|secret|token|password|passwd|pwd|access[_-]?key|credentials?|auth)"
-_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Authorization / Proxy-Authorization headers, in HTTP, repr() or JSON form: the whole value.
-    (re.compile(r"""(?i)(\b(?:proxy-)?authorization['"]?\s*[:=]\s*['"]?)(?:(?:bearer|basic|token|digest)\s+)?"""
-                r"""[^\s'",;}\]]+"""), r"\1" + MASK),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
-    # values after key-like names: api_key=..., "api_key": "...", x-api-key: ..., secret='...'
-    (re.compile(rf"""(?i)(\b{_KEY_NAME}['"]?\s*(?:[:=]|=>)\s*['"]?)[^\s'",;&}}\]]{{6,}}"""), r"\1" + MASK),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{12,}"), MASK),                       # OpenAI, Anthropic, OpenRouter
-    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"), MASK),  # AWS access key ids
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{20,}"), MASK),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), MASK),              # Slack
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), MASK),                     # Google
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MASK),  # JWT
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@"), r"\1" + MASK + "@"),  # user:pass@host
-)
 
 _lock = threading.Lock()
 _known: set[str] = set()
@@ -90,9 +76,7 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     known = _known_secrets()
     if known is not None:
         text = known.sub(MASK, text)
-    for pattern, replacement in _SHAPES:
-        text = pattern.sub(replacement, text)
-    return text
+    return mask(text, MASK)
 
 
 def clip(text: str, limit: int, extra: Iterable[str | None] = ()) -> str:

@@ -35,6 +35,8 @@ from typing import Any
 import regex
 
 PREFIX = "[lcm-redacted:"
+_DATA_URI = regex.compile(r"data:[\w.+-]{1,100}/[\w.+-]{1,100}(?:;[\w-]{1,100}=[\w.-]{1,100}){0,8};base64,"
+                          r"[A-Za-z0-9+/=_-]+")
 UNSCANNED = PREFIX + "unscanned"
 DIGEST_HEX = 8
 # Time a pattern may take on a text: a base plus a budget per character (a linear pattern needs
@@ -221,8 +223,27 @@ class Redactor:
         return f"{PREFIX}{kind.name} #{digest[:DIGEST_HEX]}]"
 
     def redact(self, text: str) -> str:
-        """``text`` with every secret replaced; withheld whole if a pattern timed out on it."""
+        """``text`` with every secret replaced; withheld whole if a pattern timed out on it.
+        Inline ``data:...;base64,`` payloads are left as they are: they hold no text a pattern
+        should read, and a chance match inside one would corrupt the file it encodes."""
         if not isinstance(text, str) or not text or text.startswith(UNSCANNED):
+            return text
+        if "base64," in text and _DATA_URI.search(text):
+            return self._around_payloads(text)
+        return self._redact(text)
+
+    def _around_payloads(self, text: str) -> str:
+        pieces, last = [], 0
+        for found in _DATA_URI.finditer(text):
+            pieces.extend((self._redact(text[last:found.start()]), found.group(0)))
+            last = found.end()
+        pieces.append(self._redact(text[last:]))
+        if any(p.startswith(UNSCANNED) for p in pieces):
+            return f"{UNSCANNED} {len(text)} chars: a pattern timed out on it]"
+        return "".join(pieces)
+
+    def _redact(self, text: str) -> str:
+        if not text:
             return text
         lowered = text.lower()
         timeout = TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * len(text)
@@ -296,6 +317,31 @@ class Redactor:
                 "timeouts": dict(self.tally.timeouts)}
 
 
+def mask(text: str, replacement: str) -> str:
+    """``text`` with the secret of every catalog kind replaced by ``replacement`` (the masking of
+    status, logs and events, redact.py: no digest, no count; a pattern that times out leaves that
+    kind unmasked rather than withholding an error message)."""
+    if not text:
+        return text
+    lowered = text.lower()
+    timeout = TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * len(text)
+    for kind in CATALOG:
+        if kind.tells and not any(tell in lowered for tell in kind.tells):
+            continue
+
+        def swap(match: regex.Match[str], kind: Kind = kind) -> str:
+            start, end = kind.secret_span(match)
+            base = match.start()
+            return match.group(0)[:start - base] + replacement + match.group(0)[end - base:]
+
+        try:
+            text = str(kind.pattern.sub(swap, text, timeout=timeout))
+        except TimeoutError:
+            continue
+        lowered = text.lower()
+    return text
+
+
 def _placeholder_spans(text: str) -> list[tuple[int, int]]:
     spans = []
     start = text.find(PREFIX)
@@ -305,6 +351,12 @@ def _placeholder_spans(text: str) -> list[tuple[int, int]]:
         spans.append((start, end))
         start = text.find(PREFIX, end)
     return spans
+
+
+def redaction_patterns(config: Any) -> str | None:
+    """The patterns an import or a rewrite applies: ``LCM_SENSITIVE_PATTERNS`` when redaction is
+    on, None when it is off (``config``: an LcmConfig)."""
+    return str(config.sensitive_patterns) if config.sensitive_patterns_enabled else None
 
 
 def redactor_for(enabled: bool, patterns: str, key: bytes) -> Redactor | None:

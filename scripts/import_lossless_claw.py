@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,
                             jsonl_dirs=args.source_jsonl_dir, import_id=args.import_id,
                             include_summaries=args.include_summaries, apply=args.apply, agent=args.agent,
-                            backup_dir=args.backup_dir)
+                            backup_dir=args.backup_dir, redact_patterns=_redaction())
     except ImportFailure as exc:
         return _fail(f"import refused: {exc}", 3, args.json)
     except Exception as exc:  # noqa: BLE001 - every failure is one line and an exit code, never a traceback
@@ -107,6 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(report["warnings"]) > 20:
         print(f"  ... {len(report['warnings']) - 20} more warnings (use --json)")
     return 0
+
+
+def _redaction() -> str | None:
+    """LCM_SENSITIVE_PATTERNS when redaction is on in the settings the engine would use here."""
+    from hermes_lcm.cli import _loaded
+    from hermes_lcm.sensitive import redaction_patterns
+
+    return redaction_patterns(_loaded().config)
 
 
 def _check_writable(target: Path, backup_dir: str, error: type[Exception]) -> None:
