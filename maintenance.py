@@ -36,6 +36,7 @@ from .dag import Dag
 from .display import iso
 from .patterns import SessionPatterns
 from .redact import redact_value
+from .sensitive import Policy
 from .store import Store, open_readonly, verify_backup
 
 ROTATE_SLOT = "rotate-latest"
@@ -232,6 +233,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     checks.append(Check("config", "warn" if problems else "ok", "; ".join(problems) or "no problems",
                         INSPECT if problems else None, data={"problems": problems}))
     checks.append(_settings_check([p for p in config_problems if is_settings_note(p)]))
+    checks.append(_privacy_check(config))
     checks.append(_events_check(store))
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
@@ -243,6 +245,19 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
                      for c in checks if c.status in ("warn", "fail")],
     })
     return report
+
+
+def _privacy_check(config: Any) -> Check:
+    """Whether secrets are redacted before storage, and by which kinds (never a secret)."""
+    if not getattr(config, "sensitive_patterns_enabled", False):
+        return Check("privacy", "ok", "redaction off (LCM_SENSITIVE_PATTERNS_ENABLED): messages are stored as sent",
+                     data={"redaction": False})
+    policy = Policy.parse(str(config.sensitive_patterns))
+    return Check("privacy", "warn" if policy.problems else "ok",
+                 f"redaction on: {', '.join(policy.names)}" + (f"; {'; '.join(policy.problems)}" if policy.problems
+                                                                else ""),
+                 "fix LCM_SENSITIVE_PATTERNS" if policy.problems else None,
+                 data={"redaction": True, "kinds": list(policy.names), "problems": list(policy.problems)})
 
 
 def _settings_check(notes: list[str]) -> Check:

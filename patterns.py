@@ -59,25 +59,43 @@ class SessionPatterns:
         return None
 
 
+_LEADING_FLAGS = regex.compile(r"^\(\?([aimsux]+)\)")
+_GLOBAL_FLAGS = regex.compile(r"\(\?[aimsuxL]+\)")
+_BACKREF = regex.compile(r"\\[1-9]|\(\?P=|\\g<")
+
+
 @dataclass(frozen=True)
 class MessagePatterns:
+    """The ignore patterns. They are searched as one alternation (one ``regex`` call with one
+    timeout per text: arming a timeout costs about as much as a short search), each pattern alone
+    only when the alternation runs out of time (so one slow pattern cannot hide the others)."""
+
     compiled: tuple[regex.Pattern[str], ...]
     problems: tuple[str, ...]
+    combined: regex.Pattern[str] | None = None
 
     @classmethod
     def parse(cls, value: str) -> MessagePatterns:
-        compiled, problems = [], []
+        compiled, sources, problems = [], [], []
         for item in split_entries(value):  # a comma inside {2,5} or [a,b] does not split a pattern
             try:
                 compiled.append(regex.compile(item))
+                sources.append(item)
             except regex.error as exc:
                 problems.append(f"LCM_IGNORE_MESSAGE_PATTERNS: {item!r} dropped ({exc})")
-        return cls(tuple(compiled), tuple(problems))
+        return cls(tuple(compiled), tuple(problems), _combine(sources))
 
     def matches(self, texts: Iterable[str]) -> bool:
         if not self.compiled:
             return False
         for text in texts:
+            if self.combined is not None:
+                try:
+                    if self.combined.search(text, timeout=MESSAGE_PATTERN_TIMEOUT_S * len(self.compiled)):
+                        return True
+                    continue
+                except TimeoutError:
+                    pass
             for rx in self.compiled:
                 try:
                     if rx.search(text, timeout=MESSAGE_PATTERN_TIMEOUT_S):
@@ -85,3 +103,21 @@ class MessagePatterns:
                 except TimeoutError:
                     continue
         return False
+
+
+def _combine(sources: list[str]) -> regex.Pattern[str] | None:
+    """One alternation of the patterns with the same matches, or None when one of them cannot be
+    put in one (a back-reference numbers groups of the whole pattern)."""
+    if not sources or any(_BACKREF.search(s) for s in sources):
+        return None
+    parts = []
+    for source in sources:
+        flags = _LEADING_FLAGS.match(source)
+        rest = source[flags.end():] if flags else source
+        if _GLOBAL_FLAGS.search(rest):
+            return None  # a flag further in applies to the whole pattern: keep each on its own
+        parts.append(f"(?{flags.group(1)}:{rest})" if flags else f"(?:{rest})")
+    try:
+        return regex.compile("|".join(parts))
+    except regex.error:
+        return None

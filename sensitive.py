@@ -43,10 +43,16 @@ DIGEST_HEX = 8
 # far less; a user pattern that backtracks does not get to stall a turn).
 TIMEOUT_BASE_S = 0.05
 TIMEOUT_PER_CHAR_S = 2e-7
+# Below this many characters the catalog's own patterns (bounded, linear) run without a timeout:
+# arming one costs ``regex`` some 10-30 us a call, more than the scan of a usual message. User
+# patterns always run with one (they may backtrack on a short text too).
+UNTIMED_CHARS = 4096
 # A value right after a key name is not a secret when it is already a placeholder.
 _NOT_MASKED = r"(?!\[(?:lcm-redacted|REDACTED))"
 _VALUE = _NOT_MASKED + r"""(?:"([^"\n]{1,512})"|'([^'\n]{1,512})'|([^\s'"`,;&}\]\[)(<>]{%d,512}))"""
-_ASSIGN = r"""['"]?\s*(?:[:=]|=>)\s*"""
+_ASSIGN = r"""['"]?\s{0,8}(?:[:=]|=>)\s{0,8}"""
+# How far after a key word its ``:`` or ``=`` may be (a quote, 8 spaces, and the sign itself).
+ASSIGN_REACH = 11
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,38 @@ class Kind:
     pattern: regex.Pattern[str]
     digest: bool = True
     tells: tuple[str, ...] = ()
+    # The secret is assigned right after a tell (``api_key = ...``): a tell with no ``:`` or ``=``
+    # in the few characters after it cannot start a match, so the pattern is not run for it.
+    assigned: bool = False
+
+    def worth_running(self, lowered: str, present: frozenset[str] | None = None) -> bool:
+        """Can the pattern match ``lowered`` (the text in lower case)? A cheap, exact pre-check:
+        substring searches run at memory speed, the pattern's alternations do not. ``present``:
+        the tells known to occur in the text (see :func:`tells_in`)."""
+        if not self.tells:
+            return True
+        for tell in self.tells:
+            if present is not None and tell not in present:
+                continue
+            start = lowered.find(tell)
+            while start >= 0:
+                if not self.assigned:
+                    return True
+                after = lowered[start + len(tell):start + len(tell) + ASSIGN_REACH]
+                if ":" in after or "=" in after:
+                    return True
+                start = lowered.find(tell, start + 1)
+        return False
+
+    @property
+    def user(self) -> bool:
+        return self.groups == ("user",)
+
+    def timeout(self, chars: int) -> float | None:
+        """The time this pattern may take on a text of ``chars`` characters (None: unbounded)."""
+        if not self.user and chars < UNTIMED_CHARS:
+            return None
+        return TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * chars
 
     def secret_span(self, match: regex.Match[str]) -> tuple[int, int]:
         for index in range(1, (match.re.groups or 0) + 1):
@@ -69,49 +107,63 @@ class Kind:
         return match.span()
 
 
-def _kind(name: str, groups: str, pattern: str, *, digest: bool = True, tells: str = "") -> Kind:
-    return Kind(name, tuple(groups.split()), regex.compile(pattern), digest, tuple(tells.split()))
+def _kind(name: str, groups: str, pattern: str, *, digest: bool = True, tells: str = "",
+          assigned: bool = False) -> Kind:
+    return Kind(name, tuple(groups.split()), regex.compile(pattern), digest, tuple(tells.split()), assigned)
 
 
 _KEY_WORDS = (r"(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token"
               r"|refresh[_-]?token|private[_-]?token|secret|token|access[_-]?key)")
+# Every quantifier is bounded and every pattern starts at a literal, so a scan costs at most a
+# bounded amount per starting point: linear in the text (tests/security/test_sensitive_catalog.py
+# times them on hostile input). The key name before an assignment is not matched at all: only the
+# value is replaced, so the pattern starts at the key word itself.
+_PEM = r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
+_PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*+(?:-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----)?"
 
 CATALOG: tuple[Kind, ...] = (
-    _kind("private_key", "private_key",
-          r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-          r"(?:[A-Za-z0-9+/=\s\\:,.-]{0,20000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-          r"|[A-Za-z0-9+/=\s\\:,.-]*)", tells="private key-----"),
-    _kind("anthropic_key", "api_key", r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,}", tells="sk-ant-"),
-    _kind("openai_key", "api_key", r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,}", tells="sk-"),
+    _kind("private_key", "private_key", _PEM + _PEM_BODY, tells="private key-----"),
+    _kind("anthropic_key", "api_key", r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,512}", tells="sk-ant-"),
+    _kind("openai_key", "api_key", r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,512}",
+          tells="sk-"),
     _kind("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_-]{35}", tells="aiza"),
     _kind("aws_access_key", "api_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
           tells="akia asia agpa aida aroa anpa anva aipa"),
     _kind("aws_secret_key", "api_key",
           r"(?i)\baws_?secret_?(?:access_?)?key" + _ASSIGN + r"""['"]?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])""",
-          tells="secret"),
-    _kind("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+          tells="key", assigned=True),
+    _kind("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
           tells="ghp_ gho_ ghu_ ghs_ ghr_ github_pat_"),
-    _kind("gitlab_token", "api_key", r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}",
+    _kind("gitlab_token", "api_key", r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,255}",
           tells="glpat- gldt- glrt- glptt- glcbt- gloas-"),
     _kind("slack_token", "api_key",
-          r"\bxox[abposre]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,}",
+          r"\bxox[abposre]-[A-Za-z0-9-]{10,255}|https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,255}",
           tells="xox hooks.slack.com"),
-    _kind("stripe_key", "api_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", tells="_live_ _test_"),
-    _kind("jwt", "bearer_token", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", tells="eyj"),
+    _kind("stripe_key", "api_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}", tells="_live_ _test_"),
+    _kind("jwt", "bearer_token", r"\beyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,2048}",
+          tells="eyj"),
     _kind("authorization_header", "bearer_token",
-          r"(?i)\b(?:proxy-)?authorization['\"]?\s*[:=]\s*['\"]?(?:(?:bearer|basic|token|digest)\s+)?+"
-          + _NOT_MASKED + r"([^\s'\",;}\]]{6,})", tells="authorization"),
-    _kind("bearer_token", "bearer_token", r"(?i)\bbearer\s+" + _NOT_MASKED + r"([A-Za-z0-9._~+/=-]{8,})",
+          r"(?i)authorization['\"]?\s{0,8}[:=]\s{0,8}['\"]?(?:(?:bearer|basic|token|digest)\s{1,8})?+"
+          + _NOT_MASKED + r"([^\s'\",;}\]]{6,4096})", tells="authorization", assigned=True),
+    _kind("bearer_token", "bearer_token", r"(?i)\bbearer\s{1,8}" + _NOT_MASKED + r"([A-Za-z0-9._~+/=-]{8,4096})",
           tells="bearer"),
     _kind("connection_string", "password_assignment",
-          r"(?i)\b[a-z][a-z0-9+.-]*://[^\s/@:\[\]]+:" + _NOT_MASKED + r"([^\s/@]+)@", digest=False, tells="://"),
+          r"(?i)\b[a-z][a-z0-9+.-]{0,30}://[^\s/@:\[\]]{1,256}:" + _NOT_MASKED + r"([^\s/@]{1,256})@", digest=False,
+          tells="://"),
     _kind("password_assignment", "password_assignment",
           r"(?i)\b(?:password|passwd|passphrase|pwd|db_pass)" + _ASSIGN + (_VALUE % 3), digest=False,
-          tells="pass pwd"),
-    _kind("api_key", "api_key", r"(?i)\b[\w.-]{0,40}?" + _KEY_WORDS + _ASSIGN + (_VALUE % 8),
-          tells="key token secret"),
+          tells="password passwd passphrase pwd db_pass", assigned=True),
+    _kind("api_key", "api_key", r"(?i)" + _KEY_WORDS + _ASSIGN + (_VALUE % 8), tells="key token secret",
+          assigned=True),
 )
 BY_NAME: dict[str, Kind] = {kind.name: kind for kind in CATALOG}
+_ALL_TELLS = tuple(sorted({tell for kind in CATALOG for tell in kind.tells}))
+
+
+def tells_in(lowered: str) -> frozenset[str]:
+    """The catalog's tells that occur in ``lowered``: one pass of substring checks per text, so a
+    kind whose tells are all absent costs nothing more."""
+    return frozenset(tell for tell in _ALL_TELLS if tell in lowered)
 GROUPS: dict[str, tuple[str, ...]] = {}
 for _k in CATALOG:
     for _g in _k.groups:
@@ -192,7 +244,7 @@ def _user_kind(name: str, source: str, problems: list[str]) -> Kind | None:
     except regex.error as exc:
         problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name}={source!r} is invalid ({exc}); ignored")
         return None
-    if pattern.search("", timeout=TIMEOUT_BASE_S) is not None:
+    if pattern.search("", timeout=TIMEOUT_BASE_S) is not None:  # (also: it compiles and runs)
         problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name} matches the empty text; ignored")
         return None
     return Kind(name, ("user",), pattern)
@@ -246,12 +298,12 @@ class Redactor:
         if not text:
             return text
         lowered = text.lower()
-        timeout = TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * len(text)
+        present = tells_in(lowered)
         for kind in self.policy.kinds:
-            if kind.tells and not any(tell in lowered for tell in kind.tells):
+            if not kind.worth_running(lowered, present):
                 continue
             try:
-                replaced = self._replace(kind, text, timeout)
+                replaced = self._replace(kind, text, kind.timeout(len(text)))
             except TimeoutError:
                 with self._lock:
                     self.tally.unscanned += 1
@@ -259,9 +311,10 @@ class Redactor:
                 return f"{UNSCANNED} {len(text)} chars: pattern {kind.name} timed out on it]"
             if replaced is not text:
                 text, lowered = replaced, replaced.lower()
+                present = tells_in(lowered)
         return text
 
-    def _replace(self, kind: Kind, text: str, timeout: float) -> str:
+    def _replace(self, kind: Kind, text: str, timeout: float | None) -> str:
         found = 0
 
         masked = _placeholder_spans(text)
@@ -324,9 +377,8 @@ def mask(text: str, replacement: str) -> str:
     if not text:
         return text
     lowered = text.lower()
-    timeout = TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * len(text)
     for kind in CATALOG:
-        if kind.tells and not any(tell in lowered for tell in kind.tells):
+        if not kind.worth_running(lowered):
             continue
 
         def swap(match: regex.Match[str], kind: Kind = kind) -> str:
@@ -335,7 +387,7 @@ def mask(text: str, replacement: str) -> str:
             return match.group(0)[:start - base] + replacement + match.group(0)[end - base:]
 
         try:
-            text = str(kind.pattern.sub(swap, text, timeout=timeout))
+            text = str(kind.pattern.sub(swap, text, timeout=kind.timeout(len(text))))
         except TimeoutError:
             continue
         lowered = text.lower()

@@ -146,6 +146,21 @@ def _lcmx_migrate(details: dict[str, Any]) -> str:
         "from start to swap (snapshot, build, verify, backup link, atomic replace).")
 
 
+def _privacy(details: dict[str, Any]) -> str:
+    rows = []
+    for size, entry in details["sizes"].items():
+        for shape in ("cli", "api"):
+            base, privacy = entry[f"{shape}_base"], entry[f"{shape}_privacy"]
+            rows.append([f"{int(size):,}", shape, base["total"]["median_ms"], privacy["total"]["median_ms"],
+                         entry[f"{shape}_ratio"], base["ingest"]["median_ms"], privacy["ingest"]["median_ms"]])
+    redacted = {size: sum(entry["redacted"].values()) for size, entry in details["sizes"].items()}
+    return _table(["stored msgs", "host shape", "default ms", "redaction + 5 patterns ms", "ratio",
+                   "default ingest ms", "privacy ingest ms"], rows) + (
+        f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies of one "
+        f"database, in one process; every tenth new message holds a secret (secrets replaced: {redacted}). "
+        f"Ignore patterns: `{details['ignore_patterns']}`.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -156,6 +171,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "recall_inuse": ("LoCoMo recall asked from inside a live session", _recall_inuse),
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
+    "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -151,3 +152,17 @@ def test_the_catalog_patterns_are_linear_on_hostile_input(redactor: Redactor) ->
     assert not out.startswith(UNSCANNED), "a catalog pattern timed out on 600 kB"
     assert "A" * 100 not in out and redactor.tally.unscanned == 0
     assert all(k.pattern.pattern for k in CATALOG)
+
+
+_IGNORE_POOL = [r"^HEARTBEAT_OK$", r"(?i)^\s*ping\s*$", r'"kind": "heartbeat"', r"a{2,3}b", r"(x)\1", r"^Cron",
+                r"[,;]{2}", r"(?m)^done$", r"\bok\b"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_IGNORE_POOL), min_size=1, max_size=5, unique=True),
+       st.lists(st.sampled_from(["HEARTBEAT_OK", " PING ", "x aab", "xx", "Cron job", ",;", "a\ndone\n", "ok then",
+                                 "nothing", '{"kind": "heartbeat"}', "aaab"]), min_size=1, max_size=3))
+def test_ignore_patterns_searched_together_match_as_each_alone(patterns: list[str], texts: list[str]) -> None:
+    together = MessagePatterns.parse(",".join(patterns))
+    alone = any(regex.search(p, t) for p in patterns for t in texts)
+    assert together.matches(texts) == alone
