@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from . import registry
 from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
-from .externalize import replay_candidates, stored_as_stub
+from .externalize import ActiveReplay
 from .lcmx_import import prepare as prepare_path
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
@@ -90,9 +90,7 @@ class LcmEngine(_Base):
         self.errors: list[str] = []
         self._last_summary_error: str | None = None
         self._window_problems: tuple[str, ...] = ()
-        # Answered large tool results of the last request the host could replace by their stubs
-        # (LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED): should_compress asks for a compress.
-        self._stub_due: list[Mapping[str, Any]] = []
+        self._replay = ActiveReplay()  # LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED
         self._config_home: str | None = None
         self._loaded: LoadedConfig = load_config({})
         self._set_window(0)
@@ -282,11 +280,7 @@ class LcmEngine(_Base):
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         self.meter.observe_request(request_messages, tools)
-        config = self.config
-        if config.large_output_active_replay_stubbing_enabled and config.large_output_externalization_enabled:
-            # By the time should_compress runs, the response to this request has answered them all.
-            self._stub_due = replay_candidates(request_messages, config.large_output_externalization_threshold_chars,
-                                               config.large_output_active_replay_stub_threshold_tokens)
+        self._replay.observe(request_messages, self.config)
 
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
         return self.meter.overhead(self.threshold_tokens, messages, current_tokens)
@@ -300,19 +294,8 @@ class LcmEngine(_Base):
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
         if bool(self.threshold_tokens) and tokens is not None and tokens >= self.threshold_tokens:
             return True
-        return self._stubbing_due()
-
-    def _stubbing_due(self) -> bool:
-        """A large answered tool result of the host's list is stored as a stub: a compress gives the
-        host the stub (once: the next request holds it, so it is no candidate any more)."""
-        due, self._stub_due = self._stub_due, []
-        core = self.core
-        if not due or core is None or not core.writable:
-            return False
-        try:
-            return any(stored_as_stub(core.normalizer, m) for m in due)
-        finally:
-            core.normalizer.forget()
+        core = self.core  # or a large answered tool result the host could hold as its stub
+        return core is not None and core.writable and self._replay.due(core.normalizer)
 
     # -- ingest and compaction -----------------------------------------------------------
 

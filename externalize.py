@@ -181,3 +181,30 @@ def stored_as_stub(normalizer: Normalizer, message: Mapping[str, Any]) -> bool:
     only get the same text back, and asking it to compress again would be a loop."""
     content, parts, _ = normalizer.stored_form(message)
     return bool(content_refs(content) or (parts is not None and "[lcm-output ref=" in parts))
+
+
+class ActiveReplay:
+    """LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED for the host adapter: the host's
+    should_compress gets no messages, so the request before it (pre_api_request) is looked at, and
+    its large tool results are the candidates. By the time should_compress runs, the response to
+    that request has answered them all, so the compress that follows shows them as their stubs."""
+
+    def __init__(self) -> None:
+        self._due: list[Mapping[str, Any]] = []
+
+    def observe(self, messages: Sequence[Any], config: Any) -> None:
+        if config.large_output_active_replay_stubbing_enabled and config.large_output_externalization_enabled:
+            self._due = replay_candidates(messages, config.large_output_externalization_threshold_chars,
+                                          config.large_output_active_replay_stub_threshold_tokens)
+
+    def due(self, normalizer: Normalizer) -> bool:
+        """Is a candidate stored as a stub (so a compress hands the host the stub)? Asked once per
+        request: the next request holds the stub, or the same text when its file could not be
+        written, and neither asks again (no loop)."""
+        due, self._due = self._due, []
+        if not due:
+            return False
+        try:
+            return any(stored_as_stub(normalizer, m) for m in due)
+        finally:
+            normalizer.forget()

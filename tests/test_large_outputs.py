@@ -35,7 +35,8 @@ def big_output(n: int = 30_000, seed: str = "x") -> str:
 def tool_turn(ask: str, output: str, call_id: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": ask},
             {"role": "assistant", "content": "", "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": "terminal", "arguments": '{"cmd": "pytest"}'}}]},
+                {"id": call_id, "type": "function",
+                 "function": {"name": "terminal", "arguments": '{"cmd": "pytest"}'}}]},
             {"role": "tool", "tool_call_id": call_id, "content": output}]
 
 
@@ -111,10 +112,11 @@ def test_the_shadow_step_writes_nothing(tmp_path: Path) -> None:
 
 def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(tmp_path: Path) -> None:
     engine = new_engine(tmp_path, threshold=10**6, **ON)
-    outputs = [big_output(), "a\r\nb\r\n" * 3000 + "\u0000 nul \ud83d\ude00 😀 e\u0301 \u202e rtl", big_output(1_000_000, "m")]
+    odd = "a\r\nb\r\n" * 3000 + "\u0000 nul \ud83d\ude00 😀 e\u0301 \u202e rtl \\ \"q\""
+    outputs = [big_output(), odd, big_output(1_000_000, "m")]
     history: list[dict[str, Any]] = []
     for i, output in enumerate(outputs):
-        history += tool_turn(f"run {i}", output, f"call{i}") + [{"role": "assistant", "content": f"done {i}"}]
+        history += [*tool_turn(f"run {i}", output, f"call{i}"), {"role": "assistant", "content": f"done {i}"}]
     engine.ingest_host(history)
     tools = [r for r in rows(engine) if r.role == "tool"]
     assert len(tools) == 3
@@ -132,12 +134,12 @@ def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(tmp_path: Pat
 
 
 def test_turning_the_feature_on_and_off_never_stores_a_message_twice(tmp_path: Path) -> None:
-    history = tool_turn("first", big_output(), "c1") + [{"role": "assistant", "content": "ok 1"}]
+    history = [*tool_turn("first", big_output(), "c1"), {"role": "assistant", "content": "ok 1"}]
     off = new_engine(tmp_path, threshold=10**6)
     off.ingest_host(history)
     store_module.close_all()
     on = new_engine(tmp_path, threshold=10**6, **ON)
-    history += tool_turn("second", big_output(seed="z"), "c2") + [{"role": "assistant", "content": "ok 2"}]
+    history += [*tool_turn("second", big_output(seed="z"), "c2"), {"role": "assistant", "content": "ok 2"}]
     on.ingest_host(history)
     assert [r.role for r in rows(on)] == [m["role"] for m in history]
     assert not is_stub(rows(on)[2].content) and is_stub(rows(on)[6].content)
@@ -153,7 +155,7 @@ def test_turning_the_feature_on_and_off_never_stores_a_message_twice(tmp_path: P
 def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_stub(tmp_path: Path) -> None:
     engine = new_engine(tmp_path, threshold=60_000, **ON)
     first, second = big_output(), big_output(seed="q")
-    history = tool_turn("first", first, "c1") + [{"role": "assistant", "content": "seen"}]
+    history = [*tool_turn("first", first, "c1"), {"role": "assistant", "content": "seen"}]
     history += tool_turn("second", second, "c2")  # the model has not answered this one yet
     out = engine.compress(list(history), current_tokens=50_000, force=False)
     tool_messages = [m for m in out if m.get("role") == "tool"]
