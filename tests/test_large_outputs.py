@@ -10,12 +10,16 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.externalize import ExternalizeStep, clamped_stub
 from hermes_lcm.normalize import Draft
 from hermes_lcm.outputs import is_stub, parse_stub, ref_for
 from hermes_lcm.payloads import PayloadGuard
+from hermes_lcm.tokens import count_messages
 
 from .conftest import new_engine
 from .convo import assert_valid_sequence, stored_sequence
@@ -260,3 +264,58 @@ def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path) -> None:
         assert "alice-secret" not in err(mallory, "lcm_describe", **args)
     store_module.close_all()
     store_module.close_all()
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+def _conversation(data: Any, turns: int) -> list[list[dict[str, Any]]]:
+    """Turns of user request, tool calls whose outputs are sometimes huge, and an answer."""
+    out = []
+    for t in range(turns):
+        turn: list[dict[str, Any]] = [{"role": "user", "content": f"turn {t}: run the checks"}]
+        for k in range(data.draw(st.integers(0, 2))):
+            size = data.draw(st.sampled_from([50, 1500, 2500, 9000, 40_000]))
+            unit = data.draw(st.sampled_from(["ok\r\n", "é𝔘 ", "x" * 7 + "\n"]))
+            output = f"out {t}.{k} " + (unit * (size // len(unit) + 1))[:size]
+            turn += tool_turn(f"step {k}", output, f"c{t}_{k}")[1:]
+        turn.append({"role": "assistant", "content": f"turn {t} done"})
+        out.append(turn)
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique(tmp_path_factory: Any,
+                                                                                 data: Any) -> None:
+    home = tmp_path_factory.mktemp("prop")
+    threshold = data.draw(st.sampled_from([4000, 9000, 30_000]))
+    toggles = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    history: list[dict[str, Any]] = []
+    for turns, on in zip(_split(_conversation(data, 6), len(toggles)), toggles, strict=True):
+        store_module.close_all()
+        engine = new_engine(home, threshold=threshold, **(REPLAY if on else {}))
+        for turn in turns:
+            history += turn
+            engine.ingest_host(list(history))  # API style: the whole history every time
+            tokens = count_messages(history) + 500
+            engine.observe_request(history, None)
+            if engine.should_compress(tokens):
+                out = engine.compress(list(history), current_tokens=tokens)
+                assert count_messages(out) + 500 <= threshold, (count_messages(out), threshold, tokens)
+                assert_valid_sequence(out)
+    stored = rows(engine)
+    assert [r.role for r in stored] == [m["role"] for m in history], "a message was stored twice or lost"
+    for row, message in zip(stored, history, strict=True):
+        info = parse_stub(row.content)
+        want = message["content"]
+        if info is None:
+            assert row.content == want
+        else:
+            assert read_all(engine, info.ref) == want
+    store_module.close_all()
+
+
+def _split(turns: list[list[dict[str, Any]]], parts: int) -> list[list[list[dict[str, Any]]]]:
+    size = -(-len(turns) // parts)
+    return [turns[i * size:(i + 1) * size] for i in range(parts)]
