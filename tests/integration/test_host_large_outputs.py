@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def _log(tmp_path: Path) -> Path:
     return path
 
 
-def _policy(log: Path):  # noqa: ANN202 - the stub's policy type
+def _policy(log: Path) -> Callable[[Recorded], Reply]:
     lock = threading.Lock()
     state = {"step": 0}
     plan = [Reply(tool_name="read_file", tool_args={"path": str(log), "limit": 500}),
