@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.externalize import ExternalizeStep, clamped_stub
+from hermes_lcm.ingest import Normalizer
 from hermes_lcm.normalize import Draft
 from hermes_lcm.outputs import is_stub, parse_stub, ref_for
 from hermes_lcm.payloads import PayloadGuard
@@ -109,6 +110,26 @@ def test_the_shadow_step_writes_nothing(tmp_path: Path) -> None:
     step = ExternalizeStep(PayloadGuard(tmp_path / "p"), 2000, 300, write=False)
     assert is_stub(step(Draft(big_output(), None, "tool")).content)
     assert not (tmp_path / "p").exists()
+
+
+def test_the_draft_role_changes_no_fingerprint_of_todays_messages(tmp_path: Path) -> None:
+    """Values computed by main before Draft had a role: stored databases must keep aligning."""
+    normalizer = Normalizer(PayloadGuard(tmp_path / "p"))
+    messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 20000},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert [normalizer.fingerprint(m) for m in messages] == ["f1c33caa105eedcf", "f4febafbc1c1e774", "95293b1309cf59d1"]
+
+
+def test_with_externalization_on_the_identity_is_the_stub_whether_the_host_sends_it_or_the_text(
+        tmp_path: Path) -> None:
+    guard = PayloadGuard(tmp_path / "p")
+    normalizer = Normalizer(guard, steps=[ExternalizeStep(guard, 2000, 500)])
+    output = big_output()
+    whole = {"role": "tool", "tool_call_id": "c1", "content": output}
+    stubbed = {**whole, "content": normalizer.stored_form(whole)[0]}
+    assert is_stub(stubbed["content"]) and normalizer.fingerprint(whole) == normalizer.fingerprint(stubbed)
 
 
 # -- through the engine ---------------------------------------------------------------------------
