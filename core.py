@@ -24,8 +24,10 @@ from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
+from .externalize import STEP_NAME, ExternalizeStep, with_whole_outputs
 from .ingest import Normalizer, RedactStep, Step
 from .normalize import is_storable, last_storable, storable
+from .outputs import PREFIX as OUTPUT_PREFIX
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .records import ConversationState, StoredMessage
@@ -160,7 +162,8 @@ class LcmCore:
         messages stored in that form (ingest.Normalizer.alternates). Redaction comes first, so no
         later step (a payload file) ever sees a secret."""
         config = self.config
-        wanted = {"redaction": config.sensitive_patterns_enabled}
+        wanted = {"redaction": config.sensitive_patterns_enabled,
+                  STEP_NAME: config.large_output_externalization_enabled}
         used = {name: self._marked(name, on) for name, on in wanted.items()}
         steps: list[Step] = []
         shadow: list[Step] = []
@@ -168,6 +171,11 @@ class LcmCore:
             steps.append(RedactStep(self.redactor))
         if used["redaction"]:
             shadow.append(RedactStep(self.redactor or self._shadow_redactor()))
+        sizes = (config.large_output_externalization_threshold_chars, config.large_output_preview_chars)
+        if wanted[STEP_NAME]:  # after redaction: the file gets the redacted text
+            steps.append(ExternalizeStep(self.guard, *sizes))
+        if used[STEP_NAME]:
+            shadow.append(ExternalizeStep(self.guard, *sizes, write=False))
         return steps, (shadow if any(used[n] and not wanted[n] for n in wanted) else [])
 
     def _marked(self, name: str, on: bool) -> bool:
@@ -400,8 +408,9 @@ class LcmCore:
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
         raw = self._raw_items(conversation_id, state.frontier_seq, window, upto)
-        return build(self.dag.context(conversation_id), raw, budget, self._newest_user(state, upto),
-                     header=self.seal.header())
+        nodes, pinned = self.dag.context(conversation_id), self._newest_user(state, upto)
+        return with_whole_outputs(lambda items: build(nodes, items, budget, pinned, header=self.seal.header()),
+                                  raw, self.guard)
 
     def _raw_items(self, conversation_id: int, after_seq: int, window: int, upto: int | None) -> list[Item]:
         """The newest ``window`` raw rows as prompt items; only rows not cached yet are read whole."""
@@ -485,7 +494,8 @@ class LcmCore:
         try:
             return all(same_block(mine, host) if is_block(mine) else
                        is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
-                       and not (names_payload(mine) and not names_payload(host))
+                       and not any(names_payload(mine, p) and not names_payload(host, p)
+                                   for p in (PLACEHOLDER_PREFIX, OUTPUT_PREFIX))
                        for mine, host in zip(ours, theirs, strict=True))
         finally:
             self.normalizer.forget()
@@ -671,12 +681,13 @@ class LcmCore:
         return info
 
 
-def names_payload(message: Any) -> bool:
-    """Does the message name a payload file (the payload guard moved an inline payload out)?"""
+def names_payload(message: Any, prefix: str = PLACEHOLDER_PREFIX) -> bool:
+    """Does the message name a payload file (the payload guard moved an inline payload out, or,
+    with outputs.PREFIX, a large tool output is its stub)?"""
     content = message.get("content") if isinstance(message, dict) else None
     text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
     calls = message.get("tool_calls") if isinstance(message, dict) else None
-    return PLACEHOLDER_PREFIX in text or (bool(calls) and PLACEHOLDER_PREFIX in json.dumps(calls, default=str))
+    return prefix in text or (bool(calls) and prefix in json.dumps(calls, default=str))
 
 
 def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:

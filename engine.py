@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from . import registry
 from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home
 from .core import MODE_NORMAL, LcmCore, budget_for, trim
+from .externalize import ActiveReplay
 from .lcmx_import import prepare as prepare_path
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
@@ -90,6 +91,7 @@ class LcmEngine(_Base):
         self.errors: list[str] = []
         self._last_summary_error: str | None = None
         self._window_problems: tuple[str, ...] = ()
+        self._replay = ActiveReplay()  # LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED
         self._config_home: str | None = None
         self._loaded: LoadedConfig = load_config({})
         self._set_window(0)
@@ -280,6 +282,7 @@ class LcmEngine(_Base):
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         self.meter.observe_request(request_messages, tools)
+        self._replay.observe(request_messages, self.config)
 
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
         return self.meter.overhead(self.threshold_tokens, messages, current_tokens)
@@ -291,7 +294,10 @@ class LcmEngine(_Base):
     @_guarded(lambda self, *a, **k: False)
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
-        return bool(self.threshold_tokens) and tokens is not None and tokens >= self.threshold_tokens
+        if bool(self.threshold_tokens) and tokens is not None and tokens >= self.threshold_tokens:
+            return True
+        core = self.core  # or a large answered tool result the host could hold as its stub
+        return core is not None and core.writable and self._replay.due(core.normalizer)
 
     # -- ingest and compaction -----------------------------------------------------------
 

@@ -80,7 +80,7 @@ class RedactStep:
         calls = None if draft.tool_calls is None else self.redactor.redact_value(draft.tool_calls)
         if content is draft.content and calls is draft.tool_calls:
             return draft
-        return Draft(content, calls)
+        return Draft(content, calls, draft.role)
 
 
 class PayloadStep:
@@ -96,7 +96,7 @@ class PayloadStep:
         elif content is not None:
             content = self.guard.guard_value(content)
         tool_calls = None if draft.tool_calls is None else self.guard.guard_value(draft.tool_calls)
-        return Draft(content, tool_calls)
+        return Draft(content, tool_calls, draft.role)
 
 
 def import_normalizer(payload_dir: Path, store: Store, redact_patterns: str | None) -> Normalizer:
@@ -202,12 +202,18 @@ class Normalizer:
         return stored, identity
 
     def _prepare(self, message: Mapping[str, Any], steps: Sequence[Step] | None = None) -> Prepared:
-        original = draft = draft_of(self.view(message).get("content"), message.get("tool_calls"))
+        role = message.get("role")
+        original = draft = draft_of(self.view(message).get("content"), message.get("tool_calls"),
+                                    role if isinstance(role, str) else None)
         for step in self.steps if steps is None else steps:
             if step is self.steps[-1] and steps is None and draft is not original:
                 self._changed[id(message)] = message  # an optional step changed it: see alternates
             draft = step(draft)
         return written(draft)
+
+    def stored_form(self, message: Mapping[str, Any]) -> Prepared:
+        """(content, parts, tool calls) as ``message`` is stored, running the steps once (memoized)."""
+        return self._prepared(message)[0]
 
     def alternates(self, message: Mapping[str, Any]) -> tuple[str, ...]:
         """The other fingerprints ``message`` may be stored under (see the module docstring):

@@ -34,6 +34,9 @@ class Draft:
 
     content: Any
     tool_calls: Any
+    # The message's role (a step may treat a tool result differently); never part of the fingerprint,
+    # which takes the role from the host message itself (fingerprint_of).
+    role: str | None = None
 
 
 def is_synthetic(message: Mapping[str, Any], seal: BlockSeal | None = None) -> bool:
@@ -103,10 +106,10 @@ def safe_text(text: str) -> str:
 
 
 
-def draft_of(content: Any, tool_calls: Any) -> Draft:
+def draft_of(content: Any, tool_calls: Any, role: str | None = None) -> Draft:
     """The parts the ingest steps work on: the host's content, and its tool calls without the
-    host's private ``_keys`` (None when there are none)."""
-    return Draft(content, public(tool_calls) if tool_calls else None)
+    host's private ``_keys`` (None when there are none), and the role."""
+    return Draft(content, public(tool_calls) if tool_calls else None, role)
 
 
 def written(draft: Draft) -> Prepared:

@@ -95,14 +95,22 @@ class PayloadGuard:
 
     def _externalize(self, payload: str, mime: str) -> str:
         ref = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        if not self.keep(ref, payload):
+            return payload
+        return f"{PLACEHOLDER_PREFIX}{ref} mime={mime} chars={len(payload)}]"
+
+    def keep(self, ref: str, text: str) -> bool:
+        """Write ``text`` to the file of ``ref`` once (nothing in :meth:`placeholders_only`); False,
+        counted in :attr:`failures`, when it cannot be written: the caller keeps the text inline.
+        Shared by every kind of payload file (a large tool output too: outputs.py)."""
         try:
             if not self._dry:
-                self._write_once(ref, payload)
+                self._write_once(ref, text)
         except OSError as exc:
             self.failures += 1
             log.warning("hermes-lcm: payload %s kept inline, file write failed: %s", ref, exc)
-            return payload
-        return f"{PLACEHOLDER_PREFIX}{ref} mime={mime} chars={len(payload)}]"
+            return False
+        return True
 
     def _write_once(self, ref: str, payload: str) -> None:
         """Write the file once, through an exclusive 0600 temp file with an unpredictable name,

@@ -102,7 +102,8 @@ TOOLS: list[dict[str, Any]] = [
           {"node_id": _STR, "externalized_ref": _STR, "cursor": _CURSOR}),
     _tool("lcm_expand",
           "Exact original text. Exactly one of: node_id (summary -> its sources, paged by source_offset), "
-          "store_id (one raw message; long text paged by content_offset), externalized_ref (payload).",
+          "store_id (one raw message; long text paged by content_offset), externalized_ref (payload or a "
+          "large tool output's [lcm-output ref=...] stub: the whole text, paged by content_offset).",
           {"node_id": _STR, "store_id": _INT, "externalized_ref": _STR,
            "source_offset": _INT, "source_limit": _desc(_LIMIT, "default 10, max 50"), "content_offset": _INT,
            "part": _enum(["content", "tool_calls"], "what content_offset pages; default content"),

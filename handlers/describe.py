@@ -12,7 +12,7 @@ from typing import Any
 from ..display import ELLIPSIS, cut, iso
 from ..records import SummaryNode
 from ..times import period
-from .expand import find_node, payload_owner
+from .expand import OUTPUT_MIME, find_node, output_info, payload_owner
 from .toolkit import Args, Ctx, ToolError, fit, share
 
 PREVIEW = 160
@@ -95,7 +95,10 @@ def _describe_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
         readable = True
     except (FileNotFoundError, OSError):
         total, readable = 0, False
-    return {"externalized_ref": ref, "mime": mime, "chars": total, "readable": readable,
+    info = output_info(owner.content + (owner.parts or ""), ref) if mime == OUTPUT_MIME else None
+    extra: dict[str, Any] = {"lines": info[1], "kind": "large tool output"} if info is not None else {}
+    return {"externalized_ref": ref, "mime": mime, "chars": total if readable or info is None else info[0],
+            **extra, "readable": readable,
             "referenced_by": {"store_id": owner.id, "role": owner.role, "session_id": owner.session_id,
                               "at": iso(owner.created_at)},
             "next": f"lcm_expand externalized_ref={ref} (paged by content_offset)" if readable else

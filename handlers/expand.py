@@ -17,6 +17,9 @@ from ..records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")
+# A large tool output's stub (outputs.stub): its ref, chars and lines.
+_OUTPUT = re.compile(r"\[lcm-output ref=([0-9a-f]{24}) chars=(\d+) lines=(\d+)")
+OUTPUT_MIME = "text/plain"
 BIG = 2**62
 MAX_REFS = 20
 
@@ -188,6 +191,7 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
     # of many placeholders must not list them all on every page and overflow the cap.
     shown = full if "message" in answer else answer["content"]
     refs = sorted({r[0] for r in _PLACEHOLDER.findall(shown)}) if "[lcm-payload ref=" in shown else []
+    refs += sorted({r[0] for r in _OUTPUT.findall(shown)} - set(refs)) if "[lcm-output ref=" in shown else []
     if refs:
         answer["externalized_refs"] = refs[:MAX_REFS]
         if len(refs) > MAX_REFS:
@@ -209,8 +213,13 @@ def payload_owner(ctx: Ctx, args: Args, ref: str) -> tuple[StoredMessage, str]:
         if message is None:
             continue
         text = message.content + (message.parts or "") + (message.tool_calls or "")
-        mime = next((m[1] for m in _PLACEHOLDER.findall(text) if m[0] == ref), "application/octet-stream")
-        return message, mime
+        if message.role == "tool" and output_info(message.content + (message.parts or ""), ref) is not None:
+            return message, OUTPUT_MIME
+        mime = next((m[1] for m in _PLACEHOLDER.findall(text) if m[0] == ref), None)
+        if mime is not None:
+            return message, mime
+        # A message that only quotes the ref (a user typing a stub someone else was shown) is no
+        # reference: a payload is readable where the guard or the output step put it in a row.
     raise ToolError(f"payload {ref} is not referenced in this conversation"
                     + ("" if everywhere else "; pass session_scope='all' if it belongs to another"))
 
@@ -223,9 +232,23 @@ def _expand_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
         text, total = ctx.core.guard.read(ref, offset, _page_chars(ctx))
     except (FileNotFoundError, OSError) as exc:
         raise ToolError(f"payload file for {ref} is missing or unreadable ({exc}); run lcm_doctor") from exc
+    if offset > total:
+        raise ToolError(f"content_offset {offset} is past the end ({total} chars)")
+    text = _page(text, 0, _page_chars(ctx))  # odd text encodes longer: keep the answer within the cap
     nxt = offset + len(text)
-    return {"externalized_ref": ref, "mime": mime, "referenced_by": owner.id, "chars": total,
-            "content_offset": offset, "content": text, "next_content_offset": nxt if nxt < total else None}
+    answer: dict[str, Any] = {"externalized_ref": ref, "mime": mime, "referenced_by": owner.id, "chars": total}
+    info = output_info(owner.content + (owner.parts or ""), ref) if mime == OUTPUT_MIME else None
+    if info is not None:
+        answer["lines"] = info[1]
+    answer.update({"content_offset": offset, "content": text, "next_content_offset": nxt if nxt < total else None})
+    return answer
+
+
+def output_info(text: str, ref: str) -> tuple[int, int] | None:
+    """(chars, lines) of the large output ``ref`` when ``text`` holds its stub, else None."""
+    if "[lcm-output ref=" not in text:
+        return None
+    return next(((int(m[1]), int(m[2])) for m in _OUTPUT.findall(text) if m[0] == ref), None)
 
 
 # --------------------------------------------------------------------------- lcm_load_session

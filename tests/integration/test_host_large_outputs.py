@@ -1,0 +1,106 @@
+"""Large tool outputs inside the real host (hermes-agent 0.19.0), offline, against the stub model.
+
+Turn 0: the model reads a 40,000-character log with the host's own read_file tool and answers.
+Turns 1 and 2: the model calls lcm_describe, then answers. With externalization and active-replay
+stubbing on, the requests of the later turns carry the output's stub (its head and tail and
+ref), not the 40,000 characters: should_compress asked for a compress that handed the host
+the stub, although no summary was needed. With the flag off they carry the whole output (no
+normal compaction is due at this threshold). The model is never left without an output it has
+not answered yet: the request that answers the read carries it whole either way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hermes_lcm.outputs import PREFIX, parse_stub
+
+from .harness import make_home, require_host, run_host
+from .stub_llm import Recorded, Reply, StubLLM, make_directive_policy, text_of
+
+pytestmark = pytest.mark.host
+
+CONTEXT_LENGTH = 64_000
+BASE_ENV = {"LCM_CONTEXT_THRESHOLD": "0.9", "LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true"}
+REPLAY_ENV = {**BASE_ENV, "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true",
+              "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS": "2000"}
+MIDDLE = "LOGLINE-0200 "  # far from the head and the tail: only in the whole output
+TURNS = ["turn 0: read the build log and tell me what failed", "turn 1: describe the memory",
+         "turn 2: and once more"]
+
+
+def _log(tmp_path: Path) -> Path:
+    lines = [f"LOGLINE-{i:04d} building module_{i % 23} ... ok (cached={i % 3 == 0})".ljust(99) for i in range(400)]
+    lines[-1] = "LOGLINE-0399 FAILED: linker error in module_7".ljust(99)
+    path = tmp_path / "build.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert len(path.read_text()) == 40_000
+    return path
+
+
+def _policy(log: Path) -> Callable[[Recorded], Reply]:
+    lock = threading.Lock()
+    state = {"step": 0}
+    plan = [Reply(tool_name="read_file", tool_args={"path": str(log), "limit": 500}),
+            Reply(text="The linker failed in module_7."),
+            Reply(tool_name="lcm_describe", tool_args={}), Reply(text="Described."),
+            Reply(tool_name="lcm_describe", tool_args={}), Reply(text="Described again.")]
+
+    def policy(req: Recorded) -> Reply:
+        if req.kind != "main":
+            return make_directive_policy()(req)
+        with lock:
+            step = state["step"]
+            state["step"] += 1
+        return plan[min(step, len(plan) - 1)]
+
+    return policy
+
+
+def _holds_whole(req: Recorded) -> bool:
+    return any(MIDDLE in text_of(m.get("content")) for m in req.messages if m.get("role") == "tool")
+
+
+def _holds_stub(req: Recorded) -> bool:
+    return any(text_of(m.get("content")).startswith(PREFIX) for m in req.messages if m.get("role") == "tool")
+
+
+def _run(tmp_path: Path, env: dict[str, str]) -> tuple[list[Recorded], Path]:
+    log = _log(tmp_path)
+    with StubLLM(_policy(log), context_length=CONTEXT_LENGTH) as stub:
+        hh = make_home(tmp_path, stub, env=env)
+        run = run_host(hh, TURNS, toolsets=["context_engine", "file"], timeout=240)
+        mains = stub.requests_of("main")
+    assert all(t["completed"] and not t["failed"] for t in run.report["turns"]), run.describe()
+    assert not [(r.seq, r.problems) for r in mains if r.problems]
+    return mains, hh.lcm_db
+
+
+def test_active_replay_hands_the_host_the_stub_on_a_later_turn(tmp_path: Path) -> None:
+    require_host()
+    mains, db = _run(tmp_path, REPLAY_ENV)
+    assert len(mains) == 6, [r.tail_role() for r in mains]
+    assert _holds_whole(mains[1]), "the request answering the read must carry the whole output"
+    later = mains[3:]
+    assert later and all(_holds_stub(r) and not _holds_whole(r) for r in later), \
+        [(r.seq, _holds_stub(r), _holds_whole(r)) for r in mains]
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        stored = [r[0] for r in conn.execute("SELECT content FROM messages WHERE role='tool' ORDER BY seq")]
+    info = parse_stub(stored[0])
+    assert info is not None and MIDDLE not in stored[0]
+    payload = db.parent / "lcm-payloads" / f"{info.ref}.payload"
+    assert MIDDLE in payload.read_text(encoding="utf-8")
+    print(f"\nrequest sizes (chars): {[sum(len(text_of(m.get('content'))) for m in r.messages) for r in mains]}")
+
+
+def test_without_the_flag_the_host_keeps_the_whole_output(tmp_path: Path) -> None:
+    require_host()
+    mains, _ = _run(tmp_path, BASE_ENV)
+    assert len(mains) == 6
+    assert all(_holds_whole(r) and not _holds_stub(r) for r in mains[1:]), \
+        [(r.seq, _holds_stub(r), _holds_whole(r)) for r in mains]

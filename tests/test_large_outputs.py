@@ -1,0 +1,342 @@
+"""Large tool outputs (LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED): the ingest step, recovery through
+the tools, the prompt (unanswered whole, answered as stubs) and active-replay stubbing.
+
+Real engines on real SQLite files and real payload files under tmp_path."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hermes_lcm import store as store_module
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.externalize import ExternalizeStep, clamped_stub
+from hermes_lcm.ingest import Normalizer
+from hermes_lcm.normalize import Draft
+from hermes_lcm.outputs import is_stub, parse_stub, ref_for
+from hermes_lcm.payloads import PayloadGuard
+from hermes_lcm.tokens import count_messages
+
+from .conftest import new_engine
+from .convo import assert_valid_sequence, stored_sequence
+from .security.test_scope import engine_for
+from .tooltest import err, ok
+
+ON = {"LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true", "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "2000"}
+REPLAY = {**ON, "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true",
+          "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS": "1000"}
+
+
+def big_output(n: int = 30_000, seed: str = "x") -> str:
+    lines = [f"{seed} line {i}: PASSED tests/test_mod_{i % 17}.py::test_{i} ✓ ünïcödé 𝔘" for i in range(n // 50 + 1)]
+    return "\r\n".join(lines)[:n] + "\nFAILED tests/test_end.py::test_last - AssertionError: boom"
+
+
+def tool_turn(ask: str, output: str, call_id: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": ask},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": "terminal", "arguments": '{"cmd": "pytest"}'}}]},
+            {"role": "tool", "tool_call_id": call_id, "content": output}]
+
+
+def rows(engine: LcmEngine) -> list[Any]:
+    core = engine.core
+    assert core is not None and core.binding.conversation_id is not None
+    return core.store.messages_after(core.binding.conversation_id, 0)
+
+
+def payload_dir(engine: LcmEngine) -> Path:
+    assert engine.core is not None
+    return Path(engine.core.guard.directory)
+
+
+def read_all(engine: LcmEngine, ref: str) -> str:
+    """The whole output through lcm_expand, page by page, as a model would."""
+    text, offset = "", 0
+    while offset is not None:
+        page = ok(engine, "lcm_expand", externalized_ref=ref, content_offset=offset)
+        assert page["mime"] == "text/plain"
+        text += page["content"]
+        offset = page["next_content_offset"]
+    return text
+
+
+# -- the step -------------------------------------------------------------------------------------
+
+
+def test_step_writes_the_file_keeps_the_stub_and_is_a_fixed_point(tmp_path: Path) -> None:
+    guard = PayloadGuard(tmp_path / "lcm-payloads")
+    step = ExternalizeStep(guard, 2000, 1200)
+    output = big_output()
+    draft = Draft(output, None, "tool")
+    out = step(draft)
+    info = parse_stub(out.content)
+    assert info is not None and info.ref == ref_for(output) and info.chars == len(output)
+    assert len(out.content) < 2000 and out.content.endswith("AssertionError: boom")
+    path = tmp_path / "lcm-payloads" / f"{info.ref}.payload"
+    assert path.read_bytes().decode() == output and stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = Draft(out.content, None, "tool")
+    assert step(again) is again  # a stub given again is never externalized again
+    small = Draft("short", None, "tool")
+    assert step(small) is small
+    user = Draft(output, None, "user")
+    assert step(user) is user  # user and assistant text stay inline
+    calls = [{"id": "c", "function": {"name": "w", "arguments": output}}]
+    assistant = Draft("", calls, "assistant")
+    assert step(assistant) is assistant  # tool-call arguments stay inline
+
+
+def test_step_stubs_text_parts_and_leaves_images(tmp_path: Path) -> None:
+    step = ExternalizeStep(PayloadGuard(tmp_path / "p"), 2000, 300)
+    image = {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}
+    parts = [{"type": "text", "text": big_output()}, image, {"type": "text", "text": "small"}]
+    out = step(Draft(parts, None, "tool"))
+    assert is_stub(out.content[0]["text"]) and out.content[1] is image and out.content[2] is parts[2]
+
+
+def test_a_preview_bigger_than_the_threshold_is_clamped_so_the_stub_stays_below_it() -> None:
+    text = "y" * 50_000
+    stub = clamped_stub(text, ref_for(text), 100_000, 1000)
+    assert len(stub) < 1000 and is_stub(stub)
+
+
+def test_the_shadow_step_writes_nothing(tmp_path: Path) -> None:
+    step = ExternalizeStep(PayloadGuard(tmp_path / "p"), 2000, 300, write=False)
+    assert is_stub(step(Draft(big_output(), None, "tool")).content)
+    assert not (tmp_path / "p").exists()
+
+
+def test_the_draft_role_changes_no_fingerprint_of_todays_messages(tmp_path: Path) -> None:
+    """Values computed by main before Draft had a role: stored databases must keep aligning."""
+    normalizer = Normalizer(PayloadGuard(tmp_path / "p"))
+    messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 20000},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert [normalizer.fingerprint(m) for m in messages] == ["f1c33caa105eedcf", "f4febafbc1c1e774", "95293b1309cf59d1"]
+
+
+def test_with_externalization_on_the_identity_is_the_stub_whether_the_host_sends_it_or_the_text(
+        tmp_path: Path) -> None:
+    guard = PayloadGuard(tmp_path / "p")
+    normalizer = Normalizer(guard, steps=[ExternalizeStep(guard, 2000, 500)])
+    output = big_output()
+    whole = {"role": "tool", "tool_call_id": "c1", "content": output}
+    stubbed = {**whole, "content": normalizer.stored_form(whole)[0]}
+    assert is_stub(stubbed["content"]) and normalizer.fingerprint(whole) == normalizer.fingerprint(stubbed)
+
+
+# -- through the engine ---------------------------------------------------------------------------
+
+
+def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=10**6, **ON)
+    odd = "a\r\nb\r\n" * 3000 + "\u0000 nul \ud83d\ude00 😀 e\u0301 \u202e rtl \\ \"q\""
+    outputs = [big_output(), odd, big_output(1_000_000, "m")]
+    history: list[dict[str, Any]] = []
+    for i, output in enumerate(outputs):
+        history += [*tool_turn(f"run {i}", output, f"call{i}"), {"role": "assistant", "content": f"done {i}"}]
+    engine.ingest_host(history)
+    tools = [r for r in rows(engine) if r.role == "tool"]
+    assert len(tools) == 3
+    for row, output in zip(tools, outputs, strict=True):
+        info = parse_stub(row.content)
+        assert info is not None and info.ref == ref_for(output), row.content[:200]
+        assert read_all(engine, info.ref) == output
+        described = ok(engine, "lcm_describe", externalized_ref=info.ref)
+        assert described["mime"] == "text/plain" and described["chars"] == len(output)
+        assert described["lines"] == info.lines == output.count("\n") + 1
+        listed = ok(engine, "lcm_expand", store_id=row.id)
+        assert info.ref in listed["externalized_refs"]
+    assert engine.core is not None and engine.core.guard.failures == 0
+    store_module.close_all()
+
+
+def test_turning_the_feature_on_and_off_never_stores_a_message_twice(tmp_path: Path) -> None:
+    history = [*tool_turn("first", big_output(), "c1"), {"role": "assistant", "content": "ok 1"}]
+    off = new_engine(tmp_path, threshold=10**6)
+    off.ingest_host(history)
+    store_module.close_all()
+    on = new_engine(tmp_path, threshold=10**6, **ON)
+    history += [*tool_turn("second", big_output(seed="z"), "c2"), {"role": "assistant", "content": "ok 2"}]
+    on.ingest_host(history)
+    assert [r.role for r in rows(on)] == [m["role"] for m in history]
+    assert not is_stub(rows(on)[2].content) and is_stub(rows(on)[6].content)
+    store_module.close_all()
+    again = new_engine(tmp_path, threshold=10**6)  # off again: the stub row is still recognised
+    history += [{"role": "user", "content": "third"}]
+    again.ingest_host(history)
+    again.ingest_host([*history[:6], {**history[6], "content": rows(again)[6].content}, *history[7:]])
+    assert len(rows(again)) == len(history)
+    store_module.close_all()
+
+
+def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_stub(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=60_000, **ON)
+    first, second = big_output(), big_output(seed="q")
+    history = [*tool_turn("first", first, "c1"), {"role": "assistant", "content": "seen"}]
+    history += tool_turn("second", second, "c2")  # the model has not answered this one yet
+    out = engine.compress(list(history), current_tokens=50_000, force=False)
+    tool_messages = [m for m in out if m.get("role") == "tool"]
+    assert is_stub(tool_messages[0]["content"]) and tool_messages[1]["content"] == second
+    assert_valid_sequence(out)
+    store_module.close_all()
+
+
+def test_an_unanswered_output_too_big_for_the_budget_is_its_stub(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=6000, **ON)
+    history = tool_turn("run it", big_output(60_000), "c1")
+    out = engine.compress(list(history), current_tokens=20_000)
+    assert is_stub(out[-1]["content"]), out[-1]["content"][:100]
+    store_module.close_all()
+
+
+# -- active replay -------------------------------------------------------------------------------
+
+
+def test_active_replay_asks_for_one_compress_that_hands_the_host_the_stub(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=100_000, **REPLAY)
+    history = tool_turn("run", big_output(40_000), "c1")
+    engine.observe_request(history, None)  # the request that carried the result; its answer follows
+    history.append({"role": "assistant", "content": "the tests fail at test_last"})
+    assert engine.should_compress(5000)
+    out = engine.compress(list(history), current_tokens=5000)
+    assert is_stub(out[2]["content"]) and out[-1]["content"] == history[-1]["content"]
+    out.append({"role": "user", "content": "fix it"})
+    engine.observe_request(out, None)
+    assert not engine.should_compress(5000)  # the host's list holds the stub now: no loop
+    store_module.close_all()
+
+
+def test_without_the_flag_the_host_keeps_the_full_output(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=100_000, **ON)
+    history = tool_turn("run", big_output(40_000), "c1")
+    engine.observe_request(history, None)
+    history.append({"role": "assistant", "content": "answer"})
+    assert not engine.should_compress(5000)
+    store_module.close_all()
+
+
+def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=100_000, **REPLAY)
+    directory = payload_dir(engine)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    directory.write_bytes(b"")  # every payload write fails: the text stays inline
+    history = tool_turn("run", big_output(40_000), "c1")
+    engine.observe_request(history, None)
+    history.append({"role": "assistant", "content": "answer"})
+    assert not engine.should_compress(5000)
+    store_module.close_all()
+
+
+# -- attacks -------------------------------------------------------------------------------------
+
+
+def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, threshold=10**6, **ON)
+    directory = payload_dir(engine)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    directory.write_bytes(b"")
+    output = big_output()
+    history = tool_turn("run", output, "c1")
+    engine.ingest_host(history)
+    assert rows(engine)[2].content == output  # nothing lost
+    assert engine.get_status()["payload_write_failures"] >= 1
+    directory.unlink()
+    history += [{"role": "assistant", "content": "ok"}]
+    engine.ingest_host(list(history))
+    assert stored_sequence(engine) == [(m["role"], m["content"]) for m in history]
+    store_module.close_all()
+
+
+def test_a_symlinked_payload_directory_is_refused_and_the_text_stays_inline(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    home = tmp_path / "home"
+    engine = new_engine(home, threshold=10**6, **ON)
+    directory = payload_dir(engine)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, directory)
+    output = big_output()
+    engine.ingest_host(tool_turn("run", output, "c1"))
+    assert rows(engine)[2].content == output and os.listdir(outside) == []
+    store_module.close_all()
+
+
+def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    alice = engine_for(home, "alice", "alice-chat", **ON)
+    secret = big_output(seed="alice-secret")
+    alice.ingest_host(tool_turn("run", secret, "c1"))
+    ref = ref_for(secret)
+    assert read_all(alice, ref) == secret
+    mallory = engine_for(home, "mallory", "mallory-chat", **ON)
+    # Mallory quotes Alice's stub (say she saw it over her shoulder): a quote is no reference.
+    mallory.ingest_host([{"role": "user", "content": f"[lcm-output ref={ref} chars=1 lines=1]"}])
+    for args in ({"externalized_ref": "../../etc/passwd"}, {"externalized_ref": "0" * 24},
+                 {"externalized_ref": ref}, {"externalized_ref": ref, "session_scope": "all"}):
+        assert "alice-secret" not in err(mallory, "lcm_expand", **args)
+        assert "alice-secret" not in err(mallory, "lcm_describe", **args)
+    store_module.close_all()
+    store_module.close_all()
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+def _conversation(data: Any, turns: int) -> list[list[dict[str, Any]]]:
+    """Turns of user request, tool calls whose outputs are sometimes huge, and an answer."""
+    out = []
+    for t in range(turns):
+        turn: list[dict[str, Any]] = [{"role": "user", "content": f"turn {t}: run the checks"}]
+        for k in range(data.draw(st.integers(0, 2))):
+            size = data.draw(st.sampled_from([50, 1500, 2500, 9000, 40_000]))
+            unit = data.draw(st.sampled_from(["ok\r\n", "é𝔘 ", "x" * 7 + "\n"]))
+            output = f"out {t}.{k} " + (unit * (size // len(unit) + 1))[:size]
+            turn += tool_turn(f"step {k}", output, f"c{t}_{k}")[1:]
+        turn.append({"role": "assistant", "content": f"turn {t} done"})
+        out.append(turn)
+    return out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique(tmp_path_factory: Any,
+                                                                                 data: Any) -> None:
+    home = tmp_path_factory.mktemp("prop")
+    threshold = data.draw(st.sampled_from([4000, 9000, 30_000]))
+    toggles = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    history: list[dict[str, Any]] = []
+    for turns, on in zip(_split(_conversation(data, 6), len(toggles)), toggles, strict=True):
+        store_module.close_all()
+        engine = new_engine(home, threshold=threshold, **(REPLAY if on else {}))
+        for turn in turns:
+            history += turn
+            engine.ingest_host(list(history))  # API style: the whole history every time
+            tokens = count_messages(history) + 500
+            engine.observe_request(history, None)
+            if engine.should_compress(tokens):
+                out = engine.compress(list(history), current_tokens=tokens)
+                assert count_messages(out) + 500 <= threshold, (count_messages(out), threshold, tokens)
+                assert_valid_sequence(out)
+    stored = rows(engine)
+    assert [r.role for r in stored] == [m["role"] for m in history], "a message was stored twice or lost"
+    for row, message in zip(stored, history, strict=True):
+        info = parse_stub(row.content)
+        want = message["content"]
+        if info is None:
+            assert row.content == want
+        else:
+            assert read_all(engine, info.ref) == want
+    store_module.close_all()
+
+
+def _split(turns: list[list[dict[str, Any]]], parts: int) -> list[list[list[dict[str, Any]]]]:
+    size = -(-len(turns) // parts)
+    return [turns[i * size:(i + 1) * size] for i in range(parts)]
