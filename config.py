@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from . import compat
+from .patterns import MessagePatterns, split_list
+from .sensitive import Policy
 
 log = logging.getLogger("hermes_lcm")
 _TRUE = {"1", "true", "yes", "on"}
@@ -111,10 +113,6 @@ class LcmConfig:
     def threshold_tokens_for(self, model: str, context_length: int) -> int:
         """The compaction threshold in tokens; see :func:`compute_threshold`."""
         return compute_threshold(self, model, context_length).tokens
-
-
-def split_list(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
 def parse_model_thresholds(value: str) -> tuple[tuple[str, float], ...]:
@@ -297,9 +295,6 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
 def pattern_problems(config: LcmConfig) -> tuple[str, ...]:
     """The entries of the pattern settings that cannot be used (an invalid regex, an unknown secret
     kind): each is left out and named here, so status and doctor show it instead of a silent drop."""
-    from .patterns import MessagePatterns  # imported here: patterns.py reads split_list from this module
-    from .sensitive import Policy
-
     found = list(MessagePatterns.parse(config.ignore_message_patterns).problems)
     if config.sensitive_patterns_enabled:
         found.extend(Policy.parse(config.sensitive_patterns).problems)

@@ -24,16 +24,16 @@ from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
-from .externalize import STEP_NAME, ExternalizeStep, with_whole_outputs
-from .ingest import Normalizer, RedactStep, Step
+from .externalize import with_whole_outputs
+from .ingest import Normalizer
 from .normalize import is_storable, last_storable, storable
 from .outputs import PREFIX as OUTPUT_PREFIX
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
+from .pipeline import pipeline_for
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
-from .sensitive import Redactor, redactor_for
-from .store import Store, StoreError, WriteFailed, open_store
+from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
 from .wire import problems
@@ -112,9 +112,10 @@ class LcmCore:
         self.message_patterns = MessagePatterns.parse(config.ignore_message_patterns)
         # Seals our summary blocks so ingest knows them in any copy the host hands back.
         self.seal = BlockSeal(self.store.secret("summary_block"))
-        self.redactor = self._redactor(config.sensitive_patterns_enabled)
-        steps, shadow = self._ingest_steps()
-        self.normalizer = Normalizer(self.guard, self.message_patterns, self.seal, steps, shadow, self.redactor)
+        pipeline = pipeline_for(config, self.store, self.guard)  # optional ingest steps: redaction, outputs
+        self.redactor = pipeline.redactor
+        self.normalizer = Normalizer(self.guard, self.message_patterns, self.seal, pipeline.steps, pipeline.shadow,
+                                     self.redactor)
         self.ignore_sessions = SessionPatterns.parse(config.ignore_session_patterns)
         self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.routes = self._routes(host_call_llm)
@@ -149,50 +150,6 @@ class LcmCore:
         self._pending: Selection | None = None
         # Rows per ingest transaction; the time bound is checked after each (tests make it small).
         self.ingest_chunk_rows = INGEST_CHUNK_ROWS
-
-    def _redactor(self, enabled: bool) -> Redactor | None:
-        """The redactor of LCM_SENSITIVE_PATTERNS (keyed by this database's own key), or None."""
-        if not enabled:
-            return None
-        return redactor_for(True, self.config.sensitive_patterns, self.store.secret("redaction"))
-
-    def _ingest_steps(self) -> tuple[list[Step], list[Step]]:
-        """The optional ingest steps the settings turn on, and the shadow steps: when a step that
-        was used on this database is off now, every step used so far, run only to recognise
-        messages stored in that form (ingest.Normalizer.alternates). Redaction comes first, so no
-        later step (a payload file) ever sees a secret."""
-        config = self.config
-        wanted = {"redaction": config.sensitive_patterns_enabled,
-                  STEP_NAME: config.large_output_externalization_enabled}
-        used = {name: self._marked(name, on) for name, on in wanted.items()}
-        steps: list[Step] = []
-        shadow: list[Step] = []
-        if self.redactor is not None:
-            steps.append(RedactStep(self.redactor))
-        if used["redaction"]:
-            shadow.append(RedactStep(self.redactor or self._shadow_redactor()))
-        sizes = (config.large_output_externalization_threshold_chars, config.large_output_preview_chars)
-        if wanted[STEP_NAME]:  # after redaction: the file gets the redacted text
-            steps.append(ExternalizeStep(self.guard, *sizes))
-        if used[STEP_NAME]:
-            shadow.append(ExternalizeStep(self.guard, *sizes, write=False))
-        return steps, (shadow if any(used[n] and not wanted[n] for n in wanted) else [])
-
-    def _marked(self, name: str, on: bool) -> bool:
-        """Record that step ``name`` is used on this database (``on``), or whether it ever was."""
-        try:
-            if on:
-                self.store.mark(name)
-                return True
-            return self.store.marked(name)
-        except StoreError as exc:  # a store that cannot say: recognise by the current form only
-            log.warning("hermes-lcm: could not record the use of %s: %s", name, exc)
-            return on
-
-    def _shadow_redactor(self) -> Redactor:
-        redactor = self._redactor(True)
-        assert redactor is not None
-        return redactor
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider

@@ -175,8 +175,7 @@ class LcmEngine(_Base):
             return None
         try:
             self.opening.begin(path, setting)
-            upgraded = prepare_path(path, self.config.migrate_on_start, redaction_patterns(self.config))
-            if upgraded is not None:  # an LCM-X file: upgraded in place
+            if upgraded := prepare_path(path, self.config.migrate_on_start, redaction_patterns(self.config)):
                 log.warning("hermes-lcm upgraded the LCM-X database %s (original kept as %s)", path, upgraded["backup"])
             self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm())
         except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error

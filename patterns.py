@@ -15,10 +15,14 @@ from dataclasses import dataclass
 
 import regex
 
-from .config import split_list
 from .sensitive import split_entries
 
 MESSAGE_PATTERN_TIMEOUT_S = 0.05
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """A comma-separated setting's items (session globs, model names, tool names)."""
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
 def glob_to_regex(pattern: str) -> re.Pattern[str]:

@@ -174,26 +174,49 @@ LCMX_DEFAULT = "api_key,bearer_token,password_assignment,private_key"
 
 
 def split_entries(text: str) -> list[str]:
-    """Comma-separated entries, except commas inside brackets or braces (``[a,b]``, ``{2,8}``) or
-    escaped as ``\\,`` (a user pattern may hold them)."""
-    entries, current, depth, escaped = [], [], 0, False
+    """Comma-separated entries, where a comma that keeps brackets or braces open on both sides
+    (``[a,b]``, ``{2,8}``) or is escaped as ``\\,`` belongs to the entry (a user pattern may hold
+    one). A piece whose brackets never close stays an entry of its own (then reported invalid)."""
+    pieces, current, escaped = [], [], False
     for char in text or "":
         if escaped:
             current.append(char if char == "," else "\\" + char)
             escaped = False
         elif char == "\\":
             escaped = True
-        elif char == "," and depth == 0:
-            entries.append("".join(current))
+        elif char == ",":
+            pieces.append("".join(current))
             current = []
         else:
-            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(char, 0)
-            depth = max(depth, 0)
             current.append(char)
     if escaped:
         current.append("\\")
-    entries.append("".join(current))
-    return [entry.strip() for entry in entries if entry.strip()]
+    pieces.append("".join(current))
+    entries, i = [], 0
+    while i < len(pieces):
+        joined, j = pieces[i], i
+        while _open_brackets(joined) and j + 1 < len(pieces):
+            j += 1
+            joined = f"{joined},{pieces[j]}"
+        if _open_brackets(joined):
+            joined, j = pieces[i], i  # never closes: the piece alone
+        entries.append(joined.strip())
+        i = j + 1
+    return [entry for entry in entries if entry]
+
+
+def _open_brackets(text: str) -> bool:
+    depth, escaped = 0, False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+    return depth > 0
 
 
 @dataclass(frozen=True)
@@ -285,7 +308,8 @@ class Redactor:
         return self._redact(text)
 
     def _around_payloads(self, text: str) -> str:
-        pieces, last = [], 0
+        pieces: list[str] = []
+        last = 0
         for found in _DATA_URI.finditer(text):
             pieces.extend((self._redact(text[last:found.start()]), found.group(0)))
             last = found.end()
