@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, private
+from . import __version__, cli_redact, private
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -391,8 +391,7 @@ def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
     saved = mt.backup(store, directory)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
-            "restore": "stop Hermes, move lcm.db, lcm.db-wal and lcm.db-shm aside, copy the backup to lcm.db, "
-                       "start Hermes"}
+            "restore": "stop Hermes, move lcm.db, lcm.db-wal, lcm.db-shm aside, copy the backup to lcm.db, start it"}
 
 
 def cmd_retention(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -629,6 +628,7 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--include-summaries", action="store_true")
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
+    cli_redact.register(add, _config)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
     i.add_argument("kind", choices=("lcm-x",))
