@@ -23,7 +23,8 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
         patterns = args.patterns if args.patterns is not None else settings.sensitive_patterns
         target = open_store(store.path) if args.apply else store  # the CLI's own view is read-only
         return scrub.command(target, patterns, settings.large_output_preview_chars,
-                             mt.backup_dir(store.path, settings.backup_dir), args.apply)
+                             mt.backup_dir(store.path, settings.backup_dir), args.apply,
+                             settings.sensitive_patterns_enabled, settings.sensitive_patterns)
 
     cmd = add("redact", handler, "secrets stored before redaction was on: rows and secrets per table and kind "
               "(a dry run, no secret shown); WRITES with --apply: a backup, then the rewrite")

@@ -47,6 +47,10 @@ from .sensitive import PREFIX, Policy, Redactor
 from .store import Store, StoreError, StoreFault
 
 BATCH_ROWS = 200
+# After each batch the write lock is left free for about as long as the batch held it (at most
+# this long): a live engine's ingest waiting on it (SQLite's busy handler sleeps up to 100 ms
+# between tries) gets its turn instead of waiting out the whole rewrite.
+MAX_PAUSE_S = 0.1
 SHOWN_IDS = 50  # store ids listed per table in a dry run (all of them are in the manifest)
 _MARK = re.compile(re.escape(PREFIX) + r"([A-Za-z][A-Za-z0-9_]*)")
 TABLES = ("messages", "summaries", "events")
@@ -220,6 +224,9 @@ def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.
     done: list[RowChange] = []
     removed: list[str] = []
     status = "failed"
+    # From now on this database holds redacted rows: a core started with redaction off still
+    # recognises them (ingest's shadow step), so the host's raw copies are not stored again.
+    store.mark("redaction")
     before = store.secure_delete(True)
     try:
         for table in TABLES:
@@ -247,6 +254,7 @@ def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.
 def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch_rows: int,
                  on_row: RowHook | None, done: list[RowChange], removed: list[str]) -> int | None:
     """One batch in one write transaction; old payload files go after it committed."""
+    started = time.monotonic()
     with store.write():
         changes, last = rewriter.batch(table, after, batch_rows)
         for change in changes:
@@ -261,6 +269,7 @@ def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch
             if on_row is not None:
                 on_row(table, change.row_id)
     done.extend(changes)
+    time.sleep(min(MAX_PAUSE_S, max(0.005, time.monotonic() - started)))
     old = sorted({c.payload.old_ref for c in changes if c.payload is not None})
     if old:
         needles = [p + ref for ref in old for p in (OUTPUT_PREFIX, PLACEHOLDER_PREFIX)]
@@ -287,8 +296,15 @@ def _write_manifest(path: Path, data: dict[str, Any]) -> None:
 
 
 def command(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.PathLike[str],
-            do_apply: bool) -> dict[str, Any]:
-    """The ``lcm redact`` / ``/lcm redact`` verb: a dry run, or apply."""
-    if do_apply:
-        return apply(store, patterns, preview_chars, backup_dir)
-    return scan(store, patterns, preview_chars)
+            do_apply: bool, enabled: bool, configured: str) -> dict[str, Any]:
+    """The ``lcm redact`` / ``/lcm redact`` verb: a dry run, or apply. ``enabled`` and
+    ``configured``: the live settings, which the result warns about when they differ."""
+    result = apply(store, patterns, preview_chars, backup_dir) if do_apply else scan(store, patterns, preview_chars)
+    notes = []
+    if not enabled:
+        notes.append("LCM_SENSITIVE_PATTERNS_ENABLED is off: new messages are stored unredacted; turn it on "
+                     "(with the same LCM_SENSITIVE_PATTERNS) so what is stored from now on matches")
+    if patterns != configured:
+        notes.append("the policy used differs from LCM_SENSITIVE_PATTERNS: a rewritten message the host re-sends "
+                     "is recognised only when live ingest uses the same policy")
+    return {**result, "notes": notes} if notes else result

@@ -14,7 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,19 @@ SECRETS: dict[str, str] = {
     "summary_gitlab": "glpat-" + "SummaryOnlySecretAbCdEf",
     "alt_text": "ghs_" + "AltTextImageSecret0123456789abcdefghij",
 }
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """The CLI and the slash command read this test's home, with no LCM_* setting from outside."""
+    import gc
+    gc.collect()
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    for key in [k for k in __import__("os").environ if k.startswith("LCM_")]:
+        monkeypatch.delenv(key)
+    yield
+    store_module.close_all()
+    gc.collect()
 
 
 def _config(**over: Any) -> Any:
@@ -206,6 +219,11 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> No
     assert core.ingest(messages) == 0
     assert store.message_count() == rows
     store_module.close_all()
+    # and so does a core with redaction still off (apply marked the store: the shadow step)
+    core = LcmCore(_config(), db)
+    core.bind("s1", platform="cli")
+    assert core.ingest(messages) == 0 and core.store.message_count() == rows
+    store_module.close_all()
     # lcm_grep finds placeholders, never a secret
     engine = new_engine(tmp_path, LCM_SENSITIVE_PATTERNS_ENABLED="true", LCM_SENSITIVE_PATTERNS=POLICY)
     answer = dispatch(engine, "lcm_grep", {"query": "redacted openai_key"})
@@ -223,7 +241,10 @@ def test_second_apply_changes_nothing(tmp_path: Path) -> None:
     db, _, _ = build(tmp_path)
     store = _open(db)
     first = scrub.apply(store, POLICY, 1200, tmp_path / "b1")
-    assert first["rows"] > 0
+    assert first["rows"] > 0 and first["checkpoint"]["busy"] is False
+    # read while the store is still open: no close-time checkpoint has cleaned anything up yet
+    assert (tmp_path / "lcm.db-wal").stat().st_size == 0
+    assert leaks(db_files(tmp_path)) == []
     dump = list(sqlite3.connect(db).iterdump())
     second = scrub.apply(store, POLICY, 1200, tmp_path / "b2")
     assert second["status"] == "noop" and second["rows"] == 0
@@ -270,6 +291,7 @@ def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path:
 
 CONCURRENT = textwrap.dedent("""
     import sys
+    import time
     sys.path.insert(0, sys.argv[1])
     from hermes_lcm.config import load_config
     from hermes_lcm.core import LcmCore
@@ -281,27 +303,34 @@ CONCURRENT = textwrap.dedent("""
         listed.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"concurrent turn {i}"})
         while core.ingest(listed) != 1:
             pass
+        if i == 0:
+            print("ready", flush=True)
+        time.sleep(0.02)
     print("done")
 """)
 
 
 def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path) -> None:
     db, _, _ = build(tmp_path)
-    turns = 120
+    turns = 150
     writer = subprocess.Popen([sys.executable, "-c", CONCURRENT, str(ROOT / ".pyroot"), str(db), str(turns)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
     store = _open(db)
-    results = []
-    applier = threading.Thread(target=lambda: results.append(scrub.apply(store, POLICY, 1200, tmp_path / "b",
-                                                                         batch_rows=2)))
-    applier.start()
+    seen: list[int] = []
+
+    def slow(table: str, row_id: int) -> None:  # the writer's rows as each of ours is rewritten
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            seen.append(con.execute("SELECT count(*) FROM messages WHERE session_id='s2'").fetchone()[0])
+        time.sleep(0.03)
+
+    result = scrub.apply(store, POLICY, 1200, tmp_path / "b", batch_rows=2, on_row=slow)
     out, err = writer.communicate(timeout=120)
-    applier.join(timeout=120)
     assert writer.returncode == 0 and out.strip() == "done", err
-    assert results and results[0]["status"] == "applied"
+    assert result["status"] == "applied"
+    assert len(set(seen)) > 2 and max(seen) < turns  # the writer stored rows while the rewrite ran
     with sqlite3.connect(db) as con:
-        texts = [r[0] for r in con.execute("SELECT content FROM messages m JOIN sessions s ON s.id=m.session_id "
-                                           "WHERE s.id='s2' ORDER BY m.seq")]
+        texts = [r[0] for r in con.execute("SELECT content FROM messages WHERE session_id='s2' ORDER BY seq")]
     assert texts == [f"concurrent turn {i}" for i in range(turns)]
     scrub.apply(store, POLICY, 1200, tmp_path / "b2")  # a reader may have kept the WAL: a rerun truncates it
     store_module.close_all()
@@ -330,3 +359,26 @@ def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
     assert store.table_counts() == {**counts, "events": counts["events"] + 1}  # the apply's own event
     assert SECRETS["api_key"].encode() not in source.read_bytes()
     store_module.close_all()
+
+
+def test_slash_command_counts_then_applies(tmp_path: Path) -> None:
+    from hermes_lcm.command import handle_command
+
+    engine = new_engine(tmp_path, 10**9, LCM_ENABLE_SLASH_COMMAND="1")
+    listed = [{"role": "user", "content": f"deploy with {SECRETS['openai']} please"},
+              {"role": "assistant", "content": "done"}]
+    engine.ingest_host(listed)
+    assert "redact [apply]" in handle_command("help")
+    dry = json.loads(handle_command("redact --json"))
+    assert dry["status"] == "ready" and dry["tables"]["messages"]["secrets"] == {"openai_key": 1}
+    assert any("ENABLED is off" in n for n in dry["notes"])
+    assert leaks(db_files(tmp_path)) == ["openai in lcm.db-wal"]
+    done = json.loads(handle_command("redact apply --json"))
+    assert done["status"] == "applied" and Path(done["backup"]).exists()
+    assert "unexpected arguments" in handle_command("redact now")
+    rows = engine.ensure_core().store.message_count()
+    listed.append({"role": "user", "content": "next"})
+    engine.ingest_host(listed)  # the live engine's next turn: only the new message is stored
+    assert engine.ensure_core().store.message_count() == rows + 1
+    store_module.close_all()
+    assert leaks(db_files(tmp_path)) == []
