@@ -87,7 +87,8 @@ def history(ref: str, preview: str) -> list[dict[str, Any]]:
         {"role": "user", "content": f"my key is {s['openai']} and the other {s['anthropic']}; google {s['google']}"},
         {"role": "assistant", "content": "noted, running the deploy"},
         {"role": "user", "content": f"aws id {s['aws_access']} aws_secret_access_key = {s['aws_secret']}\n"
-                                    f"db postgres://admin:{s['conn_password']}@db.example.com/prod password={s['password']}"},
+                                    f"db postgres://admin:{s['conn_password']}@db.example.com/prod "
+                                    f"password={s['password']}"},
         {"role": "assistant", "content": None, "reasoning_content": f"the token {s['github_pat']} is in the env",
          "tool_calls": [{"id": "call_1", "type": "function", "function": {
              "name": "terminal", "arguments": json.dumps({"command": f"git push https://x:{s['github']}@github.com/a/b",
@@ -159,7 +160,7 @@ def _open(db: Path) -> Any:
 
 def test_the_planted_database_holds_every_secret(tmp_path: Path) -> None:
     """The attack setting is real: with redaction off, every planted secret is in the files."""
-    db, _, _ = build(tmp_path)
+    build(tmp_path)
     found = leaks(db_files(tmp_path))
     assert len(SECRETS) >= 20
     assert {f.split(" in ")[0] for f in found} == set(SECRETS)
@@ -212,17 +213,23 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> No
     # the new payload file holds the redacted text, and the row's stub names it
     files = list((tmp_path / "lcm-payloads").glob("*.payload"))
     assert len(files) == 1 and b"[lcm-redacted:openai_key #" in files[0].read_bytes()
-    # live ingest with redaction on (same policy, same key) recognises every raw message: nothing new
-    core = LcmCore(_config(LCM_SENSITIVE_PATTERNS_ENABLED="true"), db)
-    core.bind("s1", platform="cli")
+    # a core with redaction still off recognises every raw message (apply marked the store: the
+    # shadow step), and so does live ingest with redaction on (same policy, same key): nothing new
+    # The lists end at the newest secret (a head-only compress), so alignment must match it. The
+    # externalized output is re-sent as its stub as stored now (see the guide: a host holding the
+    # old stub re-stores that message).
     rows = store.message_count()
-    assert core.ingest(messages) == 0
-    assert store.message_count() == rows
-    store_module.close_all()
-    # and so does a core with redaction still off (apply marked the store: the shadow step)
+    stored_stub = next(m for m in store.messages_after(1, 0) if m.content.startswith("[lcm-output ref="))
+    resent = [stored_stub.to_host() if m.get("content", "") and str(m["content"]).startswith("[lcm-output")
+              else m for m in messages][:10]
     core = LcmCore(_config(), db)
     core.bind("s1", platform="cli")
-    assert core.ingest(messages) == 0 and core.store.message_count() == rows
+    assert core.ingest(resent) == 0 and core.store.message_count() == rows
+    store_module.close_all()
+    core = LcmCore(_config(LCM_SENSITIVE_PATTERNS_ENABLED="true"), db)
+    core.bind("s1", platform="cli")
+    assert core.ingest(resent) == 0 and core.ingest(resent + messages[10:]) == 0
+    assert core.store.message_count() == rows
     store_module.close_all()
     # lcm_grep finds placeholders, never a secret
     engine = new_engine(tmp_path, LCM_SENSITIVE_PATTERNS_ENABLED="true", LCM_SENSITIVE_PATTERNS=POLICY)
@@ -345,7 +352,8 @@ def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
     source = tmp_path / "lcmx.db"
     shutil.copy(ROOT / "tests" / "peers" / "lcm_x" / "lcmx.db", source)
     with sqlite3.connect(source) as con:
-        row = con.execute("SELECT store_id, content FROM messages WHERE role='user' ORDER BY store_id LIMIT 1 OFFSET 3").fetchone()
+        row = con.execute("SELECT store_id, content FROM messages WHERE role='user' "
+                          "ORDER BY store_id LIMIT 1 OFFSET 3").fetchone()
         con.execute("UPDATE messages SET content=? WHERE store_id=?",
                     (row[1] + f" token={SECRETS['api_key']}", row[0]))
     report = run_import(source, None, apply=True, backup_dir=str(tmp_path / "bk"))
