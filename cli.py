@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, private
+from . import __version__, cli_redact, private, sensitive
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -37,7 +37,6 @@ from .lcmx_import import run_import as run_lcmx_import
 from .query import Query, build_query
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .search import Hit, Scope, Searcher, SearchRequest
-from .sensitive import redaction_patterns
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 from .visible import visible_now
 
@@ -56,10 +55,8 @@ class CliError(Exception):
 
 def failure(exc: BaseException, opening: Path | None = None) -> CliError:
     """The one mapping from any failure below the CLI to what the operator sees (and the exit code).
-
     ``opening``: the database whose open failed; whatever the failure is, that database cannot
-    be read (an unreadable file, a directory, not SQLite at all).
-    """
+    be read (an unreadable file, a directory, not SQLite at all)."""
     if isinstance(exc, CliError):
         return exc
     what = f"{exc.__class__.__name__}: {exc}"
@@ -392,8 +389,7 @@ def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
     saved = mt.backup(store, directory)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
-            "restore": "stop Hermes, move lcm.db, lcm.db-wal and lcm.db-shm aside, copy the backup to lcm.db, "
-                       "start Hermes"}
+            "restore": "stop Hermes, move lcm.db, lcm.db-wal, lcm.db-shm aside, copy the backup to lcm.db, start it"}
 
 
 def cmd_retention(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -630,6 +626,7 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--include-summaries", action="store_true")
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
+    cli_redact.register(add, _config)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
     i.add_argument("kind", choices=("lcm-x",))
@@ -645,9 +642,9 @@ def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]
     if args.json:
         args.format = "json"
     try:
-        config = _config(args)
-        out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=config.backup_dir,
-                              redact_patterns=redaction_patterns(config))
+        settings = _config(args)
+        out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=settings.backup_dir,
+                              redact_patterns=sensitive.redaction_patterns(settings))
     except ImportFailure as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
     if not out.get("balanced", True) or not out.get("verify", {"ok": True})["ok"]:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from . import maintenance as mt
-from . import presets
+from . import presets, scrub
 from .engine import LcmEngine
 from .redact import redact
 from .registry import live_engines, live_session_ids
@@ -38,6 +38,7 @@ HELP = """\
   doctor retention                what the database holds by conversation and age, and how to bound it
   backup                          timestamped, verified SQLite backup (online backup API)
   rotate [apply]                  move the frontier past raw rows before the fresh tail (rows stay stored)
+  redact [apply]                  secrets stored before redaction was on: counts; apply rewrites them (backup first)
   preset show [NAME] | preset suggest | preset apply NAME --dry-run
   help
 Every apply takes a backup first. 'clean apply' and 'clean lifecycle apply' also need
@@ -207,6 +208,13 @@ def _backup(t: Target, rest: list[str]) -> dict[str, Any]:
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds}
 
 
+def _redact(t: Target, rest: list[str]) -> dict[str, Any]:
+    """Secrets stored before redaction was on (scrub.py): counts, or with ``apply`` the rewrite."""
+    c = t.config
+    return scrub.command(t.store(), c.sensitive_patterns, c.large_output_preview_chars, t.backup_dir,
+                         _apply_flag(rest), c.sensitive_patterns_enabled, c.sensitive_patterns)
+
+
 def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
     apply = _apply_flag(rest)
     engine = t.engine
@@ -263,6 +271,7 @@ VERBS: dict[str, Verb] = {
     "doctor": _doctor,
     "backup": _backup,
     "rotate": _rotate,
+    "redact": _redact,
     "preset": _preset,
     "help": _help,
 }

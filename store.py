@@ -39,9 +39,9 @@ from .storage.sqlite import SqliteStore
 
 __all__ = [
     "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
-    "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "Store", "StoreError",
-    "StoreFault", "StoredPrints", "SummaryStore", "WriteFailed", "close_all", "detect_source", "open_readonly",
-    "open_store", "verify_backup",
+    "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "RewriteStore", "Store",
+    "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "WriteFailed", "close_all", "detect_source",
+    "open_readonly", "open_store", "verify_backup",
 ]
 
 
@@ -209,7 +209,21 @@ class OperatorStore(Protocol):
     def backup_to(self, target: Path) -> None: ...
 
 
-class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, Protocol):
+class RewriteStore(Protocol):
+    """Stored text rewritten in place (``lcm redact``, scrub.py); each call joins the caller's
+    ``write()`` transaction, so one batch is read and rewritten under one lock."""
+
+    def message_rows_after(self, after_id: int, limit: int) -> list[tuple[StoredMessage, str]]: ...
+    def text_rows_after(self, table: str, after_id: int, limit: int) -> list[tuple[int, str]]: ...
+    def rewrite_message(self, message_id: int, fields: dict[str, Any]) -> None: ...
+    def rewrite_text(self, table: str, row_id: int, text: str) -> None: ...
+    def refs_in_use(self, needles: Sequence[str]) -> set[str]: ...
+    def secure_delete(self, on: bool) -> bool: ...
+    def fts_optimize(self) -> None: ...
+    def vacuum_and_truncate(self) -> dict[str, Any]: ...
+
+
+class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, RewriteStore, Protocol):
     """An opened store: everything the services use."""
 
     path: str

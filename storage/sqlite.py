@@ -10,8 +10,10 @@ from .conversations import ConversationQueries
 from .message_search import MessageSearch
 from .messages import MessageQueries
 from .operator import OperatorQueries
+from .rewrite import RewriteQueries
 from .summaries import SummaryQueries
 
 
-class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries):
+class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
+                  RewriteQueries):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

@@ -1,0 +1,33 @@
+"""``lcm redact`` for the ``lcm`` CLI: its arguments and handler (the work is scrub.py).
+
+A layer of its own just below the surfaces, so cli.py registers it with one line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from . import maintenance as mt
+from . import scrub
+from .store import Store, open_store
+
+Add = Callable[..., argparse.ArgumentParser]
+
+
+def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
+    """Add the ``redact`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
+
+    def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        settings = config(args)
+        patterns = args.patterns if args.patterns is not None else settings.sensitive_patterns
+        target = open_store(store.path) if args.apply else store  # the CLI's own view is read-only
+        return scrub.command(target, patterns, settings.large_output_preview_chars,
+                             mt.backup_dir(store.path, settings.backup_dir), args.apply,
+                             settings.sensitive_patterns_enabled, settings.sensitive_patterns)
+
+    cmd = add("redact", handler, "secrets stored before redaction was on: rows and secrets per table and kind "
+              "(a dry run, no secret shown); WRITES with --apply: a backup, then the rewrite")
+    cmd.add_argument("--apply", action="store_true",
+                     help="back up, then rewrite rows, FTS and payload files; VACUUM (the backup keeps the secrets)")
+    cmd.add_argument("--patterns", help="the policy to use instead of LCM_SENSITIVE_PATTERNS (same syntax)")
