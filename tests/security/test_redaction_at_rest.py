@@ -93,7 +93,7 @@ def _closed() -> Any:
 def test_with_redaction_on_no_planted_secret_is_in_any_file(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    engine = drive(home, {"LCM_SENSITIVE_PATTERNS_ENABLED": "true"})
+    engine = drive(home, {"LCM_SENSITIVE_PATTERNS_ENABLED": "true", "LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true"})
     status = engine.get_status()["privacy"]["redaction"]
     assert status["enabled"] and sum(status["redacted_this_process"].values()) >= len(SECRETS)
     backup = cli_run(home, "backup")
@@ -103,6 +103,9 @@ def test_with_redaction_on_no_planted_secret_is_in_any_file(tmp_path: Path) -> N
     assert Path(backup["backup"]).read_bytes() and any("lcm-payloads" in name for name in files), files.keys()
     assert len(files) >= 4
     assert not leaks(files, SECRETS)
+    outputs = [data for name, data in files.items()
+               if name.startswith("lcm-payloads") and b"line 2999: build ok" in data]
+    assert len(outputs) == 1 and b"[lcm-redacted:private_key #" in outputs[0], "the big log went to a redacted file"
     assert b"[lcm-redacted:" in files["lcm.db"] + files.get("lcm.db-wal", b"")
     # the image survived redaction byte for byte (its payload file holds the data URI)
     assert any(PNG.encode() in data for name, data in files.items() if name.startswith("lcm-payloads"))
