@@ -47,6 +47,9 @@ TIMEOUT_PER_CHAR_S = 2e-7
 # arming one costs ``regex`` some 10-30 us a call, more than the scan of a usual message. User
 # patterns always run with one (they may backtrack on a short text too).
 UNTIMED_CHARS = 4096
+# No catalog kind matches a shorter text ("pwd=abc" is the shortest); call ids, types and names
+# are skipped without a look. A user pattern may match less, so it lowers the bound (Policy).
+MIN_TEXT_CHARS = 7
 # A value right after a key name is not a secret when it is already a placeholder.
 _NOT_MASKED = r"(?!\[(?:lcm-redacted|REDACTED))"
 _VALUE = _NOT_MASKED + r"""(?:"([^"\n]{1,512})"|'([^'\n]{1,512})'|([^\s'"`,;&}\]\[)(<>]{%d,512}))"""
@@ -288,6 +291,7 @@ class Redactor:
     def __init__(self, policy: Policy, key: bytes) -> None:
         self.policy = policy
         self._key = key
+        self._min_chars = 1 if any(kind.user for kind in policy.kinds) else MIN_TEXT_CHARS
         self.tally = Tally()
         self._lock = threading.Lock()
 
@@ -301,7 +305,7 @@ class Redactor:
         """``text`` with every secret replaced; withheld whole if a pattern timed out on it.
         Inline ``data:...;base64,`` payloads are left as they are: they hold no text a pattern
         should read, and a chance match inside one would corrupt the file it encodes."""
-        if not isinstance(text, str) or not text or text.startswith(UNSCANNED):
+        if not isinstance(text, str) or len(text) < self._min_chars or text.startswith(UNSCANNED):
             return text
         if "base64," in text and _DATA_URI.search(text):
             return self._around_payloads(text)

@@ -176,3 +176,9 @@ def test_ignore_patterns_searched_together_match_as_each_alone(patterns: list[st
     together = MessagePatterns.parse(",".join(patterns))
     alone = any(regex.search(p, t) for p in patterns for t in texts)
     assert together.matches(texts) == alone
+
+
+def test_the_shortest_secret_of_the_catalog_is_still_found(redactor: Redactor) -> None:
+    assert redactor.redact("pwd=abc") == "pwd=[lcm-redacted:password_assignment]"
+    short = Redactor(Policy.parse("pin=PIN[0-9]{2}"), KEY)
+    assert short.redact("PIN12").startswith("[lcm-redacted:pin #"), "a user pattern may match a short text"
