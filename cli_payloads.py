@@ -32,7 +32,7 @@ def progress_printer() -> Callable[[str], None]:
             sys.stderr.write(f"lcm: {line}\n")
             sys.stderr.flush()
         return plain
-    console = Console(file=sys.stderr, highlight=False)
+    console = Console(file=sys.stderr, highlight=False, log_path=False)
 
     def fancy(line: str) -> None:
         console.log(line)

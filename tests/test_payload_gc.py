@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 import io
 import json
 import os
@@ -15,6 +16,7 @@ import pytest
 from hermes_lcm import cli, payload_gc, private
 from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
+from hermes_lcm.command import handle_command
 from hermes_lcm.payloads import PLACEHOLDER_PREFIX
 
 from .conftest import new_engine
@@ -175,3 +177,16 @@ def test_doctor_reports_orphans_and_missing_files_without_content(home: Path) ->
     assert check["data"]["missing_sample"][0]["ref"] == referenced
     assert check["data"]["missing_sample"][0]["kind"] == "message"
     assert secret_text not in json.dumps(report) and "look at this" not in json.dumps(report)
+
+
+def test_slash_command_previews_then_applies(home: Path) -> None:
+    gc.collect()  # no live engine of another test
+    engine = new_engine(home, 10**9, "s1", LCM_ENABLE_SLASH_COMMAND="1")
+    engine.ingest_host([{"role": "user", "content": f"see {data_uri(3)}"}])
+    payloads = home / "lcm-payloads"
+    plant(payloads, "56" * 12)
+    preview = json.loads(handle_command("gc-payloads --json"))
+    assert preview["orphan_refs"] == ["56" * 12] and (payloads / ("56" * 12 + ".payload")).exists()
+    done = json.loads(handle_command("gc-payloads apply --json"))
+    assert done["status"] == "applied" and not (payloads / ("56" * 12 + ".payload")).exists()
+    assert len(refs_in(payloads)) == 1
