@@ -35,6 +35,7 @@ from . import private
 from .store import Store
 
 MENTION = re.compile(r"\[lcm-(?:payload|output) ref=([0-9a-f]{24})")
+OUTPUT_MENTION = re.compile(r"\[lcm-output ref=([0-9a-f]{24})")
 FILE_NAME = re.compile(r"^([0-9a-f]{24})\.payload$")
 GRACE_SECONDS = 600.0
 PAGE = 500
@@ -102,8 +103,10 @@ def list_files(directory: Path) -> tuple[dict[str, PayloadFile], list[str], str 
 
 
 def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> dict[str, tuple[str, Any]]:
-    """Every ref a message or a summary names, and the refs named inside referenced files."""
+    """Every ref a message or a summary names, and the refs named inside referenced output files
+    (a tool may have printed a placeholder; a base64 payload file cannot name anything)."""
     found: dict[str, tuple[str, Any]] = {}
+    outputs: set[str] = set()
     for kind in ("message", "summary"):
         after = 0
         while True:
@@ -111,12 +114,13 @@ def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> 
             for row_id, text in page:
                 for ref in MENTION.findall(text):
                     found.setdefault(ref, (kind, row_id))
+                outputs.update(OUTPUT_MENTION.findall(text))
             if len(page) < PAGE:
                 break
             after = page[-1][0]
-    queue = [ref for ref in found if ref in files]
+    queue = sorted(ref for ref in outputs if ref in files)
     seen = set(queue)
-    while queue:  # a referenced file may name others (a tool printed a placeholder)
+    while queue:
         ref = queue.pop()
         try:
             text = private.read_in(directory, f"{ref}.payload").decode("utf-8", "surrogatepass")
@@ -126,6 +130,7 @@ def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> 
             continue
         for inner in MENTION.findall(text):
             found.setdefault(inner, ("payload", ref))
+        for inner in OUTPUT_MENTION.findall(text):
             if inner in files and inner not in seen:
                 seen.add(inner)
                 queue.append(inner)

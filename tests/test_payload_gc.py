@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import cli, payload_gc, private
+from hermes_lcm import cli, outputs, payload_gc, private
 from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
 from hermes_lcm.command import handle_command
@@ -190,3 +190,17 @@ def test_slash_command_previews_then_applies(home: Path) -> None:
     done = json.loads(handle_command("gc-payloads apply --json"))
     assert done["status"] == "applied" and not (payloads / ("56" * 12 + ".payload")).exists()
     assert len(refs_in(payloads)) == 1
+
+
+def test_a_payload_named_only_inside_a_referenced_output_file_is_kept(home: Path) -> None:
+    engine = stored_with_payload(home)
+    assert engine.core is not None
+    payloads = home / "lcm-payloads"
+    inner, outer, loose = "78" * 12, "9a" * 12, "bc" * 12
+    plant(payloads, inner, "QUJD" * 10)
+    plant(payloads, loose, "QUJD" * 11)
+    output = f"tool printed {PLACEHOLDER_PREFIX}{inner} mime=image/png chars=40] and more\\n" * 3
+    plant(payloads, outer, output)
+    engine.ingest_host([{"role": "user", "content": outputs.stub(output, outer, 20)}])
+    plan = payload_gc.scan(engine.core.store)
+    assert plan["removable_refs"] == [loose]
