@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, cli_redact, private, sensitive
+from . import __version__, cli_payloads, cli_redact, private, sensitive
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -49,8 +49,7 @@ GREP_PAGES = 8  # pages of lcm_grep's walk `lcm grep` reads to find --limit hits
 class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_NOT_FOUND, **extra: Any) -> None:
         super().__init__(message)
-        self.code = code
-        self.extra = extra
+        self.code, self.extra = code, extra
 
 
 def failure(exc: BaseException, opening: Path | None = None) -> CliError:
@@ -634,6 +633,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--target-db", help="a hermes-lcm database to import into (default: upgrade the source in place)")
     i.add_argument("--apply", action="store_true", help="write (default: a dry run with the reconciliation report)")
     i.add_argument("--json", action="store_true", help="JSON output (the default format)")
+    cli_payloads.add_verbs(add, _config, CliError)  # gc-payloads, backfill-outputs
     return p
 
 

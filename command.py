@@ -37,6 +37,7 @@ HELP = """\
   doctor source [apply]           legacy blank-source rows -> 'unknown'
   doctor retention                what the database holds by conversation and age, and how to bound it
   backup                          timestamped, verified SQLite backup (online backup API)
+  gc-payloads [apply]             payload files no message or summary references (apply: backup, then remove)
   rotate [apply]                  move the frontier past raw rows before the fresh tail (rows stay stored)
   redact [apply]                  secrets stored before redaction was on: counts; apply rewrites them (backup first)
   preset show [NAME] | preset suggest | preset apply NAME --dry-run
@@ -215,6 +216,11 @@ def _redact(t: Target, rest: list[str]) -> dict[str, Any]:
                          _apply_flag(rest), c.sensitive_patterns_enabled, c.sensitive_patterns)
 
 
+def _gc_payloads(t: Target, rest: list[str]) -> dict[str, Any]:
+    store = t.store()
+    return mt.gc_payloads_apply(store, t.backup_dir) if _apply_flag(rest) else mt.gc_payloads_scan(store)
+
+
 def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
     apply = _apply_flag(rest)
     engine = t.engine
@@ -270,6 +276,7 @@ VERBS: dict[str, Verb] = {
     "status": _status,
     "doctor": _doctor,
     "backup": _backup,
+    "gc-payloads": _gc_payloads,
     "rotate": _rotate,
     "redact": _redact,
     "preset": _preset,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import private
+from . import payload_gc, private
 from .assemble import tail_start
 from .blocks import Item, group
 from .compat import is_ignored_note, is_settings_note
@@ -335,7 +335,17 @@ def _payload_check(store: Store) -> Check:
     if stats.get("symlink"):
         return Check("payloads", "fail", f"{stats['directory']} is a symlink: payloads stay inline, none is read "
                      "through it", INSPECT, "replace the link with a directory of your own (mode 0700)", data=stats)
-    return Check("payloads", "ok", f"{stats['files']} payload files, {stats['bytes']} bytes", data=stats)
+    refs = payload_gc.doctor_data(store)  # counts and refs only, never a payload's content
+    detail = f"{stats['files']} payload files, {stats['bytes']} bytes"
+    if refs["missing_files"]:
+        return Check("payloads", "warn", f"{detail}; {refs['missing_files']} referenced payload files are missing "
+                     "(lcm_expand cannot page them)", INSPECT, "restore lcm-payloads/ from a copy of it",
+                     data={**stats, **refs})
+    if refs["orphans"]:
+        return Check("payloads", "warn", f"{detail}; {refs['orphans']} files ({refs['orphan_bytes']} bytes) no row "
+                     "references", SAFE, "lcm gc-payloads (preview), then --apply", data={**stats, **refs})
+    return Check("payloads", "ok", f"{detail}; every file referenced, every reference has its file",
+                 data={**stats, **refs})
 
 
 def _events_check(store: Store) -> Check:
@@ -344,6 +354,29 @@ def _events_check(store: Store) -> Check:
         return Check("events", "warn", f"{len(errors)} recent engine errors, newest: {errors[0][2][:200]}", INSPECT,
                      data={"errors": errors[:10]})
     return Check("events", "ok", "no recent engine errors")
+
+
+# -- payload GC -----------------------------------------------------------------------------
+
+
+def gc_payloads_scan(store: Store, grace_seconds: float = payload_gc.GRACE_SECONDS) -> dict[str, Any]:
+    """Which payload files no message or summary references (read-only)."""
+    plan = payload_gc.scan(store, grace_seconds)
+    plan["orphan_refs"] = plan.pop("removable_refs")[:100]
+    return plan
+
+
+def gc_payloads_apply(store: Store, directory: str | os.PathLike[str],
+                      grace_seconds: float = payload_gc.GRACE_SECONDS) -> dict[str, Any]:
+    """Backup first, then remove the orphans the scan found, re-checked under the write lock."""
+    plan = payload_gc.scan(store, grace_seconds)
+    refs = plan.pop("removable_refs")
+    if plan["status"] == "noop":
+        return plan
+    saved = backup(store, directory, "pre-gc-payloads")
+    done = payload_gc.remove(store, refs, grace_seconds)
+    return {**plan, "status": "applied", "backup": asdict(saved), "removed": len(done["removed"]),
+            "bytes_freed": done["bytes_freed"], "kept": done["kept"], "removed_refs": done["removed"][:100]}
 
 
 # -- doctor repair ------------------------------------------------------------------------

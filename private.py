@@ -62,7 +62,11 @@ def open_dir(path: str | os.PathLike[str]) -> int:
 def write_new(directory: str | os.PathLike[str], name: str, data: bytes) -> bool:
     """Write ``directory/name`` once, atomically: an exclusive 0600 temp file with an unpredictable
     name, renamed into place; False when ``name`` already exists. A symlink at ``name`` is not ours
-    and is replaced; a symlink at ``directory`` is an :class:`UnsafePath`."""
+    and is replaced; a symlink at ``directory`` is an :class:`UnsafePath`.
+
+    A file found already is touched (its mtime is now): a content-addressed file a writer is about to
+    reference again is then fresh, and payload GC (payload_gc.py) keeps fresh files. If GC took it
+    away meanwhile, the touch fails and the file is written anew."""
     dfd = open_dir(directory)
     try:
         try:
@@ -70,7 +74,13 @@ def write_new(directory: str | os.PathLike[str], name: str, data: bytes) -> bool
         except FileNotFoundError:
             found = None
         if found is not None and not stat.S_ISLNK(found.st_mode):
-            return False
+            try:
+                os.utime(name, dir_fd=dfd, follow_symlinks=False)
+                return False
+            except FileNotFoundError:
+                pass
+            except OSError:  # a file we cannot touch (not ours): it exists, as before
+                return False
         tmp = f".{name}.{secrets.token_hex(8)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, FILE_MODE, dir_fd=dfd)
         try:

@@ -271,6 +271,50 @@ class OperatorQueries(SqliteConnection):
             counts["conversations"] = db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", ids).rowcount
         return counts
 
+    # -- payload files: GC and backfill (payload_gc.py, backfill.py) --------------------------------
+
+    _MARK = "'[lcm-'"
+
+    def payload_mentions(self, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
+        """Rows (``kind`` message or summary) after ``after_id`` whose text may name a payload file:
+        (id, every column that mentions ``[lcm-`` joined); the caller parses the refs."""
+        if kind == "summary":
+            sql = (f"SELECT id, content FROM summaries WHERE id>? AND instr(content, {self._MARK})>0 "
+                   "ORDER BY id LIMIT ?")
+        else:
+            extra = "extra" if "extra" in self.message_columns else "NULL"
+            cols = ("content", "coalesce(parts, '')", "coalesce(tool_calls, '')", f"coalesce({extra}, '')")
+            text = " || char(10) || ".join(cols)
+            where = " OR ".join(f"instr({c}, {self._MARK})>0" for c in cols)
+            sql = f"SELECT id, {text} FROM messages WHERE id>? AND ({where}) ORDER BY id LIMIT ?"
+        with self.read() as db:
+            return [(int(r[0]), str(r[1])) for r in db.execute(sql, (after_id, limit)).fetchall()]
+
+    def inline_tool_rows(self, min_chars: int, after_id: int, limit: int,
+                         with_text: bool = True) -> list[tuple[int, int, int, str]]:
+        """Tool results kept inline as plain text of at least ``min_chars`` characters (not a stub, not an
+        lcm_* tool's own answer): (id, chars, tokens, content or '' without ``with_text``), by id."""
+        text = "content" if with_text else "''"
+        with self.read() as db:
+            rows = db.execute(
+                f"SELECT id, length(content), tokens, {text} FROM messages WHERE id>? AND role='tool' "
+                "AND parts IS NULL AND length(content)>=? AND substr(content, 1, 16)<>'[lcm-output ref=' "
+                "AND coalesce(tool_name, '') NOT LIKE 'lcm\\_%' ESCAPE '\\' ORDER BY id LIMIT ?",
+                (after_id, min_chars, limit)).fetchall()
+        return [(int(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in rows]
+
+    def swap_contents(self, changes: Sequence[tuple[int, str, str, int]]) -> list[int]:
+        """In one transaction, each ``(id, expected, new, tokens)``: the row's content becomes ``new``
+        (and its token count ``tokens``) only if it still is exactly ``expected``; the ids changed.
+        The fingerprint stays (alignment still knows the host's copy); FTS follows by trigger."""
+        changed: list[int] = []
+        with self.write() as db:
+            for row_id, expected, new, tokens in changes:
+                if db.execute("UPDATE messages SET content=?, tokens=? WHERE id=? AND content=?",
+                              (new, tokens, row_id, expected)).rowcount:
+                    changed.append(row_id)
+        return changed
+
     # -- backups ----------------------------------------------------------------------------------
 
     def backup_to(self, target: Path) -> None:
