@@ -14,31 +14,13 @@ Examples:
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
-from types import ModuleType
 
-
-def _package() -> ModuleType:
-    """hermes_lcm when installed; else this checkout loaded as the package (relative imports)."""
-    try:
-        import hermes_lcm
-
-        return hermes_lcm
-    except ImportError:
-        root = Path(__file__).resolve().parents[1]
-        spec = importlib.util.spec_from_file_location("hermes_lcm", root / "__init__.py",
-                                                      submodule_search_locations=[str(root)])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["hermes_lcm"] = module
-        spec.loader.exec_module(module)
-        return module
+from checkout import load_package  # this folder is on sys.path when a script runs
 
 
 def main(argv: list[str] | None = None) -> int:
-    _package()
+    load_package()
     from hermes_lcm.cli import main as lcm
 
     return lcm(["backfill-outputs", *(sys.argv[1:] if argv is None else argv)])

@@ -22,29 +22,12 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 
-
-def _package() -> ModuleType:
-    """hermes_lcm when installed; else this checkout loaded as the package (relative imports)."""
-    try:
-        import hermes_lcm
-
-        return hermes_lcm
-    except ImportError:
-        root = Path(__file__).resolve().parents[1]
-        spec = importlib.util.spec_from_file_location("hermes_lcm", root / "__init__.py",
-                                                      submodule_search_locations=[str(root)])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["hermes_lcm"] = module
-        spec.loader.exec_module(module)
-        return module
+from checkout import load_package  # this folder is on sys.path when a script runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.source_db and not args.source_jsonl and not args.source_jsonl_dir:
         p.error("give --source-db or --source-jsonl / --source-jsonl-dir")
 
-    _package()
+    load_package()
     from hermes_lcm.claw_import import ImportFailure, run_import
     from hermes_lcm.cli import CliError, failure, resolve_db
 

@@ -30,3 +30,19 @@ def make_engine(tmp_path: Path) -> Iterator[Callable[..., LcmEngine]]:
 
     yield make
     store_module.close_all()
+
+
+@pytest.fixture
+def clean_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """HERMES_HOME is this test's tmp_path and no LCM_* setting comes from outside; no engine or
+    store outlives the test (the template, the CLI and /lcm all read the home it names)."""
+    import gc
+    import os
+
+    gc.collect()
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    for key in [k for k in os.environ if k.startswith("LCM_")]:
+        monkeypatch.delenv(key)
+    yield tmp_path
+    store_module.close_all()
+    gc.collect()

@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 import hermes_lcm
-from hermes_lcm import store as store_module
 from hermes_lcm.command import handle_command
 from hermes_lcm.registry import live_engines
 
@@ -23,15 +22,9 @@ NO_COMPACTION = 10**9
 
 
 @pytest.fixture(autouse=True)
-def clean_registry(monkeypatch, tmp_path):
+def clean_registry(clean_home):
     """No live engine from another test; the template reads this test's home."""
-    gc.collect()
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
-    for key in [k for k in __import__("os").environ if k.startswith("LCM_")]:
-        monkeypatch.delenv(key)
-    yield
-    store_module.close_all()
-    gc.collect()
+    return clean_home
 
 
 def lcm(args: str) -> dict[str, Any]:

@@ -64,16 +64,9 @@ SECRETS: dict[str, str] = {
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+def clean_env(clean_home: Path) -> Path:
     """The CLI and the slash command read this test's home, with no LCM_* setting from outside."""
-    import gc
-    gc.collect()
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
-    for key in [k for k in __import__("os").environ if k.startswith("LCM_")]:
-        monkeypatch.delenv(key)
-    yield
-    store_module.close_all()
-    gc.collect()
+    return clean_home
 
 
 def _config(**over: Any) -> Any:
