@@ -622,6 +622,12 @@ class LcmCore:
             "ingest_backlog_messages": self.stats.ingest_backlog,
             "errors": list(self.stats.errors),
             "privacy": self.privacy(),
+            "large_outputs": {
+                "externalization": self.config.large_output_externalization_enabled,
+                "threshold_chars": self.config.large_output_externalization_threshold_chars,
+                "preview_chars": self.config.large_output_preview_chars,
+                "active_replay": self.config.large_output_active_replay_stubbing_enabled,
+                "active_replay_threshold_tokens": self.config.large_output_active_replay_stub_threshold_tokens},
         }
         if state is not None:
             context = self.dag.context(state.id)
