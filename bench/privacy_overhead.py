@@ -4,8 +4,9 @@ One command: ``.venv/bin/python bench/privacy_overhead.py [--sizes 1000,100000] 
 
 Each conversation is grown once (bench/steady_state.build) and copied; one copy is run by an engine
 with ``LCM_SENSITIVE_PATTERNS_ENABLED`` and five ``LCM_IGNORE_MESSAGE_PATTERNS``, the other by the
-default engine, the same host turns in the same process (steady_state.measure: ingest from the
-host's list, should_compress, one assembly; the CLI and the API shapes). Every tenth new message
+default engine, the same host turns in the same process, interleaved turn by turn (each engine
+goes first every other turn) so machine drift hits both alike (steady_state.HostTurns: ingest from
+the host's list, should_compress, one assembly; the CLI and the API shapes). Every tenth new message
 carries a secret, so the redactor replaces as well as scans. The target (SPEC.md, issue 12): the
 privacy engine costs at most 1.5x the default one.
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import shutil
 from typing import Any
 
 from common import History, core_of, make_engine, print_table, save_result, temp_dir
-from steady_state import build, measure
+from steady_state import WARMUP_TURNS, HostTurns, build
 
 TARGET_RATIO = 1.5
 IGNORE = ",".join(["^HEARTBEAT_OK$", "^Cronjob Response:", "^>>>Cronjob Response<<<:", '"kind": "heartbeat"',
@@ -68,9 +70,14 @@ def main() -> None:
         entry: dict[str, Any] = {"build_seconds": round(seconds, 1)}
         for shape in ("cli", "api"):
             start = size if shape == "cli" else size + 4 * 220
-            for name in ("base", "privacy"):
-                engine, budget = pair[name]
-                entry[f"{shape}_{name}"] = measure(engine, budget, history, start, args.turns, shape)
+            players = {name: HostTurns(*pair[name], history, start, shape) for name in ("base", "privacy")}
+            gc.collect()
+            for turn in range(WARMUP_TURNS + args.turns):  # interleaved, each goes first every other turn
+                order = ("base", "privacy") if turn % 2 else ("privacy", "base")
+                for name in order:
+                    players[name].turn(turn, timed=turn >= WARMUP_TURNS)
+            for name, player in players.items():
+                entry[f"{shape}_{name}"] = player.result()
             ratio = entry[f"{shape}_privacy"]["total"]["median_ms"] / entry[f"{shape}_base"]["total"]["median_ms"]
             entry[f"{shape}_ratio"] = round(ratio, 3)
             print(f"{size:>7} msgs {shape}: base {entry[f'{shape}_base']['total']['median_ms']:.3f} ms, "

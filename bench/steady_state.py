@@ -50,36 +50,54 @@ def context_tokens(core: Any) -> int:
     return sum(n.tokens for n in core.dag.context(state.id)) + sum(m.tokens for m in raw)
 
 
-def measure(engine: Any, budget: Any, history: History, start: int, turns: int, shape: str) -> dict[str, Any]:
-    """Run ``turns`` host turns of 4 messages; time ingest + should_compress + assemble."""
-    core = core_of(engine)
-    host: list[dict[str, Any]] = history.messages(0, start) if shape == "api" else core.assemble(budget)
-    parts: dict[str, list[float]] = {"ingest": [], "should_compress": [], "assemble": [], "total": []}
-    compactions = 0
-    gc.collect()
-    for turn in range(WARMUP_TURNS + turns):
-        lo = start + 4 * turn
-        host.extend(history.messages(lo, lo + 4))
+class HostTurns:
+    """One engine played turn by turn as the host plays it (a turn: 4 new messages, then ingest,
+    should_compress, one assembly); :meth:`turn` plays one and keeps its timings. Two of these can
+    be interleaved turn by turn, so machine drift hits both alike (bench/privacy_overhead.py)."""
+
+    def __init__(self, engine: Any, budget: Any, history: History, start: int, shape: str) -> None:
+        self.engine, self.budget, self.history, self.start, self.shape = engine, budget, history, start, shape
+        self.core = core_of(engine)
+        self.host: list[dict[str, Any]] = history.messages(0, start) if shape == "api" else self.core.assemble(budget)
+        self.parts: dict[str, list[float]] = {"ingest": [], "should_compress": [], "assemble": [], "total": []}
+        self.compactions = 0
+
+    def turn(self, turn: int, timed: bool) -> None:
+        engine, core = self.engine, self.core
+        lo = self.start + 4 * turn
+        self.host.extend(self.history.messages(lo, lo + 4))
         t0 = time.perf_counter()
-        engine.ingest_host(host)
+        engine.ingest_host(self.host)
         t1 = time.perf_counter()
         reported = context_tokens(core) + PROMPT_OVERHEAD  # the host's usage figure, not engine work
         t1b = time.perf_counter()
         over = engine.should_compress(reported)
         t2 = time.perf_counter()
-        core.assemble(budget)
+        core.assemble(self.budget)
         t3 = time.perf_counter()
-        if turn >= WARMUP_TURNS:
+        if timed:
             for key, value in (("ingest", t1 - t0), ("should_compress", t2 - t1b), ("assemble", t3 - t2),
                                ("total", (t1 - t0) + (t3 - t1b))):
-                parts[key].append(value)
+                self.parts[key].append(value)
         if over:  # the host would now call compress(): LLM time, outside the measurement
-            core.compact(budget)
-            compactions += 1
-            if shape == "cli":
-                host = core.assemble(budget)
-    timings: dict[str, Timing] = {key: summarize_ms(values) for key, values in parts.items()}
-    return {**{key: t.as_dict() for key, t in timings.items()}, "compactions": compactions, "turns": turns}
+            core.compact(self.budget)
+            self.compactions += 1
+            if self.shape == "cli":
+                self.host = core.assemble(self.budget)
+
+    def result(self) -> dict[str, Any]:
+        timings: dict[str, Timing] = {key: summarize_ms(values) for key, values in self.parts.items()}
+        return {**{key: t.as_dict() for key, t in timings.items()}, "compactions": self.compactions,
+                "turns": len(self.parts["total"])}
+
+
+def measure(engine: Any, budget: Any, history: History, start: int, turns: int, shape: str) -> dict[str, Any]:
+    """Run ``turns`` host turns of 4 messages; time ingest + should_compress + assemble."""
+    player = HostTurns(engine, budget, history, start, shape)
+    gc.collect()
+    for turn in range(WARMUP_TURNS + turns):
+        player.turn(turn, timed=turn >= WARMUP_TURNS)
+    return player.result()
 
 
 def main() -> None:
