@@ -77,10 +77,36 @@ class RedactStep:
 
     def __call__(self, draft: Draft) -> Draft:
         content = self.redactor.redact_value(draft.content)
-        calls = None if draft.tool_calls is None else self.redactor.redact_value(draft.tool_calls)
+        calls = None if draft.tool_calls is None else self._calls(draft.tool_calls)
         if content is draft.content and calls is draft.tool_calls:
             return draft
         return Draft(content, calls, draft.role)
+
+    def _calls(self, calls: Any) -> Any:
+        """Each call's arguments redacted as JSON (they must stay a JSON object for the provider),
+        every other string as text; the very same list when nothing changed."""
+        if not isinstance(calls, list):
+            return self.redactor.redact_value(calls)
+        out = [self._call(call) for call in calls]
+        return calls if all(a is b for a, b in zip(out, calls, strict=True)) else out
+
+    def _call(self, call: Any) -> Any:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        if not isinstance(arguments, str):
+            return self.redactor.redact_value(call)
+        assert isinstance(call, Mapping) and isinstance(function, Mapping)
+        cleaned = self.redactor.redact_json_text(arguments)
+        rest = self.redactor.redact_value({k: v for k, v in call.items() if k != "function"})
+        named = self.redactor.redact_value({k: v for k, v in function.items() if k != "arguments"})
+        if cleaned is arguments and _same(rest, call) and _same(named, function):
+            return call
+        return {**call, **rest, "function": {**function, **named, "arguments": cleaned}}
+
+
+def _same(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Is every value of ``new`` the very object ``old`` holds under its key (nothing redacted)?"""
+    return all(new[k] is old[k] for k in new)
 
 
 class PayloadStep:

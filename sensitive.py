@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -52,7 +53,9 @@ UNTIMED_CHARS = 4096
 MIN_TEXT_CHARS = 7
 # A value right after a key name is not a secret when it is already a placeholder.
 _NOT_MASKED = r"(?!\[(?:lcm-redacted|REDACTED))"
-_VALUE = _NOT_MASKED + r"""(?:"([^"\n]{1,512})"|'([^'\n]{1,512})'|([^\s'"`,;&}\]\[)(<>]{%d,512}))"""
+# A value: quoted (escapes inside kept whole, so a JSON string stays one), or bare.
+_VALUE = _NOT_MASKED + (r"""(?:"((?:[^"\\\n]|\\.){1,512})"|'((?:[^'\\\n]|\\.){1,512})'"""
+                        r"""|([^\s'"`,;&}\]\[)(<>\\]{%d,512}))""")
 _ASSIGN = r"""['"]?\s{0,8}(?:[:=]|=>)\s{0,8}"""
 # How far after a key word its ``:`` or ``=`` may be (a quote, 8 spaces, and the sign itself).
 ASSIGN_REACH = 11
@@ -376,6 +379,43 @@ class Redactor:
             pairs = {k: self.redact_value(v) for k, v in value.items()}
             return value if all(pairs[k] is v for k, v in value.items()) else pairs
         return value
+
+    def redact_json_text(self, text: str) -> str:
+        """A JSON text (a tool call's arguments) redacted so that it stays JSON: each string is
+        redacted as it reads unescaped, and with its key in front (``"password": "..."`` names
+        what the value is); a text that is not a JSON object or array is redacted as text."""
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return self.redact(text)
+        if not isinstance(parsed, dict | list):
+            return self.redact(text)
+        cleaned = self._json_value(parsed, None)
+        return text if cleaned is parsed else json.dumps(cleaned, ensure_ascii=False)
+
+    def _json_value(self, value: Any, key: str | None) -> Any:
+        if isinstance(value, str):
+            out = self.redact(value)
+            return self._keyed(key, value) if out is value and key is not None else out
+        if isinstance(value, list):
+            items = [self._json_value(v, None) for v in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        if isinstance(value, dict):
+            pairs = {k: self._json_value(v, str(k)) for k, v in value.items()}
+            return value if all(pairs[k] is v for k, v in value.items()) else pairs
+        return value
+
+    def _keyed(self, key: str, value: str) -> str:
+        """``value`` redacted in the light of its key (``{"api_key": "..."}``), else ``value`` itself."""
+        framed = f"{json.dumps(key)}: {json.dumps(value)}"
+        out = self.redact(framed)
+        if out == framed:
+            return value
+        try:
+            found = json.loads("{" + out + "}")
+        except ValueError:
+            return f"{UNSCANNED} {len(value)} chars: could not be redacted in place]"
+        return str(next(iter(found.values()))) if isinstance(found, dict) and len(found) == 1 else value
 
     def findings(self, texts: Iterable[str]) -> Counter[str]:
         """Per kind, how many secrets the texts hold (for a dry run; nothing is kept)."""

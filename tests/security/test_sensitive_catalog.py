@@ -4,6 +4,7 @@ the redactor is a fixed point, and a pattern that runs too long withholds the te
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -182,3 +183,25 @@ def test_the_shortest_secret_of_the_catalog_is_still_found(redactor: Redactor) -
     assert redactor.redact("pwd=abc") == "pwd=[lcm-redacted:password_assignment]"
     short = Redactor(Policy.parse("pin=PIN[0-9]{2}"), KEY)
     assert short.redact("PIN12").startswith("[lcm-redacted:pin #"), "a user pattern may match a short text"
+
+
+@pytest.mark.parametrize("arguments", [
+    json.dumps({"cmd": 'mysql --password="s3cr3t-pw" db'}),
+    json.dumps({"password": 'a"quoted" value'}),
+    json.dumps({"api_key": "zq9zq9zq9ApiKeyValue777", "nested": [{"token": "tok_0123456789abcdef"}]}),
+    json.dumps({"env": "export OPENAI_API_KEY=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w"}),
+    '{"cmd": "curl -H \\"Authorization: Bearer abcdefghijklmnop1234\\""}',
+])
+def test_tool_call_arguments_stay_json_and_lose_their_secrets(redactor: Redactor, arguments: str) -> None:
+    out = redactor.redact_json_text(arguments)
+    parsed = json.loads(out)
+    assert isinstance(parsed, dict) and "[lcm-redacted:" in out
+    for secret in ("s3cr3t-pw", "quoted", "zq9zq9zq9ApiKeyValue777", "tok_0123456789abcdef", "sk-proj-Ab3dEf6h",
+                   "abcdefghijklmnop1234"):
+        assert secret not in out
+    assert redactor.redact_json_text(out) == out
+
+
+def test_arguments_that_are_not_json_are_redacted_as_text(redactor: Redactor) -> None:
+    assert redactor.redact_json_text("password=hunter2 (not json)") == \
+        "password=[lcm-redacted:password_assignment] (not json)"
