@@ -93,6 +93,26 @@ class LcmConfig:
     # An answered tool result this large is stubbed in the host's prompt at once (a compress with no summary).
     large_output_active_replay_stubbing_enabled: bool = False
     large_output_active_replay_stub_threshold_tokens: int = 25000
+    # Semantic recall (embed/, vectors): off by default; its tables exist only once it is on.
+    embeddings_enabled: bool = False
+    embedding_provider: str = ""  # openai (any OpenAI-compatible /v1/embeddings), voyage, ollama, local
+    embedding_model: str = ""
+    embedding_base_url: str = ""
+    embedding_api_key: str = ""
+    embedding_api_key_env: str = ""  # the name of an environment variable holding the key (LCM-X)
+    embedding_storage_dtype: str = "float32"  # or int8 (per-vector scale)
+    embedding_store_dim: int = 0  # Matryoshka truncation (0: the model's own dimension)
+    embedding_backfill_batch_size: int = 64
+    embedding_query_timeout_s: float = 10.0
+    # Text sent to a provider that is not on this machine is redacted (sensitive.py) even when
+    # LCM_SENSITIVE_PATTERNS_ENABLED is off; false sends it as stored.
+    embedding_privacy_enabled: bool = True
+    knn_prescreen_multiplier: int = 8
+    ollama_base_url: str = ""
+    # lcm_recall's fusion: the weight of the vector arm against full text (0: full text alone).
+    recall_vector_weight: float = 0.3
+    proactive_recall_enabled: bool = False
+    proactive_recall_budget_tokens: int = 500
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -235,7 +255,15 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "large_output_externalization_threshold_chars": (1000, 1 << 30),
     "large_output_preview_chars": (0, 100_000),
     "large_output_active_replay_stub_threshold_tokens": (100, MAX_TOKENS),
+    "embedding_store_dim": (0, 16384),
+    "embedding_backfill_batch_size": (1, 4096),
+    "embedding_query_timeout_s": (0.1, 600.0),
+    "knn_prescreen_multiplier": (1, 1000),
+    "recall_vector_weight": (0.0, 1.0),
+    "proactive_recall_budget_tokens": (50, 20000),
 }
+EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
+EMBEDDING_DTYPES = ("float32", "int8")
 
 
 def _validate(name: str, value: Any) -> None:
@@ -252,6 +280,11 @@ def _validate(name: str, value: Any) -> None:
             raise ValueError(f"{value} is outside {low}..{high}")
     if name == "summary_provider" and value not in SUMMARY_PROVIDERS:
         raise ValueError(f"{value!r} is not one of {', '.join(SUMMARY_PROVIDERS)}")
+    if name == "embedding_provider" and value not in EMBEDDING_PROVIDERS:
+        hint = " (fastembed: use local, the offline ONNX model of hermes-lcm[local])" if value == "fastembed" else ""
+        raise ValueError(f"{value!r} is not one of openai, voyage, ollama, local{hint}")
+    if name == "embedding_storage_dtype" and value not in EMBEDDING_DTYPES:
+        raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_DTYPES)}")
     if name == "model_thresholds":
         parse_model_thresholds(value)
 

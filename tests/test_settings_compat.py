@@ -166,10 +166,11 @@ def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(tm
 
 
 def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path):
-    engine = _engine(tmp_path, "  summary_reasoning_effort: high\n", LCM_EMBEDDINGS_ENABLED="true", LCM_ENABLED="false")
+    engine = _engine(tmp_path, "  summary_reasoning_effort: high\n", LCM_EMBEDDING_BOUNDED_SCAN_ROWS="5000",
+                     LCM_ENABLED="false")
     notes, check = _seen(engine)
     text = " ".join(notes)
-    assert "LCM_EMBEDDINGS_ENABLED (LCM-X): not supported, ignored; no vector search here" in text
+    assert "LCM_EMBEDDING_BOUNDED_SCAN_ROWS (LCM-X): not supported, ignored; not used here: semantic recall" in text
     assert "LCM_ENABLED (lossless-claw): not supported, ignored; choose the engine in Hermes' config" in text
     assert "lcm.summary_reasoning_effort (LCM-X): not supported, ignored" in text
     assert check["status"] == "warn" and "Migration" in check["action"]
