@@ -40,7 +40,7 @@ from .storage.sqlite import SqliteStore
 __all__ = [
     "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
     "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "RewriteStore", "Store",
-    "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "WriteFailed", "close_all", "detect_source",
+    "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all", "detect_source",
     "open_readonly", "open_store", "verify_backup",
 ]
 
@@ -227,7 +227,26 @@ class RewriteStore(Protocol):
     def vacuum_and_truncate(self) -> dict[str, Any]: ...
 
 
-class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, RewriteStore, Protocol):
+class VectorStore(Protocol):
+    """Embedding vectors (storage/vectors.py; the blobs are made by vectors.py). The tables exist
+    only once :meth:`ensure_vector_tables` ran: a database that never had embeddings enabled has
+    none, reads on it give nothing, and the writes below raise :class:`StoreFault`. A vector is
+    dropped with its row, and when the row's text changes (triggers)."""
+
+    def ensure_vector_tables(self) -> None: ...
+    def has_vector_tables(self) -> bool: ...
+    def vector_model(self, name: str, dim: int, dtype: str) -> int:
+        """The id of ``(name, dim, dtype)``, created once; another model, dim or dtype is another id."""
+    def put_vectors(self, model_id: int, kind: str, rows: Sequence[tuple[int, bytes, float]]) -> int:
+        """Upsert ``(item_id, blob, scale)`` of kind ``"m"`` (messages) or ``"s"`` (summaries)."""
+    def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None
+                     ) -> tuple[list[int], list[bytes], list[float]]: ...
+    def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
+        """``(id, text)`` with no vector of ``model_id`` and id above ``after_id``, ascending."""
+    def vector_stats(self) -> dict[str, Any]: ...
+
+
+class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, RewriteStore, VectorStore, Protocol):
     """An opened store: everything the services use."""
 
     path: str

@@ -12,8 +12,9 @@ from .messages import MessageQueries
 from .operator import OperatorQueries
 from .rewrite import RewriteQueries
 from .summaries import SummaryQueries
+from .vectors import VectorQueries
 
 
 class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-                  RewriteQueries):
+                  RewriteQueries, VectorQueries):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""
