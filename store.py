@@ -40,8 +40,8 @@ from .storage.sqlite import SqliteStore
 __all__ = [
     "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
     "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "RewriteStore", "Store",
-    "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all", "detect_source",
-    "open_readonly", "open_store", "verify_backup",
+    "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all",
+    "detect_source", "open_readonly", "open_store", "verify_backup",
 ]
 
 

@@ -125,6 +125,7 @@ class VectorIndex:
         self._mean = rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
         self._bits = self._signs(rows)
         self._scales: np.ndarray | None = None
+        self._rows: np.ndarray
         if dtype == "int8":
             peak = np.max(np.abs(rows), axis=1) if len(rows) else np.zeros(0, dtype=np.float32)
             scales = (peak / _INT8_MAX).astype(np.float32)

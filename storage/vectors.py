@@ -67,6 +67,17 @@ _CALLS = ("(SELECT group_concat(coalesce(json_extract(c.value, '$.function.name'
 _MESSAGE_TEXT = f"trim(m.content || char(10) || coalesce({_CALLS}, ''), ' ' || char(9, 10, 13))"
 
 
+def unembedded_sql(kind: str) -> str:
+    """The query behind ``unembedded`` (arguments: after_id, model_id, limit); a test checks its plan."""
+    if kind == "m":
+        return (f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='m' AND v.item_id=m.id) AND "
+                f"{MessageSearch._NOT_OWN_TOOLS} AND text != '' ORDER BY m.id LIMIT ?")
+    return ("SELECT m.id, trim(m.content) AS text FROM summaries m WHERE m.id>? AND NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='s' AND v.item_id=m.id) "
+            "AND text != '' ORDER BY m.id LIMIT ?")
+
+
 def _kind(kind: str) -> str:
     if kind not in KINDS:
         raise StoreFault(f"vector kind must be one of {KINDS}, not {kind!r}")
@@ -152,14 +163,7 @@ class VectorQueries(SqliteConnection):
         and rows with no text."""
         with self.read() as db:
             self._need_vectors(db)
-            if _kind(kind) == "m":
-                sql = (f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND NOT EXISTS "
-                       "(SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='m' AND v.item_id=m.id) AND "
-                       f"{MessageSearch._NOT_OWN_TOOLS} AND text != '' ORDER BY m.id LIMIT ?")
-            else:
-                sql = ("SELECT m.id, trim(m.content) AS text FROM summaries m WHERE m.id>? AND NOT EXISTS "
-                       "(SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='s' AND v.item_id=m.id) "
-                       "AND text != '' ORDER BY m.id LIMIT ?")
+            sql = unembedded_sql(_kind(kind))
             return [(int(r[0]), str(r[1])) for r in db.execute(sql, (after_id, model_id, limit)).fetchall()]
 
     def vector_stats(self) -> dict[str, Any]:
