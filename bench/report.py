@@ -161,6 +161,23 @@ def _privacy(details: dict[str, Any]) -> str:
         f"Ignore patterns: `{details['ignore_patterns']}`.")
 
 
+def _knn(details: dict[str, Any]) -> str:
+    rows = [[f"{r['size']:,}", r["dtype"], r["median_ms"], r["p95_ms"], r["recall_at_10"], r["index_mb"], r["rss_mb"],
+             r["peak_rss_mb"], r["build_s"]] for r in details["runs"]]
+    store = [[label, s["dim"], s["blob_bytes_per_vector"], s["table_bytes_per_vector"], s["file_growth_per_vector"]]
+             for label, s in details["storage"].items()]
+    first = details["runs"][0]
+    return _table(["vectors", "dtype", "median ms", "p95 ms", "recall@10", "index MB", "RSS MB", "peak RSS MB",
+                   "build s"], rows) + (
+        f"\n\nDim {details['dim']}, {details['queries']} held-out queries, seed {details['seed']}, default multiplier "
+        f"(8: 80 candidates by sign-bit Hamming distance, then exact cosine). Synthetic sentence-like vectors: a random "
+        f"pair at cosine {first['random_pair_cosine']}, a query's nearest at {first['nearest_cosine']}, its tenth at "
+        f"{first['tenth_cosine']}. RSS is VmRSS of a process holding only the index (after the generator's "
+        "temporaries are returned); peak RSS includes generating the data and the exact search. MB are 10^6 bytes.\n\n"
+        "Database bytes per vector (10,000 message vectors, `storage/vectors.py`):\n\n"
+        + _table(["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"], store))
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -172,6 +189,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
+    "knn": ("Vector search (embeddings)", _knn),
 }
 
 
