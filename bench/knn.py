@@ -116,7 +116,8 @@ def child(size: int, dtype: str, queries: int, seed: int) -> dict[str, Any]:
     pair = asked[:50] @ asked[:50].T
     return {"size": size, "dtype": dtype, "median_ms": round(float(np.median(times)), 2),
             "p95_ms": round(float(np.percentile(times, 95)), 2), "recall_at_10": round(hits / (10 * queries), 4),
-            "index_mb": round(index.nbytes / 1e6, 1), "rss_mb": round(rss_mb, 1), "rss_untrimmed_mb": round(untrimmed_mb, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
+            "index_mb": round(index.nbytes / 1e6, 1), "rss_mb": round(rss_mb, 1),
+            "rss_untrimmed_mb": round(untrimmed_mb, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
             "python_numpy_mb": round(base_mb, 1), "build_s": round(build_s, 2),
             "random_pair_cosine": round(float(pair[np.triu_indices(50, 1)].mean()), 3),
             "nearest_cosine": round(nearest, 3), "tenth_cosine": round(tenth, 3)}
@@ -185,12 +186,13 @@ def main() -> None:
             {"target": f"vector top-10 median latency, {tag}", "ours": f"{run['median_ms']} ms",
              "reference": f"<= {TARGET_MS:g} ms", "verdict": "met" if run["median_ms"] <= TARGET_MS else "missed"},
             {"target": f"vector recall@10 vs exact, {tag}", "ours": f"{run['recall_at_10']}",
-             "reference": f">= {TARGET_RECALL}", "verdict": "met" if run["recall_at_10"] >= TARGET_RECALL else "missed"},
+             "reference": f">= {TARGET_RECALL}",
+             "verdict": "met" if run["recall_at_10"] >= TARGET_RECALL else "missed"},
             {"target": f"process RSS with the index, {tag}", "ours": f"{run['rss_mb']} MB",
              "reference": f"<= {TARGET_RSS_MB:g} MB", "verdict": "met" if run["rss_mb"] <= TARGET_RSS_MB else "missed"},
         ]
     rows.append({"target": "database bytes per vector, dim 384 (float32 / int8)",
-                 "ours": f"{storage['float32']['table_bytes_per_vector']} / {storage['int8']['table_bytes_per_vector']}",
+                 "ours": " / ".join(str(storage[t]["table_bytes_per_vector"]) for t in ("float32", "int8")),
                  "reference": "blob 1536 / 384"})
     print_table(rows)
     save_result("knn", rows, {"runs": runs, "storage": storage, "queries": args.queries, "seed": args.seed,

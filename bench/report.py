@@ -170,9 +170,10 @@ def _knn(details: dict[str, Any]) -> str:
     return _table(["vectors", "dtype", "median ms", "p95 ms", "recall@10", "index MB", "RSS MB", "peak RSS MB",
                    "build s"], rows) + (
         f"\n\nDim {details['dim']}, {details['queries']} held-out queries, seed {details['seed']}, default multiplier "
-        f"(8: 80 candidates by sign-bit Hamming distance, then exact cosine). Synthetic sentence-like vectors: a random "
-        f"pair at cosine {first['random_pair_cosine']}, a query's nearest at {first['nearest_cosine']}, its tenth at "
-        f"{first['tenth_cosine']}. RSS is VmRSS of a process holding only the index (after the generator's "
+        "(8, with the floor of 160 candidates by sign-bit Hamming distance, then exact cosine). Synthetic "
+        f"sentence-like vectors: a random pair at cosine {first['random_pair_cosine']}, a query's nearest at "
+        f"{first['nearest_cosine']}, its tenth at {first['tenth_cosine']}. RSS is VmRSS of a process holding "
+        "only the index (after the generator's "
         "temporaries are returned); peak RSS includes generating the data and the exact search. MB are 10^6 bytes.\n\n"
         "Database bytes per vector (10,000 message vectors, `storage/vectors.py`):\n\n"
         + _table(["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"], store))
