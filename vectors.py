@@ -12,10 +12,10 @@ Why these choices:
 * Matryoshka models put the most information in the first components; truncating them
   (``store_dim``) and renormalizing trades a little recall for proportionally fewer bytes.
 * The search is two-stage. The sign of each component (one bit, 48 bytes at dim 384) ranks the
-  whole index by Hamming distance at memory speed; only ``multiplier * k`` candidates are then
-  scored exactly. Sentence embeddings share a common direction (they are anisotropic), so the
-  signs are taken after subtracting the index's mean: raw signs would be nearly the same for
-  every vector and rank poorly. Distances between unit vectors do not change under the shift,
+  whole index by Hamming distance at memory speed; only ``multiplier * k`` candidates (at least
+  ``MIN_SHORTLIST``) are then scored exactly. Sentence embeddings share a common direction (they
+  are anisotropic), so the signs are taken after subtracting the index's mean: raw signs would
+  be nearly the same for every vector and rank poorly. Distances between unit vectors do not change under the shift,
   so the centered angle still orders neighbours like the cosine.
 """
 
