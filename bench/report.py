@@ -161,6 +161,15 @@ def _privacy(details: dict[str, Any]) -> str:
         f"Ignore patterns: `{details['ignore_patterns']}`.")
 
 
+def _large_outputs(details: dict[str, Any]) -> str:
+    rows = [[name, c["mean"], c["mean_first_turns"], c["max"], c["compactions"], c["summaries"], c["externalized"],
+             c["recovered_byte_identical"]] for name, c in details["configs"].items()]
+    return _table(["run", "mean tokens/turn", "mean, first 20 turns", "max", "compactions", "summaries",
+                   "externalized", "recovered byte-identical"], rows) + (
+        f"\n\n{details['turns']} turns of `fixtures/log_heavy_session.py`, context {details['context_length']:,} "
+        "tokens; \"every turn\" compresses each turn, \"host-driven\" compresses when the host would.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -172,6 +181,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
+    "large_outputs_prompt": ("Prompt tokens with large outputs externalized", _large_outputs),
 }
 
 
