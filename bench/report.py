@@ -171,7 +171,8 @@ def _paraphrase(details: dict[str, Any]) -> str:
         "words; `bench/paraphrase_check.py`), so these full-text figures are the floor a vector arm must lift "
         "(target: hybrid R@10 >= 0.80). Demo: fixtures/coding_session.json in a database of its own; LoCoMo: the "
         "conversations the questions name, in one database. A question counts when any evidence message is "
-        "among the first k hits.")
+        "among the first k hits. The few full text does find come in as context hits: a neighbouring turn "
+        "that does share the words (the question before the answer) brings the evidence in beside it.")
 
 
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
