@@ -55,7 +55,8 @@ class _HttpProvider:
         self.model = model
         self.name = f"{self.kind}:{model}"
         self.batch_size = max(1, int(batch_size))
-        # The longest text the caller should send (a cut the caller makes: the provider sends what it is given).
+        # The longest text a caller should send: the caller cuts (the provider sends exactly what it is given),
+        # short enough for the model's token limit even at 2-3 characters a token (code, JSON).
         self.max_chars = max_chars
         self._api_key = api_key or None
         remember(api_key)
@@ -119,7 +120,7 @@ class OpenAIProvider(_HttpProvider):
     path = "/embeddings"
 
     def __init__(self, base_url: str, model: str, api_key: str | None, batch_size: int,
-                 *, kind: str = "openai", max_chars: int = 24_000, client: httpx.Client | None = None) -> None:
+                 *, kind: str = "openai", max_chars: int = 16_000, client: httpx.Client | None = None) -> None:
         self.kind = kind  # "voyage" is the same API at another address; the name says which
         super().__init__(base_url, model, api_key, batch_size, max_chars=max_chars, client=client)
         # Text sent to an OpenAI-compatible server is treated as leaving the machine even on a loopback
@@ -152,7 +153,7 @@ class OllamaProvider(_HttpProvider):
     path = "/api/embed"
 
     def __init__(self, base_url: str, model: str, api_key: str | None, batch_size: int,
-                 *, max_chars: int = 8_000, client: httpx.Client | None = None) -> None:
+                 *, max_chars: int = 6_000, client: httpx.Client | None = None) -> None:
         super().__init__(base_url, model, api_key, batch_size, max_chars=max_chars, client=client)
         self.local = is_loopback(self.base_url)
 

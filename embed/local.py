@@ -76,7 +76,9 @@ class LocalProvider:
                  model_sha256: str = MODEL_SHA256, threads: int = 0) -> None:
         self.name = f"local:{MODEL_NAME}"
         self.dim = DIM
-        self.max_chars = 4 * MAX_TOKENS * 4  # the tokenizer cuts at 256 tokens; longer text is wasted work
+        # The tokenizer cuts at 256 tokens (about 1,000 characters of prose, fewer of code); a caller
+        # may cut at this many characters to save tokenizing text that is dropped anyway.
+        self.max_chars = 16 * MAX_TOKENS
         self.batch_size = max(1, int(batch_size))
         self._model_path = model_path
         self._model_sha256 = model_sha256
