@@ -179,6 +179,29 @@ def _knn(details: dict[str, Any]) -> str:
         + _table(["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"], store))
 
 
+def _large_outputs(details: dict[str, Any]) -> str:
+    rows = [[name, c["mean"], c["mean_first_turns"], c["max"], c["compactions"], c["summaries"], c["externalized"],
+             c["recovered_byte_identical"]] for name, c in details["configs"].items()]
+    return _table(["run", "mean tokens/turn", "mean, first 20 turns", "max", "compactions", "summaries",
+                   "externalized", "recovered byte-identical"], rows) + (
+        f"\n\n{details['turns']} turns of `fixtures/log_heavy_session.py`, context {details['context_length']:,} "
+        "tokens; \"every turn\" compresses each turn, \"host-driven\" compresses when the host would.")
+
+
+def _paraphrase(details: dict[str, Any]) -> str:
+    rows = [[source, tool, entry["questions"], *(entry["recall"].get(k, "-") for k in ("1", "5", "10")),
+             entry["ms_per_query"]]
+            for source, tools in details.get("results", {}).items() for tool, entry in tools.items()]
+    mode = "full text only" if details.get("mode") == "fts" else "hybrid (full text + vectors)"
+    return _table(["source", "tool", "questions", "R@1", "R@5", "R@10", "ms/question"], rows) + (
+        f"\n\n{mode}. Every question shares no content word with its evidence (porter stems, the engine's stop "
+        "words; `bench/paraphrase_check.py`), so these full-text figures are the floor a vector arm must lift "
+        "(target: hybrid R@10 >= 0.80). Demo: fixtures/coding_session.json in a database of its own; LoCoMo: the "
+        "conversations the questions name, in one database. A question counts when any evidence message is "
+        "among the first k hits. The few full text does find come in as context hits: a neighbouring turn "
+        "that does share the words (the question before the answer) brings the evidence in beside it.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -191,6 +214,9 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
     "knn": ("Vector search (embeddings)", _knn),
+    "large_outputs_prompt": ("Prompt tokens with large outputs externalized", _large_outputs),
+    "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
+    "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
 }
 
 
