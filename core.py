@@ -13,7 +13,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .pipeline import pipeline_for
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
+from .semantic import Semantic
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
@@ -104,7 +105,7 @@ class Binding:
 
 class LcmCore:
     def __init__(self, config: LcmConfig, database_path: str | Path, *,
-                 host_call_llm: Callable[..., Any] | None = None) -> None:
+                 host_call_llm: Callable[..., Any] | None = None, env: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.store: Store = open_store(database_path)
         self.dag = Dag(self.store)
@@ -119,6 +120,7 @@ class LcmCore:
         self.ignore_sessions = SessionPatterns.parse(config.ignore_session_patterns)
         self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.routes = self._routes(host_call_llm)
+        self.semantic = Semantic(config, self.store, env or {})  # LCM_EMBEDDINGS_ENABLED: vectors, their job
         self.call_guard = CallGuard(
             failure_threshold=config.summary_circuit_breaker_failure_threshold,
             cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
@@ -259,10 +261,13 @@ class LcmCore:
         for the next call, which resumes at the first message not stored (:meth:`_ingest`).
         """
         try:
-            return self._ingest(messages, source, deadline)
+            stored = self._ingest(messages, source, deadline)
         except WriteFailed as exc:
             self._write_failed("ingest", exc)
             return 0
+        if stored:
+            self.semantic.after_ingest()  # embeds them on its own thread, after the reply
+        return stored
 
     def _write_failed(self, operation: str, exc: WriteFailed) -> None:
         self._backlog = self._backlog or operation != "compaction"
@@ -622,6 +627,7 @@ class LcmCore:
             "ingest_backlog_messages": self.stats.ingest_backlog,
             "errors": list(self.stats.errors),
             "privacy": self.privacy(),
+            "embeddings": self.semantic.status(),
             "large_outputs": {
                 "externalization": self.config.large_output_externalization_enabled,
                 "threshold_chars": self.config.large_output_externalization_threshold_chars,

@@ -177,7 +177,7 @@ class LcmEngine(_Base):
             self.opening.begin(path, setting)
             if upgraded := prepare_path(path, self.config.migrate_on_start, redaction_patterns(self.config)):
                 log.warning("hermes-lcm upgraded the LCM-X database %s (original kept as %s)", path, upgraded["backup"])
-            self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm())
+            self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm(), env=self._env)
         except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error
             self.startup_error = self.opening.failed(exc, for_good=isinstance(exc, StoreError))
             log.error("%s", self.startup_error)

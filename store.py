@@ -239,10 +239,14 @@ class VectorStore(Protocol):
         """The id of ``(name, dim, dtype)``, created once; another model, dim or dtype is another id."""
     def put_vectors(self, model_id: int, kind: str, rows: Sequence[tuple[int, bytes, float]]) -> int:
         """Upsert ``(item_id, blob, scale)`` of kind ``"m"`` (messages) or ``"s"`` (summaries)."""
-    def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None
-                     ) -> tuple[list[int], list[bytes], list[float]]: ...
+    def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None,
+                     after_id: int = 0) -> tuple[list[int], list[bytes], list[float]]: ...
+    def vector_version(self, model_id: int, kind: str) -> tuple[int, int]:
+        """``(count, newest item id)``: a cached index of the kind is current while it is unchanged."""
     def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
         """``(id, text)`` with no vector of ``model_id`` and id above ``after_id``, ascending."""
+    def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
+        """Rows with no vector of ``model_id`` (all rows when None) and their characters, each cut at ``max_chars``."""
     def vector_stats(self) -> dict[str, Any]: ...
 
 

@@ -67,14 +67,15 @@ _CALLS = ("(SELECT group_concat(coalesce(json_extract(c.value, '$.function.name'
 _MESSAGE_TEXT = f"trim(m.content || char(10) || coalesce({_CALLS}, ''), ' ' || char(9, 10, 13))"
 
 
-def unembedded_sql(kind: str) -> str:
-    """The query behind ``unembedded`` (arguments: after_id, model_id, limit); a test checks its plan."""
+def unembedded_sql(kind: str, probe: bool = True) -> str:
+    """The query behind ``unembedded`` (arguments: after_id, model_id, limit); a test checks its plan.
+    Without ``probe`` (no vector tables yet) every row qualifies and the model_id argument is unused."""
+    missing = (f"NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='{kind}' AND v.item_id=m.id)"
+               if probe else "? IS NOT NULL")
     if kind == "m":
-        return (f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND NOT EXISTS "
-                "(SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='m' AND v.item_id=m.id) AND "
+        return (f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND {missing} AND "
                 f"{MessageSearch._NOT_OWN_TOOLS} AND text != '' ORDER BY m.id LIMIT ?")
-    return ("SELECT m.id, trim(m.content) AS text FROM summaries m WHERE m.id>? AND NOT EXISTS "
-            "(SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='s' AND v.item_id=m.id) "
+    return (f"SELECT m.id, trim(m.content) AS text FROM summaries m WHERE m.id>? AND {missing} "
             "AND text != '' ORDER BY m.id LIMIT ?")
 
 
@@ -137,22 +138,23 @@ class VectorQueries(SqliteConnection):
                 [(model_id, kind, int(item), float(scale), bytes(blob), int(item)) for item, blob, scale in rows])
             return db.total_changes - before
 
-    def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None
-                     ) -> tuple[list[int], list[bytes], list[float]]:
-        """Every vector of one model and kind, ascending by item id, optionally only those of some
-        conversations (found through the rows' own conversation index). No tables: nothing."""
+    def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None,
+                     after_id: int = 0) -> tuple[list[int], list[bytes], list[float]]:
+        """Every vector of one model and kind, ascending by item id (above ``after_id``: what a
+        cached index lacks), optionally only those of some conversations (found through the rows'
+        own conversation index). No tables: nothing."""
         table = "messages" if _kind(kind) == "m" else "summaries"
         with self.read() as db:
             if not self._has_vectors(db):
                 return [], [], []
             if conversation_ids is None:
                 found = db.execute("SELECT item_id, vec, scale FROM vectors WHERE model_id=? AND kind=? "
-                                   "ORDER BY item_id", (model_id, kind)).fetchall()
+                                   "AND item_id>? ORDER BY item_id", (model_id, kind, after_id)).fetchall()
             else:
                 found = db.execute(
                     f"SELECT v.item_id, v.vec, v.scale FROM {table} r JOIN vectors v ON v.model_id=? AND "
-                    "v.kind=? AND v.item_id=r.id WHERE r.conversation_id IN (SELECT value FROM json_each(?)) "
-                    "ORDER BY v.item_id", (model_id, kind, id_list(conversation_ids))).fetchall()
+                    "v.kind=? AND v.item_id=r.id WHERE r.conversation_id IN (SELECT value FROM json_each(?)) AND "
+                    "v.item_id>? ORDER BY v.item_id", (model_id, kind, id_list(conversation_ids), after_id)).fetchall()
         return [int(r[0]) for r in found], [bytes(r[1]) for r in found], [float(r[2]) for r in found]
 
     def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
@@ -165,6 +167,29 @@ class VectorQueries(SqliteConnection):
             self._need_vectors(db)
             sql = unembedded_sql(_kind(kind))
             return [(int(r[0]), str(r[1])) for r in db.execute(sql, (after_id, model_id, limit)).fetchall()]
+
+    def vector_version(self, model_id: int, kind: str) -> tuple[int, int]:
+        """``(count, newest item id)`` of one model's vectors of a kind: a cached index is current
+        while this is unchanged (a range count over the unique index: no row is read)."""
+        with self.read() as db:
+            if not self._has_vectors(db):
+                return 0, 0
+            row = db.execute("SELECT count(*), coalesce(max(item_id), 0) FROM vectors WHERE model_id=? AND kind=?",
+                             (model_id, _kind(kind))).fetchone()
+        return int(row[0]), int(row[1])
+
+    def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
+        """How many rows have no vector of ``model_id`` (every row when None, or with no tables
+        yet) and their text's characters, each cut at ``max_chars``: the dry run's estimate."""
+        rows = chars = 0
+        with self.read() as db:
+            probe = model_id is not None and self._has_vectors(db)
+            for kind in KINDS:
+                sql = unembedded_sql(kind, probe)
+                found = db.execute(f"SELECT count(*), coalesce(sum(min(length(text), ?)), 0) FROM ({sql})",
+                                   (max_chars, 0, model_id or 0, -1)).fetchone()
+                rows, chars = rows + int(found[0]), chars + int(found[1])
+        return rows, chars
 
     def vector_stats(self) -> dict[str, Any]:
         """Per model: its dim and dtype, rows by kind, and the blob bytes; ``{}`` when never enabled.

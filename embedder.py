@@ -1,0 +1,207 @@
+"""Vectors for what is stored: the backfill (``lcm embed``) and the bounded step after each reply.
+
+Nothing here runs on a host turn. A turn only *requests* the :class:`EmbedJob` (jobs.py: setting an
+event); its thread embeds a bounded batch of rows that have no vector yet for the current model,
+so per-turn overhead stays what it was, and a slow or failing provider costs recall freshness, not
+a turn. The backfill walks the same query to the end, in batches, with progress; it is resumable
+because "what has no vector yet" is the state itself: a killed run loses at most one batch.
+
+What is sent: a message's searchable text (content, and each tool call's name and arguments) or a
+summary's text, cut to the provider's limit. Redaction applies first when it is on (rows stored
+before it was turned on may hold secrets), and for a provider off this machine always, unless
+``LCM_EMBEDDING_PRIVACY_ENABLED`` is false: only the provider's copy is redacted, the store is
+unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .config import LcmConfig
+from .embed import Provider
+from .jobs import BackgroundJob
+from .sensitive import Policy, Redactor
+from .store import Store
+from .vectors import encode, prepared
+
+MAX_TEXT_CHARS = 4000  # what one row sends at most (MiniLM reads 256 word pieces; API models more)
+KINDS = ("m", "s")  # messages, then summaries
+WARMUP_TEXT = "hermes-lcm warmup"
+CHARS_PER_TOKEN = 4  # the dry run's token estimate
+# List prices per million input tokens (USD), for the dry run's estimate; an unknown model shows none.
+PRICE_PER_MTOK = {"text-embedding-3-small": 0.02, "text-embedding-3-large": 0.13, "text-embedding-ada-002": 0.10,
+                  "voyage-3.5-lite": 0.02, "voyage-3.5": 0.06, "voyage-3-lite": 0.02, "voyage-3": 0.06}
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What a backfill would embed: rows and an estimate of tokens and cost (never any text)."""
+
+    rows: int
+    chars: int
+    model: str
+    local: bool
+
+    @property
+    def tokens(self) -> int:
+        return -(-self.chars // CHARS_PER_TOKEN)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The estimated price; 0 for a local model, None when the model's price is unknown."""
+        if self.local:
+            return 0.0
+        price = PRICE_PER_MTOK.get(self.model.split(":", 1)[-1])
+        return None if price is None else round(self.tokens / 1e6 * price, 4)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "estimated_tokens": self.tokens, "model": self.model, "local": self.local,
+                "estimated_cost_usd": self.cost_usd, "sent_off_this_machine": not self.local}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a backfill is: rows done of the backlog, and how fast."""
+
+    done: int
+    total: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        return max(0.0, self.total - self.done) / self.rate if self.rate > 0 else None
+
+
+class Embedder:
+    """Embeds the rows without a vector of one provider's model, a batch at a time.
+
+    It keeps a cursor per kind, so the step after each reply reads only rows newer than the last
+    it saw; a fresh Embedder (a new process, ``lcm embed``) starts from the first row and so also
+    finds rows whose vector a trigger dropped (their text changed).
+    """
+
+    def __init__(self, store: Store, provider: Provider, config: LcmConfig, key: bytes = b"") -> None:
+        self.store, self.provider, self.config = store, provider, config
+        self.redactor = provider_copy_redactor(provider.local, config, key)
+        self.max_chars = min(MAX_TEXT_CHARS, int(getattr(provider, "max_chars", MAX_TEXT_CHARS)))
+        self.model_id: int | None = None
+        self.dim: int | None = None
+        self.after = dict.fromkeys(KINDS, 0)
+        self.embedded = 0
+
+    @property
+    def model(self) -> str:
+        return self.provider.name
+
+    def warmup(self) -> dict[str, Any]:
+        """One call to learn the model's dimension, then its tables and model id (created only now)."""
+        probe = self.provider.embed([WARMUP_TEXT], timeout=self.config.embedding_query_timeout_s)
+        vector = prepared(probe, self.config.embedding_storage_dtype, self.config.embedding_store_dim)
+        self.dim = int(vector.shape[1])
+        self.store.ensure_vector_tables()
+        self.model_id = self.store.vector_model(self.provider.name, self.dim, self.config.embedding_storage_dtype)
+        return {"model": self.provider.name, "model_id": self.model_id, "dim": self.dim,
+                "dtype": self.config.embedding_storage_dtype, "local": self.provider.local}
+
+    def step(self, max_rows: int, deadline: float | None = None) -> int:
+        """Embed up to ``max_rows`` rows without a vector (messages first) until ``deadline``
+        (monotonic); returns how many were stored."""
+        if self.model_id is None:
+            self.warmup()
+        done = 0
+        batch = max(1, self.config.embedding_backfill_batch_size)
+        for kind in KINDS:
+            while done < max_rows and (deadline is None or time.monotonic() < deadline):
+                rows = self.store.unembedded(self._model_id(), kind, self.after[kind], min(batch, max_rows - done))
+                if not rows:
+                    break
+                self._embed(kind, rows)
+                self.after[kind] = rows[-1][0]
+                done += len(rows)
+        self.embedded += done
+        return done
+
+    def _model_id(self) -> int:
+        if self.model_id is None:
+            raise RuntimeError("warmup() first")
+        return self.model_id
+
+    def _embed(self, kind: str, rows: Sequence[tuple[int, str]]) -> int:
+        dtype = self.config.embedding_storage_dtype
+        matrix = self.provider.embed([self.text(text) for _, text in rows],
+                                     timeout=max(30.0, self.config.embedding_query_timeout_s))
+        vectors = prepared(matrix, dtype, self.config.embedding_store_dim)
+        encoded = [(item, *encode(row, dtype)) for (item, _), row in zip(rows, vectors, strict=True)]
+        return self.store.put_vectors(self._model_id(), kind, encoded)
+
+    def text(self, text: str) -> str:
+        """What the provider gets for a text: cut to its limit, and redacted when it must be."""
+        text = (text or "")[:self.max_chars].strip() or "."
+        return self.redactor.redact(text) if self.redactor is not None else text
+
+    def query(self, text: str, timeout: float | None = None) -> np.ndarray:
+        """A search query's vector, prepared like the stored ones; raises ProviderError."""
+        wait = self.config.embedding_query_timeout_s if timeout is None else timeout
+        matrix = self.provider.embed([self.text(text)], timeout=wait)
+        return prepared(matrix, self.config.embedding_storage_dtype, self.config.embedding_store_dim)[0]
+
+    def backlog(self) -> Backlog:
+        """Rows without a vector of this model (every row before the first warmup) and their size."""
+        rows, chars = self.store.embedding_backlog(self.model_id, self.max_chars)
+        return Backlog(rows, chars, self.provider.name, self.provider.local)
+
+    def backfill(self, on_progress: Callable[[Progress], None] | None = None,
+                 should_stop: Callable[[], bool] = lambda: False, limit: int | None = None) -> Progress:
+        """Embed every row without a vector (or ``limit`` of them), batch by batch; a killed run
+        resumes where it stopped, since the rows still without a vector are the state."""
+        if self.model_id is None:
+            self.warmup()
+        total = self.backlog().rows if limit is None else min(limit, self.backlog().rows)
+        started, done = time.monotonic(), 0
+        progress = Progress(0, total, 0.0)
+        while not should_stop() and (limit is None or done < limit):
+            want = self.config.embedding_backfill_batch_size if limit is None else min(
+                self.config.embedding_backfill_batch_size, limit - done)
+            count = self.step(want)
+            if count == 0:
+                break
+            done += count
+            progress = Progress(done, max(total, done), time.monotonic() - started)
+            if on_progress is not None:
+                on_progress(progress)
+        return progress
+
+
+def provider_copy_redactor(local: bool, config: LcmConfig, key: bytes) -> Redactor | None:
+    """The redactor for what a provider gets: the store's policy when redaction is on; for a
+    provider off this machine the whole catalog too, unless LCM_EMBEDDING_PRIVACY_ENABLED is off."""
+    if not local and config.embedding_privacy_enabled:
+        names = "all" if not config.sensitive_patterns_enabled else f"all,{config.sensitive_patterns}"
+        return Redactor(Policy.parse(names), key)
+    if config.sensitive_patterns_enabled:
+        return Redactor(Policy.parse(config.sensitive_patterns), key)
+    return None
+
+
+class EmbedJob(BackgroundJob):
+    """The bounded step after each reply, on a thread of its own (jobs.py): a turn requests it."""
+
+    name = "hermes-lcm-embed"
+    ROWS_PER_RUN = 256
+    SECONDS_PER_RUN = 5.0
+
+    def __init__(self, embedder: Embedder) -> None:
+        super().__init__()
+        self.embedder = embedder
+
+    def step(self) -> None:
+        self.embedder.step(self.ROWS_PER_RUN, time.monotonic() + self.SECONDS_PER_RUN)

@@ -1,0 +1,136 @@
+"""Semantic recall for one store: the provider the settings name, the background embedding after
+each reply, and the query side (a query's vector, the cached in-memory index of each kind).
+
+Everything degrades instead of failing: embeddings off, a provider that cannot be built (its
+reason is ``problem``), a read-only store, a query the provider does not answer within
+``LCM_EMBEDDING_QUERY_TIMEOUT_S``: search then runs on full text alone and says so, and status
+and doctor show why. No method here raises into a caller.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .config import LcmConfig
+from .embed import ProviderError, provider_for
+from .embedder import Embedder, EmbedJob
+from .redact import clip
+from .store import Store
+from .vectors import VectorIndex, decode
+
+REDACTION_SECRET = "redaction"  # the store's redaction key: equal secrets get equal placeholders
+
+
+@dataclass
+class _Cached:
+    version: tuple[int, int]
+    ids: list[int]
+    matrix: np.ndarray
+    index: VectorIndex
+
+
+class Semantic:
+    """The vector side of one store. ``embedder`` is None when embeddings are off or broken."""
+
+    def __init__(self, config: LcmConfig, store: Store, env: Mapping[str, str]) -> None:
+        self.config, self.store = config, store
+        self.problem: str | None = None
+        self.embedder: Embedder | None = None
+        self.job: EmbedJob | None = None
+        self.query_failures = 0
+        self.last_query_error: str | None = None
+        self._cache: dict[str, _Cached] = {}
+        self._lock = threading.Lock()
+        try:
+            provider = provider_for(config, env)
+            if provider is not None:
+                key = b"" if store.readonly else store.secret(REDACTION_SECRET)
+                self.embedder = Embedder(store, provider, config, key)
+                self.job = None if store.readonly else EmbedJob(self.embedder)
+        except Exception as exc:  # noqa: BLE001 - a provider that cannot be built is a status line, not a crash
+            self.problem = clip(str(exc), 300)
+
+    @property
+    def enabled(self) -> bool:
+        return self.embedder is not None
+
+    def after_ingest(self) -> None:
+        """Ask the background job to embed what was just stored; costs a turn nothing."""
+        if self.job is not None:
+            self.job.request()
+
+    def close(self) -> None:
+        if self.job is not None:
+            self.job.stop()
+
+    # -- the query side ---------------------------------------------------------------------------
+
+    def query_vector(self, text: str) -> np.ndarray | None:
+        """The query's vector, or None (recorded) when the provider fails or is too slow."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        try:
+            if embedder.model_id is None:
+                embedder.warmup()
+            return embedder.query(text)
+        except Exception as exc:  # noqa: BLE001 - a failed query embedding falls back to full text
+            self.query_failures += 1
+            self.last_query_error = clip(f"{type(exc).__name__}: {exc}", 300)
+            return None
+
+    def index(self, kind: str) -> VectorIndex | None:
+        """The in-memory index of one kind ("m" | "s") for the current model, refreshed when the
+        stored vectors changed: new rows are appended, anything else reloads it."""
+        embedder = self.embedder
+        if embedder is None or embedder.model_id is None or embedder.dim is None:
+            return None
+        model_id, dim, dtype = embedder.model_id, embedder.dim, self.config.embedding_storage_dtype
+        with self._lock:
+            version = self.store.vector_version(model_id, kind)
+            cached = self._cache.get(kind)
+            if cached is not None and cached.version == version:
+                return cached.index
+            after = cached.version[1] if cached is not None else 0
+            ids, blobs, scales = self.store.load_vectors(model_id, kind, after_id=after)
+            rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
+            if cached is not None and len(cached.ids) + len(ids) == version[0]:
+                all_ids, matrix = cached.ids + ids, np.vstack([cached.matrix, rows])
+            elif cached is not None:
+                all_ids, blobs, scales = self.store.load_vectors(model_id, kind)
+                matrix = decode(blobs, scales, dim, dtype) if all_ids else np.zeros((0, dim), np.float32)
+            else:
+                all_ids, matrix = ids, rows
+            index = VectorIndex(np.asarray(all_ids, dtype=np.int64), matrix, dtype)
+            self._cache[kind] = _Cached(version, all_ids, matrix, index)
+            return index
+
+    def status(self) -> dict[str, Any]:
+        """What status and doctor show: the provider, the model, the job, the failures; no text."""
+        if self.embedder is None:
+            note = self.problem or "off (LCM_EMBEDDINGS_ENABLED)"
+            return {"enabled": False, "problem" if self.problem else "note": note}
+        embedder = self.embedder
+        info: dict[str, Any] = {
+            "enabled": True, "model": embedder.model, "local": embedder.provider.local,
+            "sent_off_this_machine": not embedder.provider.local,
+            "provider_copy_redacted": embedder.redactor is not None,
+            "model_id": embedder.model_id, "dim": embedder.dim, "dtype": self.config.embedding_storage_dtype,
+            "embedded_this_process": embedder.embedded, "query_failures": self.query_failures,
+            "last_query_error": self.last_query_error,
+        }
+        if self.job is not None:
+            info["job"] = {"runs": self.job.runs, "errors": list(self.job.errors)}
+        try:
+            info["vectors"] = self.store.vector_stats()
+        except Exception as exc:  # noqa: BLE001 - status never fails
+            info["vectors"] = {"error": clip(str(exc), 200)}
+        return info
+
+
+__all__ = ["ProviderError", "Semantic"]
