@@ -77,7 +77,7 @@ def encode(row: np.ndarray, dtype: str) -> tuple[bytes, float]:
     if dtype == "float32":
         return vec.astype("<f4").tobytes(), 1.0
     peak = float(np.max(np.abs(vec))) if vec.size else 0.0
-    scale = peak / _INT8_MAX
+    scale = float(np.float32(peak / _INT8_MAX))  # as float32 divides by it: never a zero there
     if not scale > 0:  # all zero, or a peak so small its step underflows: the codes are zeros
         scale = 1.0
     codes = np.clip(np.rint(vec / scale), -_INT8_MAX, _INT8_MAX).astype(np.int8)
