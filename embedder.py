@@ -93,6 +93,7 @@ class Embedder:
         self.store, self.provider, self.config = store, provider, config
         self.redactor = provider_copy_redactor(provider.local, config, key)
         self.max_chars = min(MAX_TEXT_CHARS, int(getattr(provider, "max_chars", MAX_TEXT_CHARS)))
+        self.batch_timeout = max(30.0, config.embedding_query_timeout_s)  # one backfill batch, all its requests
         self.model_id: int | None = None
         self.dim: int | None = None
         self.after = dict.fromkeys(KINDS, 0)
@@ -138,7 +139,7 @@ class Embedder:
     def _embed(self, kind: str, rows: Sequence[tuple[int, str]]) -> int:
         dtype = self.config.embedding_storage_dtype
         matrix = self.provider.embed([self.text(text) for _, text in rows],
-                                     timeout=max(30.0, self.config.embedding_query_timeout_s))
+                                     timeout=self.batch_timeout)
         vectors = prepared(matrix, dtype, self.config.embedding_store_dim)
         encoded = [(item, *encode(row, dtype)) for (item, _), row in zip(rows, vectors, strict=True)]
         return self.store.put_vectors(self._model_id(), kind, encoded)

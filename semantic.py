@@ -28,7 +28,7 @@ REDACTION_SECRET = "redaction"  # the store's redaction key: equal secrets get e
 
 @dataclass
 class _Cached:
-    version: tuple[int, int]
+    version: tuple[int, int, int]
     ids: list[int]
     matrix: np.ndarray
     index: VectorIndex
@@ -99,7 +99,7 @@ class Semantic:
             after = cached.version[1] if cached is not None else 0
             ids, blobs, scales = self.store.load_vectors(model_id, kind, after_id=after)
             rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
-            if cached is not None and len(cached.ids) + len(ids) == version[0]:
+            if cached is not None and cached.version[2] == version[2] and len(cached.ids) + len(ids) == version[0]:
                 all_ids, matrix = cached.ids + ids, np.vstack([cached.matrix, rows])
             elif cached is not None:
                 all_ids, blobs, scales = self.store.load_vectors(model_id, kind)
