@@ -113,6 +113,18 @@ class Embedder:
         return {"model": self.provider.name, "model_id": self.model_id, "dim": self.dim,
                 "dtype": self.config.embedding_storage_dtype, "local": self.provider.local}
 
+    def adopt_known_model(self) -> bool:
+        """Take the model id of an earlier warmup of this provider and dtype from the store, without
+        calling the provider (the dry run's backlog must not cost a request); False when none."""
+        stats = self.store.vector_stats() if self.store.has_vector_tables() else {}
+        dtype, want = self.config.embedding_storage_dtype, self.config.embedding_store_dim
+        known = [m for m in stats.get("models", []) if m["name"] == self.provider.name and m["dtype"] == dtype
+                 and (want <= 0 or m["dim"] == want)]
+        if not known:
+            return False
+        self.model_id, self.dim = int(known[-1]["id"]), int(known[-1]["dim"])
+        return True
+
     def step(self, max_rows: int, deadline: float | None = None) -> int:
         """Embed up to ``max_rows`` rows without a vector (messages first) until ``deadline``
         (monotonic); returns how many were stored."""
@@ -194,7 +206,12 @@ def provider_copy_redactor(local: bool, config: LcmConfig, key: bytes) -> Redact
 
 
 class EmbedJob(BackgroundJob):
-    """The bounded step after each reply, on a thread of its own (jobs.py): a turn requests it."""
+    """The bounded step after each reply, on a thread of its own (jobs.py): a turn requests it.
+
+    ``/lcm embed apply`` asks for a backfill (:meth:`request_backfill`): the job then requests
+    itself again after each bounded run until a run finds nothing, so the backlog is worked
+    through on this thread, one bounded run at a time, while the chat goes on.
+    """
 
     name = "hermes-lcm-embed"
     ROWS_PER_RUN = 256
@@ -203,6 +220,39 @@ class EmbedJob(BackgroundJob):
     def __init__(self, embedder: Embedder) -> None:
         super().__init__()
         self.embedder = embedder
+        self.backfilling = False
+        self.backfill_done = 0
+        self.backfill_total = 0
+        self.backfill_started = 0.0
+
+    def request_backfill(self) -> None:
+        """Work through the whole backlog in bounded runs; never blocks the caller."""
+        if not self.backfilling:
+            self.embedder.after = dict.fromkeys(KINDS, 0)  # from the first row: also what a trigger dropped
+            self.backfill_done, self.backfill_started = 0, time.monotonic()
+            try:
+                self.backfill_total = self.embedder.backlog().rows
+            except Exception:  # noqa: BLE001 - the total is for the progress line only
+                self.backfill_total = 0
+        self.backfilling = True
+        self.request()
+
+    def progress(self) -> Progress | None:
+        """Where a requested backfill is (None when none was asked for since the start)."""
+        if not self.backfill_started:
+            return None
+        return Progress(self.backfill_done, max(self.backfill_total, self.backfill_done),
+                        time.monotonic() - self.backfill_started)
 
     def step(self) -> None:
-        self.embedder.step(self.ROWS_PER_RUN, time.monotonic() + self.SECONDS_PER_RUN)
+        try:
+            done = self.embedder.step(self.ROWS_PER_RUN, time.monotonic() + self.SECONDS_PER_RUN)
+        except Exception:
+            self.backfilling = False  # a failing provider ends the backfill; its error is in ``errors``
+            raise
+        if self.backfilling:
+            self.backfill_done += done
+            if done == 0 or self._stopping:
+                self.backfilling = False
+            else:
+                self._wake.set()  # one more bounded run
