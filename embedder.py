@@ -246,13 +246,17 @@ class EmbedJob(BackgroundJob):
 
     def step(self) -> None:
         try:
-            done = self.embedder.step(self.ROWS_PER_RUN, time.monotonic() + self.SECONDS_PER_RUN)
+            if self.embedder.model_id is None:
+                self.embedder.warmup()  # before the run's clock starts: a slow first load is not a finished backlog
+            deadline = time.monotonic() + self.SECONDS_PER_RUN
+            done = self.embedder.step(self.ROWS_PER_RUN, deadline)
         except Exception:
             self.backfilling = False  # a failing provider ends the backfill; its error is in ``errors``
             raise
         if self.backfilling:
             self.backfill_done += done
-            if done == 0 or self._stopping:
+            ran_out = done < self.ROWS_PER_RUN and time.monotonic() < deadline  # no row left, not out of time
+            if ran_out or self._stopping:
                 self.backfilling = False
             else:
                 self._wake.set()  # one more bounded run
