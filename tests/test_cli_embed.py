@@ -121,7 +121,7 @@ def test_a_provider_problem_is_exit_6(clean_home: Path, stub: Stub, monkeypatch:
     turn_on(monkeypatch, stub, **env)
     if answer is not None:
         stub.answer = answer
-    code, out, err = lcm("embed", "--apply")
+    code, _, err = lcm("embed", "--apply")
     assert code == 6 and "provider" in err and vectors(db) == []
 
 
@@ -166,7 +166,7 @@ def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub
     while len(stub.requests) < 4 and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "lcm embed --apply" in err and "resume" in err
     partial = len(vectors(db))
