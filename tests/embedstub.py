@@ -43,6 +43,8 @@ class Stub:
     lock: threading.Lock = field(default_factory=threading.Lock)
     base_url: str = ""
     open_requests: int = 0  # requests received and not yet answered (a hanging provider)
+    received: list[float] = field(default_factory=list)  # when each request came (time.time())
+    spans: list[tuple[float, float]] = field(default_factory=list)  # (received, answered) of each answered one
 
     def handle(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any, float]:
         request = json.loads(body)
@@ -57,12 +59,16 @@ def _handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with stub.lock:
                 stub.open_requests += 1
+            received = time.time()
+            with stub.lock:
+                stub.received.append(received)
             try:
                 code, payload, delay = stub.handle(self.path, body, dict(self.headers))
                 time.sleep(delay)
             finally:
                 with stub.lock:
                     stub.open_requests -= 1
+                    stub.spans.append((received, time.time()))
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             try:
                 self.send_response(code)
