@@ -50,7 +50,7 @@ def test_the_job_embeds_what_each_turn_stored(tmp_path: Path) -> None:
     require_host()
     embed, close = serve()
     try:
-        result, db = run(tmp_path, embed, 5)
+        _, db = run(tmp_path, embed, 5)
     finally:
         close()
     missing, last_user = unembedded(db)
