@@ -239,6 +239,7 @@ def test_slash_embed_dry_run_warmup_apply_and_progress(clean_home: Path, stub: S
     final = slash("embed")
     assert final["backlog"]["rows"] == 0 and final["job"]["errors"] == []
     assert final["job"]["progress"] is not None and "rows/s" in final["job"]["progress"]
+    assert final["job"]["runs"] >= 5  # 20 rows, 4 per bounded run: the job chained its own runs
     status = slash("status")
     assert status["embeddings"]["enabled"] is True and status["embeddings"]["vectors"]["models"]
     doctor = slash("doctor")

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -363,3 +364,31 @@ def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, 
     assert index is not None
     hits = index.search(sem.embedder.query("zq wholly different words now"), 1)
     assert hits[0][0] == victim and hits[0][1] > 0.999
+
+
+def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: Stub, tmp_path: Path) -> None:
+    db = populate(tmp_path, 6)
+    emb = embedder(db, cfg(stub))
+    job = EmbedJob(emb)
+    job.ROWS_PER_RUN = 3
+    job.request_backfill()
+    deadline = time.monotonic() + 20
+    while job.backfilling and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not job.backfilling and job.runs >= 4 and job.errors == deque()
+    assert [r[2] for r in vector_rows(db)] == message_ids(db)
+    progress = job.progress()
+    assert progress is not None and progress.done == 12 and progress.total == 12
+    with sqlite3.connect(db) as conn:  # two rows change: their vectors are dropped
+        conn.execute("UPDATE messages SET content = content || ' again' WHERE id IN (?, ?)", tuple(message_ids(db)[:2]))
+    stub.answer = lambda r, p: (500, {"error": "down"}, 0.0)
+    job.request_backfill()
+    while job.backfilling and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not job.backfilling and job.errors and "HTTP 500" in job.errors[-1]
+    stub.answer = openai_ok
+    job.request_backfill()  # from the first row again: the rows behind the cursor are found
+    while job.backfilling and time.monotonic() < deadline:
+        time.sleep(0.02)
+    job.stop()
+    assert [r[2] for r in vector_rows(db)] == message_ids(db)
