@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, cli_payloads, cli_redact, private, sensitive
+from . import __version__, cli_embed, cli_payloads, cli_redact, private, sensitive
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -53,9 +53,8 @@ class CliError(Exception):
 
 
 def failure(exc: BaseException, opening: Path | None = None) -> CliError:
-    """The one mapping from any failure below the CLI to what the operator sees (and the exit code).
-    ``opening``: the database whose open failed; whatever the failure is, that database cannot
-    be read (an unreadable file, a directory, not SQLite at all)."""
+    """The one mapping from any failure below the CLI to what the operator sees (and the exit code). ``opening``:
+    the database whose open failed; it cannot be read, whatever the failure (unreadable, a directory, not SQLite)."""
     if isinstance(exc, CliError):
         return exc
     what = f"{exc.__class__.__name__}: {exc}"
@@ -203,7 +202,7 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
             **mt.file_sizes(store.path), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
-            "lineage_problems": sorted(dag.lineage_problems()),
+            "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
             "recent_events": [{"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
 
 
@@ -325,8 +324,8 @@ GREP_NOTE = ("; with --conversation, what its prompt shows now is marked in_cont
 
 
 def _ranked_hits(store: Store, query: Query, args: argparse.Namespace, kinds: Sequence[str], limit: int) -> list[Hit]:
-    """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES), by
-    lcm_grep's rules: with one conversation, the rows its prompt shows are listed last."""
+    """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES), by lcm_grep's
+    rules: with one conversation, the rows its prompt shows are listed last."""
     conversation, visible = args.conversation, None
     if conversation is not None:
         try:
@@ -626,6 +625,7 @@ def parser() -> argparse.ArgumentParser:
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     cli_redact.register(add, _config)
+    cli_embed.register(add, _config, CliError)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
     i.add_argument("kind", choices=("lcm-x",))

@@ -19,6 +19,8 @@ import yaml
 
 from . import maintenance as mt
 from . import presets, scrub
+from .cli_embed import progress_line
+from .embedder import Embedder
 from .engine import LcmEngine
 from .redact import redact
 from .registry import live_engines, live_session_ids
@@ -40,6 +42,8 @@ HELP = """\
   gc-payloads [apply]             payload files no message or summary references (apply: backup, then remove)
   rotate [apply]                  move the frontier past raw rows before the fresh tail (rows stay stored)
   redact [apply]                  secrets stored before redaction was on: counts; apply rewrites them (backup first)
+  embed [warmup | apply]           semantic recall's vectors: the backlog (dry run) and the job; warmup loads
+                                  the model; apply has the background job work through the backlog
   preset show [NAME] | preset suggest | preset apply NAME --dry-run
   help
 Every apply takes a backup first. 'clean apply' and 'clean lifecycle apply' also need
@@ -156,8 +160,9 @@ def _doctor(t: Target, rest: list[str]) -> dict[str, Any] | str:
             raise UsageError(f"unknown doctor command {rest[0]!r}; try: {', '.join(DOCTOR)}")
         return sub(t, rest[1:])
     engine = t.engine or t.template
-    return mt.doctor_report(t.store(), deep=True, config=t.config, config_problems=engine.config_problems,
-                            live_sessions=t.live_sessions)
+    store = t.store()
+    return mt.doctor_report(store, deep=True, config=t.config, config_problems=engine.config_problems,
+                            live_sessions=t.live_sessions, semantic=engine.core.semantic if engine.core else None)
 
 
 def _apply_flag(rest: list[str], allowed: tuple[str, ...] = ()) -> bool:
@@ -259,6 +264,40 @@ def _preset(t: Target, rest: list[str]) -> dict[str, Any]:
     raise UsageError("usage: /lcm preset show [NAME] | suggest | apply NAME --dry-run")
 
 
+def _embed(t: Target, rest: list[str]) -> dict[str, Any]:
+    """``/lcm embed``: the dry run and the job's state; ``warmup``; ``apply`` asks the background job
+    to work through the backlog in bounded runs (the chat never waits; ``/lcm embed`` shows progress)."""
+    if rest not in ([], ["warmup"], ["apply"]):
+        raise UsageError("usage: /lcm embed [warmup | apply]")
+    store = t.store()
+    engine = t.engine or t.template
+    semantic = engine.core.semantic if engine.core is not None else None
+    if semantic is None or semantic.embedder is None:
+        note = semantic.problem if semantic is not None and semantic.problem else None
+        return {"enabled": False, **({"problem": note} if note else
+                                     {"note": "off: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER"})}
+    live = semantic.embedder
+    if rest == ["warmup"]:
+        try:
+            return {"warmup": "ok", **live.warmup()}
+        except Exception as exc:  # noqa: BLE001 - a provider's failure is the answer
+            return {"warmup": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    if rest == ["apply"]:
+        if semantic.job is None:
+            raise UsageError("the database is read-only here: nothing can be embedded")
+        semantic.job.request_backfill()
+    plan = Embedder(store, live.provider, t.config)  # a view of its own: the dry run calls no provider
+    plan.adopt_known_model()
+    out: dict[str, Any] = {"backlog": plan.backlog().as_dict(), "provider_copy_redacted": live.redactor is not None}
+    job = semantic.job
+    if job is not None:
+        progress = job.progress()
+        out["job"] = {"backfilling": job.backfilling, "runs": job.runs, "errors": list(job.errors),
+                      "progress": progress_line(progress) if progress is not None else None}
+    out["next"] = "/lcm embed (progress)" if job is not None and job.backfilling else "/lcm embed apply"
+    return out
+
+
 def _help(t: Target, rest: list[str]) -> str:
     return HELP
 
@@ -280,5 +319,6 @@ VERBS: dict[str, Verb] = {
     "rotate": _rotate,
     "redact": _redact,
     "preset": _preset,
+    "embed": _embed,
     "help": _help,
 }

@@ -93,6 +93,7 @@ class Embedder:
         self.store, self.provider, self.config = store, provider, config
         self.redactor = provider_copy_redactor(provider.local, config, key)
         self.max_chars = min(MAX_TEXT_CHARS, int(getattr(provider, "max_chars", MAX_TEXT_CHARS)))
+        self.batch_timeout = max(30.0, config.embedding_query_timeout_s)  # one backfill batch, all its requests
         self.model_id: int | None = None
         self.dim: int | None = None
         self.after = dict.fromkeys(KINDS, 0)
@@ -111,6 +112,18 @@ class Embedder:
         self.model_id = self.store.vector_model(self.provider.name, self.dim, self.config.embedding_storage_dtype)
         return {"model": self.provider.name, "model_id": self.model_id, "dim": self.dim,
                 "dtype": self.config.embedding_storage_dtype, "local": self.provider.local}
+
+    def adopt_known_model(self) -> bool:
+        """Take the model id of an earlier warmup of this provider and dtype from the store, without
+        calling the provider (the dry run's backlog must not cost a request); False when none."""
+        stats = self.store.vector_stats() if self.store.has_vector_tables() else {}
+        dtype, want = self.config.embedding_storage_dtype, self.config.embedding_store_dim
+        known = [m for m in stats.get("models", []) if m["name"] == self.provider.name and m["dtype"] == dtype
+                 and (want <= 0 or m["dim"] == want)]
+        if not known:
+            return False
+        self.model_id, self.dim = int(known[-1]["id"]), int(known[-1]["dim"])
+        return True
 
     def step(self, max_rows: int, deadline: float | None = None) -> int:
         """Embed up to ``max_rows`` rows without a vector (messages first) until ``deadline``
@@ -138,7 +151,7 @@ class Embedder:
     def _embed(self, kind: str, rows: Sequence[tuple[int, str]]) -> int:
         dtype = self.config.embedding_storage_dtype
         matrix = self.provider.embed([self.text(text) for _, text in rows],
-                                     timeout=max(30.0, self.config.embedding_query_timeout_s))
+                                     timeout=self.batch_timeout)
         vectors = prepared(matrix, dtype, self.config.embedding_store_dim)
         encoded = [(item, *encode(row, dtype)) for (item, _), row in zip(rows, vectors, strict=True)]
         return self.store.put_vectors(self._model_id(), kind, encoded)
@@ -193,7 +206,12 @@ def provider_copy_redactor(local: bool, config: LcmConfig, key: bytes) -> Redact
 
 
 class EmbedJob(BackgroundJob):
-    """The bounded step after each reply, on a thread of its own (jobs.py): a turn requests it."""
+    """The bounded step after each reply, on a thread of its own (jobs.py): a turn requests it.
+
+    ``/lcm embed apply`` asks for a backfill (:meth:`request_backfill`): the job then requests
+    itself again after each bounded run until a run finds nothing, so the backlog is worked
+    through on this thread, one bounded run at a time, while the chat goes on.
+    """
 
     name = "hermes-lcm-embed"
     ROWS_PER_RUN = 256
@@ -202,6 +220,43 @@ class EmbedJob(BackgroundJob):
     def __init__(self, embedder: Embedder) -> None:
         super().__init__()
         self.embedder = embedder
+        self.backfilling = False
+        self.backfill_done = 0
+        self.backfill_total = 0
+        self.backfill_started = 0.0
+
+    def request_backfill(self) -> None:
+        """Work through the whole backlog in bounded runs; never blocks the caller."""
+        if not self.backfilling:
+            self.embedder.after = dict.fromkeys(KINDS, 0)  # from the first row: also what a trigger dropped
+            self.backfill_done, self.backfill_started = 0, time.monotonic()
+            try:
+                self.backfill_total = self.embedder.backlog().rows
+            except Exception:  # noqa: BLE001 - the total is for the progress line only
+                self.backfill_total = 0
+        self.backfilling = True
+        self.request()
+
+    def progress(self) -> Progress | None:
+        """Where a requested backfill is (None when none was asked for since the start)."""
+        if not self.backfill_started:
+            return None
+        return Progress(self.backfill_done, max(self.backfill_total, self.backfill_done),
+                        time.monotonic() - self.backfill_started)
 
     def step(self) -> None:
-        self.embedder.step(self.ROWS_PER_RUN, time.monotonic() + self.SECONDS_PER_RUN)
+        try:
+            if self.embedder.model_id is None:
+                self.embedder.warmup()  # before the run's clock starts: a slow first load is not a finished backlog
+            deadline = time.monotonic() + self.SECONDS_PER_RUN
+            done = self.embedder.step(self.ROWS_PER_RUN, deadline)
+        except Exception:
+            self.backfilling = False  # a failing provider ends the backfill; its error is in ``errors``
+            raise
+        if self.backfilling:
+            self.backfill_done += done
+            ran_out = done < self.ROWS_PER_RUN and time.monotonic() < deadline  # no row left, not out of time
+            if ran_out or self._stopping:
+                self.backfilling = False
+            else:
+                self._wake.set()  # one more bounded run

@@ -36,6 +36,7 @@ from .dag import Dag
 from .display import iso
 from .patterns import SessionPatterns
 from .redact import redact_value
+from .semantic import Semantic
 from .sensitive import Policy
 from .store import Store, open_readonly, verify_backup
 
@@ -215,7 +216,7 @@ def _fts_checks(scan: dict[str, Any]) -> list[Check]:
 
 
 def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config_problems: Iterable[str] = (),
-                  live_sessions: Iterable[str] = ()) -> dict[str, Any]:
+                  live_sessions: Iterable[str] = (), semantic: Any = None) -> dict[str, Any]:
     """Every read-only check with a status, and guidance for each warning or failure."""
     dag = Dag(store)
     facts = store.database_facts()
@@ -234,6 +235,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
                         INSPECT if problems else None, data={"problems": problems}))
     checks.append(_settings_check([p for p in config_problems if is_settings_note(p)]))
     checks.append(_privacy_check(config))
+    checks.append(_embeddings_check(config, store, semantic))
     checks.append(_events_check(store))
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
@@ -258,6 +260,18 @@ def _privacy_check(config: Any) -> Check:
                                                                 else ""),
                  "fix LCM_SENSITIVE_PATTERNS" if policy.problems else None,
                  data={"redaction": True, "kinds": list(policy.names), "problems": list(policy.problems)})
+
+
+def _embeddings_check(config: Any, store: Store, semantic: Any) -> Check:
+    """Semantic recall: off is fine; on, the provider must be buildable and answer (semantic.py)."""
+    if not getattr(config, "embeddings_enabled", False):
+        return Check("embeddings", "ok", "off (LCM_EMBEDDINGS_ENABLED)", data={"enabled": False})
+    if semantic is None:  # the CLI: a view of its own over its read-only store
+        semantic = Semantic(config, store, os.environ)
+    status, detail, data = semantic.doctor()
+    action = "fix the LCM_EMBEDDING_* settings or the provider; search runs on full text meanwhile" \
+        if status != "ok" else None
+    return Check("embeddings", status, detail, action, "lcm embed" if status != "ok" else None, data=data)
 
 
 def _settings_check(notes: list[str]) -> Check:

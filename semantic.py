@@ -18,7 +18,7 @@ import numpy as np
 
 from .config import LcmConfig
 from .embed import ProviderError, provider_for
-from .embedder import Embedder, EmbedJob
+from .embedder import WARMUP_TEXT, Embedder, EmbedJob
 from .redact import clip
 from .store import Store
 from .vectors import VectorIndex, decode
@@ -28,7 +28,7 @@ REDACTION_SECRET = "redaction"  # the store's redaction key: equal secrets get e
 
 @dataclass
 class _Cached:
-    version: tuple[int, int]
+    version: tuple[int, int, int]
     ids: list[int]
     matrix: np.ndarray
     index: VectorIndex
@@ -99,7 +99,7 @@ class Semantic:
             after = cached.version[1] if cached is not None else 0
             ids, blobs, scales = self.store.load_vectors(model_id, kind, after_id=after)
             rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
-            if cached is not None and len(cached.ids) + len(ids) == version[0]:
+            if cached is not None and cached.version[2] == version[2] and len(cached.ids) + len(ids) == version[0]:
                 all_ids, matrix = cached.ids + ids, np.vstack([cached.matrix, rows])
             elif cached is not None:
                 all_ids, blobs, scales = self.store.load_vectors(model_id, kind)
@@ -109,6 +109,37 @@ class Semantic:
             index = VectorIndex(np.asarray(all_ids, dtype=np.int64), matrix, dtype)
             self._cache[kind] = _Cached(version, all_ids, matrix, index)
             return index
+
+    def doctor(self) -> tuple[str, str, dict[str, Any]]:
+        """The doctor's check: (status, detail, data). One probe call of a fixed text (no stored
+        text is sent); a broken setting, a silent provider or job/query failures warn."""
+        if self.embedder is None:
+            if self.problem:
+                return "warn", f"on but unusable: {self.problem}", {"enabled": True, "problem": self.problem}
+            return "ok", "off (LCM_EMBEDDINGS_ENABLED)", {"enabled": False}
+        embedder = self.embedder
+        problems: list[str] = []
+        try:
+            embedder.provider.embed([WARMUP_TEXT], timeout=self.config.embedding_query_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - what the doctor reports
+            problems.append(f"the provider does not answer: {clip(str(exc), 200)}")
+        try:
+            if embedder.model_id is None:
+                embedder.adopt_known_model()
+            backlog = embedder.backlog().rows
+        except Exception as exc:  # noqa: BLE001 - e.g. a locked database
+            backlog, problems = -1, [*problems, f"backlog unknown: {clip(str(exc), 200)}"]
+        errors = list(self.job.errors) if self.job is not None else []
+        if errors:
+            problems.append(f"embedding job errors: {errors[-1]}")
+        if self.query_failures:
+            problems.append(f"{self.query_failures} query embeddings failed (search ran on full text): "
+                            f"{self.last_query_error}")
+        data = {"enabled": True, "model": embedder.model, "sent_off_this_machine": not embedder.provider.local,
+                "backlog_rows": backlog, "job_errors": errors, "query_failures": self.query_failures}
+        detail = f"{embedder.model}, {'local' if embedder.provider.local else 'sent off this machine'}; " \
+                 f"{backlog} rows without a vector"
+        return ("warn" if problems else "ok"), "; ".join([detail, *problems]), data
 
     def status(self) -> dict[str, Any]:
         """What status and doctor show: the provider, the model, the job, the failures; no text."""

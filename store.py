@@ -241,7 +241,7 @@ class VectorStore(Protocol):
         """Upsert ``(item_id, blob, scale)`` of kind ``"m"`` (messages) or ``"s"`` (summaries)."""
     def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None,
                      after_id: int = 0) -> tuple[list[int], list[bytes], list[float]]: ...
-    def vector_version(self, model_id: int, kind: str) -> tuple[int, int]:
+    def vector_version(self, model_id: int, kind: str) -> tuple[int, int, int]:
         """``(count, newest item id)``: a cached index of the kind is current while it is unchanged."""
     def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
         """``(id, text)`` with no vector of ``model_id`` and id above ``after_id``, ascending."""

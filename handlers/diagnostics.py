@@ -105,7 +105,8 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
 def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
     deep = args.flag("deep", False)
     report = maintenance.doctor_report(ctx.core.store, deep=deep, config=ctx.core.config,
-                                       config_problems=ctx.config_problems, live_sessions=live_session_ids())
+                                       config_problems=ctx.config_problems, live_sessions=live_session_ids(),
+                                       semantic=ctx.core.semantic)
     extra = _engine_checks(ctx)
     checks = list(report.get("checks", [])) + extra
     report["guidance"] = list(report.get("guidance", [])) + [

@@ -49,6 +49,11 @@ CREATE TABLE IF NOT EXISTS vectors(
   vec BLOB NOT NULL,
   UNIQUE(model_id, kind, item_id)
 );
+CREATE TABLE IF NOT EXISTS vector_epoch(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  drops INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO vector_epoch(id, drops) VALUES (1, 0);
 """
 
 _DROP = "DELETE FROM vectors WHERE model_id IN (SELECT id FROM vector_models) AND kind='{kind}' AND item_id=old.id;"
@@ -57,6 +62,9 @@ _TRIGGERS = {
     "vectors_message_au": f"AFTER UPDATE OF content, tool_calls ON messages BEGIN {_DROP.format(kind='m')} END",
     "vectors_summary_ad": f"AFTER DELETE ON summaries BEGIN {_DROP.format(kind='s')} END",
     "vectors_summary_au": f"AFTER UPDATE OF content ON summaries BEGIN {_DROP.format(kind='s')} END",
+    # Every dropped vector counts: a row edited and re-embedded between two reads of a cached index
+    # leaves count and newest id as they were, so the count of drops is what tells it changed.
+    "vectors_drop_count": "AFTER DELETE ON vectors BEGIN UPDATE vector_epoch SET drops = drops + 1 WHERE id = 1; END",
 }
 
 # What a message is embedded as: its text, then each tool call's name and arguments (the words a
@@ -92,6 +100,11 @@ class VectorQueries(SqliteConnection):
         found = {r[0] for r in db.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('vector_models', 'vectors')")}
         return found == set(VECTOR_TABLES)
+
+    def _has_epoch(self, db: sqlite3.Connection) -> bool:
+        """A database whose vector tables predate the drop count has none until the next warmup."""
+        return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='vector_epoch'").fetchone() \
+            is not None
 
     def _need_vectors(self, db: sqlite3.Connection) -> None:
         if not self._has_vectors(db):
@@ -168,15 +181,18 @@ class VectorQueries(SqliteConnection):
             sql = unembedded_sql(_kind(kind))
             return [(int(r[0]), str(r[1])) for r in db.execute(sql, (after_id, model_id, limit)).fetchall()]
 
-    def vector_version(self, model_id: int, kind: str) -> tuple[int, int]:
-        """``(count, newest item id)`` of one model's vectors of a kind: a cached index is current
-        while this is unchanged (a range count over the unique index: no row is read)."""
+    def vector_version(self, model_id: int, kind: str) -> tuple[int, int, int]:
+        """``(count, newest item id, vectors ever dropped)`` of one model's vectors of a kind: a
+        cached index is current while this is unchanged (a range count over the unique index: no
+        row is read). New rows only raise the first two; a drop (then a re-embed) the third."""
         with self.read() as db:
             if not self._has_vectors(db):
-                return 0, 0
+                return 0, 0, 0
             row = db.execute("SELECT count(*), coalesce(max(item_id), 0) FROM vectors WHERE model_id=? AND kind=?",
                              (model_id, _kind(kind))).fetchone()
-        return int(row[0]), int(row[1])
+            drops = db.execute("SELECT drops FROM vector_epoch WHERE id = 1").fetchone() \
+                if self._has_epoch(db) else None
+        return int(row[0]), int(row[1]), int(drops[0]) if drops else 0
 
     def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
         """How many rows have no vector of ``model_id`` (every row when None, or with no tables

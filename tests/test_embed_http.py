@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,77 +20,12 @@ from hermes_lcm.config import LcmConfig
 from hermes_lcm.embed import OllamaProvider, OpenAIProvider, ProviderError, is_loopback, provider_for
 from hermes_lcm.redact import redact
 
+from .embedstub import Answer, Stub, ollama_ok, openai_ok, stub, vec
+
+__all__ = ["stub"]  # the fixture, imported for pytest
+
 KEY = "sk-embedtest-0123456789abcdefSECRET"
 ENV_KEY = "vo-envkey-ABCDEFGH12345678"
-
-
-def vec(text: str, dim: int = 8) -> list[float]:
-    """A deterministic, text-dependent vector (not normalized: the provider must normalize)."""
-    return [float((ord(c) * (i + 3)) % 17 + 1) for i, c in enumerate(((text or "-") * dim)[:dim])]
-
-
-Answer = Callable[[dict[str, Any], str], tuple[int, Any, float]]
-
-
-def openai_ok(request: dict[str, Any], path: str) -> tuple[int, Any, float]:
-    data = [{"object": "embedding", "index": i, "embedding": vec(t)} for i, t in enumerate(request["input"])]
-    return 200, {"object": "list", "data": list(reversed(data)), "model": request["model"]}, 0.0
-
-
-def ollama_ok(request: dict[str, Any], path: str) -> tuple[int, Any, float]:
-    return 200, {"model": request["model"], "embeddings": [vec(t) for t in request["input"]]}, 0.0
-
-
-@dataclass
-class Stub:
-    answer: Answer = openai_ok
-    requests: list[tuple[str, dict[str, Any], dict[str, str]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    base_url: str = ""
-
-    def handle(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any, float]:
-        request = json.loads(body)
-        with self.lock:
-            self.requests.append((path, request, headers))
-        return self.answer(request, path)
-
-
-def _handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            code, payload, delay = stub.handle(self.path, body, dict(self.headers))
-            time.sleep(delay)
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client gave up (timeout test)
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    return Handler
-
-
-@pytest.fixture
-def stub() -> Iterator[Stub]:
-    state = Stub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
-    server.daemon_threads = True
-    server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def config(**changes: Any) -> LcmConfig:

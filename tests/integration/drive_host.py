@@ -198,6 +198,7 @@ def main(argv: list[str]) -> int:
                 {
                     "i": i,
                     "seconds": round(dt, 3),
+                    "ended_at": time.time(),
                     "final_response": result.get("final_response"),
                     "api_calls": result.get("api_calls"),
                     "completed": result.get("completed"),

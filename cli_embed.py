@@ -1,0 +1,189 @@
+"""``lcm embed`` for the ``lcm`` CLI: the dry run, ``--warmup`` and the resumable ``--apply`` backfill.
+
+A layer of its own just below the surfaces (like cli_redact.py), so cli.py registers it with one
+line. The dry run calls no provider: rows, estimated tokens and cost, the model, and whether text
+leaves this machine. ``--apply`` opens its own writable connection, warms the model up (tables
+and model id), then embeds batch by batch with progress on stderr; Ctrl-C stops after the batch
+under way, and running it again resumes (what has no vector yet is the state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from .embed import ProviderError, provider_for
+from .embedder import Embedder, Progress
+from .redact import clip
+from .store import Store, StoreError, StoreFault, open_store
+
+Add = Callable[..., argparse.ArgumentParser]
+Fail = Callable[..., Exception]  # cli.CliError(message, code)
+
+EXIT_NOT_ENABLED = 2  # the settings: embeddings off, or a flag that does not fit
+EXIT_DATABASE = 3  # read-only, locked, or otherwise not writable
+EXIT_PROVIDER = 6  # the provider cannot be built or does not answer
+EXIT_INTERRUPTED = 130  # Ctrl-C: stopped after the batch under way
+RESUME = "run `lcm embed --apply` again to resume (rows already embedded are not sent again)"
+
+
+def progress_line(p: Progress) -> str:
+    eta = "?" if p.eta_seconds is None else f"{p.eta_seconds:.0f}s"
+    return f"embedded {p.done}/{p.total} rows, {p.rate:.1f} rows/s, ETA {eta}"
+
+
+class _Throttled:
+    """Progress on stderr at most once a second (and always the last one)."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write, self.last = write, 0.0
+        self.pending: Progress | None = None
+
+    def __call__(self, p: Progress) -> None:
+        now = time.monotonic()
+        self.pending = p
+        if now - self.last >= 1.0:
+            self.write(progress_line(p))
+            self.last, self.pending = now, None
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            self.write(progress_line(self.pending))
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(f"lcm: {line}\n")
+    sys.stderr.flush()
+
+
+def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: bool = False,
+        warmup: bool = False, limit: int | None = None, write: Callable[[str], None] = _stderr) -> dict[str, Any]:
+    """The verb's work; ``store`` is the CLI's read-only view (a writable one is opened to write)."""
+    if not settings.embeddings_enabled:
+        raise fail("embeddings are not enabled: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER "
+                   "(openai, voyage, ollama or local)", EXIT_NOT_ENABLED)
+    try:
+        provider = provider_for(settings, env)
+    except ProviderError as exc:
+        raise fail(f"embedding provider problem: {clip(str(exc), 300)}", EXIT_PROVIDER) from exc
+    assert provider is not None
+    if not (apply or warmup):
+        embedder = Embedder(store, provider, settings)
+        known = embedder.adopt_known_model()
+        plan = embedder.backlog().as_dict()
+        return {"dry_run": True, **plan, "provider_copy_redacted": embedder.redactor is not None,
+                "model_id": embedder.model_id if known else None, "vectors": store.vector_stats(),
+                "next": "lcm embed --apply (lcm embed --warmup only loads the model and creates the tables)"}
+    target = _writable(store, fail)
+    embedder = Embedder(target, provider, settings, _key(target, fail))
+    try:
+        info = embedder.warmup()
+    except ProviderError as exc:
+        raise fail(f"embedding provider problem: {clip(str(exc), 300)}", EXIT_PROVIDER) from exc
+    except (StoreError, StoreFault, OSError) as exc:
+        raise fail(f"cannot write the database {store.path}: {exc}", EXIT_DATABASE) from exc
+    if warmup:
+        return {"warmup": "ok", **info, "backlog_rows": embedder.backlog().rows}
+    return _backfill(embedder, info, fail, limit, write)
+
+
+def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int | None,
+              write: Callable[[str], None]) -> dict[str, Any]:
+    stop = {"asked": False}
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if stop["asked"]:
+            raise KeyboardInterrupt
+        stop["asked"] = True
+        write("stopping after the batch under way (Ctrl-C again to stop now)")
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
+    printer = _Throttled(write)
+    try:
+        progress = embedder.backfill(on_progress=printer, should_stop=lambda: stop["asked"], limit=limit)
+    except KeyboardInterrupt:
+        stop["asked"] = True
+        progress = Progress(embedder.embedded, embedder.embedded, 0.0)
+    except ProviderError as exc:
+        raise fail(f"embedding provider problem after {embedder.embedded} rows: {clip(str(exc), 300)}; "
+                   f"{RESUME}", EXIT_PROVIDER) from exc
+    except (StoreError, StoreFault, OSError) as exc:
+        raise fail(f"cannot write the database: {exc}; {RESUME}", EXIT_DATABASE) from exc
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    printer.flush()
+    remaining = embedder.backlog().rows
+    out = {"applied": True, **info, "embedded": progress.done, "seconds": round(progress.seconds, 2),
+           "rows_per_second": round(progress.rate, 1), "remaining": remaining, "interrupted": stop["asked"]}
+    if stop["asked"]:
+        write(f"interrupted after {progress.done} rows; {RESUME}")
+        raise fail(f"interrupted after {progress.done} rows, {remaining} left; {RESUME}", EXIT_INTERRUPTED, **out)
+    return out
+
+
+def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``lcm status``'s embeddings block: the model, where text goes, the backlog; no provider call."""
+    if not settings.embeddings_enabled:
+        return {"enabled": False, "note": "off (LCM_EMBEDDINGS_ENABLED)"}
+    try:
+        provider = provider_for(settings, dict(os.environ) if env is None else env)
+        assert provider is not None
+        embedder = Embedder(store, provider, settings)
+        embedder.adopt_known_model()
+        return {"enabled": True, "model": provider.name, "sent_off_this_machine": not provider.local,
+                "model_id": embedder.model_id, "backlog_rows": embedder.backlog().rows,
+                "vectors": store.vector_stats()}
+    except Exception as exc:  # noqa: BLE001 - status never fails: the problem is what it shows
+        return {"enabled": True, "problem": clip(str(exc), 300)}
+
+
+def _writable(store: Store, fail: Fail) -> Store:
+    if not os.access(store.path, os.W_OK):
+        raise fail(f"the database {store.path} is read-only: lcm embed --apply writes vectors", EXIT_DATABASE)
+    try:
+        return open_store(store.path)
+    except Exception as exc:
+        raise fail(f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE) from exc
+
+
+def _key(store: Store, fail: Fail) -> bytes:
+    try:
+        return store.secret("redaction")
+    except Exception as exc:
+        raise fail(f"cannot write the database {store.path} (locked?): {exc}", EXIT_DATABASE) from exc
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) -> None:
+    """Add the ``embed`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
+
+    def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        if args.json:
+            args.format = "json"
+        if args.warmup and args.apply:
+            raise fail("--warmup and --apply: choose one (--apply warms up first)", EXIT_NOT_ENABLED)
+        return run(store, config(args), dict(os.environ), fail, apply=args.apply, warmup=args.warmup,
+                   limit=args.limit)
+
+    cmd = add("embed", handler, "semantic recall's vectors: a dry run (rows, tokens, cost, what leaves this "
+              "machine); WRITES with --apply (resumable backfill, progress on stderr) or --warmup")
+    cmd.add_argument("--apply", action="store_true", help="embed every row without a vector (Ctrl-C stops after "
+                     "the batch under way; run again to resume)")
+    cmd.add_argument("--warmup", action="store_true", help="only load the model and create the vector tables")
+    cmd.add_argument("--limit", type=_positive, help="embed at most this many rows")
+    cmd.add_argument("--json", action="store_true", help="JSON output (the default format)")
