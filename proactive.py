@@ -58,8 +58,11 @@ POOL_HITS = 12          # ranked hits looked at per user message
 MAX_HITS = 5            # hits shown at most
 SNIPPET_CHARS = 320     # a hit's text is cut around its first matched word to about this long
 MIN_SNIPPET_CHARS = 60  # below this a hit is left out rather than cut further
-MIN_TERMS = 2           # the relevance floor: query terms a hit must contain (an identifier counts twice)
+MIN_TERMS = 2.5         # the relevance floor: weighted query terms a hit must contain (see relevant)
 MIN_SHARE = 0.34        # ... and at least this share of the query's terms
+COMMON_SHARE = 0.04     # a word in more than this share of the stored messages is common...
+COMMON_MIN = 25         # ... and in more than this many: it proves little of a topic and
+COMMON_WEIGHT = 0.5     # ... counts this much towards MIN_TERMS
 MESSAGE_CHARS = 4000    # the newest message's head that is searched (a pasted log is not a question)
 
 INTRO = ("Recalled from earlier conversations; may relate to the message above (best match first). "
@@ -99,16 +102,18 @@ def _term_in(term: Term, stems: set[str]) -> bool:
     return bool(words) and all(w in stems for w in words)
 
 
-def relevant(hit: Hit, query: Query) -> bool:
-    """The relevance floor: the hit holds at least ``MIN_TERMS`` of the query's terms (an
-    identifier or phrase counts as two, being specific) and at least ``MIN_SHARE`` of them. The
-    score alone cannot say this: bm25 ranks the best of whatever matched, however weakly."""
+def relevant(hit: Hit, query: Query, common: frozenset[str] = frozenset()) -> bool:
+    """The relevance floor: the hit holds at least ``MIN_TERMS`` of the query's terms (a
+    ``common`` word counts half, an identifier or phrase two, being specific), and at least
+    ``MIN_SHARE`` of all of them. The score alone cannot say this: bm25 ranks the best of
+    whatever matched, however weakly; and "sounds good", "right now" match half of any chat."""
     terms = query.parts
     if not terms or not hit.matched:
         return False
     stems = _stems(hit.text)
     found = [t for t in terms if _term_in(t, stems)]
-    weight = sum(2 if t.kind in ("ident", "phrase") else 1 for t in found)
+    weight = sum(2.0 if t.kind in ("ident", "phrase") else COMMON_WEIGHT if t.text in common else 1.0
+                 for t in found)
     return weight >= MIN_TERMS and len(found) >= math.ceil(MIN_SHARE * len(terms))
 
 
@@ -209,10 +214,21 @@ class ProactiveRecall:
             page = Searcher(self.store, self.dag, self.request(query, reach, visible)).page()
         except StoreError:
             return Recalled(None)
-        asked = _plain(text)
+        asked, common = _plain(text), self._common(query)
         hits = [h for h in page.hits if not h.in_context and not _this_turn(h, conversation_id, visible)
-                and h.covered is None and _plain(h.text) != asked and relevant(h, query)]
+                and h.covered is None and _plain(h.text) != asked and relevant(h, query, common)]
         return render(hits, query, self.seal, self.budget_tokens)
+
+
+    def _common(self, query: Query) -> frozenset[str]:
+        """The query's single words found in more than ``COMMON_SHARE`` of the stored messages
+        (and more than ``COMMON_MIN``): counted over the whole store, capped, one FTS5 lookup."""
+        words = [t for t in query.parts if t.kind == "word"]
+        if not words:
+            return frozenset()
+        cap = max(COMMON_MIN, int(self.store.message_count() * COMMON_SHARE))
+        counts = self.store.fts_term_counts("messages", [t.match for t in words], None, cap + 1)
+        return frozenset(t.text for t, n in zip(words, counts, strict=True) if n is not None and n > cap)
 
 
 def _plain(text: str) -> str:

@@ -7,6 +7,7 @@ import copy
 import re
 import sqlite3
 from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
