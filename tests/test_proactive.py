@@ -20,6 +20,7 @@ from hermes_lcm.scaffold import RECALL_MARKER, BlockSeal, RecallSeal, without_re
 from hermes_lcm.tokens import count_tokens
 
 from .conftest import new_engine
+from .convo import host_run
 
 ON = {"LCM_PROACTIVE_RECALL_ENABLED": "true"}
 FACT = "We decided the kafka consumer lag alert fires when lag exceeds 5000 messages on the billing topic."
@@ -184,3 +185,25 @@ def test_seals_do_not_vouch_for_each_other() -> None:
     assert RecallSeal(b"b" * 32).sealed_at(header, 0) is None
     assert BlockSeal(b"a" * 32).recall().sealed_at(header, 0) is not None
     assert not seal.sealed(header)
+
+
+def test_a_compacted_earlier_turn_of_the_same_conversation_is_recalled(tmp_path: Path) -> None:
+    """Cross-turn within one conversation: once compaction moved the fact out of the prompt, the
+    block brings it back (a raw row by store_id, or its summary by node_id)."""
+    engine = new_engine(tmp_path, threshold=3000, session="s1", **ON)
+    filler = [[{"role": "user", "content": f"turn {i}: review " + " ".join(f"w{(i * 7 + k) % 97}" for k in range(220))},
+               {"role": "assistant", "content": f"reviewed turn {i}"}] for i in range(20)]
+    _, outputs = host_run(engine, [[{"role": "user", "content": FACT}, {"role": "assistant", "content": REPLY}],
+                                   *filler])
+    assert outputs, "the conversation must compact"
+    block = hook("s1", QUESTION)
+    assert block is not None and ("store_id=" in block or "node_id=" in block)
+    assert "5000" in block
+
+
+def test_the_reserve_keeps_room_for_the_block() -> None:
+    from hermes_lcm.config import LcmConfig, reserve_for
+
+    off, on = LcmConfig(), LcmConfig(proactive_recall_enabled=True, proactive_recall_budget_tokens=800)
+    assert reserve_for(on, 60000) == reserve_for(off, 60000) + 800
+    assert reserve_for(on, 2000) <= 1000  # never more than half the threshold
