@@ -164,7 +164,8 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("LCM_RECALL_", "recall scans and weights are fixed here (lcm_grep, lcm_recall); remove it"),
     ("LCM_ROLLUP_", "no temporal rollups; lcm_recent and lcm_grep take time ranges"),
     ("LCM_TEMPORAL_ROLLUPS_", "no temporal rollups; lcm_recent and lcm_grep take time ranges"),
-    ("LCM_PROACTIVE_RECALL_", "no recall injected before a turn; the model calls lcm_grep itself"),
+    ("LCM_PROACTIVE_RECALL_", "the relevance floor and the search are fixed here (see Proactive "
+                               "recall); LCM_PROACTIVE_RECALL_ENABLED and _BUDGET_TOKENS are honoured"),
     ("LCM_PREANSWER_EVIDENCE_", "no pre-answer evidence injection; closest: LCM_EVIDENCE_TOOLS_ENABLED"),
     ("LCM_SELECTIVE_COMPILER_", "no selective compiler; remove it"),
     ("LCM_LARGE_OUTPUT_", _LARGE), ("LCM_LARGE_FILE", _LARGE), ("LCM_STUB_LARGE_", _LARGE),

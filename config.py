@@ -188,11 +188,13 @@ def reserve_for(config: LcmConfig, threshold_tokens: int) -> int:
 
     The configured ``reserve_tokens`` when it leaves at least half of the threshold for the
     prompt; otherwise (unset, or absurd for this window) a tenth of the threshold, 256..4096.
+    With proactive recall on, its block's budget on top (at most half of the threshold in all).
     """
     configured = config.reserve_tokens
-    if 0 < configured <= threshold_tokens // 2:
-        return configured
-    return min(4096, max(256, threshold_tokens // 10))
+    reserve = configured if 0 < configured <= threshold_tokens // 2 else min(4096, max(256, threshold_tokens // 10))
+    if config.proactive_recall_enabled:  # the recall block rides in the next turn's message (proactive.py)
+        reserve = min(threshold_tokens // 2, reserve + config.proactive_recall_budget_tokens)
+    return reserve
 
 
 @dataclass(frozen=True)

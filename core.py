@@ -31,12 +31,14 @@ from .outputs import PREFIX as OUTPUT_PREFIX
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .pipeline import pipeline_for
+from .proactive import ProactiveRecall
 from .records import ConversationState, StoredMessage
 from .scaffold import BlockSeal
 from .semantic import Semantic
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
+from .visible import visible_now
 from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
@@ -121,6 +123,8 @@ class LcmCore:
         self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.routes = self._routes(host_call_llm)
         self.semantic = Semantic(config, self.store, env or {})  # LCM_EMBEDDINGS_ENABLED: vectors, their job
+        self.proactive = ProactiveRecall(self.store, self.dag, self.seal.recall(),
+                                         config.proactive_recall_budget_tokens)
         self.call_guard = CallGuard(
             failure_threshold=config.summary_circuit_breaker_failure_threshold,
             cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
@@ -201,6 +205,15 @@ class LcmCore:
         found = self.store.owner_conversations(self.binding.owner)
         current = self.binding.conversation_id
         return tuple(found) if current is None or current in found else (*found, current)
+
+    def recall_block(self, user_message: Any, shared: bool) -> str | None:
+        """The proactive-recall block for the newest user message (proactive.py), None when the
+        setting is off, the session is ignored or stateless, or nothing relevant was found."""
+        conversation_id = self.binding.conversation_id
+        if not self.config.proactive_recall_enabled or self.binding.mode != MODE_NORMAL:
+            return None
+        visible = visible_now(self.store, self.dag, conversation_id) if conversation_id is not None else None
+        return self.proactive.recall(content_text(user_message), conversation_id, self.reach(shared), visible).block
 
     def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str,
                           owner: str = LOCAL_OWNER) -> int | None:

@@ -365,6 +365,6 @@ class Normalizer:
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
             synthetic=classify(self.view(message)),
-            extra=extra_fields(message, self.redactor.redact_value if self.redactor is not None else None),
+            extra=extra_fields(self.view(message), self.redactor.redact_value if self.redactor is not None else None),
         )
 

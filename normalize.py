@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .records import CORE_KEYS
-from .scaffold import BLOCK_KEY, BlockSeal, is_own_block, own_block_rest
+from .scaffold import BLOCK_KEY, RECALL_MARKER, BlockSeal, is_own_block, own_block_rest, without_recall
 from .tokens import content_text
 
 # ``parts`` value that restores a ``None`` content exactly.
@@ -49,10 +49,32 @@ def host_view(message: Mapping[str, Any], seal: BlockSeal | None = None) -> Mapp
     block the host merged a following user message into, else the message itself."""
     rest = own_block_rest(message, seal)
     if rest is None:
-        return message
+        return _without_recall(message, seal)
     if not rest:
         return None
     return {**{k: v for k, v in message.items() if k != BLOCK_KEY}, "content": rest}
+
+
+def _without_recall(message: Mapping[str, Any], seal: BlockSeal | None) -> Mapping[str, Any]:
+    """A user message without our proactive-recall block (proactive.py): the host appends it to
+    the API copy it keeps as ``api_content`` (or a host may merge it into the content). Recalled
+    history is never stored as the user's words; a copy left equal to the content goes."""
+    if seal is None or message.get("role") != "user":
+        return message
+    content, api = message.get("content"), message.get("api_content")
+    marked_content = isinstance(content, str) and RECALL_MARKER in content
+    marked_api = isinstance(api, str) and RECALL_MARKER in api
+    if not marked_content and not marked_api:
+        return message
+    recall = seal.recall()
+    out = dict(message)
+    if marked_content:
+        out["content"] = without_recall(str(content), recall)
+    if marked_api:
+        out["api_content"] = without_recall(str(api), recall)
+        if out["api_content"] == out.get("content"):
+            del out["api_content"]
+    return out
 
 
 def is_storable(message: Any, seal: BlockSeal | None = None) -> bool:

@@ -139,6 +139,10 @@ class BlockSeal:
         nonce = secrets.token_hex(self.NONCE_HEX // 2)
         return f"{BLOCK_MARKER} {nonce}{self._tag(nonce)}]"
 
+    def recall(self) -> RecallSeal:
+        """The seal of our proactive-recall blocks, keyed from this one's secret."""
+        return RecallSeal(self._key)
+
     def sealed(self, text: str) -> bool:
         """Does ``text`` start with a header this seal made?"""
         found = self._HEADER.match(text)
@@ -185,3 +189,58 @@ def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | 
 def is_own_block(message: Mapping[str, Any], seal: BlockSeal | None) -> bool:
     """Our summary block as the host hands it back, alone or with text merged after it."""
     return own_block_rest(message, seal) is not None
+
+
+# The start of every proactive-recall block (proactive.py); its seal follows it.
+RECALL_MARKER = "[lcm:recall"
+_RECALL_HEADER = re.compile(r"\[lcm:recall ([0-9a-f]{8})([0-9a-f]{16})\]")
+
+
+class RecallSeal:
+    """Makes and checks the header of our proactive-recall blocks: ``[lcm:recall <nonce><tag>]``.
+
+    The host appends the block to the API copy of the user's message (its ``api_content``) and
+    keeps that copy with the message; ingest cuts a block this seal made back out
+    (:func:`without_recall`), so recalled text is never stored as the user's words. The tag is
+    keyed with the summary seal's secret under its own label, so neither seal vouches for the
+    other's header, and nobody without the database's secret can forge one.
+    """
+
+    def __init__(self, key: bytes) -> None:
+        self._key = hashlib.blake2b(b"lcm-recall-seal", key=key, digest_size=32).digest()
+
+    def _tag(self, nonce: str) -> str:
+        digest = hashlib.blake2b(nonce.encode("ascii"), key=self._key, digest_size=BlockSeal.TAG_HEX // 2)
+        return digest.hexdigest()
+
+    def header(self) -> str:
+        nonce = secrets.token_hex(BlockSeal.NONCE_HEX // 2)
+        return f"{RECALL_MARKER} {nonce}{self._tag(nonce)}]"
+
+    def sealed_at(self, text: str, start: int) -> re.Match[str] | None:
+        """The header this seal made at ``start`` in ``text``, else None."""
+        found = _RECALL_HEADER.match(text, start)
+        if found is None or not hmac.compare_digest(found.group(2), self._tag(found.group(1))):
+            return None
+        return found
+
+
+def without_recall(text: str, seal: RecallSeal | None) -> str:
+    """``text`` with every sealed recall block (header through its closing line, and the blank
+    line the host put before it) cut out; an unsealed look-alike is the user's own text and stays."""
+    if seal is None or RECALL_MARKER not in text:
+        return text
+    out, pos = [], 0
+    start = text.find(RECALL_MARKER)
+    while start >= 0:
+        header = seal.sealed_at(text, start)
+        end = text.find(closer(header.group(0)), header.end()) if header else -1
+        if header is None or end < 0:
+            start = text.find(RECALL_MARKER, start + 1)
+            continue
+        cut = start - 2 if text[max(0, start - 2):start] == "\n\n" else start
+        out.append(text[pos:cut])
+        pos = end + len(closer(header.group(0)))
+        start = text.find(RECALL_MARKER, pos)
+    out.append(text[pos:])
+    return "".join(out)
