@@ -110,6 +110,21 @@ class Semantic:
             self._cache[kind] = _Cached(version, all_ids, matrix, index)
             return index
 
+    def coverage(self, cap: int = 1000) -> tuple[str, int, int]:
+        """``(model, messages searched, messages newer than the newest vector still waiting (up to
+        cap))`` for lcm_recall's "arms" field; the wait is a primary-key walk from the newest
+        embedded id, so it stays cheap on a large store."""
+        embedder = self.embedder
+        if embedder is None or embedder.model_id is None:
+            return "", 0, 0
+        cached = self._cache.get("m")
+        count, newest = self.store.vector_version(embedder.model_id, "m")
+        try:
+            waiting = len(self.store.unembedded(embedder.model_id, "m", newest, cap))
+        except Exception:  # noqa: BLE001 - the note is informational
+            waiting = 0
+        return embedder.model, len(cached.ids) if cached is not None else count, waiting
+
     def status(self) -> dict[str, Any]:
         """What status and doctor show: the provider, the model, the job, the failures; no text."""
         if self.embedder is None:
