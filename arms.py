@@ -236,15 +236,17 @@ class VectorArm:
             except Exception as exc:  # noqa: BLE001 - a broken index is a state line, full text still answers
                 self.state = f"unavailable (vector index: {type(exc).__name__}: {str(exc)[:160]})"
                 return False
+            self.query = self.source.query_vector(self.text)  # warms the provider up: the index needs its model
+            if self.query is None:
+                self.state = f"unavailable (query embedding failed: {self.source.last_query_error or 'no vector'})"
+                return False
+            if self.messages is None:
+                self.messages = self.source.index("m")
             if self.messages is None or len(self.messages) == 0:
                 self.messages = None
                 self.state = "off (no message embedded yet: lcm embed)"
                 return False
-            self.query = self.source.query_vector(self.text)
-            if self.query is None:
-                self.state = f"unavailable (query embedding failed: {self.source.last_query_error or 'no vector'})"
-            else:
-                self.state = "on"
+            self.state = "on"
         return self.used
 
     def candidates(self, kind: str, upper: int, pool: int) -> Candidates:

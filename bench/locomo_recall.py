@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
@@ -178,7 +178,7 @@ class CachedProvider:
     """The provider with its answers kept by text in a file (``VECTOR_CACHE``): a second run,
     tuning the fusion, embeds nothing again. The vectors are the provider's own, unchanged."""
 
-    cache: dict[str, Any] = {}
+    cache: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

@@ -238,9 +238,10 @@ def test_the_arm_searches_inside_a_small_scope(two_owners: tuple[LcmEngine, LcmE
 def _request(engine: LcmEngine, query: str, **fields: Any) -> SearchRequest:
     core = engine.core
     assert core is not None
-    return SearchRequest(build_query(query), fields.pop("scope", Scope("all", conversations=core.reach(False))),
-                         fields.pop("filters", Filters()), "relevance", fields.pop("limit", 10), fields.pop("cursor", None),
-                         vectors=core.semantic, text=query, **fields)
+    scope = fields.pop("scope", Scope("all", conversations=core.reach(False)))
+    return SearchRequest(build_query(query), scope, fields.pop("filters", Filters()), "relevance",
+                         fields.pop("limit", 10), fields.pop("cursor", None), vectors=core.semantic, text=query,
+                         **fields)
 
 
 def test_filters_and_snapshot_bound_the_vector_arm(server: Stub, tmp_path: Path) -> None:
@@ -325,3 +326,16 @@ def test_local_minilm_finds_a_paraphrase(tmp_path: Path) -> None:
     assert answer["arms"]["vectors"].startswith("on (local:all-minilm-l6-v2-int8")
     assert target in [h.get("store_id") for h in answer["hits"]]
     assert np.isfinite(answer["hits"][0]["score"])
+
+
+def test_a_fresh_engine_uses_vectors_another_process_stored(server: Stub, tmp_path: Path) -> None:
+    """The engine that embedded is not the one that asks (a new process): its first query warms
+    the provider up, then searches what is stored."""
+    first = engine_for(tmp_path, "s1", None, vector_env(server))
+    first.ingest_host(TALK)
+    embed_all(first)
+    store_module.close_all()
+    fresh = engine_for(tmp_path, "s1", None, vector_env(server))
+    answer = recall(fresh, query="what automobile do they drive")
+    assert answer["arms"]["vectors"].startswith("on"), answer["arms"]
+    assert answer["hits"][0]["store_id"] == stored_ids(fresh)[TALK[0]["content"]]
