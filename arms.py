@@ -189,7 +189,9 @@ class FullTextArm:
         return [summary_hit(node, score) for node, score in rows]
 
 
-VECTOR_WIDEN = 4          # KNN rows asked for per pool row before the scope filter
+VECTOR_POOL = 40          # rows the vector arm adds at most: dense alone is weak at depth (LoCoMo R@10 ~0.47)
+VECTOR_WIDEN = 3          # KNN rows asked for per pool row before the scope filter
+VECTOR_MULTIPLIER = 4     # the index's prescreen shortlist per asked row (at least its floor of 160)
 VECTOR_ALLOWED_CAP = 200_000  # in-scope ids passed to the index when the scope is a small part of it
 
 
@@ -253,14 +255,16 @@ class VectorArm:
         if kind != "messages" or not self.ready():
             return Candidates([], [])
         assert self.messages is not None and self.query is not None
-        found = self.messages.search(self.query, pool * VECTOR_WIDEN)
+        pool = min(pool, VECTOR_POOL)
+        found = self.messages.search(self.query, pool * VECTOR_WIDEN, VECTOR_MULTIPLIER)
         hits = self._scoped(found, upper, pool)
         if len(hits) < pool and len(self.messages) > len(found):
             view = self.view
             allowed = self.store.message_ids_in_scope(bounds=view.bounded(view.m_bounds, upper),
                                                       limit=VECTOR_ALLOWED_CAP, **view.scope_sql,
                                                       **view.filters.sql())
-            found = self.messages.search(self.query, pool, allowed=np.asarray(allowed, dtype=np.int64))
+            ids = np.asarray(allowed, dtype=np.int64)
+            found = self.messages.search(self.query, pool, VECTOR_MULTIPLIER, allowed=ids)
             hits = self._scoped(found, upper, pool)
         return Candidates(hits, [])
 
