@@ -47,6 +47,8 @@ __all__ = ["Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchReques
 POOL = 100                  # raw candidates reranked per query
 SUMMARY_POOL = 30           # summary candidates reranked per query
 
+CONFIDENT_COVER = 0.5       # a row holding this weighted share of the query's words: full text is trusted (fusion)
+
 POOL_CACHE = 8             # ranked pools kept per process, so later pages rank exactly like the first
 
 _pools: OrderedDict[tuple[Any, ...], list[Hit]] = OrderedDict()
@@ -200,6 +202,7 @@ class Searcher:
         weights = [idf(high - low + 1, c if c is not None else max(1, len(hits)))
                    for c, hits in zip(counts, matched, strict=True)]
         floor = min((h.score for h in messages if h.score > 0), default=1.0) * 0.5
+        best_cover = 0.0
         for h in candidates:
             if h.kind == "summary":  # bm25 over the few summaries is unreliable: score on the messages' scale
                 relevance = summary_relevance(h.scratch_id, matched, weights)
@@ -207,9 +210,11 @@ class Searcher:
                 relevance = h.score
             else:  # rows found through common terms only have no bm25: half the weakest ranked row
                 relevance = floor if h.matched or any(h.scratch_id in rows for rows in matched) else 0.0
-            h.score = own_score(relevance, coverage(h.scratch_id, matched, weights), is_exact(h.text, terms))
+            cover = coverage(h.scratch_id, matched, weights)
+            best_cover = max(best_cover, cover if h.kind == "message" else 0.0)
+            h.score = own_score(relevance, cover, is_exact(h.text, terms))
         if self.vector is not None and self.vector.used:
-            self._fuse(candidates)
+            self._fuse(candidates, min(1.0, best_cover / CONFIDENT_COVER))
         ranked = (self._add_context(messages, m_upper) if conversational(terms) else messages) + summaries
         if self.req.boost is not None:
             for h in ranked:
@@ -218,18 +223,22 @@ class Searcher:
         kept, covered = _one_per_source(ranked, matched)
         return self._shown_last(kept) + self._shown_last(covered)
 
-    def _fuse(self, candidates: list[Hit]) -> None:
-        """Weighted fusion of the full-text score and the cosine, on one scale.
+    def _fuse(self, candidates: list[Hit], confidence: float) -> None:
+        """Gated, weighted fusion of the full-text score and the cosine, on one scale.
 
         Each hit's full-text score is divided by the pool's best, its cosine by the pool's best
-        cosine; the fused score is ``(1 - w) * text + w * dense`` (``w`` the vector weight), scaled
-        back to the full-text scale so summaries and context keep their meaning. A full-text hit
-        keeps at least ``1 - w`` of its standing, so a strong keyword match is never buried by
-        the dense arm (plain RRF was seen to do that), and a row found by meaning alone scores as
-        a weak keyword hit would. A hit with no vector (not embedded yet) keeps its text score."""
+        cosine. The text's share is ``(1 - w) * confidence`` (``w`` the vector weight), where
+        ``confidence`` says how well the best row matches the query's words at all (its weighted
+        coverage against ``CONFIDENT_COVER``): when some row holds most of the query's rare words
+        (LoCoMo's questions), the text keeps ``1 - w`` and a strong keyword match is never buried
+        by the dense arm (plain RRF was seen to do that); when the words match only stray rows
+        (a question in other words), the dense score decides. The fused score is scaled back to
+        the full-text scale so summaries and context keep their meaning; a hit with no vector
+        (not embedded yet) keeps its text score."""
         assert self.vector is not None
         self.vector.cosines(candidates)
         w = min(1.0, max(0.0, self.req.vector_weight))
+        share = (1.0 - w) * confidence if w > 0 else 1.0
         top_text = max((h.score for h in candidates), default=0.0) or 1.0
         top_cos = max((h.cosine for h in candidates if h.cosine is not None), default=0.0)
         if top_cos <= 0:
@@ -237,7 +246,7 @@ class Searcher:
         for h in candidates:
             text = h.score / top_text
             dense = max(0.0, h.cosine) / top_cos if h.cosine is not None else text
-            h.score = top_text * ((1.0 - w) * text + w * dense)
+            h.score = top_text * (share * text + (1.0 - share) * dense)
 
     def _shown_last(self, ranked: list[Hit]) -> list[Hit]:
         """The hits the caller's prompt shows, marked, and moved behind the others unless asked

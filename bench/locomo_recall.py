@@ -171,6 +171,7 @@ class Tally:
 HYBRID_ENV = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
 
 
+DEFAULT_COVER = 0.5
 VECTOR_CACHE = Path(tempfile.gettempdir()) / "lcm-locomo-vectors.npz"
 
 
@@ -249,16 +250,23 @@ def _weighted(engine: Any, weight: float) -> Any:
     return engine
 
 
+def _gate(tool: str) -> None:
+    """``hybrid@w:c``: search.CONFIDENT_COVER set to c for this tool's questions (tuning only)."""
+    from hermes_lcm import search
+
+    search.CONFIDENT_COVER = float(tool.split(":")[1]) if ":" in tool else DEFAULT_COVER
+
+
 def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_grep", "lcm_recall"),
-             home: Path | None = None, weights: tuple[float, ...] = (),
+             home: Path | None = None, weights: tuple[str, ...] = (),
              env: dict[str, str] | None = None) -> Iterator[tuple[str, str, Tally]]:
     """Yields (conversation, tool, tally) for each conversation and tool, then ("all", tool, total).
     With ``weights``, lcm_recall is also asked with embeddings on at each vector weight
-    (tool "hybrid@<weight>")."""
+    (tool "hybrid@<weight>"; "<weight>:<cover>" also sets search.CONFIDENT_COVER, for tuning)."""
     home = home or Path(tempfile.mkdtemp(prefix="lcm-locomo-"))
     loaded = [(c, *ingest(home, c)) for c in conversations]
     hybrid = hybrid_engines(home, conversations, env or HYBRID_ENV) if weights else {}
-    names = list(tools) + [f"hybrid@{w:g}" for w in weights]
+    names = list(tools) + [f"hybrid@{w}" for w in weights]
     totals = {tool: Tally() for tool in names}
     for conversation, engine, to_dia in loaded:
         for tool in names:
@@ -266,7 +274,9 @@ def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_g
             started = time.perf_counter()
             asker, asked = engine, tool
             if tool.startswith("hybrid@"):
-                asker, asked = _weighted(hybrid[conversation.name], float(tool.split("@")[1])), "lcm_recall"
+                weight = float(tool.split("@")[1].split(":")[0])
+                asker, asked = _weighted(hybrid[conversation.name], weight), "lcm_recall"
+                _gate(tool)
             for question in conversation.questions:
                 ranked = ranked_turns(asker, asked, question.text, to_dia, max(KS))
                 tally.add(ranked, question.evidence)
@@ -309,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--weights", default="0.3", help="vector weights to measure with --hybrid, comma-separated")
     args = parser.parse_args(argv)
     conversations = load_selected(args.data, args.files)
-    weights = tuple(float(w) for w in args.weights.split(",") if w.strip()) if args.hybrid else ()
+    weights = tuple(w.strip() for w in args.weights.split(",") if w.strip()) if args.hybrid else ()
     ks = " ".join(f"R@{k:<3}" for k in KS)
     print(f"{'':27}lenient{'':22}strict")
     print(f"{'conv':9} {'tool':10} {'qs':>5}  {ks}  {ks}  ms/q")
