@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import re
 import sys
 import tempfile
@@ -171,7 +172,7 @@ class Tally:
 HYBRID_ENV = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
 
 
-DEFAULT_COVER = 0.5
+DEFAULT_COVER: dict[str, float] = {}
 VECTOR_CACHE = Path(tempfile.gettempdir()) / "lcm-locomo-vectors.npz"
 
 
@@ -200,7 +201,9 @@ class CachedProvider:
 
         if cls.cache:
             keys = list(cls.cache)
-            np.savez(VECTOR_CACHE, keys=np.array(keys), rows=np.stack([cls.cache[k] for k in keys]))
+            part = VECTOR_CACHE.with_name(f"{VECTOR_CACHE.stem}.{os.getpid()}.npz")
+            np.savez(part, keys=np.array(keys), rows=np.stack([cls.cache[k] for k in keys]))
+            os.replace(part, VECTOR_CACHE)  # whole or not at all: another bench may be reading it
 
     def embed(self, texts: Any, *, timeout: float | None = None) -> Any:
         import hashlib
@@ -251,10 +254,12 @@ def _weighted(engine: Any, weight: float) -> Any:
 
 
 def _gate(tool: str) -> None:
-    """``hybrid@w:c``: search.CONFIDENT_COVER set to c for this tool's questions (tuning only)."""
+    """``hybrid@w:c``: search.CONFIDENT_COVER set to c for this tool's questions (tuning only);
+    plain ``hybrid@w`` uses the shipped value."""
     from hermes_lcm import search
 
-    search.CONFIDENT_COVER = float(tool.split(":")[1]) if ":" in tool else DEFAULT_COVER
+    DEFAULT_COVER.setdefault("shipped", search.CONFIDENT_COVER)
+    search.CONFIDENT_COVER = float(tool.split(":")[1]) if ":" in tool else DEFAULT_COVER["shipped"]
 
 
 def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_grep", "lcm_recall"),
