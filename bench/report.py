@@ -199,7 +199,8 @@ def _paraphrase(details: dict[str, Any]) -> str:
         "(target: hybrid R@10 >= 0.80). Demo: fixtures/coding_session.json in a database of its own; LoCoMo: the "
         "conversations the questions name, in one database. A question counts when any evidence message is "
         "among the first k hits. The few full text does find come in as context hits: a neighbouring turn "
-        "that does share the words (the question before the answer) brings the evidence in beside it.")
+        "that does share the words (the question before the answer) brings the evidence in beside it."
+        + (f"\n\n{details['notes']}" if details.get("notes") else ""))
 
 
 def _recall_hybrid(details: dict[str, Any]) -> str:
@@ -216,7 +217,8 @@ def _recall_hybrid(details: dict[str, Any]) -> str:
         + _table(["conversation", "lcm_grep", "lcm_recall FTS", *tools, *(f"{t} - FTS" for t in tools)], conv_rows)
         + f"\n\nlcm_recall hybrid@w: embeddings on ({details['model']}), every stored turn embedded first, "
         "`LCM_RECALL_VECTOR_WEIGHT`=w; the same questions, database and scope as the full-text rows (whole "
-        "database, soft bias to the asking conversation). lcm_grep is conversation-scoped and keyword-only.")
+        "database, soft bias to the asking conversation). lcm_grep is conversation-scoped and keyword-only."
+        + (f"\n\n{details['notes']}" if details.get("notes") else ""))
 
 
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
