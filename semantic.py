@@ -118,7 +118,8 @@ class Semantic:
         if embedder is None or embedder.model_id is None:
             return "", 0, 0
         cached = self._cache.get("m")
-        count, newest = self.store.vector_version(embedder.model_id, "m")
+        version = self.store.vector_version(embedder.model_id, "m")
+        count, newest = int(version[0]), int(version[1])  # (count, newest id, ...): later fields not needed
         try:
             waiting = len(self.store.unembedded(embedder.model_id, "m", newest, cap))
         except Exception:  # noqa: BLE001 - the note is informational
