@@ -2,7 +2,8 @@
 
 A search asks each of its arms for the rows worth ranking; the searcher (search.py) fuses
 what they return and one ranker (rank.py) orders them, whichever arm found a row. Full text is
-the arm today; a vector arm plugs in beside it by returning ``Hit`` records the same way.
+one arm; the vector arm (``VectorArm``, lcm_recall with embeddings on) returns ``Hit`` records the
+same way, found by cosine over the stored embeddings and kept to the same scope in SQL.
 Every arm reads the store through its methods only, with scope and filters applied in SQL
 before LIMIT, so its cost is bounded whatever the store's size.
 """
@@ -13,10 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from .dag import Dag
 from .query import Query, Term, or_match, plan_terms
 from .records import SummaryNode
 from .store import Store
+from .vectors import VectorIndex
 
 BM25_BUDGET = 8000          # raw rows bm25 may rank per query
 SUMMARY_BM25_BUDGET = 1500  # summaries are long, so fewer of them
@@ -68,6 +72,7 @@ class Hit:
     node: SummaryNode | None = None
     in_context: bool = False  # the caller's prompt shows it already (search.Searcher marks it)
     covered: int | None = None  # a summary whose match is a copy of this message hit's: listed after the others
+    cosine: float | None = None  # similarity to the query's embedding (hybrid recall only)
 
     @property
     def scratch_id(self) -> int:
@@ -182,6 +187,122 @@ class FullTextArm:
             conversation_id=view.summary_conversation, session_id=view.session_id,
             source=view.filters.source, exclude_ids=exclude, conversation_ids=view.summary_conversations)
         return [summary_hit(node, score) for node, score in rows]
+
+
+VECTOR_POOL = 40          # rows the vector arm adds at most: dense alone is weak at depth (LoCoMo R@10 ~0.47)
+VECTOR_WIDEN = 3          # KNN rows asked for per pool row before the scope filter
+VECTOR_MULTIPLIER = 4     # the index's prescreen shortlist per asked row (at least its floor of 160)
+VECTOR_ALLOWED_CAP = 200_000  # in-scope ids passed to the index when the scope is a small part of it
+
+
+class VectorSource(Protocol):
+    """What the vector arm needs of ``semantic.Semantic`` (a protocol: the search does not import
+    the provider side)."""
+
+    last_query_error: str | None
+
+    @property
+    def enabled(self) -> bool: ...
+    def query_vector(self, text: str) -> np.ndarray | None: ...
+    def index(self, kind: str) -> VectorIndex | None: ...
+
+
+class VectorArm:
+    """Candidates by cosine to the query's embedding, kept to the search's scope and filters.
+
+    The index is store-wide; the arm asks it for more rows than the pool holds and keeps those
+    the store's scope SQL lets through (``message_hits_by_ids``: reach, session, role, source,
+    time, id bounds of the snapshot, LCM's own traffic and memory turns left out). When that
+    leaves the pool short and the index holds more, the scope is a small part of the store: its
+    ids are fetched in SQL and the index searches only them (``allowed``), so another owner's
+    rows can never fill the pool. Nothing here raises: an arm that cannot run says why in
+    ``state`` and returns nothing, and the search is full text alone."""
+
+    def __init__(self, store: Store, source: VectorSource, text: str, view: View) -> None:
+        self.store, self.source, self.text, self.view = store, source, text, view
+        self.query: np.ndarray | None = None
+        self.messages: VectorIndex | None = None
+        self.state = "off"
+        self.tried = False
+
+    @property
+    def used(self) -> bool:
+        return self.query is not None and self.messages is not None
+
+    def ready(self) -> bool:
+        """Load the index and embed the query, once; ``state`` says what happened."""
+        if not self.tried:
+            self.tried = True
+            try:
+                self.messages = self.source.index("m")
+            except Exception as exc:  # noqa: BLE001 - a broken index is a state line, full text still answers
+                self.state = f"unavailable (vector index: {type(exc).__name__}: {str(exc)[:160]})"
+                return False
+            self.query = self.source.query_vector(self.text)  # warms the provider up: the index needs its model
+            if self.query is None:
+                self.state = f"unavailable (query embedding failed: {self.source.last_query_error or 'no vector'})"
+                return False
+            if self.messages is None:
+                self.messages = self.source.index("m")
+            if self.messages is None or len(self.messages) == 0:
+                self.messages = None
+                self.state = "off (no message embedded yet: lcm embed)"
+                return False
+            self.state = "on"
+        return self.used
+
+    def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
+        if kind != "messages" or not self.ready():
+            return Candidates([], [])
+        assert self.messages is not None and self.query is not None
+        pool = min(pool, VECTOR_POOL)
+        found = self.messages.search(self.query, pool * VECTOR_WIDEN, VECTOR_MULTIPLIER)
+        hits = self._scoped(found, upper, pool)
+        if len(hits) < pool and len(self.messages) > len(found):
+            view = self.view
+            allowed = self.store.message_ids_in_scope(bounds=view.bounded(view.m_bounds, upper),
+                                                      limit=VECTOR_ALLOWED_CAP, **view.scope_sql,
+                                                      **view.filters.sql())
+            ids = np.asarray(allowed, dtype=np.int64)
+            found = self.messages.search(self.query, pool, VECTOR_MULTIPLIER, allowed=ids)
+            hits = self._scoped(found, upper, pool)
+        return Candidates(hits, [])
+
+    def _scoped(self, found: Sequence[tuple[int, float]], upper: int, pool: int) -> list[Hit]:
+        view = self.view
+        rows = self.store.message_hits_by_ids([i for i, _ in found], bounds=view.bounded(view.m_bounds, upper),
+                                              text_chars=TEXT_CHARS, **view.scope_sql, **view.filters.sql())
+        by_id = {int(r[0]): r for r in rows}
+        hits = []
+        for mid, cos in found:
+            if mid in by_id:
+                hit = message_hit(by_id[mid], matched=False)
+                hit.cosine = cos
+                hits.append(hit)
+        return hits[:pool]
+
+    def cosines(self, hits: Sequence[Hit]) -> None:
+        """Set each hit's cosine (messages and, when summaries are embedded, summaries) by id:
+        the full-text candidates get a dense score on the same scale as the arm's own."""
+        if not self.used:
+            return
+        assert self.query is not None
+        for kind, index in (("message", self.messages), ("summary", self._summaries())):
+            wanted = [h for h in hits if h.kind == kind and h.cosine is None]
+            if index is None or not wanted:
+                continue
+            found = dict(index.search(self.query, len(wanted), allowed=np.asarray([h.id for h in wanted])))
+            for h in wanted:
+                h.cosine = found.get(h.id)
+
+    def _summaries(self) -> VectorIndex | None:
+        try:
+            index = self.source.index("s")
+        except Exception:  # noqa: BLE001 - summaries without vectors keep their full-text score
+            return None
+        if index is None or not len(index) or self.query is None or index.dim != self.query.shape[0]:
+            return None
+        return index
 
 
 def _union(hits: list[Hit], more: list[Hit], cap: int) -> list[Hit]:

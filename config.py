@@ -110,7 +110,7 @@ class LcmConfig:
     knn_prescreen_multiplier: int = 8
     ollama_base_url: str = ""
     # lcm_recall's fusion: the weight of the vector arm against full text (0: full text alone).
-    recall_vector_weight: float = 0.3
+    recall_vector_weight: float = 0.2  # tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once
     proactive_recall_enabled: bool = False
     proactive_recall_budget_tokens: int = 500
 

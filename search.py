@@ -22,7 +22,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .arms import TEXT_CHARS, Arm, Candidates, Filters, FullTextArm, Hit, Scope, View, fuse, message_hit
+from .arms import (
+    TEXT_CHARS,
+    Arm,
+    Candidates,
+    Filters,
+    FullTextArm,
+    Hit,
+    Scope,
+    VectorArm,
+    VectorSource,
+    View,
+    fuse,
+    message_hit,
+)
 from .dag import Dag
 from .query import Query, conversational
 from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_context
@@ -33,6 +46,11 @@ __all__ = ["Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchReques
 
 POOL = 100                  # raw candidates reranked per query
 SUMMARY_POOL = 30           # summary candidates reranked per query
+
+# A row holding this weighted share of the query's words: full text is fully trusted (fusion).
+# Measured (bench/locomo_recall.py --hybrid --weights w:c): 0.5 lifts the paraphrase set (R@10 0.11 -> 0.36)
+# but costs LoCoMo (conversation conv-30 -0.024 below full text); 0.25 keeps LoCoMo never below full text.
+CONFIDENT_COVER = 0.25
 
 POOL_CACHE = 8             # ranked pools kept per process, so later pages rank exactly like the first
 
@@ -58,6 +76,13 @@ class SearchRequest:
     visible: Visible | None = None  # the caller's prompt: its rows are marked, and listed last
     rank_visible: bool = False  # rank the prompt's rows in place instead
     own_tools: bool = False  # also search LCM's own tool traffic (copies of stored rows)
+    vectors: VectorSource | None = None  # embeddings on: the vector arm joins (lcm_recall; grep stays keyword-only)
+    vector_weight: float = 0.3  # LCM_RECALL_VECTOR_WEIGHT: the dense share of a fused score
+    text: str = ""  # the query as the caller wrote it: what is embedded (the terms when empty)
+
+    @property
+    def hybrid(self) -> bool:
+        return self.vectors is not None and self.vectors.enabled
 
 
 @dataclass
@@ -68,6 +93,7 @@ class SearchPage:
     common_terms: list[str] = field(default_factory=list)
     summaries_searched: bool = True
     in_context: int = 0  # ranked hits the caller's prompt already shows
+    vectors: str | None = None  # the vector arm's state (None: not asked for)
 
 
 @dataclass(frozen=True)
@@ -107,9 +133,12 @@ def _cursor_key(store: Store) -> bytes:
 
 def _digest(req: SearchRequest, key: bytes) -> str:
     """A keyed hash of everything that decides a walk's rows: query, scope (with its reach),
-    filters, order and boost. Full length, so no crafted query can share another scope's pool."""
+    filters, order, boost, and whether (and how much) vectors were asked for, so a hybrid page's
+    cursor never continues a full-text pool. Full length, so no crafted query can share another
+    scope's pool."""
     fields = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key,
-                   req.visible is not None, req.rank_visible, req.own_tools))
+                   req.visible is not None, req.rank_visible, req.own_tools,
+                   (req.vector_weight, req.text) if req.hybrid else None))
     return hmac.new(key, fields.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
@@ -153,7 +182,12 @@ class Searcher:
         self.m_bounds, self.s_bounds = self.view.m_bounds, self.view.s_bounds
         self.with_summaries = self.view.with_summaries
         self.fulltext = FullTextArm(store, dag, req.query, self.view)
-        self.arms: tuple[Arm, ...] = (self.fulltext,)  # a vector arm joins here
+        self.vector: VectorArm | None = None
+        self.arms: tuple[Arm, ...] = (self.fulltext,)
+        if req.hybrid and req.vectors is not None and req.sort == "relevance":
+            self.vector = VectorArm(store, req.vectors, req.text or " ".join(t.text for t in req.query.parts),
+                                    self.view)
+            self.arms = (self.fulltext, self.vector)
 
     def _candidates(self, kind: str, upper: int, pool: int) -> Candidates:
         return fuse([arm.candidates(kind, upper, pool) for arm in self.arms])
@@ -171,12 +205,19 @@ class Searcher:
         weights = [idf(high - low + 1, c if c is not None else max(1, len(hits)))
                    for c, hits in zip(counts, matched, strict=True)]
         floor = min((h.score for h in messages if h.score > 0), default=1.0) * 0.5
+        best_cover = 0.0
         for h in candidates:
             if h.kind == "summary":  # bm25 over the few summaries is unreliable: score on the messages' scale
                 relevance = summary_relevance(h.scratch_id, matched, weights)
+            elif h.score > 0:
+                relevance = h.score
             else:  # rows found through common terms only have no bm25: half the weakest ranked row
-                relevance = h.score if h.score > 0 else floor
-            h.score = own_score(relevance, coverage(h.scratch_id, matched, weights), is_exact(h.text, terms))
+                relevance = floor if h.matched or any(h.scratch_id in rows for rows in matched) else 0.0
+            cover = coverage(h.scratch_id, matched, weights)
+            best_cover = max(best_cover, cover if h.kind == "message" else 0.0)
+            h.score = own_score(relevance, cover, is_exact(h.text, terms))
+        if self.vector is not None and self.vector.used:
+            self._fuse(candidates, min(1.0, best_cover / CONFIDENT_COVER))
         ranked = (self._add_context(messages, m_upper) if conversational(terms) else messages) + summaries
         if self.req.boost is not None:
             for h in ranked:
@@ -184,6 +225,31 @@ class Searcher:
         ranked.sort(key=lambda h: (-h.score, -h.created_at, h.kind, -h.id))
         kept, covered = _one_per_source(ranked, matched)
         return self._shown_last(kept) + self._shown_last(covered)
+
+    def _fuse(self, candidates: list[Hit], confidence: float) -> None:
+        """Gated, weighted fusion of the full-text score and the cosine, on one scale.
+
+        Each hit's full-text score is divided by the pool's best, its cosine by the pool's best
+        cosine. The text's share is ``(1 - w) * confidence`` (``w`` the vector weight), where
+        ``confidence`` says how well the best row matches the query's words at all (its weighted
+        coverage against ``CONFIDENT_COVER``): when some row holds most of the query's rare words
+        (LoCoMo's questions), the text keeps ``1 - w`` and a strong keyword match is never buried
+        by the dense arm (plain RRF was seen to do that); when the words match only stray rows
+        (a question in other words), the dense score decides. The fused score is scaled back to
+        the full-text scale so summaries and context keep their meaning; a hit with no vector
+        (not embedded yet) keeps its text score."""
+        assert self.vector is not None
+        self.vector.cosines(candidates)
+        w = min(1.0, max(0.0, self.req.vector_weight))
+        share = (1.0 - w) * confidence if w > 0 else 1.0
+        top_text = max((h.score for h in candidates), default=0.0) or 1.0
+        top_cos = max((h.cosine for h in candidates if h.cosine is not None), default=0.0)
+        if top_cos <= 0:
+            return
+        for h in candidates:
+            text = h.score / top_text
+            dense = max(0.0, h.cosine) / top_cos if h.cosine is not None else text
+            h.score = top_text * (share * text + (1.0 - share) * dense)
 
     def _shown_last(self, ranked: list[Hit]) -> list[Hit]:
         """The hits the caller's prompt shows, marked, and moved behind the others unless asked
@@ -245,7 +311,16 @@ class Searcher:
             hits += more
         return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
                           [t.text for t in self.fulltext.common], self.with_summaries,
-                          sum(h.in_context for h in pool))
+                          sum(h.in_context for h in pool), self.vector_state(pool))
+
+    def vector_state(self, pool: Sequence[Hit]) -> str | None:
+        """What the vector arm did for this page: None (not asked), "on", "off (why)",
+        "unavailable (why)"; a later page served from the cached pool reports what ranked it."""
+        if self.vector is None:
+            return None
+        if not self.vector.tried:  # a cached pool: ranked with vectors if a hit has a cosine
+            return "on" if any(h.cosine is not None for h in pool) else "off (the first page ranked without vectors)"
+        return self.vector.state
 
     def _pool(self, cur: _Cursor) -> list[Hit]:
         """The ranked pool of this query and snapshot: computed once, then reused by later pages

@@ -141,6 +141,22 @@ class Semantic:
                  f"{backlog} rows without a vector"
         return ("warn" if problems else "ok"), "; ".join([detail, *problems]), data
 
+    def coverage(self, cap: int = 1000) -> tuple[str, int, int]:
+        """``(model, messages searched, messages newer than the newest vector still waiting (up to
+        cap))`` for lcm_recall's "arms" field; the wait is a primary-key walk from the newest
+        embedded id, so it stays cheap on a large store."""
+        embedder = self.embedder
+        if embedder is None or embedder.model_id is None:
+            return "", 0, 0
+        cached = self._cache.get("m")
+        version = self.store.vector_version(embedder.model_id, "m")
+        count, newest = int(version[0]), int(version[1])  # (count, newest id, ...): later fields not needed
+        try:
+            waiting = len(self.store.unembedded(embedder.model_id, "m", newest, cap))
+        except Exception:  # noqa: BLE001 - the note is informational
+            waiting = 0
+        return embedder.model, len(cached.ids) if cached is not None else count, waiting
+
     def status(self) -> dict[str, Any]:
         """What status and doctor show: the provider, the model, the job, the failures; no text."""
         if self.embedder is None:

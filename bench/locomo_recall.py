@@ -14,7 +14,9 @@ from inside, as a live session would.
 Recall (the data README's definition): per conversation, the raw question text, category 5
 excluded; a question counts at k when any (lenient) or all (strict) of its evidence turns are
 among the first k hits. lcm_grep is conversation-scoped (its default); lcm_recall searches the
-whole database with its soft bias to the current conversation, so other conversations compete.
+whole database with its soft bias to the current conversation, so other conversations compete. With
+``--hybrid`` (``--weights 0.2,0.3``) lcm_recall is also asked with local embeddings on
+(``hybrid@<LCM_RECALL_VECTOR_WEIGHT>``), every stored turn embedded first.
 The baseline is the data README's plain FTS5 bm25 OR query (R@10 0.68 lenient, 0.56 strict).
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import re
 import sys
 import tempfile
@@ -31,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
@@ -166,24 +169,129 @@ class Tally:
         return {k: round(counts[k] / max(1, self.questions), 3) for k in KS}
 
 
+HYBRID_ENV = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
+
+
+DEFAULT_COVER: dict[str, float] = {}
+VECTOR_CACHE = Path(tempfile.gettempdir()) / "lcm-locomo-vectors.npz"
+
+
+class CachedProvider:
+    """The provider with its answers kept by text in a file (``VECTOR_CACHE``): a second run,
+    tuning the fusion, embeds nothing again. The vectors are the provider's own, unchanged."""
+
+    cache: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.local = inner.name, inner.local
+        self.max_chars = getattr(inner, "max_chars", 2000)
+
+    @classmethod
+    def load(cls) -> None:
+        import numpy as np
+
+        if not cls.cache and VECTOR_CACHE.exists():
+            data = np.load(VECTOR_CACHE, allow_pickle=False)
+            cls.cache = dict(zip(data["keys"].tolist(), data["rows"], strict=True))
+
+    @classmethod
+    def save(cls) -> None:
+        import numpy as np
+
+        if cls.cache:
+            keys = list(cls.cache)
+            part = VECTOR_CACHE.with_name(f"{VECTOR_CACHE.stem}.{os.getpid()}.npz")
+            np.savez(part, keys=np.array(keys), rows=np.stack([cls.cache[k] for k in keys]))
+            os.replace(part, VECTOR_CACHE)  # whole or not at all: another bench may be reading it
+
+    def embed(self, texts: Any, *, timeout: float | None = None) -> Any:
+        import hashlib
+
+        import numpy as np
+
+        keys = [hashlib.sha256(f"{self.name}|{t}".encode()).hexdigest() for t in texts]
+        missing = [i for i, k in enumerate(keys) if k not in self.cache]
+        if missing:
+            rows = self.inner.embed([texts[i] for i in missing], timeout=timeout)
+            for i, row in zip(missing, rows, strict=True):
+                self.cache[keys[i]] = np.asarray(row, dtype=np.float32)
+        return np.stack([self.cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32)
+
+
+def hybrid_engines(home: Path, conversations: list[Conversation], env: dict[str, str]) -> dict[str, Any]:
+    """A second engine per conversation on the same database with embeddings on, after one
+    backfill embedded every stored turn (progress on stderr; vectors cached by text, see
+    ``CachedProvider``)."""
+    from hermes_lcm.engine import LcmEngine
+
+    CachedProvider.load()
+    engines = {}
+    for conversation in conversations:
+        engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}))
+        engine.update_model("bench-model", 1_000_000)
+        engine.on_session_start(f"locomo-{conversation.name}", hermes_home=str(home), platform="locomo")
+        engines[conversation.name] = engine
+        if engine.core.semantic.embedder is not None:
+            engine.core.semantic.embedder.provider = CachedProvider(engine.core.semantic.embedder.provider)
+    embedder = next(iter(engines.values())).core.semantic.embedder
+    if embedder is None:
+        raise SystemExit(f"embeddings did not start: {next(iter(engines.values())).core.semantic.problem}")
+    embedder.warmup()
+    started = time.perf_counter()
+    done = embedder.backfill(on_progress=lambda p: print(f"\rembedded {p.done}/{p.total}", end="", file=sys.stderr))
+    print(f"\nembedded {done.done} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    CachedProvider.save()
+    return engines
+
+
+def _weighted(engine: Any, weight: float) -> Any:
+    """The engine with LCM_RECALL_VECTOR_WEIGHT set to ``weight`` (one run measures several)."""
+    from dataclasses import replace
+
+    engine.core.config = replace(engine.core.config, recall_vector_weight=weight)
+    return engine
+
+
+def _gate(tool: str) -> None:
+    """``hybrid@w:c``: search.CONFIDENT_COVER set to c for this tool's questions (tuning only);
+    plain ``hybrid@w`` uses the shipped value."""
+    from hermes_lcm import search
+
+    DEFAULT_COVER.setdefault("shipped", search.CONFIDENT_COVER)
+    search.CONFIDENT_COVER = float(tool.split(":")[1]) if ":" in tool else DEFAULT_COVER["shipped"]
+
+
 def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_grep", "lcm_recall"),
-             home: Path | None = None) -> Iterator[tuple[str, str, Tally]]:
-    """Yields (conversation, tool, tally) for each conversation and tool, then ("all", tool, total)."""
+             home: Path | None = None, weights: tuple[str, ...] = (),
+             env: dict[str, str] | None = None) -> Iterator[tuple[str, str, Tally]]:
+    """Yields (conversation, tool, tally) for each conversation and tool, then ("all", tool, total).
+    With ``weights``, lcm_recall is also asked with embeddings on at each vector weight
+    (tool "hybrid@<weight>"; "<weight>:<cover>" also sets search.CONFIDENT_COVER, for tuning)."""
     home = home or Path(tempfile.mkdtemp(prefix="lcm-locomo-"))
     loaded = [(c, *ingest(home, c)) for c in conversations]
-    totals = {tool: Tally() for tool in tools}
+    hybrid = hybrid_engines(home, conversations, env or HYBRID_ENV) if weights else {}
+    names = list(tools) + [f"hybrid@{w}" for w in weights]
+    totals = {tool: Tally() for tool in names}
     for conversation, engine, to_dia in loaded:
-        for tool in tools:
+        for tool in names:
             tally = Tally()
             started = time.perf_counter()
+            asker, asked = engine, tool
+            if tool.startswith("hybrid@"):
+                weight = float(tool.split("@")[1].split(":")[0])
+                asker, asked = _weighted(hybrid[conversation.name], weight), "lcm_recall"
+                _gate(tool)
             for question in conversation.questions:
-                ranked = ranked_turns(engine, tool, question.text, to_dia, max(KS))
+                ranked = ranked_turns(asker, asked, question.text, to_dia, max(KS))
                 tally.add(ranked, question.evidence)
                 totals[tool].add(ranked, question.evidence)
             tally.seconds = time.perf_counter() - started
             totals[tool].seconds += tally.seconds
             yield conversation.name, tool, tally
-    for tool in tools:
+    if weights:
+        CachedProvider.save()
+    for tool in names:
         yield "all", tool, totals[tool]
 
 
@@ -211,20 +319,31 @@ def load_selected(data_dir: str, files: str) -> list[Conversation]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(parser)
+    parser.add_argument("--hybrid", action="store_true",
+                        help="also lcm_recall with local embeddings (every turn embedded first)")
+    parser.add_argument("--weights", default="0.3", help="vector weights to measure with --hybrid, comma-separated")
     args = parser.parse_args(argv)
     conversations = load_selected(args.data, args.files)
+    weights = tuple(w.strip() for w in args.weights.split(",") if w.strip()) if args.hybrid else ()
     ks = " ".join(f"R@{k:<3}" for k in KS)
     print(f"{'':27}lenient{'':22}strict")
     print(f"{'conv':9} {'tool':10} {'qs':>5}  {ks}  {ks}  ms/q")
     result: dict[str, Any] = {}
-    for name, tool, tally in evaluate(conversations):
+    per_conversation: dict[str, dict[str, Any]] = {}
+    for name, tool, tally in evaluate(conversations, weights=weights):
         print(_row(name, tool, tally), flush=True)
+        figures = {"questions": tally.questions, "lenient": tally.rates("lenient"), "strict": tally.rates("strict"),
+                   "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2)}
         if name == "all":
-            result[tool] = {"questions": tally.questions, "lenient": tally.rates("lenient"),
-                            "strict": tally.rates("strict"),
-                            "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2)}
+            result[tool] = figures
+        else:
+            per_conversation.setdefault(name, {})[tool] = figures
+    if weights:
+        result["per_conversation"] = per_conversation
     print(f"baseline (plain FTS5 bm25 OR, data README): lenient {BASELINE['lenient']}, strict {BASELINE['strict']}")
     for tool, figures in result.items():
+        if tool == "per_conversation":
+            continue
         r10 = figures["lenient"][10]
         verdict = "met" if r10 >= TARGET_R10 else "missed"
         print(f"{tool}: R@10 lenient {r10:.3f} vs baseline 0.68 (target >= {TARGET_R10}: {verdict})")

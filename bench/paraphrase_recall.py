@@ -1,8 +1,9 @@
 """Paraphrase recall@1/5/10 of lcm_grep and lcm_recall: questions that share no content word with their evidence.
 
 One command: ``.venv/bin/python bench/paraphrase_recall.py [--sources demo,locomo] [--data ../shared/data/locomo]``.
-Later, with the vector arm: ``--hybrid --embedding-provider local`` (or openai/ollama with --embedding-model,
---embedding-base-url, --embedding-api-key-env).
+With the vector arm: ``--hybrid --embedding-provider local`` (or openai/ollama with --embedding-model,
+--embedding-base-url, --embedding-api-key-env); every stored row is embedded first (vectors cached by text
+in the temp dir, see bench/locomo_recall.py).
 
 The questions are fixtures/paraphrase_questions.json (written by fixtures/make_paraphrase_questions.py,
 checked by bench/paraphrase_check.py): keyword search has no word of the evidence to match, so
@@ -127,7 +128,23 @@ def _engine_with(home: Path, session: str, mode: Mode) -> Any:
     engine = copy.deepcopy(LcmEngine(env=env))
     engine.update_model("bench-model", 1_000_000)
     engine.on_session_start(session, hermes_home=str(home), platform="paraphrase")
+    semantic = engine.core.semantic
+    if mode.hybrid and semantic.embedder is not None:
+        locomo_recall.CachedProvider.load()  # vectors by text, shared with bench/locomo_recall.py
+        semantic.embedder.provider = locomo_recall.CachedProvider(semantic.embedder.provider)
+        if semantic.job is not None:
+            semantic.job.stop()  # embed_now() does it in the foreground, so no question runs before
     return engine
+
+
+def embed_now(engine: Any) -> None:
+    """Every stored row embedded before a question is asked (hybrid mode)."""
+    embedder = engine.core.semantic.embedder
+    if embedder is None:
+        raise SystemExit(f"embeddings did not start: {engine.core.semantic.problem}")
+    embedder.warmup()
+    embedder.backfill()
+    locomo_recall.CachedProvider.save()
 
 
 def ingest_demo(home: Path, mode: Mode) -> tuple[Any, dict[int, str]]:
@@ -136,6 +153,8 @@ def ingest_demo(home: Path, mode: Mode) -> tuple[Any, dict[int, str]]:
     engine = make_engine(home, session, mode)
     messages, ids = demo_messages()
     stored = engine.ingest_host(messages)
+    if mode.hybrid:
+        embed_now(engine)
     walked = locomo_recall.session_store_ids(engine, session)
     if stored != len(messages) or len(walked) != len(ids):
         raise RuntimeError(f"demo: stored {stored}, walked {len(walked)}, messages {len(messages)}")
@@ -151,6 +170,8 @@ def ingest_locomo(home: Path, data: Path, names: Sequence[str], mode: Mode) -> d
             session = f"locomo-{conversation.name}"
             engine = _engine_with(home, session, mode)
             engine.ingest_host(conversation.turns)
+            if mode.hybrid:
+                embed_now(engine)
             ids = locomo_recall.session_store_ids(engine, session)
             out[name] = (engine, dict(zip(ids, conversation.dia_ids, strict=True)))
         else:
@@ -229,8 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--questions", default=str(QUESTIONS))
     parser.add_argument("--hybrid", action="store_true",
-                        help="embeddings on (LCM_EMBEDDINGS_ENABLED and the settings below); fails until the vector "
-                             "arm exists")
+                        help="embeddings on (LCM_EMBEDDINGS_ENABLED and the settings below); every stored row is "
+                             "embedded before the questions")
     parser.add_argument("--embedding-provider", default="local", help="openai | voyage | ollama | local")
     parser.add_argument("--embedding-model", default="")
     parser.add_argument("--embedding-base-url", default="")

@@ -212,7 +212,26 @@ def _paraphrase(details: dict[str, Any]) -> str:
         "(target: hybrid R@10 >= 0.80). Demo: fixtures/coding_session.json in a database of its own; LoCoMo: the "
         "conversations the questions name, in one database. A question counts when any evidence message is "
         "among the first k hits. The few full text does find come in as context hits: a neighbouring turn "
-        "that does share the words (the question before the answer) brings the evidence in beside it.")
+        "that does share the words (the question before the answer) brings the evidence in beside it."
+        + (f"\n\n{details['notes']}" if details.get("notes") else ""))
+
+
+def _recall_hybrid(details: dict[str, Any]) -> str:
+    overall = details["overall"]
+    rows = [[tool, f["questions"], *(f["lenient"].get(k, "-") for k in ("1", "5", "10")),
+             f["strict"].get("10", "-"), f["ms_per_query"]] for tool, f in overall.items()]
+    tools = [t for t in overall if t.startswith("hybrid@")]
+    per = details["per_conversation"]
+    conv_rows = [[name, *(figures[t]["lenient"]["10"] for t in ("lcm_grep", "lcm_recall", *tools)),
+                  *(f"{figures[t]['lenient']['10'] - figures['lcm_recall']['lenient']['10']:+.3f}" for t in tools)]
+                 for name, figures in per.items()]
+    return _table(["system", "questions", "R@1", "R@5", "R@10", "strict R@10", "ms/question"], rows) + (
+        "\n\nR@10 (lenient) per conversation, and each hybrid's difference from lcm_recall full text only:\n\n"
+        + _table(["conversation", "lcm_grep", "lcm_recall FTS", *tools, *(f"{t} - FTS" for t in tools)], conv_rows)
+        + f"\n\nlcm_recall hybrid@w: embeddings on ({details['model']}), every stored turn embedded first, "
+        "`LCM_RECALL_VECTOR_WEIGHT`=w; the same questions, database and scope as the full-text rows (whole "
+        "database, soft bias to the asking conversation). lcm_grep is conversation-scoped and keyword-only."
+        + (f"\n\n{details['notes']}" if details.get("notes") else ""))
 
 
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
@@ -223,6 +242,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "schemas": ("Tool schema tokens", _schemas),
     "recall": ("LoCoMo evidence recall", _recall),
     "recall_inuse": ("LoCoMo recall asked from inside a live session", _recall_inuse),
+    "recall_hybrid": ("LoCoMo recall with embeddings (lcm_recall hybrid)", _recall_hybrid),
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
@@ -250,7 +270,7 @@ def render(results: list[dict[str, Any]]) -> str:
 
 
 def iter_results() -> Iterator[dict[str, Any]]:
-    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall", "recall_inuse"]
+    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall", "recall_hybrid", "recall_inuse"]
     files = sorted(RESULTS.glob("*.json"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
     for path in files:
         yield json.loads(path.read_text(encoding="utf-8"))

@@ -2,8 +2,9 @@
 
 Both run :class:`search.Searcher`; they differ in scope and in the boost applied to the
 ranked pool. lcm_recall fuses its arms by weighted score, not plain RRF (which was seen to push
-the right semantic hit down); today the full-text arm is the only one, vector arms plug in
-beside it when embeddings exist.
+the right semantic hit down): with embeddings on (LCM_EMBEDDINGS_ENABLED) the vector arm joins
+the full-text arm and ``LCM_RECALL_VECTOR_WEIGHT`` is the dense share (search.Searcher._fuse).
+lcm_grep stays keyword-only.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
         item = {"store_id": hit.id, "role": hit.role, "at": iso(hit.created_at), "session_id": hit.session_id}
         if hit.tool_name:
             item["tool"] = hit.tool_name
-        if not snippet and not hit.matched:
+        if not snippet and hit.cosine is not None and not hit.matched:
+            item["semantic"] = True  # found by meaning: no query word in it
+        elif not snippet and not hit.matched:
             item["context"] = True  # no query word: listed as the neighbour of a strong match
     if hit.conversation_id != current:
         item["conversation_id"] = hit.conversation_id
@@ -167,10 +170,34 @@ def lcm_recall(ctx: Ctx, args: Args) -> dict[str, Any]:
     bias = args.number("scope_bias", 0.25, 0.0, 1.0)
     # The whole store within the caller's reach (its owner's conversations unless memory is shared);
     # the boost favours the current conversation, so it is part of the walk's identity.
+    semantic = ctx.core.semantic
     request = SearchRequest(query, Scope("all", conversations=ctx.reach()), Filters(), "relevance", limit,
                             args.text("cursor"), boost=recall_boost(ctx.conversation_id, bias),
-                            boost_key=f"recall:{bias}:{ctx.conversation_id}", **visibility(ctx, args))
+                            boost_key=f"recall:{bias}:{ctx.conversation_id}", **visibility(ctx, args),
+                            vectors=semantic if semantic.enabled else None,
+                            vector_weight=ctx.core.config.recall_vector_weight, text=str(args.text("query")))
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
-    arms = {"fts": "on", "summary_vectors": "off (embeddings not enabled)",
-            "chunk_vectors": "off (embeddings not enabled)"}
+    vectors = vector_arm_state(ctx, page)
+    arms = {"fts": "on", "vectors": vectors,
+            "summary_vectors": vectors if not vectors.startswith(("on", "partial")) else "on (when embedded)",
+            "chunk_vectors": "off (messages are embedded whole)"}
     return _answer(ctx, request, page, {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms})
+
+
+def vector_arm_state(ctx: Ctx, page: SearchPage) -> str:
+    """The vector arm as this answer used it: on (model, rows searched), partial (rows still
+    waiting), off (why) or unavailable (why: the answer is then full text alone). The row counts
+    are the whole store's, so they are shown only when the caller reaches the whole store."""
+    semantic = ctx.core.semantic
+    if not semantic.enabled:
+        return f"off ({semantic.problem})" if semantic.problem else "off (embeddings not enabled)"
+    state = page.vectors or "off"
+    if not state.startswith("on"):
+        return state
+    model, searched, waiting = semantic.coverage()
+    if ctx.reach() is not None:  # the counts are store-wide: another owner's size is not this caller's to see
+        return f"partial ({model}; newer messages not embedded yet)" if waiting else f"on ({model})"
+    if waiting:
+        more = "+" if waiting >= 1000 else ""
+        return f"partial ({model}, {searched} messages; {waiting}{more} not embedded yet)"
+    return f"on ({model}, {searched} messages)"

@@ -133,6 +133,31 @@ class MessageSearch(SqliteConnection):
                 (text_chars, match, low, high, *args, inner, limit),
             ).fetchall()
 
+    def message_hits_by_ids(self, ids: Sequence[int], *, bounds: tuple[int, int] | None, text_chars: int,
+                            **filters: Any) -> list[tuple[Any, ...]]:
+        """The rows (``_HIT_COLUMNS`` and a 0.0 score) among ``ids`` that pass the same scope and
+        filters as ``message_hits``: how the vector arm keeps to a search's scope, in SQL."""
+        if not ids:
+            return []
+        where, args = self._message_filters(filters)
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+        with self.read() as db:
+            return db.execute(
+                f"SELECT {self._HIT_COLUMNS}, 0.0 FROM messages m WHERE m.id IN (SELECT value FROM json_each(?)) "
+                f"AND m.id BETWEEN ? AND ? {where} ORDER BY m.id",
+                (text_chars, id_list(ids), low, high, *args),
+            ).fetchall()
+
+    def message_ids_in_scope(self, *, bounds: tuple[int, int] | None, limit: int, **filters: Any) -> list[int]:
+        """Ids of up to ``limit`` messages in scope (newest first): the allowed set of a vector
+        search whose scope is a small part of the store."""
+        where, args = self._message_filters(filters)
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+        with self.read() as db:
+            rows = db.execute(f"SELECT m.id FROM messages m WHERE m.id BETWEEN ? AND ? {where} "
+                              "ORDER BY m.id DESC LIMIT ?", (low, high, *args, limit)).fetchall()
+        return [int(r[0]) for r in rows]
+
     def messages_at(self, conversation_id: int, seqs: Sequence[int], text_chars: int,
                     **filters: Any) -> list[tuple[Any, ...]]:
         """Rows (``_HIT_COLUMNS``) at these seqs of one conversation that pass the filters."""
