@@ -59,6 +59,7 @@ TOOLS: list[dict[str, Any]] = [
            "source": _desc(_STR, "platform, e.g. cli, telegram, unknown"),
            "time_from": _desc(_STR, "ISO date/time (UTC) or epoch seconds"), "time_to": _STR,
            "sort": _enum(["relevance", "recency"], "default relevance"),
+           "mode": _enum(["full_text", "hybrid", "semantic"], "hybrid/semantic add meaning (embeddings on)"),
            "limit": _desc(_LIMIT, "default 10, max 50"), "cursor": _CURSOR, **_SEEN},
           ["query"]),
     _tool("lcm_recall",

@@ -132,12 +132,30 @@ def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
     filters = _filters(args)
     sort = args.choice("sort", ("relevance", "recency"), "relevance") or "relevance"
     limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
-    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"), **visibility(ctx, args))
+    mode = args.choice("mode", GREP_MODES, "full_text") or "full_text"
+    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"), **visibility(ctx, args),
+                            **grep_vectors(ctx, mode, sort, str(args.text("query"))))
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     extra: dict[str, Any] = {"scope": _scope_view(scope), "sort": sort}
+    if mode != "full_text":
+        extra.update({"mode": mode, "arms": {"fts": "on", "vectors": vector_arm_state(ctx, page)}})
     if filters.raw_only:
         extra["summary_results_omitted"] = True
     return _answer(ctx, request, page, extra)
+
+
+GREP_MODES = ("full_text", "hybrid", "semantic")
+
+
+def grep_vectors(ctx: Ctx, mode: str, sort: str, text: str) -> dict[str, Any]:
+    """LCM-X's lcm_grep modes: ``hybrid`` adds the vector arm with lcm_recall's weight, ``semantic``
+    lets meaning alone rank (full text still brings its candidates); both rank by relevance, and
+    fall back to full text (the answer says why) when embeddings are off or the query fails."""
+    semantic = ctx.core.semantic
+    if mode == "full_text" or sort != "relevance" or not semantic.enabled:
+        return {}
+    weight = 1.0 if mode == "semantic" else ctx.core.config.recall_vector_weight
+    return {"vectors": semantic, "vector_weight": weight, "text": text}
 
 
 def max_hits(ctx: Ctx, ceiling: int) -> int:

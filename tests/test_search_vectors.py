@@ -30,7 +30,7 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.query import build_query
 from hermes_lcm.search import Searcher, SearchRequest
 
-from .test_embed_http import Stub, _handler_for
+from .embedstub import Stub, _handler_for
 from .test_embed_local import MISSING as LOCAL_MISSING
 from .tooltest import walk
 
@@ -141,9 +141,35 @@ def test_a_paraphrase_is_found_only_with_vectors(server: Stub, tmp_path: Path) -
     assert on["hits"][0].get("semantic") is True
     assert on["arms"]["vectors"] == "on (openai:concept-test)"  # counts only for a whole-store reach
     assert on["arms"]["fts"] == "on"
-    # lcm_grep stays keyword-only
+    # lcm_grep stays keyword-only by default; LCM-X's modes add meaning within grep's own scope
     grep = json.loads(hybrid.handle_tool_call("lcm_grep", {"query": question, "include_in_context": True}))
     assert all(h.get("store_id") != target for h in grep["hits"])
+    assert "arms" not in grep
+    for mode in ("hybrid", "semantic"):
+        moded = json.loads(hybrid.handle_tool_call("lcm_grep", {"query": question, "include_in_context": True,
+                                                                "mode": mode}))
+        assert moded["mode"] == mode and moded["arms"]["vectors"].startswith("on"), moded
+        assert moded["hits"][0]["store_id"] == target, (mode, moded["hits"][:3])
+    # without embeddings a mode answers full text and says why
+    fallback = json.loads(plain.handle_tool_call("lcm_grep", {"query": question, "mode": "semantic"}))
+    assert fallback["arms"]["vectors"].startswith("off (embeddings not enabled")
+    assert all(h.get("store_id") != target for h in fallback["hits"])
+    bad = json.loads(plain.handle_tool_call("lcm_grep", {"query": question, "mode": "vector"}))
+    assert "mode must be one of" in json.dumps(bad)
+
+
+def test_grep_modes_keep_to_the_conversation(two_owners: tuple[LcmEngine, LcmEngine]) -> None:
+    """lcm_grep's hybrid/semantic modes search grep's scope only: the current conversation, and
+    never another owner's rows even with session_scope=all."""
+    alice, bob = two_owners
+    victim_ids = set(stored_ids(alice).values())
+    for scope in ("current", "all"):
+        for mode in ("hybrid", "semantic"):
+            answer = json.loads(bob.handle_tool_call("lcm_grep", {
+                "query": "instrument music melody song guitar", "mode": mode, "session_scope": scope,
+                "include_in_context": True, "limit": 50}))
+            assert answer["arms"]["vectors"].startswith("on"), answer
+            assert not {h.get("store_id") for h in answer["hits"]} & victim_ids
 
 
 def test_a_keyword_hit_keeps_its_place(server: Stub, tmp_path: Path) -> None:
