@@ -315,6 +315,8 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
             if found is None or found[0] is None:
                 continue
             raw, label = found
+            if spec.name == "embedding_provider" and str(raw).strip().lower() == "fastembed":
+                raw = _fastembed(label, problems)
             try:
                 parsed = _PARSERS[_field_type(spec)](raw)
                 _validate(spec.name, parsed)
@@ -322,9 +324,23 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
                 problems.append(f"{label}={raw!r} is invalid ({exc}); using {values.get(spec.name, spec.default)!r}")
                 continue
             values[spec.name] = parsed
-            sources[spec.name] = origin
+            sources[spec.name] = "fastembed" if raw == "local" and str(found[0]).strip().lower() == "fastembed" \
+                else origin
+    if sources.get("embedding_provider") == "fastembed":
+        values.pop("embedding_model", None)  # a fastembed model name means nothing to the local provider
+        sources.pop("embedding_model", None)
+        sources["embedding_provider"] = "env" if from_env.values.get("embedding_provider") else "yaml"
     config = LcmConfig(**values)
     return LoadedConfig(config, (*problems, *pattern_problems(config)), sources)
+
+
+def _fastembed(label: str, problems: list[str]) -> str:
+    """LCM-X's in-process ``fastembed`` provider is served by ours, ``local`` (an offline ONNX
+    model too), so a switching user keeps semantic recall; its model is all-MiniLM-L6-v2 whatever
+    fastembed model was named, and LCM-X's vectors are not reused (``lcm embed --apply``)."""
+    problems.append(f"setting {label}=fastembed read as local (the offline all-MiniLM-L6-v2 of hermes-lcm[local]; "
+                    "LCM_EMBEDDING_MODEL is not used with it; run `lcm embed --apply` to embed the history)")
+    return "local"
 
 
 def pattern_problems(config: LcmConfig) -> tuple[str, ...]:

@@ -247,3 +247,28 @@ def test_local_only_on_loopback(url: str, local: bool) -> None:
     assert OllamaProvider(url, "m", None, 8).local is local
     # An OpenAI-compatible server counts as remote even on loopback (often a proxy to a hosted model).
     assert OpenAIProvider(url, "m", None, 8).local is False
+
+
+@pytest.mark.parametrize("source", ["env", "yaml"])
+def test_lcmx_fastembed_setting_is_served_by_the_local_provider(source: str) -> None:
+    """An LCM-X user with LCM_EMBEDDING_PROVIDER=fastembed keeps semantic recall: the setting
+    reads as local, its fastembed model name is dropped (the local model is MiniLM), and a note
+    says so; an explicit local with another model is still refused."""
+    from hermes_lcm.config import load_config
+
+    settings = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "FastEmbed",
+                "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5"}
+    if source == "env":
+        loaded = load_config(settings)
+    else:
+        loaded = load_config({}, {k.removeprefix("LCM_").lower(): v for k, v in settings.items()})
+    assert loaded.config.embedding_provider == "local"
+    assert loaded.config.embedding_model == ""
+    assert "embedding_model" not in loaded.sources
+    assert any("fastembed read as local" in p for p in loaded.problems), loaded.problems
+    provider = provider_for(loaded.config, {})
+    assert provider is not None and provider.local and provider.name.startswith("local:")
+    explicit = load_config({"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local",
+                            "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5"})
+    with pytest.raises(ProviderError, match="one model"):
+        provider_for(explicit.config, {})
