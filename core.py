@@ -641,6 +641,7 @@ class LcmCore:
             "errors": list(self.stats.errors),
             "privacy": self.privacy(),
             "embeddings": self.semantic.status(),
+            "proactive_recall": self.proactive.status(self.config.proactive_recall_enabled),
             "large_outputs": {
                 "externalization": self.config.large_output_externalization_enabled,
                 "threshold_chars": self.config.large_output_externalization_threshold_chars,

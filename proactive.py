@@ -44,6 +44,7 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .dag import Dag
 from .display import iso
@@ -182,6 +183,8 @@ class ProactiveRecall:
         self.seal = seal
         self.budget_tokens = budget_tokens
         self.searches = 0  # searches run (status, tests: the cache holds within a turn)
+        self.blocks = 0  # searches that gave a block
+        self.last_tokens = 0  # the last block's size
         self._lock = threading.Lock()
         self._cached: tuple[tuple[object, ...], Recalled] | None = None
 
@@ -217,9 +220,15 @@ class ProactiveRecall:
         asked, common = _plain(text), self._common(query)
         hits = [h for h in page.hits if not h.in_context and not _this_turn(h, conversation_id, visible)
                 and h.covered is None and _plain(h.text) != asked and relevant(h, query, common)]
-        return render(hits, query, self.seal, self.budget_tokens)
+        found = render(hits, query, self.seal, self.budget_tokens)
+        if found.block is not None:
+            self.blocks, self.last_tokens = self.blocks + 1, found.tokens
+        return found
 
-
+    def status(self, enabled: bool) -> dict[str, Any]:
+        """What status shows: whether it runs, its budget, and this process's searches and blocks."""
+        return {"enabled": enabled, "budget_tokens": self.budget_tokens, "searches_this_process": self.searches,
+                "blocks_this_process": self.blocks, "last_block_tokens": self.last_tokens or None}
     def _common(self, query: Query) -> frozenset[str]:
         """The query's single words found in more than ``COMMON_SHARE`` of the stored messages
         (and more than ``COMMON_MIN``): counted over the whole store, capped, one FTS5 lookup."""

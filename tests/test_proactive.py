@@ -98,6 +98,9 @@ def test_the_current_turn_is_not_echoed_and_one_search_per_message(tmp_path: Pat
     other.ingest_host([{"role": "user", "content": QUESTION}])  # the tool loop stored the question
     assert hook("s2", QUESTION) == block  # same message: the cached answer, no second search
     assert other.core.proactive.searches == before + 1
+    shown = other.core.status()["proactive_recall"]
+    assert shown["enabled"] is True and shown["blocks_this_process"] == 1
+    assert 0 < shown["last_block_tokens"] <= shown["budget_tokens"]
 
 
 def test_the_block_is_never_stored_as_the_users_words(tmp_path: Path) -> None:
