@@ -27,7 +27,9 @@ import numpy as np
 
 DTYPES = ("float32", "int8")
 MIN_SHORTLIST = 160
+_BLOCK = 1024  # rows per build step: a few MB of temporaries at dim 384, whatever the size
 _INT8_MAX = 127.0
+_ZERO_NORM = 1e-30  # a row this short is noise, not a direction: it is kept as a zero row
 
 
 class VectorError(ValueError):
@@ -44,11 +46,15 @@ def _finite(matrix: np.ndarray) -> None:
         raise VectorError("vector holds NaN or infinity")
 
 
-def _normalized(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length; a zero row stays zero (it matches nothing rather than everything)."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    safe = np.where(norms > 0, norms, 1.0)
-    return (matrix / safe).astype(np.float32, copy=False)
+def _normalized_block(block: np.ndarray) -> np.ndarray:
+    """Rows checked for NaN/inf and scaled to unit length, the norms without a squared copy; a
+    zero row stays zero (it matches nothing rather than everything)."""
+    _finite(block)
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))  # float32 squares of a
+    zero = norms <= _ZERO_NORM  # tiny component underflow to a zero norm
+    unit = (block / np.where(zero, 1.0, norms)[:, None]).astype(np.float32)
+    unit[zero] = 0.0
+    return unit
 
 
 def prepared(matrix: np.ndarray, dtype: str, store_dim: int) -> np.ndarray:
@@ -60,12 +66,12 @@ def prepared(matrix: np.ndarray, dtype: str, store_dim: int) -> np.ndarray:
     rows = np.atleast_2d(np.asarray(matrix, dtype=np.float32))
     if rows.ndim != 2:
         raise VectorError(f"expected a matrix of vectors, got shape {rows.shape}")
-    _finite(rows)
+    _finite(rows)  # the components a cut drops too: a NaN anywhere means a broken provider
     if store_dim < 0:
         raise VectorError("store_dim must be 0 (full) or positive")
     if store_dim and store_dim < rows.shape[1]:
         rows = rows[:, :store_dim]
-    return _normalized(rows)
+    return _normalized_block(rows)
 
 
 def encode(row: np.ndarray, dtype: str) -> tuple[bytes, float]:
@@ -115,27 +121,49 @@ class VectorIndex:
 
     def __init__(self, ids: np.ndarray, matrix: np.ndarray, dtype: str) -> None:
         _check_dtype(dtype)
-        rows = np.atleast_2d(np.asarray(matrix, dtype=np.float32))
+        source = np.atleast_2d(np.asarray(matrix, dtype=np.float32))
         self.ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if rows.shape[0] != self.ids.shape[0] or (rows.size == 0 and rows.shape[0] != 0):
-            raise VectorError(f"{self.ids.shape[0]} ids for {rows.shape[0]} vectors")
-        _finite(rows)
-        rows = _normalized(rows)
-        self.dim = int(rows.shape[1]) if rows.ndim == 2 else 0
+        if source.shape[0] != self.ids.shape[0] or (source.size == 0 and source.shape[0] != 0):
+            raise VectorError(f"{self.ids.shape[0]} ids for {source.shape[0]} vectors")
+        count = int(source.shape[0])
+        self.dim = int(source.shape[1]) if source.ndim == 2 else 0
         self.dtype = dtype
-        self._mean = rows.mean(axis=0) if len(rows) else np.zeros(self.dim, dtype=np.float32)
-        self._bits = self._signs(rows)
         self._scales: np.ndarray | None = None
         self._rows: np.ndarray
+        # Built in blocks of _BLOCK rows: the caller's matrix plus the index's own arrays are the
+        # whole cost; a block of temporaries (a few MB) is all that comes and goes. Whole-matrix
+        # steps would hold a normalized copy, a centered copy and a boolean mask at once.
         if dtype == "int8":
-            peak = np.max(np.abs(rows), axis=1) if len(rows) else np.zeros(0, dtype=np.float32)
-            scales = (peak / _INT8_MAX).astype(np.float32)
-            scales[~(scales > 0)] = 1.0
-            self._rows = np.clip(np.rint(rows / scales[:, None]), -_INT8_MAX, _INT8_MAX).astype(np.int8)
-            self._scales = scales
+            self._rows = np.empty((count, self.dim), dtype=np.int8)
+            self._scales = np.empty(count, dtype=np.float32)
         else:
-            self._rows = rows
+            self._rows = np.empty((count, self.dim), dtype=np.float32)
+        total = np.zeros(self.dim, dtype=np.float64)
+        for start in range(0, count, _BLOCK):
+            unit = _normalized_block(source[start:start + _BLOCK])
+            total += unit.sum(axis=0, dtype=np.float64)
+            self._keep(start, unit)
+        self._mean = (total / count).astype(np.float32) if count else np.zeros(self.dim, dtype=np.float32)
+        width = -(-self.dim // 64) * 8  # sign bytes per row, padded to whole uint64 words
+        packed = np.zeros((count, width), dtype=np.uint8)
+        for start in range(0, count, _BLOCK):
+            unit = self._rows[start:start + _BLOCK] if self._scales is None \
+                else _normalized_block(source[start:start + _BLOCK])  # the signs of the exact rows
+            packed[start:start + unit.shape[0], :-(-self.dim // 8)] = np.packbits((unit - self._mean) > 0, axis=-1)
+        self._bits = packed.view(np.uint64)
         self._position = {int(i): n for n, i in enumerate(self.ids)} if len(self.ids) < 4096 else None
+
+    def _keep(self, start: int, unit: np.ndarray) -> None:
+        """One block of unit rows into the index's arrays: as they are, or as int8 codes and scales."""
+        stop = start + unit.shape[0]
+        if self._scales is None:
+            self._rows[start:stop] = unit
+            return
+        scales = (np.max(np.abs(unit), axis=1) / _INT8_MAX).astype(np.float32) if unit.size \
+            else np.ones(unit.shape[0], dtype=np.float32)
+        scales[~(scales > 0)] = 1.0
+        self._rows[start:stop] = np.clip(np.rint(unit / scales[:, None]), -_INT8_MAX, _INT8_MAX)
+        self._scales[start:stop] = scales
 
     @property
     def nbytes(self) -> int:

@@ -193,3 +193,46 @@ def test_empty_index_k_beyond_the_index_and_zero_vectors() -> None:
     with_zero = VectorIndex(np.array([1, 2]), np.vstack([np.zeros(8), data[0]]), "int8")
     got = with_zero.search(data[0], 2)
     assert got[0][0] == 2 and got[1] == (1, 0.0)  # a zero row scores 0, never NaN
+
+
+def reference_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The index's rows and sign bits built the plain way (whole-matrix temporaries)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    rows = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+    packed = np.packbits((rows - rows.mean(axis=0)) > 0, axis=-1)
+    packed = np.pad(packed, [(0, 0), (0, (-packed.shape[1]) % 8)])
+    return rows, np.ascontiguousarray(packed).view(np.uint64)
+
+
+@pytest.mark.parametrize("n", [1, 4095, 4096, 4097, 10_001])
+def test_blocked_build_equals_the_whole_matrix_build(n: int) -> None:
+    data = clustered(n, 100, 21) * 3.0  # not unit length: the index normalizes
+    data[0] = 0.0  # a zero row stays zero
+    rows, bits = reference_parts(data)
+    flat = VectorIndex(np.arange(n), data, "float32")
+    assert np.allclose(flat._rows, rows, atol=1e-6)
+    disagree = np.bitwise_count(flat._bits ^ bits).sum()
+    assert disagree <= max(2, n * 100 // 10_000)  # the mean's summation order may flip a border bit
+    packed = VectorIndex(np.arange(n), data, "int8")
+    assert packed._scales is not None
+    assert np.allclose(packed._rows * packed._scales[:, None], rows, atol=0.5 / 127 + 1e-6)
+    assert np.bitwise_count(packed._bits ^ bits).sum() <= max(2, n * 100 // 10_000)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_building_holds_one_copy_not_several(dtype: str) -> None:
+    """At 100k x 384 the float32 rows are 154 MB: whole-matrix temporaries (the normalized copy
+    beside a centered one, a boolean mask, the norms' squares) would double the build's peak.
+    numpy reports its buffers to tracemalloc, so the peak above the caller's matrix is measured."""
+    import tracemalloc
+
+    data = np.random.default_rng(8).normal(size=(40_000, 384)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        index = VectorIndex(np.arange(len(data)), data, dtype)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - index.nbytes < 0.15 * data.nbytes  # block temporaries only
+    assert not np.shares_memory(index._rows, data)  # the caller's matrix is not the index's
