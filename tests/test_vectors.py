@@ -236,3 +236,14 @@ def test_building_holds_one_copy_not_several(dtype: str) -> None:
         tracemalloc.stop()
     assert peak - index.nbytes < 0.15 * data.nbytes  # block temporaries only
     assert not np.shares_memory(index._rows, data)  # the caller's matrix is not the index's
+
+
+def test_the_prescreen_in_steps_counts_every_row() -> None:
+    from hermes_lcm.vectors import _SCAN, _hamming
+
+    rng = np.random.default_rng(9)
+    bits = rng.integers(0, 2**63, size=(2 * _SCAN + 7, 6), dtype=np.uint64)
+    query = rng.integers(0, 2**63, size=6, dtype=np.uint64)
+    whole = np.bitwise_count(bits ^ query).sum(axis=1, dtype=np.int32)
+    assert np.array_equal(_hamming(bits, query), whole)
+    assert np.array_equal(_hamming(bits[:3], query), whole[:3])
