@@ -7,12 +7,18 @@ shares (they are anisotropic), topics in a low-dimensional latent space with a s
 and a little isotropic noise, so a random pair sits near cosine 0.1 and a sentence's nearest
 neighbours near 0.6-0.8. The queries are held-out vectors from the same topics.
 
-Each (size, dtype) runs in a child process of its own that imports only numpy and vectors.py, so
-its RSS is the index's: it computes the exact top-10 of every query first (blocked float32 matmul),
-builds ``vectors.VectorIndex``, drops the generated matrix and returns the freed heap to the
-system (``malloc_trim``; the figure before it is kept too), then reads VmRSS and VmHWM
-(/proc/self/status) and times ``search(q, 10)`` at the default multiplier. Recall@10 is against
-that exact search. Database bytes per vector: 10,000 messages with vectors through
+Each size's data is made in a process of its own (``--prepare``): the vectors, the queries and
+their exact top-10 (blocked float32 matmul), saved to a temporary folder. Each (size, dtype) is
+then measured in a fresh child that imports only numpy and vectors.py and loads the matrix as the
+search arm has it after decoding, so its RSS is python+numpy plus the index: it builds
+``vectors.VectorIndex``, drops the matrix and returns the freed heap to the system
+(``malloc_trim``; the figure before it is kept too), then reads VmRSS and VmHWM (/proc/self/status;
+the peak is the build's, with the matrix still loaded), times ``search(q, 10)`` at the default
+multiplier and reads VmRSS again: the target row takes the larger, the index in use. Recall@10
+is against that exact search. Generating in the measured process, as this
+benchmark once did, added ~12 MB that were not the index's (numpy.random and the libcrypto it
+loads, the generator's and the exact search's heap leftovers). Sizes not given keep their saved
+rows. Database bytes per vector: 10,000 messages with vectors through
 ``storage/vectors.py`` (float32, int8, and Matryoshka 256 x int8), the vectors table and its index
 measured with dbstat. Targets (issue 13): at 100k, median at most 15 ms, recall@10 at least 0.96,
 RSS at most 200 MB.
@@ -88,21 +94,37 @@ def trim() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def child(size: int, dtype: str, queries: int, seed: int) -> dict[str, Any]:
+def prepare(size: int, queries: int, seed: int, folder: Path) -> None:
+    """The data of one size, in a process of its own: the vectors, held-out queries, their exact
+    top-10 and the cosine figures, saved to ``folder``. The generator (numpy.random, which loads
+    libcrypto) and the exact search's blocks are the benchmark's, not the index's, so they never
+    enter the measured process."""
+    data = sentences(size + queries, seed)
+    matrix, asked = data[:size], data[size:]
+    truth = exact_top(matrix, asked, 10)
+    near_scores = [np.sort(matrix[sorted(t)] @ q) for q, t in zip(asked, truth, strict=True)]
+    pair = asked[:50] @ asked[:50].T
+    np.save(folder / "matrix.npy", matrix)
+    np.save(folder / "queries.npy", asked)
+    np.save(folder / "truth.npy", np.array([sorted(t) for t in truth], dtype=np.int64))
+    (folder / "cosines.json").write_text(json.dumps({
+        "random_pair_cosine": round(float(pair[np.triu_indices(50, 1)].mean()), 3),
+        "nearest_cosine": round(float(np.median([s[-1] for s in near_scores])), 3),
+        "tenth_cosine": round(float(np.median([s[0] for s in near_scores])), 3)}))
+
+
+def child(size: int, dtype: str, folder: Path) -> dict[str, Any]:
     """One (size, dtype) measured in this process (see the module docstring)."""
     from hermes_lcm.vectors import VectorIndex
 
     base_mb = status_mb("VmRSS")
-    data = sentences(size + queries, seed)
-    matrix, asked = data[:size], data[size:].copy()
-    truth = exact_top(matrix, asked, 10)
-    near_scores = [np.sort(matrix[sorted(t)] @ q) for q, t in zip(asked, truth, strict=True)]
-    nearest = float(np.median([s[-1] for s in near_scores]))
-    tenth = float(np.median([s[0] for s in near_scores]))
+    asked = np.load(folder / "queries.npy")
+    truth = [set(row.tolist()) for row in np.load(folder / "truth.npy")]
+    matrix = np.load(folder / "matrix.npy")  # as semantic.py has it: one decoded float32 matrix
     built = time.perf_counter()
     index = VectorIndex(np.arange(size, dtype=np.int64), matrix, dtype)
     build_s = time.perf_counter() - built
-    del data, matrix
+    del matrix
     gc.collect()
     untrimmed_mb = status_mb("VmRSS")
     trim()
@@ -113,14 +135,13 @@ def child(size: int, dtype: str, queries: int, seed: int) -> dict[str, Any]:
         got = index.search(query, 10)
         times.append((time.perf_counter() - start) * 1000)
         hits += len(exact & {i for i, _ in got})
-    pair = asked[:50] @ asked[:50].T
     return {"size": size, "dtype": dtype, "median_ms": round(float(np.median(times)), 2),
-            "p95_ms": round(float(np.percentile(times, 95)), 2), "recall_at_10": round(hits / (10 * queries), 4),
+            "p95_ms": round(float(np.percentile(times, 95)), 2), "recall_at_10": round(hits / (10 * len(asked)), 4),
             "index_mb": round(index.nbytes / 1e6, 1), "rss_mb": round(rss_mb, 1),
             "rss_untrimmed_mb": round(untrimmed_mb, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
+            "rss_after_searches_mb": round(status_mb("VmRSS"), 1),
             "python_numpy_mb": round(base_mb, 1), "build_s": round(build_s, 2),
-            "random_pair_cosine": round(float(pair[np.triu_indices(50, 1)].mean()), 3),
-            "nearest_cosine": round(nearest, 3), "tenth_cosine": round(tenth, 3)}
+            **json.loads((folder / "cosines.json").read_text())}
 
 
 def db_bytes(count: int, seed: int) -> dict[str, Any]:
@@ -155,24 +176,44 @@ def db_bytes(count: int, seed: int) -> dict[str, Any]:
     return out
 
 
+def _earlier_runs(sizes: set[int]) -> list[dict[str, Any]]:
+    """The saved runs of the sizes not measured this time (a 1M run needs ~5 GB and minutes), so
+    a partial re-run keeps them; each row keeps the commit it was measured at."""
+    path = ROOT / "bench" / "results" / "knn.json"
+    if not path.exists():
+        return []
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    commit = saved.get("commit")
+    runs = saved.get("details", {}).get("runs", [])
+    return [{**run, "commit": run.get("commit", commit)} for run in runs if run["size"] not in sizes]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--child", nargs=2, metavar=("SIZE", "DTYPE"))
+    parser.add_argument("--child", nargs=3, metavar=("SIZE", "DTYPE", "FOLDER"))
+    parser.add_argument("--prepare", nargs=2, metavar=("SIZE", "FOLDER"))
     args = parser.parse_args()
+    if args.prepare:
+        prepare(int(args.prepare[0]), args.queries, args.seed, Path(args.prepare[1]))
+        return
     if args.child:
-        print(json.dumps(child(int(args.child[0]), args.child[1], args.queries, args.seed)))
+        print(json.dumps(child(int(args.child[0]), args.child[1], Path(args.child[2]))))
         return
     runs = []
     for size in [int(s) for s in args.sizes.split(",")]:
-        for dtype in ("float32", "int8"):
-            done = subprocess.run([sys.executable, __file__, "--child", str(size), dtype, "--queries",
-                                   str(args.queries), "--seed", str(args.seed)], check=True, capture_output=True,
-                                  text=True)
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(runs[-1], flush=True)
+        with tempfile.TemporaryDirectory(prefix="lcm-bench-knn-") as folder:
+            subprocess.run([sys.executable, __file__, "--prepare", str(size), folder, "--queries", str(args.queries),
+                            "--seed", str(args.seed)], check=True)
+            for dtype in ("float32", "int8"):
+                done = subprocess.run([sys.executable, __file__, "--child", str(size), dtype, folder],
+                                      check=True, capture_output=True, text=True)
+                runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+                print(runs[-1], flush=True)
+    earlier = _earlier_runs({run["size"] for run in runs})
+    runs = sorted(earlier + runs, key=lambda run: (run["size"], run["dtype"] != "float32"))
     storage = db_bytes(10_000, args.seed)
     print(storage)
     from common import print_table, save_result
@@ -182,14 +223,16 @@ def main() -> None:
         if run["size"] != 100_000:
             continue
         tag = f"100k x {DIM} {run['dtype']}"
+        rss = max(run["rss_mb"], run.get("rss_after_searches_mb", 0.0))  # in use: the searches' pages count
+        queries = args.queries
         rows += [
             {"target": f"vector top-10 median latency, {tag}", "ours": f"{run['median_ms']} ms",
              "reference": f"<= {TARGET_MS:g} ms", "verdict": "met" if run["median_ms"] <= TARGET_MS else "missed"},
             {"target": f"vector recall@10 vs exact, {tag}", "ours": f"{run['recall_at_10']}",
              "reference": f">= {TARGET_RECALL}",
              "verdict": "met" if run["recall_at_10"] >= TARGET_RECALL else "missed"},
-            {"target": f"process RSS with the index, {tag}", "ours": f"{run['rss_mb']} MB",
-             "reference": f"<= {TARGET_RSS_MB:g} MB", "verdict": "met" if run["rss_mb"] <= TARGET_RSS_MB else "missed"},
+            {"target": f"process RSS with the index, after {queries} searches, {tag}", "ours": f"{rss} MB",
+             "reference": f"<= {TARGET_RSS_MB:g} MB", "verdict": "met" if rss <= TARGET_RSS_MB else "missed"},
         ]
     rows.append({"target": "database bytes per vector, dim 384 (float32 / int8)",
                  "ours": " / ".join(str(storage[t]["table_bytes_per_vector"]) for t in ("float32", "int8")),
