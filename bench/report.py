@@ -163,18 +163,22 @@ def _privacy(details: dict[str, Any]) -> str:
 
 def _knn(details: dict[str, Any]) -> str:
     rows = [[f"{r['size']:,}", r["dtype"], r["median_ms"], r["p95_ms"], r["recall_at_10"], r["index_mb"], r["rss_mb"],
-             r["peak_rss_mb"], r["build_s"]] for r in details["runs"]]
+             r.get("rss_after_searches_mb", "-"), r["peak_rss_mb"], r["build_s"], r.get("commit", "this run")]
+            for r in details["runs"]]
     store = [[label, s["dim"], s["blob_bytes_per_vector"], s["table_bytes_per_vector"], s["file_growth_per_vector"]]
              for label, s in details["storage"].items()]
     first = details["runs"][0]
-    return _table(["vectors", "dtype", "median ms", "p95 ms", "recall@10", "index MB", "RSS MB", "peak RSS MB",
-                   "build s"], rows) + (
+    return _table(["vectors", "dtype", "median ms", "p95 ms", "recall@10", "index MB", "RSS MB",
+                   "RSS after searches MB",
+                   "peak RSS MB", "build s", "measured at"], rows) + (
         f"\n\nDim {details['dim']}, {details['queries']} held-out queries, seed {details['seed']}, default multiplier "
         "(8, with the floor of 160 candidates by sign-bit Hamming distance, then exact cosine). Synthetic "
         f"sentence-like vectors: a random pair at cosine {first['random_pair_cosine']}, a query's nearest at "
-        f"{first['nearest_cosine']}, its tenth at {first['tenth_cosine']}. RSS is VmRSS of a process holding "
-        "only the index (after the generator's "
-        "temporaries are returned); peak RSS includes generating the data and the exact search. MB are 10^6 bytes.\n\n"
+        f"{first['nearest_cosine']}, its tenth at {first['tenth_cosine']}. RSS is VmRSS of a fresh process that "
+        "loaded the matrix, built the index and dropped the matrix (the data and the exact search are made in "
+        "another process); RSS after searches is the same process after the timed searches; peak RSS is its "
+        "VmHWM: the loaded matrix beside the index being built. A partial run keeps the other sizes' rows "
+        "with the commit they were measured at. MB are 10^6 bytes.\n\n"
         "Database bytes per vector (10,000 message vectors, `storage/vectors.py`):\n\n"
         + _table(["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"], store))
 
