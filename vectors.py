@@ -21,6 +21,8 @@ Why these choices:
 
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -178,6 +180,27 @@ class VectorIndex:
         scales[~(scales > 0)] = 1.0
         self._rows[start:stop] = np.clip(np.rint(unit / scales[:, None]), -_INT8_MAX, _INT8_MAX)
         self._scales[start:stop] = scales
+
+    def extended(self, ids: np.ndarray, matrix: np.ndarray) -> VectorIndex:
+        """This index plus more rows, as a new index that holds one copy of everything (a cache
+        that appends keeps no matrix of its own). The new rows' sign bits use this index's centre:
+        the prescreen only needs a stable centre, and the rescore of its shortlist is exact."""
+        more = VectorIndex(ids, matrix, self.dtype)
+        if len(self) == 0:
+            return more
+        if len(more) == 0:
+            return self
+        if more.dim != self.dim:
+            raise VectorError(f"new rows have {more.dim} components, the index {self.dim}")
+        unit = _normalized_block(np.atleast_2d(np.asarray(matrix, dtype=np.float32)))
+        out = copy.copy(self)
+        out.ids = np.concatenate([self.ids, more.ids])
+        out._rows = np.concatenate([self._rows, more._rows])
+        out._scales = None if self._scales is None or more._scales is None \
+            else np.concatenate([self._scales, more._scales])
+        out._bits = np.concatenate([self._bits, self._signs(unit)])
+        out._position = {int(i): n for n, i in enumerate(out.ids)} if len(out.ids) < 4096 else None
+        return out
 
     @property
     def nbytes(self) -> int:

@@ -247,3 +247,34 @@ def test_the_prescreen_in_steps_counts_every_row() -> None:
     whole = np.bitwise_count(bits ^ query).sum(axis=1, dtype=np.int32)
     assert np.array_equal(_hamming(bits, query), whole)
     assert np.array_equal(_hamming(bits[:3], query), whole[:3])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_an_extended_index_searches_like_one_built_whole(dtype: str) -> None:
+    """A cache appends new rows to its index (no matrix of its own kept): the answers match an
+    index built from all rows at once, exactly on a small set, and by recall on a large one."""
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(60, 32))  # clustered, like sentence embeddings (random rows have no neighbours)
+
+    def rows(n: int) -> np.ndarray:
+        return (centres[rng.integers(0, 60, n)] + 0.35 * rng.normal(size=(n, 32))).astype(np.float32)
+
+    base, more = rows(3000), rows(700)
+    ids = np.arange(3700, dtype=np.int64)
+    grown = VectorIndex(ids[:3000], base, dtype).extended(ids[3000:], more)
+    whole = VectorIndex(ids, np.vstack([base, more]), dtype)
+    assert len(grown) == 3700 and grown.nbytes == whole.nbytes
+    queries = rows(30)
+    small = VectorIndex(ids[:50], base[:50], dtype).extended(ids[3000:3020], more[:20])
+    small_whole = VectorIndex(np.concatenate([ids[:50], ids[3000:3020]]), np.vstack([base[:50], more[:20]]), dtype)
+    hits = 0
+    for q in queries:
+        assert small.search(q, 10) == small_whole.search(q, 10)
+        exact = {i for i, _ in whole.search(q, 10, multiplier=10_000)}
+        hits += len(exact & {i for i, _ in grown.search(q, 10)})
+    assert hits / (10 * len(queries)) >= 0.9
+    # appended ids are found, and a wrong width is refused
+    assert grown.search(more[5], 1)[0][0] == 3005
+    with pytest.raises(VectorError):
+        grown.extended(np.array([9999]), np.ones((1, 16), dtype=np.float32))
+    assert VectorIndex(ids[:0], np.zeros((0, 32), np.float32), dtype).extended(ids[:3], base[:3]).search(base[1], 1)[0][0] == 1
