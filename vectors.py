@@ -22,7 +22,6 @@ Why these choices:
 from __future__ import annotations
 
 import copy
-
 from collections.abc import Sequence
 
 import numpy as np
