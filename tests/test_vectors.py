@@ -277,4 +277,5 @@ def test_an_extended_index_searches_like_one_built_whole(dtype: str) -> None:
     assert grown.search(more[5], 1)[0][0] == 3005
     with pytest.raises(VectorError):
         grown.extended(np.array([9999]), np.ones((1, 16), dtype=np.float32))
-    assert VectorIndex(ids[:0], np.zeros((0, 32), np.float32), dtype).extended(ids[:3], base[:3]).search(base[1], 1)[0][0] == 1
+    empty = VectorIndex(ids[:0], np.zeros((0, 32), np.float32), dtype)
+    assert empty.extended(ids[:3], base[:3]).search(base[1], 1)[0][0] == 1
