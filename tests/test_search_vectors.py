@@ -365,3 +365,22 @@ def test_a_fresh_engine_uses_vectors_another_process_stored(server: Stub, tmp_pa
     answer = recall(fresh, query="what automobile do they drive")
     assert answer["arms"]["vectors"].startswith("on"), answer["arms"]
     assert answer["hits"][0]["store_id"] == stored_ids(fresh)[TALK[0]["content"]]
+
+
+def test_the_vector_arm_brings_as_many_rows_as_full_text(server: Stub, tmp_path: Path) -> None:
+    """The dense arm's pool is as deep as the full-text one (search.POOL): a question in other
+    words whose answers are many rows finds them all by meaning, not only the first 40
+    (bench/fusion_lab.py: a pool of 100 lifted LoCoMo and the paraphrase set, lowered neither)."""
+    rows = [{"role": "user", "content": f"automobile parked at spot {i}", "timestamp": 1_700_000_000 + 30 * i}
+            for i in range(70)]
+    engine = engine_for(tmp_path, "s1", None, vector_env(server))
+    engine.ingest_host(rows)
+    embed_all(engine)
+    found, cursor = set(), None
+    for _ in range(5):
+        page = recall(engine, query="which sedan do they drive", limit=30, **({"cursor": cursor} if cursor else {}))
+        found |= {h["store_id"] for h in page["hits"] if h.get("semantic")}
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    assert len(found) == 70
