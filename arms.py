@@ -189,7 +189,9 @@ class FullTextArm:
         return [summary_hit(node, score) for node, score in rows]
 
 
-VECTOR_POOL = 40          # rows the vector arm adds at most: dense alone is weak at depth (LoCoMo R@10 ~0.47)
+# Rows the vector arm adds at most: as deep as full text (search.POOL). bench/fusion_lab.py: 40 -> 100
+# lifted LoCoMo (R@10 0.778 -> 0.780) and the paraphrase set (0.100 -> 0.114), lowered no conversation.
+VECTOR_POOL = 100
 VECTOR_WIDEN = 3          # KNN rows asked for per pool row before the scope filter
 VECTOR_MULTIPLIER = 4     # the index's prescreen shortlist per asked row (at least its floor of 160)
 VECTOR_ALLOWED_CAP = 200_000  # in-scope ids passed to the index when the scope is a small part of it

@@ -51,6 +51,14 @@ SUMMARY_POOL = 30           # summary candidates reranked per query
 # Measured (bench/locomo_recall.py --hybrid --weights w:c): 0.5 lifts the paraphrase set (R@10 0.11 -> 0.36)
 # but costs LoCoMo (conversation conv-30 -0.024 below full text); 0.25 keeps LoCoMo never below full text.
 CONFIDENT_COVER = 0.25
+# The nearest rows by meaning that keep a place in the first page whatever the text says
+# (``_reserve``): a question in other words still shows its best semantic match, while a keyword
+# question loses at most the last of its ten places. Measured (bench/fusion_lab.py): one slot
+# lifted the paraphrase set (R@10 0.11 -> 0.20) and LoCoMo (0.780 -> 0.783, no conversation below
+# full text); two slots reached 0.26 but ranked conv-30 one question below full text.
+DENSE_SLOTS = 1
+SLOT_DEPTH = 10        # lcm_recall's default page
+SLOT_COSINE = 0.3      # a reserved row must at least be related (MiniLM: unrelated turns sit near 0.1-0.2)
 
 POOL_CACHE = 8             # ranked pools kept per process, so later pages rank exactly like the first
 
@@ -216,13 +224,16 @@ class Searcher:
             cover = coverage(h.scratch_id, matched, weights)
             best_cover = max(best_cover, cover if h.kind == "message" else 0.0)
             h.score = own_score(relevance, cover, is_exact(h.text, terms))
-        if self.vector is not None and self.vector.used:
+        hybrid = self.vector is not None and self.vector.used
+        if hybrid:
             self._fuse(candidates, min(1.0, best_cover / CONFIDENT_COVER))
         ranked = (self._add_context(messages, m_upper) if conversational(terms) else messages) + summaries
         if self.req.boost is not None:
             for h in ranked:
                 h.score *= self.req.boost(h)
         ranked.sort(key=lambda h: (-h.score, -h.created_at, h.kind, -h.id))
+        if hybrid:
+            ranked = _reserve(ranked)
         kept, covered = _one_per_source(ranked, matched)
         return self._shown_last(kept) + self._shown_last(covered)
 
@@ -241,11 +252,11 @@ class Searcher:
         assert self.vector is not None
         self.vector.cosines(candidates)
         w = min(1.0, max(0.0, self.req.vector_weight))
-        share = (1.0 - w) * confidence if w > 0 else 1.0
         top_text = max((h.score for h in candidates), default=0.0) or 1.0
         top_cos = max((h.cosine for h in candidates if h.cosine is not None), default=0.0)
         if top_cos <= 0:
             return
+        share = (1.0 - w) * confidence if w > 0 else 1.0
         for h in candidates:
             text = h.score / top_text
             dense = max(0.0, h.cosine) / top_cos if h.cosine is not None else text
@@ -356,6 +367,26 @@ class Searcher:
         m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
         s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
         return taken, replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+
+
+def _reserve(ranked: list[Hit]) -> list[Hit]:
+    """The best ``DENSE_SLOTS`` rows by cosine (at least ``SLOT_COSINE``) moved into the first
+    ``SLOT_DEPTH`` places when they rank below them: at the end of those places, in cosine order,
+    so the full text's best rows keep theirs. The fused score alone cannot do this without a weight
+    that buries keyword answers (bench/fusion_lab.py: a dense weight of 0.5 or a stricter gate cost
+    LoCoMo conversations up to 0.06); a reserved place costs a keyword question one place at most."""
+    if DENSE_SLOTS <= 0:
+        return ranked
+    head = ranked[:SLOT_DEPTH]
+    best = sorted((h for h in ranked if h.cosine is not None and h.cosine >= SLOT_COSINE),
+                  key=lambda h: -(h.cosine or 0.0))[:DENSE_SLOTS]
+    shown = {id(h) for h in head}
+    lifted = [h for h in best if id(h) not in shown]
+    if not lifted:
+        return ranked
+    keep = head[:SLOT_DEPTH - len(lifted)]
+    placed = {id(h) for h in keep + lifted}
+    return keep + lifted + [h for h in ranked if id(h) not in placed]
 
 
 def _one_per_source(ranked: list[Hit], matched: Sequence[set[int]]) -> tuple[list[Hit], list[Hit]]:

@@ -365,3 +365,40 @@ def test_a_fresh_engine_uses_vectors_another_process_stored(server: Stub, tmp_pa
     answer = recall(fresh, query="what automobile do they drive")
     assert answer["arms"]["vectors"].startswith("on"), answer["arms"]
     assert answer["hits"][0]["store_id"] == stored_ids(fresh)[TALK[0]["content"]]
+
+
+def test_the_vector_arm_brings_as_many_rows_as_full_text(server: Stub, tmp_path: Path) -> None:
+    """The dense arm's pool is as deep as the full-text one (search.POOL): a question in other
+    words whose answers are many rows finds them all by meaning, not only the first 40
+    (bench/fusion_lab.py: a pool of 100 lifted LoCoMo and the paraphrase set, lowered neither)."""
+    rows = [{"role": "user", "content": f"automobile parked at spot {i}", "timestamp": 1_700_000_000 + 30 * i}
+            for i in range(70)]
+    engine = engine_for(tmp_path, "s1", None, vector_env(server))
+    engine.ingest_host(rows)
+    embed_all(engine)
+    found, cursor = set(), None
+    for _ in range(5):
+        page = recall(engine, query="which sedan do they drive", limit=30, **({"cursor": cursor} if cursor else {}))
+        found |= {h["store_id"] for h in page["hits"] if h.get("semantic")}
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    assert len(found) == 70
+
+
+def test_the_nearest_row_by_meaning_keeps_a_place_on_the_first_page(server: Stub, tmp_path: Path) -> None:
+    """Twelve rows share the question's word but not its meaning; the one row about it shares no
+    word. Full text fills the first page with the word's rows (and the gated fusion keeps them
+    ahead); the reserved place (search.DENSE_SLOTS) still shows the meaning's row among the ten."""
+    strays = [{"role": "user", "content": f"groceries from the market stall {i}",
+               "timestamp": 1_700_000_000 + 600 * i} for i in range(12)]
+    filler = [{"role": "user", "content": f"{text} ({i})", "timestamp": 1_700_010_000 + 600 * i}
+              for i, text in enumerate(FILLER * 8)]
+    target = {"role": "user", "content": "I finally got a blue sedan", "timestamp": 1_700_100_000}
+    engine = engine_for(tmp_path, "s1", None, vector_env(server))
+    engine.ingest_host([*strays, *filler, target])
+    embed_all(engine)
+    wanted = stored_ids(engine)[target["content"]]
+    hits = recall(engine, query="market stall groceries automobile", limit=10)["hits"]
+    assert wanted in [h["store_id"] for h in hits]
+    assert hits[0]["store_id"] != wanted  # the keyword rows keep the head of the page
