@@ -28,9 +28,9 @@ REDACTION_SECRET = "redaction"  # the store's redaction key: equal secrets get e
 
 @dataclass
 class _Cached:
+    """One kind's index and the store version it reflects (the index is the only copy of the rows)."""
+
     version: tuple[int, int, int]
-    ids: list[int]
-    matrix: np.ndarray
     index: VectorIndex
 
 
@@ -99,15 +99,15 @@ class Semantic:
             after = cached.version[1] if cached is not None else 0
             ids, blobs, scales = self.store.load_vectors(model_id, kind, after_id=after)
             rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
-            if cached is not None and cached.version[2] == version[2] and len(cached.ids) + len(ids) == version[0]:
-                all_ids, matrix = cached.ids + ids, np.vstack([cached.matrix, rows])
-            elif cached is not None:
-                all_ids, blobs, scales = self.store.load_vectors(model_id, kind)
-                matrix = decode(blobs, scales, dim, dtype) if all_ids else np.zeros((0, dim), np.float32)
+            if cached is not None and cached.version[2] == version[2] and len(cached.index) + len(ids) == version[0]:
+                index = cached.index.extended(np.asarray(ids, dtype=np.int64), rows)  # appended: no reload
             else:
-                all_ids, matrix = ids, rows
-            index = VectorIndex(np.asarray(all_ids, dtype=np.int64), matrix, dtype)
-            self._cache[kind] = _Cached(version, all_ids, matrix, index)
+                if cached is not None:  # rows were dropped or replaced: read them all again
+                    ids, blobs, scales = self.store.load_vectors(model_id, kind)
+                    rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
+                index = VectorIndex(np.asarray(ids, dtype=np.int64), rows, dtype)
+            del rows
+            self._cache[kind] = _Cached(version, index)
             return index
 
     def doctor(self) -> tuple[str, str, dict[str, Any]]:
@@ -155,7 +155,7 @@ class Semantic:
             waiting = len(self.store.unembedded(embedder.model_id, "m", newest, cap))
         except Exception:  # noqa: BLE001 - the note is informational
             waiting = 0
-        return embedder.model, len(cached.ids) if cached is not None else count, waiting
+        return embedder.model, len(cached.index) if cached is not None else count, waiting
 
     def status(self) -> dict[str, Any]:
         """What status and doctor show: the provider, the model, the job, the failures; no text."""

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from hermes_lcm import store as store_module
@@ -289,6 +290,9 @@ def test_the_index_appends_new_rows_and_reloads_after_a_delete(stub: Stub, tmp_p
     reloaded = sem.index("m")
     assert reloaded is not None and victim not in reloaded.ids.tolist()
     assert len(reloaded.ids) == len(vector_rows(db))
+    # the cache keeps the index only: no second copy of the rows beside it
+    held = [v for v in vars(sem._cache["m"]).values() if isinstance(v, np.ndarray)]
+    assert held == [] and sem._cache["m"].index is reloaded
 
 
 def test_a_broken_provider_setting_is_a_problem_not_an_exception(tmp_path: Path) -> None:
