@@ -13,10 +13,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from .httpserve import reply, start
 
 
 def vec(text: str, dim: int = 8) -> list[float]:
@@ -69,15 +71,7 @@ def _handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 with stub.lock:
                     stub.open_requests -= 1
                     stub.spans.append((received, time.time()))
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client gave up (timeout test)
-                pass
+            reply(self, code, payload)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -85,20 +79,10 @@ def _handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve() -> tuple[Stub, Callable[[], None]]:
-    """Start a stub server; returns it and the function that stops it."""
-    state = Stub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
-    server.daemon_threads = True
-    server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-
-    def close() -> None:
-        server.shutdown()
-        server.server_close()
-
+def serve(state: Stub | None = None) -> tuple[Stub, Callable[[], None]]:
+    """Start a stub server (a fresh Stub, or ``state``); returns it and the function that stops it."""
+    state = state or Stub()
+    state.base_url, close = start(_handler_for(state))
     return state, close
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.query import build_query
 from hermes_lcm.search import Searcher, SearchRequest
 
-from .embedstub import Stub, _handler_for
+from .embedstub import Stub, serve
 from .test_embed_local import MISSING as LOCAL_MISSING
 from .tooltest import walk
 
@@ -61,17 +59,11 @@ def concept_answer(request: dict[str, Any], path: str) -> tuple[int, Any, float]
 
 @pytest.fixture
 def server() -> Iterator[Stub]:
-    state = Stub(answer=concept_answer)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    state, stop = serve(Stub(answer=concept_answer))
     try:
         yield state
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        stop()
         store_module.close_all()
 
 

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,6 +24,8 @@ from hermes_lcm.summarizer.extractive import extractive_summary
 from hermes_lcm.summarizer.fitting import FOOTER_PREFIX, trim_to_tokens
 from hermes_lcm.summarizer.routes import HostAuxiliaryRoute, OpenAICompatibleRoute
 from hermes_lcm.tokens import count_tokens
+
+from .httpserve import reply, start
 
 # --------------------------------------------------------------------------- stub endpoint
 
@@ -72,15 +74,7 @@ def _handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             code, payload, delay = stub.handle(json.loads(body))
             time.sleep(delay)
-            data = json.dumps(payload).encode() if not isinstance(payload, bytes) else payload
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:  # the client gave up (timeout test)
-                pass
+            reply(self, code, payload)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -91,17 +85,12 @@ def _handler_for(stub: Stub) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def stub() -> Iterator[Stub]:
     state = Stub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(state))
-    server.daemon_threads = True
-    server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    state.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    base_url, stop = start(_handler_for(state))
+    state.base_url = base_url + "/v1"
     try:
         yield state
     finally:
-        server.shutdown()
-        server.server_close()
+        stop()
 
 
 class FakeClock:
