@@ -26,6 +26,7 @@ when the evidence package is importable (they are left out, not zero, before it 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -118,6 +119,7 @@ class Tally:
     words: dict[int, int] = field(default_factory=dict)
     dated: int = 0  # temporal questions whose gold is one date
     date_ok: int = 0
+    top_ok: int = 0  # the date of the best-ranked line alone (its resolved day, else its time) is right
     compute_ok: int = 0
     compute_answered: int = 0
     tokens: list[int] = field(default_factory=list)
@@ -132,8 +134,8 @@ class Tally:
         self.tokens.append(tokens)
 
     def figures(self) -> dict[str, Any]:
-        per = {CATEGORIES[c]: {"questions": n, "exact": round(self.exact[c] / n, 3), "words": round(self.words[c] / n, 3)}
-               for c, n in sorted(self.asked.items())}
+        per = {CATEGORIES[c]: {"questions": n, "exact": round(self.exact[c] / n, 3),
+                               "words": round(self.words[c] / n, 3)} for c, n in sorted(self.asked.items())}
         total = sum(self.asked.values())
         out: dict[str, Any] = {
             "questions": total, "per_category": per,
@@ -143,6 +145,7 @@ class Tally:
             "tokens_max": max(self.tokens, default=0),
             "ms_per_question": round(self.seconds / max(1, total) * 1000, 2),
             "dated_questions": self.dated, "date_right": round(self.date_ok / max(1, self.dated), 3),
+            "top_date_right": round(self.top_ok / max(1, self.dated), 3),
         }
         if self.compute_answered or self.compute_ok:
             out["compute_answered"] = round(self.compute_answered / max(1, self.dated), 3)
@@ -188,6 +191,19 @@ def pack_text(pack: Any) -> tuple[str, str]:
     return json.dumps(shown, ensure_ascii=False, default=str), " ".join(dates)
 
 
+def top_date(pack: Any, ranked: list[int]) -> str:
+    """The date the best-ranked line in the pack gives: the first date its words resolve to,
+    else its own time (as text for ``normalise``)."""
+    lines = {line.get("store_id"): line for line in pack.as_dict().get("lines", [])}
+    for ref in ranked:
+        line = lines.get(ref)
+        if line is not None:
+            dates = line.get("dates") or []
+            return str(dates[0]["first"]) if dates and dates[0].get("first") == dates[0].get("last") \
+                else str(line.get("at", ""))
+    return ""
+
+
 def _date_right(gold: str, text: str) -> bool:
     return gold in normalise(text).split()
 
@@ -203,12 +219,11 @@ def evaluate(data: str, files: str) -> dict[str, Tally]:
     tallies: dict[str, Tally] = {"grep_snippets": Tally()}
     if evidence is not None:
         tallies["pack_grep"] = Tally()
-        if hasattr(evidence, "retrieve"):
+        if importlib.util.find_spec("hermes_lcm.evidence.retrieve") is not None:
             tallies["pack_retrieve"] = Tally()
     home = Path(tempfile.mkdtemp(prefix="lcm-locomo-evidence-"))
     for conversation in conversations:
         engine, _ = ingest(home, conversation)
-        core = engine.core
         questions = load_questions(Path(data) / f"{conversation.name}.json")
         for asked in questions:
             gold = gold_date(asked.answer) if asked.category == 2 else None
@@ -220,17 +235,13 @@ def evaluate(data: str, files: str) -> dict[str, Tally]:
             if gold is not None:
                 tally.dated += 1
                 tally.date_ok += _date_right(gold, " ".join(line.split(": ", 1)[0] for line in text.splitlines()))
+                tally.top_ok += _date_right(gold, text.split(": ", 1)[0] if text else "")
             if evidence is None:
                 continue
-            builders: dict[str, Callable[[], Any]] = {
-                "pack_grep": lambda refs=refs, asked=asked: evidence.build_pack(
-                    core.store, refs, core.reach(False), budget_tokens=BUDGET, question=asked.text)}
-            if "pack_retrieve" in tallies:
-                builders["pack_retrieve"] = lambda asked=asked: evidence.retrieve(
-                    core, asked.text, core.reach(False), budget_tokens=BUDGET).pack
+            builders = _builders(evidence, engine.core, refs, asked.text, "pack_retrieve" in tallies)
             for name, build in builders.items():
                 started = time.perf_counter()
-                pack = build()
+                pack, ranked = build()
                 tally = tallies[name]
                 tally.seconds += time.perf_counter() - started
                 shown, dates = pack_text(pack)
@@ -239,13 +250,33 @@ def evaluate(data: str, files: str) -> dict[str, Tally]:
                     continue
                 tally.dated += 1
                 tally.date_ok += _date_right(gold, dates)
-                _compute(evidence, core, pack, asked, gold, tally)
+                tally.top_ok += _date_right(gold, top_date(pack, ranked))
+                _compute(evidence, engine.core, pack, asked, gold, tally)
     return tallies
+
+
+def _builders(evidence: Any, core: Any, refs: list[int], question: str,
+              controller: bool) -> dict[str, Callable[[], Any]]:
+    """The pack systems for one question: the pack of grep's refs, and lcm_retrieve's pack."""
+    reach = core.reach(False)
+    out: dict[str, Callable[[], Any]] = {
+        "pack_grep": lambda: (evidence.build_pack(core.store, refs, reach, budget_tokens=BUDGET, question=question),
+                              refs)}
+    if controller:
+        from hermes_lcm.evidence.retrieve import retrieve
+
+        current = core.binding.conversation_id
+        def controlled() -> tuple[Any, list[int]]:
+            found = retrieve(core.store, core.dag, question, conversation_id=current, reach=reach, budget_tokens=BUDGET)
+            return found.pack, list(found.refs)
+
+        out["pack_retrieve"] = controlled
+    return out
 
 
 def _pack_tokens(pack: Any, count: Callable[[str], int]) -> int:
     shown = pack.as_dict() if hasattr(pack, "as_dict") else pack
-    return int(shown.get("tokens") or count("\n".join(str(line.get("text", "")) for line in shown.get("lines", []))))
+    return int(shown.get("used_tokens") or count("\n".join(str(line.get("text", "")) for line in shown.get("lines", []))))
 
 
 def _compute(evidence: Any, core: Any, pack: Any, asked: Asked, gold: str, tally: Tally) -> None:

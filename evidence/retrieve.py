@@ -42,8 +42,8 @@ MAX_CALLS = 3
 MAX_REFS = 40
 MAX_CONTEXT_TOKENS = 7500
 PACK_TOKENS = 1500
-HITS_PER_CALL = 10
-LINE_OVERHEAD_TOKENS = 45  # a pack line's fields besides its text (ref, role, session, time, dates)
+HITS_PER_CALL = 20
+LINE_OVERHEAD_TOKENS = 60  # a pack line's fields besides its text (ref, role, session, time, dates)
 NEIGHBOURS = 1  # turns either side of a hit that lcm_expand adds
 STEPS = ("lcm_recent", "lcm_grep", "lcm_recall", "lcm_expand")
 
@@ -117,9 +117,9 @@ class _Run:
     best: list[Hit] = field(default_factory=list)
     context_tokens: int = 0
 
-    def search(self, scope: Scope, filters: Filters = Filters()) -> list[Hit]:
-        request = SearchRequest(self.query, scope, filters, "relevance", HITS_PER_CALL, visible=self.visible,
-                                rank_visible=not self.novel_only)
+    def search(self, scope: Scope, filters: Filters | None = None) -> list[Hit]:
+        request = SearchRequest(self.query, scope, filters or Filters(), "relevance", HITS_PER_CALL,
+                                visible=self.visible, rank_visible=not self.novel_only)
         try:
             hits = Searcher(self.store, self.dag, request).page().hits
         except StoreError:
@@ -156,13 +156,13 @@ class _Run:
         read = 0
         for hit in self.best[:4]:
             if hit.kind == "summary" and hit.node is not None:
-                rows = self.store.summary_sources(hit.node.node_id, 0, 6)
+                rows = self.store.summary_sources(hit.node.id, 0, 6)
             elif hit.kind == "message":
                 rows = self.store.messages_between(hit.conversation_id, hit.seq - NEIGHBOURS, hit.seq + NEIGHBOURS)
             else:
                 continue
             for row in rows:
-                if self.reach is None or row.conversation_id in self.reach or row.conversation_id == self.conversation_id:
+                if self.reach is None or row.conversation_id in (*self.reach, self.conversation_id):
                     read += count_tokens(row.content)
                     ids.append(row.id)
         self.context_tokens += read
@@ -182,6 +182,18 @@ def fitting(store: Store, refs: Sequence[int], budget_tokens: int) -> list[int]:
             chosen.append(ref)
             used += cost
     return chosen
+
+
+def _pack(store: Store, refs: Sequence[int], reach: tuple[int, ...] | None, budget_tokens: int, question: str,
+          tz: str) -> Any:
+    """The pack of the best refs that fit whole: the estimate first, then the worst dropped
+    while the pack still leaves one out (its lines carry dates and fields the estimate misses)."""
+    chosen = fitting(store, refs, budget_tokens)
+    while True:
+        pack = build_pack(store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz)
+        if not pack.omitted or len(chosen) <= 1:
+            return pack
+        chosen = chosen[:-1]
 
 
 def period_of(question: str, anchor: float, tz: str = "") -> tuple[str, float, float] | None:
@@ -221,8 +233,7 @@ def retrieve(store: Store, dag: Dag, question: str, *, conversation_id: int | No
             continue
         calls.append(call)
         if call.refs:
-            pack = build_pack(store, fitting(store, run.refs, budget_tokens), reach, budget_tokens=budget_tokens,
-                              question=question, tz=tz)
+            pack = _pack(store, run.refs, reach, budget_tokens, question, tz)
         if is_sufficient(pack):
             stopped = "sufficient"
             break
