@@ -67,7 +67,7 @@ class LcmConfig:
     tool_response_max_chars: int = 24000
     disabled_tools: str = ""
     assertions_enabled: bool = False
-    evidence_tools_enabled: bool = False
+    evidence_tools_enabled: bool = True
     adaptive_retrieval_enabled: bool = False
     enable_slash_command: bool = False
     doctor_clean_apply_enabled: bool = False

@@ -6,8 +6,28 @@ Callers import from here (the front door); the modules behind it may move.
 
 from __future__ import annotations
 
+from .compile import check_claim, compile_brief, read_claims
+from .compute import OPERATIONS, compute
 from .pack import DEFAULT_BUDGET, Pack, build_pack, sufficiency
 from .refs import Line, Missing, Ref, RefError, hydrate, hydrate_all, parse_ref, parse_refs, read_refs
 
-__all__ = ["DEFAULT_BUDGET", "Line", "Missing", "Pack", "Ref", "RefError", "build_pack", "hydrate", "hydrate_all",
-           "parse_ref", "parse_refs", "read_refs", "sufficiency"]
+__all__ = [
+           "DEFAULT_BUDGET",
+           "OPERATIONS",
+           "Line",
+           "Missing",
+           "Pack",
+           "Ref",
+           "RefError",
+           "build_pack",
+           "check_claim",
+           "compile_brief",
+           "compute",
+           "hydrate",
+           "hydrate_all",
+           "parse_ref",
+           "parse_refs",
+           "read_claims",
+           "read_refs",
+           "sufficiency",
+]

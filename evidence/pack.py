@@ -41,7 +41,9 @@ _QUOTED = re.compile(r"\"([^\"]{2,60})\"|'([^']{2,60})'")
 _NAME = re.compile(r"\b([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
 _NOT_NAMES = frozenset(("what when where which who whom whose why how did does do is are was were has have had "
                         "can could would should will the a an i in on at of for to and or if my your our their "
-                        "his her its monday tuesday wednesday thursday friday saturday sunday").split())
+                        "his her its he she they we you me them us it this that these those there then so but yes no "
+                        "user assistant january february march april may june july august september october november "
+                        "december monday tuesday wednesday thursday friday saturday sunday").split())
 
 
 def iso(at: float) -> str:
