@@ -208,7 +208,35 @@ def _date_right(gold: str, text: str) -> bool:
     return gold in normalise(text).split()
 
 
-def evaluate(data: str, files: str) -> dict[str, Tally]:
+def gate(store: Any, conversations: list[Any], data: str) -> dict[str, Any]:
+    """The pre-answer hook's recall-need gate (evidence/need.py) with the store lookup of the
+    stored conversations: how often it fires on the LoCoMo questions (per category) and on the
+    ordinary requests of bench/proactive_floor.py (coding, operations, errands, small talk)."""
+    from proactive_floor import CHAT, UNRELATED
+
+    from hermes_lcm.evidence.need import needs_recall
+    from hermes_lcm.evidence.preanswer import known_in
+    known = known_in(store)
+    anchor = time.time()
+    fired: dict[int, list[int]] = {}
+    for conversation in conversations:
+        for asked in load_questions(Path(data) / f"{conversation.name}.json"):
+            fired.setdefault(asked.category, [0, 0])
+            fired[asked.category][0] += 1
+            fired[asked.category][1] += needs_recall(asked.text, anchor, known).recall
+    ordinary = [m for m in UNRELATED + CHAT if needs_recall(m, anchor, known).recall]
+    bare = [needs_recall(a.text, anchor).recall for c in conversations
+            for a in load_questions(Path(data) / f"{c.name}.json")]
+    total = sum(n for n, _ in fired.values())
+    return {"questions": total, "fired": round(sum(f for _, f in fired.values()) / max(1, total), 3),
+            "per_category": {CATEGORIES[c]: round(f / max(1, n), 3) for c, (n, f) in sorted(fired.items())},
+            "ordinary_requests": len(UNRELATED + CHAT), "ordinary_fired": len(ordinary),
+            "ordinary_fired_examples": ordinary[:5],
+            "without_store_lookup": {"fired": round(sum(bare) / max(1, len(bare)), 3),
+                                     "ordinary_fired": sum(needs_recall(m, anchor).recall for m in UNRELATED + CHAT)}}
+
+
+def evaluate(data: str, files: str) -> dict[str, Any]:
     import tempfile
 
     from bench.locomo_recall import ingest, load_selected
@@ -252,7 +280,7 @@ def evaluate(data: str, files: str) -> dict[str, Tally]:
                 tally.date_ok += _date_right(gold, dates)
                 tally.top_ok += _date_right(gold, top_date(pack, ranked))
                 _compute(evidence, pack, ranked, asked, gold, tally)
-    return tallies
+    return {"tallies": tallies, "gate": gate(engine.core.store, conversations, data)}
 
 
 def _builders(evidence: Any, core: Any, refs: list[int], question: str,
@@ -306,9 +334,10 @@ def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(parser)
     args = parser.parse_args(argv)
-    tallies = evaluate(args.data, args.files)
-    result = {name: tally.figures() for name, tally in tallies.items()}
+    measured = evaluate(args.data, args.files)
+    result: dict[str, Any] = {name: tally.figures() for name, tally in measured["tallies"].items()}
     result["budget_tokens"] = BUDGET
+    result["preanswer_gate"] = measured["gate"]
     for name, figures in result.items():
         if isinstance(figures, dict):
             print(name, json.dumps(figures))

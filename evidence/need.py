@@ -59,7 +59,7 @@ def names(text: str) -> list[str]:
         before = text[:m.start()].rstrip()
         if not word[:1].isupper() or word in _NOT_NAMES or not before or before[-1] in ".!?":
             continue
-        if len(word) > 1 and word[1:].islower() and word not in found:  # IPv4, JWTs, TypeScript: not names
+        if len(word) > 2 and word[1:].islower() and word not in found:  # IPv4, JWTs, TypeScript: not names
             found.append(word)
     return found
 
