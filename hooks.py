@@ -45,8 +45,12 @@ def pre_llm_call(**kwargs: Any) -> dict[str, str] | None:
     budget: proactive recall's (proactive.py, LCM_PROACTIVE_RECALL_ENABLED) and the pre-answer
     evidence brief (evidence/preanswer.py, LCM_PREANSWER_EVIDENCE_ENABLED), which reuses the
     first's search when both are on. A failure of one leaves the other."""
-    engine = live_engine(kwargs.get("session_id"))
-    core: LcmCore | None = getattr(engine, "core", None) if engine is not None else None
+    try:
+        engine = live_engine(kwargs.get("session_id"))
+        core: LcmCore | None = getattr(engine, "core", None) if engine is not None else None
+    except Exception as exc:  # noqa: BLE001 - hooks must never break a turn
+        log.warning("hermes-lcm hook pre_llm_call failed: %s", exc)
+        return None
     if engine is None or core is None:  # LcmEngine.core: opened on first need
         return None
     blocks = []

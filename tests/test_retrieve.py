@@ -55,7 +55,7 @@ def test_finds_the_cited_line_with_its_resolved_date(tmp_path: Path) -> None:
     assert any("support group yesterday" in t for t in texts)
     line = next(x for x in answer["pack"]["lines"] if "support group" in x["text"])
     assert line["at"].startswith("2023-05-08") and line["dates"][0]["first"] == "2023-05-07"
-    assert [c["tool"] for c in answer["calls"]][0] == "lcm_grep" and len(answer["calls"]) <= MAX_CALLS
+    assert answer["calls"][0]["tool"] == "lcm_grep" and len(answer["calls"]) <= MAX_CALLS
     assert "answer" not in answer and "next" in answer  # no prose: the model answers from the pack
 
 
