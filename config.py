@@ -113,6 +113,11 @@ class LcmConfig:
     recall_vector_weight: float = 0.2  # tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once
     proactive_recall_enabled: bool = False
     proactive_recall_budget_tokens: int = 500
+    # The pre-answer evidence hook (evidence/preanswer.py): a sealed brief of exact cited lines before
+    # questions about the past; mode "" / legacy_selective / requirements_v1 gate on evidence/need.py, off none.
+    preanswer_evidence_enabled: bool = False
+    preanswer_evidence_mode: str = ""
+    preanswer_evidence_budget_tokens: int = 600
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -194,6 +199,8 @@ def reserve_for(config: LcmConfig, threshold_tokens: int) -> int:
     reserve = configured if 0 < configured <= threshold_tokens // 2 else min(4096, max(256, threshold_tokens // 10))
     if config.proactive_recall_enabled:  # the recall block rides in the next turn's message (proactive.py)
         reserve = min(threshold_tokens // 2, reserve + config.proactive_recall_budget_tokens)
+    if config.preanswer_evidence_enabled:  # so does the evidence brief (evidence/preanswer.py)
+        reserve = min(threshold_tokens // 2, reserve + config.preanswer_evidence_budget_tokens)
     return reserve
 
 
@@ -263,7 +270,9 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "knn_prescreen_multiplier": (1, 1000),
     "recall_vector_weight": (0.0, 1.0),
     "proactive_recall_budget_tokens": (50, 20000),
+    "preanswer_evidence_budget_tokens": (100, 8000),
 }
+PREANSWER_MODES = ("", "off", "legacy_selective", "requirements_v1")
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
 EMBEDDING_DTYPES = ("float32", "int8")
 
@@ -289,6 +298,8 @@ def _validate(name: str, value: Any) -> None:
         raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_DTYPES)}")
     if name == "model_thresholds":
         parse_model_thresholds(value)
+    if name == "preanswer_evidence_mode" and value.strip().lower() not in PREANSWER_MODES:
+        raise ValueError(f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)")
 
 
 def env_name(field_name: str) -> str:

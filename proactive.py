@@ -43,7 +43,7 @@ import math
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .dag import Dag
@@ -82,6 +82,7 @@ class Recalled:
     block: str | None
     hits: tuple[Hit, ...] = ()
     tokens: int = 0
+    pool: tuple[Hit, ...] | None = None  # the search's page before the floor (the pre-answer brief reuses it)
 
 
 def _stem(word: str) -> str:
@@ -220,10 +221,18 @@ class ProactiveRecall:
         asked, common = _plain(text), self._common(query)
         hits = [h for h in page.hits if not h.in_context and not _this_turn(h, conversation_id, visible)
                 and h.covered is None and _plain(h.text) != asked and relevant(h, query, common)]
-        found = render(hits, query, self.seal, self.budget_tokens)
+        found = replace(render(hits, query, self.seal, self.budget_tokens), pool=tuple(page.hits))
         if found.block is not None:
             self.blocks, self.last_tokens = self.blocks + 1, found.tokens
         return found
+
+    def last(self, message: str) -> Recalled | None:
+        """The outcome already computed for ``message`` (this turn's), else None: the pre-answer
+        brief takes its candidates from the same search instead of running a second one."""
+        digest = hashlib.blake2b(message[:MESSAGE_CHARS].encode("utf-8", "replace"), digest_size=16).digest()
+        with self._lock:
+            cached = self._cached
+        return cached[1] if cached is not None and cached[0][2] == digest else None
 
     def status(self, enabled: bool) -> dict[str, Any]:
         """What status shows: whether it runs, its budget, and this process's searches and blocks."""

@@ -92,7 +92,8 @@ TOOLS: list[dict[str, Any]] = [
         {"refs": _REFS, "question": _STR, "budget_tokens": _INT}, ["refs"]),
     _disabled_family_tool(
         "lcm_retrieve",
-        "Bounded retrieval controller: plans up to 3 targeted lcm_* calls for one question.",
+        "Bounded retrieval controller: up to 3 searches/expansions for one question; returns an evidence pack "
+        "of exact cited lines, the calls made and what is missing.",
         {"question": _STR}, ["question"]),
     _tool("lcm_recent",
           "Summaries of a UTC period: today, yesterday, 7d (any Nd), week, month, date:YYYY-MM-DD.",

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .core import MODE_IGNORED
-from .handlers import describe, diagnostics, evidence, expand, expand_query, grep
+from .handlers import describe, diagnostics, evidence, evidence_retrieve, expand, expand_query, grep
 from .handlers.toolkit import Args, Ctx, Handler, ToolError, dumps
 from .schemas import tool_names, tool_parameters
 from .search import SearchError
@@ -49,6 +49,7 @@ HANDLERS: dict[str, Handler] = {
     "lcm_status": diagnostics.lcm_status, "lcm_inspect": diagnostics.lcm_inspect,
     "lcm_doctor": diagnostics.lcm_doctor,
     **{tool: evidence.disabled_tool(tool) for tool in evidence.EVIDENCE_TOOLS},
+    "lcm_retrieve": evidence_retrieve.lcm_retrieve,
 }
 # Tools that still answer (read-only) for an ignored session or without a stored conversation.
 READ_ONLY_DIAGNOSTICS = frozenset({"lcm_status", "lcm_inspect", "lcm_doctor"})

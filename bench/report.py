@@ -238,6 +238,32 @@ def _recall_hybrid(details: dict[str, Any]) -> str:
         + (f"\n\n{details['notes']}" if details.get("notes") else ""))
 
 
+def _locomo_evidence(details: dict[str, Any]) -> str:
+    systems = [name for name in ("grep_snippets", "pack_grep", "pack_retrieve") if name in details]
+    categories = list(details["grep_snippets"]["per_category"])
+    rows = [[cat, details["grep_snippets"]["per_category"][cat]["questions"],
+             *(f"{details[s]['per_category'][cat]['words']} / {details[s]['per_category'][cat]['exact']}"
+               for s in systems)] for cat in categories]
+    rows.append(["all", details["grep_snippets"]["questions"],
+                 *(f"**{details[s]['words']} / {details[s]['exact']}**" for s in systems)])
+    dated = [[s, details[s]["dated_questions"], details[s]["date_right"], details[s]["top_date_right"],
+              details[s].get("compute_answered", "-"), details[s].get("compute_right", "-"),
+              details[s]["tokens_median"], details[s]["ms_per_question"]] for s in systems]
+    gate = details.get("preanswer_gate", {})
+    bare = gate.get("without_store_lookup", {})
+    per = ", ".join(f"{c} {v}" for c, v in gate.get("per_category", {}).items())
+    return _table(["category", "questions", *(f"{s}: words / exact" for s in systems)], rows) + (
+        f"\n\nEach system gives at most {details['budget_tokens']} tokens. words: every content word of the "
+        "normalised gold answer is in the text; exact: the normalised answer is a substring of it.\n\n"
+        + _table(["system", "dated temporal questions", "date in its dates", "top line's date", "compute answered",
+                  "compute right", "tokens median", "ms/question"], dated)
+        + (f"\n\nPre-answer gate (evidence/need.py, with the store lookup): fires on {gate.get('fired')} of "
+           f"{gate.get('questions')} LoCoMo questions ({per}) and on {gate.get('ordinary_fired')} of "
+           f"{gate.get('ordinary_requests')} ordinary requests ({'; '.join(gate.get('ordinary_fired_examples', []))})"
+           + (f"; without the store lookup {bare.get('fired')} and {bare.get('ordinary_fired')}" if bare else "")
+           + "." if gate else ""))
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -255,6 +281,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "large_outputs_prompt": ("Prompt tokens with large outputs externalized", _large_outputs),
     "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
+    "locomo_evidence": ("LoCoMo evidence packs (gold answer within 1,500 tokens)", _locomo_evidence),
 }
 
 

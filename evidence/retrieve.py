@@ -1,0 +1,277 @@
+"""lcm_retrieve: a bounded retrieval controller for one question.
+
+The model asks one question; the controller runs at most three searches or expansions the
+question's plan calls for (the search layer directly, not the JSON tools), keeps only the exact
+store ids those calls observed, builds the evidence pack from them (evidence.pack.build_pack),
+and stops as soon as the pack says it is sufficient, or at the budget. The answer is the pack,
+the calls made, and what is still missing. It writes no prose and answers nothing itself: the
+model reads the pack and answers (or says the evidence does not determine it).
+
+The plan, in order, each step only while the pack is not sufficient:
+
+* ``lcm_recent``: when the question names a period ("last week", "in May 2023", "yesterday";
+  timeexpr), the question's words searched within that period over the caller's reach;
+* ``lcm_grep``: the question's words in the current conversation (what lcm_grep searches);
+* ``lcm_recall``: the same over every conversation in the caller's reach (what lcm_recall sees);
+* ``lcm_expand``: the neighbours of the best hits so far (the turn before and after: a question
+  and its answer are usually adjacent) and the source messages of a summary hit.
+
+Bounds (LCM-X's): ``MAX_CALLS`` calls, ``MAX_REFS`` candidate refs, ``MAX_CONTEXT_TOKENS`` of
+hit text read. Reach: every search is scoped to the caller's conversations (``reach``); the
+pack hydrates only rows in reach, so no other owner's row is read or reported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..dag import Dag
+from ..query import Query, build_query
+from ..search import Filters, Hit, Scope, Searcher, SearchRequest
+from ..store import Store, StoreError
+from ..timeexpr import resolve_dates
+from ..tokens import count_tokens
+from ..visible import Visible
+from .pack import build_pack
+
+MAX_CALLS = 3
+MAX_REFS = 40
+MAX_CONTEXT_TOKENS = 7500
+PACK_TOKENS = 1500
+HITS_PER_CALL = 20
+LINE_OVERHEAD_TOKENS = 60  # a pack line's fields besides its text (ref, role, session, time, dates)
+NEIGHBOURS = 1  # turns either side of a hit that lcm_expand adds
+STEPS = ("lcm_recent", "lcm_grep", "lcm_recall", "lcm_expand")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call the controller made: what it asked and the refs it observed (new ones only)."""
+
+    tool: str
+    args: dict[str, Any]
+    refs: tuple[int, ...]
+    hits: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "args": self.args, "hits": self.hits, "new_refs": list(self.refs)}
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """The controller's answer: the pack, the calls, why it stopped, and what is missing."""
+
+    question: str
+    pack: Any
+    calls: tuple[Call, ...]
+    refs: tuple[int, ...]
+    context_tokens: int
+    stopped: str  # sufficient | budget | exhausted | nothing
+    missing_terms: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def sufficient(self) -> bool:
+        return self.stopped == "sufficient"
+
+    def as_dict(self) -> dict[str, Any]:
+        pack = self.pack.as_dict()
+        missing: dict[str, Any] = {"refs": pack.get("missing", [])}
+        if self.missing_terms:
+            missing["terms_not_found"] = list(self.missing_terms)
+        return {
+            "question": self.question, "status": "sufficient" if self.sufficient else "insufficient",
+            "stopped": self.stopped, "pack": pack, "calls": [c.as_dict() for c in self.calls], "missing": missing,
+            "budget": {"calls": f"{len(self.calls)}/{MAX_CALLS}", "candidate_refs": f"{len(self.refs)}/{MAX_REFS}",
+                       "context_tokens": f"{self.context_tokens}/{MAX_CONTEXT_TOKENS}"},
+            "next": "answer from the pack's lines only, citing store_ids; if it is insufficient say what is "
+                    "missing, or lcm_expand / lcm_grep for more",
+        }
+
+
+def is_sufficient(pack: Any) -> bool:
+    """The pack's own verdict for the question (evidence.pack), read whatever its shape."""
+    verdict = pack.as_dict().get("sufficiency")
+    if isinstance(verdict, dict):
+        verdict = verdict.get("status", verdict.get("sufficient"))
+    return verdict is True or verdict == "sufficient"
+
+
+@dataclass
+class _Run:
+    store: Store
+    dag: Dag
+    question: str
+    query: Query
+    conversation_id: int | None
+    reach: tuple[int, ...] | None
+    visible: Visible | None
+    novel_only: bool = False  # leave out the rows the prompt already shows (the pre-answer brief)
+    exclude: frozenset[int] = frozenset()  # store ids shown elsewhere already (proactive recall's block)
+    pool: Sequence[Hit] | None = None  # the lcm_recall step's hits when a search of the same scope ran already
+    refs: list[int] = field(default_factory=list)
+    best: list[Hit] = field(default_factory=list)
+    context_tokens: int = 0
+
+    def search(self, scope: Scope, filters: Filters | None = None) -> list[Hit]:
+        request = SearchRequest(self.query, scope, filters or Filters(), "relevance", HITS_PER_CALL,
+                                visible=self.visible, rank_visible=not self.novel_only)
+        try:
+            hits = Searcher(self.store, self.dag, request).page().hits
+        except StoreError:
+            return []
+        asked = _plain(self.question)
+        return [h for h in hits if _plain(h.text) != asked]  # the question itself, stored: no evidence
+
+    def keep(self, hits: Sequence[Hit], ids: Sequence[int] = ()) -> tuple[int, ...]:
+        """Observed refs within the bounds: message hits (and ``ids`` read by an expansion)."""
+        new: list[int] = []
+        for hit in hits:
+            if self.context_tokens >= MAX_CONTEXT_TOKENS:
+                break
+            if (self.novel_only and hit.in_context) or (hit.kind == "message" and hit.id in self.exclude):
+                continue
+            self.context_tokens += count_tokens(hit.text)
+            if hit.kind == "message" and hit.id not in self.refs and len(self.refs) < MAX_REFS:
+                self.refs.append(hit.id)
+                new.append(hit.id)
+                self.best.append(hit)
+            elif hit.kind == "summary":
+                self.best.append(hit)
+        for ref in ids:
+            if ref in self.exclude:
+                continue
+            if ref not in self.refs and len(self.refs) < MAX_REFS and self.context_tokens < MAX_CONTEXT_TOKENS:
+                self.refs.append(ref)
+                new.append(ref)
+        return tuple(new)
+
+    def expand(self) -> tuple[list[int], int]:
+        """The neighbours of the best message hits and the sources of the best summary hit."""
+        ids: list[int] = []
+        read = 0
+        for hit in self.best[:4]:
+            if hit.kind == "summary" and hit.node is not None:
+                rows = self.store.summary_sources(hit.node.id, 0, 6)
+            elif hit.kind == "message":
+                rows = self.store.messages_between(hit.conversation_id, hit.seq - NEIGHBOURS, hit.seq + NEIGHBOURS)
+            else:
+                continue
+            for row in rows:
+                if self.reach is None or row.conversation_id in (*self.reach, self.conversation_id):
+                    read += count_tokens(row.content)
+                    ids.append(row.id)
+        self.context_tokens += read
+        return ids, read
+
+
+def fitting(store: Store, refs: Sequence[int], budget_tokens: int) -> list[int]:
+    """The refs, best first, whose whole lines fit the pack's budget together (a long one that
+    does not fit is skipped for shorter ones after it). The pack orders its lines by time and cuts
+    at the budget, so handing it everything would keep the oldest lines, not the best."""
+    sizes = {row.id: row.tokens for row in store.messages_by_ids(list(refs))}
+    chosen: list[int] = []
+    used = 0
+    for ref in refs:
+        cost = sizes.get(ref, 0) + LINE_OVERHEAD_TOKENS
+        if used + cost <= budget_tokens or not chosen:
+            chosen.append(ref)
+            used += cost
+    return chosen
+
+
+def _pack(store: Store, refs: Sequence[int], reach: tuple[int, ...] | None, budget_tokens: int, question: str,
+          tz: str) -> Any:
+    """The pack of the best refs that fit whole: the estimate first, then the worst dropped
+    while the pack still leaves one out (its lines carry dates and fields the estimate misses)."""
+    chosen = fitting(store, refs, budget_tokens)
+    while True:
+        pack = build_pack(store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz)
+        if not pack.omitted or len(chosen) <= 1:
+            return pack
+        chosen = chosen[:-1]
+
+
+def period_of(question: str, anchor: float, tz: str = "") -> tuple[str, float, float] | None:
+    """The first period the question names that is not a bare year (a year bounds too little),
+    as epoch bounds of its days in UTC; with a timezone a day wider each side (its offset, at most
+    14 hours, is not applied here: a little more history is searched, never less)."""
+    for mention in resolve_dates(question, anchor, tz):
+        if mention.relative or mention.granularity != "year":
+            since = datetime.combine(mention.first, datetime.min.time(), UTC).timestamp()
+            until = datetime.combine(mention.last, datetime.min.time(), UTC).timestamp() + 86400
+            slack = 86400 if tz else 0
+            return mention.phrase, since - slack, until + slack
+    return None
+
+
+def retrieve(store: Store, dag: Dag, question: str, *, conversation_id: int | None,
+             reach: tuple[int, ...] | None, visible: Visible | None = None, budget_tokens: int = PACK_TOKENS,
+             anchor: float | None = None, steps: Sequence[str] = STEPS, max_calls: int = MAX_CALLS,
+             tz: str = "", novel_only: bool = False, exclude: frozenset[int] = frozenset(),
+             pool: Sequence[Hit] | None = None) -> Retrieved:
+    """Run the plan for ``question`` within the bounds; see the module docstring."""
+    started = time.perf_counter()
+    query = build_query(question)
+    run = _Run(store, dag, question, query, conversation_id, reach, visible, novel_only, exclude, pool)
+    calls: list[Call] = []
+    pack = build_pack(store, [], reach, budget_tokens=budget_tokens, question=question, tz=tz)
+    if query.empty:
+        return Retrieved(question, pack, (), (), 0, "nothing", seconds=time.perf_counter() - started)
+    period = period_of(question, anchor if anchor is not None else time.time(), tz)
+    stopped = "exhausted"
+    for step in steps:
+        if len(calls) >= max_calls or len(run.refs) >= MAX_REFS or run.context_tokens >= MAX_CONTEXT_TOKENS:
+            stopped = "budget"
+            break
+        call = _step(run, step, period)
+        if call is None:
+            continue
+        calls.append(call)
+        if call.refs:
+            pack = _pack(store, run.refs, reach, budget_tokens, question, tz)
+        if is_sufficient(pack):
+            stopped = "sufficient"
+            break
+    else:
+        if len(calls) >= max_calls and not is_sufficient(pack):
+            stopped = "budget"
+    shown = " ".join(str(line.get("text", "")) for line in pack.as_dict().get("lines", [])).lower()
+    missing = tuple(t.text for t in query.parts if not all(w in shown for w in t.words))
+    return Retrieved(question, pack, tuple(calls), tuple(run.refs), run.context_tokens, stopped, missing,
+                     time.perf_counter() - started)
+
+
+def _step(run: _Run, step: str, period: tuple[str, float, float] | None) -> Call | None:
+    """One call of the plan, or None when it does not apply to this question / caller."""
+    words = " ".join(t.text for t in run.query.parts)
+    if step == "lcm_recent":
+        if period is None:
+            return None
+        phrase, since, until = period
+        hits = run.search(Scope("all", conversations=run.reach), Filters(since=since, until=until))
+        return Call(step, {"period": phrase, "query": words}, run.keep(hits), len(hits))
+    if step == "lcm_grep":
+        if run.conversation_id is None:
+            return None
+        hits = run.search(Scope("current", run.conversation_id))
+        return Call(step, {"query": words, "session_scope": "current"}, run.keep(hits), len(hits))
+    if step == "lcm_recall":
+        asked = _plain(run.question)
+        hits = [h for h in run.pool if _plain(h.text) != asked] if run.pool is not None \
+            else run.search(Scope("all", conversations=run.reach))
+        return Call(step, {"query": words}, run.keep(hits), len(hits))
+    if step == "lcm_expand":
+        if not run.best:
+            return None
+        ids, _ = run.expand()
+        return Call(step, {"around": [h.id for h in run.best[:4]]}, run.keep([], ids), len(ids))
+    raise ValueError(f"unknown step {step!r}")
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split()).casefold()

@@ -1,0 +1,135 @@
+"""lcm_retrieve (evidence/retrieve.py, handlers/evidence_retrieve.py): the bounded controller on real
+engines and SQLite files: what it finds, its bounds, its plan, its reach, and the tool's gate."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.evidence.retrieve import MAX_CALLS, MAX_CONTEXT_TOKENS, MAX_REFS, retrieve
+
+from .conftest import new_engine
+
+ON = {"LCM_ADAPTIVE_RETRIEVAL_ENABLED": "true"}
+DAY = datetime(2023, 5, 8, 14, 0, tzinfo=UTC).timestamp()
+
+
+def call(engine: LcmEngine, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(engine.handle_tool_call(tool, args))
+
+
+def lines_of(answer: dict[str, Any]) -> list[str]:
+    return [line["text"] for line in answer["pack"]["lines"]]
+
+
+def seed(engine: LcmEngine) -> None:
+    engine.ingest_host([
+        {"role": "user", "content": "Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
+         "timestamp": DAY},
+        {"role": "assistant", "content": "Melanie: That sounds wonderful, I'm proud of you!", "timestamp": DAY + 30},
+        {"role": "user", "content": "Caroline: Next I want to look into adoption agencies.", "timestamp": DAY + 60},
+        {"role": "assistant", "content": "Melanie: Which one are you thinking of?", "timestamp": DAY + 90},
+        {"role": "user", "content": "Caroline: Probably Sunrise Families, they help single parents.",
+         "timestamp": DAY + 120},
+    ])
+
+
+def test_off_keeps_the_disabled_answer(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path)
+    seed(engine)
+    answer = call(engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"})
+    assert answer["status"] == "disabled" and answer["flag"] == "LCM_ADAPTIVE_RETRIEVAL_ENABLED"
+    assert answer["flag_on"] is False and "enable" in answer and "pack" not in answer
+
+
+def test_finds_the_cited_line_with_its_resolved_date(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, **ON)
+    seed(engine)
+    answer = call(engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"})
+    assert answer["status"] == "sufficient", answer
+    texts = lines_of(answer)
+    assert any("support group yesterday" in t for t in texts)
+    line = next(x for x in answer["pack"]["lines"] if "support group" in x["text"])
+    assert line["at"].startswith("2023-05-08") and line["dates"][0]["first"] == "2023-05-07"
+    assert answer["calls"][0]["tool"] == "lcm_grep" and len(answer["calls"]) <= MAX_CALLS
+    assert "answer" not in answer and "next" in answer  # no prose: the model answers from the pack
+
+
+def test_expansion_brings_the_adjacent_answer(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, **ON)
+    seed(engine)
+    assert engine.core is not None
+    core = engine.core
+    found = retrieve(core.store, core.dag, "Which adoption agency is Caroline thinking of", steps=(
+        "lcm_grep", "lcm_expand"), conversation_id=core.binding.conversation_id, reach=core.reach(False))
+    texts = [line["text"] for line in found.pack.as_dict()["lines"]]
+    assert [c.tool for c in found.calls][-1] == "lcm_expand" or found.sufficient
+    assert any("Sunrise Families" in t for t in texts), texts  # shares no word but "Caroline"
+
+
+def test_the_bounds_hold(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, **ON)
+    engine.ingest_host([{"role": "user" if i % 2 == 0 else "assistant",
+                         "content": f"note {i}: the billing queue latency budget was discussed again " + "x " * 200}
+                        for i in range(120)])
+    assert engine.core is not None
+    core = engine.core
+    found = retrieve(core.store, core.dag, "What did Zed decide about the billing queue latency budget?",
+                     conversation_id=core.binding.conversation_id, reach=core.reach(False))
+    assert len(found.calls) <= MAX_CALLS and len(found.refs) <= MAX_REFS
+    assert found.context_tokens <= MAX_CONTEXT_TOKENS + 1000  # one hit may cross the line, then it stops
+    assert not found.sufficient and found.stopped in ("budget", "exhausted")
+    assert found.pack.used_tokens <= 1500 and "zed" in found.missing_terms
+
+
+def test_a_named_period_is_searched_first(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, **ON)
+    seed(engine)
+    engine.ingest_host([{"role": "user", "content": "Caroline: the support group moved online in June.",
+                         "timestamp": DAY + 40 * 86400}])
+    assert engine.core is not None
+    core = engine.core
+    found = retrieve(core.store, core.dag, "What happened at the support group on May 8, 2023?",
+                     conversation_id=core.binding.conversation_id, reach=core.reach(False))
+    assert found.calls[0].tool == "lcm_recent" and found.calls[0].args["period"] == "May 8, 2023"
+    first = set(found.calls[0].refs)
+    texts = {row.id: row.content for row in core.store.messages_by_ids(list(first))}
+    assert texts and all("moved online" not in t for t in texts.values())
+
+
+def test_an_empty_question_and_a_long_one(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, **ON)
+    seed(engine)
+    assert "error" in call(engine, "lcm_retrieve", {})
+    assert "error" in call(engine, "lcm_retrieve", {"question": "x " * 3000})
+    answer = call(engine, "lcm_retrieve", {"question": "?!"})
+    assert answer["stopped"] == "nothing" and answer["pack"]["lines"] == [] and answer["calls"] == []
+
+
+def _owner(home: Path, session: str, user: str) -> LcmEngine:
+    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **ON}))
+    engine.update_model("fake-model", 64000)
+    engine.on_session_start(session, hermes_home=str(home), platform="telegram", user_id=user)
+    return engine
+
+
+def test_another_owners_rows_are_never_read(tmp_path: Path) -> None:
+    """Attack: Mallory's conversation in the same database says the same words; Bob's controller
+    searches every conversation in his reach and never sees hers, nor reports her ids."""
+    mallory = _owner(tmp_path, "mallory-1", "mallory")
+    mallory.ingest_host([{"role": "user", "content": "The Zanzibar vault code for the LGBTQ support group is 9911."},
+                         {"role": "assistant", "content": "Stored: Zanzibar vault code 9911."}])
+    bob = _owner(tmp_path, "bob-1", "bob")
+    bob.ingest_host([{"role": "user", "content": "What is the vault code for the support group?"},
+                     {"role": "assistant", "content": "I do not know it."}])
+    answer = call(bob, "lcm_retrieve", {"question": "What is the Zanzibar vault code for the support group?"})
+    assert "9911" not in json.dumps(answer) and "LGBTQ" not in json.dumps(answer)
+    assert [c["tool"] for c in answer["calls"]][:2] == ["lcm_grep", "lcm_recall"]  # it did look beyond
+    assert mallory.core is not None
+    hers = {row.id for row in mallory.core.store.messages_after(mallory.core.binding.conversation_id or 0, 0)}
+    assert hers and not hers & {line["store_id"] for line in answer["pack"]["lines"]}
+    assert not any(hers & set(c["new_refs"]) for c in answer["calls"])
