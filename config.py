@@ -113,6 +113,13 @@ class LcmConfig:
     recall_vector_weight: float = 0.2  # tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once
     proactive_recall_enabled: bool = False
     proactive_recall_budget_tokens: int = 500
+    # Temporal rollups (rollups.py): day/week/month summaries built off the turn; tables only when on.
+    temporal_rollups_enabled: bool = False
+    rollup_daily_target_tokens: int = 5000
+    rollup_daily_max_tokens: int = 15000
+    rollup_aggregate_max_tokens: int = 20000
+    rollup_builds_per_pass: int = 2
+    timezone: str = ""  # an IANA name (Europe/Paris): rollups in it too; "" = UTC only
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -263,6 +270,10 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "knn_prescreen_multiplier": (1, 1000),
     "recall_vector_weight": (0.0, 1.0),
     "proactive_recall_budget_tokens": (50, 20000),
+    "rollup_daily_target_tokens": (200, 200_000),
+    "rollup_daily_max_tokens": (200, 400_000),
+    "rollup_aggregate_max_tokens": (200, 400_000),
+    "rollup_builds_per_pass": (1, 100),
 }
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
 EMBEDDING_DTYPES = ("float32", "int8")
@@ -289,6 +300,20 @@ def _validate(name: str, value: Any) -> None:
         raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_DTYPES)}")
     if name == "model_thresholds":
         parse_model_thresholds(value)
+    if name == "timezone" and value:
+        check_timezone(value)
+
+
+def check_timezone(name: str) -> None:
+    """Raise ValueError unless ``name`` is an IANA zone this machine knows ("" is UTC)."""
+    import zoneinfo  # here: only a set LCM_TIMEZONE pays for the zone database
+
+    if "/" in name and (name.startswith("/") or ".." in name):
+        raise ValueError(f"{name!r} is not an IANA time zone name")
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"{name!r} is not a known IANA time zone (e.g. Europe/Paris, Asia/Tokyo)") from exc
 
 
 def env_name(field_name: str) -> str:
