@@ -29,7 +29,7 @@ from .jobs import BackgroundJob
 from .records import Rollup
 from .redact import clip
 from .store import Store
-from .summarize import SourceItem, SummaryOutcome
+from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import count_tokens
 
 KINDS = ("day", "week", "month")
@@ -359,3 +359,56 @@ def serve(rollups: Rollups, conversation_ids: Sequence[int], name: str | None, n
     stale = tuple(sorted({date.fromisoformat(r.start) for r in rows if r.status != "ready"}))
     fallback = tuple(d for d in days(first, last) if d.isoformat() not in ready_days)
     return Served(ready, fallback, stale, tz)
+
+
+def standalone_summarizer(config: LcmConfig) -> SummarizeFn:
+    """The summary route outside a host session (``lcm rollups build``): the configured model when
+    LCM_SUMMARY_PROVIDER is openai or auto with a model, else the offline extractive summarizer."""
+    provider = config.summary_provider
+    routes = [] if provider not in ("auto", "openai") or not config.summary_model else build_routes(
+        config.summary_model, config.summary_base_url, config.summary_api_key, list(config.fallback_models), None)
+    guard = CallGuard(failure_threshold=config.summary_circuit_breaker_failure_threshold,
+                      cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
+                      max_calls=config.summary_max_calls_per_hour, window_s=3600.0)
+
+    def run(sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
+            deadline: float | None) -> SummaryOutcome:
+        return summarize(sources, depth=depth, target_tokens=target, focus=focus, routes=routes, guard=guard,
+                         deadline=deadline, timeout_s=config.summary_timeout_ms / 1000)
+
+    return run
+
+
+def command(rollups: Rollups, words: Sequence[str]) -> dict[str, Any]:
+    """``/lcm rollups`` and ``lcm rollups``: ``[status]``, ``build`` (one drain, timed), or
+    ``rebuild day|week|month|all [YYYY-MM-DD]`` (marks them stale; the job or ``build`` rebuilds)."""
+    verb = words[0] if words else "status"
+    if verb == "status" and len(words) <= 1:
+        return rollups.status()
+    if not rollups.enabled:
+        raise ValueError("temporal rollups are off: set LCM_TEMPORAL_ROLLUPS_ENABLED=true")
+    if rollups.store.readonly:
+        raise ValueError("the database is read-only here: nothing can be built")
+    if verb == "build" and len(words) == 1:
+        started = time.perf_counter()
+        built = rollups.drain()
+        ready = [b.seconds for b in built if b.status == "ready"]
+        return {"built": [{"kind": b.kind, "start": b.start, "tz": b.tz, "status": b.status, "tokens": b.tokens,
+                           "seconds": round(b.seconds, 3), **({"error": b.error} if b.error else {})} for b in built],
+                "seconds": round(time.perf_counter() - started, 3),
+                "mean_seconds_per_ready_build": round(sum(ready) / len(ready), 4) if ready else None,
+                "status": rollups.status()}
+    if verb == "rebuild" and len(words) in (2, 3) and words[1] in (*KINDS, "all"):
+        kinds = KINDS if words[1] == "all" else (words[1],)
+        start: str | None = None
+        if len(words) == 3:
+            try:
+                day = date.fromisoformat(words[2])
+            except ValueError as exc:
+                raise ValueError(f"not a date: {words[2]!r} (use YYYY-MM-DD)") from exc
+            if len(kinds) > 1:
+                raise ValueError("rebuild all takes no date; name day, week or month with a date")
+            start = period_start(kinds[0], day).isoformat()
+        return {"marked_stale": rollups.rebuild(kinds, start), "kinds": list(kinds), "start": start,
+                "next": "the background job rebuilds them; `build` does it now"}
+    raise ValueError("usage: rollups [status | build | rebuild day|week|month|all [YYYY-MM-DD]]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
@@ -54,6 +55,15 @@ def tables(db: Path) -> set[str]:
 ON = {"LCM_TEMPORAL_ROLLUPS_ENABLED": "true"}
 
 
+def quiet(engine: LcmEngine) -> Any:
+    """The engine's core with its rollup job stopped: the test runs each pass itself."""
+    core = core_of(engine)
+    if core.rollups.job is not None:
+        core.rollups.job.stop()
+    core.rollups.job = None
+    return core
+
+
 def test_tables_absent_when_off_and_status_block_present(make_engine, tmp_path):
     engine = make_engine()
     engine.ingest_host(msgs([MAY_1 + 3600]))
@@ -64,8 +74,7 @@ def test_tables_absent_when_off_and_status_block_present(make_engine, tmp_path):
 
 def test_day_week_month_built_from_the_extractive_summarizer(make_engine, tmp_path):
     engine = make_engine(**ON)
-    core = core_of(engine)
-    core.rollups.job = None  # built here, synchronously, to inspect each pass
+    core = quiet(engine)  # built here, synchronously, to inspect each pass
     engine.ingest_host(msgs([MAY_1 + 3600, MAY_1 + 7200, MAY_1 + DAY + 3600]))
     built = core.rollups.drain()
     assert [b.kind for b in built] == ["day", "day", "week", "month"]
@@ -79,8 +88,7 @@ def test_day_week_month_built_from_the_extractive_summarizer(make_engine, tmp_pa
 
 def test_builds_per_pass_are_bounded_days_first(make_engine):
     engine = make_engine(LCM_ROLLUP_BUILDS_PER_PASS="1", **ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     engine.ingest_host(msgs([MAY_1 + d * DAY + 60 for d in range(3)]))
     first = core.rollups.step()
     assert len(first) == 1 and first[0].kind == "day"
@@ -90,8 +98,7 @@ def test_builds_per_pass_are_bounded_days_first(make_engine):
 
 def test_a_late_message_restales_its_day_week_and_month(make_engine, tmp_path):
     engine = make_engine(**ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     history = msgs([MAY_1 + DAY + 3600])
     engine.ingest_host(history)
     core.rollups.drain()
@@ -111,8 +118,7 @@ def test_a_late_message_restales_its_day_week_and_month(make_engine, tmp_path):
 
 def test_timezone_moves_a_late_evening_message_to_the_next_day(make_engine, tmp_path):
     engine = make_engine(LCM_TIMEZONE="Asia/Tokyo", **ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     engine.ingest_host([{"role": "user", "content": "the heron at night", "timestamp": MAY_1 - 1800}])
     core.rollups.drain()
     days = {(r[1], r[2]) for r in rows(tmp_path / "lcm.db") if r[0] == "day"}
@@ -136,8 +142,7 @@ def test_a_bad_timezone_is_a_settings_problem():
 
 def test_a_failing_summarizer_marks_failed_and_retries_later(make_engine, tmp_path):
     engine = make_engine(**ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     engine.ingest_host(msgs([MAY_1 + 3600]))
     real = core.rollups.summarize
 
@@ -182,8 +187,7 @@ def test_lcm_recent_serves_rollups_and_falls_back_to_leaves(make_engine):
     from .tooltest import ok
 
     engine = make_engine(**ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     engine.ingest_host(msgs([MAY_1 + 3600]))
     before = ok(engine, "lcm_recent", period="date:2024-05-01")
     assert before["source"] == "leaves"
@@ -209,8 +213,7 @@ def test_plan_names_periods_in_the_zone():
 
 def test_serve_prefers_the_week_rollup_then_days(make_engine):
     engine = make_engine(**ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     engine.ingest_host(msgs([MAY_1 + 3600, MAY_1 + DAY + 3600]))
     conv = [core.binding.conversation_id]
     now = MAY_1 + 2.5 * DAY
@@ -253,8 +256,7 @@ def test_messages_keep_host_times_on_the_message_or_in_metadata(make_engine):
 def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, times):
     home = tmp_path_factory.mktemp("roll")
     engine = new_engine(home, **ON)
-    core = core_of(engine)
-    core.rollups.job = None
+    core = quiet(engine)
     engine.ingest_host([{"role": "user", "content": f"note {i} on the heron", "timestamp": at}
                         for i, at in enumerate(times)])
     core.rollups.drain()
@@ -262,3 +264,35 @@ def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, ti
     expected = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
     assert sorted(r[1] for r in got) == sorted(expected) and {r[3] for r in got} == {"ready"}
     store_module.close_all()
+
+
+def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys):
+    from hermes_lcm import cli
+    from hermes_lcm.command import handle_command
+
+    db = clean_home / "lcm.db"
+    engine = new_engine(clean_home, **ON)
+    quiet(engine)
+    engine.ingest_host(msgs([MAY_1 + 3600]))
+    store_module.close_all()
+    monkeypatch.setenv("LCM_TEMPORAL_ROLLUPS_ENABLED", "true")
+    assert cli.main(["--db", str(db), "rollups", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["counts"]["day"] == {} and status["enabled"] is True
+    assert cli.main(["--db", str(db), "rollups", "build", "--json"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert [b["kind"] for b in built["built"]] == ["day", "week", "month"]
+    assert built["status"]["counts"]["day"] == {"ready": 1}
+    assert cli.main(["--db", str(db), "rollups", "rebuild", "day", "2024-05-01", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["marked_stale"] == 1
+    assert cli.main(["--db", str(db), "rollups", "rebuild", "fortnight"]) == 2
+    store_module.close_all()
+    monkeypatch.setenv("LCM_ENABLE_SLASH_COMMAND", "1")
+    live = new_engine(clean_home, **ON)
+    quiet(live)
+    assert "day:" in handle_command("rollups")
+    assert json.loads(handle_command("--json rollups rebuild all"))["marked_stale"] == 3
+    answer = json.loads(handle_command("--json rollups build"))
+    assert [b["kind"] for b in answer["built"]] == ["day", "week", "month"]
+    assert {b["status"] for b in answer["built"]} == {"ready"}
+    assert "usage" in handle_command("rollups rebuild")
