@@ -1,14 +1,14 @@
 """Temporal rollups: day, week and month summaries of a conversation, built off the turn.
 
-A day rollup summarizes the leaf summaries whose time span meets the day, and the messages of
-the day not summarized yet, through the summary route (the model's, else the offline extractive
+A day rollup summarizes the leaf summaries whose time span lies in the day, and the day's other
+messages (not summarized yet, or under a leaf that spans other days too), through the summary route (the model's, else the offline extractive
 summarizer), within LCM_ROLLUP_DAILY_TARGET_TOKENS (cut at _MAX_TOKENS). A week (ISO, from
 Monday) and a month are summarized from their ready day rollups (cut at
 LCM_ROLLUP_AGGREGATE_MAX_TOKENS). Periods are UTC days, and also LCM_TIMEZONE days when set.
 
 Staleness needs no hook in compaction: the job reads what was stored since its cursor (new
-messages, new summaries; storage/rollups.py) and marks the days they fall in, and their week and
-month, stale. A late message (an older host time) therefore re-stales its old day. A build
+messages, new leaf summaries; storage/rollups.py) and marks the days their messages fall in, and
+their week and month, stale. A late message (an older host time) therefore re-stales its old day. A build
 publishes only when no newer mark arrived meanwhile (the row's generation). A failed build
 keeps its error, is retried after ``retry_after_s``; sources are never touched.
 """
@@ -157,9 +157,9 @@ class Rollups:
             periods: set[tuple[int, str, str, str]] = set()
             for _id, conversation_id, at in messages:
                 periods |= self._periods(conversation_id, at, at)
-            for _id, conversation_id, earliest, latest, depth in nodes:
-                if depth == 0:
-                    periods |= self._periods(conversation_id, earliest, latest)
+            leaves = [node[0] for node in nodes if node[4] == 0]
+            for conversation_id, at in self.store.leaf_message_times(leaves):
+                periods |= self._periods(conversation_id, at, at)  # the days of its messages, no day between
             cursor = (messages[-1][0] if messages else message_after, nodes[-1][0] if nodes else summary_after)
             marked += self.store.mark_rollups_stale(sorted(periods), cursor)
         return marked
@@ -236,9 +236,10 @@ class Rollups:
         return "ready", tokens
 
     def _day_sources(self, conversation_id: int, since: float, until: float) -> list[tuple[str, str]]:
-        leaves = self.store.summaries_in_period(conversation_id, since, until, depth=0, after=None, limit=DAY_LEAVES)
-        frontier = self.store.conversation(conversation_id).frontier_seq
-        raw = self.store.messages_in_span(conversation_id, since, until, frontier, DAY_MESSAGES)
+        """The leaves lying wholly in the day, and the day's messages no such leaf covers (not yet
+        summarized, or under a leaf that spans other days: its text would bring them in)."""
+        leaves = self.store.leaves_within(conversation_id, since, until, DAY_LEAVES)
+        raw = self.store.messages_outside_leaves(conversation_id, since, until, DAY_MESSAGES)
         out = [(f"summary {n.id} {_iso(n.earliest_at)}..{_iso(n.latest_at)}", n.content) for n in leaves]
         out += [(f"message {m.id} {m.role} {_iso(m.created_at)}", m.content) for m in raw if m.content.strip()]
         return out

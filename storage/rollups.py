@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import Rollup, StoredMessage
+from ..records import Rollup, StoredMessage, SummaryNode
 from .connection import SqliteConnection
 from .errors import StoreFault
-from .rows import row_to_message
+from .rows import NODE_COLUMNS, row_to_message, row_to_node
 
 ROLLUP_TABLES = ("rollups", "rollup_cursor")
 KIND_ORDER = "CASE kind WHEN 'day' THEN 0 WHEN 'week' THEN 1 ELSE 2 END"
@@ -197,12 +197,31 @@ class RollupQueries(SqliteConnection):
         return {"tables": True, "counts": counts, "oldest_stale_at": oldest,
                 "last_failure": list(failed) if failed else None}
 
-    def messages_in_span(self, conversation_id: int, since: float, until: float, after_seq: int,
-                         limit: int) -> list[StoredMessage]:
-        """A conversation's messages timed in [since, until) with seq above ``after_seq`` (not yet
-        summarized), oldest first."""
+    def leaf_message_times(self, node_ids: Sequence[int]) -> list[tuple[int, float]]:
+        """``(conversation, time)`` of the messages under these leaf summaries (their days)."""
+        if not node_ids:
+            return []
+        with self.read() as db:
+            marks = ",".join("?" * len(node_ids))
+            return [(int(r[0]), float(r[1])) for r in db.execute(
+                f"SELECT m.conversation_id, m.created_at FROM edges e JOIN messages m ON m.id=e.child_id "
+                f"WHERE e.parent_id IN ({marks}) AND e.child_kind='message'", list(node_ids))]
+
+    def leaves_within(self, conversation_id: int, since: float, until: float, limit: int) -> list[SummaryNode]:
+        """Leaf summaries whose whole time span lies in [since, until), oldest first."""
+        with self.read() as db:
+            return [row_to_node(r) for r in db.execute(
+                f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=? AND depth=0 AND earliest_at>=? "
+                "AND latest_at<? ORDER BY earliest_at, id LIMIT ?", (conversation_id, since, until, limit))]
+
+    def messages_outside_leaves(self, conversation_id: int, since: float, until: float,
+                                limit: int) -> list[StoredMessage]:
+        """A conversation's messages timed in [since, until) that no leaf lying wholly in that span
+        summarizes (not summarized yet, or under a leaf that spans other days too), oldest first."""
         with self.read() as db:
             return [row_to_message(r) for r in db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND created_at>=? "
-                "AND created_at<? AND seq>? ORDER BY created_at, seq LIMIT ?",
-                (conversation_id, since, until, after_seq, limit))]
+                f"SELECT {self.message_columns_m} FROM messages m WHERE m.conversation_id=? AND m.created_at>=? "
+                "AND m.created_at<? AND NOT EXISTS (SELECT 1 FROM edges e JOIN summaries s ON s.id=e.parent_id "
+                "WHERE e.child_kind='message' AND e.child_id=m.id AND s.depth=0 AND s.earliest_at>=? "
+                "AND s.latest_at<?) ORDER BY m.created_at, m.seq LIMIT ?",
+                (conversation_id, since, until, since, until, limit))]

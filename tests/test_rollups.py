@@ -296,3 +296,44 @@ def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys):
     assert [b["kind"] for b in answer["built"]] == ["day", "week", "month"]
     assert {b["status"] for b in answer["built"]} == {"ready"}
     assert "usage" in handle_command("rollups rebuild")
+
+
+def test_replays_and_lcmx_imports_keep_original_times(tmp_path):
+    from hermes_lcm.lcmx_import import host_time as lcmx_time
+    from hermes_lcm.replay import flatten, make_engine, replay
+
+    assert lcmx_time({"observed_at": "2024-05-01T00:00:00Z", "timestamp": 5.0}) == MAY_1
+    assert lcmx_time({"observed_at": math.nan, "timestamp": MAY_1 * 1000}) == MAY_1
+    assert lcmx_time({"observed_at": "garbage"}) is None
+    fixture = {"title": "t", "planted": [], "turns": [
+        {"user": f"day {d}: what about the heron?", "timestamp": MAY_1 + d * DAY + 3600,
+         "messages": [{"role": "assistant", "content": f"the heron on day {d}", "timestamp": MAY_1 + d * DAY + 3660}]}
+        for d in range(3)]}
+    assert [m.get("timestamp") for m in flatten(fixture)][:2] == [MAY_1 + 3600, MAY_1 + 3660]
+    engine = make_engine(tmp_path, env=ON)
+    replay(engine, fixture, session_id="replayed")
+    core = quiet(engine)
+    stored = core.store.messages_after(core.binding.conversation_id, 0)
+    assert [m.created_at for m in stored] == [MAY_1 + d * DAY + off for d in range(3) for off in (3600, 3660)]
+    core.rollups.drain()
+    assert [r[1] for r in rows(tmp_path / "lcm.db") if r[0] == "day" and r[3] == "ready"] == \
+        ["2024-05-01", "2024-05-02", "2024-05-03"]
+    store_module.close_all()
+
+
+def test_a_leaf_spanning_days_marks_only_days_with_messages(make_engine, tmp_path):
+    engine = make_engine(threshold=3000, **ON)
+    core = quiet(engine)
+    history = msgs([MAY_1 + 3600 + i * 60 for i in range(12)], "heron") + \
+        msgs([MAY_1 + 5 * DAY + 3600 + i * 60 for i in range(12)], "otter")
+    for end in range(8, len(history) + 1, 8):
+        engine.ingest_host(history[:end])
+        if engine.should_compress(90000):
+            engine.compress(history[:end], current_tokens=90000)
+    assert core.store.depth_counts(core.binding.conversation_id).get(0), "expected leaf summaries"
+    core.rollups.drain()
+    days = [r[1] for r in rows(tmp_path / "lcm.db") if r[0] == "day"]
+    assert days == ["2024-05-01", "2024-05-06"]
+    by_day = {r.start: r for r in core.rollups.ready([core.binding.conversation_id], "day", date(2024, 5, 1),
+                                                     date(2024, 5, 6))}
+    assert "heron" in by_day["2024-05-01"].content and "otter" in by_day["2024-05-06"].content
