@@ -1,16 +1,17 @@
 """Temporal rollups: day, week and month summaries of a conversation, built off the turn.
 
 A day rollup summarizes the leaf summaries whose time span lies in the day, and the day's other
-messages (not summarized yet, or under a leaf that spans other days too), through the summary route (the model's, else the offline extractive
-summarizer), within LCM_ROLLUP_DAILY_TARGET_TOKENS (cut at _MAX_TOKENS). A week (ISO, from
-Monday) and a month are summarized from their ready day rollups (cut at
-LCM_ROLLUP_AGGREGATE_MAX_TOKENS). Periods are UTC days, and also LCM_TIMEZONE days when set.
+messages (not summarized yet, or under a leaf that spans other days too), through the summary
+route (the model's, else the offline extractive summarizer), within
+LCM_ROLLUP_DAILY_TARGET_TOKENS (cut at _MAX_TOKENS). A week (ISO, from Monday) and a month are
+summarized from their ready day rollups (cut at LCM_ROLLUP_AGGREGATE_MAX_TOKENS), once none of
+their days waits for a build. Periods are UTC days, and also LCM_TIMEZONE days when set.
 
 Staleness needs no hook in compaction: the job reads what was stored since its cursor (new
-messages, new leaf summaries; storage/rollups.py) and marks the days their messages fall in, and
-their week and month, stale. A late message (an older host time) therefore re-stales its old day. A build
-publishes only when no newer mark arrived meanwhile (the row's generation). A failed build
-keeps its error, is retried after ``retry_after_s``; sources are never touched.
+messages, new leaf summaries; storage/rollups.py) and marks the days their messages fall in,
+and their week and month, stale. A late message (an older host time) re-stales its old day. A
+build publishes only when no newer mark arrived meanwhile (the row's generation). A failed
+build keeps its error and is retried after ``retry_after_s``; sources are never touched.
 """
 
 from __future__ import annotations
