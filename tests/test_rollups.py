@@ -337,3 +337,20 @@ def test_a_leaf_spanning_days_marks_only_days_with_messages(make_engine, tmp_pat
     by_day = {r.start: r for r in core.rollups.ready([core.binding.conversation_id], "day", date(2024, 5, 1),
                                                      date(2024, 5, 6))}
     assert "heron" in by_day["2024-05-01"].content and "otter" in by_day["2024-05-06"].content
+
+
+def test_doctor_warns_about_failed_rollups(make_engine):
+    from hermes_lcm import maintenance
+
+    engine = make_engine(**ON)
+    core = quiet(engine)
+    engine.ingest_host(msgs([MAY_1 + 3600]))
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("provider down")
+
+    core.rollups.summarize = broken
+    core.rollups.step()
+    report = maintenance.doctor_report(core.store, deep=False, config=core.config)
+    check = next(c for c in report["checks"] if c["name"] == "temporal_rollups")
+    assert check["status"] == "warn" and "provider down" in check["detail"]
