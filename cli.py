@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, cli_embed, cli_payloads, cli_redact, private, sensitive
+from . import __version__, cli_embed, cli_payloads, cli_redact, cli_rollups, private, sensitive
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -292,8 +292,7 @@ def expand_node(store: Store, dag: Dag, node: SummaryNode, args: argparse.Namesp
         "lineage_up": [{"node_id": a.node_id, "depth": a.depth} for a in dag.ancestors(node.id)],
         "children_kind": "message" if node.depth == 0 else "summary",
         "children": children, "source_offset": offset, "source_count": total,
-        "next_source_offset": nxt if nxt < total else None,
-    }
+        "next_source_offset": nxt if nxt < total else None}
 
 
 def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -626,6 +625,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     cli_redact.register(add, _config)
     cli_embed.register(add, _config, CliError)
+    cli_rollups.register(add, _config, CliError)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
     i.add_argument("kind", choices=("lcm-x",))

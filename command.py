@@ -24,6 +24,7 @@ from .embedder import Embedder
 from .engine import LcmEngine
 from .redact import redact
 from .registry import live_engines, live_session_ids
+from .rollups import command as rollup_command
 from .status import engine_status
 from .store import Store, StoreError
 
@@ -44,6 +45,8 @@ HELP = """\
   redact [apply]                  secrets stored before redaction was on: counts; apply rewrites them (backup first)
   embed [warmup | apply]           semantic recall's vectors: the backlog (dry run) and the job; warmup loads
                                   the model; apply has the background job work through the backlog
+  rollups [build | rebuild day|week|month|all [YYYY-MM-DD]]
+                                  temporal rollups: status by state; build stale ones now; mark some stale
   preset show [NAME] | preset suggest | preset apply NAME --dry-run
   help
 Every apply takes a backup first. 'clean apply' and 'clean lifecycle apply' also need
@@ -298,6 +301,18 @@ def _embed(t: Target, rest: list[str]) -> dict[str, Any]:
     return out
 
 
+def _rollups(t: Target, rest: list[str]) -> dict[str, Any]:
+    """``/lcm rollups``: status; ``build`` now; ``rebuild day|week|month|all [YYYY-MM-DD]``."""
+    t.store()
+    engine = t.engine or t.template
+    if engine.core is None:
+        raise UsageError(engine.startup_error or "hermes-lcm store unavailable")
+    try:
+        return rollup_command(engine.core.rollups, rest)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _help(t: Target, rest: list[str]) -> str:
     return HELP
 
@@ -320,5 +335,6 @@ VERBS: dict[str, Verb] = {
     "redact": _redact,
     "preset": _preset,
     "embed": _embed,
+    "rollups": _rollups,
     "help": _help,
 }

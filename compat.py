@@ -115,7 +115,8 @@ SAME = {
         OLLAMA_BASE_URL PROACTIVE_RECALL_ENABLED PROACTIVE_RECALL_BUDGET_TOKENS PREANSWER_EVIDENCE_ENABLED
         PREANSWER_EVIDENCE_MODE
         SUMMARY_CIRCUIT_BREAKER_COOLDOWN_SECONDS SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD SUMMARY_FALLBACK_MODELS
-        SUMMARY_MODEL SUMMARY_TIMEOUT_MS""".split()),
+        SUMMARY_MODEL SUMMARY_TIMEOUT_MS TEMPORAL_ROLLUPS_ENABLED ROLLUP_DAILY_TARGET_TOKENS
+        ROLLUP_DAILY_MAX_TOKENS ROLLUP_AGGREGATE_MAX_TOKENS ROLLUP_BUILDS_PER_PASS""".split()),
     CLAW: frozenset("LCM_" + n for n in """
         CONTEXT_THRESHOLD DATABASE_PATH FRESH_TAIL_COUNT FRESH_TAIL_MAX_TOKENS IGNORE_SESSION_PATTERNS
         INCREMENTAL_MAX_DEPTH LEAF_CHUNK_TOKENS NEW_SESSION_RETAIN_DEPTH STATELESS_SESSION_PATTERNS SUMMARY_MODEL
@@ -163,8 +164,8 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("LCM_EMBEDDING", _NO_VECTORS), ("LCM_EMBED_", _NO_VECTORS), ("LCM_KNN_", _NO_VECTORS),
     ("LCM_OLLAMA_", _NO_VECTORS), ("LCM_RERANK_", _NO_VECTORS),
     ("LCM_RECALL_", "recall scans and weights are fixed here (lcm_grep, lcm_recall); remove it"),
-    ("LCM_ROLLUP_", "no temporal rollups; lcm_recent and lcm_grep take time ranges"),
-    ("LCM_TEMPORAL_ROLLUPS_", "no temporal rollups; lcm_recent and lcm_grep take time ranges"),
+    ("LCM_ROLLUP_", "rollup maintenance is bounded by LCM_ROLLUP_BUILDS_PER_PASS builds per pass"),
+    ("LCM_TEMPORAL_ROLLUPS_", "LCM_TEMPORAL_ROLLUPS_ENABLED turns temporal rollups on"),
     ("LCM_PROACTIVE_RECALL_", "the relevance floor and the search are fixed here (see Proactive "
                                "recall); LCM_PROACTIVE_RECALL_ENABLED and _BUDGET_TOKENS are honoured"),
     ("LCM_SELECTIVE_COMPILER_", "no selective compiler; remove it"),

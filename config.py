@@ -118,6 +118,13 @@ class LcmConfig:
     preanswer_evidence_enabled: bool = False
     preanswer_evidence_mode: str = ""
     preanswer_evidence_budget_tokens: int = 600
+    # Temporal rollups (rollups.py): day/week/month summaries built off the turn; tables only when on.
+    temporal_rollups_enabled: bool = False
+    rollup_daily_target_tokens: int = 5000
+    rollup_daily_max_tokens: int = 15000
+    rollup_aggregate_max_tokens: int = 20000
+    rollup_builds_per_pass: int = 2
+    timezone: str = ""  # an IANA name (Europe/Paris): rollups in it too; "" = UTC only
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -271,6 +278,10 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "recall_vector_weight": (0.0, 1.0),
     "proactive_recall_budget_tokens": (50, 20000),
     "preanswer_evidence_budget_tokens": (100, 8000),
+    "rollup_daily_target_tokens": (200, 200_000),
+    "rollup_daily_max_tokens": (200, 400_000),
+    "rollup_aggregate_max_tokens": (200, 400_000),
+    "rollup_builds_per_pass": (1, 100),
 }
 PREANSWER_MODES = ("", "off", "legacy_selective", "requirements_v1")
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
@@ -300,6 +311,20 @@ def _validate(name: str, value: Any) -> None:
         parse_model_thresholds(value)
     if name == "preanswer_evidence_mode" and value.strip().lower() not in PREANSWER_MODES:
         raise ValueError(f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)")
+    if name == "timezone" and value:
+        check_timezone(value)
+
+
+def check_timezone(name: str) -> None:
+    """Raise ValueError unless ``name`` is an IANA zone this machine knows ("" is UTC)."""
+    import zoneinfo  # here: only a set LCM_TIMEZONE pays for the zone database
+
+    if "/" in name and (name.startswith("/") or ".." in name):
+        raise ValueError(f"{name!r} is not an IANA time zone name")
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"{name!r} is not a known IANA time zone (e.g. Europe/Paris, Asia/Tokyo)") from exc
 
 
 def env_name(field_name: str) -> str:

@@ -33,6 +33,7 @@ from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .pipeline import pipeline_for
 from .proactive import ProactiveRecall
 from .records import ConversationState, StoredMessage
+from .rollups import Rollups
 from .scaffold import BlockSeal
 from .semantic import Semantic
 from .store import Store, WriteFailed, open_store
@@ -123,6 +124,7 @@ class LcmCore:
         self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.routes = self._routes(host_call_llm)
         self.semantic = Semantic(config, self.store, env or {})  # LCM_EMBEDDINGS_ENABLED: vectors, their job
+        self.rollups = Rollups(config, self.store, self._summarize)  # LCM_TEMPORAL_ROLLUPS_ENABLED: their job
         self.proactive = ProactiveRecall(self.store, self.dag, self.seal.recall(),
                                          config.proactive_recall_budget_tokens)
         self.call_guard = CallGuard(
@@ -263,9 +265,8 @@ class LcmCore:
     def ingest(self, messages: Sequence[Any], source: str = "", deadline: float | None = None) -> int:
         """Store the messages not stored yet; returns how many were stored.
 
-        Also sets :attr:`position`, the stored seq the list ends at: compress bounds
-        its answer there, so a list that is only the head of the history (``/compress
-        here``) gets back nothing newer than its own last message.
+        Also sets :attr:`position`, the stored seq the list ends at: compress bounds its answer there,
+        so a list that is only the head of the history (``/compress here``) gets nothing newer back.
         A write the store refuses (disk full, I/O error, read-only, locked) is recorded, not
         raised: nothing of it was stored, the messages are still in the host's list, and the
         next ingest or compress stores them (alignment finds where the store ends).
@@ -280,6 +281,7 @@ class LcmCore:
             return 0
         if stored:
             self.semantic.after_ingest()  # embeds them on its own thread, after the reply
+            self.rollups.after_ingest()  # marks their days stale and builds, on its own thread
         return stored
 
     def _write_failed(self, operation: str, exc: WriteFailed) -> None:
@@ -369,6 +371,7 @@ class LcmCore:
         }
         for error in report.errors:
             self.store.record_event("warning", "summarizer", error, self.binding.conversation_id)
+        self.rollups.after_ingest()  # new summaries re-stale the days they cover
         return report
 
     def assemble(self, budget: Budget, upto: int | None = None,
@@ -641,8 +644,8 @@ class LcmCore:
             "errors": list(self.stats.errors),
             "privacy": self.privacy(),
             "embeddings": self.semantic.status(),
-            "proactive_recall": self.proactive.status(self.config.proactive_recall_enabled),
-            "large_outputs": {
+            "temporal_rollups": self.rollups.status(),
+            "proactive_recall": self.proactive.status(self.config.proactive_recall_enabled), "large_outputs": {
                 "externalization": self.config.large_output_externalization_enabled,
                 "threshold_chars": self.config.large_output_externalization_threshold_chars,
                 "preview_chars": self.config.large_output_preview_chars,

@@ -42,6 +42,7 @@ from .records import MessageIn
 from .scaffold import BlockSeal, classify
 from .sensitive import Policy, Redactor
 from .store import Store
+from .times import message_time
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
 # Messages whose prepared form is remembered between fingerprinting and storing.
@@ -353,7 +354,6 @@ class Normalizer:
             raise MalformedMessage("a message must be a mapping with a string 'role'")
         content, parts, tool_calls = self._prepared(message)[0]
         name = message.get("name") or message.get("tool_name")
-        host_ts = message.get("timestamp")
         return MessageIn(
             role=safe_text(message["role"]),
             content=content,
@@ -361,7 +361,7 @@ class Normalizer:
             tool_calls=tool_calls,
             tool_call_id=safe_text(str(message["tool_call_id"])) if message.get("tool_call_id") else None,
             tool_name=safe_text(str(name)) if name else None,
-            host_ts=float(host_ts) if isinstance(host_ts, int | float) else None,
+            host_ts=message_time(message),
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
             synthetic=classify(self.view(message)),

@@ -37,6 +37,7 @@ from .ingest import Normalizer, import_normalizer
 from .records import NewNode, StoredMessage
 from .storage import lcmx as x
 from .store import ForeignDatabase, Store, StoreError, detect_source, open_store
+from .times import host_time as parse_host_time
 from .tokens import count_tokens
 
 try:
@@ -188,8 +189,7 @@ def host_message(m: dict[str, Any]) -> dict[str, Any]:
 
 def host_time(m: dict[str, Any]) -> float | None:
     """When the host sent it (LCM-X's ``observed_at``), else when LCM-X stored it."""
-    when = m.get("observed_at") if m.get("observed_at") is not None else m.get("timestamp")
-    return float(when) if isinstance(when, int | float) else None
+    return parse_host_time(m.get("observed_at")) or parse_host_time(m.get("timestamp"))
 
 
 # -- writing one conversation -----------------------------------------------------------------------

@@ -236,6 +236,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     checks.append(_settings_check([p for p in config_problems if is_settings_note(p)]))
     checks.append(_privacy_check(config))
     checks.append(_embeddings_check(config, store, semantic))
+    checks.append(_rollups_check(config, store))
     checks.append(_events_check(store))
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
@@ -272,6 +273,23 @@ def _embeddings_check(config: Any, store: Store, semantic: Any) -> Check:
     action = "fix the LCM_EMBEDDING_* settings or the provider; search runs on full text meanwhile" \
         if status != "ok" else None
     return Check("embeddings", status, detail, action, "lcm embed" if status != "ok" else None, data=data)
+
+
+def _rollups_check(config: Any, store: Store) -> Check:
+    """Temporal rollups: off is fine; on, failed builds and periods stale for over an hour warn."""
+    if not getattr(config, "temporal_rollups_enabled", False):
+        return Check("temporal_rollups", "ok", "off (LCM_TEMPORAL_ROLLUPS_ENABLED)", data={"enabled": False})
+    stats = store.rollup_stats()
+    counts = stats.get("counts") or {}
+    failed = sum(c.get("failed", 0) for c in counts.values())
+    oldest = stats.get("oldest_stale_at")
+    late = oldest is not None and time.time() - oldest > 3600
+    detail = f"{failed} failed, counts {counts}" + (f"; last failure {stats['last_failure']}" if failed else "") + \
+        ("; stale for over an hour" if late else "")
+    bad = bool(failed) or late
+    return Check("temporal_rollups", "warn" if bad else "ok", detail,
+                 "check the summary route; failed periods are retried" if bad else None,
+                 "lcm rollups build" if bad else None, data={"enabled": True, **stats})
 
 
 def _settings_check(notes: list[str]) -> Check:

@@ -194,3 +194,28 @@ def parse_node_label(label: str | int) -> int:
     if not text.isdigit():
         raise ValueError(f"not a summary node id: {label!r}")
     return int(text)
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """One temporal rollup row (rollups.py): a conversation's day, week or month in a time zone.
+
+    ``start`` is the period's first day (ISO date; a week starts on Monday, a month on the 1st);
+    ``generation`` grows each time the period is marked stale, so a build that finishes after a
+    newer mark does not publish over it.
+    """
+
+    id: int
+    conversation_id: int
+    kind: str  # day | week | month
+    start: str
+    tz: str
+    status: str  # ready | stale | building | failed
+    content: str
+    tokens: int
+    source_ids: tuple[int, ...]
+    built_at: float | None
+    error: str
+    attempts: int
+    generation: int
+    updated_at: float

@@ -44,9 +44,17 @@ def flatten(fixture: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every message of the recording in order: each turn's user message, then its steps."""
     out: list[dict[str, Any]] = []
     for turn in fixture["turns"]:
-        out.append({"role": "user", "content": turn["user"]})
+        out.append(_user(turn))
         out.extend(turn["messages"])
     return out
+
+
+def _user(turn: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn's user message; a recorded ``timestamp`` goes with it (the store keeps the original time)."""
+    user: dict[str, Any] = {"role": "user", "content": turn["user"]}
+    if turn.get("timestamp") is not None:
+        user["timestamp"] = turn["timestamp"]
+    return user
 
 
 def make_engine(home: str | Path, *, context_length: int = 64000, threshold: float = 0.2,
@@ -130,7 +138,7 @@ def replay(engine: LcmEngine, fixture: Mapping[str, Any], *, session_id: str = "
     raw = overhead_tokens
     for number, turn in enumerate(fixture["turns"], start=1):
         clock = _Clock()
-        user = {"role": "user", "content": turn["user"]}
+        user = _user(turn)
         messages.append(user)
         raw += count_message(user)
         peak, calls, raw_request, prompt = 0, 0, raw, 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DAYS = re.compile(r"^(\d{1,4})\s*d(?:ays?)?$")
@@ -78,3 +80,48 @@ def period(text: str | None, now: float | None = None) -> Period:
         return Period(f"date:{day}", start, start + DAY)
     raise TimeError(f"unknown period {text!r}: use today, yesterday, Nd (e.g. 7d), week, month or "
                     "date:YYYY-MM-DD")
+
+
+_HOST_MIN = 1.0  # 1970-01-01T00:00:01Z: zero and negative times are no times
+_HOST_MAX = 4102444800.0  # 2100-01-01T00:00:00Z: beyond it a clock or a parser is wrong
+
+
+def host_time(value: object) -> float | None:
+    """The epoch seconds of a host's ``timestamp``, or None when it gives none we can trust.
+
+    Accepts epoch seconds (int/float; milliseconds when above 1e12, as JavaScript hosts send) and
+    ISO 8601 strings (a naive one is UTC). NaN, infinities, non-positive times, times after 2100,
+    booleans and unreadable strings are None: the caller then uses the ingest time. Never raises.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str) and 0 < len(value) <= 64:
+            text = value.strip()
+            if re.fullmatch(r"-?\d+(\.\d+)?", text):
+                number = float(text)
+            else:
+                moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+                if moment.tzinfo is None:
+                    moment = moment.replace(tzinfo=UTC)
+                number = moment.timestamp()
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    if number != number or number in (float("inf"), float("-inf")):
+        return None
+    if number > 1e12:
+        number /= 1000.0
+    return number if _HOST_MIN <= number < _HOST_MAX else None
+
+
+def message_time(message: Mapping[str, Any]) -> float | None:
+    """The host's time of a message: its ``timestamp``, else its ``metadata``'s (see :func:`host_time`)."""
+    found = host_time(message.get("timestamp"))
+    if found is not None:
+        return found
+    metadata = message.get("metadata")
+    return host_time(metadata.get("timestamp")) if isinstance(metadata, Mapping) else None

@@ -2,15 +2,18 @@
 
 lcm_describe shows structure without loading content: the conversation's DAG (context nodes,
 roots, counts), one node's subtree, or a payload's metadata. lcm_recent lists the summaries of
-a natural UTC period; until temporal rollups exist it serves leaf summaries.
+a natural UTC period: the ready temporal rollups of its days (or its week/month) when they are
+on, and leaf summaries for the days without a ready one; ``source`` says which it used.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..display import ELLIPSIS, cut, iso
 from ..records import SummaryNode
+from ..rollups import Served, serve, span
 from ..times import period
 from .expand import OUTPUT_MIME, find_node, output_info, payload_owner
 from .toolkit import Args, Ctx, ToolError, fit, share
@@ -124,7 +127,15 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
             item["conversation_id"] = n.conversation_id
         items.append(item)
     answer: dict[str, Any] = {"period": {"name": window.label, "from": iso(window.since), "to": iso(window.until)},
-                              "session_scope": scope, "source": "leaf_summaries (temporal rollups not enabled)"}
+                              "session_scope": scope, "source": "leaves"}
+    if not ctx.core.rollups.enabled:
+        answer["note"] = "leaf summaries: temporal rollups are off (LCM_TEMPORAL_ROLLUPS_ENABLED)"
+    served = serve(ctx.core.rollups, [conv] if conv is not None else list(reach or []), args.text("period"),
+                   time.time()) if after is None else None
+    if served is not None and served.rollups:
+        items = _with_rollups(answer, served, items, nodes, each)
+    elif served is not None and served.stale_days:
+        answer["stale_days"] = [d.isoformat() for d in served.stale_days]
     shown = fit(answer, "summaries", items, ctx.cap)
     answer["count"] = shown
     last = nodes[shown - 1] if shown else None
@@ -135,6 +146,24 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
         answer["hint"] = ("no summaries cover this period yet; use lcm_grep with time_from/time_to"
                           if raw else "nothing stored in this period")
     return answer
+
+
+def _with_rollups(answer: dict[str, Any], served: Served, items: list[dict[str, Any]], nodes: list[SummaryNode],
+                  each: int) -> list[dict[str, Any]]:
+    """Put ready rollups in the answer; keep only the leaves of days that fall back to them."""
+    answer["rollups"] = [{"kind": r.kind, "start": r.start, "tz": r.tz, "conversation_id": r.conversation_id,
+                          "tokens": r.tokens, "built_at": iso(r.built_at) if r.built_at else None,
+                          "source_summary_ids": list(r.source_ids), "content": cut(r.content, each, ELLIPSIS)[0]}
+                         for r in served.rollups]
+    spans = [span("day", d, served.tz) for d in served.fallback_days]
+    kept = [i for i, n in zip(items, nodes, strict=False)
+            if any(n.earliest_at < until and n.latest_at >= since for since, until in spans)]
+    answer["source"] = "rollups" if not kept else "rollups+leaves"
+    answer["rollup_timezone"] = served.tz
+    answer["leaf_days"] = [d.isoformat() for d in served.fallback_days]
+    if served.stale_days:
+        answer["stale_days"] = [d.isoformat() for d in served.stale_days]
+    return kept
 
 
 def _recent_cursor(cursor: str | None) -> tuple[float, int] | None:

@@ -115,6 +115,7 @@ def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
         report["status"] = "warn"
     report["binding"] = {"session_id": ctx.core.binding.session_id or None, "mode": ctx.core.binding.mode}
     report["deep"] = deep
+    checks.sort(key=lambda c: c.get("status") == "ok")  # a capped answer drops passing checks first
     shown = fit(report, "checks", checks, ctx.cap)
     if shown < len(checks):
         report["checks_omitted"] = len(checks) - shown

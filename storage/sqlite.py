@@ -11,10 +11,11 @@ from .message_search import MessageSearch
 from .messages import MessageQueries
 from .operator import OperatorQueries
 from .rewrite import RewriteQueries
+from .rollups import RollupQueries
 from .summaries import SummaryQueries
 from .vectors import VectorQueries
 
 
 class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-                  RewriteQueries, VectorQueries):
+                  RewriteQueries, VectorQueries, RollupQueries):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""
