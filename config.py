@@ -67,6 +67,10 @@ class LcmConfig:
     tool_response_max_chars: int = 24000
     disabled_tools: str = ""
     assertions_enabled: bool = False
+    # Assertions (evidence/assertions.py): the summary route refines the rule-based extraction when on.
+    assertion_extraction_enabled: bool = False
+    assertion_extraction_max_sources_per_pass: int = 4  # clamped to 1..8 where it is used (LCM-X)
+    assertion_extraction_timeout_seconds: float = 30.0  # clamped to 0.1..120 where it is used (LCM-X)
     evidence_tools_enabled: bool = False
     adaptive_retrieval_enabled: bool = False
     enable_slash_command: bool = False
@@ -263,6 +267,8 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "knn_prescreen_multiplier": (1, 1000),
     "recall_vector_weight": (0.0, 1.0),
     "proactive_recall_budget_tokens": (50, 20000),
+    "assertion_extraction_max_sources_per_pass": (0, 1_000_000),
+    "assertion_extraction_timeout_seconds": (0.0, 86_400.0),
 }
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
 EMBEDDING_DTYPES = ("float32", "int8")

@@ -1,0 +1,1 @@
+"""The evidence family: typed facts with citations, packs, checks and computations over exact stored refs."""
