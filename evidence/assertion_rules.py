@@ -25,12 +25,14 @@ MESSAGE_BUDGET_S = 0.25  # per message, all patterns together
 
 
 class DateLike(Protocol):
-    """What a resolved date mention offers (timeexpr.DateMention)."""
+    """What a resolved date mention offers (timeexpr.DateMention), read-only."""
 
-    start: int
-    end: int
-    first: dt.date
-    last: dt.date
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def first(self) -> dt.date: ...
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,19 @@ _MOVED = regex.compile(
     r"\b(?P<subj>I|we|he|she|they|[A-Z][a-z]+(?: [A-Z][a-z]+)?)\s+(?:just\s+|recently\s+|finally\s+|have\s+|has\s+|"
     r"had\s+)?(?:moved|relocated)\s+(?:back\s+)?to\s+(?P<val>[A-Z][\w\-]+(?:,? [A-Z][\w\-]+){0,3})")
 _NOW = regex.compile(
-    rf"\b{_OWNER}\s+(?P<subj>{_NOUN})\s+(?:is now|has changed to|was changed to|changed to|switched to|became|"
-    rf"is|are)\s+(?P<val>[^\s,.;!?][^,.;!?\n]{{0,58}})", _F)
+    rf"\b{_OWNER}\s+(?P<subj>{_NOUN})\s+(?P<verb>is now|are now|has changed to|was changed to|changed to|"
+    rf"switched to|became|is|are)\s+(?P<val>[^\s,.;!?][^,.;!?\n]{{0,58}})", _F)
+# A plain "is" states a fact only with an owner ("my goal is", "Jon's studio is"), and never an
+# opinion or a feeling ("is awesome", "are so excited"): those are conversation, not state.
+_CHANGE = regex.compile(r"now|changed|switched|became", _F)
+_OPINION = regex.compile(
+    r"^(?:so|really|very|such|too|pretty|quite|totally|super|just|always|still|also|going|getting|gonna|"
+    r"awesome|amazing|great|gorgeous|beautiful|incredible|cool|nice|fun|key|lovely|fantastic|wonderful|perfect|"
+    r"important|tough|hard|good|bad|better|best|worth|crazy|wild|huge|insane|special|different|unreal|"
+    r"exciting|impressive|inspiring|stunning|adorable|cute|a blast|a lot|all|one of|like|the best|what|how|"
+    r"[a-z]+ing)\b", _F)
+_VAGUE = regex.compile(r"\b(?:when|and|or|but|that|which|who|if|because|than|as|they|it|i|we|you|he|she|this|"
+                       r"these|those|everyone|everything|something|anything|all|thing|things)\b", _F)
 _PREFER = regex.compile(r"\b(?P<subj>I|we)\s+(?:really\s+|still\s+)?(?P<verb>prefer|love|like|hate|dislike|enjoy)\s+"
                         r"(?P<val>[^\s,.;!?][^,.;!?\n]{1,58})")
 _COMMIT = regex.compile(r"\b(?P<subj>I|we)\s+(?:will|'ll|promise to|am going to|are going to|plan to|commit to|"
@@ -113,6 +126,8 @@ def _owner(own: str | None, role: str) -> str:
     lower = own.lower()
     if lower in ("my", "our"):
         return "user " if role == "user" else "assistant "
+    if lower == "your":
+        return "assistant " if role == "user" else "user "
     return lower + " "
 
 
@@ -194,6 +209,13 @@ def extract(text: str, role: str = "user",
     return out
 
 
+def _whole_words(value: str, end: int, sentence: str) -> str:
+    """A value the pattern's length limit cut inside a clause ends at its last whole word."""
+    if end < len(sentence) and sentence[end].isalnum() and " " in value:
+        return value[:value.rindex(" ")]
+    return value
+
+
 def _facts(sentence: str, role: str) -> list[tuple[str, str, str, str, int, int]]:
     """(kind, subject, value, unit, value start, value end) in one sentence; offsets are the
     sentence's. A numeric value makes a quantity, and the same span is not also a state."""
@@ -231,24 +253,25 @@ def _facts(sentence: str, role: str) -> list[tuple[str, str, str, str, int, int]
     for m in _MOVED.finditer(sentence, timeout=t):
         add("state", _who(m["subj"], role) + " location", m["val"], "", m.start("val"), m.end("val"), m.span())
     for m in _NOW.finditer(sentence, timeout=t):
-        subj = m["subj"]
-        if subj.lower() in _PRONOUNS or m["own"].lower() == "its":
+        subj, own = m["subj"], m["own"].lower()
+        changed = _CHANGE.search(m["verb"], timeout=t) is not None
+        if own == "its" or _VAGUE.search(subj, timeout=t) or (not changed and own in ("the", "your")):
             continue
-        value = _TRAIL.sub("", m["val"], timeout=t).strip()
-        if not value:
+        value = _TRAIL.sub("", _whole_words(m["val"], m.end("val"), sentence), timeout=t).strip()
+        if not value or (not changed and _OPINION.search(value, timeout=t)):
             continue
         kind = "preference" if regex.match(r"(?:favou?rite|preferred)\b", subj, _F) else "state"
         add(kind, _owner(m["own"], role) + subj, value, "", m.start("val"), m.start("val") + len(value), m.span())
     for m in _PREFER.finditer(sentence, timeout=t):
-        value = _TRAIL.sub("", m["val"], timeout=t).strip()
+        value = _TRAIL.sub("", _whole_words(m["val"], m.end("val"), sentence), timeout=t).strip()
         add("preference", f"{_who(m['subj'], role)} {m['verb'].lower()}s", value, "", m.start("val"),
             m.start("val") + len(value), m.span())
     for m in _COMMIT.finditer(sentence, timeout=t):
-        value = m["val"].strip()
+        value = _whole_words(m["val"], m.end("val"), sentence).strip()
         add("commitment", f"{_who(m['subj'], role)} commitment", value, "", m.start("val"),
             m.start("val") + len(value), m.span())
     for m in _EVENT.finditer(sentence, timeout=t):
-        value = (m["verb"] + m["obj"]).strip()
+        value = _whole_words(m["verb"] + m["obj"], m.end("obj"), sentence).strip()
         add("event", _who(m["subj"], role) + " " + m["verb"].lower(), value, "", m.start("verb"),
             m.start("verb") + len(value), m.span())
     return found

@@ -27,6 +27,7 @@ from ..redact import clip
 from ..sensitive import Redactor
 from ..store import Store
 from ..summarizer.routes import CallGuard, LlmRoute
+from ..timeexpr import resolve_dates
 from .assertion_rules import Candidate, DateLike, canonical, extract
 
 MAX_MESSAGE_CHARS = 20_000  # what one message is read as, at most
@@ -45,7 +46,9 @@ class Assertions:
                  routes: Sequence[LlmRoute] = (), guard: CallGuard | None = None,
                  dates: DateResolver | None = None) -> None:
         self.config, self.store, self.redactor = config, store, redactor
-        self.routes, self.guard, self.dates = list(routes), guard, dates
+        tz = str(getattr(config, "timezone", "") or "")
+        self.routes, self.guard = list(routes), guard
+        self.dates: DateResolver | None = dates or (lambda text, at: resolve_dates(text, at, tz))
         self.enabled = bool(config.assertions_enabled)
         self.refine = self.enabled and bool(config.assertion_extraction_enabled) and bool(self.routes)
         self.max_sources = int(_clamp(config.assertion_extraction_max_sources_per_pass, 1, 8))
