@@ -71,7 +71,7 @@ class LcmConfig:
     assertion_extraction_enabled: bool = False
     assertion_extraction_max_sources_per_pass: int = 4  # clamped to 1..8 where it is used (LCM-X)
     assertion_extraction_timeout_seconds: float = 30.0  # clamped to 0.1..120 where it is used (LCM-X)
-    evidence_tools_enabled: bool = False
+    evidence_tools_enabled: bool = True
     adaptive_retrieval_enabled: bool = False
     enable_slash_command: bool = False
     doctor_clean_apply_enabled: bool = False

@@ -73,18 +73,23 @@ TOOLS: list[dict[str, Any]] = [
         "lcm_query_state",
         "Typed facts/preferences/commitments/status with exact cited sources, current or as of a time.",
         {"subject": _STR, "kind": _STR, "as_of": _STR, "limit": _LIMIT}),
-    _disabled_family_tool(
+    _tool(
         "lcm_compute",
-        "Deterministic date/count/sum/difference/order/latest over cited evidence refs; fails closed.",
-        {"operation": _STR, "refs": _REFS, "question": _STR}, ["operation", "refs"]),
-    _disabled_family_tool(
+        "Deterministic date/count/sum/difference/order/latest over cited refs (store_id or store_id:start-end); "
+        "relative dates resolved at each line's own time; fails closed with a reason.",
+        {"operation": _enum(["date", "date_diff", "count", "sum", "difference", "order", "latest"],
+                            "date_diff unit from question (days/weeks/months/years)"),
+         "refs": _REFS, "question": _STR}, ["operation", "refs"]),
+    _tool(
         "lcm_compile_evidence",
-        "Validate claims against exact stored refs into a compact evidence brief with sufficiency.",
+        "Check claims [{text, refs, quote?}] against their exact cited lines: each supported/unsupported "
+        "and why, the supporting lines, sufficiency for the question.",
         {"question": _STR, "claims": {"type": "array", "items": {"type": "object"}}}, ["question"]),
-    _disabled_family_tool(
+    _tool(
         "lcm_evidence_pack",
-        "Hydrate and check exact refs (store_id spans) into a bounded evidence pack.",
-        {"refs": _REFS}, ["refs"]),
+        "The exact lines of refs (store_id or store_id:start-end) with times and resolved dates, bounded "
+        "(budget_tokens, default 1500); missing refs; sufficiency when question given.",
+        {"refs": _REFS, "question": _STR, "budget_tokens": _INT}, ["refs"]),
     _disabled_family_tool(
         "lcm_retrieve",
         "Bounded retrieval controller: plans up to 3 targeted lcm_* calls for one question.",

@@ -1,6 +1,7 @@
 """The evidence family (lcm_query_state, lcm_compute, lcm_compile_evidence, lcm_evidence_pack,
-lcm_retrieve): always listed so the tool surface is stable, but inactive until both the feature
-ships and its flag is on. Until then each answers ``status: disabled`` and says how to enable it.
+lcm_retrieve): always listed so the tool surface is stable. A tool whose flag is off answers
+``status: disabled`` and says how to enable it; one whose body is built (``BODIES``) runs when
+its flag is on; one without a body yet says so.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..evidence.assertions import KINDS
+from .evidence_tools import BODIES
 from .toolkit import Args, Ctx, Handler
 
 # tool -> (config flag, environment variable, what it needs)
@@ -23,8 +25,12 @@ EVIDENCE_TOOLS: dict[str, tuple[str, str, str]] = {
 def disabled_tool(name: str) -> Handler:
     flag, env, feature = EVIDENCE_TOOLS[name]
 
+    body = BODIES.get(name)
+
     def handler(ctx: Ctx, args: Args) -> dict[str, Any]:
         enabled = bool(getattr(ctx.config, flag, False))
+        if enabled and body is not None:
+            return body(ctx, args)
         answer: dict[str, Any] = {"tool": name, "status": "disabled", "flag": env, "flag_on": enabled}
         if enabled:
             answer["reason"] = f"{env} is on, but {feature} is not part of this hermes-lcm build yet"

@@ -238,6 +238,22 @@ class MessageQueries(SqliteConnection):
         rows.sort(key=lambda r: (r[1], r[2]))  # (conversation_id, seq): store order
         return [row_to_message(r) for r in rows]
 
+    def messages_in_reach(self, ids: Sequence[int], conversations: Sequence[int] | None) -> list[StoredMessage]:
+        if conversations is None:
+            return self.messages_by_ids(ids)
+        reach = tuple(int(c) for c in conversations)
+        if not ids or not reach:
+            return []
+        rows: list[Any] = []
+        with self.read() as db:
+            for start in range(0, len(ids), 400):
+                chunk = tuple(ids[start:start + 400])
+                sql = (f"SELECT {self.message_columns} FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
+                       f" AND conversation_id IN ({','.join('?' * len(reach))})")
+                rows += db.execute(sql, (*chunk, *reach)).fetchall()
+        rows.sort(key=lambda r: (r[1], r[2]))
+        return [row_to_message(r) for r in rows]
+
     def session_messages(self, session_id: str, after_id: int, limit: int) -> list[StoredMessage]:
         return self._messages("session_id=? AND id>? ORDER BY id LIMIT ?", (session_id, after_id, limit))
 

@@ -107,7 +107,7 @@ def test_calls_before_anything_is_stored(tmp_path):
 
 
 def test_evidence_family_answers_disabled_with_how_to_enable(make_engine):
-    engine = make_engine()
+    engine = make_engine(LCM_EVIDENCE_TOOLS_ENABLED="false")  # the three evidence tools are on by default
     for name in EVIDENCE:
         answer = ok(engine, name, question="q", refs=["1"], operation="sum")
         assert answer["status"] == "disabled" and answer["flag_on"] is False

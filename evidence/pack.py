@@ -1,0 +1,176 @@
+"""The evidence pack: the exact lines a set of refs points at, bounded, with their times.
+
+A pack carries no prose of ours: each line is the stored text (or the cited span of it) with
+its store id, session, role, ISO time and the dates it mentions resolved against that time.
+Lines are deduplicated (a span inside a cited whole message goes), ordered by time, and cut
+to ``budget_tokens`` (counted as the model will see them, with tokens.py); a line that does not
+fit whole is cut at the end and its span says exactly which characters are shown. Refs that
+gave nothing are listed under ``missing``; refs cut for the budget under ``omitted``.
+
+With a question, ``sufficiency`` says which of its needs (a date, a number, each named entity)
+the lines cover. It is a coverage check that fails closed, not a proof the answer is there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..tokens import count_tokens
+from .refs import Line, Missing, Ref, dedupe, hydrate_all, read_refs
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+DEFAULT_BUDGET = 1500
+MIN_BUDGET, MAX_BUDGET = 100, 8000
+_MIN_CUT_TOKENS = 24
+
+_DATE_NEED = re.compile(r"\b(when|what (?:date|day|year|month|time)|which (?:date|day|year|month)|how long|"
+                        r"since when|how (?:many|much) (?:days|weeks|months|years)|before or after|first|last time)\b",
+                        re.I)
+_NUMBER_NEED = re.compile(r"\b(how (?:many|much|old|far|long)|what (?:number|amount|price|age)|count|total|sum)\b",
+                          re.I)
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                     r"twelve|twenty|thirty|forty|fifty|hundred|thousand|dozen)\b", re.I)
+_QUOTED = re.compile(r"\"([^\"]{2,60})\"|'([^']{2,60})'")
+_NAME = re.compile(r"\b([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+_NOT_NAMES = frozenset(("what when where which who whom whose why how did does do is are was were has have had "
+                        "can could would should will the a an i in on at of for to and or if my your our their "
+                        "his her its he she they we you me them us it this that these those there then so but yes no "
+                        "user assistant january february march april may june july august september october november "
+                        "december monday tuesday wednesday thursday friday saturday sunday").split())
+
+
+def iso(at: float) -> str:
+    """An epoch time as ISO 8601 UTC (seconds)."""
+    try:
+        return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return str(at)
+
+
+def line_dict(line: Line, text: str | None = None, end: int | None = None) -> dict[str, Any]:
+    """A line as the tools show it; ``text``/``end`` when the budget cut it short."""
+    start = line.ref.start or 0
+    shown = line.text if text is None else text
+    item: dict[str, Any] = {"ref": line.ref.label, "store_id": line.ref.store_id, "role": line.role,
+                            "session_id": line.session_id, "at": iso(line.at), "text": shown}
+    if line.ref.start is not None or text is not None:
+        item["span"] = [start, start + len(shown) if end is None else end]
+    dates = [m.as_dict() for m in line.dates if m.end <= len(shown)]
+    if dates:
+        item["dates"] = dates
+    if text is not None:
+        item["truncated"] = True
+    return item
+
+
+def _tokens(item: dict[str, Any]) -> int:
+    return count_tokens(json.dumps(item, ensure_ascii=False)) + 1
+
+
+def _cut(line: Line, room: int) -> dict[str, Any] | None:
+    """The longest prefix of the line whose item fits ``room`` tokens (None: too little room)."""
+    if room < _MIN_CUT_TOKENS:
+        return None
+    low, high, best = 1, len(line.text) - 1, None
+    while low <= high:
+        mid = (low + high) // 2
+        item = line_dict(line, line.text[:mid])
+        if _tokens(item) <= room:
+            best, low = item, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def names(question: str) -> list[str]:
+    """The named entities of a question: quoted phrases and capitalised words that are not
+    question words (the first word of the question only when it is not one)."""
+    found = [a or b for a, b in _QUOTED.findall(question)]
+    for match in _NAME.finditer(question):
+        words = [w for w in match.group(1).split() if w.lower().strip("'s") not in _NOT_NAMES]
+        phrase = " ".join(words).removesuffix("'s")
+        if len(phrase) >= 2 and phrase.lower() not in (f.lower() for f in found):
+            found.append(phrase)
+    return found
+
+
+def sufficiency(question: str, lines: Sequence[Line]) -> dict[str, Any]:
+    """Which of the question's needs the lines cover; ``sufficient`` only when all are."""
+    text = "\n".join(line.text for line in lines).lower()
+    needs: dict[str, bool] = {}
+    if _DATE_NEED.search(question):
+        needs["date"] = any(line.dates for line in lines)
+    if _NUMBER_NEED.search(question):
+        needs["number"] = bool(_NUMBER.search(text))
+    for name in names(question):
+        needs[f"entity:{name}"] = name.lower() in text
+    lacking = [need for need, covered in needs.items() if not covered]
+    return {"needs": needs, "lacking": lacking, "sufficient": bool(lines) and not lacking,
+            "note": "coverage of the question's needs by the cited lines, not proof of the answer"}
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The tool answer of lcm_evidence_pack (``as_dict``)."""
+
+    lines: tuple[dict[str, Any], ...]
+    missing: tuple[Missing, ...]
+    omitted: tuple[str, ...]
+    budget_tokens: int
+    used_tokens: int
+    sufficiency: dict[str, Any] | None
+    hydrated: tuple[Line, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"lines": list(self.lines), "missing": [m.as_dict() for m in self.missing],
+                                  "budget_tokens": self.budget_tokens, "used_tokens": self.used_tokens}
+        if self.omitted:
+            answer["omitted"] = list(self.omitted)
+            answer["omitted_hint"] = "over the budget: cite these refs again (or raise budget_tokens)"
+        if self.sufficiency is not None:
+            answer["sufficiency"] = self.sufficiency
+        return answer
+
+
+def fit_lines(lines: Sequence[Line], budget_tokens: int) -> tuple[list[dict[str, Any]], list[str], int]:
+    """The line items within the budget (the first one that overflows is cut), the refs left
+    out, and the tokens used."""
+    items: list[dict[str, Any]] = []
+    omitted: list[str] = []
+    used = 0
+    for line in lines:
+        if omitted:
+            omitted.append(line.ref.label)
+            continue
+        item = line_dict(line)
+        size = _tokens(item)
+        if used + size > budget_tokens:
+            cut = _cut(line, budget_tokens - used)
+            if cut is None:
+                omitted.append(line.ref.label)
+                continue
+            item, size = cut, _tokens(cut)
+        items.append(item)
+        used += size
+    return items, omitted, used
+
+
+def build_pack(store: Store, refs: object, reach: Sequence[int] | None, budget_tokens: int = DEFAULT_BUDGET,
+               question: str = "", tz: str = "") -> Pack:
+    """The bounded pack of ``refs`` (any accepted ref forms, or ``Ref`` values) within ``reach``."""
+    budget = min(MAX_BUDGET, max(MIN_BUDGET, int(budget_tokens)))
+    parsed, bad = read_refs(refs if not isinstance(refs, Ref) else [refs])
+    found, missing = hydrate_all(store, parsed, reach, tz)
+    lines = sorted(dedupe(found), key=lambda line: (line.at, line.ref.store_id, line.ref.start or 0))
+    items, omitted, used = fit_lines(lines, budget)
+    shown = [replace(line, text=item["text"], dates=tuple(m for m in line.dates if m.end <= len(item["text"])))
+             for line, item in zip(lines, items, strict=False)]
+    verdict = sufficiency(question, shown) if question.strip() else None
+    return Pack(tuple(items), tuple(bad + missing), tuple(omitted), budget, used, verdict, tuple(lines))
