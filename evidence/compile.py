@@ -49,21 +49,9 @@ def _stem(word: str) -> str:
     return word[:5]
 
 
-def check_claim(claim: dict[str, Any], lines: Sequence[Line], anchor: float) -> dict[str, Any]:
-    """One claim's verdict against its own lines."""
-    text = str(claim.get("text") or "").strip()
-    quote = str(claim.get("quote") or "").strip()
-    verdict: dict[str, Any] = {"text": text, "refs": [line.ref.label for line in lines]}
-    if not lines:
-        return {**verdict, "status": "unsupported", "why": "no cited line could be read (cite exact store ids)"}
-    joined = "\n".join(line.text for line in lines)
-    flat = _flat(joined)
-    if quote:
-        if _flat(quote) in flat:
-            return {**verdict, "status": "supported", "basis": "quote", "why": "the quote appears in the cited text"}
-        return {**verdict, "status": "unsupported", "why": "the quote does not appear in the cited text"}
-    if text and _flat(text) in flat:
-        return {**verdict, "status": "supported", "basis": "quote", "why": "the claim's text appears verbatim"}
+def _values(text: str, lines: Sequence[Line], flat: str, anchor: float) -> tuple[list[str], list[str], str]:
+    """The claim's dates, numbers and names found in the lines (checked) and not (problems), and
+    its text with the date phrases blanked (for the word check)."""
     dates = resolve_dates(text, anchor)
     problems: list[str] = []
     checked: list[str] = []
@@ -81,6 +69,28 @@ def check_claim(claim: dict[str, Any], lines: Sequence[Line], anchor: float) -> 
     for name in names(undated):
         (checked if name.lower() in flat else problems).append(
             f"entity {name!r}" + ("" if name.lower() in flat else " is not in the cited lines"))
+    return checked, problems, undated
+
+
+def check_claim(claim: dict[str, Any], lines: Sequence[Line], anchor: float) -> dict[str, Any]:
+    """One claim's verdict against its own lines."""
+    text = str(claim.get("text") or "").strip()
+    quote = str(claim.get("quote") or "").strip()
+    verdict: dict[str, Any] = {"text": text, "refs": [line.ref.label for line in lines]}
+    if not lines:
+        return {**verdict, "status": "unsupported", "why": "no cited line could be read (cite exact store ids)"}
+    joined = "\n".join(line.text for line in lines)
+    flat = _flat(joined)
+    if quote and _flat(quote) not in flat:
+        return {**verdict, "status": "unsupported", "why": "the quote does not appear in the cited text"}
+    if text and _flat(text) in flat:
+        return {**verdict, "status": "supported", "basis": "quote", "why": "the claim's text appears verbatim"}
+    checked, problems, undated = _values(text, lines, flat, anchor)
+    if quote:  # an exact quote, and every value the claim states beside it is in the lines too
+        if problems:
+            return {**verdict, "status": "unsupported", "why": "the quote appears, but " + "; ".join(problems)}
+        return {**verdict, "status": "supported", "basis": "quote", "why": "the quote appears in the cited text"
+                + (" with " + ", ".join(checked) if checked else "")}
     words = {_stem(w) for w in _WORD.findall(undated.casefold()) if w not in _STOP}
     present = {_stem(w) for w in _WORD.findall(flat)}
     share = len(words & present) / len(words) if words else 1.0

@@ -163,3 +163,12 @@ def test_answers_stay_within_a_small_cap(home):
     latest = ok(engine, "lcm_compute", operation="latest", refs=[str(i) for i in ids])
     assert latest["status"] == "ok" and latest["result"]["truncated"] is True
 
+
+
+def test_a_quote_does_not_carry_a_wrong_value(talk):
+    engine, ids = talk
+    brief = ok(engine, "lcm_compile_evidence", question="What did the bike cost?", claims=[
+        {"text": "The bike cost $500.", "refs": [str(ids[2])], "quote": "The bike cost"},
+        {"text": "The bike cost $450.", "refs": [str(ids[2])], "quote": "The bike cost"}])
+    assert [c["status"] for c in brief["claims"]] == ["unsupported", "supported"]
+    assert "500" in brief["claims"][0]["why"]
