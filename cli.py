@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__, cli_embed, cli_payloads, cli_redact, cli_rollups, private, sensitive
+from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private, sensitive
 from . import maintenance as mt
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
@@ -612,8 +612,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--content-offset", type=OFFSET, default=0)
     e.add_argument("--max-chars", type=OFFSET, default=20000)
     d = add("doctor", cmd_doctor, "read-only health checks with guidance")
-    d.add_argument("--deep", action="store_true", help="also run FTS5 integrity-check (opens a writable "
-                   "connection; the check runs in a transaction that is rolled back)")
+    d.add_argument("--deep", action="store_true", help="also run FTS5 integrity-check (writable, rolled back)")
     b = add("backup", cmd_backup, "WRITES one verified backup file (online backup API); the database is untouched")
     b.add_argument("--dest", help="directory (default LCM_BACKUP_DIR or <db dir>/lcm-backups)")
     x = add("export", cmd_export, "a conversation as JSONL (exact messages) or Markdown")
@@ -624,8 +623,8 @@ def parser() -> argparse.ArgumentParser:
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     cli_redact.register(add, _config)
-    cli_embed.register(add, _config, CliError)
-    cli_rollups.register(add, _config, CliError)
+    for verbs in (cli_embed, cli_rollups, cli_assertions):  # lcm embed, lcm rollups, lcm assertions
+        verbs.register(add, _config, CliError)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
     i.add_argument("kind", choices=("lcm-x",))

@@ -116,7 +116,9 @@ SAME = {
         PREANSWER_EVIDENCE_MODE
         SUMMARY_CIRCUIT_BREAKER_COOLDOWN_SECONDS SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD SUMMARY_FALLBACK_MODELS
         SUMMARY_MODEL SUMMARY_TIMEOUT_MS TEMPORAL_ROLLUPS_ENABLED ROLLUP_DAILY_TARGET_TOKENS
-        ROLLUP_DAILY_MAX_TOKENS ROLLUP_AGGREGATE_MAX_TOKENS ROLLUP_BUILDS_PER_PASS""".split()),
+        ROLLUP_DAILY_MAX_TOKENS ROLLUP_AGGREGATE_MAX_TOKENS ROLLUP_BUILDS_PER_PASS
+        ASSERTION_EXTRACTION_ENABLED ASSERTION_EXTRACTION_MAX_SOURCES_PER_PASS
+        ASSERTION_EXTRACTION_TIMEOUT_SECONDS""".split()),
     CLAW: frozenset("LCM_" + n for n in """
         CONTEXT_THRESHOLD DATABASE_PATH FRESH_TAIL_COUNT FRESH_TAIL_MAX_TOKENS IGNORE_SESSION_PATTERNS
         INCREMENTAL_MAX_DEPTH LEAF_CHUNK_TOKENS NEW_SESSION_RETAIN_DEPTH STATELESS_SESSION_PATTERNS SUMMARY_MODEL
@@ -159,8 +161,8 @@ _ASSEMBLY = "the prompt budget follows the host's window; cap it with LCM_ABSOLU
 
 # What to do instead, by the name's start (the first match wins); then the exact names.
 FAMILIES: tuple[tuple[str, str], ...] = (
-    ("LCM_ASSERTION_EXTRACTION_", "no model-driven assertion extraction; LCM_ASSERTIONS_ENABLED turns on the "
-                                  "assertion tools"),
+    ("LCM_ASSERTION_EXTRACTION_", "assertion refinement uses the summary model (LCM_SUMMARY_MODEL); "
+                                  "LCM_ASSERTION_EXTRACTION_ENABLED turns it on"),
     ("LCM_EMBEDDING", _NO_VECTORS), ("LCM_EMBED_", _NO_VECTORS), ("LCM_KNN_", _NO_VECTORS),
     ("LCM_OLLAMA_", _NO_VECTORS), ("LCM_RERANK_", _NO_VECTORS),
     ("LCM_RECALL_", "recall scans and weights are fixed here (lcm_grep, lcm_recall); remove it"),

@@ -67,6 +67,10 @@ class LcmConfig:
     tool_response_max_chars: int = 24000
     disabled_tools: str = ""
     assertions_enabled: bool = False
+    # Assertions (evidence/assertions.py): the summary route refines the rule-based extraction when on.
+    assertion_extraction_enabled: bool = False
+    assertion_extraction_max_sources_per_pass: int = 4  # clamped to 1..8 where it is used (LCM-X)
+    assertion_extraction_timeout_seconds: float = 30.0  # clamped to 0.1..120 where it is used (LCM-X)
     evidence_tools_enabled: bool = True
     adaptive_retrieval_enabled: bool = False
     enable_slash_command: bool = False
@@ -282,6 +286,8 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "rollup_daily_max_tokens": (200, 400_000),
     "rollup_aggregate_max_tokens": (200, 400_000),
     "rollup_builds_per_pass": (1, 100),
+    "assertion_extraction_max_sources_per_pass": (0, 1_000_000),
+    "assertion_extraction_timeout_seconds": (0.0, 86_400.0),
 }
 PREANSWER_MODES = ("", "off", "legacy_selective", "requirements_v1")
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")

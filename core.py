@@ -1,9 +1,7 @@
 """The library's front door: one bound session of one logical conversation.
 
-``LcmCore`` knows nothing about Hermes. It stores what it is given
-(idempotently), compacts when asked, and builds the bounded prompt. The host
-adapter (engine.py) translates host calls into these methods; the demo, the
-benchmarks and most tests drive this class directly.
+``LcmCore`` knows nothing about Hermes. It stores what it is given (idempotently), compacts when asked,
+and builds the bounded prompt. The host adapter (engine.py) translates host calls into these methods.
 """
 
 from __future__ import annotations
@@ -24,10 +22,12 @@ from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
+from .evidence.assertions import Assertions
 from .externalize import with_whole_outputs
 from .ingest import Normalizer
 from .normalize import is_storable, last_storable, storable
 from .outputs import PREFIX as OUTPUT_PREFIX
+from .outputs import settings_view as outputs_view
 from .patterns import MessagePatterns, SessionPatterns
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .pipeline import pipeline_for
@@ -132,6 +132,7 @@ class LcmCore:
             cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
             max_calls=config.summary_max_calls_per_hour, window_s=3600.0,
         )
+        self.assertions = Assertions(config, self.store, self.redactor, self.routes, self.call_guard)
         self.compactor = Compactor(self.store, self.dag, CompactionSettings(
             leaf_chunk_tokens=config.leaf_chunk_tokens, max_depth=config.incremental_max_depth,
             condense_min_nodes=config.condense_min_nodes, max_passes=config.max_passes_per_compress,
@@ -282,6 +283,7 @@ class LcmCore:
         if stored:
             self.semantic.after_ingest()  # embeds them on its own thread, after the reply
             self.rollups.after_ingest()  # marks their days stale and builds, on its own thread
+            self.assertions.after_ingest()  # LCM_ASSERTIONS_ENABLED: facts read on their own thread
         return stored
 
     def _write_failed(self, operation: str, exc: WriteFailed) -> None:
@@ -645,12 +647,9 @@ class LcmCore:
             "privacy": self.privacy(),
             "embeddings": self.semantic.status(),
             "temporal_rollups": self.rollups.status(),
-            "proactive_recall": self.proactive.status(self.config.proactive_recall_enabled), "large_outputs": {
-                "externalization": self.config.large_output_externalization_enabled,
-                "threshold_chars": self.config.large_output_externalization_threshold_chars,
-                "preview_chars": self.config.large_output_preview_chars,
-                "active_replay": self.config.large_output_active_replay_stubbing_enabled,
-                "active_replay_threshold_tokens": self.config.large_output_active_replay_stub_threshold_tokens},
+            "assertions": self.assertions.status(),
+            "proactive_recall": self.proactive.status(self.config.proactive_recall_enabled),
+            "large_outputs": outputs_view(self.config),
         }
         if state is not None:
             context = self.dag.context(state.id)

@@ -13,6 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
+
+from .config import LcmConfig
 
 PREFIX = "[lcm-output ref="
 _STUB = re.compile(r"^\[lcm-output ref=([0-9a-f]{24}) chars=(\d+) lines=(\d+)[^\]\n]*\]")
@@ -59,3 +62,12 @@ def parse_stub(text: str) -> StubInfo | None:
 
 def is_stub(text: object) -> bool:
     return isinstance(text, str) and text.startswith(PREFIX) and _STUB.match(text) is not None
+
+
+def settings_view(config: LcmConfig) -> dict[str, Any]:
+    """The large-output settings as status shows them."""
+    return {"externalization": config.large_output_externalization_enabled,
+            "threshold_chars": config.large_output_externalization_threshold_chars,
+            "preview_chars": config.large_output_preview_chars,
+            "active_replay": config.large_output_active_replay_stubbing_enabled,
+            "active_replay_threshold_tokens": config.large_output_active_replay_stub_threshold_tokens}

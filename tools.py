@@ -50,6 +50,7 @@ HANDLERS: dict[str, Handler] = {
     "lcm_doctor": diagnostics.lcm_doctor,
     **{tool: evidence.disabled_tool(tool) for tool in evidence.EVIDENCE_TOOLS},
     "lcm_retrieve": evidence_retrieve.lcm_retrieve,
+    "lcm_query_state": evidence.lcm_query_state,
 }
 # Tools that still answer (read-only) for an ignored session or without a stored conversation.
 READ_ONLY_DIAGNOSTICS = frozenset({"lcm_status", "lcm_inspect", "lcm_doctor"})

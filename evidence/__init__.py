@@ -6,6 +6,7 @@ Callers import from here (the front door); the modules behind it may move.
 
 from __future__ import annotations
 
+from .assertions import AssertionJob, Assertions
 from .compile import check_claim, compile_brief, read_claims
 from .compute import OPERATIONS, compute
 from .pack import DEFAULT_BUDGET, Pack, build_pack, sufficiency
@@ -14,6 +15,8 @@ from .refs import Line, Missing, Ref, RefError, hydrate, hydrate_all, parse_ref,
 __all__ = [
            "DEFAULT_BUDGET",
            "OPERATIONS",
+           "AssertionJob",
+           "Assertions",
            "Line",
            "Missing",
            "Pack",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..evidence.assertions import KINDS
 from .evidence_tools import BODIES
 from .toolkit import Args, Ctx, Handler
 
@@ -40,3 +41,25 @@ def disabled_tool(name: str) -> Handler:
         return answer
 
     return handler
+
+
+def lcm_query_state(ctx: Ctx, args: Args) -> dict[str, Any]:
+    """The latest value of a subject's state (and its history, newest first) as of a time, from
+    the assertion sidecar; every value cites its message (store_id, span, quote, time). Reads
+    only the caller's reach; answers ``status: disabled`` while LCM_ASSERTIONS_ENABLED is off."""
+    if not getattr(ctx.config, "assertions_enabled", False):
+        return disabled_tool("lcm_query_state")(ctx, args)
+    subject = (args.text("subject") or "").strip()
+    kind = args.choice("kind", ("", *KINDS), "") or ""
+    as_of = args.time("as_of", end=True)
+    limit = args.integer("limit", 10, 1, 50)
+    sidecar = ctx.core.assertions
+    found = sidecar.query(ctx.reach(), subject, kind, None if as_of is None else as_of - 0.001, limit)
+    answer: dict[str, Any] = {"tool": "lcm_query_state", "status": "ok", "subject": subject, "kind": kind or None,
+                              "as_of": None if as_of is None else args.text("as_of"), **found}
+    if not found["states"]:
+        stats = ctx.core.store.assertion_stats()
+        answer["note"] = ("no assertion matches; the sidecar holds facts the rules found in plain statements "
+                          f"({stats.get('total', 0)} in this store, extraction runs after each reply)")
+        answer["instead"] = "use lcm_grep / lcm_expand for exact evidence"
+    return answer

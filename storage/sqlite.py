@@ -6,6 +6,7 @@ opens it (one per database file and process).
 
 from __future__ import annotations
 
+from .assertions import AssertionQueries
 from .conversations import ConversationQueries
 from .message_search import MessageSearch
 from .messages import MessageQueries
@@ -17,5 +18,5 @@ from .vectors import VectorQueries
 
 
 class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-                  RewriteQueries, VectorQueries, RollupQueries):
+                  RewriteQueries, VectorQueries, RollupQueries, AssertionQueries):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

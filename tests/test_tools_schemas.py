@@ -114,10 +114,10 @@ def test_evidence_family_answers_disabled_with_how_to_enable(make_engine):
         assert answer["flag"].startswith("LCM_") and "=true" in answer["enable"]
 
 
-def test_evidence_family_flag_on_still_says_not_available(make_engine):
+def test_query_state_with_its_flag_on_answers(make_engine):
     engine = make_engine(LCM_ASSERTIONS_ENABLED="true")
     answer = ok(engine, "lcm_query_state")
-    assert answer["status"] == "disabled" and answer["flag_on"] is True and "not part of" in answer["reason"]
+    assert answer["status"] == "ok" and answer["states"] == [] and "note" in answer
 
 
 def test_ignored_session_refuses_recall_but_answers_diagnostics(make_engine):
