@@ -102,6 +102,10 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
     return checks
 
 
+SEVERITY = {"fail": 0, "warn": 1, "skip": 3, "ok": 4}
+GUIDANCE_CHARS = 300
+
+
 def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
     deep = args.flag("deep", False)
     report = maintenance.doctor_report(ctx.core.store, deep=deep, config=ctx.core.config,
@@ -115,7 +119,10 @@ def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
         report["status"] = "warn"
     report["binding"] = {"session_id": ctx.core.binding.session_id or None, "mode": ctx.core.binding.mode}
     report["deep"] = deep
-    checks.sort(key=lambda c: c.get("status") == "ok")  # a capped answer drops passing checks first
+    # A capped answer drops passing checks first; guidance repeats each check's detail, so it is
+    # clipped (the check itself carries the whole detail) and can never crowd the checks out.
+    checks.sort(key=lambda c: SEVERITY.get(str(c.get("status")), 2))
+    report["guidance"] = [g if len(g) <= GUIDANCE_CHARS else g[:GUIDANCE_CHARS] + "…" for g in report["guidance"]]
     shown = fit(report, "checks", checks, ctx.cap)
     if shown < len(checks):
         report["checks_omitted"] = len(checks) - shown
