@@ -68,3 +68,19 @@ class BackgroundJob:
 
     def teardown(self) -> None:
         """After the last run: close what :meth:`setup` opened."""
+
+
+class JobOwner:
+    """A family whose work runs on a job of its own (embeddings, rollups, assertions): a turn only
+    asks for a run after it stored something, and closing the family ends the job."""
+
+    job: BackgroundJob | None = None
+
+    def after_ingest(self) -> None:
+        """Ask the job to handle what was just stored; costs a turn nothing."""
+        if self.job is not None:
+            self.job.request()
+
+    def close(self) -> None:
+        if self.job is not None:
+            self.job.stop()

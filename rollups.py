@@ -26,7 +26,7 @@ from datetime import time as clock
 from typing import Any
 
 from .config import LcmConfig
-from .jobs import BackgroundJob
+from .jobs import BackgroundJob, JobOwner
 from .records import Rollup
 from .redact import clip
 from .store import Store
@@ -100,7 +100,7 @@ class Built:
     error: str = ""
 
 
-class Rollups:
+class Rollups(JobOwner):
     """The rollups of one store: stale marks, bounded builds, status. Inert when turned off."""
 
     def __init__(self, config: LcmConfig, store: Store, summarize: SummarizeFn, *, retry_after_s: float = 60.0) -> None:
@@ -124,14 +124,6 @@ class Rollups:
         """The zone lcm_recent serves (LCM_TIMEZONE when set, else UTC)."""
         return self.zones[-1]
 
-    def after_ingest(self) -> None:
-        """Ask the job to mark and build; costs a turn nothing."""
-        if self.job is not None:
-            self.job.request()
-
-    def close(self) -> None:
-        if self.job is not None:
-            self.job.stop()
 
     # -- stale marks ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import numpy as np
 from .config import LcmConfig
 from .embed import ProviderError, provider_for
 from .embedder import WARMUP_TEXT, Embedder, EmbedJob
+from .jobs import JobOwner
 from .redact import clip
 from .store import Store
 from .vectors import VectorIndex, decode
@@ -34,7 +35,7 @@ class _Cached:
     index: VectorIndex
 
 
-class Semantic:
+class Semantic(JobOwner):
     """The vector side of one store. ``embedder`` is None when embeddings are off or broken."""
 
     def __init__(self, config: LcmConfig, store: Store, env: Mapping[str, str]) -> None:
@@ -59,14 +60,6 @@ class Semantic:
     def enabled(self) -> bool:
         return self.embedder is not None
 
-    def after_ingest(self) -> None:
-        """Ask the background job to embed what was just stored; costs a turn nothing."""
-        if self.job is not None:
-            self.job.request()
-
-    def close(self) -> None:
-        if self.job is not None:
-            self.job.stop()
 
     # -- the query side ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import LcmConfig
-from ..jobs import BackgroundJob
+from ..jobs import BackgroundJob, JobOwner
 from ..redact import clip
 from ..sensitive import Redactor
 from ..store import Store
@@ -39,7 +39,7 @@ def _clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
 
-class Assertions:
+class Assertions(JobOwner):
     """The sidecar of one store; ``job`` is None when it is off or the store is read-only."""
 
     def __init__(self, config: LcmConfig, store: Store, redactor: Redactor | None = None,
@@ -58,14 +58,6 @@ class Assertions:
         self.refused = 0  # candidates dropped: a secret in the quote, or an LLM answer not in the text
         self.llm_errors: list[str] = []
 
-    def after_ingest(self) -> None:
-        """Ask the job to read what was just stored; costs a turn nothing."""
-        if self.job is not None:
-            self.job.request()
-
-    def close(self) -> None:
-        if self.job is not None:
-            self.job.stop()
 
     # -- extraction ---------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .connection import SqliteConnection
 from .errors import StoreFault
 from .message_search import MessageSearch
 from .rows import id_list
+from .sidecar import create_tables, has_tables
 
 ASSERTION_TABLES = ("assertions", "assertion_cursor")
 KINDS = ("event", "quantity", "state", "preference", "commitment")
@@ -78,18 +79,12 @@ class AssertionQueries(SqliteConnection):
     """The ``AssertionStore`` protocol (store.py) over SQLite."""
 
     def _has_assertions(self, db: sqlite3.Connection) -> bool:
-        found = {r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('assertions', 'assertion_cursor')")}
-        return found == set(ASSERTION_TABLES)
+        return has_tables(db, ASSERTION_TABLES)
 
     def ensure_assertion_tables(self) -> None:
         """Create the sidecar's tables and triggers when missing; a no-op afterwards."""
         with self.write() as db:
-            for statement in _TABLES.strip().split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            for name, body in _TRIGGERS.items():
-                db.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+            create_tables(db, _TABLES, _TRIGGERS)
 
     def has_assertion_tables(self) -> bool:
         with self.read() as db:

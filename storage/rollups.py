@@ -23,6 +23,7 @@ from ..records import Rollup, StoredMessage, SummaryNode
 from .connection import SqliteConnection
 from .errors import StoreFault
 from .rows import NODE_COLUMNS, row_to_message, row_to_node
+from .sidecar import create_tables, has_tables
 
 ROLLUP_TABLES = ("rollups", "rollup_cursor")
 KIND_ORDER = "CASE kind WHEN 'day' THEN 0 WHEN 'week' THEN 1 ELSE 2 END"
@@ -68,16 +69,12 @@ class RollupQueries(SqliteConnection):
     """The rollup rows, their stale marks and the sources of a day."""
 
     def _has_rollups(self, db: sqlite3.Connection) -> bool:
-        found = {r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('rollups', 'rollup_cursor')")}
-        return found == set(ROLLUP_TABLES)
+        return has_tables(db, ROLLUP_TABLES)
 
     def ensure_rollup_tables(self) -> None:
         """Create the rollup tables when missing; a no-op afterwards."""
         with self.write() as db:
-            for statement in _TABLES.strip().split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            create_tables(db, _TABLES)
 
     def has_rollup_tables(self) -> bool:
         with self.read() as db:

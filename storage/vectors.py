@@ -28,6 +28,7 @@ from .connection import SqliteConnection
 from .errors import StoreFault
 from .message_search import MessageSearch
 from .rows import id_list
+from .sidecar import create_tables, has_tables
 
 KINDS = ("m", "s")
 VECTOR_TABLES = ("vector_models", "vectors")
@@ -97,9 +98,7 @@ class VectorQueries(SqliteConnection):
     """The ``VectorStore`` protocol (store.py) over SQLite."""
 
     def _has_vectors(self, db: sqlite3.Connection) -> bool:
-        found = {r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('vector_models', 'vectors')")}
-        return found == set(VECTOR_TABLES)
+        return has_tables(db, VECTOR_TABLES)
 
     def _has_epoch(self, db: sqlite3.Connection) -> bool:
         """A database whose vector tables predate the drop count has none until the next warmup."""
@@ -114,11 +113,7 @@ class VectorQueries(SqliteConnection):
     def ensure_vector_tables(self) -> None:
         """Create the vector tables and their triggers when missing; a no-op afterwards."""
         with self.write() as db:
-            for statement in _TABLES.strip().split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            for name, body in _TRIGGERS.items():
-                db.execute(f"CREATE TRIGGER IF NOT EXISTS {name} {body}")
+            create_tables(db, _TABLES, _TRIGGERS)
 
     def has_vector_tables(self) -> bool:
         """Whether embeddings were ever enabled here (the tables exist)."""

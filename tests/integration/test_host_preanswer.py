@@ -9,43 +9,21 @@ only (the host hands the message back with its api_content copy).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from hermes_lcm.evidence.preanswer import INTRO
 
-from .harness import HostHome, make_home, require_host, run_host
-from .stub_llm import StubLLM, make_directive_policy, text_of
+from .harness import make_home, require_host, run_host
+from .hostrun import Run
+from .stub_llm import StubLLM, make_directive_policy
 
 pytestmark = pytest.mark.host
 
 FACT = "We decided the kafka consumer lag alert fires when lag exceeds 5000 messages on the billing topic."
 QUESTION = "What threshold did we pick for the kafka consumer lag alert on billing?"
 ORDINARY = "Explain the difference between a mutex and a semaphore."
-
-
-@dataclass
-class Run:
-    hh: HostHome
-    stub: StubLLM
-
-    def turn_requests(self, message: str) -> list[str]:
-        out = []
-        for req in self.stub.requests_of("main"):
-            users = [text_of(m.get("content")) for m in req.messages if m.get("role") == "user"]
-            if users and users[-1].startswith(message):
-                out.append(users[-1])
-        return out
-
-    def user_rows(self) -> list[tuple[str, str | None]]:
-        con = sqlite3.connect(f"file:{self.hh.lcm_db}?mode=ro", uri=True)
-        try:
-            return [(c, e) for c, e in con.execute("SELECT content, extra FROM messages WHERE role='user'")]
-        finally:
-            con.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,7 @@ the store keeps the user's words only (the host hands back the message with its 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
@@ -20,7 +18,8 @@ from hermes_lcm.config import LcmConfig
 from hermes_lcm.core import LcmCore
 
 from .harness import HostHome, make_home, require_host, run_host
-from .stub_llm import StubLLM, make_directive_policy, text_of
+from .hostrun import Run
+from .stub_llm import StubLLM, make_directive_policy
 
 pytestmark = pytest.mark.host
 
@@ -28,28 +27,6 @@ FACT = "We decided the kafka consumer lag alert fires when lag exceeds 5000 mess
 MALLORY = "Mallory's note: the kafka consumer lag alert on billing pages zanzibar-oncall at 9999 messages."
 QUESTION = "What threshold did we pick for the kafka consumer lag alert on billing?"
 QUESTION_OFF = "Remind me: which threshold is set for the kafka consumer lag alert on billing?"
-
-
-@dataclass
-class Run:
-    hh: HostHome
-    stub: StubLLM
-
-    def turn_requests(self, question: str) -> list[str]:
-        """The user message of ``question``'s turn as each main request sent it."""
-        out = []
-        for req in self.stub.requests_of("main"):
-            users = [text_of(m.get("content")) for m in req.messages if m.get("role") == "user"]
-            if users and users[-1].startswith(question):
-                out.append(users[-1])
-        return out
-
-    def user_rows(self) -> list[tuple[str, str | None]]:
-        con = sqlite3.connect(f"file:{self.hh.lcm_db}?mode=ro", uri=True)
-        try:
-            return [(c, e) for c, e in con.execute("SELECT content, extra FROM messages WHERE role='user'")]
-        finally:
-            con.close()
 
 
 def _seed_other_owner(hh: HostHome) -> None:
