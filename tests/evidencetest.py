@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 from hermes_lcm.engine import LcmEngine
+
+from .security.test_scope import engine_for
+
+__all__ = ["at", "engine_for", "reach", "said"]
 
 
 def at(*parts: int) -> float:
     return datetime(*parts, tzinfo=UTC).timestamp()
-
-
-def engine_for(home: Path, session: str, chat: str | None = None, **env: str) -> LcmEngine:
-    """An engine copy as the host makes one; ``chat`` is a gateway key (another owner)."""
-    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}
-    engine = copy.deepcopy(LcmEngine(env=base))
-    engine.update_model("fake-model", 64000)
-    engine.threshold_tokens = 6000
-    start: dict[str, Any] = {"hermes_home": str(home), "platform": "telegram" if chat else "cli"}
-    if chat:
-        start["conversation_id"] = f"agent:main:telegram:dm:{chat}"
-    engine.on_session_start(session, **start)
-    return engine
 
 
 def said(engine: LcmEngine, *turns: tuple[str, float]) -> list[int]:

@@ -30,7 +30,7 @@ ATTACKER_WORD = "bobquincevault"
 FIXTURES = Path(__file__).resolve().parent.parent.parent / "fixtures"
 
 
-def engine_for(home: Path, session: str, chat: str | None, **env: str) -> LcmEngine:
+def engine_for(home: Path, session: str, chat: str | None = None, **env: str) -> LcmEngine:
     """An engine copy as the host makes one; ``chat`` is the gateway's key (None: the CLI)."""
     base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}
     engine = copy.deepcopy(LcmEngine(env=base))
