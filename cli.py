@@ -203,6 +203,7 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
             **mt.file_sizes(store.path), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
             "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
+            "temporal_rollups": store.rollup_stats(), "assertions": cli_assertions.status(store, _config(args)),
             "recent_events": [{"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
 
 

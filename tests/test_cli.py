@@ -63,6 +63,10 @@ def test_status(db):
     assert status["counts"]["conversations"] == 2
     assert status["counts"]["messages"] == rows(db, "SELECT count(*) FROM messages")[0][0]
     assert status["summaries_by_depth"]["0"] > 0 and status["lineage_problems"] == []
+    # the optional families are shown off, without creating their tables
+    assert status["temporal_rollups"] == {"tables": False}
+    assert status["assertions"]["enabled"] is False and status["assertions"]["sidecar"] is None
+    assert not rows(db, "SELECT name FROM sqlite_master WHERE name IN ('rollups', 'assertions')")
 
 
 def test_conversations_keyset_pagination(db):
