@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .redact import clip
 
 
 class BackgroundJob:
@@ -84,3 +88,15 @@ class JobOwner:
     def close(self) -> None:
         if self.job is not None:
             self.job.stop()
+
+    def job_view(self) -> dict[str, Any] | None:
+        """The job's runs and last errors for status (None: the family has no job)."""
+        return None if self.job is None else {"runs": self.job.runs, "errors": list(self.job.errors)}
+
+
+def read_stats(read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A family's store statistics for status, or the error that kept them: status never fails."""
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - status never fails
+        return {"error": clip(str(exc), 200)}

@@ -26,7 +26,7 @@ from datetime import time as clock
 from typing import Any
 
 from .config import LcmConfig
-from .jobs import BackgroundJob, JobOwner
+from .jobs import BackgroundJob, JobOwner, read_stats
 from .records import Rollup
 from .redact import clip
 from .store import Store
@@ -257,10 +257,7 @@ class Rollups(JobOwner):
                                 "zones": list(self.zones)}
         if self.problem:
             info["problem"] = self.problem
-        try:
-            stats = self.store.rollup_stats()
-        except Exception as exc:  # noqa: BLE001 - status never fails
-            stats = {"tables": False, "error": clip(str(exc), 200)}
+        stats = read_stats(self.store.rollup_stats)
         info["tables"] = stats.get("tables", False)
         counts: dict[str, dict[str, int]] = stats.get("counts") or {}
         info["counts"] = {kind: counts.get(kind, {}) for kind in KINDS}

@@ -19,7 +19,7 @@ import numpy as np
 from .config import LcmConfig
 from .embed import ProviderError, provider_for
 from .embedder import WARMUP_TEXT, Embedder, EmbedJob
-from .jobs import JobOwner
+from .jobs import JobOwner, read_stats
 from .redact import clip
 from .store import Store
 from .vectors import VectorIndex, decode
@@ -164,12 +164,9 @@ class Semantic(JobOwner):
             "embedded_this_process": embedder.embedded, "query_failures": self.query_failures,
             "last_query_error": self.last_query_error,
         }
-        if self.job is not None:
-            info["job"] = {"runs": self.job.runs, "errors": list(self.job.errors)}
-        try:
-            info["vectors"] = self.store.vector_stats()
-        except Exception as exc:  # noqa: BLE001 - status never fails
-            info["vectors"] = {"error": clip(str(exc), 200)}
+        if (job := self.job_view()) is not None:
+            info["job"] = job
+        info["vectors"] = read_stats(self.store.vector_stats)
         return info
 
 

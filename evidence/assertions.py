@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import LcmConfig
-from ..jobs import BackgroundJob, JobOwner
+from ..jobs import BackgroundJob, JobOwner, read_stats
 from ..redact import clip
 from ..sensitive import Redactor
 from ..store import Store
@@ -46,7 +46,7 @@ class Assertions(JobOwner):
                  routes: Sequence[LlmRoute] = (), guard: CallGuard | None = None,
                  dates: DateResolver | None = None) -> None:
         self.config, self.store, self.redactor = config, store, redactor
-        tz = str(getattr(config, "timezone", "") or "")
+        tz = config.timezone
         self.routes, self.guard = list(routes), guard
         self.dates: DateResolver | None = dates or (lambda text, at: resolve_dates(text, at, tz))
         self.enabled = bool(config.assertions_enabled)
@@ -191,12 +191,9 @@ class Assertions(JobOwner):
             return {"enabled": False, "note": "off (LCM_ASSERTIONS_ENABLED)"}
         info: dict[str, Any] = {"enabled": True, "llm_refinement": self.refine, "extracted_this_process":
                                 self.extracted, "refused_this_process": self.refused, "llm_errors": self.llm_errors}
-        if self.job is not None:
-            info["job"] = {"runs": self.job.runs, "errors": list(self.job.errors)}
-        try:
-            info["sidecar"] = self.store.assertion_stats()
-        except Exception as exc:  # noqa: BLE001 - status never fails
-            info["sidecar"] = {"error": clip(str(exc), 200)}
+        if (job := self.job_view()) is not None:
+            info["job"] = job
+        info["sidecar"] = read_stats(self.store.assertion_stats)
         return info
 
 
