@@ -23,6 +23,7 @@ from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
 from .dag import Dag
 from .evidence.assertions import Assertions
+from .evidence.preanswer import PreAnswer
 from .externalize import with_whole_outputs
 from .ingest import Normalizer
 from .normalize import is_storable, last_storable, storable
@@ -39,7 +40,6 @@ from .semantic import Semantic
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
-from .visible import visible_now
 from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
@@ -126,7 +126,8 @@ class LcmCore:
         self.semantic = Semantic(config, self.store, env or {})  # LCM_EMBEDDINGS_ENABLED: vectors, their job
         self.rollups = Rollups(config, self.store, self._summarize)  # LCM_TEMPORAL_ROLLUPS_ENABLED: their job
         self.proactive = ProactiveRecall(self.store, self.dag, self.seal.recall(),
-                                         config.proactive_recall_budget_tokens)
+                                         config.proactive_recall_budget_tokens)  # turncontext.py uses both
+        self.preanswer = PreAnswer(self.store, self.dag, self.seal.recall())
         self.call_guard = CallGuard(
             failure_threshold=config.summary_circuit_breaker_failure_threshold,
             cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
@@ -208,15 +209,6 @@ class LcmCore:
         found = self.store.owner_conversations(self.binding.owner)
         current = self.binding.conversation_id
         return tuple(found) if current is None or current in found else (*found, current)
-
-    def recall_block(self, user_message: Any, shared: bool) -> str | None:
-        """The proactive-recall block for the newest user message (proactive.py), None when the
-        setting is off, the session is ignored or stateless, or nothing relevant was found."""
-        conversation_id = self.binding.conversation_id
-        if not self.config.proactive_recall_enabled or self.binding.mode != MODE_NORMAL:
-            return None
-        visible = visible_now(self.store, self.dag, conversation_id) if conversation_id is not None else None
-        return self.proactive.recall(content_text(user_message), conversation_id, self.reach(shared), visible).block
 
     def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str,
                           owner: str = LOCAL_OWNER) -> int | None:

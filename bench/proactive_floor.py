@@ -9,7 +9,7 @@ does it hold an evidence turn; (b) the unrelated messages below (coding, operati
 small talk; none is about the conversations' people or events): does a block come at all. Then
 the demo fixture (fixtures/coding_session.json, one coding session) alone: its planted facts'
 questions from a new session (does the block carry the fact's last words), and small talk. The
-block is what the host would append to the user's message (``core.recall_block``), at the
+block is what the host would append to the user's message (``turncontext.recall_block``), at the
 default budget of 500 tokens.
 """
 
@@ -114,6 +114,7 @@ def _engine(home: Path, session: str, **env: str) -> Any:
 
 def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
     from bench.locomo_recall import add_data_arguments, ingest, load_selected
+    from hermes_lcm import turncontext
     from hermes_lcm.tokens import count_tokens
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
         for conversation, to_dia in maps:
             for question in conversation.questions:
                 asked += 1
-                block = core.recall_block(question.text, False)
+                block = turncontext.recall_block(core, question.text, False)
                 if block is None:
                     continue
                 with_block += 1
@@ -139,15 +140,15 @@ def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
                 shown = {to_dia.get(int(i)) for i in re.findall(r"store_id=(\d+)", block)}
                 with_evidence += bool(shown & question.evidence)
         related_ms = (time.perf_counter() - t0) / max(1, asked) * 1000
-        unrelated_blocks = [m for m in UNRELATED if core.recall_block(m, False) is not None]
+        unrelated_blocks = [m for m in UNRELATED if turncontext.recall_block(core, m, False) is not None]
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         kept, planted = _demo(home)
         demo_core = _engine(home, "demo-asker", LCM_PROACTIVE_RECALL_ENABLED="true").core
-        demo_blocks = [demo_core.recall_block(q, False) for q, _ in planted]
+        demo_blocks = [turncontext.recall_block(demo_core, q, False) for q, _ in planted]
         demo_found = sum(1 for b, (_, detail) in zip(demo_blocks, planted, strict=True)
                          if b is not None and any(w in b for w in detail.split()[-3:]))
-        demo_unrelated = [m for m in CHAT if demo_core.recall_block(m, False) is not None]
+        demo_unrelated = [m for m in CHAT if turncontext.recall_block(demo_core, m, False) is not None]
         assert kept.core is not None
     result = {
         "questions": asked,

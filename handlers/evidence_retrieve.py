@@ -25,5 +25,5 @@ def lcm_retrieve(ctx: Ctx, args: Args) -> dict[str, Any]:
         raise ToolError(f"question is longer than {MAX_QUESTION_CHARS} characters; ask one question")
     found = retrieve(ctx.core.store, ctx.core.dag, question, conversation_id=ctx.conversation_id,
                      reach=ctx.reach(), visible=ctx.visible(), budget_tokens=PACK_TOKENS,
-                     tz=str(getattr(ctx.config, "timezone", "") or ""))
+                     tz=ctx.config.timezone)
     return {"tool": "lcm_retrieve", **found.as_dict()}

@@ -12,7 +12,7 @@ from .toolkit import Args, Ctx, Handler, ToolError, fit, share
 
 def _tz(ctx: Ctx) -> str:
     """The user's timezone for relative dates (LCM_TIMEZONE when set), else UTC."""
-    return str(getattr(ctx.config, "timezone", "") or "")
+    return ctx.config.timezone
 
 
 def _refs_arg(args: Args) -> object:

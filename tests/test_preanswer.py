@@ -13,7 +13,7 @@ import pytest
 from hermes_lcm import hooks, search
 from hermes_lcm.config import load_config
 from hermes_lcm.evidence.need import needs_recall
-from hermes_lcm.evidence.preanswer import INTRO
+from hermes_lcm.evidence.preanswer import INTRO, PreAnswer
 from hermes_lcm.scaffold import RECALL_MARKER
 from hermes_lcm.tokens import count_tokens
 
@@ -114,7 +114,7 @@ def test_a_failing_brief_leaves_proactive_recalls_block(tmp_path: Path, monkeypa
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(hooks.preanswer.PreAnswer, "brief", broken)
+    monkeypatch.setattr(PreAnswer, "brief", broken)
     context = hook("s2", QUESTION)
     assert context is not None and len(HEADER.findall(context)) == 1 and "Recalled from" in context
     assert engine.core is not None
