@@ -14,6 +14,9 @@ import os
 import re
 import sqlite3
 import stat
+import sys
+import time
+import webbrowser
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -243,3 +246,20 @@ def test_slash_view_answers_the_path_and_keeps_owners_apart(tmp_path, clean_home
     assert refused == f"hermes-lcm: no conversation {alice_conv}"
     assert handle_command("view x y session=tg-bob-1").startswith("hermes-lcm: usage")
     store_module.close_all()
+
+
+def test_open_hands_the_file_to_the_browser(built, tmp_path, monkeypatch):
+    """``--open`` goes through the system's browser setting ($BROWSER here): the page's file URI."""
+    seen = tmp_path / "seen.txt"
+    script = tmp_path / "browser.py"
+    script.write_text(f"import sys; open({str(seen)!r}, 'w').write(sys.argv[1])\n")
+    monkeypatch.setenv("BROWSER", f"{sys.executable} {script} %s")
+    monkeypatch.setattr(webbrowser, "_tryorder", None)  # re-read $BROWSER
+    db, _ = built
+    code, out = cli(db, "view", "--output", str(tmp_path / "o.html"), "--open")
+    assert code == 0 and out["opened"] is True
+    for _ in range(50):
+        if seen.exists() and seen.read_text():
+            break
+        time.sleep(0.1)
+    assert seen.read_text() == (tmp_path / "o.html").as_uri()

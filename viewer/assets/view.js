@@ -413,6 +413,11 @@
 
   // -- search ---------------------------------------------------------------------------------------
   let searchRun = 0;
+  const lowerCache = new Map();  // a chunk's texts lower-cased once: later searches only scan
+  async function lowered(id, rows) {
+    if (!lowerCache.has(id)) lowerCache.set(id, rows.map((r) => r[7].toLowerCase()));
+    return lowerCache.get(id);
+  }
   function snippet(text, terms) {
     const low = text.toLowerCase();
     let at = low.indexOf(terms[0]);
@@ -456,9 +461,10 @@
     for (let i = 0; i < META.message_chunks.length && found < LIMIT; i++) {
       if (run !== searchRun) return;
       const rows = await inflate("m" + i);
-      for (const [seq, id, role, at, , tool, , text] of rows) {
-        if (found >= LIMIT) break;
-        if (!matches(text)) continue;
+      const lower = await lowered("m" + i, rows);
+      for (let r = 0; r < rows.length && found < LIMIT; r++) {
+        if (!terms.every((t) => lower[r].includes(t))) continue;
+        const [seq, id, role, at, , tool, , text] = rows[r];
         found++;
         const leaf = leafFor(seq);
         box.append(el("div", { class: "hit", "data-kind": "message", "data-id": id, "data-seq": seq,
