@@ -406,6 +406,15 @@
         el("td", { style: "width:30%" }, el("div", { class: "bar",
           style: `width:${(100 * (m.message_bytes + (m.summary_bytes || 0))) / top}%` }))));
     }
+    const cutoff = (days) => new Date((META.generated_at - days * 86400) * 1000).toISOString().slice(0, 7);
+    const older = (days) => months.filter((m) => m.month < cutoff(days))
+      .reduce((a, m) => [a[0] + m.messages, a[1] + m.message_bytes + (m.summary_bytes || 0)], [0, 0]);
+    const ages = el("div", { class: "kv", id: "retention" });
+    for (const days of [30, 90, 365]) {
+      const [n, b] = older(days);
+      ages.append(el("div", { text: `before ${cutoff(days)}` }), el("div", { text: `${fmt(n)} messages · ${bytes(b)} of text` }));
+    }
+    box.append(el("h3", { text: "Retention at a glance (whole months older than 30, 90, 365 days)" }), ages);
     box.append(el("h3", { text: "Growth by month (text stored)" }), table,
       el("p", { class: "muted", text: "Retention: `lcm retention` lists what each conversation holds by age and how to bound it; " +
         "nothing is deleted by compaction." }));
