@@ -37,9 +37,11 @@ def browser() -> Iterator[Any]:
 
 def write_page(store: Any, path: Path, conversation_id: int | None = None) -> dict[str, Any]:
     """The viewer's page writer (the stand-in following the same contract until the viewer exists)."""
-    try:
+    import hermes_lcm
+
+    if (Path(hermes_lcm.__file__).parent / "viewer").is_dir():
         from hermes_lcm.viewer import write_page as real
-    except ImportError:
+    else:  # an editable install elsewhere could otherwise lend its own viewer package
         from .standin import write_page as real
     result: dict[str, Any] = real(store, path, conversation_id=conversation_id)
     return result
