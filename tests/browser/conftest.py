@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.replay import load_fixture, make_engine, replay
 
-from .harness import launch, unavailable
+from .harness import launch, unavailable, write_page
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +32,6 @@ def browser() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
-
-
-def write_page(store: Any, path: Path, conversation_id: int | None = None) -> dict[str, Any]:
-    """The viewer's page writer (the stand-in following the same contract until the viewer exists)."""
-    import hermes_lcm
-
-    if (Path(hermes_lcm.__file__).parent / "viewer").is_dir():
-        from hermes_lcm.viewer import write_page as real
-    else:  # an editable install elsewhere could otherwise lend its own viewer package
-        from .standin import write_page as real
-    result: dict[str, Any] = real(store, path, conversation_id=conversation_id)
-    return result
 
 
 @pytest.fixture(scope="module")

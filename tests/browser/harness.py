@@ -86,3 +86,15 @@ def open_page(browser: Any, path: Path, *, width: int = 1400, height: int = 900)
 
 def wait_ready(page: Any, timeout_ms: float = 30_000) -> None:
     page.wait_for_function("document.documentElement.dataset.ready === '1'", timeout=timeout_ms)
+
+
+def write_page(store: Any, path: Path, conversation_id: int | None = None) -> dict[str, Any]:
+    """The viewer's page writer (the stand-in following the same contract until the viewer exists)."""
+    import hermes_lcm
+
+    if (Path(hermes_lcm.__file__).parent / "viewer").is_dir():
+        from hermes_lcm.viewer import write_page as real
+    else:  # an editable install elsewhere could otherwise lend its own viewer package
+        from .standin import write_page as real
+    result: dict[str, Any] = real(store, path, conversation_id=conversation_id)
+    return result

@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """A stand-in for ``hermes_lcm.viewer.write_page`` that follows the page contract, used only until the
 real viewer is on this branch: it lets the harness be checked against a page built from a real store.
 

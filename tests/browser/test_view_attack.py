@@ -14,8 +14,7 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.replay import make_engine
 
-from .conftest import write_page
-from .harness import open_page
+from .harness import open_page, write_page
 
 HOSTILE = [
     "</script><script>window.pwned=1</script>",
