@@ -299,8 +299,18 @@ class AssertionStore(Protocol):
     def assertion_stats(self) -> dict[str, Any]: ...
 
 
+class ViewStore(Protocol):
+    """What ``lcm view`` reads beyond the DAG queries (storage/views.py)."""
+
+    def conversation_edges(self, conversation_id: int) -> list[tuple[int, str, int]]: ...
+    def context_summary_ids(self, conversation_id: int) -> list[int]: ...
+    def events_of(self, kind: str, conversation_id: int | None, limit: int = 10_000) -> list[dict[str, Any]]: ...
+    def latest_conversation(self) -> int | None: ...
+    def monthly_growth(self, conversation_ids: Sequence[int] | None = None) -> list[dict[str, Any]]: ...
+
+
 class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, RewriteStore, VectorStore, RollupStore,
-            AssertionStore, Protocol):
+            AssertionStore, ViewStore, Protocol):
     """An opened store: everything the services use."""
 
     path: str
