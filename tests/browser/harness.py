@@ -89,12 +89,8 @@ def wait_ready(page: Any, timeout_ms: float = 30_000) -> None:
 
 
 def write_page(store: Any, path: Path, conversation_id: int | None = None) -> dict[str, Any]:
-    """The viewer's page writer (the stand-in following the same contract until the viewer exists)."""
-    import hermes_lcm
+    """The viewer's page writer (imported here, so a run without the viewer fails loudly at use)."""
+    from hermes_lcm.viewer import write_page as real
 
-    if (Path(hermes_lcm.__file__).parent / "viewer").is_dir():
-        from hermes_lcm.viewer import write_page as real
-    else:  # an editable install elsewhere could otherwise lend its own viewer package
-        from .standin import write_page as real
     result: dict[str, Any] = real(store, path, conversation_id=conversation_id)
     return result
