@@ -406,6 +406,15 @@
         el("td", { style: "width:30%" }, el("div", { class: "bar",
           style: `width:${(100 * (m.message_bytes + (m.summary_bytes || 0))) / top}%` }))));
     }
+    const cutoff = (days) => new Date((META.generated_at - days * 86400) * 1000).toISOString().slice(0, 7);
+    const older = (days) => months.filter((m) => m.month < cutoff(days))
+      .reduce((a, m) => [a[0] + m.messages, a[1] + m.message_bytes + (m.summary_bytes || 0)], [0, 0]);
+    const ages = el("div", { class: "kv", id: "retention" });
+    for (const days of [30, 90, 365]) {
+      const [n, b] = older(days);
+      ages.append(el("div", { text: `before ${cutoff(days)}` }), el("div", { text: `${fmt(n)} messages · ${bytes(b)} of text` }));
+    }
+    box.append(el("h3", { text: "Retention at a glance (whole months older than 30, 90, 365 days)" }), ages);
     box.append(el("h3", { text: "Growth by month (text stored)" }), table,
       el("p", { class: "muted", text: "Retention: `lcm retention` lists what each conversation holds by age and how to bound it; " +
         "nothing is deleted by compaction." }));
@@ -413,6 +422,11 @@
 
   // -- search ---------------------------------------------------------------------------------------
   let searchRun = 0;
+  const lowerCache = new Map();  // a chunk's texts lower-cased once: later searches only scan
+  async function lowered(id, rows) {
+    if (!lowerCache.has(id)) lowerCache.set(id, rows.map((r) => r[7].toLowerCase()));
+    return lowerCache.get(id);
+  }
   function snippet(text, terms) {
     const low = text.toLowerCase();
     let at = low.indexOf(terms[0]);
@@ -456,9 +470,10 @@
     for (let i = 0; i < META.message_chunks.length && found < LIMIT; i++) {
       if (run !== searchRun) return;
       const rows = await inflate("m" + i);
-      for (const [seq, id, role, at, , tool, , text] of rows) {
-        if (found >= LIMIT) break;
-        if (!matches(text)) continue;
+      const lower = await lowered("m" + i, rows);
+      for (let r = 0; r < rows.length && found < LIMIT; r++) {
+        if (!terms.every((t) => lower[r].includes(t))) continue;
+        const [seq, id, role, at, , tool, , text] = rows[r];
         found++;
         const leaf = leafFor(seq);
         box.append(el("div", { class: "hit", "data-kind": "message", "data-id": id, "data-seq": seq,
