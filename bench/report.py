@@ -264,6 +264,16 @@ def _locomo_evidence(details: dict[str, Any]) -> str:
            + "." if gate else ""))
 
 
+def _view_load(details: dict[str, Any]) -> str:
+    rows = [[f"{int(size):,}", e["summaries"], f"{e['page_bytes']:,}", e["write_seconds"], e["ready_ms"]["median_ms"],
+             e["ready_ms"]["max_ms"], e["click_ms"]["median_ms"], e["search_ms"]["median_ms"], e["build_seconds"]]
+            for size, e in details["sizes"].items()]
+    return _table(["messages", "summaries", "page bytes", "write s", "ready median ms", "ready max ms",
+                   "first click ms", "first search ms", "build s"], rows) + (
+        f"\n\n{details['loads']} loads per size in {details.get('browser', 'headless Chromium')}, "
+        "each a fresh page from a file:// URL; times from navigation start, measured in the page.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -282,6 +292,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
     "locomo_evidence": ("LoCoMo evidence packs (gold answer within 1,500 tokens)", _locomo_evidence),
+    "view_load": ("`lcm view` page in a browser (issue 15)", _view_load),
 }
 
 

