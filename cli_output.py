@@ -69,10 +69,12 @@ def table(rows: list[dict[str, Any]], colour: bool = False) -> Any:
     grid = Table(box=rule, show_edge=False, pad_edge=False, header_style="bold cyan" if colour else "",
                  highlight=False)
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    for name in columns:
-        grid.add_column(name, no_wrap=True, overflow="ellipsis")
-    for r in rows:
-        grid.add_row(*(Text(cell(r.get(c, ""))) for c in columns))
+    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
+    for i, name in enumerate(columns):  # a narrow terminal cuts long cells, never a column to nothing
+        fits = max(len(name), *(len(row[i]) for row in cells))
+        grid.add_column(name, no_wrap=True, overflow="ellipsis", min_width=min(fits, 12))
+    for row in cells:
+        grid.add_row(*(Text(v) for v in row))
     return grid
 
 
