@@ -491,23 +491,26 @@ def upgrade_in_place(path: str | Path, redact_patterns: str | None = None,
     source = backup if backup.exists() else path
     for stale in (building, snap):
         _remove_db(stale)
-    _step("snapshot")
-    x.snapshot(source, snap)
-    _step("build")
-    out = build(snap, building, label=path, private=True, redact_patterns=redact_patterns, progress=progress)
-    _step("verify")
-    problems = _reconciled(out)
-    if problems:
+    try:  # until the swap <db> is the LCM-X file: an interrupt (Ctrl-C) leaves nothing beside it
+        _step("snapshot")
+        x.snapshot(source, snap)
+        _step("build")
+        out = build(snap, building, label=path, private=True, redact_patterns=redact_patterns, progress=progress)
+        _step("verify")
+        problems = _reconciled(out)
+        if problems:  # the except below removes the new file and the snapshot
+            raise ImportFailure(f"the upgrade of {path} did not verify ({'; '.join(problems)}); "
+                                "the LCM-X file is untouched")
+        x.seal(building)
+        _fsync(building)
+        _step("backup")
+        if not backup.exists():
+            _keep(path, backup)
+        _step("swap")
+    except BaseException:
         _remove_db(building)
         _remove_db(snap)
-        raise ImportFailure(f"the upgrade of {path} did not verify ({'; '.join(problems)}); "
-                            "the LCM-X file is untouched")
-    x.seal(building)
-    _fsync(building)
-    _step("backup")
-    if not backup.exists():
-        _keep(path, backup)
-    _step("swap")
+        raise
     for side in ("-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(str(path) + side)
