@@ -1,6 +1,9 @@
 """``lcm``: read the hermes-lcm database without a running agent.
 
-JSON by default (``--format table`` for people), keyset pagination
+``--format auto`` by default: a rich table when stdout is a terminal, JSON when it is piped or
+redirected (``--format json|table`` forces one; cli_output.py). Long verbs report progress on
+stderr through progress.py (one live line on a terminal; ``LCM_PROGRESS=auto|always|never``), and
+Ctrl-C exits 130 with one line saying how to resume. Keyset pagination
 (``--after`` takes the previous page's ``next_cursor``), and read-only: the
 database is opened with ``mode=ro`` and ``query_only``. Two commands say
 otherwise: ``backup`` writes one new backup file (never the database), and
@@ -10,7 +13,8 @@ a transaction that is always rolled back.
 Exit codes: 0 ok; 1 not found or a failed doctor check; 2 usage (a bad argument:
 unknown option, a number out of range); 3 the database is missing, unreadable, not a
 database, foreign or newer than this program; 4 a file to write cannot be written
-(``export --output``, ``backup --dest``); 5 an internal error (a bug: please report it).
+(``export --output``, ``backup --dest``); 5 an internal error (a bug: please report it);
+130 interrupted by Ctrl-C (one line says how to resume).
 Every failure is one line on stderr (``lcm: error: ...``), plus ``{"error": ...}`` on stdout
 with ``--format json``; nothing is written to the target, and no traceback is shown.
 """

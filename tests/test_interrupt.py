@@ -278,7 +278,7 @@ def test_rollups_build_interrupted_keeps_built_periods_and_finishes_on_rerun(cle
     states = [s for _, _, s in rollup_rows(db)]
     assert states.count("ready") == 1 and set(states) <= {"ready", "stale"}
     ctrl_c(10**9)
-    code, out, _ = lcm("--db", str(db), "rollups", "build")
+    code, _, _ = lcm("--db", str(db), "rollups", "build")
     assert code == 0 and {s for _, _, s in rollup_rows(db)} == {"ready"}
     assert [k for k, _, _ in rollup_rows(db)] == ["day", "day", "day", "month", "week"]
 
