@@ -139,16 +139,21 @@ class _Live(Reporter):
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), Count(), Rate(), TextColumn("ETA"),
                             TimeRemainingColumn(), console=console, transient=False, refresh_per_second=8)
         self.task = self.bar.add_task(label, total=total)
-        self.bar.start()
+        self.shown = False
 
     def _draw(self) -> None:
+        if not self.shown:  # drawn at the first update: a dry run or a quick verb shows no empty line
+            self.bar.start()
+            self.shown = True
         self.bar.update(self.task, completed=self.done, total=self.total, description=self.label)
 
     def note(self, text: str) -> None:
         self.bar.console.print(f"lcm: {text}", markup=False, highlight=False)
 
     def close(self) -> None:
-        self.bar.stop()
+        if self.shown:
+            self.bar.refresh()
+            self.bar.stop()
 
 
 LIVE = _Live  # isinstance(reporter, LIVE): a live line is drawn (it already shows what a summary would say)

@@ -95,6 +95,10 @@ def test_never_silences_even_notes_and_always_draws_the_line_anywhere() -> None:
     text = err.getvalue()
     assert "copy" in text and "4/4" in text and "pages/s" in text and "ETA" in text
     assert progress.mode({"LCM_PROGRESS": "sometimes"}) == "auto"
+    idle = io.StringIO()
+    with progress.start("dry run", stream=idle, env={"LCM_PROGRESS": "always"}):
+        pass  # a verb that never ticks (a dry run) draws no empty line
+    assert idle.getvalue() == ""
 
 
 def test_rich_is_imported_only_to_draw() -> None:
