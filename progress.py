@@ -142,10 +142,10 @@ class _Live(Reporter):
         self.shown = False
 
     def _draw(self) -> None:
+        self.bar.update(self.task, completed=self.done, total=self.total, description=self.label)
         if not self.shown:  # drawn at the first update: a dry run or a quick verb shows no empty line
             self.bar.start()
             self.shown = True
-        self.bar.update(self.task, completed=self.done, total=self.total, description=self.label)
 
     def note(self, text: str) -> None:
         self.bar.console.print(f"lcm: {text}", markup=False, highlight=False)

@@ -320,3 +320,38 @@ def test_redact_interrupted_mid_batch_rolls_the_batch_back_and_a_rerun_finishes(
     assert code == 0 and json.loads(out)["status"] == "applied", err
     assert leaks(db_files(clean_home)) == []
     sound(db)
+
+
+def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None:
+    """SIGINT to a subprocess copying ~200 MB: exit 130, no backup file left, the database sound."""
+    import os
+    import signal
+    import subprocess
+
+    db = engine_db(clean_home, 2, 3)
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE ballast(x)")  # bulk only; hermes-lcm never reads it
+    con.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
+                "INSERT INTO ballast SELECT randomblob(4000) FROM n")
+    con.commit()
+    con.close()
+    dest = clean_home / "backups"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / ".pyroot"), "LCM_PROGRESS": "always"}
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli", "--db", str(db), "backup", "--dest", str(dest)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    first = b""
+    while b"pages/s" not in first:  # the live line is drawn: the copy is under way
+        chunk = proc.stderr.read1(4096)  # type: ignore[attr-defined]
+        assert chunk, "the backup ended before drawing progress"
+        first += chunk
+    proc.send_signal(signal.SIGINT)
+    out, rest = proc.communicate(timeout=120)
+    err = (first + rest).decode(errors="replace")
+    assert b"backup" in first
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if "lcm: error:" in line]  # after rich's show-cursor escape
+    assert len(lines) == 1 and "interrupted" in lines[0] and "lcm backup" in lines[0]
+    assert json.loads(out)["exit_code"] == 130
+    assert not dest.exists() or list(dest.iterdir()) == []
+    sound(db)
