@@ -79,16 +79,17 @@ def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: 
 def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int | None,
               write: Callable[[str], None]) -> dict[str, Any]:
     stop = {"asked": False}
+    line = pg.start("embed", notes=True)
+    say = line.note if isinstance(line, pg.LIVE) else write  # above the live line, not through it
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         if stop["asked"]:
             raise KeyboardInterrupt
         stop["asked"] = True
-        write("stopping after the batch under way (Ctrl-C again to stop now)")
+        say("stopping after the batch under way (Ctrl-C again to stop now)")
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
-    line = pg.start("embed", notes=True)
     last: list[Progress] = []
 
     def on_progress(p: Progress) -> None:
@@ -114,8 +115,7 @@ def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int |
     remaining = embedder.backlog().rows
     out = {"applied": True, **info, "embedded": progress.done, "seconds": round(progress.seconds, 2),
            "rows_per_second": round(progress.rate, 1), "remaining": remaining, "interrupted": stop["asked"]}
-    if stop["asked"]:
-        write(f"interrupted after {progress.done} rows; {RESUME}")
+    if stop["asked"]:  # the error line is the one line that says how to resume
         raise fail(f"interrupted after {progress.done} rows, {remaining} left; {RESUME}", EXIT_INTERRUPTED, **out)
     return out
 
