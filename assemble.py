@@ -67,6 +67,7 @@ class Budget:
     summaries: int
     tail_count: int
     tail_tokens: int
+    overhead: int = 0  # the host's tokens outside the list (system prompt, tool schemas): the timeline's "system"
 
 
 def plan_budget(threshold: int, overhead: int, reserve: int, *, tail_count: int, tail_max_tokens: int,
@@ -84,7 +85,7 @@ def plan_budget(threshold: int, overhead: int, reserve: int, *, tail_count: int,
     if tail_max_tokens > 0:
         tail_tokens = min(tail_tokens, int(tail_max_tokens))
     return Budget(total=total, goal=goal, summaries=summaries, tail_count=max(1, int(tail_count)),
-                  tail_tokens=tail_tokens)
+                  tail_tokens=tail_tokens, overhead=max(0, int(overhead)))
 
 
 def _share(ratio: float, fallback: float) -> float:

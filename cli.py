@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private, sensitive
+from . import cli_view as view_verb
 from . import maintenance as mt
 from . import progress as pg
 from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
@@ -103,8 +104,6 @@ def bounded(low: int, high: int = ID_MAX) -> Callable[[str], int]:
 
 ID, COUNT, OFFSET = bounded(0), bounded(0, PAGE_MAX * 1000), bounded(0)
 
-
-# -- where the database is -------------------------------------------------------------------
 
 
 def hermes_home(env: dict[str, str]) -> Path:
@@ -579,7 +578,7 @@ def parser() -> argparse.ArgumentParser:
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     cli_redact.register(add, _config)
-    for verbs in (cli_embed, cli_rollups, cli_assertions):  # lcm embed, lcm rollups, lcm assertions
+    for verbs in (cli_embed, cli_rollups, cli_assertions, view_verb):  # embed, rollups, assertions, view
         verbs.register(add, _config, CliError)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")

@@ -27,6 +27,7 @@ from .registry import live_engines, live_session_ids
 from .rollups import command as rollup_command
 from .status import engine_status
 from .store import Store, StoreError
+from .viewer import ViewError, write_page
 
 log = logging.getLogger("hermes_lcm")
 
@@ -47,6 +48,7 @@ HELP = """\
                                   the model; apply has the background job work through the backlog
   rollups [build | rebuild day|week|month|all [YYYY-MM-DD]]
                                   temporal rollups: status by state; build stale ones now; mark some stale
+  view [ID]                       write this conversation's page (summary DAG, compactions, search, growth): the path
   preset show [NAME] | preset suggest | preset apply NAME --dry-run
   help
 Every apply takes a backup first. 'clean apply' and 'clean lifecycle apply' also need
@@ -313,6 +315,27 @@ def _rollups(t: Target, rest: list[str]) -> dict[str, Any]:
         raise UsageError(str(exc)) from exc
 
 
+def _view(t: Target, rest: list[str]) -> dict[str, Any] | str:
+    """``/lcm view [ID]``: the page for this session's conversation (or one of its owner's), path answered."""
+    if t.engine is None or t.engine.core is None or t.engine.core.binding.conversation_id is None:
+        raise UsageError("no live session yet: send one normal message, then /lcm view")
+    core = t.engine.core
+    reach = core.reach(bool(t.config.shared_memory))
+    wanted = core.binding.conversation_id
+    if rest:
+        if len(rest) > 1 or not rest[0].isdigit():
+            raise UsageError("usage: /lcm view [conversation id]")
+        wanted = int(rest[0])
+    if reach is not None and wanted not in reach:  # another owner's conversation reads as a missing one
+        raise UsageError(f"no conversation {wanted}")
+    try:
+        written = write_page(core.store, None, wanted, growth_of=reach)
+    except ViewError as exc:
+        raise UsageError(str(exc)) from exc
+    return (f"Wrote {written['path']} ({written['messages']:,} messages, {written['summaries']:,} summaries, "
+            f"{written['bytes'] / 1024:,.0f} KB). Open it in a browser: {Path(written['path']).as_uri()}")
+
+
 def _help(t: Target, rest: list[str]) -> str:
     return HELP
 
@@ -336,5 +359,6 @@ VERBS: dict[str, Verb] = {
     "preset": _preset,
     "embed": _embed,
     "rollups": _rollups,
+    "view": _view,
     "help": _help,
 }

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import timeline
 from .align import Seen, Selection
 from .assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
 from .blocks import Item
@@ -442,14 +443,18 @@ class LcmCore:
         if upto is None and last_storable(messages, seal=self.seal) is None:
             # Only our own summaries (or nothing): no raw row belongs to this list.
             upto = self.store.conversation(self._conversation()).frontier_seq
+        report = None
         try:  # the passes leave the time the last assembly took
-            self.compact(budget, force=force, focus=focus, upto=upto, deadline=deadline - self._assembly_seconds)
+            report = self.compact(budget, force=force, focus=focus, upto=upto,
+                                  deadline=deadline - self._assembly_seconds)
         except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
             self._write_failed("compaction", exc)
         started = time.monotonic()
         state = self.store.conversation(self._conversation())  # read once: assembly and what it ends at
         result = self.assemble(budget, upto, state)
         self._assembly_seconds = time.monotonic() - started
+        if report is not None:  # the record lcm view draws: the prompt before and after
+            timeline.record(self.store, state.id, messages, result, self.seal, report, budget, force)
         if self.same_prompt(result, messages):
             return list(messages)
         self._remember_output(result, upto, state.last_seq)

@@ -15,8 +15,9 @@ from .rewrite import RewriteQueries
 from .rollups import RollupQueries
 from .summaries import SummaryQueries
 from .vectors import VectorQueries
+from .views import ViewQueries
 
 
 class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-                  RewriteQueries, VectorQueries, RollupQueries, AssertionQueries):
+                  RewriteQueries, VectorQueries, RollupQueries, AssertionQueries, ViewQueries):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

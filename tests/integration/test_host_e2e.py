@@ -351,3 +351,25 @@ def test_summaries_came_from_the_host_auxiliary_llm(e2e: E2E) -> None:
     summaries = e2e.stub.requests_of("summary")
     assert summaries, "no summarization request reached the model endpoint"
     assert not any(r.tools for r in summaries)
+
+
+def test_the_view_shows_the_hosts_compactions(e2e: E2E, tmp_path) -> None:
+    """The compaction record the page draws comes from the host's own compress calls: one event per
+    compaction, the prompt before and after, the host's system prompt and tool schemas counted."""
+    from hermes_lcm.store import open_readonly
+    from hermes_lcm.viewer import write_page
+
+    store = open_readonly(e2e.hh.lcm_db)
+    try:
+        out = write_page(store, tmp_path / "view.html")
+        events = store.events_of("compaction", out["conversation_id"])
+        nodes = {n.id for n in store.summaries(out["conversation_id"], limit=10_000)}
+    finally:
+        store.close()
+    assert out["messages"] > 2 * N_TURNS and out["compactions"] == len(events) >= 2
+    made = [i for e in events for i in e["detail"]["nodes"]]
+    assert len(made) == len(set(made)) and set(made) <= nodes  # each node made by one recorded compaction
+    for e in events:
+        before, after = e["detail"]["before"], e["detail"]["after"]
+        assert after["system"] == before["system"] > 1000  # the host's system prompt and tool schemas
+        assert sum(after.values()) < sum(before.values()) and sum(after.values()) <= e["detail"]["limit"]
