@@ -31,6 +31,7 @@ from typing import Any
 
 from . import maintenance as mt
 from . import outputs, payload_gc, private
+from .progress import Tick, quiet_tick
 from .sensitive import UNSCANNED, Redactor
 from .store import Store
 from .tokens import count_tokens
@@ -66,7 +67,8 @@ def _quiet(_line: str) -> None:
     return None
 
 
-def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progress = _quiet) -> dict[str, Any]:
+def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progress = _quiet,
+         tick: Tick = quiet_tick) -> dict[str, Any]:
     """The dry run: rows, characters and tokens a backfill would move out (nothing is written)."""
     rows = chars = saved = 0
     after = 0
@@ -79,6 +81,7 @@ def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progr
             after = row_id
         if page:
             progress(f"scanned {rows} rows")
+            tick(rows, None)
         if len(page) < BATCH:
             break
     return {"status": "ready" if rows else "noop", "database": store.path,
@@ -153,7 +156,8 @@ def _write_payload(directory: Path, ref: str, text: str) -> None:
 
 
 def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], threshold_chars: int,
-          preview_chars: int, redactor: Redactor | None, progress: Progress = _quiet) -> dict[str, Any]:
+          preview_chars: int, redactor: Redactor | None, progress: Progress = _quiet,
+          tick: Tick = quiet_tick) -> dict[str, Any]:
     """Backup, then move each candidate row's text to its file and the row to the stub, batch by batch."""
     entries: dict[int, Entry] = {}
     if manifest.exists():
@@ -189,6 +193,7 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
         progress(f"files written for {len(changes)} rows; rewriting them")
         rewritten += len(store.swap_contents(changes))
         progress(f"rewritten {rewritten} of {plan['rows']} rows")
+        tick(rewritten, plan["rows"])
     return {**plan, "status": "applied", "backup": asdict(saved), "manifest": str(manifest),
             "rewritten": rewritten, "files_checked": files, "manifest_rows": len(entries),
             "redacted": redactor is not None}
@@ -198,7 +203,7 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
 
 
 def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *, do_apply: bool,
-             progress: Progress = _quiet) -> dict[str, Any]:
+             progress: Progress = _quiet, tick: Tick = quiet_tick) -> dict[str, Any]:
     """Each manifest row back to its text from the file, where the row still is exactly the stub."""
     _preview, entries = load_manifest(store, manifest)
     directory = payload_gc.directory_of(store.path)
@@ -233,4 +238,5 @@ def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *
     for start in range(0, len(ready), BATCH):
         restored += len(store.swap_contents(ready[start:start + BATCH]))
         progress(f"restored {restored} of {len(ready)} rows")
+        tick(restored, len(ready))
     return {**out, "status": "applied", "backup": asdict(saved), "restored": restored}

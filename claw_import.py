@@ -42,6 +42,7 @@ from .claw_report import ImportFailure, Report, SourceConversation, SourceMessag
 from .dag import Dag
 from .ingest import Normalizer, import_normalizer
 from .normalize import dump
+from .progress import Tick, quiet_tick
 from .records import MessageIn, NewNode, StoredMessage
 from .storage.claw import ReadableCopy, SourceUnreadable, check_source
 from .store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
@@ -360,6 +361,7 @@ class Importer:
     apply: bool
     store: Store | None = None
     normalizer: Normalizer | None = None
+    progress: Tick = quiet_tick  # (messages read, messages in the source) after each conversation
 
     def run(self, conversations: Iterable[SourceConversation]) -> None:
         """All conversations in one write transaction: a failure part-way leaves the target as it was."""
@@ -370,9 +372,13 @@ class Importer:
             self._each(conversations)
 
     def _each(self, conversations: Iterable[SourceConversation]) -> None:
-        for conv in conversations:
+        convs = list(conversations)
+        done, total = 0, sum(len(c.messages) for c in convs)
+        for conv in convs:
             self.report.conversations += 1
             self.one(conv)
+            done += len(conv.messages)
+            self.progress(done, total)
 
     def _key(self, conv: SourceConversation) -> str:
         return f"import:{self.report.import_id}:{conv.key}"
@@ -517,8 +523,10 @@ class Importer:
 def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
                jsonl: Sequence[str | Path] = (), jsonl_dirs: Sequence[str | Path] = (),
                import_id: str | None = None, include_summaries: bool = False, apply: bool = False,
-               agent: str = "", backup_dir: str = "", redact_patterns: str | None = None) -> dict[str, Any]:
-    """Plan (dry-run) or apply one import; returns the reconciliation report.
+               agent: str = "", backup_dir: str = "", redact_patterns: str | None = None,
+               progress: Tick = quiet_tick) -> dict[str, Any]:
+    """Plan (dry-run) or apply one import; returns the reconciliation report. ``progress``: the
+    apply's messages done of the total, after each conversation (all commit in one transaction).
 
     An apply first plans like a dry run; when nothing is new it stops there, so a
     re-run neither writes nor takes another backup.
@@ -536,7 +544,7 @@ def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
         plan = job.run(apply=False)
         if plan["would_import"] == 0 and plan["summaries"]["would_import"] == 0:
             return {**plan, "dry_run": False, "note": "nothing new to import: target untouched, no backup taken"}
-    return job.run(apply)
+    return job.run(apply, progress)
 
 
 @dataclass(frozen=True)
@@ -554,7 +562,7 @@ class _Job:
     # Redaction is on (LCM_SENSITIVE_PATTERNS): applied to every message, field and summary written.
     redact_patterns: str | None = None
 
-    def run(self, apply: bool) -> dict[str, Any]:
+    def run(self, apply: bool, progress: Tick = quiet_tick) -> dict[str, Any]:
         report = Report(self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply)
         report.skipped_symlinks = list(self.links)
         for link in self.links:
@@ -564,7 +572,7 @@ class _Job:
         started = time.monotonic()
         # The whole source is checked and read before the target is created or touched.
         conversations = self._read_source(report)
-        importer = Importer(report, self.kind, apply)
+        importer = Importer(report, self.kind, apply, progress=progress)
         importer.store, release = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:

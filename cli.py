@@ -1,6 +1,9 @@
 """``lcm``: read the hermes-lcm database without a running agent.
 
-JSON by default (``--format table`` for people), keyset pagination
+``--format auto`` by default: a rich table when stdout is a terminal, JSON when it is piped or
+redirected (``--format json|table`` forces one; cli_output.py). Long verbs report progress on
+stderr through progress.py (one live line on a terminal; ``LCM_PROGRESS=auto|always|never``), and
+Ctrl-C exits 130 with one line saying how to resume. Keyset pagination
 (``--after`` takes the previous page's ``next_cursor``), and read-only: the
 database is opened with ``mode=ro`` and ``query_only``. Two commands say
 otherwise: ``backup`` writes one new backup file (never the database), and
@@ -10,7 +13,8 @@ a transaction that is always rolled back.
 Exit codes: 0 ok; 1 not found or a failed doctor check; 2 usage (a bad argument:
 unknown option, a number out of range); 3 the database is missing, unreadable, not a
 database, foreign or newer than this program; 4 a file to write cannot be written
-(``export --output``, ``backup --dest``); 5 an internal error (a bug: please report it).
+(``export --output``, ``backup --dest``); 5 an internal error (a bug: please report it);
+130 interrupted by Ctrl-C (one line says how to resume).
 Every failure is one line on stderr (``lcm: error: ...``), plus ``{"error": ...}`` on stdout
 with ``--format json``; nothing is written to the target, and no traceback is shown.
 """
@@ -30,6 +34,8 @@ from typing import Any, TextIO
 from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private, sensitive
 from . import cli_view as view_verb
 from . import maintenance as mt
+from . import progress as pg
+from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
 from .display import cut, iso
@@ -384,7 +390,8 @@ def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
-    saved = mt.backup(store, directory)
+    with pg.start("backup", unit="pages") as line:  # Ctrl-C mid-copy: the temp file goes, no backup is left
+        saved = mt.backup(store, directory, progress=line.update)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
             "restore": "stop Hermes, move lcm.db, lcm.db-wal, lcm.db-shm aside, copy the backup to lcm.db, start it"}
 
@@ -497,59 +504,6 @@ def _export_markdown(store: Store, conversation_id: int, key: str, out: TextIO, 
     return count
 
 
-# -- output -------------------------------------------------------------------------------------------
-
-
-def emit(result: dict[str, Any], fmt: str, out: TextIO) -> None:
-    if fmt == "json":
-        out.write(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n")
-        return
-    items = result.get("items")
-    if isinstance(items, list):
-        out.write(table(items) + "\n")
-        rest = {k: v for k, v in result.items() if k != "items"}
-        if rest:
-            out.write("\n" + keyvalues(rest) + "\n")
-        return
-    out.write(keyvalues(result) + "\n")
-
-
-def _cell(value: Any, width: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = text.replace("\n", " ")
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "(no rows)"
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    cells = [[_cell(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(lines)
-
-
-def keyvalues(value: Any, indent: int = 0) -> str:
-    pad = "  " * indent
-    if isinstance(value, dict):
-        lines = []
-        for k, v in value.items():
-            if isinstance(v, dict | list) and v:
-                lines.append(f"{pad}{k}:")
-                lines.append(keyvalues(v, indent + 1))
-            else:
-                lines.append(f"{pad}{k}: {_cell(v, 200)}")
-        return "\n".join(lines)
-    if isinstance(value, list):
-        if value and all(isinstance(v, dict) for v in value):
-            return "\n".join(pad + line for line in table(value).splitlines())
-        return "\n".join(f"{pad}- {_cell(v, 200)}" for v in value)
-    return f"{pad}{_cell(value, 200)}"
-
-
 # -- argument parsing ------------------------------------------------------------------------------
 
 Handler = Callable[[Store, argparse.Namespace], "dict[str, Any] | None"]
@@ -560,13 +514,14 @@ def parser() -> argparse.ArgumentParser:
                                 "(read-only unless a command says otherwise).")
     p.add_argument("--db", help="database file (default: LCM_DATABASE_PATH, config.yaml lcm.database_path, "
                    "$HERMES_HOME/lcm.db; HERMES_PROFILE selects a profile)")
-    p.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="output format (default auto: a table on a terminal, JSON when piped)")
     p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     # --db and --format are also accepted after the command (``lcm status --db x.db``).
     shared = _Parser(add_help=False)
     shared.add_argument("--db", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    shared.add_argument("--format", choices=("json", "table"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    shared.add_argument("--format", choices=FORMATS, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[shared])
@@ -642,8 +597,9 @@ def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]
         args.format = "json"
     try:
         settings = _config(args)
-        out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=settings.backup_dir,
-                              redact_patterns=sensitive.redaction_patterns(settings))
+        with pg.start("import lcm-x", unit="msgs") as line:
+            out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=settings.backup_dir,
+                                  redact_patterns=sensitive.redaction_patterns(settings), progress=line.update)
     except ImportFailure as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
     if not out.get("balanced", True) or not out.get("verify", {"ok": True})["ok"]:
@@ -655,11 +611,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     """Run one verb. Every failure, whichever layer raised it, leaves here as one CliError:
     its exit code, one line on stderr and (``--format json``) an ``{"error": ...}`` object."""
     out, err = out or sys.stdout, err or sys.stderr
-    fmt = "table" if _asks_table(argv) else "json"
+    fmt = resolve(_asked_format(argv), out)
     store: Store | None = None
     try:
         args = parser().parse_args(argv)
-        fmt = args.format
+        fmt = args.format = resolve(args.format, out)
         args.exit_code, args.out = EXIT_OK, out
         path, args.db_origin = resolve_db(args.db, dict(os.environ))
         if args.verb != "import":
@@ -670,8 +626,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         result = args.handler(store, args)
         if result is not None:
             emit(result, args.format, out)
-    except Exception as exc:  # noqa: BLE001 - the one place failures become exit codes; no traceback
-        error = failure(exc)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place failures become exit codes
+        error = interrupted(argv) if isinstance(exc, KeyboardInterrupt) else failure(exc)
         if fmt == "json":
             out.write(json.dumps({"error": str(error), "exit_code": error.code, **error.extra},
                                  indent=2, default=str) + "\n")
@@ -684,11 +640,21 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     return int(args.exit_code)
 
 
-def _asks_table(argv: Sequence[str] | None) -> bool:
-    """``--format table`` in the raw arguments: the error format before parsing succeeded."""
+def _asked_format(argv: Sequence[str] | None) -> str:
+    """``--format X`` in the raw arguments: the error format before parsing succeeded."""
     words = list(sys.argv[1:] if argv is None else argv)
-    return any(w == "--format=table" or (w == "--format" and words[i + 1:i + 2] == ["table"])
-               for i, w in enumerate(words))
+    for i, w in enumerate(words):
+        value = w[len("--format="):] if w.startswith("--format=") else (words[i + 1:i + 2] or [""])[0] \
+            if w == "--format" else ""
+        if value in FORMATS:
+            return value
+    return "auto"
+
+
+def interrupted(argv: Sequence[str] | None) -> CliError:
+    """Ctrl-C: exit 130 and one line saying how to go on (each writing verb commits whole steps)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return CliError(f"interrupted; {resume_hint(words)}", EXIT_INTERRUPTED)
 
 
 def _one_line(text: str) -> str:

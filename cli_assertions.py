@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from . import progress as pg
 from .evidence.assertions import Assertions
 from .sensitive import Policy, Redactor
 from .store import Store, open_store
@@ -45,7 +46,14 @@ def rebuild(store: Store, config: Any, fail: Fail) -> dict[str, Any]:
     redactor = Redactor(Policy.parse(config.sensitive_patterns), writable.secret("redaction")) \
         if config.sensitive_patterns_enabled else None
     sidecar = Assertions(config, writable, redactor)
-    return {"rebuilt": sidecar.rebuild(), "refused": sidecar.refused, **status(writable, config)}
+    last = writable.last_message_id()
+    with pg.start("assertions rebuild", last, unit="ids") as line:
+        def between_steps() -> bool:  # each step commits its facts and the cursor together
+            line.update(writable.assertion_cursor(), last)
+            return False
+
+        rebuilt = sidecar.rebuild(should_stop=between_steps)
+    return {"rebuilt": rebuilt, "refused": sidecar.refused, **status(writable, config)}
 
 
 def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) -> None:

@@ -4,7 +4,8 @@ A layer of its own just below the surfaces (like cli_redact.py), so cli.py regis
 line. The dry run calls no provider: rows, estimated tokens and cost, the model, and whether text
 leaves this machine. ``--apply`` opens its own writable connection, warms the model up (tables
 and model id), then embeds batch by batch with progress on stderr; Ctrl-C stops after the batch
-under way, and running it again resumes (what has no vector yet is the state).
+under way, and running it again resumes (what has no vector yet is the state). Progress is
+progress.py's one live line on a terminal; off a terminal, one summary line when the backfill ends.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from . import progress as pg
 from .embed import ProviderError, provider_for
 from .embedder import Embedder, Progress
 from .redact import clip
@@ -37,25 +38,6 @@ RESUME = "run `lcm embed --apply` again to resume (rows already embedded are not
 def progress_line(p: Progress) -> str:
     eta = "?" if p.eta_seconds is None else f"{p.eta_seconds:.0f}s"
     return f"embedded {p.done}/{p.total} rows, {p.rate:.1f} rows/s, ETA {eta}"
-
-
-class _Throttled:
-    """Progress on stderr at most once a second (and always the last one)."""
-
-    def __init__(self, write: Callable[[str], None]) -> None:
-        self.write, self.last = write, 0.0
-        self.pending: Progress | None = None
-
-    def __call__(self, p: Progress) -> None:
-        now = time.monotonic()
-        self.pending = p
-        if now - self.last >= 1.0:
-            self.write(progress_line(p))
-            self.last, self.pending = now, None
-
-    def flush(self) -> None:
-        if self.pending is not None:
-            self.write(progress_line(self.pending))
 
 
 def _stderr(line: str) -> None:
@@ -97,18 +79,25 @@ def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: 
 def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int | None,
               write: Callable[[str], None]) -> dict[str, Any]:
     stop = {"asked": False}
+    line = pg.start("embed", notes=True)
+    say = line.note if isinstance(line, pg.LIVE) else write  # above the live line, not through it
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         if stop["asked"]:
             raise KeyboardInterrupt
         stop["asked"] = True
-        write("stopping after the batch under way (Ctrl-C again to stop now)")
+        say("stopping after the batch under way (Ctrl-C again to stop now)")
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
-    printer = _Throttled(write)
+    last: list[Progress] = []
+
+    def on_progress(p: Progress) -> None:
+        last[:] = [p]
+        line.update(p.done, p.total)
+
     try:
-        progress = embedder.backfill(on_progress=printer, should_stop=lambda: stop["asked"], limit=limit)
+        progress = embedder.backfill(on_progress=on_progress, should_stop=lambda: stop["asked"], limit=limit)
     except KeyboardInterrupt:
         stop["asked"] = True
         progress = Progress(embedder.embedded, embedder.embedded, 0.0)
@@ -118,14 +107,15 @@ def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int |
     except (StoreError, StoreFault, OSError) as exc:
         raise fail(f"cannot write the database: {exc}; {RESUME}", EXIT_DATABASE) from exc
     finally:
+        line.close()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    printer.flush()
+    if last and not isinstance(line, pg.LIVE):
+        write(progress_line(last[-1]))  # off a terminal: one summary line (the live line said it already)
     remaining = embedder.backlog().rows
     out = {"applied": True, **info, "embedded": progress.done, "seconds": round(progress.seconds, 2),
            "rows_per_second": round(progress.rate, 1), "remaining": remaining, "interrupted": stop["asked"]}
-    if stop["asked"]:
-        write(f"interrupted after {progress.done} rows; {RESUME}")
+    if stop["asked"]:  # the error line is the one line that says how to resume
         raise fail(f"interrupted after {progress.done} rows, {remaining} left; {RESUME}", EXIT_INTERRUPTED, **out)
     return out
 

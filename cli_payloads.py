@@ -2,19 +2,20 @@
 
 Both preview by default and write only with ``--apply``, after a verified backup of the database.
 They open their own writable connection (the rest of ``lcm`` is read-only); progress goes to stderr
-(through rich when it is installed), the result to stdout like every other verb.
+through progress.py (one live line on a terminal; the backfill's plain ``lcm: ...`` lines when stderr
+is not one, which scripts read; ``--quiet`` or ``LCM_PROGRESS=never``: nothing), the result to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import backfill
 from . import maintenance as mt
+from . import progress as pg
 from .sensitive import redactor_for
 from .store import Store, open_store
 
@@ -23,20 +24,9 @@ ConfigOf = Callable[[argparse.Namespace], Any]
 Fail = Callable[[str], Exception]
 
 
-def progress_printer() -> Callable[[str], None]:
-    """Lines on stderr: rich's console when it is installed, plain lines otherwise."""
-    try:
-        from rich.console import Console
-    except ImportError:
-        def plain(line: str) -> None:
-            sys.stderr.write(f"lcm: {line}\n")
-            sys.stderr.flush()
-        return plain
-    console = Console(file=sys.stderr, highlight=False, log_path=False)
-
-    def fancy(line: str) -> None:
-        console.log(line)
-    return fancy
+def reporter(label: str, quiet: bool = False, notes: bool = True) -> pg.Reporter:
+    """The verb's progress on stderr (``quiet``: none at all)."""
+    return pg.start(label, env={pg.ENV: "never"} if quiet else None, notes=notes)
 
 
 def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
@@ -48,7 +38,9 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
             return mt.gc_payloads_scan(store, grace)
         writable = open_store(store.path)
         try:
-            return mt.gc_payloads_apply(writable, mt.backup_dir(store.path, config_of(args).backup_dir), grace)
+            with reporter("gc-payloads: backup", notes=False) as line:
+                return mt.gc_payloads_apply(writable, mt.backup_dir(store.path, config_of(args).backup_dir), grace,
+                                            line.update)
         except mt.MaintenanceError as exc:
             raise fail(str(exc)) from exc
 
@@ -59,20 +51,21 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         if threshold < 1:
             raise fail("--threshold-chars must be at least 1")
         preview = config.large_output_preview_chars
-        report = progress_printer() if not args.quiet else (lambda _line: None)
         directory = mt.backup_dir(store.path, config.backup_dir)
         try:
-            if args.rollback:
-                return backfill.rollback(open_store(store.path), Path(args.rollback), directory,
-                                         do_apply=args.apply, progress=report)
-            if not args.apply:
-                return backfill.scan(store, threshold, preview, report)
-            if not args.manifest:
-                raise fail("--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)")
-            writable = open_store(store.path)
-            redactor = redactor_for(config.sensitive_patterns_enabled, config.sensitive_patterns,
-                                    writable.secret("redaction")) if config.sensitive_patterns_enabled else None
-            return backfill.apply(writable, Path(args.manifest), directory, threshold, preview, redactor, report)
+            with reporter("backfill-outputs", args.quiet) as line:
+                if args.rollback:
+                    return backfill.rollback(open_store(store.path), Path(args.rollback), directory,
+                                             do_apply=args.apply, progress=line.note, tick=line.update)
+                if not args.apply:
+                    return backfill.scan(store, threshold, preview, line.note, line.update)
+                if not args.manifest:
+                    raise fail("--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)")
+                writable = open_store(store.path)
+                redactor = redactor_for(config.sensitive_patterns_enabled, config.sensitive_patterns,
+                                        writable.secret("redaction")) if config.sensitive_patterns_enabled else None
+                return backfill.apply(writable, Path(args.manifest), directory, threshold, preview, redactor,
+                                      line.note, line.update)
         except mt.MaintenanceError as exc:
             raise fail(str(exc)) from exc
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import maintenance as mt
+from . import progress as pg
 from . import scrub
 from .store import Store, open_store
 
@@ -22,9 +23,11 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
         settings = config(args)
         patterns = args.patterns if args.patterns is not None else settings.sensitive_patterns
         target = open_store(store.path) if args.apply else store  # the CLI's own view is read-only
-        return scrub.command(target, patterns, settings.large_output_preview_chars,
-                             mt.backup_dir(store.path, settings.backup_dir), args.apply,
-                             settings.sensitive_patterns_enabled, settings.sensitive_patterns)
+        with pg.start("redact") as line:  # rows rewritten; the total is unknown until the walk ends
+            return scrub.command(target, patterns, settings.large_output_preview_chars,
+                                 mt.backup_dir(store.path, settings.backup_dir), args.apply,
+                                 settings.sensitive_patterns_enabled, settings.sensitive_patterns,
+                                 on_row=lambda _table, _row: line.advance())
 
     cmd = add("redact", handler, "secrets stored before redaction was on: rows and secrets per table and kind "
               "(a dry run, no secret shown); WRITES with --apply: a backup, then the rewrite")

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from . import progress as pg
 from .rollups import Rollups, command, standalone_summarizer
 from .store import Store, open_store
 
@@ -30,7 +31,8 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
         target = store if args.action == "status" else open_store(store.path)
         rollups = Rollups(settings, target, standalone_summarizer(settings), retry_after_s=0.0)
         try:
-            return command(rollups, words)
+            with pg.start(f"rollups {args.action}", unit="periods") as line:
+                return command(rollups, words, line.update)
         except ValueError as exc:
             raise fail(str(exc), EXIT_USAGE) from exc
 

@@ -34,6 +34,7 @@ from typing import Any
 from . import maintenance as mt
 from .dag import Dag
 from .ingest import Normalizer, import_normalizer
+from .progress import Tick, quiet_tick
 from .records import NewNode, StoredMessage
 from .storage import lcmx as x
 from .store import ForeignDatabase, Store, StoreError, detect_source, open_store
@@ -350,8 +351,10 @@ def _time(value: Any) -> float | None:
 
 
 def run_import(source_db: str | Path, target_db: str | Path | None = None, *, apply: bool = False,
-               backup_dir: str = "", redact_patterns: str | None = None) -> dict[str, Any]:
-    """Plan (dry run, the default) or apply the import of ``source_db`` into ``target_db``.
+               backup_dir: str = "", redact_patterns: str | None = None,
+               progress: Tick = quiet_tick) -> dict[str, Any]:
+    """Plan (dry run, the default) or apply the import of ``source_db`` into ``target_db``;
+    ``progress(messages_done, messages_total)`` after each conversation (each commits whole).
 
     Without a target, the source is upgraded in place (:func:`upgrade_in_place`). A re-run finds
     every conversation marked as done and writes nothing.
@@ -368,13 +371,13 @@ def run_import(source_db: str | Path, target_db: str | Path | None = None, *, ap
             out = plan(source, target)
             out["note"] = f"dry run: `{command_for(source)}` upgrades it in place (the original kept beside it)"
             return out
-        return upgrade_in_place(source, redact_patterns)
+        return upgrade_in_place(source, redact_patterns, progress)
     if not apply:
         return plan(source, target)
     if target.exists() and detect_source(target) != "hermes-lcm":
         raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
     backup = mt.backup_before_import(target, backup_dir) if target.exists() else None
-    out = build(source, target, redact_patterns=redact_patterns)
+    out = build(source, target, redact_patterns=redact_patterns, progress=progress)
     out["backup_path"] = backup
     return out
 
@@ -399,7 +402,7 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
 
 
 def build(source: Path, target: Path, label: Path | None = None, private: bool = False,
-          redact_patterns: str | None = None) -> dict[str, Any]:
+          redact_patterns: str | None = None, progress: Tick = quiet_tick) -> dict[str, Any]:
     """Apply: every conversation of ``source`` into ``target`` (created when missing), then verify.
     ``redact_patterns``: redaction is on (LCM_SENSITIVE_PATTERNS), applied to all that is written.
     ``label``: the file named as the source in the report and marks (the original, not a snapshot);
@@ -416,8 +419,11 @@ def build(source: Path, target: Path, label: Path | None = None, private: bool =
     try:
         writer = Writer(store, import_normalizer(target.parent / "lcm-payloads", store, redact_patterns), report,
                         report.source)
+        done, total = 0, sum(len(c.messages) for c in convs)
         for conv in convs:
             writer.conversation(conv)
+            done += len(conv.messages)
+            progress(done, total)
         out = report.as_dict()
         out["verify"] = verify(store, convs, counts)
     finally:
@@ -466,7 +472,8 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".lcm-x-backup")
 
 
-def upgrade_in_place(path: str | Path, redact_patterns: str | None = None) -> dict[str, Any]:
+def upgrade_in_place(path: str | Path, redact_patterns: str | None = None,
+                     progress: Tick = quiet_tick) -> dict[str, Any]:
     """Replace the LCM-X database at ``path`` by a hermes-lcm one built from it.
 
     Crash safety, step by step: the new database is built at ``<db>.migrating`` from a snapshot
@@ -484,23 +491,26 @@ def upgrade_in_place(path: str | Path, redact_patterns: str | None = None) -> di
     source = backup if backup.exists() else path
     for stale in (building, snap):
         _remove_db(stale)
-    _step("snapshot")
-    x.snapshot(source, snap)
-    _step("build")
-    out = build(snap, building, label=path, private=True, redact_patterns=redact_patterns)
-    _step("verify")
-    problems = _reconciled(out)
-    if problems:
+    try:  # until the swap <db> is the LCM-X file: an interrupt (Ctrl-C) leaves nothing beside it
+        _step("snapshot")
+        x.snapshot(source, snap)
+        _step("build")
+        out = build(snap, building, label=path, private=True, redact_patterns=redact_patterns, progress=progress)
+        _step("verify")
+        problems = _reconciled(out)
+        if problems:  # the except below removes the new file and the snapshot
+            raise ImportFailure(f"the upgrade of {path} did not verify ({'; '.join(problems)}); "
+                                "the LCM-X file is untouched")
+        x.seal(building)
+        _fsync(building)
+        _step("backup")
+        if not backup.exists():
+            _keep(path, backup)
+        _step("swap")
+    except BaseException:
         _remove_db(building)
         _remove_db(snap)
-        raise ImportFailure(f"the upgrade of {path} did not verify ({'; '.join(problems)}); "
-                            "the LCM-X file is untouched")
-    x.seal(building)
-    _fsync(building)
-    _step("backup")
-    if not backup.exists():
-        _keep(path, backup)
-    _step("swap")
+        raise
     for side in ("-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(str(path) + side)

@@ -35,6 +35,7 @@ from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
 from .display import iso
 from .patterns import SessionPatterns
+from .progress import Tick
 from .redact import redact_value
 from .semantic import Semantic
 from .sensitive import Policy
@@ -69,12 +70,13 @@ def backup_dir(db_path: str | os.PathLike[str], configured: str = "") -> Path:
     return Path(db_path).expanduser().resolve().parent / "lcm-backups"
 
 
-def backup(store: Store, directory: str | os.PathLike[str], label: str = "") -> Backup:
-    """A new timestamped, verified snapshot of the whole database."""
+def backup(store: Store, directory: str | os.PathLike[str], label: str = "", progress: Tick | None = None) -> Backup:
+    """A new timestamped, verified snapshot of the whole database; ``progress(pages_done, pages_total)``
+    while it copies (an exception from it, such as Ctrl-C, leaves no file behind)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     suffix = f"-{label}" if label else ""
     target = Path(directory) / f"{Path(store.path).stem}-{stamp}{suffix}.sqlite3"
-    return snapshot(store, target)
+    return snapshot(store, target, progress)
 
 
 def backup_before_import(target: Path, configured: str = "") -> str:
@@ -91,7 +93,7 @@ def rotate_slot(store: Store, directory: str | os.PathLike[str]) -> Path:
     return Path(directory) / f"{Path(store.path).stem}-{ROTATE_SLOT}.sqlite3"
 
 
-def snapshot(store: Store, target: Path) -> Backup:
+def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup:
     """Write ``target`` atomically: copy to a temp file, verify, fsync, rename over.
 
     The copy uses SQLite's online backup API in one step (a consistent snapshot
@@ -105,7 +107,7 @@ def snapshot(store: Store, target: Path) -> Backup:
     fd, temp = private.temp_file(target.parent, f".{target.name}.")
     os.close(fd)
     try:
-        store.backup_to(temp)
+        store.backup_to(temp, progress) if progress is not None else store.backup_to(temp)
         _verify(temp)
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
@@ -399,13 +401,14 @@ def gc_payloads_scan(store: Store, grace_seconds: float = payload_gc.GRACE_SECON
 
 
 def gc_payloads_apply(store: Store, directory: str | os.PathLike[str],
-                      grace_seconds: float = payload_gc.GRACE_SECONDS) -> dict[str, Any]:
-    """Backup first, then remove the orphans the scan found, re-checked under the write lock."""
+                      grace_seconds: float = payload_gc.GRACE_SECONDS, progress: Tick | None = None) -> dict[str, Any]:
+    """Backup first (``progress`` follows its pages), then remove the orphans the scan found, re-checked
+    under the write lock."""
     plan = payload_gc.scan(store, grace_seconds)
     refs = plan.pop("removable_refs")
     if plan["status"] == "noop":
         return plan
-    saved = backup(store, directory, "pre-gc-payloads")
+    saved = backup(store, directory, "pre-gc-payloads", progress)
     done = payload_gc.remove(store, refs, grace_seconds)
     return {**plan, "status": "applied", "backup": asdict(saved), "removed": len(done["removed"]),
             "bytes_freed": done["bytes_freed"], "kept": done["kept"], "removed_refs": done["removed"][:100]}

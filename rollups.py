@@ -27,6 +27,7 @@ from typing import Any
 
 from .config import LcmConfig
 from .jobs import BackgroundJob, JobOwner, read_stats
+from .progress import Tick, quiet_tick
 from .records import Rollup
 from .redact import clip
 from .store import Store
@@ -172,12 +173,14 @@ class Rollups(JobOwner):
                 done.append(built)
         return done
 
-    def drain(self, max_passes: int = 1000) -> list[Built]:
-        """Passes until nothing is left to build (the CLI's ``build``; tests)."""
+    def drain(self, max_passes: int = 1000, progress: Tick = quiet_tick) -> list[Built]:
+        """Passes until nothing is left to build (the CLI's ``build``; tests); ``progress(built, None)``
+        after each pass (each period commits on its own, so stopping between passes loses nothing)."""
         out: list[Built] = []
         for _ in range(max_passes):
             step = self.step()
             out.extend(step)
+            progress(len(out), None)
             if not step:
                 break
         return out
@@ -370,7 +373,7 @@ def standalone_summarizer(config: LcmConfig) -> SummarizeFn:
     return run
 
 
-def command(rollups: Rollups, words: Sequence[str]) -> dict[str, Any]:
+def command(rollups: Rollups, words: Sequence[str], progress: Tick = quiet_tick) -> dict[str, Any]:
     """``/lcm rollups`` and ``lcm rollups``: ``[status]``, ``build`` (one drain, timed), or
     ``rebuild day|week|month|all [YYYY-MM-DD]`` (marks them stale; the job or ``build`` rebuilds)."""
     verb = words[0] if words else "status"
@@ -382,7 +385,7 @@ def command(rollups: Rollups, words: Sequence[str]) -> dict[str, Any]:
         raise ValueError("the database is read-only here: nothing can be built")
     if verb == "build" and len(words) == 1:
         started = time.perf_counter()
-        built = rollups.drain()
+        built = rollups.drain(progress=progress)
         ready = [b.seconds for b in built if b.status == "ready"]
         return {"built": [{"kind": b.kind, "start": b.start, "tz": b.tz, "status": b.status, "tokens": b.tokens,
                            "seconds": round(b.seconds, 3), **({"error": b.error} if b.error else {})} for b in built],

@@ -296,10 +296,12 @@ def _write_manifest(path: Path, data: dict[str, Any]) -> None:
 
 
 def command(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.PathLike[str],
-            do_apply: bool, enabled: bool, configured: str) -> dict[str, Any]:
+            do_apply: bool, enabled: bool, configured: str, on_row: RowHook | None = None) -> dict[str, Any]:
     """The ``lcm redact`` / ``/lcm redact`` verb: a dry run, or apply. ``enabled`` and
-    ``configured``: the live settings, which the result warns about when they differ."""
-    result = apply(store, patterns, preview_chars, backup_dir) if do_apply else scan(store, patterns, preview_chars)
+    ``configured``: the live settings, which the result warns about when they differ. ``on_row``:
+    apply's per-row hook (the CLI counts progress with it)."""
+    result = apply(store, patterns, preview_chars, backup_dir, on_row=on_row) if do_apply \
+        else scan(store, patterns, preview_chars)
     notes = []
     if not enabled:
         notes.append("LCM_SENSITIVE_PATTERNS_ENABLED is off: new messages are stored unredacted; turn it on "

@@ -50,16 +50,21 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --source-db or --source-jsonl / --source-jsonl-dir")
 
     load_package()
+    from hermes_lcm import progress
     from hermes_lcm.claw_import import ImportFailure, run_import
     from hermes_lcm.cli import CliError, failure, resolve_db
 
     try:
         target = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
         _check_writable(target, args.backup_dir, CliError)
-        report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,
-                            jsonl_dirs=args.source_jsonl_dir, import_id=args.import_id,
-                            include_summaries=args.include_summaries, apply=args.apply, agent=args.agent,
-                            backup_dir=args.backup_dir, redact_patterns=_redaction())
+        with progress.start("import lossless-claw", unit="msgs") as line:  # a live line on a terminal only
+            report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,
+                                jsonl_dirs=args.source_jsonl_dir, import_id=args.import_id,
+                                include_summaries=args.include_summaries, apply=args.apply, agent=args.agent,
+                                backup_dir=args.backup_dir, redact_patterns=_redaction(), progress=line.update)
+    except KeyboardInterrupt:  # the import is one transaction: nothing of it was written
+        return _fail("interrupted; the import is one transaction, so nothing was written: run the same "
+                     "command again", 130, args.json)
     except ImportFailure as exc:
         return _fail(f"import refused: {exc}", 3, args.json)
     except Exception as exc:  # noqa: BLE001 - every failure is one line and an exit code, never a traceback

@@ -1,0 +1,126 @@
+"""How ``lcm`` writes a result: JSON for programs, a rich table for people, ``auto`` choosing by where stdout goes.
+
+``--format auto`` (the default) is a table when stdout is a terminal and JSON when it is piped or
+redirected (as gh does), so scripts keep getting JSON without asking and people get a table.
+``--format json`` and ``--format table`` force one. Tables are drawn by rich.table, with colour only
+on a terminal (rich honours ``NO_COLOR``); off a terminal they are plain text with an ASCII rule and
+no width limit, so ``--format table | grep`` sees whole lines. rich is imported only when a table is
+drawn: JSON output (and ``lcm status`` piped) never pays for it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+FORMATS = ("auto", "json", "table")
+CELL_WIDTH = 60
+
+
+def resolve(fmt: str, out: TextIO) -> str:
+    """``auto`` made concrete for ``out``: table on a terminal, JSON anywhere else (StringIO included)."""
+    if fmt != "auto":
+        return fmt
+    try:
+        return "table" if out.isatty() else "json"
+    except (AttributeError, ValueError, OSError):
+        return "json"
+
+
+def emit(result: dict[str, Any], fmt: str, out: TextIO) -> None:
+    if resolve(fmt, out) == "json":
+        out.write(json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n")
+        return
+    console = _console(out)
+    items = result.get("items")
+    if isinstance(items, list):
+        console.print(table(items, console.is_terminal))
+        rest = {k: v for k, v in result.items() if k != "items"}
+        if rest:
+            console.print()
+            _keyvalues(console, rest)
+        return
+    _keyvalues(console, result)
+
+
+def _console(out: TextIO) -> Any:
+    from rich.console import Console  # lazily: only a table pays for rich
+
+    probe = Console(file=out)
+    # Off a terminal: no colour, no width limit (a pipe is not 80 columns wide).
+    return probe if probe.is_terminal else Console(file=out, width=1_000_000, color_system=None, highlight=False)
+
+
+def cell(value: Any, width: int = CELL_WIDTH) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def table(rows: list[dict[str, Any]], colour: bool = False) -> Any:
+    """A rich Table of ``rows`` (columns: every key, in first-seen order); "(no rows)" when empty."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    if not rows:
+        return Text("(no rows)")
+    rule = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)  # header, then a '-' rule
+    grid = Table(box=rule, show_edge=False, pad_edge=False, header_style="bold cyan" if colour else "",
+                 highlight=False)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
+    for i, name in enumerate(columns):  # a narrow terminal cuts long cells, never a column to nothing
+        fits = max(len(name), *(len(row[i]) for row in cells))
+        grid.add_column(name, no_wrap=True, overflow="ellipsis", min_width=min(fits, 12))
+    for row in cells:
+        grid.add_row(*(Text(v) for v in row))
+    return grid
+
+
+def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
+    """Nested dicts as ``key: value`` lines; a list of dicts as an indented table."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    pad = "  " * indent
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = Text(f"{pad}{k}:", style="bold" if console.is_terminal else "")
+            if isinstance(v, dict | list) and v:
+                console.print(key)
+                _keyvalues(console, v, indent + 1)
+            else:
+                console.print(key, Text(cell(v, 200)))
+        return
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            console.print(Padding(table(value, console.is_terminal), (0, 0, 0, 2 * indent)))
+            return
+        for v in value:
+            console.print(Text(f"{pad}- {cell(v, 200)}"))
+        return
+    console.print(Text(f"{pad}{cell(value, 200)}"))
+
+
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+RESUME = {
+    "import": "each conversation is written in one transaction and an in-place upgrade swaps only at the end: "
+              "run the same command again to resume (conversations already imported are skipped)",
+    "backfill-outputs": "rows are rewritten batch by batch and listed in the manifest: run the same command "
+                        "(same --manifest) again to resume",
+    "gc-payloads": "only orphan files were removed: run `lcm gc-payloads --apply` again to finish",
+    "embed": "run `lcm embed --apply` again to resume (rows already embedded are not sent again)",
+    "rollups": "each period is built in its own transaction: run `lcm rollups build` again to finish",
+    "assertions": "the sidecar keeps its cursor: run `lcm assertions rebuild` again (or let the engine's job "
+                  "continue from the cursor)",
+    "redact": "rows are rewritten batch by batch: run `lcm redact --apply` again to finish (rows already "
+              "redacted are found clean)",
+    "backup": "no backup file was left behind: run `lcm backup` again",
+}
+
+
+def resume_hint(words: list[str]) -> str:
+    """How to go on after Ctrl-C, for the verb in ``words`` (the raw arguments)."""
+    verb = next((w for w in words if w in RESUME), None)
+    return RESUME[verb] if verb else "nothing was written: run the command again"
