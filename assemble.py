@@ -283,16 +283,18 @@ _COUNTS: dict[int, tuple[dict[str, Any], int]] = {}
 _COUNTS_SIZE = 8192
 
 
+def message_cost(m: dict[str, Any]) -> int:
+    """``count_message``, remembered by message object (the host hands our own dicts back)."""
+    hit = _COUNTS.get(id(m))
+    if hit is None or hit[0] is not m:
+        if len(_COUNTS) >= _COUNTS_SIZE:
+            _COUNTS.clear()
+        hit = _COUNTS[id(m)] = (m, count_message(m))
+    return hit[1]
+
+
 def _cost(messages: Sequence[dict[str, Any]]) -> int:
-    total = 0
-    for m in messages:
-        hit = _COUNTS.get(id(m))
-        if hit is None or hit[0] is not m:
-            if len(_COUNTS) >= _COUNTS_SIZE:
-                _COUNTS.clear()
-            hit = _COUNTS[id(m)] = (m, count_message(m))
-        total += hit[1]
-    return total
+    return sum(message_cost(m) for m in messages)
 
 
 def _squeeze(last: list[Item], request: Item | None, total: int) -> list[dict[str, Any]]:

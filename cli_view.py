@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import progress
 from .store import Store
 from .viewer import ViewError, write_page
 
@@ -33,7 +34,8 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
 
     def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         try:
-            written = write_page(store, args.output, args.conversation)
+            with progress.start("lcm view: reading messages", unit="messages") as line:
+                written = write_page(store, args.output, args.conversation, tick=line.update)
         except ViewError as exc:
             raise fail(str(exc)) from exc
         if args.open:

@@ -25,6 +25,7 @@ from typing import Any
 from .engine import LcmEngine
 from .records import SummaryNode
 from .replay import FIXTURE, ReplayResult, TurnStats, flatten, load_fixture, make_engine, recover, replay
+from .viewer import write_page
 
 
 def _key(message: Mapping[str, Any]) -> str:
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     over = [(turn, tokens) for turn, tokens in result.compressed_prompts if tokens > engine.threshold_tokens]
     engine_ms = sorted(t.engine_ms for t in result.turns)
     compress_ms = sorted(t.compress_ms for t in result.turns if t.compress_ms)
+    page = write_page(engine.core.store, None, engine.core.binding.conversation_id) if engine.core else None
     ok = (all(r.exact for r in recoveries) and storage["duplicates"] == 0 and storage["missing"] == 0
           and storage["identical_sequence"] and not over and not engine.errors)
     return {
@@ -145,6 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    "engine_ms_max": round(engine_ms[-1], 3), "compress_calls": result.compactions,
                    "compress_ms_median": round(compress_ms[len(compress_ms) // 2], 3) if compress_ms else 0.0},
         "engine_errors": list(engine.errors),
+        "view": page["path"] if page else None,
     }
 
 
@@ -187,6 +190,9 @@ def render(report: Mapping[str, Any]) -> str:
             out.append(f"      hit {r['rank']}/{r['hits']} {r['via']} → {_window(r['line'], r['detail'])!r}"
                        f" {'byte-identical' if r['exact'] else 'DIFFERS'}")
     found = sum(r["exact"] for r in report["recoveries"])
+    if report.get("view"):
+        out += ["", f"See it: {report['view']} (open it in a browser; `lcm --db {report['database']} view` "
+                "writes it again)"]
     out += ["", f"Time {t['seconds']:.2f} s · engine overhead per turn median {t['engine_ms_median']:.2f} ms "
             f"(max {t['engine_ms_max']:.1f}) · compress median {t['compress_ms_median']:.1f} ms × "
             f"{t['compress_calls']}",

@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .assemble import message_cost
 from .scaffold import BlockSeal, is_own_block
-from .tokens import count_message
 
 KIND = "compaction"
 PARTS = ("system", "summaries", "tail", "tools")
@@ -35,8 +35,8 @@ def composition(messages: Sequence[Any], seal: BlockSeal | None, overhead_tokens
     out = dict.fromkeys(PARTS, 0)
     out["system"] = max(0, int(overhead_tokens))
     for message in messages:
-        if isinstance(message, Mapping):
-            out[part_of(message, seal)] += count_message(message)
+        if isinstance(message, dict):
+            out[part_of(message, seal)] += message_cost(message)
     return out
 
 

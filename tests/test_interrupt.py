@@ -355,3 +355,18 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
     assert json.loads(out)["exit_code"] == 130
     assert not dest.exists() or list(dest.iterdir()) == []
     sound(db)
+
+
+# -- view ----------------------------------------------------------------------------------------
+
+
+def test_view_interrupted_writes_no_page_and_no_temporary_file(clean_home: Path, ctrl_c: Any) -> None:
+    db = engine_db(clean_home)
+    out_dir = clean_home / "pages"
+    out_dir.mkdir()
+    ctrl_c(1)
+    code, _, err = lcm("--db", str(db), "view", "--output", str(out_dir / "v.html"))
+    interrupted(code, err, "nothing was written")
+    assert list(out_dir.iterdir()) == []
+    code, _, _ = lcm("--db", str(db), "view", "--output", str(out_dir / "v.html"))
+    assert code == 0 and [p.name for p in out_dir.iterdir()] == ["v.html"]

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..progress import Tick, quiet_tick
 from ..records import SummaryNode
 from ..store import Store
 
@@ -77,8 +78,10 @@ def _summaries(store: Store, conversation_id: int) -> Iterator[SummaryNode]:
         after = page[-1].id
 
 
-def message_chunks(store: Store, conversation_id: int) -> tuple[list[Chunk], dict[int, int], dict[str, Any]]:
-    """The messages as chunks, plus id -> seq (edges name message ids) and totals."""
+def message_chunks(store: Store, conversation_id: int, tick: Tick = quiet_tick
+                   ) -> tuple[list[Chunk], dict[int, int], dict[str, Any]]:
+    """The messages as chunks, plus id -> seq (edges name message ids) and totals; ``tick``: messages read."""
+    total = store.message_count(conversation_id)
     chunks: list[Chunk] = []
     seq_of: dict[int, int] = {}
     rows: list[list[Any]] = []
@@ -94,8 +97,10 @@ def message_chunks(store: Store, conversation_id: int) -> tuple[list[Chunk], dic
         if len(rows) >= MESSAGE_CHUNK:
             chunks.append(Chunk(rows[0][0], rows[-1][0], len(rows), _pack(rows)))
             rows = []
+            tick(len(seq_of), total)
     if rows:
         chunks.append(Chunk(rows[0][0], rows[-1][0], len(rows), _pack(rows)))
+    tick(len(seq_of), total)
     totals = {"messages": len(seq_of), "tokens": tokens, "first_at": first_at, "last_at": last_at, "roles": roles}
     return chunks, seq_of, totals
 
@@ -145,10 +150,10 @@ def derived_compactions(nodes: Sequence[Sequence[Any]], recorded: bool) -> list[
 
 
 def collect(store: Store, conversation_id: int, *, growth_of: Sequence[int] | None = None,
-            generated_at: float, database_path: str) -> PageData:
+            generated_at: float, database_path: str, tick: Tick = quiet_tick) -> PageData:
     """Everything the page needs for one conversation (``growth_of``: whose months to count; None: all)."""
     state = store.conversation(conversation_id)
-    message_chunks_, seq_of, totals = message_chunks(store, conversation_id)
+    message_chunks_, seq_of, totals = message_chunks(store, conversation_id, tick)
     nodes, children, summary_chunks = node_table(store, conversation_id, seq_of)
     compactions = store.events_of("compaction", conversation_id)
     facts = store.database_sizes()
