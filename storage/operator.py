@@ -41,17 +41,26 @@ class OperatorQueries(SqliteConnection):
                     for t in ("conversations", "sessions", "messages", "summaries", "edges", "context_items",
                               "events")}
 
-    def database_facts(self) -> dict[str, Any]:
+    def database_sizes(self) -> dict[str, Any]:
+        """Pages, free pages and bytes by table or index (None without ``dbstat``), with no integrity
+        check: ``lcm view`` reads this, and on a large file the check alone costs seconds."""
         with self.read() as db:
-            facts: dict[str, Any] = {p: db.execute(f"PRAGMA {p}").fetchone()[0]
-                                     for p in ("page_size", "page_count", "freelist_count", "journal_mode")}
-            facts["quick_check"] = [r[0] for r in db.execute("PRAGMA quick_check(20)").fetchall()]
+            facts: dict[str, Any] = {p: int(db.execute(f"PRAGMA {p}").fetchone()[0])
+                                     for p in ("page_size", "page_count", "freelist_count")}
             facts["schema_version"] = schema.schema_version(db)
             try:
-                sizes = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
-                facts["bytes_by_table"] = {str(n): int(b) for n, b in sizes}
+                rows = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+                facts["bytes_by_table"] = {str(n): int(b) for n, b in rows}
             except sqlite3.DatabaseError:
                 facts["bytes_by_table"] = None
+        return facts
+
+    def database_facts(self) -> dict[str, Any]:
+        """:meth:`database_sizes` plus the journal mode and a quick integrity check (status, doctor)."""
+        facts = self.database_sizes()
+        with self.read() as db:
+            facts["journal_mode"] = db.execute("PRAGMA journal_mode").fetchone()[0]
+            facts["quick_check"] = [r[0] for r in db.execute("PRAGMA quick_check(20)").fetchall()]
         return facts
 
     def conversations_page(self, after_id: int, limit: int) -> list[dict[str, Any]]:

@@ -7,12 +7,10 @@ of 100k messages is read in a few large pages rather than one query per node.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from ..redact import redact
-from . import schema
 from .connection import SqliteConnection
 
 
@@ -33,20 +31,6 @@ class ViewQueries(SqliteConnection):
                 "SELECT seq, id, role, created_at, tokens, coalesce(tool_name, ''), session_id, content, tool_calls "
                 "FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
                 (conversation_id, after_seq, limit)).fetchall()
-
-    def database_sizes(self) -> dict[str, Any]:
-        """Pages, free pages and bytes by table or index (None without ``dbstat``): no integrity check,
-        which on a large file costs more than the whole page."""
-        with self.read() as db:
-            facts: dict[str, Any] = {p: int(db.execute(f"PRAGMA {p}").fetchone()[0])
-                                     for p in ("page_size", "page_count", "freelist_count")}
-            facts["schema_version"] = schema.schema_version(db)
-            try:
-                rows = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
-                facts["bytes_by_table"] = {str(n): int(b) for n, b in rows}
-            except sqlite3.DatabaseError:
-                facts["bytes_by_table"] = None
-        return facts
 
     def context_summary_ids(self, conversation_id: int) -> list[int]:
         with self.read() as db:

@@ -48,6 +48,11 @@ def _show_tab(page: Any, name: str) -> None:
         tab.click()
 
 
+def _click_node(page: Any, label: str) -> None:
+    page.locator(f'#dag .node[data-node="{label}"]').click()
+    page.wait_for_selector("#sources .source", state="attached")
+
+
 def _node_with_most_sources(store: Any, conversation_id: int) -> Any:
     leaves = [s for s in store.summaries(conversation_id, limit=100000) if s.depth == 0]
     return max(leaves, key=lambda s: (store.edge_count(s.id), -s.id))
@@ -81,8 +86,7 @@ def test_click_shows_the_summary_and_its_sources_as_stored(browser: Any, demo: d
     node = _node_with_most_sources(store, cid)
     page, watch = open_page(browser, demo["page"])
     try:
-        page.locator(f'#dag .node[data-node="{node.node_id}"]').click()
-        page.wait_for_selector("#sources .source", state="attached")
+        _click_node(page, node.node_id)
         assert page.eval_on_selector("#detail-text", SOURCE_TEXT).strip() == node.content.strip()
         shown = _check_sources(page, store, cid)
         first = [m.id for m in store.summary_sources(node.id, 0, len(shown))]
@@ -104,8 +108,7 @@ def test_sources_page_forward_and_back(browser: Any, demo: dict[str, Any]) -> No
     node = _node_with_most_sources(store, cid)
     page, watch = open_page(browser, demo["page"])
     try:
-        page.locator(f'#dag .node[data-node="{node.node_id}"]').click()
-        page.wait_for_selector("#sources .source", state="attached")
+        _click_node(page, node.node_id)
         first = _check_sources(page, store, cid)
         assert store.edge_count(node.id) > len(first), "the demo's largest leaf fills more than one page"
         page.locator("#sources-next").click()
