@@ -352,7 +352,8 @@ class Selection:
         # else it ends at the stored message it was aligned on.
         self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
         self.seen_after = self._prefix_seen(records) if self.cut is not None else self._whole_seen()
-        self.normalizer.forget()
+        # A cut selection is followed by the next chunk of the same list: keep what was prepared (issue 17, import).
+        self.normalizer.forget(keep=self.cut is not None)
         return records
 
     def _records(self, incoming: _FromEnd, start: int) -> list[MessageIn]:

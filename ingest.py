@@ -45,8 +45,11 @@ from .store import Store
 from .times import message_time
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 
-# Messages whose prepared form is remembered between fingerprinting and storing.
-MEMO_SIZE = 4096
+# Messages whose prepared form is remembered between fingerprinting and storing. Cleared after
+# every selection (:meth:`Normalizer.forget`); it must hold a whole bulk batch (an importer's or a
+# host's 10,000-message list), else alignment's backward walk evicts the oldest before the records
+# are built forwards and every message is prepared and fingerprinted twice.
+MEMO_SIZE = 1 << 16
 # A message with a text content at least this long keeps its prepared form and fingerprint across
 # host calls while its content is the very same (immutable) string object: the host re-sends it on
 # every hook, tool call and compress, and each fresh preparation of 50 MB costs seconds.
@@ -294,8 +297,12 @@ class Normalizer:
             changed = self._changed.get(id(message)) is message
             self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared, changed=changed)
 
-    def forget(self) -> None:
-        """Drop the memo (it holds references to host messages)."""
+    def forget(self, keep: bool = False) -> None:
+        """Drop the memo (it holds references to host messages); ``keep``: not yet, as the next
+        chunk of the same list follows (a bulk batch stored in several transactions), and
+        alignment prepared all of it once already."""
+        if keep:
+            return
         self._memo.clear()
         self._prints.clear()
         self._changed.clear()
@@ -354,6 +361,7 @@ class Normalizer:
             raise MalformedMessage("a message must be a mapping with a string 'role'")
         content, parts, tool_calls = self._prepared(message)[0]
         name = message.get("name") or message.get("tool_name")
+        view = self.view(message)  # once: it re-checks the message for our own block
         return MessageIn(
             role=safe_text(message["role"]),
             content=content,
@@ -364,7 +372,7 @@ class Normalizer:
             host_ts=message_time(message),
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
-            synthetic=classify(self.view(message)),
-            extra=extra_fields(self.view(message), self.redactor.redact_value if self.redactor is not None else None),
+            synthetic=classify(view),
+            extra=extra_fields(view, self.redactor.redact_value if self.redactor is not None else None),
         )
 
