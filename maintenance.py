@@ -37,7 +37,6 @@ from .display import iso
 from .patterns import SessionPatterns
 from .progress import Tick
 from .redact import redact_value
-from .semantic import Semantic
 from .sensitive import Policy
 from .store import Store, open_readonly, verify_backup
 
@@ -270,6 +269,8 @@ def _embeddings_check(config: Any, store: Store, semantic: Any) -> Check:
     if not getattr(config, "embeddings_enabled", False):
         return Check("embeddings", "ok", "off (LCM_EMBEDDINGS_ENABLED)", data={"enabled": False})
     if semantic is None:  # the CLI: a view of its own over its read-only store
+        from .semantic import Semantic  # issue 17 (cold): lazy, numpy+httpx; `lcm status` imports this module
+
         semantic = Semantic(config, store, os.environ)
     status, detail, data = semantic.doctor()
     action = "fix the LCM_EMBEDDING_* settings or the provider; search runs on full text meanwhile" \
