@@ -39,7 +39,7 @@ from . import progress as pg
 from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
-from .display import cut, iso
+from .display import cut, file_sizes, iso
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 
@@ -201,8 +201,6 @@ def snippet(text: str, terms: Sequence[Any], width: int = 200) -> str:
 
 
 def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-    from .maintenance import file_sizes  # lazy (doctor, backup, retention use the rest of it)
-
     dag = Dag(store)
     facts = store.database_facts()
     counts = store.table_counts()

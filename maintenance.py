@@ -33,7 +33,7 @@ from .assemble import tail_start
 from .blocks import Item, group
 from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
-from .display import iso
+from .display import file_sizes, iso  # issue 17 (cold): file_sizes moved to display.py
 from .patterns import SessionPatterns
 from .progress import Tick
 from .redact import redact_value
@@ -134,14 +134,6 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def file_sizes(db_path: str) -> dict[str, int | None]:
-    sizes: dict[str, int | None] = {}
-    for suffix in ("", "-wal", "-shm"):
-        path = Path(db_path + suffix)
-        sizes["db" + suffix.replace("-", "_")] = path.stat().st_size if path.exists() else None
-    return sizes
 
 
 def payload_stats(db_path: str) -> dict[str, Any]:

@@ -27,7 +27,8 @@ TEXTS = [
     "hello world",
     "The quick brown fox jumps over the lazy dog. It's 2026; we'll see.",
     "def f(x):\n    return {'a': [1, 2, 3], \"b\": x ** 2}  # comment\n",
-    '{"tool_calls": [{"id": "call_1", "function": {"name": "lcm_grep", "arguments": "{\\"q\\": \\"AUTH_BATCH_LIMIT\\"}"}}]}',
+    '{"tool_calls": [{"id": "call_1", "function": {"name": "lcm_grep", '
+    '"arguments": "{\\"q\\": \\"AUTH_BATCH_LIMIT\\"}"}}]}',
     "日本語のテキストと中文文本，还有 emoji 🎉🚀 and Ünïcödé façade.",
     "src/auth/token_validate.py:123: AssertionError: expected 0x7fff got 0xFFFF\n" * 3,
     "aGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQgZW5jb2RlZCB0ZXh0IGZvciB0ZXN0aW5n" * 4,
@@ -88,7 +89,7 @@ def test_the_cache_is_written_privately_and_read_back_identical(tmp_path: Path) 
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "garbage", "empty", "wrong_shape", "other_source"])
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path: Path, damage: str) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path)}
-    blob, path = _blob_and_name(tmp_path)
+    _, path = _blob_and_name(tmp_path)
     parsed = tokens._load_ranks(env)
     good = path.read_bytes()
     head = len(tokens._CACHE_MAGIC)
@@ -125,7 +126,7 @@ def test_an_unusable_cache_dir_still_counts_exactly(tmp_path: Path) -> None:
 
 def test_a_symlinked_cache_file_is_not_read(tmp_path: Path) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path)}
-    blob, path = _blob_and_name(tmp_path)
+    _, path = _blob_and_name(tmp_path)
     parsed = tokens._load_ranks(env)
     decoy = tmp_path / "decoy.ranks"
     payload = marshal.dumps({b"x": 1})
