@@ -86,11 +86,7 @@ class Opening:
         return self.error is None or (str(path), setting) != self._key or self.clock() >= self._retry_at
 
     def begin(self, path: Path, setting: str) -> None:
-        """Count an attempt; refuse a path that cannot be a database before anything touches it.
-
-        The token ranks start loading here, on a background thread, while the database opens: the
-        first turn then finds the exact counter ready instead of paying ~0.5 s for it (tokens.py)."""
-        tokens.preload()
+        """Count an attempt; refuse a path that cannot be a database before anything touches it."""
         if (str(path), setting) != self._key:
             self._backoff = BACKOFF_FIRST_SECONDS
         self._key, self._path = (str(path), setting), path
@@ -123,4 +119,8 @@ class Opening:
         return self.error
 
     def opened(self) -> None:
+        """The database is open. The exact token counter starts building now, on a background thread
+        (tokens.preload), while the host finishes starting and the user types: the first turn then
+        finds it ready. Not earlier: its build holds the GIL, and opening the database would wait."""
         self.error, self.refused, self._backoff = None, False, BACKOFF_FIRST_SECONDS
+        tokens.preload()
