@@ -101,12 +101,12 @@ def importtime_top(env: dict[str, str], db: Path, n: int = 10) -> list[list[Any]
     cumulative time (what importing them and everything they pulled in cost)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes_lcm.cli", "--db", str(db),
                            "--format", "json", "status"], env=env, capture_output=True, text=True, check=False)
-    rows = []
+    rows: list[tuple[str, float, float]] = []
     for line in proc.stderr.splitlines():
         parts = line.removeprefix("import time:").split("|")
         if len(parts) == 3 and parts[0].strip().isdigit():
-            rows.append([parts[2].strip(), round(int(parts[0]) / 1000, 1), round(int(parts[1]) / 1000, 1)])
-    return sorted(rows, key=lambda r: -r[1])[:n]
+            rows.append((parts[2].strip(), round(int(parts[0]) / 1000, 1), round(int(parts[1]) / 1000, 1)))
+    return [list(r) for r in sorted(rows, key=lambda r: -r[1])[:n]]
 
 
 def ranks_load(env: dict[str, str]) -> dict[str, float]:
@@ -170,7 +170,7 @@ def main() -> None:
                 entry["first"].append(out["first"]["turn_ms"])
                 entry["warm"].append(out["warm"]["turn_ms"])
                 ready[key] = ready.get(key, 0) + int(out["first"]["ready_at_turn"])
-    turn_stats = {key: {"start_ms": stats(v["start"]), "first_turn_ms": stats(v["first"]),
+    turn_stats: dict[str, dict[str, Any]] = {key: {"start_ms": stats(v["start"]), "first_turn_ms": stats(v["first"]),
                         "warm_turn_ms": stats(v["warm"]), "counter_ready_at_turn": f"{ready[key]}/{args.turn_runs}"}
                   for key, v in turns.items()}
 
@@ -179,19 +179,32 @@ def main() -> None:
     load = ranks_load(candidates["after"])
     now = turn_stats["after, first turn right at start"]
     paused = turn_stats["after, first turn after a 1 s pause"]
+    before = {k.removeprefix("before, "): v for k, v in turn_stats.items() if k.startswith("before, ")}
+
+    def first(entry: dict[str, Any]) -> float:  # engine start plus the first turn: what the user waits for
+        return float(entry["start_ms"]["median_ms"] + entry["first_turn_ms"]["median_ms"])
+
+    was = (f"; was {cli['lcm status (before)']['median_ms']:.0f} ms (min {cli['lcm status (before)']['min_ms']:.0f})"
+           if "lcm status (before)" in cli else "")
     rows = [
         {"target": "`lcm status` wall time, fresh process (demo database)",
-         "ours": f"{status_ms:.0f} ms median ({status_ms / python_ms:.1f}x `python -c pass`, "
-                 f"{status_ms / sqlite_ms:.1f}x a bare sqlite3 count)"
-                 + (f"; was {cli['lcm status (before)']['median_ms']:.0f} ms" if "lcm status (before)" in cli else ""),
-         "reference": f"target < 150 ms; python -c pass {python_ms:.0f} ms, sqlite3 count {sqlite_ms:.0f} ms",
-         "verdict": "met" if status_ms < 150 else f"missed by {status_ms - 150:.0f} ms"},
-        {"target": "engine first turn (on_session_start -> end of first ingest + compress)",
-         "ours": f"right at start {now['first_turn_ms']['median_ms']:.0f} ms, after a 1 s pause "
-                 f"{paused['first_turn_ms']['median_ms']:.0f} ms; warm {now['warm_turn_ms']['median_ms']:.0f} ms",
+         "ours": f"{status_ms:.0f} ms median, min {cli['lcm status (after)']['min_ms']:.0f} ms "
+                 f"({status_ms / python_ms:.1f}x `python -c pass`, {status_ms / sqlite_ms:.1f}x a bare sqlite3 count)"
+                 + was,
+         "reference": f"target < 150 ms; python -c pass {python_ms:.0f} ms "
+                      f"(min {cli['python -c pass']['min_ms']:.0f}), "
+                      f"sqlite3 count {sqlite_ms:.0f} ms (min {cli['sqlite3 count']['min_ms']:.0f})",
+         "verdict": "met" if status_ms < 150 else f"median missed by {status_ms - 150:.0f} ms at load "
+                                                  f"{os.getloadavg()[0]:.1f}; see the minimum"},
+        {"target": "engine start + first turn (on_session_start, then the first ingest + compress)",
+         "ours": f"right at start {first(now):.0f} ms, after a 1 s pause {now['start_ms']['median_ms']:.0f} + "
+                 f"{paused['first_turn_ms']['median_ms']:.0f} ms; warm turn {now['warm_turn_ms']['median_ms']:.0f} ms"
+                 + (f"; was {first(before['first turn right at start']):.0f} ms and "
+                    f"{first(before['first turn after a 1 s pause']):.0f} ms" if before else ""),
          "reference": f"ranks: gz parse {load['parse_gz_ms']:.0f} ms, cache read {load['cache_read_ms']:.0f} ms, "
                       f"tiktoken build {load['tiktoken_build_ms']:.0f} ms",
-         "verdict": "met after a pause; right at start the first turn waits for the rest of the load"},
+         "verdict": "met after a pause (the turn costs a warm turn); a turn at the very instant of start waits "
+                    "for the cache read and tiktoken's build"},
     ]
     details = {"runs": args.runs, "turn_runs": args.turn_runs, "cli": cli, "turns": turn_stats,
                "ranks_load": load, "importtime_top10": importtime_top(candidates["after"], db),
