@@ -29,23 +29,23 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private, sensitive
+# Only what every verb needs is imported here: `lcm status` must answer in well under 150 ms, so the verb
+# modules import their work (embeddings, assertions, maintenance, search...) inside their handlers.
+from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private
 from . import cli_view as view_verb
-from . import maintenance as mt
 from . import progress as pg
 from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
-from .display import cut, iso
-from .lcmx_import import ImportFailure, command_for, is_lcmx
-from .lcmx_import import run_import as run_lcmx_import
-from .query import Query, build_query
+from .display import cut, file_sizes, iso
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
-from .search import Hit, Scope, Searcher, SearchRequest
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
-from .visible import visible_now
+
+if TYPE_CHECKING:
+    from .query import Query
+    from .search import Hit
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
 ID_MAX = (1 << 63) - 1  # SQLite's INTEGER range: an id or cursor beyond it names nothing we could store
@@ -142,6 +142,8 @@ def open_db(path: Path) -> Store:
 
 
 def foreign_hint(path: Path) -> str:
+    from .lcmx_import import command_for, is_lcmx  # lazy: the error path only
+
     if is_lcmx(path):
         return (f"{path} is an LCM-X database: upgrade it in place with `{command_for(path)}` (dry run without "
                 "--apply; the original is kept as <db>.lcm-x-backup), or let the engine do it at start "
@@ -205,7 +207,7 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     depth = store.depth_counts(None)
     newest = store.recent_events(5)
     return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
-            **mt.file_sizes(store.path), "schema_version": facts["schema_version"],
+            **file_sizes(store.path), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
             "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
             "temporal_rollups": store.rollup_stats(), "assertions": cli_assertions.status(store, _config(args)),
@@ -303,6 +305,8 @@ def expand_node(store: Store, dag: Dag, node: SummaryNode, args: argparse.Namesp
 
 def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     """The lcm_grep tool's search (same arms, same ranking), over every conversation or one."""
+    from .query import build_query  # lazy, like every verb's work
+
     query = build_query(args.query)
     if query.empty:
         raise CliError("query has no searchable terms", EXIT_USAGE)
@@ -331,6 +335,9 @@ GREP_NOTE = ("; with --conversation, what its prompt shows now is marked in_cont
 def _ranked_hits(store: Store, query: Query, args: argparse.Namespace, kinds: Sequence[str], limit: int) -> list[Hit]:
     """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES), by lcm_grep's
     rules: with one conversation, the rows its prompt shows are listed last."""
+    from .search import Scope, Searcher, SearchRequest
+    from .visible import visible_now
+
     conversation, visible = args.conversation, None
     if conversation is not None:
         try:
@@ -375,6 +382,8 @@ def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    from . import maintenance as mt
+
     report_store = store
     if args.deep:
         report_store = open_store(store.path)
@@ -386,6 +395,8 @@ def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    from . import maintenance as mt
+
     directory = Path(args.dest) if args.dest else mt.backup_dir(store.path, _config(args).backup_dir)
     blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
@@ -397,6 +408,8 @@ def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_retention(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    from . import maintenance as mt
+
     return mt.retention_report(store, top=args.top)
 
 
@@ -593,6 +606,10 @@ def parser() -> argparse.ArgumentParser:
 
 def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
     """``lcm import lcm-x``: runs without opening --db (the source is usually not ours yet)."""
+    from . import sensitive
+    from .lcmx_import import ImportFailure
+    from .lcmx_import import run_import as run_lcmx_import
+
     if args.json:
         args.format = "json"
     try:

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from . import progress as pg
-from .evidence.assertions import Assertions
-from .sensitive import Policy, Redactor
 from .store import Store, open_store
 
 Add = Callable[..., argparse.ArgumentParser]
@@ -35,6 +33,8 @@ def status(store: Store, config: Any) -> dict[str, Any]:
 
 
 def rebuild(store: Store, config: Any, fail: Fail) -> dict[str, Any]:
+    from .evidence.assertions import Assertions  # lazy: its rules compile ~70 ms of regexes
+    from .sensitive import Policy, Redactor
     if not config.assertions_enabled:
         raise fail("assertions are off: set LCM_ASSERTIONS_ENABLED=true first", EXIT_NOT_ENABLED)
     if not os.access(store.path, os.W_OK):

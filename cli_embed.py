@@ -17,13 +17,14 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import progress as pg
-from .embed import ProviderError, provider_for
-from .embedder import Embedder, Progress
 from .redact import clip
 from .store import Store, StoreError, StoreFault, open_store
+
+if TYPE_CHECKING:  # embed/ and embedder import numpy and httpx: `lcm status` must not pay them
+    from .embedder import Embedder, Progress
 
 Add = Callable[..., argparse.ArgumentParser]
 Fail = Callable[..., Exception]  # cli.CliError(message, code)
@@ -48,6 +49,8 @@ def _stderr(line: str) -> None:
 def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: bool = False,
         warmup: bool = False, limit: int | None = None, write: Callable[[str], None] = _stderr) -> dict[str, Any]:
     """The verb's work; ``store`` is the CLI's read-only view (a writable one is opened to write)."""
+    from .embed import ProviderError, provider_for  # lazy: numpy, httpx
+    from .embedder import Embedder
     if not settings.embeddings_enabled:
         raise fail("embeddings are not enabled: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER "
                    "(openai, voyage, ollama or local)", EXIT_NOT_ENABLED)
@@ -78,6 +81,8 @@ def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: 
 
 def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int | None,
               write: Callable[[str], None]) -> dict[str, Any]:
+    from .embed import ProviderError  # lazy: numpy, httpx
+    from .embedder import Progress
     stop = {"asked": False}
     line = pg.start("embed", notes=True)
     say = line.note if isinstance(line, pg.LIVE) else write  # above the live line, not through it
@@ -124,6 +129,8 @@ def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> di
     """``lcm status``'s embeddings block: the model, where text goes, the backlog; no provider call."""
     if not settings.embeddings_enabled:
         return {"enabled": False, "note": "off (LCM_EMBEDDINGS_ENABLED)"}
+    from .embed import provider_for  # lazy, only when on: numpy and httpx
+    from .embedder import Embedder
     try:
         provider = provider_for(settings, dict(os.environ) if env is None else env)
         assert provider is not None

@@ -13,10 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import backfill
-from . import maintenance as mt
 from . import progress as pg
-from .sensitive import redactor_for
 from .store import Store, open_store
 
 Add = Callable[[str, Callable[[Store, argparse.Namespace], "dict[str, Any] | None"], str], argparse.ArgumentParser]
@@ -33,6 +30,8 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
     """Register both verbs on the ``lcm`` parser (cli.parser calls this)."""
 
     def gc(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from . import maintenance as mt  # lazy: registering a verb must not import its work (`lcm status` speed)
+
         grace = float(args.grace_seconds)
         if not args.apply:
             return mt.gc_payloads_scan(store, grace)
@@ -45,6 +44,10 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
             raise fail(str(exc)) from exc
 
     def fill(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from . import backfill
+        from . import maintenance as mt
+        from .sensitive import redactor_for
+
         config = config_of(args)
         threshold = config.large_output_externalization_threshold_chars if args.threshold_chars is None \
             else args.threshold_chars

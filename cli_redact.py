@@ -8,9 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from . import maintenance as mt
 from . import progress as pg
-from . import scrub
 from .store import Store, open_store
 
 Add = Callable[..., argparse.ArgumentParser]
@@ -20,6 +18,9 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
     """Add the ``redact`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
 
     def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from . import maintenance as mt  # lazy: registering a verb must not import its work (`lcm status` speed)
+        from . import scrub
+
         settings = config(args)
         patterns = args.patterns if args.patterns is not None else settings.sensitive_patterns
         target = open_store(store.path) if args.apply else store  # the CLI's own view is read-only

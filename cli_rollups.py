@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from . import progress as pg
-from .rollups import Rollups, command, standalone_summarizer
 from .store import Store, open_store
 
 Add = Callable[..., argparse.ArgumentParser]
@@ -24,6 +23,7 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
     """Add the ``rollups`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
 
     def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from .rollups import Rollups, command, standalone_summarizer  # lazy: the summarizer's httpx
         if args.json:
             args.format = "json"
         settings = config(args)

@@ -8,14 +8,12 @@ Read-only on the database like the rest of ``lcm``; the one file it writes is th
 from __future__ import annotations
 
 import argparse
-import webbrowser
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import progress
 from .store import Store
-from .viewer import ViewError, write_page
 
 Add = Callable[..., argparse.ArgumentParser]
 Fail = Callable[..., Exception]  # cli.CliError(message, code)
@@ -23,6 +21,8 @@ Fail = Callable[..., Exception]  # cli.CliError(message, code)
 
 def open_in_browser(path: str) -> bool:
     """Ask the system's browser to show the file; False where there is none (a server, CI)."""
+    import webbrowser  # lazy, like the viewer: `lcm status` must not pay for `lcm view`
+
     try:
         return bool(webbrowser.open(Path(path).as_uri()))
     except Exception:  # noqa: BLE001 - no browser is an answer, not a failure
@@ -33,6 +33,8 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
     """Add the ``view`` verb through cli.parser's ``add``."""
 
     def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from .viewer import ViewError, write_page
+
         try:
             with progress.start("lcm view: reading messages", unit="messages") as line:
                 written = write_page(store, args.output, args.conversation, tick=line.update)

@@ -4,6 +4,7 @@ seconds, and text cut to a size with a flag saying it was cut."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 ELLIPSIS = "…"
 
@@ -22,3 +23,13 @@ def cut(text: str, limit: int, mark: str = "") -> tuple[str, bool]:
     if limit <= 0 or len(text) <= limit:
         return text, False
     return text[:limit] + mark, True
+
+
+def file_sizes(db_path: str) -> dict[str, int | None]:
+    """Bytes of the database and its -wal and -shm files (None: absent). Here, not in maintenance.py,
+    so `lcm status` shows them without importing the maintenance verbs."""
+    sizes: dict[str, int | None] = {}
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(db_path + suffix)
+        sizes["db" + suffix.replace("-", "_")] = path.stat().st_size if path.exists() else None
+    return sizes

@@ -33,11 +33,10 @@ from .assemble import tail_start
 from .blocks import Item, group
 from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
-from .display import iso
+from .display import file_sizes, iso  # issue 17 (cold): file_sizes moved to display.py
 from .patterns import SessionPatterns
 from .progress import Tick
 from .redact import redact_value
-from .semantic import Semantic
 from .sensitive import Policy
 from .store import Store, open_readonly, verify_backup
 
@@ -135,14 +134,6 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def file_sizes(db_path: str) -> dict[str, int | None]:
-    sizes: dict[str, int | None] = {}
-    for suffix in ("", "-wal", "-shm"):
-        path = Path(db_path + suffix)
-        sizes["db" + suffix.replace("-", "_")] = path.stat().st_size if path.exists() else None
-    return sizes
 
 
 def payload_stats(db_path: str) -> dict[str, Any]:
@@ -270,6 +261,8 @@ def _embeddings_check(config: Any, store: Store, semantic: Any) -> Check:
     if not getattr(config, "embeddings_enabled", False):
         return Check("embeddings", "ok", "off (LCM_EMBEDDINGS_ENABLED)", data={"enabled": False})
     if semantic is None:  # the CLI: a view of its own over its read-only store
+        from .semantic import Semantic  # issue 17 (cold): lazy, numpy+httpx; `lcm status` imports this module
+
         semantic = Semantic(config, store, os.environ)
     status, detail, data = semantic.doctor()
     action = "fix the LCM_EMBEDDING_* settings or the provider; search runs on full text meanwhile" \

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import tokens
+
 BACKOFF_FIRST_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 3600.0
 MEMORY = ":memory:"
@@ -117,4 +119,8 @@ class Opening:
         return self.error
 
     def opened(self) -> None:
+        """The database is open. The exact token counter starts building now, on a background thread
+        (tokens.preload), while the host finishes starting and the user types: the first turn then
+        finds it ready. Not earlier: its build holds the GIL, and opening the database would wait."""
         self.error, self.refused, self._backoff = None, False, BACKOFF_FIRST_SECONDS
+        tokens.preload()

