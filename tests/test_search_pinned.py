@@ -17,17 +17,21 @@ from hermes_lcm.engine import LcmEngine
 
 from .tooltest import compacted, hit_key, ok
 
-PLANTED = {7: "zqvortexrare", 19: "zqvortexrare", 33: "AUTH_INVOICE_LIMIT", 51: "AUTH_INVOICE_LIMIT",
-           52: "AUTH_INVOICE_LIMIT"}
+PLANTED = {70: "zqvortexrare", 190: "zqvortexrare", 33: "AUTH_INVOICE_LIMIT", 151: "AUTH_INVOICE_LIMIT",
+           252: "AUTH_INVOICE_LIMIT"}
+VOCAB = [f"{a}{b}" for a in ("kal", "mor", "tesh", "vun", "pra", "dol") for b in ("ix", "ema", "oru", "an", "ept")]
+VOCAB += "auth invoice limit deploy retry ledger".split()
 
 
 def _build(engine: LcmEngine) -> None:
-    compacted(engine, turns=40, seed=5)
+    """Compacted turns (summaries, call ids), then 300 messages of a skewed 36-word vocabulary, so
+    bm25 tells rows apart and ties are rare."""
+    compacted(engine, turns=30, seed=5)
     rng = random.Random(17)
-    words = "alpha beta gamma auth invoice limit deploy config retry timeout ledger".split()
+    weights = [1.0 / (i + 1) for i in range(len(VOCAB))]
     tail: list[dict[str, Any]] = []
-    for i in range(60):
-        text = " ".join(rng.choice(words) for _ in range(12))
+    for i in range(300):
+        text = " ".join(rng.choices(VOCAB, weights, k=rng.randint(4, 30)))
         if i in PLANTED:
             text += f" set {PLANTED[i]} now"
         tail.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"[{i}] {text}"})
@@ -35,25 +39,37 @@ def _build(engine: LcmEngine) -> None:
 
 
 QUERIES = ("zqvortexrare", "AUTH_INVOICE_LIMIT", "ledger", "call_12_0_0",
-           "why did the deploy retry time out on the ledger?", "auth_invoice_limit ledger")
+           "why did the vunoru deploy fail on praan again?", "auth_invoice_limit ledger")
 
 
 def ranked(engine: LcmEngine, query: str) -> list[tuple[str, Any]]:
     return [hit_key(h) for h in ok(engine, "lcm_grep", query=query, limit=15)["hits"]]
 
 
-PINNED: dict[str, list[tuple[str, Any]]] = {
-    "zqvortexrare": [("m", 187), ("m", 175)],
-    "AUTH_INVOICE_LIMIT": [("m", 220), ("m", 219), ("m", 201)],
-    "ledger": [("m", 6), ("m", 107), ("m", 75), ("m", 2), ("m", 127), ("m", 122), ("m", 58), ("m", 42), ("m", 5),
-               ("m", 101), ("m", 109), ("m", 50), ("m", 49), ("m", 45), ("m", 22)],
-    "call_12_0_0": [("m", 47), ("m", 48), ("s", "S2")],
-    "why did the deploy retry time out on the ledger?": [
-        ("m", 20), ("m", 3), ("m", 122), ("m", 54), ("m", 19), ("m", 49), ("m", 6), ("m", 127), ("m", 65),
-        ("m", 75), ("m", 52), ("m", 107), ("m", 105), ("m", 121), ("m", 40)],
-    "auth_invoice_limit ledger": [
-        ("m", 6), ("m", 107), ("m", 75), ("m", 2), ("m", 127), ("m", 122), ("m", 58), ("m", 42), ("m", 5),
-        ("m", 101), ("m", 109), ("m", 50), ("m", 49), ("m", 45), ("m", 22)],
+def groups(engine: LcmEngine, query: str, pinned: list[tuple[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """The answer and the pinned list as runs of equal (shown) score: rows whose scores tie may
+    trade places (their order then rests on the ingest clock), every other order is pinned."""
+    hits = ok(engine, "lcm_grep", query=query, limit=15)["hits"]
+    score = {hit_key(h): h["score"] for h in hits}
+    got: list[Any] = []
+    want: list[Any] = []
+    for keys, out in (([hit_key(h) for h in hits], got), (pinned, want)):
+        for key in keys:
+            s = score.get(key)
+            if out and out[-1][0] == s:
+                out[-1][1].add(key)
+            else:
+                out.append((s, {key}))
+    return got, want
+
+
+PINNED: dict[str, list[tuple[str, Any]]] = {  # recorded before the work
+    'zqvortexrare': [('m', 189), ('m', 309)],
+    'AUTH_INVOICE_LIMIT': [('m', 371), ('m', 152), ('m', 270)],
+    'ledger': [('m', 6), ('m', 75), ('m', 2), ('m', 58), ('m', 42), ('m', 5), ('m', 50), ('m', 49), ('m', 45), ('m', 22), ('m', 11), ('m', 71), ('m', 19), ('m', 16), ('m', 10)],
+    'call_12_0_0': [('m', 47), ('m', 48), ('s', 'S2')],
+    'why did the vunoru deploy fail on praan again?': [('m', 55), ('m', 54), ('m', 3), ('m', 44), ('m', 14), ('m', 65), ('m', 5), ('m', 4), ('m', 2), ('m', 1), ('m', 57), ('m', 56), ('m', 53), ('m', 46), ('m', 45)],
+    'auth_invoice_limit ledger': [('m', 6), ('m', 75), ('m', 2), ('m', 58), ('m', 42), ('m', 5), ('m', 50), ('m', 49), ('m', 45), ('m', 22), ('m', 11), ('m', 71), ('m', 19), ('m', 16), ('m', 10)],
 }
 
 
@@ -61,4 +77,5 @@ PINNED: dict[str, list[tuple[str, Any]]] = {
 def test_ranked_hits_are_pinned(make_engine, query):
     engine = make_engine()
     _build(engine)
-    assert ranked(engine, query) == PINNED[query]
+    got, want = groups(engine, query, PINNED[query])
+    assert got == want
