@@ -69,14 +69,14 @@ def queries(history: History) -> dict[str, list[str]]:
 
 def build(size: int, history: History, compact: bool, home: str | None = None) -> tuple[Any, float]:
     """The engine over ``size`` messages; with ``home`` (``--home``) a database built there by an
-    earlier run is reused (build time then 0), so a profiling loop does not rebuild it."""
+    earlier run is reused (with its recorded build time), so a profiling loop does not rebuild it."""
     where = Path(home) / str(size) if home else temp_dir(f"search-{size}")
     reuse = home is not None and (where / "built").exists()
     where.mkdir(parents=True, exist_ok=True)
     engine = make_engine(where, session=f"search-{size}")
     core = core_of(engine)
     if reuse:
-        return engine, 0.0
+        return engine, float((where / "built").read_text())
     budget = core.budget(engine.threshold_tokens, 3000)
     seconds = bulk_ingest(core, history, 0, size, batch=1000, compact_every=1000 if compact else 0, budget=budget)
     if home:

@@ -9,6 +9,7 @@ and a prose question (which gets conversational context), summaries included.
 from __future__ import annotations
 
 import random
+import sqlite3
 from typing import Any
 
 import pytest
@@ -88,3 +89,23 @@ def test_ranked_hits_are_pinned(make_engine, query):
     _build(engine)
     got, want = groups(engine, query, PINNED[query])
     assert got == want
+
+
+def test_term_counts_are_exact_up_to_the_cap(make_engine):
+    """The count is probed at the cap first and counted exactly below it: every cap around the
+    true count, a range that cuts the matches, and a term with no match give min(count, cap)."""
+    engine = make_engine()
+    _build(engine)
+    store = engine.core.store
+    db = sqlite3.connect(store.path)
+    try:
+        low, high = store.message_id_bounds()
+        for word in ("ledger", "kalix", "zqvortexrare", "nosuchwordzz"):
+            match = f'"{word}"'
+            for bounds in ((low, high), (low, (low + high) // 2)):
+                true = db.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ? AND rowid "
+                                  "BETWEEN ? AND ?", (match, *bounds)).fetchone()[0]
+                for cap in {1, 2, max(1, true - 1), true or 1, true + 1, true + 50}:
+                    assert store.fts_term_counts("messages", [match], bounds, cap) == [min(true, cap)], (word, cap)
+    finally:
+        db.close()
