@@ -155,10 +155,21 @@ class FullTextArm:
         """Match counts (capped) of the terms bm25 can rank cheaply: words, and phrases whose every
         word is within the budget. A phrase of common words or a prefix is left out: counting it
         would cost as much as walking those words' whole index entries."""
-        words = {w for t in terms for w in (t.words if t.kind in ("word", "ident", "phrase") else ())}
-        counted = dict(zip(words, self.store.fts_term_counts(kind, [f'"{w}"' for w in words], bounds, budget + 1),
+        plain = sorted({t.words[0] for t in terms if t.kind == "word"})
+        counted = dict(zip(plain, self.store.fts_term_counts(kind, [f'"{w}"' for w in plain], bounds, budget + 1),
                            strict=True))
-        cheap = [t for t in terms if t.kind != "prefix" and all(counted[w] <= budget for w in t.words)]
+
+        def within(term: Term) -> bool:
+            """Every word of the term within the budget; the first word over it settles the answer,
+            so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there."""
+            for w in term.words:
+                if w not in counted:
+                    counted[w] = self.store.fts_term_counts(kind, [f'"{w}"'], bounds, budget + 1)[0]
+                if counted[w] > budget:
+                    return False
+            return True
+
+        cheap = [t for t in terms if t.kind != "prefix" and within(t)]
         out = {t.match: counted[t.words[0]] for t in cheap if t.kind == "word"}
         phrases = [t for t in cheap if t.kind != "word"]
         out.update(zip((t.match for t in phrases),

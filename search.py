@@ -209,7 +209,7 @@ class Searcher:
             return []
         terms = self.req.query.parts
         low, high = self.view.bounded(self.m_bounds, m_upper)
-        matched, _ = self.store.scratch_fts([(h.scratch_id, h.text) for h in candidates], [t.match for t in terms])
+        matched = self._matched(candidates)
         weights = [idf(high - low + 1, c if c is not None else max(1, len(hits)))
                    for c, hits in zip(counts, matched, strict=True)]
         floor = min((h.score for h in messages if h.score > 0), default=1.0) * 0.5
@@ -236,6 +236,24 @@ class Searcher:
             ranked = _reserve(ranked)
         kept, covered = _one_per_source(ranked, matched)
         return self._shown_last(kept) + self._shown_last(covered)
+
+    def _matched(self, candidates: Sequence[Hit]) -> list[set[int]]:
+        """Which candidates (scratch ids) each query term matches, in the text the rerank sees.
+
+        The scratch index tokenizes every candidate's text (up to ``TEXT_CHARS`` each), which was
+        the largest fixed cost of a one-term query (an identifier's 130 candidates: ~260 KB). A
+        one-term query needs none of it for the rows that term's own FTS query found whole: their
+        text is all the index holds for them (content and tool calls; a summary's content), under
+        ``TEXT_CHARS``, so the scratch table would match them too. Only the rest (cut texts, rows
+        found by meaning) are tokenized."""
+        terms = self.req.query.parts
+        known = [h for h in candidates if len(terms) == 1 and h.matched and len(h.text) < TEXT_CHARS]
+        ids = {id(h) for h in known}
+        rest = [(h.scratch_id, h.text) for h in candidates if id(h) not in ids]
+        matched = self.store.scratch_fts(rest, [t.match for t in terms])[0] if rest else [set() for _ in terms]
+        if known:
+            matched[0] |= {h.scratch_id for h in known}
+        return matched
 
     def _fuse(self, candidates: list[Hit], confidence: float) -> None:
         """Gated, weighted fusion of the full-text score and the cosine, on one scale.

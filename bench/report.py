@@ -61,11 +61,14 @@ def _search(details: dict[str, Any]) -> str:
     parts = []
     for size, entry in details["sizes"].items():
         rows = [[kind, q["ours"]["median_ms"], q["ours"]["p90_ms"], q["baseline"]["median_ms"],
-                 q.get("hits", "-"), q.get("matching_rows", "-")] for kind, q in entry["queries"].items()]
+                 q.get("baseline_text", {}).get("median_ms", "-"), q.get("ratio_plain", "-"),
+                 q.get("ratio_text", "-"), q.get("hits", "-"), q.get("matching_rows", "-")]
+                for kind, q in entry["queries"].items()]
         parts.append(f"**{int(size):,} stored messages** (built in {entry['build_seconds']} s; "
                      f"{entry['db_bytes_per_message']} bytes/message on disk, "
                      f"raw text {entry['raw_bytes_per_message']} bytes/message)\n\n" + _table(
-                         ["query kind", "lcm_grep median ms", "p90 ms", "plain FTS5 OR baseline median ms",
+                         ["query kind", "lcm_grep median ms", "p90 ms", "plain FTS5 OR median ms",
+                          "plain + reading the 10 rows' text ms", "ratio vs plain", "ratio vs plain+text",
                           "hits returned", "rows matching"], rows))
         if entry.get("size_breakdown"):
             parts.append(_table(["part", "bytes/message"], [[k, v] for k, v in entry["size_breakdown"].items()]))

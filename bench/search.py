@@ -21,7 +21,6 @@ from typing import Any
 
 from common import (
     History,
-    Timing,
     bulk_ingest,
     core_of,
     file_size,
@@ -42,6 +41,19 @@ PROSE = (
     "how should we handle the timeout and retry in the client connection?",
 )
 COMMON = ("file", "error", "test value")
+# An identifier shaped like the issue's AUTH_BATCH_LIMIT (every part a common token) planted in a
+# handful of messages: the phrase is rare though its words are not (5 rows at 100k, 50 at 1M).
+PLANTED_IDENT = "AUTH_INVOICE_LIMIT"
+PLANT_EVERY = 20_000
+PLANT_AT = 10_004  # a multiple of 4: a user message
+
+
+class SearchHistory(History):
+    """The shared history with ``PLANTED_IDENT`` appended to a few user messages."""
+
+    def _text(self, i: int, lo: int, hi: int) -> str:
+        text = super()._text(i, lo, hi)
+        return f"{text} set {PLANTED_IDENT} = 500" if i % PLANT_EVERY == PLANT_AT else text
 
 
 def queries(history: History) -> dict[str, list[str]]:
@@ -51,20 +63,33 @@ def queries(history: History) -> dict[str, list[str]]:
         "very common term": list(COMMON),
         "prose question": list(PROSE),
         "identifier": [idents[0], idents[len(idents) // 2], idents[-1]],
+        "rare identifier": [PLANTED_IDENT],
     }
 
 
-def build(size: int, history: History, compact: bool) -> tuple[Any, float]:
-    engine = make_engine(temp_dir(f"search-{size}"), session=f"search-{size}")
+def build(size: int, history: History, compact: bool, home: str | None = None) -> tuple[Any, float]:
+    """The engine over ``size`` messages; with ``home`` (``--home``) a database built there by an
+    earlier run is reused (with its recorded build time), so a profiling loop does not rebuild it."""
+    where = Path(home) / str(size) if home else temp_dir(f"search-{size}")
+    reuse = home is not None and (where / "built").exists()
+    where.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(where, session=f"search-{size}")
     core = core_of(engine)
+    if reuse:
+        return engine, float((where / "built").read_text())
     budget = core.budget(engine.threshold_tokens, 3000)
     seconds = bulk_ingest(core, history, 0, size, batch=1000, compact_every=1000 if compact else 0, budget=budget)
+    if home:
+        (where / "built").write_text(str(seconds))
     return engine, seconds
 
 
 def baseline_db(source: str, directory: Path) -> sqlite3.Connection:
     """A plain FTS5 table holding the same rows: the reference systems' search."""
-    con = sqlite3.connect(str(directory / "baseline.db"))
+    path = directory / "baseline.db"
+    if path.exists():
+        path.unlink()
+    con = sqlite3.connect(str(path))
     con.execute("CREATE VIRTUAL TABLE base USING fts5(content, tokenize='porter unicode61')")
     con.execute("ATTACH DATABASE ? AS lcm", (source,))
     con.execute("INSERT INTO base(rowid, content) SELECT id, content FROM lcm.messages")
@@ -77,22 +102,12 @@ def naive_or(query: str) -> str:
     return " OR ".join(f'"{w}"' for w in re.findall(r"\w+", query))
 
 
-def timed(fn: Any) -> Timing:
-    samples: list[float] = []
-    fn()  # warm the page cache and statement cache
-    started = time.perf_counter()
-    while len(samples) < SAMPLES and (time.perf_counter() - started < MAX_SECONDS_PER_QUERY or len(samples) < 3):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return summarize_ms(samples)
-
-
 def run_queries(engine: Any, base: sqlite3.Connection, history: History) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind, texts in queries(history).items():
         ours: list[float] = []
         theirs: list[float] = []
+        texts_read: list[float] = []
         hits, matching = [], []
         for text in texts:
             answer = json.loads(engine.handle_tool_call("lcm_grep", {"query": text}))
@@ -101,17 +116,46 @@ def run_queries(engine: Any, base: sqlite3.Connection, history: History) -> dict
             hits.append(int(answer.get("count", len(answer.get("hits", [])))))
             match = naive_or(text)
             matching.append(base.execute("SELECT count(*) FROM base WHERE base MATCH ?", (match,)).fetchone()[0])
-            t_ours = timed(lambda text=text: engine.handle_tool_call("lcm_grep", {"query": text}))
-            t_base = timed(lambda match=match: base.execute(
-                "SELECT rowid, bm25(base) FROM base WHERE base MATCH ? ORDER BY bm25(base) LIMIT 10",
-                (match,)).fetchall())
-            ours.append(t_ours.median_ms)
-            theirs.append(t_base.median_ms)
-            print(f"    {kind:17} {text[:48]!r:52} ours {t_ours.median_ms:9.2f} ms  "
-                  f"baseline {t_base.median_ms:9.2f} ms  rows {matching[-1]}", flush=True)
-        out[kind] = {"ours": _agg(ours), "baseline": _agg(theirs), "queries": texts,
-                     "hits": min(hits), "matching_rows": max(matching)}
+            t_ours, t_base, t_text = interleaved(
+                lambda text=text: engine.handle_tool_call("lcm_grep", {"query": text}),
+                lambda match=match: base.execute(PLAIN, (match,)).fetchall(),
+                lambda match=match: base.execute(PLAIN_TEXT, (match,)).fetchall())
+            ours.append(t_ours)
+            theirs.append(t_base)
+            texts_read.append(t_text)
+            print(f"    {kind:17} {text[:40]!r:44} ours {t_ours:8.2f} ms  plain {t_base:8.2f} ms  "
+                  f"plain+text {t_text:8.2f} ms  ratio {t_ours / t_text:5.1f}x  rows {matching[-1]}", flush=True)
+        out[kind] = {"ours": _agg(ours), "baseline": _agg(theirs), "baseline_text": _agg(texts_read),
+                     "ratio_plain": _ratio(ours, theirs), "ratio_text": _ratio(ours, texts_read),
+                     "queries": texts, "hits": min(hits), "matching_rows": max(matching)}
     return out
+
+
+PLAIN = "SELECT rowid, bm25(base) FROM base WHERE base MATCH ? ORDER BY bm25(base) LIMIT 10"
+# The fair baseline: any search tool also reads the text of the rows it shows.
+PLAIN_TEXT = "SELECT rowid, bm25(base), content FROM base WHERE base MATCH ? ORDER BY bm25(base) LIMIT 10"
+
+
+def interleaved(*fns: Any) -> list[float]:
+    """Median ms of each of ``fns``, run in turn (one sample of each per round), so load from other
+    processes on the machine falls on all of them alike."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
+        fn()  # warm the page cache and statement cache
+    started = time.perf_counter()
+    while len(samples[0]) < SAMPLES and (time.perf_counter() - started < MAX_SECONDS_PER_QUERY
+                                         or len(samples[0]) < 3):
+        for fn, out in zip(fns, samples, strict=True):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return [summarize_ms(s).median_ms for s in samples]
+
+
+def _ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median of the per-query ratios: ours over the baseline's."""
+    ratios = sorted(a / max(b, 1e-6) for a, b in zip(ours, theirs, strict=True))
+    return round(ratios[len(ratios) // 2], 1)
 
 
 def _agg(medians: list[float]) -> dict[str, float]:
@@ -143,12 +187,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--no-compact", action="store_true")
+    parser.add_argument("--home", help="keep the built databases here and reuse them on the next run")
+    parser.add_argument("--profile", metavar="QUERY", action="append",
+                        help="cProfile this lcm_grep query (repeatable; 'rare' and 'ident' name the bench's own) "
+                             "instead of the timed run")
     args = parser.parse_args()
-    history = History(args.seed)
+    history = SearchHistory(args.seed)
     results: dict[str, Any] = {}
     for size in (int(s) for s in args.sizes.split(",")):
         print(f"building {size:,} messages ...", flush=True)
-        engine, seconds = build(size, history, not args.no_compact)
+        engine, seconds = build(size, history, not args.no_compact, args.home)
+        if args.profile:
+            profile(engine, [{"rare": history.rare_terms[0], "ident": PLANTED_IDENT}.get(q, q) for q in args.profile])
+            continue
         core = core_of(engine)
         path = core.store.path
         print(f"  built in {seconds:.1f} s ({size / seconds:,.0f} msg/s incl. compaction)", flush=True)
@@ -159,9 +210,30 @@ def main() -> None:
                  **sizes_on_disk(path, history, size)}
         base.close()
         results[str(size)] = entry
+    if args.profile:
+        return
     rows = table(results)
     print_table(rows)
     save_result("search", rows, {"sizes": results, "seed": args.seed, "compacted": not args.no_compact})
+
+
+def profile(engine: Any, texts: list[str], repeat: int = 300) -> None:
+    """Where one query's time goes: cProfile over ``repeat`` calls, by own time and cumulative."""
+    import cProfile
+    import pstats
+
+    for text in texts:
+        engine.handle_tool_call("lcm_grep", {"query": text})
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        for _ in range(repeat):
+            engine.handle_tool_call("lcm_grep", {"query": text})
+        prof.disable()
+        print(f"== {text!r}: {(time.perf_counter() - t0) / repeat * 1000:.2f} ms per call under the profiler")
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(18)
+        stats.sort_stats("cumulative").print_stats(30)
 
 
 def table(results: dict[str, Any]) -> list[dict[str, Any]]:
