@@ -122,9 +122,14 @@ def time_migration(source: str, directory: Path) -> dict[str, Any]:
     store.close()
     con = sqlite3.connect(str(copy))
     after = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    fts_check = con.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)") and "ok"
     con.close()
+    unvacuumed = file_size(copy) / messages
+    vacuum(str(copy))
     return {"from_version": int(before), "to_version": int(after), "messages": messages,
-            "seconds": round(seconds, 2)}
+            "seconds": round(seconds, 2), "fts_integrity_check": fts_check,
+            "bytes_per_message_before_vacuum": round(unvacuumed, 1),
+            "bytes_per_message_after_vacuum": round(file_size(copy) / messages, 1)}
 
 
 def main() -> None:
@@ -132,6 +137,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--migrate-from", default=None, help="an older database to time the upgrade on")
+    parser.add_argument("--before", default=None,
+                        help="a db_size.json written by the older schema's code: shown beside this run")
     parser.add_argument("--keep", default=None, help="copy the built database here (a fixture for --migrate-from)")
     args = parser.parse_args()
     history = History(args.seed)
@@ -157,6 +164,12 @@ def main() -> None:
         "ratio_to_plain_table": round(per_message / base["plain_table"], 2),
         "baseline": base, "parts": parts, "row_budget": budget,
     }
+    if args.before:
+        import json
+
+        old = json.loads(Path(args.before).read_text(encoding="utf-8"))["details"]
+        details["before"] = {k: old[k] for k in ("schema_version", "bytes_per_message", "fts_bytes_per_message",
+                                                  "ratio", "ratio_without_fts", "baseline", "parts", "row_budget")}
     if args.migrate_from:
         details["migration"] = time_migration(args.migrate_from, Path(path).parent)
     ratio = details["ratio_without_fts"]

@@ -225,3 +225,21 @@ def test_killed_mid_upgrade_leaves_schema_3_intact(v3: Path, tmp_path: Path, fra
         assert store.message_count() == len(_raw(FIXTURE)["messages"])
     finally:
         close_all()
+
+
+def test_rewrite_keeps_the_packed_form(v3: Path) -> None:
+    """``lcm redact`` reads a row's fingerprint and writes a new one: both in the form alignment compares."""
+    store = open_store(v3)
+    try:
+        message, fingerprint = store.message_rows_after(0, 1)[0]
+        assert len(fingerprint) == 16  # text again for the caller
+        fields = {"content": "scrubbed", "parts": None, "tool_calls": None, "extra": None, "tokens": 1,
+                  "fingerprint": "fedcba9876543210"}
+        with store.write():
+            store.rewrite_message(message.id, fields)
+        with store.read() as db:
+            assert db.execute("SELECT typeof(fingerprint) FROM messages WHERE id=?", (message.id,)).fetchone() == \
+                ("blob",)
+            assert SqlitePrints(db, message.conversation_id).seqs("fedcba9876543210", 5) == [message.seq]
+    finally:
+        close_all()
