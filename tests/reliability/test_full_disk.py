@@ -36,7 +36,7 @@ from ..convo import assert_valid_sequence, text, visible
 
 MARK = re.compile(r"\bmk:(\d+)\b")
 DISK_BYTES = 4 * 1024 * 1024
-ROOM_BYTES = 160 * 1024  # what the filler leaves free once the conversation has started
+ROOM_BYTES = 200 * 1024  # what the filler leaves free once the conversation has started
 
 
 class Disk:
