@@ -293,6 +293,36 @@ def _cold_start(details: dict[str, Any]) -> str:
             + f"\n\nLoad average during the run: {', '.join(f'{x:.1f}' for x in details['load'])}.")
 
 
+def _db_size(details: dict[str, Any]) -> str:
+    """Bytes per message per table/index and per messages column, this schema beside the one before."""
+    before = details.get("before", {})
+    old_v, new_v = before.get("schema_version", "-"), details["schema_version"]
+    head = (f"{details['size']:,} messages, VACUUMed. Schema {new_v}: {details['bytes_per_message']} bytes/message "
+            f"({details['ratio']}x raw text with FTS, {details['ratio_without_fts']}x without; FTS "
+            f"{details['fts_bytes_per_message']} bytes/message). Raw text (content + tool-call JSON) "
+            f"{details['baseline']['raw_text']} bytes/message; a plain one-column table of that text "
+            f"{details['baseline']['plain_table']} bytes/message (SQLite's own floor for the text alone).")
+    if before:
+        head += (f" Schema {old_v}, same history: {before['bytes_per_message']} bytes/message ({before['ratio']}x, "
+                 f"{before['ratio_without_fts']}x without FTS).")
+    names = list(dict.fromkeys([*before.get("parts", {}), *details["parts"]]))
+    parts = [[n, before.get("parts", {}).get(n, "-"), details["parts"].get(n, "-")] for n in names
+             if max(before.get("parts", {}).get(n, 0), details["parts"].get(n, 0)) >= 0.5]
+    cols = list(dict.fromkeys([*before.get("row_budget", {}), *details["row_budget"]]))
+    budget = [[c, before.get("row_budget", {}).get(c, "-"), details["row_budget"].get(c, "-")] for c in cols]
+    out = [head, _table(["table / index (dbstat)", f"schema {old_v} bytes/msg", f"schema {new_v} bytes/msg"], parts),
+           "Byte budget of a `messages` row (record payload plus its header byte per column; `id` is the rowid, "
+           "kept in the cell, not the record):",
+           _table(["column", f"schema {old_v} bytes/row", f"schema {new_v} bytes/row"], budget)]
+    mig = details.get("migration")
+    if mig:
+        out.append(f"Upgrading a copy of the schema-{mig['from_version']} database ({mig['messages']:,} messages) "
+                   f"to {mig['to_version']} on open: {mig['seconds']} s in one transaction; FTS5 integrity-check "
+                   f"{mig['fts_integrity_check']}; {mig['bytes_per_message_before_vacuum']} bytes/message before "
+                   f"VACUUM, {mig['bytes_per_message_after_vacuum']} after.")
+    return "\n\n".join(out)
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -313,6 +343,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "locomo_evidence": ("LoCoMo evidence packs (gold answer within 1,500 tokens)", _locomo_evidence),
     "view_load": ("`lcm view` page in a browser (issue 15)", _view_load),
     "cold_start": ("Cold start: `lcm status` and the engine's first turn (issue 17)", _cold_start),
+    "db_size": ("Database size and the byte budget of a row (issue 17)", _db_size),
 }
 
 

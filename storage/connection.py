@@ -165,10 +165,11 @@ class SqliteConnection:
                                      isolation_level=None, check_same_thread=False)
         try:
             store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            store.conn.execute("PRAGMA query_only=ON")
             schema.check_identity(store.conn, store.path)
             if schema.schema_version(store.conn) == 0:
                 raise StoreError(f"{store.path} is not an {schema.APP_ID} database (no tables)")
+            schema.shadow_older(store.conn)  # an older file answers the newest schema's SQL (issue 17, size)
+            store.conn.execute("PRAGMA query_only=ON")
             store._set_columns()
         except sqlite3.DatabaseError as exc:  # not a database at all (a text file, /etc/passwd)
             store.conn.close()

@@ -10,6 +10,9 @@ from ..records import ConversationState, SessionInfo
 from ..redact import clip, redact
 from .connection import SqliteConnection
 
+# The integer key (schema 4) of the session ``s`` (a ``sessions`` row) in ``messages.session_key``.
+_KEY_OF_S = "(SELECT k.id FROM session_keys k WHERE k.name=s.id)"
+
 
 class ConversationQueries(SqliteConnection):
     """Conversations and sessions (lifecycle rows), events, secrets kept in ``meta``."""
@@ -80,9 +83,9 @@ class ConversationQueries(SqliteConnection):
         with self.read() as db:
             row = db.execute(
                 "SELECT s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, s.parent_session_id, "
-                "(SELECT count(*) FROM messages m WHERE m.session_id=s.id), "
-                "(SELECT min(id) FROM messages m WHERE m.session_id=s.id), "
-                "(SELECT max(id) FROM messages m WHERE m.session_id=s.id) FROM sessions s WHERE s.id=?",
+                f"(SELECT count(*) FROM messages m WHERE m.session_key={_KEY_OF_S}), "
+                f"(SELECT min(id) FROM messages m WHERE m.session_key={_KEY_OF_S}), "
+                f"(SELECT max(id) FROM messages m WHERE m.session_key={_KEY_OF_S}) FROM sessions s WHERE s.id=?",
                 (session_id,)).fetchone()
         keys = ("session_id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
                 "messages", "first_store_id", "last_store_id")

@@ -31,7 +31,8 @@ class MessageSearch(SqliteConnection):
     @staticmethod
     def _message_filters(filters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``AND ...`` clauses for conversation/session/role/source/time/keyset/exclusion filters."""
-        clauses = (("session_id", "m.session_id=?"), ("role", "m.role=?"),
+        clauses = (("session_id", "m.session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)"),  # schema 4 key
+                   ("role", "m.role=?"),
                    ("source", "coalesce(nullif(trim(m.source), ''), 'unknown')=?"), ("since", "m.created_at>=?"),
                    ("until", "m.created_at<?"), ("before_id", "m.id<?"))
         sql, args = conversation_scope("m.conversation_id", filters.get("conversation_id"),
@@ -81,7 +82,8 @@ class MessageSearch(SqliteConnection):
                     "FROM json_each(?) c)", (id_list(conversation_ids),)).fetchone()
             return (int(low), int(high)) if low is not None and high is not None else (0, -1)
         if session_id is not None:
-            where, key, order = "WHERE session_id=?", (session_id,), "id"
+            where, key, order = ("WHERE session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)",  # schema 4
+                                 (session_id,), "id")
         elif conversation_id is not None:
             where, key, order = "WHERE conversation_id=?", (conversation_id,), "seq"
         else:
@@ -111,7 +113,8 @@ class MessageSearch(SqliteConnection):
                                             ).fetchone()[0])) for match in matches]
 
     # The text of a hit is its content, then its tool calls (both are indexed), cut to a size.
-    _HIT_COLUMNS = ("m.id, m.conversation_id, m.seq, m.session_id, m.role, m.source, m.created_at, m.tool_name, "
+    _HIT_COLUMNS = ("m.id, m.conversation_id, m.seq, (SELECT k.name FROM session_keys k WHERE k.id=m.session_key), "
+                    "m.role, m.source, m.created_at, m.tool_name, "
                     "substr(m.content || coalesce(char(10) || m.tool_calls, ''), 1, ?), length(m.content)")
 
     def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,

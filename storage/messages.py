@@ -10,7 +10,6 @@ first one's rows.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -18,14 +17,16 @@ from typing import Any
 
 from ..records import MessageIn, StoredMessage
 from .connection import SqliteConnection
-from .rows import row_to_message, seq_bound
+from .rows import SESSION_IS, pack_fingerprint, row_to_message, seq_bound, unpack_fingerprint
 
 
 class SqlitePrints:
     """Read access to one conversation's message fingerprints, for alignment."""
 
-    def __init__(self, db: sqlite3.Connection, conversation_id: int) -> None:
-        self.db, self.conversation_id = db, conversation_id
+    def __init__(self, db: sqlite3.Connection, conversation_id: int,
+                 pack: Callable[[str], str | bytes] = pack_fingerprint) -> None:
+        # ``pack``: a fingerprint as stored (schema 4, or the read-only view of an older file)
+        self.db, self.conversation_id, self.pack = db, conversation_id, pack
 
     def tail(self, limit: int) -> list[str]:
         """The newest ``limit`` fingerprints, oldest first."""
@@ -37,7 +38,7 @@ class SqlitePrints:
             "SELECT seq, fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT ?",
             (self.conversation_id, limit),
         ).fetchall()
-        return [(int(r[0]), str(r[1])) for r in reversed(rows)]
+        return [(int(r[0]), unpack_fingerprint(r[1])) for r in reversed(rows)]
 
     def last_seq(self) -> int:
         """The conversation's newest seq (0 when it has no messages)."""
@@ -48,7 +49,7 @@ class SqlitePrints:
         """Where a fingerprint occurs, newest first."""
         rows = self.db.execute(
             "SELECT seq FROM messages WHERE conversation_id=? AND fingerprint=? ORDER BY seq DESC LIMIT ?",
-            (self.conversation_id, fingerprint, limit),
+            (self.conversation_id, self.pack(fingerprint), limit),
         ).fetchall()
         return [int(r[0]) for r in rows]
 
@@ -56,21 +57,21 @@ class SqlitePrints:
         """The stored fingerprint of one of this conversation's rows."""
         row = self.db.execute("SELECT fingerprint FROM messages WHERE id=? AND conversation_id=?",
                               (message_id, self.conversation_id)).fetchone()
-        return str(row[0]) if row else None
+        return unpack_fingerprint(row[0]) if row else None
 
     def row_of(self, message_id: int) -> tuple[int, str] | None:
         """``(seq, fingerprint)`` of one of this conversation's rows."""
         row = self.db.execute("SELECT seq, fingerprint FROM messages WHERE id=? AND conversation_id=?",
                               (message_id, self.conversation_id)).fetchone()
-        return (int(row[0]), str(row[1])) if row else None
+        return (int(row[0]), unpack_fingerprint(row[1])) if row else None
 
     def present(self, fingerprints: Sequence[str]) -> set[str]:
         """Which of these fingerprints the conversation holds (one query per 500)."""
         found: set[str] = set()
         for start in range(0, len(fingerprints), 500):
-            chunk = fingerprints[start:start + 500]
+            chunk = [self.pack(f) for f in fingerprints[start:start + 500]]
             marks = ",".join("?" * len(chunk))
-            found.update(r[0] for r in self.db.execute(
+            found.update(unpack_fingerprint(r[0]) for r in self.db.execute(
                 f"SELECT DISTINCT fingerprint FROM messages WHERE conversation_id=? AND fingerprint IN ({marks})",
                 (self.conversation_id, *chunk)))
         return found
@@ -81,7 +82,7 @@ class SqlitePrints:
             "SELECT seq, fingerprint FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
             (self.conversation_id, seq, limit),
         ).fetchall()
-        return [(int(r[0]), str(r[1])) for r in rows]
+        return [(int(r[0]), unpack_fingerprint(r[1])) for r in rows]
 
     def once(self, fingerprints: Sequence[str]) -> set[str]:
         """Which of these fingerprints the conversation holds exactly once.
@@ -92,12 +93,13 @@ class SqlitePrints:
         """
         found: set[str] = set()
         for start in range(0, len(fingerprints), 500):
-            chunk = json.dumps(list(fingerprints[start:start + 500]))
-            found.update(str(r[0]) for r in self.db.execute(
-                "SELECT value FROM json_each(?) WHERE "
-                "(SELECT min(seq) FROM messages WHERE conversation_id=? AND fingerprint=value) = "
-                "(SELECT max(seq) FROM messages WHERE conversation_id=? AND fingerprint=value)",
-                (chunk, self.conversation_id, self.conversation_id)))
+            chunk = [self.pack(f) for f in fingerprints[start:start + 500]]
+            values = ",".join(["(?)"] * len(chunk))  # bound values, not JSON: a packed fingerprint is a blob
+            found.update(unpack_fingerprint(r[0]) for r in self.db.execute(
+                f"WITH v(fp) AS (VALUES {values}) SELECT fp FROM v WHERE "
+                "(SELECT min(seq) FROM messages WHERE conversation_id=? AND fingerprint=v.fp) = "
+                "(SELECT max(seq) FROM messages WHERE conversation_id=? AND fingerprint=v.fp)",
+                (*chunk, self.conversation_id, self.conversation_id)))
         return found
 
     def window(self, seq: int, size: int) -> list[str]:
@@ -106,12 +108,18 @@ class SqlitePrints:
             "SELECT fingerprint FROM messages WHERE conversation_id=? AND seq BETWEEN ? AND ? ORDER BY seq",
             (self.conversation_id, seq - size + 1, seq),
         ).fetchall()
-        return [r[0] for r in rows]
+        return [unpack_fingerprint(r[0]) for r in rows]
 
 
 # Most rows per INSERT statement (fewer when the SQLite build allows fewer bound parameters).
 _INSERT_BATCH_ROWS = 2000
 _MESSAGE_INSERT_PARAMS = 16
+
+
+def session_key(db: sqlite3.Connection, session_id: str) -> int:
+    """The integer key of a session's text id (schema 4), made on first use."""
+    db.execute("INSERT OR IGNORE INTO session_keys(name) VALUES (?)", (session_id,))
+    return int(db.execute("SELECT id FROM session_keys WHERE name=?", (session_id,)).fetchone()[0])
 
 
 def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: str, source: str,
@@ -127,8 +135,10 @@ def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: st
         return []
     last_seq = int(db.execute("SELECT last_seq FROM conversations WHERE id=?", (conversation_id,)).fetchone()[0])
     now = time.time()
-    rows = [(conversation_id, last_seq + offset, session_id, m.role, m.content, m.parts, m.tool_calls,
-             m.tool_call_id, m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens, m.fingerprint,
+    session = session_key(db, session_id)  # schema 4: integer session key, packed fingerprint
+    rows = [(conversation_id, last_seq + offset, session, m.role, m.content, m.parts, m.tool_calls,
+             m.tool_call_id, m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens,
+             pack_fingerprint(m.fingerprint),
              m.synthetic, m.extra)
             for offset, m in enumerate(records, start=1)]
     per_statement = max(1, min(_INSERT_BATCH_ROWS,
@@ -136,7 +146,7 @@ def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: st
     for start in range(0, len(rows), per_statement):
         batch = rows[start:start + per_statement]
         db.execute(
-            "INSERT INTO messages(conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
+            "INSERT INTO messages(conversation_id, seq, session_key, role, content, parts, tool_calls, tool_call_id, "
             "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic, extra) VALUES "
             + ",".join(["(" + ", ".join(["?"] * _MESSAGE_INSERT_PARAMS) + ")"] * len(batch)),
             [value for row in batch for value in row],
@@ -171,8 +181,8 @@ class MessageQueries(SqliteConnection):
         """Append import records whose fingerprint (their provenance id) the conversation
         does not hold yet, in one transaction; returns (new ids, skipped as existing)."""
         with self.write() as db:
-            known = {r[0] for r in db.execute("SELECT fingerprint FROM messages WHERE conversation_id=?",
-                                              (conversation_id,)).fetchall()}
+            known = {unpack_fingerprint(r[0]) for r in db.execute(
+                "SELECT fingerprint FROM messages WHERE conversation_id=?", (conversation_id,)).fetchall()}
             fresh = [m for m in records if m.fingerprint not in known]
             ids = insert_messages(db, conversation_id, session_id, source, fresh)
         return ids, len(records) - len(fresh)
@@ -180,7 +190,7 @@ class MessageQueries(SqliteConnection):
     def fingerprint_ids(self, conversation_id: int) -> dict[str, int]:
         """fingerprint -> message id for a conversation (imports map provenance to rows)."""
         with self.read() as db:
-            return {str(r[0]): int(r[1]) for r in db.execute(
+            return {unpack_fingerprint(r[0]): int(r[1]) for r in db.execute(
                 "SELECT fingerprint, id FROM messages WHERE conversation_id=?", (conversation_id,)).fetchall()}
 
     def _messages(self, where: str, args: Sequence[Any]) -> list[StoredMessage]:
@@ -255,7 +265,8 @@ class MessageQueries(SqliteConnection):
         return [row_to_message(r) for r in rows]
 
     def session_messages(self, session_id: str, after_id: int, limit: int) -> list[StoredMessage]:
-        return self._messages("session_id=? AND id>? ORDER BY id LIMIT ?", (session_id, after_id, limit))
+        return self._messages(f"{SESSION_IS.format(alias='')} AND id>? ORDER BY id LIMIT ?",
+                              (session_id, after_id, limit))
 
     def messages_tail(self, conversation_id: int, limit: int) -> list[StoredMessage]:
         """The newest ``limit`` messages of a conversation, oldest first."""
@@ -265,7 +276,7 @@ class MessageQueries(SqliteConnection):
         with self.read() as db:
             row = db.execute("SELECT fingerprint FROM messages WHERE conversation_id=? ORDER BY seq DESC LIMIT 1",
                              (conversation_id,)).fetchone()
-        return str(row[0]) if row else None
+        return unpack_fingerprint(row[0]) if row else None
 
     def newest_request(self, conversation_id: int, upto: int | None = None) -> StoredMessage | None:
         """The newest user message a person sent at or before seq ``upto``: host scaffolding

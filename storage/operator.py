@@ -85,7 +85,8 @@ class OperatorQueries(SqliteConnection):
         with self.read() as db:
             rows = db.execute(
                 "SELECT s.rowid, s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, "
-                "s.parent_session_id, s.reason, (SELECT count(*) FROM messages m WHERE m.session_id=s.id) "
+                "s.parent_session_id, s.reason, (SELECT count(*) FROM messages m WHERE m.session_key="  # schema 4 key
+                "(SELECT k.id FROM session_keys k WHERE k.name=s.id)) "
                 f"FROM sessions s WHERE s.rowid>? {scope} ORDER BY s.rowid LIMIT ?",
                 args,
             ).fetchall()
@@ -238,7 +239,8 @@ class OperatorQueries(SqliteConnection):
         with self.write() as db:
             return db.execute("UPDATE messages SET source='unknown' WHERE trim(source)=''").rowcount
 
-    _EMPTY_SESSION = ("NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id=s.id) "
+    _EMPTY_SESSION = ("NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_key="  # schema 4: integer key
+                      "(SELECT k.id FROM session_keys k WHERE k.name=s.id)) "
                       "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.session_id=s.id)")
 
     def empty_sessions(self, started_before: float, limit: int = 10000) -> list[dict[str, Any]]:

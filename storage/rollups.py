@@ -202,7 +202,7 @@ class RollupQueries(SqliteConnection):
             marks = ",".join("?" * len(node_ids))
             return [(int(r[0]), float(r[1])) for r in db.execute(
                 f"SELECT m.conversation_id, m.created_at FROM edges e JOIN messages m ON m.id=e.child_id "
-                f"WHERE e.parent_id IN ({marks}) AND e.child_kind='message'", list(node_ids))]
+                f"WHERE e.parent_id IN ({marks}) AND e.child_kind IN (0, 'message')", list(node_ids))]
 
     def leaves_within(self, conversation_id: int, since: float, until: float, limit: int) -> list[SummaryNode]:
         """Leaf summaries whose whole time span lies in [since, until), oldest first."""
@@ -219,6 +219,6 @@ class RollupQueries(SqliteConnection):
             return [row_to_message(r) for r in db.execute(
                 f"SELECT {self.message_columns_m} FROM messages m WHERE m.conversation_id=? AND m.created_at>=? "
                 "AND m.created_at<? AND NOT EXISTS (SELECT 1 FROM edges e JOIN summaries s ON s.id=e.parent_id "
-                "WHERE e.child_kind='message' AND e.child_id=m.id AND s.depth=0 AND s.earliest_at>=? "
+                "WHERE e.child_kind IN (0, 'message') AND e.child_id=m.id AND s.depth=0 AND s.earliest_at>=? "
                 "AND s.latest_at<?) ORDER BY m.created_at, m.seq LIMIT ?",
                 (conversation_id, since, until, since, until, limit))]

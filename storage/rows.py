@@ -12,6 +12,40 @@ _BASE_MESSAGE_COLUMNS = (
     "tool_name, source, created_at, tokens"
 )
 
+# Schema 4 keeps a message's session as an integer key (``session_keys``); it reads back as the text id.
+SESSION_OF = "(SELECT k.name FROM session_keys k WHERE k.id={alias}session_key)"
+
+# SQL: the message (``{alias}``: "m." or "") belongs to the session whose text id is bound to ``?``.
+SESSION_IS = "{alias}session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)"
+
+# Edge child kinds: schema 4 stores 0/1, older files 'message'/'summary'. SQL names a kind by both
+# values (``e.child_kind IN (0, 'message')``), so one query reads either file (the CLI reads an
+# unmigrated file read-only); an integer column never equals the text and the text never the integer.
+KIND_NAME = "CASE {col} WHEN 0 THEN 'message' WHEN 1 THEN 'summary' ELSE {col} END"
+KIND_VALUE = {"message": 0, "summary": 1}
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def pack_fingerprint(fingerprint: str) -> str | bytes:
+    """How a fingerprint is stored from schema 4: a message's identity hash (16 lowercase hex digits,
+    ``normalize.fingerprint_of``) as its 8 bytes, an import's ``import:`` + 32 hex digits as 16
+    bytes; any other text as is. One-to-one, so equality of stored values is equality of
+    fingerprints; :func:`unpack_fingerprint` gives back the exact text."""
+    if len(fingerprint) == 16 and _HEX.issuperset(fingerprint):
+        return bytes.fromhex(fingerprint)
+    if len(fingerprint) == 39 and fingerprint.startswith("import:") and _HEX.issuperset(fingerprint[7:]):
+        return bytes.fromhex(fingerprint[7:])
+    return fingerprint
+
+
+def unpack_fingerprint(value: str | bytes) -> str:
+    """The fingerprint text of a stored value (either schema's form)."""
+    if isinstance(value, bytes):
+        return value.hex() if len(value) == 8 else "import:" + value.hex()
+    return str(value)
+
+
 NODE_COLUMNS = (
     "id, conversation_id, session_id, depth, content, tokens, first_seq, last_seq, earliest_at, latest_at, "
     "source_tokens, level, route, created_at"
@@ -33,6 +67,9 @@ def message_columns(version: int, alias: str = "") -> str:
     reads NULL in its place and the operator tools keep working on it.
     """
     base = qualified(_BASE_MESSAGE_COLUMNS, alias) if alias else _BASE_MESSAGE_COLUMNS
+    if version >= 4:
+        base = base.replace(f"{alias + '.' if alias else ''}session_id",
+                            SESSION_OF.format(alias=alias + "." if alias else "messages."), 1)
     if version >= 2:
         return f"{base}, {alias + '.' if alias else ''}extra"
     return f"{base}, NULL"

@@ -11,9 +11,10 @@ import sqlite3
 
 from ..scaffold import HOST_USER_PREFIXES, prefix_label
 from .errors import ForeignDatabase, NewerSchema
+from .rows import pack_fingerprint
 
 APP_ID = "hermes-lcm"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -160,6 +161,36 @@ UPDATE conversations SET owner = CASE WHEN substr(key, 1, 8)='session:' OR subst
 CREATE INDEX IF NOT EXISTS conversations_owner ON conversations(owner, id);
 """
 
+# Version 4: compact keys (issue 17, database size). A message's session is an integer key into
+# ``session_keys`` instead of its text id repeated on every row (and in its index); a fingerprint
+# is stored as its digest bytes (``rows.pack_fingerprint``: 16 hex digits -> 8 bytes, "import:" +
+# 32 -> 16; anything else stays text), and an edge's child kind is 0 (message) or 1 (summary).
+# Rowids never change (the FTS5 tables index ``messages``/``summaries`` by rowid, external content),
+# and the whole upgrade is one write transaction with the version bump, so a killed process leaves
+# version 3 as it was. The file shrinks by the freed pages only after a VACUUM.
+_MIGRATIONS[4] = """
+CREATE TABLE session_keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+INSERT INTO session_keys(name) SELECT session_id FROM messages GROUP BY session_id ORDER BY min(id);
+DROP INDEX IF EXISTS messages_session;
+ALTER TABLE messages ADD COLUMN session_key INTEGER NOT NULL DEFAULT 0;
+UPDATE messages SET session_key=(SELECT k.id FROM session_keys k WHERE k.name=messages.session_id),
+  fingerprint=lcm_pack_fingerprint(fingerprint);
+ALTER TABLE messages DROP COLUMN session_id;
+CREATE INDEX messages_session ON messages(session_key, id);
+CREATE TABLE edges_v4(
+  parent_id INTEGER NOT NULL REFERENCES summaries(id),
+  child_kind INTEGER NOT NULL CHECK (child_kind IN (0, 1)),
+  child_id INTEGER NOT NULL,
+  ord INTEGER NOT NULL,
+  PRIMARY KEY(parent_id, child_kind, child_id)
+) WITHOUT ROWID;
+INSERT INTO edges_v4(parent_id, child_kind, child_id, ord)
+  SELECT parent_id, CASE child_kind WHEN 'message' THEN 0 ELSE 1 END, child_id, ord FROM edges;
+DROP TABLE edges;
+ALTER TABLE edges_v4 RENAME TO edges;
+CREATE INDEX edges_child ON edges(child_kind, child_id);
+"""
+
 
 def split_sql(script: str) -> list[str]:
     """Split a migration into statements, keeping trigger bodies whole."""
@@ -226,11 +257,38 @@ def _column_exists(conn: sqlite3.Connection, statement: str) -> bool:
     return words[5] in {r[1] for r in conn.execute(f"PRAGMA table_info({words[2]})")}
 
 
+def shadow_older(conn: sqlite3.Connection) -> None:
+    """Let a read-only connection to an older file answer the newest schema's SQL, without writing it.
+
+    The CLI reads without migrating, so a file the host has not opened since an upgrade is still
+    at its old version. TEMP views named like the changed tables shadow them for this connection
+    only (TEMP is searched before main; the file is never written): ``messages`` with its
+    ``session_key`` (from a TEMP ``session_keys``, numbered here) and a packed ``fingerprint``,
+    ``edges`` with integer kinds. Filters on those columns scan instead of seeking an index,
+    which is acceptable for the CLI until the next read-write open upgrades the file.
+    """
+    if schema_version(conn) >= 4:
+        return
+    conn.create_function("lcm_pack_fingerprint", 1, pack_fingerprint, deterministic=True)
+    columns = [r[1] for r in conn.execute("PRAGMA main.table_info(messages)")]
+    picked = ", ".join("lcm_pack_fingerprint(m.fingerprint) AS fingerprint" if c == "fingerprint" else f"m.{c}"
+                       for c in columns)
+    conn.execute("CREATE TEMP TABLE session_keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+    conn.execute("INSERT INTO temp.session_keys(name) SELECT session_id FROM main.messages GROUP BY session_id")
+    conn.execute(f"CREATE TEMP VIEW messages AS SELECT {picked}, (SELECT k.id FROM temp.session_keys k "
+                 "WHERE k.name=m.session_id) AS session_key FROM main.messages m")
+    conn.execute("CREATE TEMP VIEW edges AS SELECT parent_id, CASE child_kind WHEN 'message' THEN 0 "
+                 "WHEN 'summary' THEN 1 ELSE child_kind END AS child_kind, child_id, ord FROM main.edges")
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Run the migrations above the file's version, in the caller's write transaction."""
     current = schema_version(conn)
+    conn.create_function("lcm_pack_fingerprint", 1, pack_fingerprint, deterministic=True)
     for version in range(current + 1, SCHEMA_VERSION + 1):
-        for statement in split_sql(_MIGRATIONS[version]):
+        # already compact (a file whose version was set back): only the version is written
+        done = version == 4 and "session_key" in {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+        for statement in [] if done else split_sql(_MIGRATIONS[version]):
             if not _column_exists(conn, statement):
                 conn.execute(statement)
         conn.execute(

@@ -11,14 +11,14 @@ from typing import Any
 
 from ..records import NewNode, StoredMessage, SummaryNode
 from .connection import SqliteConnection
-from .rows import NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
+from .rows import KIND_VALUE, NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
 
 
 def _walk(root: str) -> str:
     """SQL: ``walk(kind, id)``, the node ``root`` (an SQL expression) and everything under it,
-    following edges down any depth."""
-    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', " + root + " UNION SELECT e.child_kind, "
-            "e.child_id FROM edges e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id)")
+    following edges down any depth. ``kind`` is the file's: 0/1 (schema 4) or 'message'/'summary'."""
+    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 1, " + root + " UNION SELECT e.child_kind, "
+            "e.child_id FROM edges e JOIN walk w ON w.kind IN (1, 'summary') AND e.parent_id=w.id)")
 
 
 class SummaryQueries(SqliteConnection):
@@ -37,7 +37,7 @@ class SummaryQueries(SqliteConnection):
             kind, ids = ("message", node.message_ids) if node.message_ids else ("summary", node.child_ids)
             db.executemany(
                 "INSERT INTO edges(parent_id, child_kind, child_id, ord) VALUES (?, ?, ?, ?)",
-                [(node_id, kind, child, order) for order, child in enumerate(ids)],
+                [(node_id, KIND_VALUE[kind], child, order) for order, child in enumerate(ids)],
             )
             return node_id
 
@@ -74,7 +74,7 @@ class SummaryQueries(SqliteConnection):
     def child_summaries(self, node_id: int) -> list[SummaryNode]:
         return self._nodes(
             f"SELECT {NODE_COLUMNS_S} FROM edges e JOIN summaries s ON s.id=e.child_id "
-            "WHERE e.parent_id=? AND e.child_kind='summary' ORDER BY e.ord",
+            "WHERE e.parent_id=? AND e.child_kind IN (1, 'summary') ORDER BY e.ord",
             (node_id,))
 
     def summary_sources(self, node_id: int, offset: int = 0, limit: int = -1) -> list[StoredMessage]:
@@ -83,7 +83,7 @@ class SummaryQueries(SqliteConnection):
         with self.read() as db:
             rows = db.execute(
                 f"SELECT {cols} FROM edges e JOIN messages m ON m.id=e.child_id "
-                "WHERE e.parent_id=? AND e.child_kind='message' ORDER BY e.ord LIMIT ? OFFSET ?",
+                "WHERE e.parent_id=? AND e.child_kind IN (0, 'message') ORDER BY e.ord LIMIT ? OFFSET ?",
                 (node_id, limit, offset),
             ).fetchall()
         return [row_to_message(r) for r in rows]
@@ -96,7 +96,7 @@ class SummaryQueries(SqliteConnection):
         """Every raw message under a node, following edges down any depth."""
         with self.read() as db:
             rows = db.execute(
-                f"{_walk('?')} SELECT id FROM walk WHERE kind='message' ORDER BY id",
+                f"{_walk('?')} SELECT id FROM walk WHERE kind IN (0, 'message') ORDER BY id",
                 (node_id,),
             ).fetchall()
         return [int(r[0]) for r in rows]
@@ -105,22 +105,22 @@ class SummaryQueries(SqliteConnection):
         """How many raw messages lie under a node, and their smallest and largest store id."""
         with self.read() as db:
             row = db.execute(
-                f"{_walk('?')} SELECT count(*), min(id), max(id) FROM walk WHERE kind='message'",
+                f"{_walk('?')} SELECT count(*), min(id), max(id) FROM walk WHERE kind IN (0, 'message')",
                 (node_id,),
             ).fetchone()
         return int(row[0]), row[1], row[2]
 
     def parent_ids(self, kind: str, child_id: int) -> list[int]:
         with self.read() as db:
-            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind=? AND child_id=? ORDER BY parent_id",
-                              (kind, child_id)).fetchall()
+            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind IN (?, ?) AND child_id=? "
+                              "ORDER BY parent_id", (KIND_VALUE[kind], kind, child_id)).fetchall()
         return [int(r[0]) for r in rows]
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:
         """Every node above this one (its parents, their parents, ...), nearest depth first."""
         return self._nodes(
-            "WITH RECURSIVE up(id) AS (SELECT parent_id FROM edges WHERE child_kind='summary' AND child_id=? "
-            "UNION SELECT e.parent_id FROM edges e JOIN up ON e.child_kind='summary' AND e.child_id=up.id) "
+            "WITH RECURSIVE up(id) AS (SELECT parent_id FROM edges WHERE child_kind IN (1, 'summary') AND child_id=? "
+            "UNION SELECT e.parent_id FROM edges e JOIN up ON e.child_kind IN (1, 'summary') AND e.child_id=up.id) "
             f"SELECT {NODE_COLUMNS_S} FROM up JOIN summaries s ON s.id=up.id ORDER BY s.depth, s.id",
             (node_id,))
 
@@ -128,7 +128,7 @@ class SummaryQueries(SqliteConnection):
         """Nodes no other node points at (the tops of the DAG), in id order."""
         return self._nodes(
             f"SELECT {NODE_COLUMNS} FROM summaries s WHERE conversation_id=? AND id>? AND NOT EXISTS "
-            "(SELECT 1 FROM edges e WHERE e.child_kind='summary' AND e.child_id=s.id) ORDER BY id LIMIT ?",
+            "(SELECT 1 FROM edges e WHERE e.child_kind IN (1, 'summary') AND e.child_id=s.id) ORDER BY id LIMIT ?",
             (conversation_id, after_id, limit))
 
     def in_context(self, node_id: int) -> bool:
@@ -158,7 +158,7 @@ class SummaryQueries(SqliteConnection):
 
     _HAS_SOURCE = (
         f"EXISTS ({_walk('s.id')} SELECT 1 FROM walk JOIN messages m "
-        "ON walk.kind='message' AND m.id=walk.id WHERE coalesce(nullif(trim(m.source), ''), 'unknown')=?)"
+        "ON walk.kind IN (0, 'message') AND m.id=walk.id WHERE coalesce(nullif(trim(m.source), ''), 'unknown')=?)"
     )
 
     def summary_id_bounds(self, conversation_id: int | None,
@@ -219,17 +219,17 @@ class SummaryQueries(SqliteConnection):
          "SELECT s.id FROM summaries s WHERE NOT EXISTS (SELECT 1 FROM edges e WHERE e.parent_id=s.id)"),
         ("edge_kind_mismatch",
          "SELECT DISTINCT e.parent_id FROM edges e JOIN summaries s ON s.id=e.parent_id "
-         "WHERE (s.depth=0) != (e.child_kind='message')"),
+         "WHERE (s.depth=0) != (e.child_kind IN (0, 'message'))"),
         ("edges_to_missing_messages",
-         "SELECT e.parent_id FROM edges e WHERE e.child_kind='message' "
+         "SELECT e.parent_id FROM edges e WHERE e.child_kind IN (0, 'message') "
          "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id=e.child_id)"),
         ("edges_to_missing_nodes",
-         "SELECT e.parent_id FROM edges e WHERE e.child_kind='summary' "
+         "SELECT e.parent_id FROM edges e WHERE e.child_kind IN (1, 'summary') "
          "AND NOT EXISTS (SELECT 1 FROM summaries c WHERE c.id=e.child_id)"),
         ("edges_across_conversations",
          "SELECT e.parent_id FROM edges e JOIN summaries p ON p.id=e.parent_id "
-         "LEFT JOIN messages m ON e.child_kind='message' AND m.id=e.child_id "
-         "LEFT JOIN summaries c ON e.child_kind='summary' AND c.id=e.child_id "
+         "LEFT JOIN messages m ON e.child_kind IN (0, 'message') AND m.id=e.child_id "
+         "LEFT JOIN summaries c ON e.child_kind IN (1, 'summary') AND c.id=e.child_id "
          "WHERE coalesce(m.conversation_id, c.conversation_id) != p.conversation_id"),
         ("context_items_to_foreign_or_missing_nodes",
          "SELECT i.summary_id FROM context_items i LEFT JOIN summaries s ON s.id=i.summary_id "

@@ -19,7 +19,8 @@ class ViewQueries(SqliteConnection):
         """(parent id, child kind, child id) of every edge under the conversation's nodes, in order."""
         with self.read() as db:
             rows = db.execute(
-                "SELECT e.parent_id, e.child_kind, e.child_id FROM edges e JOIN summaries s ON s.id=e.parent_id "
+                "SELECT e.parent_id, CASE e.child_kind WHEN 0 THEN 'message' ELSE 'summary' END, e.child_id "  # 0/1
+                "FROM edges e JOIN summaries s ON s.id=e.parent_id "
                 "WHERE s.conversation_id=? ORDER BY e.parent_id, e.ord", (conversation_id,)).fetchall()
         return [(int(p), str(k), int(c)) for p, k, c in rows]
 
@@ -28,7 +29,8 @@ class ViewQueries(SqliteConnection):
         plain tuples, since the page reads every message of a conversation and needs no record."""
         with self.read() as db:
             return db.execute(
-                "SELECT seq, id, role, created_at, tokens, coalesce(tool_name, ''), session_id, content, tool_calls "
+                "SELECT seq, id, role, created_at, tokens, coalesce(tool_name, ''), "
+                "(SELECT k.name FROM session_keys k WHERE k.id=session_key), content, tool_calls "  # schema 4
                 "FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
                 (conversation_id, after_seq, limit)).fetchall()
 

@@ -93,11 +93,11 @@ def assert_lineage_complete(db_path: str) -> None:
     try:
         nodes = con.execute("SELECT id, depth FROM summaries").fetchall()
         for node_id, depth in nodes:
-            kinds = {r[0] for r in con.execute("SELECT child_kind FROM edges WHERE parent_id=?", (node_id,))}
+            kinds = {r[0] for r in con.execute("SELECT child_kind FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE parent_id=?", (node_id,))}  # noqa: E501 (schema 4 raw SQL)
             assert kinds == ({"message"} if depth == 0 else {"summary"}), (node_id, depth, kinds)
             leaves = con.execute(
                 "WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', ? UNION SELECT e.child_kind, e.child_id "
-                "FROM edges e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) "
+                "FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) "  # noqa: E501 (schema 4 raw SQL)
                 "SELECT count(*) FROM walk w JOIN messages m ON w.kind='message' AND m.id=w.id", (node_id,)
             ).fetchone()[0]
             assert leaves > 0, f"node {node_id} reaches no raw message"

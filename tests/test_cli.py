@@ -101,7 +101,7 @@ def test_messages_tail_and_page_walk(db):
     last_seq = rows(db, "SELECT last_seq FROM conversations WHERE id=1")[0][0]
     assert seen == list(range(1, last_seq + 1))
     by_session = ok(db, "messages", "page", "--session", "s2", "--limit", "500")["items"]
-    assert len(by_session) == rows(db, "SELECT count(*) FROM messages WHERE session_id='s2'")[0][0]
+    assert len(by_session) == rows(db, "SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')")[0][0]  # noqa: E501 (schema 4 raw SQL)
     cut = ok(db, "messages", "tail", "--conversation", "1", "--limit", "1", "--max-chars", "5")["items"][0]
     assert len(cut["content"]) <= 5 and cut["truncated"] == (cut["content_chars"] > 5)
 
@@ -109,14 +109,14 @@ def test_messages_tail_and_page_walk(db):
 def test_summaries_list_and_show_with_lineage(db):
     leaves = ok(db, "summaries", "list", "--conversation", "1", "--depth", "0")["items"]
     assert leaves and all(n["depth"] == 0 for n in leaves)
-    parent_id = rows(db, "SELECT parent_id FROM edges WHERE child_kind='summary' LIMIT 1")[0][0]
-    child_id = rows(db, "SELECT child_id FROM edges WHERE parent_id=? AND child_kind='summary' ORDER BY ord",
+    parent_id = rows(db, "SELECT parent_id FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE child_kind='summary' LIMIT 1")[0][0]  # noqa: E501 (schema 4 raw SQL)
+    child_id = rows(db, "SELECT child_id FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE parent_id=? AND child_kind='summary' ORDER BY ord",  # noqa: E501 (schema 4 raw SQL)
                     (parent_id,))[0][0]
     shown = ok(db, "summaries", "show", f"S{child_id}", "--source-limit", "3")
     assert shown["node"]["node_id"] == f"S{child_id}" and shown["children_kind"] == "message"
     assert f"S{parent_id}" in [a["node_id"] for a in shown["lineage_up"]]
     assert len(shown["children"]) == 3 and shown["next_source_offset"] == 3
-    assert shown["source_count"] == rows(db, "SELECT count(*) FROM edges WHERE parent_id=?", (child_id,))[0][0]
+    assert shown["source_count"] == rows(db, "SELECT count(*) FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE parent_id=?", (child_id,))[0][0]  # noqa: E501 (schema 4 raw SQL)
     assert shown["node"]["descendant_messages"] == shown["source_count"]
     upper = ok(db, "summaries", "show", f"S{parent_id}")
     assert upper["children_kind"] == "summary" and f"S{child_id}" in [c["node_id"] for c in upper["children"]]

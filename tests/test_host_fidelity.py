@@ -281,9 +281,9 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     readonly.close()
 
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 3  # schema 3: conversations.owner (issue 10)
-    with sqlite3.connect(path) as raw:
-        assert raw.execute("SELECT id, seq, role, content, tool_calls, fingerprint FROM messages "
+    assert store.schema_version() == SCHEMA_VERSION == 4  # 3: conversations.owner (issue 10); 4: compact keys
+    with sqlite3.connect(path) as raw:  # schema 4 stores a fingerprint as its 8 digest bytes (issue 17)
+        assert raw.execute("SELECT id, seq, role, content, tool_calls, lower(hex(fingerprint)) FROM messages "
                            "ORDER BY id").fetchall() == rows_before
     messages = store.messages_after(1, 0)
     assert len(messages) == len(rows_before) and all(m.extra is None for m in messages)

@@ -162,7 +162,7 @@ def test_sqlite_rerun_condenses_over_leaves_imported_before(tmp_path):
     assert again["summaries"]["imported"] == 2 and again["summaries"]["skipped_existing"] == 4
     top = q(target, "SELECT id, depth FROM summaries WHERE route='lossless-claw:sum_top'")
     assert len(top) == 1 and top[0][1] == 2
-    children = q(target, "SELECT s.route FROM edges e JOIN summaries s ON s.id=e.child_id "
+    children = q(target, "SELECT s.route FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) e JOIN summaries s ON s.id=e.child_id "  # noqa: E501 (schema 4 raw SQL)
                  "WHERE e.parent_id=? AND e.child_kind='summary' ORDER BY s.route", (top[0][0],))
     assert children == [("lossless-claw:sum_condensed",), ("lossless-claw:sum_leaf_c",)]
     assert_lineage_complete(str(target))

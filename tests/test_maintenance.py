@@ -51,7 +51,7 @@ def finds(store: Store, text: str) -> list[str]:
 
 def snapshot_of(db: Path) -> dict[str, list[tuple]]:
     return {
-        "messages": rows(db, "SELECT id, conversation_id, seq, session_id, role, content, parts, tool_calls, "
+        "messages": rows(db, "SELECT id, conversation_id, seq, session_key, role, content, parts, tool_calls, "
                              "tool_call_id, source, created_at FROM messages ORDER BY id"),
         "summaries": rows(db, "SELECT id, depth, content, first_seq, last_seq FROM summaries ORDER BY id"),
         "edges": rows(db, "SELECT parent_id, child_kind, child_id, ord FROM edges ORDER BY 1, 2, 3"),

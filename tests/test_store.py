@@ -105,7 +105,7 @@ def test_two_processes_write_one_database_without_lock_errors(tmp_path):
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     for name in ("gateway", "cli"):
         rows = [r[0] for r in con.execute(
-            "SELECT m.content FROM messages m JOIN sessions s ON s.id=m.session_id WHERE s.id=? ORDER BY m.seq",
+            "SELECT m.content FROM messages m JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name WHERE s.id=? ORDER BY m.seq",  # noqa: E501 (schema 4 raw SQL)
             (name,))]
         assert len(rows) == 120 and len(set(rows)) == 120
         assert con.execute("SELECT count(*) FROM summaries s JOIN sessions x ON x.conversation_id="

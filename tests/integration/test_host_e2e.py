@@ -178,7 +178,8 @@ def test_summary_dag_has_depths_and_complete_lineage(e2e: E2E) -> None:
         assert depths.get(1, 0) >= 1, f"summaries per depth: {depths}"
         dangling = db.execute(
             """
-            SELECT e.parent_id, e.child_kind, e.child_id FROM edges e
+            SELECT e.parent_id, e.child_kind, e.child_id FROM (SELECT parent_id,
+                iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) e
             WHERE NOT EXISTS (SELECT 1 FROM summaries s WHERE s.id = e.parent_id)
                OR e.child_kind NOT IN ('message', 'summary')
                OR (e.child_kind = 'message'
@@ -190,7 +191,8 @@ def test_summary_dag_has_depths_and_complete_lineage(e2e: E2E) -> None:
         assert not dangling, f"edges pointing nowhere: {dangling[:10]}"
         inverted = db.execute(
             """
-            SELECT p.id, p.depth, c.id, c.depth FROM edges e
+            SELECT p.id, p.depth, c.id, c.depth FROM (SELECT parent_id,
+                iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) e
             JOIN summaries p ON p.id = e.parent_id
             JOIN summaries c ON e.child_kind = 'summary' AND c.id = e.child_id
             WHERE c.depth >= p.depth
@@ -203,7 +205,9 @@ def test_summary_dag_has_depths_and_complete_lineage(e2e: E2E) -> None:
                 SELECT s.id, 'summary', s.id FROM summaries s
                 UNION
                 SELECT r.root, e.child_kind, e.child_id
-                FROM reach r JOIN edges e ON r.kind = 'summary' AND e.parent_id = r.node
+                FROM reach r JOIN (SELECT parent_id,
+                    iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) e
+                    ON r.kind = 'summary' AND e.parent_id = r.node
             )
             SELECT s.id, s.depth FROM summaries s
             WHERE NOT EXISTS (
@@ -275,7 +279,7 @@ def test_expand_of_the_grep_hit_returns_the_exact_compacted_turn(e2e: E2E) -> No
         seq, frontier = con.execute(
             "SELECT m.seq, c.frontier_seq FROM messages m JOIN conversations c ON c.id=m.conversation_id "
             "WHERE m.id=?", (store_id,)).fetchone()
-        covered = con.execute("SELECT count(*) FROM edges WHERE child_kind='message' AND child_id=?",
+        covered = con.execute("SELECT count(*) FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE child_kind='message' AND child_id=?",  # noqa: E501 (schema 4 raw SQL)
                               (store_id,)).fetchone()[0]
     assert seq <= frontier and covered == 1, "the planted turn was not compacted before it was recalled"
     final = e2e.run.report["turns"][TOOL_TURN]["final_response"] or ""

@@ -147,7 +147,7 @@ def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_b
     assert _after_compaction(mains[:BRANCH_AT]), "no compaction before the branch"
     with sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT m.conversation_id, m.role, m.content, s.id FROM messages m "
-                          "JOIN sessions s ON s.id=m.session_id ORDER BY m.conversation_id, m.seq").fetchall()
+                          "JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name ORDER BY m.conversation_id, m.seq").fetchall()  # noqa: E501 (schema 4 raw SQL)
     branch = run.report["branches"][0]
     in_branch = [r for r in rows if r[3] == branch]
     assert in_branch and {r[0] for r in in_branch} != {r[0] for r in rows if r[3] != branch}, "no new conversation"

@@ -146,7 +146,7 @@ def test_importer_skips_symlinks_in_a_jsonl_directory(tmp_path: Path) -> None:
     con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
     try:
         rows = json.dumps([list(r) for r in con.execute("SELECT * FROM conversations")]
-                          + [list(r) for r in con.execute("SELECT DISTINCT session_id FROM messages")])
+                          + [list(r) for r in con.execute("SELECT DISTINCT k.name FROM messages m JOIN session_keys k ON k.id=m.session_key")])  # noqa: E501 (schema 4 raw SQL)
     finally:
         con.close()
     assert "sess-inside" in rows

@@ -321,7 +321,7 @@ def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path) -> None:
 
     def slow(table: str, row_id: int) -> None:  # the writer's rows as each of ours is rewritten
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            seen.append(con.execute("SELECT count(*) FROM messages WHERE session_id='s2'").fetchone()[0])
+            seen.append(con.execute("SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')").fetchone()[0])  # noqa: E501 (schema 4 raw SQL)
         time.sleep(0.03)
 
     result = scrub.apply(store, POLICY, 1200, tmp_path / "b", batch_rows=2, on_row=slow)
@@ -330,7 +330,7 @@ def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path) -> None:
     assert result["status"] == "applied"
     assert len(set(seen)) > 2 and max(seen) < turns  # the writer stored rows while the rewrite ran
     with sqlite3.connect(db) as con:
-        texts = [r[0] for r in con.execute("SELECT content FROM messages WHERE session_id='s2' ORDER BY seq")]
+        texts = [r[0] for r in con.execute("SELECT content FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2') ORDER BY seq")]  # noqa: E501 (schema 4 raw SQL)
     assert texts == [f"concurrent turn {i}" for i in range(turns)]
     scrub.apply(store, POLICY, 1200, tmp_path / "b2")  # a reader may have kept the WAL: a rerun truncates it
     store_module.close_all()
