@@ -34,12 +34,6 @@ class ViewQueries(SqliteConnection):
                 "FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq LIMIT ?",
                 (conversation_id, after_seq, limit)).fetchall()
 
-    def context_summary_ids(self, conversation_id: int) -> list[int]:
-        with self.read() as db:
-            rows = db.execute("SELECT summary_id FROM context_items WHERE conversation_id=? ORDER BY ord",
-                              (conversation_id,)).fetchall()
-        return [int(r[0]) for r in rows]
-
     def events_of(self, kind: str, conversation_id: int | None, limit: int = 10_000) -> list[dict[str, Any]]:
         """Events of one kind (oldest first); a JSON detail comes back parsed, any other detail redacted."""
         with self.read() as db:

@@ -134,11 +134,9 @@ def node_table(store: Store, conversation_id: int, seq_of: dict[int, int]
     return rows, children, chunks
 
 
-def derived_compactions(nodes: Sequence[Sequence[Any]], recorded: bool) -> list[dict[str, Any]]:
+def derived_compactions(nodes: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     """Compactions the engine did not record (older databases, imports): nodes grouped by the second
     they were made, with the tokens they summarized and the tokens they came out at."""
-    if recorded:
-        return []
     groups: dict[int, dict[str, Any]] = {}
     for row in nodes:
         key = int(row[10])
@@ -168,11 +166,11 @@ def collect(store: Store, conversation_id: int, *, growth_of: Sequence[int] | No
         "node_fields": list(NODE_FIELDS),
         "nodes": nodes,
         "children": children,
-        "context": store.context_summary_ids(conversation_id),
+        "context": [n.id for n in store.context_nodes(conversation_id)],
         "message_chunks": [[c.first, c.last, c.count] for c in message_chunks_],
         "summary_chunks": [[c.first, c.last, c.count] for c in summary_chunks],
         "compactions": [{"at": e["at"], **e["detail"]} for e in compactions if isinstance(e["detail"], dict)],
-        "derived_compactions": derived_compactions(nodes, bool(compactions)),
+        "derived_compactions": [] if compactions else derived_compactions(nodes),
         "growth": store.monthly_growth(growth_of),
     }
     return PageData(meta, message_chunks_, summary_chunks)

@@ -10,6 +10,7 @@ The script writes text with ``textContent`` only, so a message holding ``</scrip
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from importlib import resources
@@ -37,10 +38,10 @@ def _chunks(prefix: str, chunks: list[Chunk]) -> str:
 
 
 def render(data: PageData, title: str) -> str:
-    html = asset("page.html")
+    template = asset("page.html")
     parts = {
         "{{CSP}}": CSP,
-        "{{TITLE}}": _escape(title),
+        "{{TITLE}}": html.escape(title),
         "{{STYLE}}": asset("view.css"),
         "{{META}}": inert_json(data.meta),
         "{{MESSAGES}}": _chunks("m", data.message_chunks),
@@ -48,8 +49,4 @@ def render(data: PageData, title: str) -> str:
         "{{SCRIPT}}": asset("view.js"),
     }
     # one pass over the template: a placeholder's text inside the data is never substituted again
-    return re.sub(r"\{\{[A-Z]+\}\}", lambda m: parts.get(m.group(0), m.group(0)), html)
-
-
-def _escape(text: str) -> str:
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;"))
+    return re.sub(r"\{\{[A-Z]+\}\}", lambda m: parts.get(m.group(0), m.group(0)), template)
