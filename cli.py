@@ -202,7 +202,7 @@ def snippet(text: str, terms: Sequence[Any], width: int = 200) -> str:
 
 def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     dag = Dag(store)
-    facts = store.database_facts()
+    facts = store.database_header()
     counts = store.table_counts()
     depth = store.depth_counts(None)
     newest = store.recent_events(5)

@@ -24,6 +24,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -70,7 +71,7 @@ class Kind:
 
     name: str
     groups: tuple[str, ...]
-    pattern: regex.Pattern[str]
+    source: str
     digest: bool = True
     tells: tuple[str, ...] = ()
     # The secret is assigned right after a tell (``api_key = ...``): a tell with no ``:`` or ``=``
@@ -97,6 +98,10 @@ class Kind:
         return False
 
     @property
+    def pattern(self) -> regex.Pattern[str]:
+        return _compiled(self.source)
+
+    @property
     def user(self) -> bool:
         return self.groups == ("user",)
 
@@ -113,9 +118,16 @@ class Kind:
         return match.span()
 
 
+@functools.cache
+def _compiled(source: str) -> regex.Pattern[str]:
+    """Compiled on first use, once per process: compiling the whole catalog costs ~10 ms, which
+    every ``lcm`` command would pay at import although most never redact anything."""
+    return regex.compile(source)
+
+
 def _kind(name: str, groups: str, pattern: str, *, digest: bool = True, tells: str = "",
           assigned: bool = False) -> Kind:
-    return Kind(name, tuple(groups.split()), regex.compile(pattern), digest, tuple(tells.split()), assigned)
+    return Kind(name, tuple(groups.split()), pattern, digest, tuple(tells.split()), assigned)
 
 
 _KEY_WORDS = (r"(?:api[_-]?key|apikey|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token"
@@ -269,14 +281,14 @@ def _user_kind(name: str, source: str, problems: list[str]) -> Kind | None:
                         "(letters, digits, _); ignored")
         return None
     try:
-        pattern = regex.compile(source)
+        pattern = _compiled(source)
     except regex.error as exc:
         problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name}={source!r} is invalid ({exc}); ignored")
         return None
     if pattern.search("", timeout=TIMEOUT_BASE_S) is not None:  # (also: it compiles and runs)
         problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name} matches the empty text; ignored")
         return None
-    return Kind(name, ("user",), pattern)
+    return Kind(name, ("user",), source)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from hermes_lcm.storage.schema import migrate
 TARGET_RATE = 20_000
 
 
-_COLUMNS = ("conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, tool_name, source, "
+_COLUMNS = ("conversation_id, seq, session_key, role, content, parts, tool_calls, tool_call_id, tool_name, source, "
             "host_ts, created_at, tokens, fingerprint, synthetic, extra")
 
 

@@ -41,13 +41,22 @@ class OperatorQueries(SqliteConnection):
                     for t in ("conversations", "sessions", "messages", "summaries", "edges", "context_items",
                               "events")}
 
-    def database_sizes(self) -> dict[str, Any]:
-        """Pages, free pages and bytes by table or index (None without ``dbstat``), with no integrity
-        check: ``lcm view`` reads this, and on a large file the check alone costs seconds."""
+    def database_header(self) -> dict[str, Any]:
+        """Pages, free pages, schema version and journal mode: what the file header and the schema
+        table say, in constant time whatever the size (``lcm status`` must answer in milliseconds,
+        and ``dbstat`` or an integrity check read every page)."""
         with self.read() as db:
             facts: dict[str, Any] = {p: int(db.execute(f"PRAGMA {p}").fetchone()[0])
                                      for p in ("page_size", "page_count", "freelist_count")}
             facts["schema_version"] = schema.schema_version(db)
+            facts["journal_mode"] = db.execute("PRAGMA journal_mode").fetchone()[0]
+        return facts
+
+    def database_sizes(self) -> dict[str, Any]:
+        """:meth:`database_header` and bytes by table or index (None without ``dbstat``), with no
+        integrity check: ``lcm view`` reads this, and on a large file the check alone costs seconds."""
+        facts = self.database_header()
+        with self.read() as db:
             try:
                 rows = db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
                 facts["bytes_by_table"] = {str(n): int(b) for n, b in rows}
@@ -56,10 +65,9 @@ class OperatorQueries(SqliteConnection):
         return facts
 
     def database_facts(self) -> dict[str, Any]:
-        """:meth:`database_sizes` plus the journal mode and a quick integrity check (status, doctor)."""
+        """:meth:`database_sizes` plus a quick integrity check (doctor, which may take seconds)."""
         facts = self.database_sizes()
         with self.read() as db:
-            facts["journal_mode"] = db.execute("PRAGMA journal_mode").fetchone()[0]
             facts["quick_check"] = [r[0] for r in db.execute("PRAGMA quick_check(20)").fetchall()]
         return facts
 

@@ -49,9 +49,13 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def test_lcm_status_imports_nothing_heavy_and_never_loads_the_ranks(tmp_path: Path) -> None:
     db = tmp_path / "lcm.db"
     open_store(db).close()
-    code = ("import io, json, sys\nfrom hermes_lcm import cli, tokens\nout = io.StringIO()\n"
+    code = ("import io, json, sqlite3, sys\nsql = []\nreal = sqlite3.connect\n"
+            "def connect(*a, **k):\n    c = real(*a, **k)\n    c.set_trace_callback(sql.append)\n    return c\n"
+            "sqlite3.connect = connect\n"
+            "from hermes_lcm import cli, sensitive, tokens\nout = io.StringIO()\n"
             f"rc = cli.main(['--db', {str(db)!r}, '--format', 'json', 'status'], out=out)\n"
             f"print(json.dumps({{'rc': rc, 'report': json.loads(out.getvalue()), 'backend': tokens._backend, "
+            f"'compiled': sensitive._compiled.cache_info().currsize, 'sql': sql, "
             f"'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(tmp_path),
                           timeout=120, check=False)
@@ -60,6 +64,10 @@ def test_lcm_status_imports_nothing_heavy_and_never_loads_the_ranks(tmp_path: Pa
     assert seen["rc"] == 0 and seen["report"]["counts"]["messages"] == 0
     assert seen["heavy"] == []
     assert seen["backend"] == "unloaded"  # the ranks were never read
+    assert seen["compiled"] == 0  # nor the secret catalog compiled
+    # Nothing that reads every page of the file: status stays constant-time on a large database.
+    assert seen["sql"] and not [q for q in seen["sql"] if "dbstat" in q or "quick_check" in q or
+                                "integrity_check" in q]
     assert not (tmp_path / "cache").exists()
 
 
