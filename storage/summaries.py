@@ -112,8 +112,8 @@ class SummaryQueries(SqliteConnection):
 
     def parent_ids(self, kind: str, child_id: int) -> list[int]:
         with self.read() as db:
-            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind IN (?, ?) AND child_id=? "
-                              "ORDER BY parent_id", (KIND_VALUE[kind], kind, child_id)).fetchall()
+            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind=? AND child_id=? "
+                              "ORDER BY parent_id", (KIND_VALUE[kind], child_id)).fetchall()
         return [int(r[0]) for r in rows]
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:

@@ -13,6 +13,8 @@ from hermes_lcm.tokens import count_messages
 
 from .convo import assert_lineage_complete, assert_valid_sequence, conversation, host_run, stored_sequence
 
+pytestmark = pytest.mark.both_backends
+
 
 class Reply:
     def __init__(self, content: Any) -> None:

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from hermes_lcm.tokens import count_messages
 
 from .conftest import new_engine
+
+pytestmark = pytest.mark.both_backends
 from .convo import (
     assert_lineage_complete,
     assert_valid_sequence,

@@ -7,9 +7,13 @@ import re
 import sqlite3
 from typing import Any
 
+import pytest
+
 from hermes_lcm.engine import LcmEngine
 
 from .tooltest import compacted, err, hit_key, ok, walk
+
+pytestmark = pytest.mark.both_backends
 
 
 def matching_ids(engine: LcmEngine, match: str, conversation_id: int | None) -> set[int]:

@@ -24,7 +24,7 @@ from typing import Any, Self
 
 from ..errors import StoreError, StoreFault, WriteFailed
 from ..rows import message_columns
-from . import redacted, schema
+from . import codec, redacted, schema
 from .dialect import translate
 
 # pg_advisory_xact_lock keys: (namespace, key). The namespace is ours ("lcm\0" as an int32).
@@ -176,10 +176,11 @@ class PgConnection:
     @staticmethod
     def _configure(conn: Any) -> None:
         """Each pooled connection: numeric results as float (SQLite hands the mixins floats and
-        ints, never Decimal), and our session settings."""
+        ints, never Decimal), text that may hold NUL (``codec``), and our session settings."""
         from psycopg.types.numeric import FloatLoader
 
         conn.adapters.register_loader("numeric", FloatLoader)
+        codec.register(conn)
         conn.execute("SET statement_timeout = 0")
 
     @classmethod

@@ -24,6 +24,9 @@ _BLOB_LENGTH = regex.compile(r"length\(CAST\(([\w.]+) AS BLOB\)\)")
 _NULL_ID = regex.compile(r"^(\s*INSERT INTO \w+\(id, [^)]*\) VALUES \()NULL, ")
 # Edge kinds compared as both schemas' spellings (an older SQLite file has text kinds).
 _EDGE_KIND = regex.compile(r"IN \(([01]), '(?:message|summary)'\)")
+# SQLite's LIMIT -1 is "no limit"; PostgreSQL wants NULL (or ALL) there.
+_LIMIT = regex.compile(r"\bLIMIT \?")
+_LIMIT_ALL = regex.compile(r"\bLIMIT -1\b")
 # A quoted literal, or a placeholder outside one.
 _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 
@@ -35,6 +38,7 @@ def translate(sql: str) -> str:
     sql = _BLOB_LENGTH.sub(r"octet_length(\1)", sql)
     sql = _WHERE_ONE.sub("WHERE true", sql)
     sql = _EDGE_KIND.sub(r"= \1", sql)
+    sql = _LIMIT_ALL.sub("LIMIT ALL", _LIMIT.sub("LIMIT nullif(?::bigint, -1)", sql))
     if _NULL_ID.match(sql):
         sql = _NULL_ID.sub(r"\1DEFAULT, ", sql, count=1).rstrip().rstrip(";") + " RETURNING id"
     if _OR_IGNORE.match(sql):
