@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 from hermes_lcm.tokens import count_messages
 
 from .conftest import new_engine
-
-pytestmark = pytest.mark.both_backends
 from .convo import (
     assert_lineage_complete,
     assert_valid_sequence,
@@ -23,6 +21,8 @@ from .convo import (
     stored_sequence,
     turn,
 )
+
+pytestmark = pytest.mark.both_backends
 
 
 def _expected(history: list[dict[str, Any]]) -> list[tuple[str, Any]]:
