@@ -17,7 +17,7 @@ from .rows import KIND_VALUE, NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, 
 def _walk(root: str) -> str:
     """SQL: ``walk(kind, id)``, the node ``root`` (an SQL expression) and everything under it,
     following edges down any depth. ``kind`` is the file's: 0/1 (schema 4) or 'message'/'summary'."""
-    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 1, " + root + " UNION SELECT e.child_kind, "
+    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 1, CAST(" + root + " AS BIGINT) UNION SELECT e.child_kind, "
             "e.child_id FROM edges e JOIN walk w ON w.kind IN (1, 'summary') AND e.parent_id=w.id)")
 
 

@@ -16,6 +16,7 @@ import regex
 
 # ``IN (SELECT value FROM json_each(?))``: a JSON array of integer ids bound as one parameter.
 _ID_LIST = regex.compile(r"SELECT value FROM json_each\(\?\)")
+_ID_TABLE = regex.compile(r"FROM json_each\(\?\) (\w+)")
 _OR_IGNORE = regex.compile(r"^\s*INSERT OR IGNORE INTO", regex.IGNORECASE)
 _WHERE_ONE = regex.compile(r"\bWHERE 1\b(?!\s*[=<>])")
 _BLOB_LENGTH = regex.compile(r"length\(CAST\(([\w.]+) AS BLOB\)\)")
@@ -35,8 +36,9 @@ _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 def translate(sql: str) -> str:
     """``sql`` (SQLite spelling, ``?`` placeholders) in PostgreSQL's spelling with ``%s`` ones."""
     sql = _ID_LIST.sub("SELECT value::bigint FROM json_array_elements_text(?::json)", sql)
+    sql = _ID_TABLE.sub(r"FROM (SELECT value::bigint AS value FROM json_array_elements_text(?::json)) AS \1", sql)
     sql = _BLOB_LENGTH.sub(r"octet_length(\1)", sql)
-    sql = _WHERE_ONE.sub("WHERE true", sql)
+    sql = _WHERE_ONE.sub("WHERE true", sql).replace("char(10)", "chr(10)")
     sql = _EDGE_KIND.sub(r"= \1", sql)
     sql = _LIMIT_ALL.sub("LIMIT ALL", _LIMIT.sub("LIMIT nullif(?::bigint, -1)", sql))
     if _NULL_ID.match(sql):

@@ -10,6 +10,7 @@ as with SQLite: :func:`check_identity` reads ``meta`` in the schema the URL sele
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from ..errors import ForeignDatabase, NewerSchema
@@ -18,7 +19,6 @@ from ..schema import APP_ID, SCHEMA_VERSION
 # The PostgreSQL layout's own version (its forward-only migrations below), beside the shared
 # SCHEMA_VERSION that says which columns the mixins may use.
 PG_SCHEMA_VERSION = 1
-TEXT_SEARCH_CONFIG = "english"  # Porter stemming, like the SQLite arm's 'porter unicode61'
 
 _FUNCTIONS = """
 CREATE OR REPLACE FUNCTION instr(haystack text, needle text) RETURNS integer
@@ -31,13 +31,26 @@ CREATE OR REPLACE FUNCTION max(a double precision, b double precision) RETURNS d
   LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT greatest(a, b)';
 CREATE OR REPLACE FUNCTION min(a double precision, b double precision) RETURNS double precision
   LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT least(a, b)';
-CREATE OR REPLACE FUNCTION lcm_tsv(body text) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+CREATE TEXT SEARCH DICTIONARY lcm_english (TEMPLATE = snowball, Language = english);
+CREATE TEXT SEARCH CONFIGURATION lcm (COPY = simple);
+ALTER TEXT SEARCH CONFIGURATION lcm ALTER MAPPING FOR asciiword, word, asciihword, hword, hword_asciipart,
+  hword_part WITH lcm_english;
+-- Split at every character that is not a letter or digit (as SQLite's unicode61), stem without stop
+-- words (as porter). search_path is pinned: a restore by pg_dump runs with an empty one.
+CREATE FUNCTION lcm_fold(body text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  SET search_path FROM CURRENT AS $$ SELECT translate(body, %(accented)s, %(plain)s) $$;
+CREATE FUNCTION lcm_words(body text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  SET search_path FROM CURRENT AS $$ SELECT regexp_replace(lcm_fold(body), '[^[:alnum:]]+', ' ', 'g') $$;
+CREATE FUNCTION lcm_tsv(body text) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+  SET search_path FROM CURRENT AS $$
 BEGIN
-  RETURN to_tsvector('english'::regconfig, body);
+  RETURN to_tsvector('lcm'::regconfig, lcm_words(body));
 EXCEPTION WHEN program_limit_exceeded THEN
   -- A tsvector holds at most 1 MB: a huge text is indexed by its first part (it is stored whole).
-  RETURN to_tsvector('english'::regconfig, left(body, 200000));
+  RETURN to_tsvector('lcm'::regconfig, lcm_words(left(body, 200000)));
 END $$;
+CREATE FUNCTION lcm_tsq(expr text) RETURNS tsquery LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  SET search_path FROM CURRENT AS $$ SELECT to_tsquery('lcm'::regconfig, lcm_fold(expr)) $$;
 """
 
 _TABLES = """
@@ -130,7 +143,22 @@ CREATE TABLE events(
 );
 """
 
-_MIGRATIONS: dict[int, str] = {1: _FUNCTIONS + _TABLES}
+def _folding() -> dict[str, str]:
+    """Letters with diacritics and their base letters, as SQLite's unicode61 folds them
+    (``remove_diacritics``): every Latin letter whose decomposition is one base letter plus marks."""
+    accented, plain = [], []
+    for code in range(0xC0, 0x250):
+        char = chr(code)
+        base = unicodedata.normalize("NFD", char)
+        if len(base) > 1 and base[0].isalpha() and all(unicodedata.combining(c) for c in base[1:]):
+            accented.append(char)
+            plain.append(base[0])
+    quote = "'{}'".format
+    return {"accented": quote("".join(accented)), "plain": quote("".join(plain))}
+
+
+_MIGRATIONS: dict[int, str] = {1: _FUNCTIONS.replace("%(accented)s", _folding()["accented"])
+                                  .replace("%(plain)s", _folding()["plain"]) + _TABLES}
 
 
 def _tables(db: Any) -> set[str]:

@@ -17,6 +17,7 @@ from ..summaries import SummaryQueries
 from ..vectors import VectorQueries
 from ..views import ViewQueries
 from .connection import PgConnection
+from .search import PgMessageSearch, PgSummarySearch
 
 
 def _as_text(fingerprint: str) -> str | bytes:
@@ -24,8 +25,10 @@ def _as_text(fingerprint: str) -> str | bytes:
     return fingerprint
 
 
-class PgStore(PgConnection, MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-              RewriteQueries, VectorQueries, RollupQueries, AssertionQueries, ViewQueries):
+class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
+              SummaryQueries, OperatorQueries, RewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
+              ViewQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
     pack_fingerprint = staticmethod(_as_text)
+    _scratch = None  # the in-memory SQLite FTS5 table reranking and snippets use (MessageSearch.scratch_fts)
