@@ -35,13 +35,13 @@ def register(conn: Any) -> None:
     """Install the escape on one psycopg connection (parameters of type str, results of type text)."""
     from psycopg.types.string import StrDumperUnknown, TextLoader
 
-    class NulSafeDumper(StrDumperUnknown):  # type: ignore[misc]
+    class NulSafeDumper(StrDumperUnknown):
         def dump(self, obj: str) -> Any:
             return super().dump(encode(obj))
 
-    class NulSafeLoader(TextLoader):  # type: ignore[misc]
+    class NulSafeLoader(TextLoader):
         def load(self, data: Any) -> Any:
-            return decode(super().load(data))
+            return decode(str(super().load(data)))
 
     conn.adapters.register_dumper(str, NulSafeDumper)
     conn.adapters.register_loader("text", NulSafeLoader)

@@ -20,8 +20,10 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self
+from pathlib import Path
+from typing import Any, Self, cast
 
+from ..connection import Checkpointer
 from ..errors import StoreError, StoreFault, WriteFailed
 from ..rows import message_columns
 from . import codec, redacted, schema
@@ -140,7 +142,7 @@ class PgConnection:
     path: str
     url: str
     lock: threading.RLock
-    checkpointer: None = None
+    checkpointer: Checkpointer | None = None  # SQLite's WAL copier: PostgreSQL has none
     message_columns: str
     message_columns_m: str
 
@@ -161,13 +163,13 @@ class PgConnection:
             raise StoreError(f"cannot connect to {self.path}: {str(exc).strip()}") from exc
         try:
             with self.read() as db:
-                schema.check_identity(db, self.path)
+                schema.check_identity(cast(PgDb, db), self.path)
             if readonly:
                 if self.schema_version() == 0:
                     raise StoreError(f"{self.path} is not an {schema.APP_ID} database (no tables)")
             else:
                 with self.write() as db:
-                    schema.migrate(db)
+                    schema.migrate(cast(PgDb, db))
             self._set_columns()
         except BaseException:
             self.pool.close()
@@ -184,8 +186,8 @@ class PgConnection:
         conn.execute("SET statement_timeout = 0")
 
     @classmethod
-    def open_readonly(cls, url: str) -> Self:
-        return cls(url, readonly=True)
+    def open_readonly(cls, path: str | Path) -> Self:
+        return cls(str(path), readonly=True)
 
     def _set_columns(self) -> None:
         self.message_columns = message_columns(schema.SCHEMA_VERSION)
@@ -193,7 +195,7 @@ class PgConnection:
 
     def schema_version(self) -> int:
         with self.read() as db:
-            return schema.schema_version(db)
+            return schema.schema_version(cast(PgDb, db))
 
     # -- transactions -----------------------------------------------------
 
@@ -218,7 +220,7 @@ class PgConnection:
             conn_cm.__exit__(None, None, None)
 
     @contextmanager
-    def write(self) -> Iterator[PgDb]:
+    def write(self) -> Iterator[sqlite3.Connection]:
         """One transaction under the database's write lock; nested calls join the outer one.
 
         A failure rolls the whole transaction back and leaves as :class:`WriteFailed` (the
@@ -228,15 +230,15 @@ class PgConnection:
             raise WriteFailed("read-only", f"{self.path} was opened read-only")
         with self._bound() as db:
             if db.in_transaction:
-                yield db
+                yield cast(sqlite3.Connection, db)
                 return
             try:
                 db.raw.execute("BEGIN")
                 db.raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_NAMESPACE, WRITE_LOCK))
-                yield db
+                yield cast(sqlite3.Connection, db)  # the mixins' subset of a sqlite3 connection (PgDb)
                 db.raw.execute("COMMIT")
             except BaseException as exc:
-                self._abandon(db)
+                self._rollback(db)
                 mapped = _mapped(exc)
                 if mapped is exc:
                     raise
@@ -244,21 +246,21 @@ class PgConnection:
             self._commits += 1
 
     @staticmethod
-    def _abandon(db: PgDb) -> None:
+    def _rollback(db: PgDb) -> None:
         if db.in_transaction:
             with contextlib.suppress(Exception):  # a broken connection: the pool discards it
                 db.raw.execute("ROLLBACK")
 
     @contextmanager
-    def read(self) -> Iterator[PgDb]:
+    def read(self) -> Iterator[sqlite3.Connection]:
         """A connection for reading; an error leaves as :class:`StoreFault` (inside a write
         transaction the write's own failure handling applies)."""
         with self._bound() as db:
             if db.in_transaction:
-                yield db
+                yield cast(sqlite3.Connection, db)
                 return
             try:
-                yield db
+                yield cast(sqlite3.Connection, db)
             except Exception as exc:
                 mapped = _mapped(exc)
                 if mapped is exc:
