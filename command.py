@@ -65,7 +65,12 @@ class Target:
 
     engine: LcmEngine | None
     template: LcmEngine
-    db_path: Path
+    db_path: Path | str  # a file, or a postgresql:// URL
+
+    @property
+    def db_exists(self) -> bool:
+        """Whether there is a database to read (a server's answers for itself when opened)."""
+        return isinstance(self.db_path, str) or self.db_path.exists()
 
     @property
     def config(self) -> Any:
@@ -73,7 +78,7 @@ class Target:
 
     def store(self) -> Store:
         engine = self.engine or self.template
-        if self.engine is None and not self.db_path.exists():
+        if self.engine is None and not self.db_exists:
             raise UsageError(f"no database yet at {self.db_path} (send one normal message first)")
         core = engine.ensure_core()
         if core is None:
@@ -148,7 +153,7 @@ def _status(t: Target, rest: list[str]) -> dict[str, Any]:
     if t.engine is None:
         return {"session_id": "(unbound)", "threshold_tokens": "(uninitialized)",
                 "note": "no live engine in this process yet: send one normal message, then /lcm status again",
-                "database_path": str(t.db_path), "database_exists": t.db_path.exists(),
+                "database_path": str(t.db_path), "database_exists": t.db_exists,
                 "slash_command": True, "doctor_clean_apply_enabled": t.config.doctor_clean_apply_enabled}
     info = engine_status(t.engine)
     if t.engine.core is not None:

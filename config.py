@@ -37,6 +37,7 @@ class LcmConfig:
     """Defaults follow SPEC.md; each field is documented in docs/operator-guide.md."""
 
     database_path: str = ""
+    database_url: str = ""
     context_threshold: float = 0.35
     absolute_threshold_tokens: int = 0
     model_thresholds: str = ""
@@ -319,6 +320,8 @@ def _validate(name: str, value: Any) -> None:
         raise ValueError(f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)")
     if name == "timezone" and value:
         check_timezone(value)
+    if name == "database_url" and value and not value.startswith(("postgresql://", "postgres://")):
+        raise ValueError("not a postgresql:// URL (a SQLite file is set with LCM_DATABASE_PATH)")
 
 
 def check_timezone(name: str) -> None:

@@ -128,13 +128,12 @@ class LcmEngine(_Base):
 
     # -- the core, created on first need ------------------------------------------
 
-    def database_path(self) -> Path:
+    def database_path(self) -> Path | str:
         return self._located()[0]
 
-    def _located(self) -> tuple[Path, str]:
-        """The database path and the setting that chose it (named in a startup error)."""
-        return locate(self._env, self.config.database_path, self._loaded.sources.get("database_path"),
-                      self.hermes_home or _host_home())
+    def _located(self) -> tuple[Path | str, str]:
+        """The database (a file or a postgresql:// URL) and the setting that chose it (for a startup error)."""
+        return locate(self._env, self.config, self._loaded.sources, self.hermes_home or _host_home())
 
     @property
     def config(self) -> Any:

@@ -577,13 +577,14 @@ def _fsync(path: Path) -> None:
 # -- at engine start ----------------------------------------------------------------------------------
 
 
-def prepare(path: Path, migrate_on_start: bool, redact_patterns: str | None = None) -> dict[str, Any] | None:
+def prepare(path: Path | str, migrate_on_start: bool, redact_patterns: str | None = None) -> dict[str, Any] | None:
     """Before the engine opens ``path``: upgrade an LCM-X database found there (or, when
-    ``LCM_MIGRATE_ON_START=0``, refuse it naming the command). None: nothing to do.
+    ``LCM_MIGRATE_ON_START=0``, refuse it naming the command). None: nothing to do (a
+    ``postgresql://`` URL is never an LCM-X file; ``lcm migrate-to-postgres`` moves one there).
 
     Engines starting together (a gateway and a CLI, agent copies on threads) take turns on a lock
     file; the ones that wait find the upgrade done and open the new file."""
-    if str(path) == ":memory:" or x.lcmx_version(path) is None:
+    if isinstance(path, str) or str(path) == ":memory:" or x.lcmx_version(path) is None:
         return None
     if not migrate_on_start:
         raise ForeignDatabase(f"{path} is an LCM-X database and LCM_MIGRATE_ON_START=0: upgrade it with "

@@ -35,10 +35,11 @@ from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
 from .display import file_sizes, iso  # issue 17 (cold): file_sizes moved to display.py
 from .patterns import SessionPatterns
+from .payload_gc import local_home
 from .progress import Tick
 from .redact import redact_value
 from .sensitive import Policy
-from .store import Store, open_readonly, verify_backup
+from .store import Store, is_url, open_readonly, verify_backup
 
 ROTATE_SLOT = "rotate-latest"
 PROBE_ROWS = 24
@@ -66,6 +67,8 @@ def backup_dir(db_path: str | os.PathLike[str], configured: str = "") -> Path:
     """Where backups go: ``LCM_BACKUP_DIR`` if set, else ``<db dir>/lcm-backups``."""
     if configured:
         return Path(configured).expanduser()
+    if is_url(db_path):  # a server's database: this machine's Hermes home (pg_dump is the backup there)
+        return local_home() / "lcm-backups"
     return Path(db_path).expanduser().resolve().parent / "lcm-backups"
 
 

@@ -22,6 +22,7 @@ that wrote (or re-used) a file and has not committed its row yet; three things c
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import secrets
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import private
-from .store import Store
+from .store import Store, is_url, redacted
 
 MENTION = re.compile(r"\[lcm-(?:payload|output) ref=([0-9a-f]{24})")
 OUTPUT_MENTION = re.compile(r"\[lcm-output ref=([0-9a-f]{24})")
@@ -43,8 +44,21 @@ SAMPLE = 20
 
 
 def directory_of(db_path: str | os.PathLike[str]) -> Path:
-    """Where the payload guard and the large-output step keep files: ``lcm-payloads`` beside the database."""
+    """Where the payload guard and the large-output step keep files: ``lcm-payloads`` beside the
+    database; for a PostgreSQL URL, under the Hermes home, one directory per database."""
+    if is_url(db_path):
+        return local_home() / "lcm-payloads" / f"pg-{database_tag(str(db_path))}"
     return Path(db_path).parent / "lcm-payloads"
+
+
+def local_home() -> Path:
+    """This machine's Hermes home (what holds files a database on a server cannot)."""
+    return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser()
+
+
+def database_tag(url: str) -> str:
+    """A short stable name for one PostgreSQL database (its URL without the password)."""
+    return hashlib.sha256(redacted(url).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import tokens
 
@@ -24,8 +25,14 @@ BACKOFF_MAX_SECONDS = 3600.0
 MEMORY = ":memory:"
 
 
-def locate(env: Mapping[str, str], configured: str, source: str | None, home: str) -> tuple[Path, str]:
-    """(database path, the setting that chose it): LCM_DATABASE_PATH, config.yaml, or the home default."""
+def locate(env: Mapping[str, str], config: Any, sources: Mapping[str, str], home: str) -> tuple[Path | str, str]:
+    """(database, the setting that chose it): a ``postgresql://`` URL from LCM_DATABASE_URL or
+    config.yaml's ``lcm.database_url``, else a file from LCM_DATABASE_PATH, config.yaml, or the home
+    default. A URL stays a string: as a Path its ``//`` would collapse."""
+    if config.database_url:
+        return config.database_url, ("LCM_DATABASE_URL" if sources.get("database_url") == "env"
+                                     else "lcm.database_url in config.yaml")
+    configured, source = config.database_path, sources.get("database_path")
     if env.get("LCM_DATABASE_PATH"):
         return Path(env["LCM_DATABASE_PATH"]).expanduser(), "LCM_DATABASE_PATH"
     if configured:
@@ -34,8 +41,11 @@ def locate(env: Mapping[str, str], configured: str, source: str | None, home: st
     return Path(home).expanduser() / "lcm.db", "HERMES_HOME"
 
 
-def path_problem(path: Path) -> str | None:
-    """Why ``path`` cannot hold a database this process writes, or None when it may."""
+def path_problem(path: Path | str) -> str | None:
+    """Why ``path`` cannot hold a database this process writes, or None when it may (a URL: the
+    server answers for itself when it is opened)."""
+    if isinstance(path, str):
+        return None
     if str(path) == MEMORY:
         return None
     if path.is_dir():
@@ -56,8 +66,11 @@ def path_problem(path: Path) -> str | None:
     return None
 
 
-def fix_for(setting: str, path: Path) -> str:
+def fix_for(setting: str, path: Path | str) -> str:
     """The one change that helps, naming the setting that chose ``path``."""
+    if isinstance(path, str):
+        return (f"the URL comes from {setting}: check that the server is up and reachable, the database "
+                "exists and its user may create tables (see docs/operator-guide.md, PostgreSQL)")
     if setting == "HERMES_HOME":
         return (f"the path is the default {path.parent}/lcm.db: set LCM_DATABASE_PATH to a writable file "
                 "path, or fix HERMES_HOME")
@@ -77,15 +90,15 @@ class Opening:
     refused: bool = False  # the file is another program's or newer: kept unwritten, the prompt trimmed
     attempts: int = 0
     _key: tuple[str, str] | None = field(default=None, repr=False)
-    _path: Path = field(default=Path(), repr=False)
+    _path: Path | str = field(default=Path(), repr=False)
     _retry_at: float = 0.0
     _backoff: float = BACKOFF_FIRST_SECONDS
 
-    def due(self, path: Path, setting: str) -> bool:
+    def due(self, path: Path | str, setting: str) -> bool:
         """Try (again)? The first time, when the path or its setting changed, or after the back-off."""
         return self.error is None or (str(path), setting) != self._key or self.clock() >= self._retry_at
 
-    def begin(self, path: Path, setting: str) -> None:
+    def begin(self, path: Path | str, setting: str) -> None:
         """Count an attempt; refuse a path that cannot be a database before anything touches it."""
         if (str(path), setting) != self._key:
             self._backoff = BACKOFF_FIRST_SECONDS
@@ -106,7 +119,7 @@ class Opening:
             what = str(exc)
         elif for_good:
             what = f"{exc} - this engine will not write to it; see docs/operator-guide.md (import)"
-        elif str(path) != MEMORY and not path.exists():
+        elif isinstance(path, Path) and str(path) != MEMORY and not path.exists():
             what = f"{path} cannot be created ({exc.__class__.__name__}: {exc})"
         else:
             what = f"{path} could not be opened ({exc.__class__.__name__}: {exc})"

@@ -34,6 +34,7 @@ from .storage.claw import LCL_TABLES, ClawDatabase, detect_source
 from .storage.connection import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES
 from .storage.errors import ForeignDatabase, NewerSchema, StoreError, StoreFault, WriteFailed
 from .storage.operator import verify_backup
+from .storage.pg import is_url, redacted
 from .storage.schema import APP_ID, SCHEMA_VERSION
 from .storage.sqlite import SqliteStore
 
@@ -41,7 +42,7 @@ __all__ = [
     "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
     "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "RewriteStore", "Store",
     "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all",
-    "detect_source", "open_readonly", "open_store", "verify_backup",
+    "detect_source", "is_url", "open_readonly", "open_store", "redacted", "verify_backup",
 ]
 
 
@@ -327,24 +328,40 @@ class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, Rewrit
     def close(self) -> None: ...
 
 
-_stores: dict[tuple[int, str], SqliteStore] = {}
+_stores: dict[tuple[int, str], Store] = {}
 _stores_lock = threading.Lock()
 
 
 def open_store(path: str | os.PathLike[str]) -> Store:
-    """The process's one connection to ``path`` (opened on first use, migrated to our schema)."""
-    resolved = str(Path(path).expanduser().resolve()) if str(path) != ":memory:" else ":memory:"
+    """The process's one store for ``path``: a SQLite file, or a ``postgresql://`` URL (its pool),
+    opened on first use and migrated to our schema."""
+    if is_url(path):
+        resolved = str(path)
+    else:
+        resolved = str(Path(path).expanduser().resolve()) if str(path) != ":memory:" else ":memory:"
     key = (os.getpid(), resolved)
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
-            store = SqliteStore(resolved)
+            store = _open(resolved)
             _stores[key] = store
         return store
 
 
+def _open(target: str) -> Store:
+    if is_url(target):
+        from .storage.pg.store import PgStore  # the driver is imported only for a URL
+
+        return PgStore(target)
+    return SqliteStore(target)
+
+
 def open_readonly(path: str | os.PathLike[str]) -> Store:
     """A query-only connection of its own: no migration, no WAL switch, never a write."""
+    if is_url(path):
+        from .storage.pg.store import PgStore
+
+        return PgStore.open_readonly(str(path))
     return SqliteStore.open_readonly(Path(path))
 
 

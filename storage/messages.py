@@ -123,7 +123,7 @@ def session_key(db: sqlite3.Connection, session_id: str) -> int:
 
 
 def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: str, source: str,
-                     records: Sequence[MessageIn]) -> list[int]:
+                     records: Sequence[MessageIn], pack: Callable[[str], str | bytes] = pack_fingerprint) -> list[int]:
     """Append records after the conversation's last seq, in the caller's transaction.
 
     Rows go in as multi-row INSERT statements, not one statement per row: the FTS5 trigger
@@ -138,8 +138,7 @@ def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: st
     session = session_key(db, session_id)  # schema 4: integer session key, packed fingerprint
     rows = [(conversation_id, last_seq + offset, session, m.role, m.content, m.parts, m.tool_calls,
              m.tool_call_id, m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens,
-             pack_fingerprint(m.fingerprint),
-             m.synthetic, m.extra)
+             pack(m.fingerprint), m.synthetic, m.extra)
             for offset, m in enumerate(records, start=1)]
     per_statement = max(1, min(_INSERT_BATCH_ROWS,
                                db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _MESSAGE_INSERT_PARAMS))
@@ -168,13 +167,13 @@ class MessageQueries(SqliteConnection):
         stored fingerprints, so concurrent writers serialize on the decision.
         """
         with self.write() as db:
-            fresh = select(SqlitePrints(db, conversation_id))
-            return insert_messages(db, conversation_id, session_id, source or "unknown", fresh)
+            fresh = select(SqlitePrints(db, conversation_id, self.pack_fingerprint))
+            return insert_messages(db, conversation_id, session_id, source or "unknown", fresh, self.pack_fingerprint)
 
     def probe(self, conversation_id: int, select: Callable[[SqlitePrints], Sequence[MessageIn]]) -> list[MessageIn]:
         """What ``select`` would store now, without writing: reads work while writes fail."""
         with self.read() as db:
-            return list(select(SqlitePrints(db, conversation_id)))
+            return list(select(SqlitePrints(db, conversation_id, self.pack_fingerprint)))
 
     def append_imported(self, conversation_id: int, session_id: str, source: str,
                         records: Sequence[MessageIn]) -> tuple[list[int], int]:
@@ -184,7 +183,7 @@ class MessageQueries(SqliteConnection):
             known = {unpack_fingerprint(r[0]) for r in db.execute(
                 "SELECT fingerprint FROM messages WHERE conversation_id=?", (conversation_id,)).fetchall()}
             fresh = [m for m in records if m.fingerprint not in known]
-            ids = insert_messages(db, conversation_id, session_id, source, fresh)
+            ids = insert_messages(db, conversation_id, session_id, source, fresh, self.pack_fingerprint)
         return ids, len(records) - len(fresh)
 
     def fingerprint_ids(self, conversation_id: int) -> dict[str, int]:

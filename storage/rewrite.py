@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .connection import SqliteConnection, faults_mapped
-from .rows import pack_fingerprint, row_to_message, unpack_fingerprint
+from .rows import row_to_message, unpack_fingerprint
 
 # The text columns of the rows ``lcm redact`` rewrites besides messages (table -> column).
 TEXT_TABLES: dict[str, str] = {"summaries": "content", "events": "detail"}
@@ -44,7 +44,7 @@ class RewriteQueries(SqliteConnection):
         with self.write() as db:
             db.execute("UPDATE messages SET content=?, parts=?, tool_calls=?, extra=?, tokens=?, fingerprint=? "
                        "WHERE id=?", (fields["content"], fields["parts"], fields["tool_calls"], fields["extra"],
-                                      fields["tokens"], pack_fingerprint(fields["fingerprint"]), message_id))
+                                      fields["tokens"], self.pack_fingerprint(fields["fingerprint"]), message_id))
 
     def rewrite_text(self, table: str, row_id: int, text: str) -> None:
         """Set one summary's or event's text; a summary's FTS row is deleted and inserted again

@@ -17,7 +17,7 @@ from .rows import KIND_VALUE, NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, 
 def _walk(root: str) -> str:
     """SQL: ``walk(kind, id)``, the node ``root`` (an SQL expression) and everything under it,
     following edges down any depth. ``kind`` is the file's: 0/1 (schema 4) or 'message'/'summary'."""
-    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 1, " + root + " UNION SELECT e.child_kind, "
+    return ("WITH RECURSIVE walk(kind, id) AS (SELECT 1, CAST(" + root + " AS BIGINT) UNION SELECT e.child_kind, "
             "e.child_id FROM edges e JOIN walk w ON w.kind IN (1, 'summary') AND e.parent_id=w.id)")
 
 
@@ -112,8 +112,8 @@ class SummaryQueries(SqliteConnection):
 
     def parent_ids(self, kind: str, child_id: int) -> list[int]:
         with self.read() as db:
-            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind IN (?, ?) AND child_id=? "
-                              "ORDER BY parent_id", (KIND_VALUE[kind], kind, child_id)).fetchall()
+            rows = db.execute("SELECT parent_id FROM edges WHERE child_kind=? AND child_id=? "
+                              "ORDER BY parent_id", (KIND_VALUE[kind], child_id)).fetchall()
         return [int(r[0]) for r in rows]
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:

@@ -1,4 +1,5 @@
-"""Shared fixtures: real engines on real SQLite files under tmp_path."""
+"""Shared fixtures: real engines on real SQLite files under tmp_path, or on a real PostgreSQL
+server (tests/pgserver.py) for the contract tests marked ``both_backends``, which run on each."""
 
 from __future__ import annotations
 
@@ -23,10 +24,39 @@ def new_engine(home: Path, threshold: int = 6000, session: str = "s1", **env: st
     return engine
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "both_backends: the test runs on SQLite and on PostgreSQL (make_engine)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def make_engine(tmp_path: Path) -> Iterator[Callable[..., LcmEngine]]:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The store a test's engines use: SQLite unless the test is a contract test on both."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+def database_env(backend: str) -> dict[str, str]:
+    """The setting that puts an engine on ``backend`` (a fresh schema of the test server for PostgreSQL)."""
+    if backend == "postgres":
+        from .pgserver import fresh_url
+
+        return {"LCM_DATABASE_URL": fresh_url()}
+    return {}
+
+
+@pytest.fixture
+def make_engine(tmp_path: Path, backend: str) -> Iterator[Callable[..., LcmEngine]]:
+    where = database_env(backend)
+
     def make(threshold: int = 6000, session: str = "s1", **env: Any) -> LcmEngine:
-        return new_engine(tmp_path, threshold, session, **env)
+        return new_engine(tmp_path, threshold, session, **{**where, **env})
 
     yield make
     store_module.close_all()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from hermes_lcm.engine import LcmEngine
@@ -87,22 +87,33 @@ def assert_valid_sequence(messages: Sequence[dict[str, Any]]) -> None:
         i += 1
 
 
+def _raw_query(target: str) -> tuple[Callable[[str, tuple[Any, ...]], list[Any]], Callable[[], None]]:
+    """Plain SQL on the database, past the store's own code: sqlite3 for a file, psycopg for a URL."""
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        pg = psycopg.connect(target, autocommit=True)
+        return (lambda sql, args: pg.execute(sql.replace("?", "%s"), args).fetchall()), pg.close
+    con = sqlite3.connect(target)
+    return (lambda sql, args: con.execute(sql, args).fetchall()), con.close
+
+
 def assert_lineage_complete(db_path: str) -> None:
     """Every node reaches raw messages; every depth-0 node links messages, deeper ones nodes."""
-    con = sqlite3.connect(db_path)
+    query, close = _raw_query(str(db_path))
+    edges = ("(SELECT parent_id, CASE WHEN child_kind=1 THEN 'summary' ELSE 'message' END AS child_kind, child_id "
+             "FROM edges)")
     try:
-        nodes = con.execute("SELECT id, depth FROM summaries").fetchall()
-        for node_id, depth in nodes:
-            kinds = {r[0] for r in con.execute("SELECT child_kind FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE parent_id=?", (node_id,))}  # noqa: E501 (schema 4 raw SQL)
+        for node_id, depth in query("SELECT id, depth FROM summaries", ()):
+            kinds = {r[0] for r in query(f"SELECT child_kind FROM {edges} e WHERE parent_id=?", (node_id,))}
             assert kinds == ({"message"} if depth == 0 else {"summary"}), (node_id, depth, kinds)
-            leaves = con.execute(
-                "WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', ? UNION SELECT e.child_kind, e.child_id "
-                "FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) "  # noqa: E501 (schema 4 raw SQL)
-                "SELECT count(*) FROM walk w JOIN messages m ON w.kind='message' AND m.id=w.id", (node_id,)
-            ).fetchone()[0]
+            leaves = query(
+                f"WITH RECURSIVE walk(kind, id) AS (SELECT 'summary', CAST(? AS BIGINT) UNION SELECT e.child_kind, "
+                f"e.child_id FROM {edges} e JOIN walk w ON w.kind='summary' AND e.parent_id=w.id) "
+                "SELECT count(*) FROM walk w JOIN messages m ON w.kind='message' AND m.id=w.id", (node_id,))[0][0]
             assert leaves > 0, f"node {node_id} reaches no raw message"
     finally:
-        con.close()
+        close()
 
 
 def visible(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from hermes_lcm.records import SummaryNode
 from hermes_lcm.tokens import count_messages, count_tokens
 
 from .convo import assert_valid_sequence
+
+pytestmark = pytest.mark.both_backends
 
 
 def _node(i: int, depth: int, text: str) -> SummaryNode:

@@ -11,7 +11,10 @@ import pytest
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.tokens import count_messages
 
+from . import backends
 from .convo import assert_lineage_complete, assert_valid_sequence, conversation, host_run, stored_sequence
+
+pytestmark = pytest.mark.both_backends
 
 
 class Reply:
@@ -102,7 +105,7 @@ def test_an_internal_error_keeps_unconfirmed_messages_and_is_reported(make_engin
     leaves the list: it comes back unchanged (the host's "no progress") and the error shows."""
     engine = make_engine(threshold=3000)
     history = [m for t in conversation(seed=14, turns=40) for m in t]
-    engine.core.store.conn.close()  # the store breaks under the engine's feet
+    backends.break_store(engine.core.store)  # the store breaks under the engine's feet
     out = engine.compress(list(history), current_tokens=count_messages(history))
     assert out == history
     assert engine.should_compress(10) is False
@@ -114,7 +117,7 @@ def test_a_store_that_stops_writing_after_storing_still_gives_a_bounded_valid_pr
     engine = make_engine(threshold=3000)
     history = [m for t in conversation(seed=14, turns=40) for m in t]
     engine.ingest_host(list(history))
-    engine.core.store.conn.execute("PRAGMA query_only=ON")  # reads work, every write is refused
+    backends.refuse_writes(engine.core.store)  # reads work, every write is refused
     out = engine.compress(list(history), current_tokens=count_messages(history))
     assert out and count_messages(out) < 3000
     assert_valid_sequence(out)

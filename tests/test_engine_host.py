@@ -6,12 +6,16 @@ import copy
 import json
 import threading
 
+import pytest
+
 from hermes_lcm import hooks
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.registry import live_engine
 from hermes_lcm.tokens import count_messages
 
 from .convo import conversation
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_deepcopy_carries_settings_but_no_connection(tmp_path):

@@ -22,6 +22,8 @@ from .convo import (
     turn,
 )
 
+pytestmark = pytest.mark.both_backends
+
 
 def _expected(history: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     return [(m["role"], m["content"]) for m in history]

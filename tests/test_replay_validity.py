@@ -30,6 +30,8 @@ from hermes_lcm.wire import problems
 from .conftest import new_engine
 from .fuzzmsgs import is_storable, malformed_history, newest_request_text, shows, wide_history
 
+pytestmark = pytest.mark.both_backends
+
 PROPERTY = settings(deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                            HealthCheck.data_too_large])

@@ -6,9 +6,13 @@ import base64
 import json
 from typing import Any
 
+import pytest
+
 from hermes_lcm.engine import LcmEngine
 
 from .tooltest import compacted, err, ok, walk
+
+pytestmark = pytest.mark.both_backends
 
 UNICODE = ("naïve café — 東京 🙂 \u200b zero-width, RTL \u05e9\u05dc\u05d5\u05dd, combining e\u0301, "
            "\\n literal, \"quotes\"")

@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from typing import Any
+
+import pytest
 
 from hermes_lcm.engine import LcmEngine
 
+from . import backends
 from .tooltest import compacted, err, hit_key, ok, walk
+
+pytestmark = pytest.mark.both_backends
 
 
 def matching_ids(engine: LcmEngine, match: str, conversation_id: int | None) -> set[int]:
-    """Raw messages matching an FTS expression, straight from the database file."""
-    db = sqlite3.connect(engine.core.store.path)
-    try:
-        sql = "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid WHERE messages_fts MATCH ?"
-        args: tuple[Any, ...] = (match,)
-        if conversation_id is not None:
-            sql += " AND m.conversation_id=?"
-            args += (conversation_id,)
-        return {r[0] for r in db.execute(sql, args)}
-    finally:
-        db.close()
+    """Raw messages matching an FTS expression, straight from the database."""
+    return backends.matching_ids(engine.core.store.path, match, conversation_id)
 
 
 def test_defaults_and_clamps(make_engine):

@@ -1,0 +1,288 @@
+"""The PostgreSQL connection: a pool per database URL and process, one transaction per
+``write()`` under the database's write lock, and psycopg's errors mapped to the data layer's.
+
+The shared query mixins were written against SQLite's ``BEGIN IMMEDIATE``: a write transaction
+reads what it needs (a conversation's last seq, which rows are already stored) and decides
+while no other writer can change it. :meth:`PgConnection.write` gives them the same guarantee
+across hosts with a transaction-scoped advisory lock taken first thing, so every machine that
+shares the database serializes its writes exactly as processes sharing a SQLite file do; UNIQUE
+constraints stay as the second line. Readers never wait (MVCC), and a compaction's summarizer
+call runs outside any transaction, so a lock is held only for the milliseconds of a write.
+
+A nested ``read()`` or ``write()`` on the same thread joins the open transaction (as a SQLite
+connection does), through a thread-local binding of the pooled connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self, cast
+
+from ..connection import Checkpointer
+from ..errors import StoreError, StoreFault, WriteFailed
+from ..rows import message_columns
+from . import codec, redacted, schema
+from .dialect import translate
+
+# pg_advisory_xact_lock keys: (namespace, key). The namespace is ours ("lcm\0" as an int32).
+LOCK_NAMESPACE = 0x6C636D00
+WRITE_LOCK = 1
+POOL_MAX = 4
+CONNECT_TIMEOUT_S = 10
+# SQLSTATE classes and codes that mean "this write cannot happen now", with the labels status shows.
+_WRITE_FAILURES = (("53100", "disk full"), ("53", "out of resources"), ("25006", "read-only"),
+                   ("08", "cannot connect"), ("57P", "server shutting down"), ("55P03", "locked"),
+                   ("40P01", "deadlock"), ("40001", "serialization failure"))
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:  # the optional extra is not installed
+        raise StoreError("a postgresql:// database needs the 'postgres' extra: "
+                         "pip install 'hermes-lcm[postgres]' (psycopg 3 and psycopg_pool)") from exc
+    return psycopg, psycopg_pool
+
+
+def write_failure(exc: BaseException) -> WriteFailed | None:
+    """``exc`` as a :class:`WriteFailed` when it says the database cannot be written now."""
+    if isinstance(exc, WriteFailed):
+        return exc
+    code = str(getattr(exc, "sqlstate", "") or "")
+    for prefix, reason in _WRITE_FAILURES:
+        if code.startswith(prefix):
+            return WriteFailed(reason, str(exc).strip())
+    if type(exc).__name__ in ("OperationalError", "PoolTimeout"):
+        return WriteFailed("cannot connect", str(exc).strip())
+    return None
+
+
+def _as_sqlite_error(exc: Exception) -> sqlite3.Error:
+    """The shared mixins catch sqlite3's types (``IntegrityError`` for a duplicate, ``Error`` for
+    the rest): a PostgreSQL error reaches them as the matching one, its message kept."""
+    text = f"{exc} (SQLSTATE {getattr(exc, 'sqlstate', '')})".strip()
+    if type(exc).__name__ in ("UniqueViolation", "IntegrityError", "ForeignKeyViolation", "CheckViolation",
+                              "NotNullViolation", "RaiseException"):
+        return sqlite3.IntegrityError(text)
+    return sqlite3.OperationalError(text)
+
+
+class PgCursor:
+    """What the mixins use of a sqlite3 cursor: fetchone, fetchall, iteration, rowcount."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+        self.rowcount = cursor.rowcount
+        self.lastrowid: int | None = None
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone() if self._cursor.description else None
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall() if self._cursor.description else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PgDb:
+    """A pooled connection speaking the mixins' SQLite spelling (``dialect.translate``)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.raw.info.transaction_status != 0)  # 0: IDLE
+
+    def getlimit(self, _category: int) -> int:
+        """SQLite's bound-parameter limit, asked by batch inserts: PostgreSQL allows 65,535."""
+        return 32767
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> PgCursor:
+        sql = translate(sql)
+        try:
+            cur = self.raw.execute(sql, tuple(params))
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+        found = PgCursor(cur)
+        if sql.endswith(" RETURNING id"):
+            row = cur.fetchone()
+            found.lastrowid = int(row[0]) if row else None
+        return found
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            with self.raw.cursor() as cur:
+                cur.executemany(translate(sql), [tuple(r) for r in rows])
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+
+
+def _is_psycopg_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("psycopg")
+
+
+class PgConnection:
+    """A PostgreSQL database opened for this process: its pool and its transactions.
+
+    ``path`` is the URL without its password (what operators see); ``url`` keeps it.
+    """
+
+    path: str
+    url: str
+    lock: threading.RLock
+    checkpointer: Checkpointer | None = None  # SQLite's WAL copier: PostgreSQL has none
+    message_columns: str
+    message_columns_m: str
+
+    def __init__(self, url: str, *, readonly: bool = False) -> None:
+        _, psycopg_pool = _psycopg()
+        self.url, self.path = url, redacted(url)
+        self.lock = threading.RLock()
+        self._local = threading.local()
+        self._readonly = readonly
+        self._commits = 0
+        try:
+            self.pool = psycopg_pool.ConnectionPool(
+                url, min_size=1, max_size=POOL_MAX, open=True, timeout=CONNECT_TIMEOUT_S,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, configure=self._configure,
+                name="hermes-lcm")
+            self.pool.wait(timeout=CONNECT_TIMEOUT_S)
+        except Exception as exc:
+            raise StoreError(f"cannot connect to {self.path}: {str(exc).strip()}") from exc
+        try:
+            with self.read() as db:
+                schema.check_identity(cast(PgDb, db), self.path)
+            if readonly:
+                if self.schema_version() == 0:
+                    raise StoreError(f"{self.path} is not an {schema.APP_ID} database (no tables)")
+            else:
+                with self.write() as db:
+                    schema.migrate(cast(PgDb, db))
+            self._set_columns()
+        except BaseException:
+            self.pool.close()
+            raise
+
+    @staticmethod
+    def _configure(conn: Any) -> None:
+        """Each pooled connection: numeric results as float (SQLite hands the mixins floats and
+        ints, never Decimal), text that may hold NUL (``codec``), and our session settings."""
+        from psycopg.types.numeric import FloatLoader
+
+        conn.adapters.register_loader("numeric", FloatLoader)
+        codec.register(conn)
+        conn.execute("SET statement_timeout = 0")
+
+    @classmethod
+    def open_readonly(cls, path: str | Path) -> Self:
+        return cls(str(path), readonly=True)
+
+    def _set_columns(self) -> None:
+        self.message_columns = message_columns(schema.SCHEMA_VERSION)
+        self.message_columns_m = message_columns(schema.SCHEMA_VERSION, "m")
+
+    def schema_version(self) -> int:
+        with self.read() as db:
+            return schema.schema_version(cast(PgDb, db))
+
+    # -- transactions -----------------------------------------------------
+
+    @contextmanager
+    def _bound(self) -> Iterator[PgDb]:
+        """The connection this thread's open transaction uses, or one from the pool."""
+        bound: PgDb | None = getattr(self._local, "db", None)
+        if bound is not None:
+            yield bound
+            return
+        try:
+            conn_cm = self.pool.connection()
+            conn = conn_cm.__enter__()
+        except Exception as exc:
+            raise WriteFailed("cannot connect", f"{self.path}: {str(exc).strip()}") from exc
+        db = PgDb(conn)
+        self._local.db = db
+        try:
+            yield db
+        finally:
+            self._local.db = None
+            conn_cm.__exit__(None, None, None)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One transaction under the database's write lock; nested calls join the outer one.
+
+        A failure rolls the whole transaction back and leaves as :class:`WriteFailed` (the
+        database cannot be written now) or :class:`StoreFault` (any other error).
+        """
+        if self._readonly:
+            raise WriteFailed("read-only", f"{self.path} was opened read-only")
+        with self._bound() as db:
+            if db.in_transaction:
+                yield cast(sqlite3.Connection, db)
+                return
+            try:
+                db.raw.execute("BEGIN")
+                db.raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_NAMESPACE, WRITE_LOCK))
+                yield cast(sqlite3.Connection, db)  # the mixins' subset of a sqlite3 connection (PgDb)
+                db.raw.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback(db)
+                mapped = _mapped(exc)
+                if mapped is exc:
+                    raise
+                raise mapped from exc
+            self._commits += 1
+
+    @staticmethod
+    def _rollback(db: PgDb) -> None:
+        if db.in_transaction:
+            with contextlib.suppress(Exception):  # a broken connection: the pool discards it
+                db.raw.execute("ROLLBACK")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reading; an error leaves as :class:`StoreFault` (inside a write
+        transaction the write's own failure handling applies)."""
+        with self._bound() as db:
+            if db.in_transaction:
+                yield cast(sqlite3.Connection, db)
+                return
+            try:
+                yield cast(sqlite3.Connection, db)
+            except Exception as exc:
+                mapped = _mapped(exc)
+                if mapped is exc:
+                    raise
+                raise mapped from exc
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _mapped(exc: BaseException) -> BaseException:
+    """The data layer's error for ``exc`` (itself when it is already one, or not a database error)."""
+    if isinstance(exc, (StoreFault, StoreError)):
+        return exc
+    cause = exc.__cause__ if isinstance(exc, sqlite3.Error) and exc.__cause__ is not None else exc
+    failed = write_failure(cause)
+    if failed is not None:
+        return failed
+    if isinstance(exc, sqlite3.Error) or _is_psycopg_error(exc):
+        return StoreFault(str(exc).strip())
+    return exc

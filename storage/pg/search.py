@@ -1,0 +1,121 @@
+"""The full-text methods of the store on PostgreSQL: the same answers as ``MessageSearch`` and
+``SummaryQueries.summary_hits``, from the ``tsv`` columns and their GIN indexes.
+
+Every other search method (bounds, hits by id, scratch FTS for reranking and snippets) is the
+shared one: the scratch index is an in-memory SQLite table on the few candidates, so reranking
+and snippets are computed by the same tokenizer on both backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...records import StoredMessage, SummaryNode
+from ..message_search import MessageSearch
+from ..rows import NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
+from ..summaries import SummaryQueries
+from .fulltext import to_tsquery_text
+
+_FAR = 2**62
+
+
+class PgMessageSearch(MessageSearch):
+    """Messages by full text."""
+
+    def fts_term_counts(self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None,
+                        cap: int) -> list[int]:
+        """Per expression, how many rows in the id range match it, counted up to ``cap``."""
+        table = {"messages": "messages", "summaries": "summaries"}[kind]
+        low, high = bounds if bounds is not None else (-_FAR, _FAR)
+        counts = []
+        with self.read() as db:
+            for match in matches:
+                query = to_tsquery_text(match)
+                if not query:
+                    counts.append(0)
+                    continue
+                counts.append(int(db.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? "
+                    "LIMIT ?) AS capped", (query, low, high, cap)).fetchone()[0]))
+        return counts
+
+    def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
+                     text_chars: int, **filters: Any) -> list[tuple[Any, ...]]:
+        """As :meth:`MessageSearch.message_hits`; "rank" orders by ``ts_rank_cd`` (score negated)."""
+        query = to_tsquery_text(match)
+        if not query:
+            return []
+        rank = order == "rank"
+        later = {key: True for key in ("skip_own_tools", "skip_memory_turns") if rank and filters.get(key)}
+        where, args = self._message_filters({**filters, **{key: False for key in later}})
+        outer, _ = self._message_filters(later)
+        low, high = bounds if bounds is not None else (-_FAR, _FAR)
+        score, sort = ("-ts_rank_cd(m.tsv, q.q, 1)", "score, m.id DESC") if rank else ("0.0", "m.id DESC")
+        inner = 2 * limit if later else limit
+        with self.read() as db:
+            return db.execute(
+                f"SELECT {self._HIT_COLUMNS}, t.score FROM (SELECT m.id AS id, {score} AS score "
+                f"FROM messages m, (SELECT lcm_tsq(?) AS q) AS q WHERE m.tsv @@ q.q AND m.id BETWEEN ? AND ? "
+                f"{where} ORDER BY {sort} LIMIT ?) AS t JOIN messages m ON m.id=t.id WHERE 1 {outer} "
+                f"ORDER BY {'t.score, m.id DESC' if rank else 'm.id DESC'} LIMIT ?",
+                (text_chars, query, low, high, *args, inner, limit),
+            ).fetchall()
+
+    def search_messages(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[StoredMessage, float]]:
+        query = to_tsquery_text(match)
+        if not query:
+            return []
+        scope = "AND m.conversation_id=?" if conversation_id is not None else ""
+        args: tuple[object, ...] = (query, conversation_id, limit) if conversation_id is not None else (query, limit)
+        with self.read() as db:
+            rows = db.execute(
+                f"SELECT {self.message_columns_m}, -ts_rank_cd(m.tsv, q.q, 1) AS score "
+                f"FROM messages m, (SELECT lcm_tsq(?) AS q) AS q WHERE m.tsv @@ q.q {scope} "
+                "ORDER BY score, m.id LIMIT ?", args).fetchall()
+        return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
+
+    def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50,
+                               conversation_ids: Sequence[int] | None = None) -> list[int]:
+        """Messages whose text, structured content or tool calls contain ``token`` (a payload ref)."""
+        scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
+        query = to_tsquery_text('"' + token.replace('"', '""') + '"')
+        with self.read() as db:
+            rows = db.execute(
+                f"SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq(?) {scope} ORDER BY m.id LIMIT ?",
+                (query, *args, limit)).fetchall() if query else []
+            if not rows:
+                rows = db.execute(
+                    f"SELECT m.id FROM messages m WHERE 1 {scope} AND (instr(coalesce(m.parts, ''), ?) > 0 "
+                    "OR instr(coalesce(m.tool_calls, ''), ?) > 0) ORDER BY m.id LIMIT ?",
+                    (*args, token, token, limit)).fetchall()
+        return [int(r[0]) for r in rows]
+
+
+class PgSummarySearch(SummaryQueries):
+    """Summaries by full text."""
+
+    def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
+                     conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
+                     exclude_ids: Sequence[int] = (),
+                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
+        query = to_tsquery_text(match)
+        if not query:
+            return []
+        low, high = bounds if bounds is not None else (-_FAR, _FAR)
+        where, args = conversation_scope("s.conversation_id", conversation_id, conversation_ids)
+        for value, clause in ((session_id, "s.session_id=?"), (source, self._HAS_SOURCE)):
+            if value is not None:
+                where += " AND " + clause
+                args.append(value)
+        if exclude_ids:
+            where += " AND s.id NOT IN (SELECT value FROM json_each(?))"
+            args.append(id_list(exclude_ids))
+        rank = order == "rank"
+        score, sort = ("-ts_rank_cd(s.tsv, q.q, 1)", "score, s.id DESC") if rank else ("0.0", "s.id DESC")
+        with self.read() as db:
+            rows = db.execute(
+                f"SELECT {NODE_COLUMNS_S}, {score} AS score FROM summaries s, (SELECT lcm_tsq(?) AS q) AS q "
+                f"WHERE s.tsv @@ q.q AND s.id BETWEEN ? AND ? {where} ORDER BY {sort} LIMIT ?",
+                (query, low, high, *args, limit)).fetchall()
+        return [(row_to_node(r[:-1]), float(r[-1])) for r in rows]

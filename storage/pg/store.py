@@ -1,0 +1,34 @@
+"""The PostgreSQL store: the shared query mixins over a :class:`PgConnection`, with the methods
+whose SQL is SQLite's alone (FTS5, PRAGMAs, ``sqlite_master``, the file itself) overridden.
+
+It implements ``store.Store``; ``store.open_store`` opens it for a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+from ..assertions import AssertionQueries
+from ..conversations import ConversationQueries
+from ..message_search import MessageSearch
+from ..messages import MessageQueries
+from ..operator import OperatorQueries
+from ..rewrite import RewriteQueries
+from ..rollups import RollupQueries
+from ..summaries import SummaryQueries
+from ..vectors import VectorQueries
+from ..views import ViewQueries
+from .connection import PgConnection
+from .search import PgMessageSearch, PgSummarySearch
+
+
+def _as_text(fingerprint: str) -> str | bytes:
+    """Fingerprints are text here: the column is ``text`` (compactness is SQLite's concern)."""
+    return fingerprint
+
+
+class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
+              SummaryQueries, OperatorQueries, RewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
+              ViewQueries):
+    """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
+
+    pack_fingerprint = staticmethod(_as_text)
+    _scratch = None  # the in-memory SQLite FTS5 table reranking and snippets use (MessageSearch.scratch_fts)

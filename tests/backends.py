@@ -1,0 +1,54 @@
+"""What a backend-neutral test needs beyond the store's API: the database's own answer to a
+full-text query (read past our search code), and the two ways a store fails under the engine."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from hermes_lcm.store import Store, is_url
+
+
+def matching_ids(path: str, match: str, conversation_id: int | None) -> set[int]:
+    """Raw messages matching an FTS expression, straight from the database: FTS5 for a file, the
+    ``tsv`` index for a URL (with the same expression as ``tsquery``)."""
+    scope, args = (" AND m.conversation_id=?", (conversation_id,)) if conversation_id is not None else ("", ())
+    if is_url(path):
+        import psycopg
+
+        from hermes_lcm.storage.pg.fulltext import to_tsquery_text
+
+        with psycopg.connect(path, autocommit=True) as pg:
+            sql = f"SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq(%s){scope.replace('?', '%s')}"
+            return {r[0] for r in pg.execute(sql, (to_tsquery_text(match), *args))}
+    db = sqlite3.connect(path)
+    try:
+        sql = "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid WHERE messages_fts MATCH ?"
+        return {r[0] for r in db.execute(sql + scope, (match, *args))}
+    finally:
+        db.close()
+
+
+def break_store(store: Store) -> None:
+    """The store's connection goes away under the engine's feet (every call fails from now on)."""
+    if is_url(store.path):
+        store.close()
+    else:
+        store.conn.close()  # type: ignore[attr-defined]
+
+
+def refuse_writes(store: Store) -> None:
+    """Reads keep working, every write is refused by the database itself."""
+    if not is_url(store.path):
+        store.conn.execute("PRAGMA query_only=ON")  # type: ignore[attr-defined]
+        return
+    import psycopg_pool
+
+    pg: Any = store
+    parts = urlsplit(pg.url)
+    options = parse_qs(parts.query).get("options", [""])[0] + " -cdefault_transaction_read_only=on"
+    pg.pool.close()
+    pg.pool = psycopg_pool.ConnectionPool(parts._replace(query="options=" + quote(options.strip())).geturl(),
+                                          min_size=1, max_size=2, kwargs={"autocommit": True},
+                                          configure=pg._configure, open=True)
