@@ -286,10 +286,6 @@ def test_expand_of_the_grep_hit_returns_the_exact_compacted_turn(e2e: E2E) -> No
     assert FACT in final
 
 
-def test_run_time(e2e: E2E) -> None:
-    assert e2e.run.seconds < 170, f"host run took {e2e.run.seconds:.1f}s"
-
-
 def _debug_dump(e2e: E2E) -> dict[str, Any]:  # handy from a debugger
     return {
         "report": {k: v for k, v in e2e.run.report.items() if k != "final_history"},
