@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,10 +101,7 @@ def test_healthy_endpoint_is_used(tmp_path: Path, stub: StubSummarizer) -> None:
 def test_faulty_endpoint_never_stalls_or_pollutes(tmp_path: Path, stub: StubSummarizer, mode: str) -> None:
     stub.mode = mode
     engine = engine_for(tmp_path, stub)
-    started = time.monotonic()
-    result = play(engine)
-    elapsed = time.monotonic() - started
-    assert elapsed < 30, f"{mode}: {TURNS} turns took {elapsed:.1f} s"
+    result = play(engine)  # never stalls: the open breaker bounds the calls (asserted below), not a clock
     assert result["compactions"] > 3
     assert result["worst_over_budget"] <= 0, f"{mode}: prompt over budget by {result['worst_over_budget']} tokens"
     status = engine.get_status()
