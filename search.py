@@ -52,6 +52,7 @@ SUMMARY_POOL = 30           # summary candidates reranked per query
 # Candidates at most for which the scratch table the rerank needs anyway also makes the snippets
 # (one transaction, not two); a larger pool leaves them to the page's few hits.
 SNIPPETS_WITH_MATCH = 20
+INDEX_SNIPPET_ROWS = 100   # matches at most (counted) for which snippets come from the real index
 
 # A row holding this weighted share of the query's words: full text is fully trusted (fusion).
 # Measured (bench/locomo_recall.py --hybrid --weights w:c): 0.5 lifts the paraphrase set (R@10 0.11 -> 0.36)
@@ -109,6 +110,7 @@ class SearchPage:
     in_context: int = 0  # ranked hits the caller's prompt already shows
     vectors: str | None = None  # the vector arm's state (None: not asked for)
     snippets: dict[int, str | None] = field(default_factory=dict)  # by scratch id, made while ranking
+    index_snippets: bool = False  # every match is a rare term's: the real index makes snippets cheaply
 
 
 @dataclass(frozen=True)
@@ -262,8 +264,8 @@ class Searcher:
         if not rest:
             return [{h.scratch_id for h in known}] if known else [set() for _ in terms]
         snippet = len(candidates) <= SNIPPETS_WITH_MATCH  # few rows: their snippets in the same transaction
-        if snippet:  # the rows the real index cannot give a snippet for join (matched by their term anyway)
-            rest += [(h.scratch_id, h.text) for h in known if not whole_text(h)]
+        if snippet:  # every candidate, so the page needs no snippet statement (known rows match their term anyway)
+            rest += [(h.scratch_id, h.text) for h in known]
         matched, snippets = self.store.scratch_fts(rest, [t.match for t in terms],
                                                    self.req.query.match if snippet else None, SNIPPET_TOKENS)
         if snippet:
@@ -357,7 +359,8 @@ class Searcher:
             hits += more
         return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
                           [t.text for t in self.fulltext.common], self.with_summaries,
-                          sum(h.in_context for h in pool), self.vector_state(pool), self.snippets)
+                          sum(h.in_context for h in pool), self.vector_state(pool), self.snippets,
+                          self._few_matches())
 
     def vector_state(self, pool: Sequence[Hit]) -> str | None:
         """What the vector arm did for this page: None (not asked), "on", "off (why)",
@@ -404,6 +407,14 @@ class Searcher:
         m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
         s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
         return taken, replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+
+    def _few_matches(self) -> bool:
+        """Every term was counted exactly and the query matches few rows (this search ranked its
+        pool): a snippet from the real index (``Store.fts_snippets``, a lookup per row) is then
+        cheaper than a scratch table. A phrase of common words is not: its lookup per row walks
+        those words' long position lists (measured at 100k rows: 0.3 ms a row)."""
+        totals = [self.fulltext.totals.get(kind) for kind in ("messages", "summaries")[:1 + self.with_summaries]]
+        return all(t is not None and t <= INDEX_SNIPPET_ROWS for t in totals)
 
     def _exhausted(self, kind: str, pool: Sequence[Hit]) -> bool:
         """Whether the pool this search just ranked holds every match of ``kind`` in its range: the

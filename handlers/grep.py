@@ -39,19 +39,22 @@ def _filters(args: Args) -> Filters:
     return Filters(role=args.choice("role", ROLES, None), source=args.text("source"), since=since, until=until)
 
 
-def _snippets(ctx: Ctx, hits: list[Hit], query: Query, known: dict[int, str | None]) -> dict[int, str]:
+def _snippets(ctx: Ctx, hits: list[Hit], query: Query, page: SearchPage) -> dict[int, str]:
     """Each hit's highlighted snippet, as the scratch table over its search text would give it.
 
-    ``known``: snippets the search already made (None: that row has none). A row whose search
-    text is its whole indexed ``content`` column (``whole_text``) gets it from the real index in
-    one statement; only the rest (cut texts, tool calls, found by meaning) go through the scratch
-    table, which costs a transaction (issue 17: a rare term's snippets were a fixed cost)."""
+    Snippets the search already made come first (``page.snippets``; None: that row has none).
+    When the query matches few rows (``page.index_snippets``), a row whose search text is its
+    whole indexed ``content`` column (``whole_text``) gets it from the real index in one
+    statement; the rest (cut texts, tool calls, found by meaning) go through the scratch table,
+    which costs a transaction (issue 17: a rare term's snippets were a fixed cost)."""
+    known = page.snippets
     snippets = {k: v for k, v in known.items() if v is not None}
     todo = [h for h in hits if h.scratch_id not in known]
-    index = [h for h in todo if whole_text(h)]
+    index = [h for h in todo if page.index_snippets and whole_text(h)]
     if index:
         snippets.update(ctx.core.store.fts_snippets(query.match, [h.scratch_id for h in index], SNIPPET_TOKENS))
-    rest = [h for h in todo if not whole_text(h)]
+    done = {id(h) for h in index}
+    rest = [h for h in todo if id(h) not in done]
     if rest:
         snippets.update(ctx.core.store.scratch_fts([(h.scratch_id, h.text) for h in rest], [], query.match,
                                                    SNIPPET_TOKENS)[1])
@@ -92,7 +95,7 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
 def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str, Any]) -> dict[str, Any]:
     """Hits first (what the model reads first), then how the query was understood."""
     query = request.query
-    snippets = _snippets(ctx, page.hits, query, page.snippets)
+    snippets = _snippets(ctx, page.hits, query, page)
     items = [render_hit(h, snippets.get(h.scratch_id), ctx.conversation_id) for h in page.hits]
     meta: dict[str, Any] = {"terms": [t.text for t in query.parts], **extra}
     if query.dropped:
