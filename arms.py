@@ -132,6 +132,7 @@ class FullTextArm:
         # holds that many matched rows knows the walk after it finds nothing (search._tail).
         self.totals: dict[str, int | None] = {}
         self._counts: dict[tuple[str, str], int] = {}
+        self._over: dict[tuple[str, str], int] = {}  # probes that only asked whether the cap is reached
         self._ranges: dict[str, tuple[tuple[int, int], int]] = {}  # kind: (rowid range, cap) of the counts
 
     def prepare(self, m_upper: int, s_upper: int) -> None:
@@ -144,14 +145,16 @@ class FullTextArm:
             self._ranges["summaries"] = (view.bounded(view.s_bounds, s_upper), SUMMARY_BM25_BUDGET + 1)
         self._count("messages", sorted({f'"{t.words[0]}"' for t in self.query.parts if t.kind == "word"}))
 
-    def _count(self, kind: str, matches: Sequence[str]) -> list[int]:
-        """Capped match counts in ``kind``'s range, each probe run once per search."""
+    def _count(self, kind: str, matches: Sequence[str], exact: bool = True) -> list[int]:
+        """Capped match counts in ``kind``'s range, each probe run once per search. Not ``exact``:
+        only whether each reaches the cap (the cap, or 0 below it; one walk fewer under the cap)."""
         kinds = list(self._ranges) if kind == "messages" else [kind]
         probes = [(k, m, *self._ranges[k]) for k in kinds for m in matches]
-        missing = [p for p in probes if p[:2] not in self._counts]
-        for probe, n in zip(missing, self.store.fts_probe_counts(missing), strict=True):
-            self._counts[probe[:2]] = n
-        return [self._counts[(kind, m)] for m in matches]
+        known = self._counts if exact else self._over
+        missing = [p for p in probes if p[:2] not in self._counts and p[:2] not in known]
+        for probe, n in zip(missing, self.store.fts_probe_counts(missing, exact), strict=True):
+            known[probe[:2]] = n
+        return [self._counts.get((kind, m), known.get((kind, m), 0)) for m in matches]
 
     def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
         """Up to ``pool`` rows worth ranking, and each term's match count (None: not counted).
@@ -187,15 +190,16 @@ class FullTextArm:
         if self._ranges.get(kind) != (bounds, budget + 1):  # not the range ``prepare`` counted: count afresh
             self._ranges[kind] = (bounds, budget + 1)
             self._counts = {key: n for key, n in self._counts.items() if key[0] != kind}
+            self._over = {key: n for key, n in self._over.items() if key[0] != kind}
         counted = dict(zip(plain, self._count(kind, [f'"{w}"' for w in plain]), strict=True))
 
         def within(term: Term) -> bool:
             """Every word of the term within the budget; the first word over it settles the answer,
-            so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there."""
+            so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there. A word of a
+            phrase only needs that answer, not its count: the probe alone (issue 17)."""
             for w in term.words:
-                if w not in counted:
-                    counted[w] = self._count(kind, [f'"{w}"'])[0]
-                if counted[w] > budget:
+                n = counted[w] if w in counted else self._count(kind, [f'"{w}"'], exact=False)[0]
+                if n > budget:
                     return False
             return True
 

@@ -104,10 +104,12 @@ class MessageSearch(SqliteConnection):
         more; a term under it is then counted by a plain count(*), as fast as the probe."""
         return self.fts_probe_counts([(kind, match, bounds, cap) for match in matches])
 
-    def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]]) -> list[int]:
+    def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]],
+                         exact: bool = True) -> list[int]:
         """``fts_term_counts`` for several (kind, expression, rowid range, cap) probes, messages and
         summaries alike, in ONE statement (a column per probe): a rare word's counts in both
-        indexes cost one statement, not one each (issue 17)."""
+        indexes cost one statement, not one each (issue 17). Not ``exact``: only the probe, so a
+        count under the cap reads 0 (whether the cap is reached, without counting a second time)."""
         if not probes:
             return []
         columns: list[str] = []
@@ -116,9 +118,13 @@ class MessageSearch(SqliteConnection):
             table = {"messages": "messages_fts", "summaries": "summaries_fts"}[kind]
             low, high = bounds if bounds is not None else (-(2**62), 2**62)
             where = f"FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
-            columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? "
-                           f"ELSE (SELECT count(*) {where}) END")
-            args += [match, low, high, max(0, cap - 1), cap, match, low, high]
+            if exact:
+                columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? "
+                               f"ELSE (SELECT count(*) {where}) END")
+                args += [match, low, high, max(0, cap - 1), cap, match, low, high]
+            else:
+                columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? ELSE 0 END")
+                args += [match, low, high, max(0, cap - 1), cap]
         with self.read() as db:
             row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
         return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]

@@ -73,3 +73,22 @@ def test_the_fast_path_keeps_hits_and_snippets(make_engine):
         assert [h["snippet"] for h in paged] == [h["snippet"] for h in whole["hits"]], query
         assert [h.get("store_id", h.get("node_id")) for h in paged] == \
             [h.get("store_id", h.get("node_id")) for h in whole["hits"]], query
+
+
+def test_probe_counts_in_one_statement(make_engine):
+    """Several probes, both indexes, one statement; exact counts up to the cap, or (not exact)
+    only whether the cap is reached."""
+    engine = make_engine()
+    _build(engine)
+    store = engine.core.store
+    m_bounds, s_bounds = store.message_id_bounds(), engine.core.dag.summary_id_bounds(None)
+    probes = [("messages", '"ledger"', m_bounds, 10_000), ("messages", '"ledger"', m_bounds, 3),
+              ("messages", '"zqvortexrare"', m_bounds, 10), ("summaries", '"nosuchwordzz"', s_bounds, 5)]
+    with traced(engine) as seen:
+        exact = store.fts_probe_counts(probes)
+        over = store.fts_probe_counts(probes, exact=False)
+    assert len(seen) == 2
+    ledger = store.fts_term_counts("messages", ['"ledger"'], m_bounds, 10_000)[0]
+    assert ledger > 3
+    assert exact == [ledger, 3, 2, 0]
+    assert over == [0, 3, 0, 0]
