@@ -25,6 +25,7 @@ from .vectors import VectorIndex
 BM25_BUDGET = 8000          # raw rows bm25 may rank per query
 SUMMARY_BM25_BUDGET = 1500  # summaries are long, so fewer of them
 TEXT_CHARS = 2000           # text per candidate used for coverage and snippets
+SNIPPET_TOKENS = 28         # tokens per highlighted snippet (lcm_grep, lcm_recall)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,34 @@ class FullTextArm:
     def __init__(self, store: Store, dag: Dag, query: Query, view: View) -> None:
         self.store, self.dag, self.query, self.view = store, dag, query, view
         self.common: list[Term] = []  # the message terms too common to drive selection
+        # Per kind: how many rows in the candidates' range match the query at most, when every
+        # term was counted exactly (the sum of the counts); None: not known. A search whose pool
+        # holds that many matched rows knows the walk after it finds nothing (search._tail).
+        self.totals: dict[str, int | None] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+        self._over: dict[tuple[str, str], int] = {}  # probes that only asked whether the cap is reached
+        self._ranges: dict[str, tuple[tuple[int, int], int]] = {}  # kind: (rowid range, cap) of the counts
+
+    def prepare(self, m_upper: int, s_upper: int) -> None:
+        """Count every plain word in both indexes in one statement, before either kind asks
+        (a rare word's two probes cost one statement); later counts of the messages' index
+        (an identifier's words, phrases) take the summaries' twin probe along."""
+        view = self.view
+        self._ranges = {"messages": (view.bounded(view.m_bounds, m_upper), BM25_BUDGET + 1)}
+        if view.with_summaries:
+            self._ranges["summaries"] = (view.bounded(view.s_bounds, s_upper), SUMMARY_BM25_BUDGET + 1)
+        self._count("messages", sorted({f'"{t.words[0]}"' for t in self.query.parts if t.kind == "word"}))
+
+    def _count(self, kind: str, matches: Sequence[str], exact: bool = True) -> list[int]:
+        """Capped match counts in ``kind``'s range, each probe run once per search. Not ``exact``:
+        only whether each reaches the cap (the cap, or 0 below it; one walk fewer under the cap)."""
+        kinds = list(self._ranges) if kind == "messages" else [kind]
+        probes = [(k, m, *self._ranges[k]) for k in kinds for m in matches]
+        known = self._counts if exact else self._over
+        missing = [p for p in probes if p[:2] not in self._counts and p[:2] not in known]
+        for probe, n in zip(missing, self.store.fts_probe_counts(missing, exact), strict=True):
+            known[probe[:2]] = n
+        return [self._counts.get((kind, m), known.get((kind, m), 0)) for m in matches]
 
     def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
         """Up to ``pool`` rows worth ranking, and each term's match count (None: not counted).
@@ -138,6 +167,8 @@ class FullTextArm:
         bounds = self.view.bounded(self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper)
         budget = BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET
         word_counts = self._countable(kind, terms, bounds, budget)
+        exact = [word_counts.get(t.match, budget + 1) for t in terms]
+        self.totals[kind] = sum(exact) if all(n <= budget for n in exact) else None
         words = [t for t in terms if t.match in word_counts]
         structured = [t for t in terms if t.match not in word_counts]
         selective, common = plan_terms(words, [word_counts[t.match] for t in words], budget)
@@ -156,16 +187,19 @@ class FullTextArm:
         word is within the budget. A phrase of common words or a prefix is left out: counting it
         would cost as much as walking those words' whole index entries."""
         plain = sorted({t.words[0] for t in terms if t.kind == "word"})
-        counted = dict(zip(plain, self.store.fts_term_counts(kind, [f'"{w}"' for w in plain], bounds, budget + 1),
-                           strict=True))
+        if self._ranges.get(kind) != (bounds, budget + 1):  # not the range ``prepare`` counted: count afresh
+            self._ranges[kind] = (bounds, budget + 1)
+            self._counts = {key: n for key, n in self._counts.items() if key[0] != kind}
+            self._over = {key: n for key, n in self._over.items() if key[0] != kind}
+        counted = dict(zip(plain, self._count(kind, [f'"{w}"' for w in plain]), strict=True))
 
         def within(term: Term) -> bool:
             """Every word of the term within the budget; the first word over it settles the answer,
-            so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there."""
+            so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there. A word of a
+            phrase only needs that answer, not its count: the probe alone (issue 17)."""
             for w in term.words:
-                if w not in counted:
-                    counted[w] = self.store.fts_term_counts(kind, [f'"{w}"'], bounds, budget + 1)[0]
-                if counted[w] > budget:
+                n = counted[w] if w in counted else self._count(kind, [f'"{w}"'], exact=False)[0]
+                if n > budget:
                     return False
             return True
 
@@ -173,7 +207,7 @@ class FullTextArm:
         out = {t.match: counted[t.words[0]] for t in cheap if t.kind == "word"}
         phrases = [t for t in cheap if t.kind != "word"]
         out.update(zip((t.match for t in phrases),
-                       self.store.fts_term_counts(kind, [t.match for t in phrases], bounds, budget + 1), strict=True))
+                       self._count(kind, [t.match for t in phrases]), strict=True))
         out.update({t.match: budget + 1 for t in terms if t.kind == "word" and t.match not in out})
         return out
 
@@ -340,6 +374,13 @@ def message_hit(row: Sequence[Any], matched: bool) -> Hit:
     mid, conv, seq, session, role, source, created, tool, text, chars, score = row
     return Hit("message", int(mid), -float(score), matched, str(text), int(chars), float(created), int(conv),
                int(seq), str(session), str(role), str(source or "unknown"), tool)
+
+
+def whole_text(hit: Hit) -> bool:
+    """The hit's search text is its whole indexed ``content`` column: not cut, and (a message) no
+    tool calls appended, whose text would then be longer than its content. The real index then
+    gives the same snippet as a scratch table over that text."""
+    return hit.chars == len(hit.text) < TEXT_CHARS
 
 
 def summary_hit(node: SummaryNode, score: float) -> Hit:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .arms import (
+    SNIPPET_TOKENS,
     TEXT_CHARS,
     Arm,
     Candidates,
@@ -35,6 +36,7 @@ from .arms import (
     View,
     fuse,
     message_hit,
+    whole_text,
 )
 from .dag import Dag
 from .query import Query, conversational
@@ -42,10 +44,15 @@ from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_co
 from .store import Store, StoreError
 from .visible import Visible
 
-__all__ = ["Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchRequest", "Searcher"]
+__all__ = ["SNIPPET_TOKENS", "Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchRequest", "Searcher",
+           "whole_text"]
 
 POOL = 100                  # raw candidates reranked per query
 SUMMARY_POOL = 30           # summary candidates reranked per query
+# Candidates at most for which the scratch table the rerank needs anyway also makes the snippets
+# (one transaction, not two); a larger pool leaves them to the page's few hits.
+SNIPPETS_WITH_MATCH = 20
+INDEX_SNIPPET_ROWS = 100   # matches at most (counted) for which snippets come from the real index
 
 # A row holding this weighted share of the query's words: full text is fully trusted (fusion).
 # Measured (bench/locomo_recall.py --hybrid --weights w:c): 0.5 lifts the paraphrase set (R@10 0.11 -> 0.36)
@@ -102,6 +109,8 @@ class SearchPage:
     summaries_searched: bool = True
     in_context: int = 0  # ranked hits the caller's prompt already shows
     vectors: str | None = None  # the vector arm's state (None: not asked for)
+    snippets: dict[int, str | None] = field(default_factory=dict)  # by scratch id, made while ranking
+    index_snippets: bool = False  # every match is a rare term's: the real index makes snippets cheaply
 
 
 @dataclass(frozen=True)
@@ -192,6 +201,7 @@ class Searcher:
         self.fulltext = FullTextArm(store, dag, req.query, self.view)
         self.vector: VectorArm | None = None
         self.arms: tuple[Arm, ...] = (self.fulltext,)
+        self.snippets: dict[int, str | None] = {}
         if req.hybrid and req.vectors is not None and req.sort == "relevance":
             self.vector = VectorArm(store, req.vectors, req.text or " ".join(t.text for t in req.query.parts),
                                     self.view)
@@ -201,6 +211,7 @@ class Searcher:
         return fuse([arm.candidates(kind, upper, pool) for arm in self.arms])
 
     def ranked_pool(self, m_upper: int, s_upper: int) -> list[Hit]:
+        self.fulltext.prepare(m_upper, s_upper)
         found = self._candidates("messages", m_upper, POOL)
         messages, counts = found.hits, found.counts
         summaries = self._candidates("summaries", s_upper, SUMMARY_POOL).hits if self.with_summaries else []
@@ -250,7 +261,15 @@ class Searcher:
         known = [h for h in candidates if len(terms) == 1 and h.matched and len(h.text) < TEXT_CHARS]
         ids = {id(h) for h in known}
         rest = [(h.scratch_id, h.text) for h in candidates if id(h) not in ids]
-        matched = self.store.scratch_fts(rest, [t.match for t in terms])[0] if rest else [set() for _ in terms]
+        if not rest:
+            return [{h.scratch_id for h in known}] if known else [set() for _ in terms]
+        snippet = len(candidates) <= SNIPPETS_WITH_MATCH  # few rows: their snippets in the same transaction
+        if snippet:  # every candidate, so the page needs no snippet statement (known rows match their term anyway)
+            rest += [(h.scratch_id, h.text) for h in known]
+        matched, snippets = self.store.scratch_fts(rest, [t.match for t in terms],
+                                                   self.req.query.match if snippet else None, SNIPPET_TOKENS)
+        if snippet:
+            self.snippets = {sid: snippets.get(sid) for sid, _ in rest}
         if known:
             matched[0] |= {h.scratch_id for h in known}
         return matched
@@ -340,7 +359,8 @@ class Searcher:
             hits += more
         return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
                           [t.text for t in self.fulltext.common], self.with_summaries,
-                          sum(h.in_context for h in pool), self.vector_state(pool))
+                          sum(h.in_context for h in pool), self.vector_state(pool), self.snippets,
+                          self._few_matches())
 
     def vector_state(self, pool: Sequence[Hit]) -> str | None:
         """What the vector arm did for this page: None (not asked), "on", "off (why)",
@@ -377,14 +397,35 @@ class Searcher:
         exclude_m = [h.id for h in pool if h.kind == "message"]
         exclude_s = [h.id for h in pool if h.kind == "summary"]
         want = max(limit, 1) + 1
-        messages = self.fulltext.message_rows(match, "recent", want, cur.m_before - 1, exclude_m, walk=True)
-        summaries = self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
+        messages = [] if self._exhausted("messages", pool) else \
+            self.fulltext.message_rows(match, "recent", want, cur.m_before - 1, exclude_m, walk=True)
+        summaries = [] if self._exhausted("summaries", pool) else \
+            self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
         taken = _merge_newest(messages, summaries, limit)
         if len(taken) == len(messages) + len(summaries):
             return taken, None
         m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
         s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
         return taken, replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+
+    def _few_matches(self) -> bool:
+        """Every term was counted exactly and the query matches few rows (this search ranked its
+        pool): a snippet from the real index (``Store.fts_snippets``, a lookup per row) is then
+        cheaper than a scratch table. A phrase of common words is not: its lookup per row walks
+        those words' long position lists (measured at 100k rows: 0.3 ms a row)."""
+        totals = [self.fulltext.totals.get(kind) for kind in ("messages", "summaries")[:1 + self.with_summaries]]
+        return all(t is not None and t <= INDEX_SNIPPET_ROWS for t in totals)
+
+    def _exhausted(self, kind: str, pool: Sequence[Hit]) -> bool:
+        """Whether the pool this search just ranked holds every match of ``kind`` in its range: the
+        counts were exact and as many matched rows are in the pool, so a walk past the pool would
+        find nothing (a rare term's walk is skipped, not run to find nothing). A pool from the
+        cache (a later page) was not counted here: unknown, walk."""
+        total = self.fulltext.totals.get(kind)
+        if total is None:
+            return False
+        name = "message" if kind == "messages" else "summary"
+        return len({h.id for h in pool if h.kind == name and h.matched}) >= total
 
 
 def _reserve(ranked: list[Hit]) -> list[Hit]:
@@ -454,16 +495,19 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
     An "all" scope with a reach (the caller's owner's conversations) is bounded to them in SQL."""
     scope = req.scope
     reach = scope.conversations if scope.kind == "all" else None
-    m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id, conversation_ids=reach)
-    s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
     scope_sql: dict[str, Any] = {"conversation_id": scope.conversation_id, "session_id": scope.session_id,
                                  "conversation_ids": reach, "skip_own_tools": not req.own_tools,
                                  "skip_memory_turns": not req.own_tools}
     summary_conversation = scope.conversation_id
-    if scope.kind == "current" and scope.conversation_id is not None:
-        if store.conversation(scope.conversation_id).last_seq == m_bounds[1] - m_bounds[0] + 1:
+    if scope.kind == "current" and scope.conversation_id is not None and scope.session_id is None:
+        # One statement for the ranges and whether each holds this conversation only (issue 17).
+        m_bounds, s_bounds, last_seq, nodes = store.conversation_ranges(scope.conversation_id)
+        if last_seq == m_bounds[1] - m_bounds[0] + 1:
             scope_sql["conversation_id"] = None  # the id range holds this conversation only
-        if sum(dag.depth_counts(scope.conversation_id).values()) == s_bounds[1] - s_bounds[0] + 1:
+        if nodes == s_bounds[1] - s_bounds[0] + 1:
             summary_conversation = None  # likewise for the summaries' id range
+    else:
+        m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id, conversation_ids=reach)
+        s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
     return View(m_bounds, s_bounds, scope_sql, summary_conversation, scope.session_id, reach, req.filters,
                 req.summaries and not req.filters.raw_only)

@@ -14,11 +14,10 @@ from typing import Any
 
 from ..display import iso
 from ..query import Query, build_query, plain_snippet
-from ..search import Filters, Hit, Scope, Searcher, SearchPage, SearchRequest
+from ..search import SNIPPET_TOKENS, Filters, Hit, Scope, Searcher, SearchPage, SearchRequest, whole_text
 from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")
-SNIPPET_TOKENS = 28
 SNIPPET_CHARS = 260
 HIT_CHARS = 450  # a rendered hit is at most about this long: limits are clamped so a page always fits
 RECALL_HALF_LIFE_DAYS = 30.0
@@ -40,11 +39,25 @@ def _filters(args: Args) -> Filters:
     return Filters(role=args.choice("role", ROLES, None), source=args.text("source"), since=since, until=until)
 
 
-def _snippets(ctx: Ctx, hits: list[Hit], query: Query) -> dict[int, str]:
-    if not hits:
-        return {}
-    _, snippets = ctx.core.store.scratch_fts([(h.scratch_id, h.text) for h in hits], [], query.match,
-                                            SNIPPET_TOKENS)
+def _snippets(ctx: Ctx, hits: list[Hit], query: Query, page: SearchPage) -> dict[int, str]:
+    """Each hit's highlighted snippet, as the scratch table over its search text would give it.
+
+    Snippets the search already made come first (``page.snippets``; None: that row has none).
+    When the query matches few rows (``page.index_snippets``), a row whose search text is its
+    whole indexed ``content`` column (``whole_text``) gets it from the real index in one
+    statement; the rest (cut texts, tool calls, found by meaning) go through the scratch table,
+    which costs a transaction (issue 17: a rare term's snippets were a fixed cost)."""
+    known = page.snippets
+    snippets = {k: v for k, v in known.items() if v is not None}
+    todo = [h for h in hits if h.scratch_id not in known]
+    index = [h for h in todo if page.index_snippets and whole_text(h)]
+    if index:
+        snippets.update(ctx.core.store.fts_snippets(query.match, [h.scratch_id for h in index], SNIPPET_TOKENS))
+    done = {id(h) for h in index}
+    rest = [h for h in todo if id(h) not in done]
+    if rest:
+        snippets.update(ctx.core.store.scratch_fts([(h.scratch_id, h.text) for h in rest], [], query.match,
+                                                   SNIPPET_TOKENS)[1])
     return snippets
 
 
@@ -82,7 +95,7 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
 def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str, Any]) -> dict[str, Any]:
     """Hits first (what the model reads first), then how the query was understood."""
     query = request.query
-    snippets = _snippets(ctx, page.hits, query)
+    snippets = _snippets(ctx, page.hits, query, page)
     items = [render_hit(h, snippets.get(h.scratch_id), ctx.conversation_id) for h in page.hits]
     meta: dict[str, Any] = {"terms": [t.text for t in query.parts], **extra}
     if query.dropped:

@@ -101,16 +101,67 @@ class MessageSearch(SqliteConnection):
         A probe for the ``cap``-th match comes first: stepping over rowids with OFFSET costs about
         half of counting them through a LIMIT subquery (measured at 100k rows: 0.4 against 0.7 ms
         for a word past 8,000 matches), and a term over the cap, the costly case, needs nothing
-        more; a term under it is then counted by a plain count(*), as fast as the probe. One
-        statement does both, so a rare word costs one statement as before."""
-        table = {"messages": "messages_fts", "summaries": "summaries_fts"}[kind]
-        low, high = bounds if bounds is not None else (-(2**62), 2**62)
-        where = f"FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
-        sql = (f"SELECT CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? "
-               f"ELSE (SELECT count(*) {where}) END")
+        more; a term under it is then counted by a plain count(*), as fast as the probe."""
+        return self.fts_probe_counts([(kind, match, bounds, cap) for match in matches])
+
+    def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]],
+                         exact: bool = True) -> list[int]:
+        """``fts_term_counts`` for several (kind, expression, rowid range, cap) probes, messages and
+        summaries alike, in ONE statement (a column per probe): a rare word's counts in both
+        indexes cost one statement, not one each (issue 17). Not ``exact``: only the probe, so a
+        count under the cap reads 0 (whether the cap is reached, without counting a second time)."""
+        if not probes:
+            return []
+        columns: list[str] = []
+        args: list[Any] = []
+        for kind, match, bounds, cap in probes:
+            table = {"messages": "messages_fts", "summaries": "summaries_fts"}[kind]
+            low, high = bounds if bounds is not None else (-(2**62), 2**62)
+            where = f"FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
+            if exact:
+                columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? "
+                               f"ELSE (SELECT count(*) {where}) END")
+                args += [match, low, high, max(0, cap - 1), cap, match, low, high]
+            else:
+                columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? ELSE 0 END")
+                args += [match, low, high, max(0, cap - 1), cap]
         with self.read() as db:
-            return [min(cap, int(db.execute(sql, (match, low, high, max(0, cap - 1), cap, match, low, high)
-                                            ).fetchone()[0])) for match in matches]
+            row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
+        return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
+
+    def conversation_ranges(self, conversation_id: int) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+        """One conversation's message id range, summary id range, last seq and summary count in ONE
+        statement: what a search of the current conversation needs to know about its scope (the
+        same answers as ``message_id_bounds``, ``summary_id_bounds``, ``conversation().last_seq``
+        and ``depth_counts``, which cost five statements). An empty range is (0, -1)."""
+        with self.read() as db:
+            m_low, m_high, s_low, s_high, last_seq, nodes = db.execute(
+                "SELECT (SELECT id FROM messages WHERE conversation_id=?1 ORDER BY seq LIMIT 1), "
+                "(SELECT id FROM messages WHERE conversation_id=?1 ORDER BY seq DESC LIMIT 1), "
+                "(SELECT min(id) FROM summaries WHERE conversation_id=?1), "
+                "(SELECT max(id) FROM summaries WHERE conversation_id=?1), "
+                "(SELECT last_seq FROM conversations WHERE id=?1), "
+                "(SELECT count(*) FROM summaries WHERE conversation_id=?1)", (conversation_id,)).fetchone()
+        messages = (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+        summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
+        return messages, summaries, int(last_seq or 0), int(nodes)
+
+    def fts_snippets(self, match: str, ids: Sequence[int], tokens: int) -> dict[int, str]:
+        """Highlighted snippets of a few rows straight from the real indexes (column ``content``),
+        in ONE statement: ids are scratch ids (a summary's negated). Only for rows whose search
+        text is that whole column (the scratch table would hold the same text, so the snippet is
+        the same); rows that do not match ``match`` have none."""
+        arms: list[str] = []
+        args: list[Any] = []
+        for i in ids:
+            table, sign = ("messages_fts", 1) if i > 0 else ("summaries_fts", -1)
+            arms.append(f"SELECT {sign} * rowid, snippet({table}, 0, '«', '»', '…', ?) FROM {table} "
+                        f"WHERE {table} MATCH ? AND rowid = ?")
+            args += [tokens, match, abs(i)]
+        if not arms:
+            return {}
+        with self.read() as db:
+            return {int(r[0]): str(r[1]) for r in db.execute(" UNION ALL ".join(arms), args)}
 
     # The text of a hit is its content, then its tool calls (both are indexed), cut to a size.
     _HIT_COLUMNS = ("m.id, m.conversation_id, m.seq, (SELECT k.name FROM session_keys k WHERE k.id=m.session_key), "
