@@ -23,6 +23,52 @@ _FAR = 2**62
 class PgMessageSearch(MessageSearch):
     """Messages by full text."""
 
+    def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]],
+                         exact: bool = True) -> list[int]:
+        """As on SQLite, in one statement: a column per (kind, expression, id range, cap) probe. Not
+        ``exact``: whether the cap is reached (the cap), else 0."""
+        if not probes:
+            return []
+        columns: list[str] = []
+        args: list[Any] = []
+        for kind, match, bounds, cap in probes:
+            table = {"messages": "messages", "summaries": "summaries"}[kind]
+            low, high = bounds if bounds is not None else (-_FAR, _FAR)
+            capped = f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? " \
+                     "LIMIT ?) AS c)"
+            columns.append(capped if exact else f"CASE WHEN {capped} >= ? THEN ? ELSE 0 END")
+            args += [to_tsquery_text(match) or "", low, high, cap] + ([] if exact else [cap, cap])
+        with self.read() as db:
+            row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
+        return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
+
+    def conversation_ranges(self, conversation_id: int) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+        """As on SQLite, in one statement (PostgreSQL has no numbered ``?1`` parameters)."""
+        with self.read() as db:
+            m_low, m_high, s_low, s_high, last_seq, nodes = db.execute(
+                "SELECT (SELECT id FROM messages WHERE conversation_id=c.id ORDER BY seq LIMIT 1), "
+                "(SELECT id FROM messages WHERE conversation_id=c.id ORDER BY seq DESC LIMIT 1), "
+                "(SELECT min(id) FROM summaries WHERE conversation_id=c.id), "
+                "(SELECT max(id) FROM summaries WHERE conversation_id=c.id), c.last_seq, "
+                "(SELECT count(*) FROM summaries WHERE conversation_id=c.id) "
+                "FROM (SELECT CAST(? AS BIGINT) AS id, (SELECT last_seq FROM conversations WHERE id=?) AS last_seq) c",
+                (conversation_id, conversation_id)).fetchone()
+        messages = (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+        summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
+        return messages, summaries, int(last_seq or 0), int(nodes)
+
+    def fts_snippets(self, match: str, ids: Sequence[int], tokens: int) -> dict[int, str]:
+        """The snippets SQLite's index would give: the rows' ``content`` through the same in-memory
+        FTS5 scratch table reranking uses, so both backends show the same snippet."""
+        if not ids:
+            return {}
+        with self.read() as db:
+            docs = [(int(r[0]), str(r[1])) for r in db.execute(
+                "SELECT m.id, m.content FROM messages m WHERE m.id IN (SELECT value FROM json_each(?)) "
+                "UNION ALL SELECT -s.id, s.content FROM summaries s WHERE s.id IN (SELECT value FROM json_each(?))",
+                (id_list([i for i in ids if i > 0]), id_list([-i for i in ids if i < 0])))]
+        return self.scratch_fts(docs, [], snippet_match=match, snippet_tokens=tokens)[1]
+
     def fts_term_counts(self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None,
                         cap: int) -> list[int]:
         """Per expression, how many rows in the id range match it, counted up to ``cap``."""
