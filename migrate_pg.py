@@ -75,7 +75,7 @@ def plan(source_db: str | Path, url: str) -> dict[str, Any]:
         payloads = Path(source_db).expanduser().parent / "lcm-payloads"
         return {"apply": False, "source": str(source_db), "target": redacted(url), "target_state": state.state,
                 "target_detail": state.detail or None, "would_copy": counts, "secrets": secrets,
-                "bytes": Path(source_db).expanduser().stat().st_size,
+                "not_copied": copy.optional_counts(source), "bytes": Path(source_db).expanduser().stat().st_size,
                 "payload_files": sum(1 for p in payloads.rglob("*") if p.is_file()) if payloads.is_dir() else 0,
                 "can_apply": _refusal(state, _source_id(source_db)) is None,
                 "refusal": _refusal(state, _source_id(source_db))}
@@ -129,7 +129,8 @@ def apply(source_db: str | Path, url: str, batch: int = DEFAULT_BATCH, tick: Tic
             note(f"copied {sum(copied.values())} rows; payload files: {payloads['copied']} copied to "
                  f"{payloads['directory']}")
         return {"apply": True, "source": str(source_db), "target": redacted(url), "copied": copied,
-                "resumed": state.state == "partial", "payloads": payloads, "verify": verify_stores(source, target)}
+                "resumed": state.state == "partial", "payloads": payloads,
+                "not_copied": copy.optional_counts(source), "verify": verify_stores(source, target)}
     finally:
         source.close()
 

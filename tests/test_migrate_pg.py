@@ -259,3 +259,16 @@ def test_peer_files_name_the_command_that_upgrades_them(clean_home: Path) -> Non
     assert code == 3 and "LCM-X" in err and "lcm import lcm-x" in err
     assert pg_rows(url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") \
         == [(0,)]
+
+
+def test_optional_families_are_listed_not_copied(clean_home: Path) -> None:
+    engine = new_engine(clean_home, threshold=3000)
+    host_run(engine, list(conversation(3, 4)))
+    assert engine.core is not None
+    engine.core.store.ensure_rollup_tables()
+    store_module.close_all()
+    db, url = clean_home / "lcm.db", fresh_url()
+    plan = json.loads(lcm("migrate-to-postgres", "--source-db", str(db), "--url", url)[1])
+    assert set(plan["not_copied"]) >= {"rollups", "rollup_cursor"}
+    code, out, err = lcm("migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply")
+    assert code == 0 and "rollups" in json.loads(out)["not_copied"], err

@@ -43,6 +43,9 @@ TABLES = (Table("conversations", ("id",)), Table("sessions", ("rowid",)), Table(
           Table("edges", ("parent_id", "child_kind", "child_id")), Table("context_items", ("conversation_id", "ord")),
           Table("events", ("id",)))
 CHECKSUMMED = ("messages", "summaries")
+# The optional families' tables: derived from the rows (rebuilt by lcm embed/rollups/assertions), not on
+# PostgreSQL yet, so they are listed, not copied.
+OPTIONAL = ("vector_models", "vectors", "vector_epoch", "rollups", "rollup_cursor", "assertions", "assertion_cursor")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,13 @@ def _source_tables(con: sqlite3.Connection) -> set[str]:
 def source_tables(source: Any) -> set[str]:
     with source.read() as con:
         return _source_tables(con)
+
+
+def optional_counts(source: Any) -> dict[str, int]:
+    """Rows of the optional families' tables the source has (they are not copied)."""
+    with source.read() as con:
+        have = _source_tables(con)
+        return {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in OPTIONAL if t in have}
 
 
 def source_counts(source: Any) -> dict[str, int]:
