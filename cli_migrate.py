@@ -25,6 +25,8 @@ def register(add: Add, _config_of: Callable[[argparse.Namespace], Any], fail: Fa
 
         if not is_url(args.url):
             raise fail("--url must be a postgresql:// URL", 2)
+        if not 1 <= args.batch <= 100_000:
+            raise fail("--batch must be between 1 and 100000", 2)
         try:
             if args.apply:
                 with pg.start("migrate-to-postgres", unit="rows") as line:

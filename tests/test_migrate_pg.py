@@ -272,3 +272,10 @@ def test_optional_families_are_listed_not_copied(clean_home: Path) -> None:
     assert set(plan["not_copied"]) >= {"rollups", "rollup_cursor"}
     code, out, err = lcm("migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply")
     assert code == 0 and "rollups" in json.loads(out)["not_copied"], err
+
+
+def test_bad_arguments_are_usage_errors(clean_home: Path) -> None:
+    db = made_by_engine(clean_home, turns=2)
+    assert lcm("migrate-to-postgres", "--source-db", str(db), "--url", str(db))[0] == 2
+    assert lcm("migrate-to-postgres", "--source-db", str(db), "--url", fresh_url(), "--batch", "0")[0] == 2
+    assert lcm("migrate-to-postgres", "--source-db", str(clean_home / "nope.db"), "--url", fresh_url())[0] == 3
