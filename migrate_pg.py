@@ -21,7 +21,7 @@ from . import payload_gc
 from .dag import Dag
 from .progress import Tick, quiet_tick
 from .query import build_query
-from .search import Scope, Searcher, SearchRequest
+from .search import POOL, SUMMARY_POOL, Scope, Searcher, SearchRequest
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, detect_source, open_readonly, open_store, redacted
 
 DEFAULT_BATCH = 2000
@@ -186,15 +186,30 @@ def _sample(source: Store, target: Store) -> dict[str, Any]:
     step = max(1, len(ids) // SAMPLE)
     picked = ids[::step][:SAMPLE]
     differs: list[str] = []
+    skipped = 0
     for message_id in picked:
         a, b = source.message(message_id), target.message(message_id)
         if a is None or b is None or a.to_host() != b.to_host():
             differs.append(f"expand {message_id}")
             continue
-        words = [w for w in a.content.split() if w.isalpha() and len(w) > 4]
-        if words and _grep(source, words[0]) != _grep(target, words[0]):
-            differs.append(f"grep {words[0]!r}")
-    return {"messages": picked, "differs": differs}
+        word, found = _rare_word(source, a.content)
+        if word is None:
+            skipped += 1
+        elif found != _grep(target, word):
+            differs.append(f"grep {word!r}")
+    return {"messages": picked, "differs": differs, "grep_skipped": skipped}
+
+
+def _rare_word(store: Store, text: str, tries: int = 4) -> tuple[str | None, list[tuple[str, int]]]:
+    """A word of ``text`` matching fewer rows than search reranks (POOL, SUMMARY_POOL): below it
+    every match is a candidate on both backends; above it each backend's own ranking picks which, so sets may differ."""
+    words = sorted({w for w in text.split() if w.isalpha() and len(w) > 4}, key=lambda w: (-len(w), w))
+    for word in words[:tries]:
+        found = _grep(store, word)
+        messages = sum(1 for kind, _ in found if kind == "message")
+        if messages < POOL and len(found) - messages < SUMMARY_POOL:
+            return word, found
+    return None, []
 
 
 def _grep(store: Store, word: str, pages: int = 20) -> list[tuple[str, int]]:
