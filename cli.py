@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 # Only what every verb needs is imported here: `lcm status` must answer in well under 150 ms, so the verb
 # modules import their work (embeddings, assertions, maintenance, search...) inside their handlers.
-from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private
+from . import __version__, cli_assertions, cli_embed, cli_migrate, cli_payloads, cli_redact, cli_rollups, private
 from . import cli_view as view_verb
 from . import progress as pg
 from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
@@ -591,7 +591,7 @@ def parser() -> argparse.ArgumentParser:
     r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     cli_redact.register(add, _config)
-    for verbs in (cli_embed, cli_rollups, cli_assertions, view_verb):  # embed, rollups, assertions, view
+    for verbs in (cli_embed, cli_rollups, cli_assertions, view_verb, cli_migrate):  # embed ... migrate-to-postgres
         verbs.register(add, _config, CliError)
     i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
             "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
@@ -635,7 +635,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         fmt = args.format = resolve(args.format, out)
         args.exit_code, args.out = EXIT_OK, out
         path, args.db_origin = resolve_db(args.db, dict(os.environ))
-        if args.verb != "import":
+        if args.verb not in ("import", cli_migrate.VERB):  # these name their own source
             try:
                 store = open_db(path)
             except Exception as exc:

@@ -117,6 +117,8 @@ RESUME = {
     "redact": "rows are rewritten batch by batch: run `lcm redact --apply` again to finish (rows already "
               "redacted are found clean)",
     "backup": "no backup file was left behind: run `lcm backup` again",
+    "migrate-to-postgres": "every batch is committed with its cursor: run the same command again to resume "
+                           "(rows already copied are not copied twice)",
 }
 
 
