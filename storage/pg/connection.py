@@ -187,6 +187,11 @@ class PgConnection:
         conn.adapters.register_loader("numeric", FloatLoader)
         codec.register(conn)
         conn.execute("SET statement_timeout = 0")
+        # psycopg prepares a statement run 5 times, and after 5 more the server may switch it to a
+        # generic plan, chosen without the parameters: for a full-text search that plan cannot tell
+        # a rare term from a common one and scans (lcm_grep went from 40 ms to 400 ms at 2k rows
+        # after its 20th call; bench/pg_compare.py). Plans are cheap next to such a mistake.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     @classmethod
     def open_readonly(cls, path: str | Path) -> Self:
