@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from common import bulk_ingest, core_of, make_engine, print_table, save_result, temp_dir
-from search import SearchHistory, interleaved, queries
 from steady_state import PROMPT_OVERHEAD, WARMUP_TURNS, HostTurns
+
+from search import SearchHistory, interleaved, queries
 
 BACKENDS = ("sqlite", "postgres")
 IMPORT_MESSAGES = 20_000
@@ -49,8 +50,9 @@ def start_server() -> str:
 
 def schema_url(base: str, name: str) -> str:
     """``base`` with its own schema ``name`` (created if missing)."""
-    import psycopg
     from urllib.parse import quote
+
+    import psycopg
 
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
