@@ -14,7 +14,8 @@ def test_the_row_with_the_rare_word_outranks_rows_with_only_common_ones(make_eng
     for i in range(60):
         history += [{"role": "user", "content": f"deploy config {i}"},
                     {"role": "assistant", "content": f"done {i}"}]
-    history += [{"role": "user", "content": "the zebra migration is blocked until the review of the storage notes is done by the team"}, {"role": "assistant", "content": "ok"}]
+    rare = "the zebra migration is blocked until the review of the storage notes is done by the team"
+    history += [{"role": "user", "content": rare}, {"role": "assistant", "content": "ok"}]
     engine.ingest_host(history)
     core = engine.ensure_core()
     assert core is not None
