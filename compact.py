@@ -119,6 +119,13 @@ class Compactor:
         ``deadline`` (a ``time.monotonic()`` value) is when the host call must be done;
         by default ``max_seconds`` from now.
         """
+        with self.store.compaction_slot(conversation_id) as ours:
+            if not ours:  # another writer is compacting it: the prompt is assembled from the store
+                return CompactionReport(stop_reason="another writer is compacting this conversation")
+            return self._run(conversation_id, session_id, budget, force, focus, upto, deadline)
+
+    def _run(self, conversation_id: int, session_id: str, budget: Budget, force: bool, focus: str | None,
+             upto: int | None, deadline: float | None) -> CompactionReport:
         report = CompactionReport()
         self._budget = budget
         deadline = time.monotonic() + self.settings.max_seconds if deadline is None else deadline

@@ -329,6 +329,15 @@ class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, Rewrit
     def write(self) -> AbstractContextManager[object]:
         """One write transaction; store calls made inside it join it (all or nothing)."""
 
+    def compaction_slot(self, conversation_id: int) -> AbstractContextManager[bool]:
+        """Whether this caller may compact ``conversation_id`` now (``True`` for the block's duration).
+
+        Never waits: a caller that gets ``False`` skips compaction and assembles from the store,
+        so two writers never summarize the same span at once. SQLite: a lock per conversation
+        within this process (across processes the optimistic publish in compact.py decides);
+        PostgreSQL: a session advisory lock, so across every host sharing the database.
+        """
+
     def close(self) -> None: ...
 
 

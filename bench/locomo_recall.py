@@ -93,11 +93,15 @@ def load_conversation(path: Path) -> Conversation:
     return Conversation(path.stem, turns, dia_ids, questions)
 
 
+# Settings every engine of a run gets (bench/pg_recall.py puts the run on PostgreSQL with LCM_DATABASE_URL).
+EXTRA_ENV: dict[str, str] = {}
+
+
 def make_engine(home: Path, session: str) -> Any:
     """An engine on the shared database, bound to one session, with no compaction."""
     from hermes_lcm.engine import LcmEngine
 
-    env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive"}
+    env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **EXTRA_ENV}
     engine = copy.deepcopy(LcmEngine(env=env))
     engine.update_model("bench-model", 1_000_000)
     engine.on_session_start(session, hermes_home=str(home), platform="locomo")

@@ -334,6 +334,36 @@ def _db_size(details: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+def _pg_compare(details: dict[str, Any]) -> str:
+    """PostgreSQL next to SQLite, same process, interleaved: medians and the PostgreSQL/SQLite ratio."""
+    imp = details["import"]
+    out = [f"Import without compaction: PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s "
+           f"({imp['ratio']}x)."]
+    for size, entry in details["sizes"].items():
+        out.append(f"**{int(size):,} stored messages**: built (ingest + compaction every 1,000) in "
+                   f"{entry['postgres']['build_seconds']} s on PostgreSQL ({entry['postgres']['build_rate']:,} msg/s), "
+                   f"{entry['sqlite']['build_seconds']} s on SQLite ({entry['sqlite']['build_rate']:,} msg/s).")
+        out.append(_table(["lcm_grep query kind", "PostgreSQL median ms", "SQLite median ms", "ratio",
+                           "hits PG / SQLite"],
+                          [[k, q["postgres"], q["sqlite"], q["ratio"],
+                            f"{q['hits']['postgres']} / {q['hits']['sqlite']}"] for k, q in entry["grep"].items()]))
+        if "per_turn" in entry:
+            out.append(_table(["host shape", "PG total ms", "SQLite total ms", "ratio", "PG ingest / assemble ms",
+                               "SQLite ingest / assemble ms"],
+                              [[shape, pt["postgres"]["total"], pt["sqlite"]["total"], pt["ratio"],
+                                f"{pt['postgres']['ingest']} / {pt['postgres']['assemble']}",
+                                f"{pt['sqlite']['ingest']} / {pt['sqlite']['assemble']}"]
+                               for shape, pt in entry["per_turn"].items()]))
+    return "\n\n".join(out)
+
+
+def _pg_recall(details: dict[str, Any]) -> str:
+    rows = [[backend, tool, f["questions"], *(f["lenient"][k] for k in ("1", "5", "10", "20")), f["strict"]["10"],
+             f["ms_per_query"]] for backend, tools in details["backends"].items() for tool, f in tools.items()]
+    return f"LoCoMo {details['files']}.\n\n" + _table(
+        ["backend", "tool", "questions", "R@1", "R@5", "R@10", "R@20", "strict R@10", "ms/question"], rows)
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
@@ -356,6 +386,8 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "view_load": ("`lcm view` page in a browser (issue 15)", _view_load),
     "cold_start": ("Cold start: `lcm status` and the engine's first turn (issue 17)", _cold_start),
     "db_size": ("Database size and the byte budget of a row (issue 17)", _db_size),
+    "pg_compare": ("PostgreSQL next to SQLite: import, per-turn overhead, lcm_grep (issue 16)", _pg_compare),
+    "pg_recall": ("LoCoMo recall on PostgreSQL next to SQLite (issue 16)", _pg_recall),
 }
 
 

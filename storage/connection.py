@@ -38,6 +38,11 @@ _WRITE_FAILURES = (("SQLITE_FULL", "disk full"), ("SQLITE_IOERR", "I/O error"), 
                    ("SQLITE_BUSY", "locked"), ("SQLITE_LOCKED", "locked"), ("SQLITE_CANTOPEN", "cannot open"))
 
 
+# Compaction slots of this process, per (connection, conversation id): see compaction_slot.
+_slots: dict[tuple[int, int], threading.Lock] = {}
+_slots_lock = threading.Lock()
+
+
 def write_failure(exc: BaseException) -> WriteFailed | None:
     """``exc`` as a :class:`WriteFailed` when it says the database cannot be written now."""
     if isinstance(exc, WriteFailed):
@@ -228,6 +233,25 @@ class SqliteConnection:
         if self.conn.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("ROLLBACK")
+
+    @contextmanager
+    def compaction_slot(self, conversation_id: int) -> Iterator[bool]:
+        """A per-conversation lock within this process, never waited for (``Store.compaction_slot``).
+
+        Process-local on purpose: the engines that share a SQLite file are the processes of one
+        machine, whose compactions already serialize on the file's write lock and publish only
+        when nothing changed (compact.py), so a cross-process lock would only add a lock file
+        a killed process could leave behind. Within a process it spares a second engine on the
+        same conversation a summarizer call whose result would be dropped.
+        """
+        with _slots_lock:
+            slot = _slots.setdefault((id(self), conversation_id), threading.Lock())
+        held = slot.acquire(blocking=False)
+        try:
+            yield held
+        finally:
+            if held:
+                slot.release()
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -79,7 +79,7 @@ class MessageSearch(SqliteConnection):
                     "SELECT min(lo), max(hi) FROM (SELECT "
                     "(SELECT id FROM messages WHERE conversation_id=c.value ORDER BY seq LIMIT 1) AS lo, "
                     "(SELECT id FROM messages WHERE conversation_id=c.value ORDER BY seq DESC LIMIT 1) AS hi "
-                    "FROM json_each(?) c)", (id_list(conversation_ids),)).fetchone()
+                    "FROM json_each(?) c) AS spans", (id_list(conversation_ids),)).fetchone()  # PG needs the alias
             return (int(low), int(high)) if low is not None and high is not None else (0, -1)
         if session_id is not None:
             where, key, order = ("WHERE session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)",  # schema 4

@@ -84,6 +84,10 @@ class Server:
         base = f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
         return base + (f"?options={quote(f'-csearch_path={schema}')}" if schema else "")
 
+    def restart(self) -> None:
+        """Stop the server (every session ends, as when its machine restarts) and start it again."""
+        self._run(["pg_ctl", "-D", str(self.data), "-m", "fast", "-l", str(self.root / "log"), "-w", "restart"])
+
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self._run(["pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"])

@@ -32,6 +32,9 @@ from .dialect import translate
 # pg_advisory_xact_lock keys: (namespace, key). The namespace is ours ("lcm\0" as an int32).
 LOCK_NAMESPACE = 0x6C636D00
 WRITE_LOCK = 1
+# Session advisory locks (namespace, conversation id mod 2^31) for compaction: a namespace of their
+# own, since session and transaction advisory locks share one key space with WRITE_LOCK.
+COMPACTION_NAMESPACE = 0x6C636D01
 POOL_MAX = 4
 CONNECT_TIMEOUT_S = 10
 # SQLSTATE classes and codes that mean "this write cannot happen now", with the labels status shows.
@@ -184,6 +187,11 @@ class PgConnection:
         conn.adapters.register_loader("numeric", FloatLoader)
         codec.register(conn)
         conn.execute("SET statement_timeout = 0")
+        # psycopg prepares a statement run 5 times, and after 5 more the server may switch it to a
+        # generic plan, chosen without the parameters: for a full-text search that plan cannot tell
+        # a rare term from a common one and scans (lcm_grep went from 40 ms to 400 ms at 2k rows
+        # after its 20th call; bench/pg_compare.py). Plans are cheap next to such a mistake.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     @classmethod
     def open_readonly(cls, path: str | Path) -> Self:
@@ -250,6 +258,37 @@ class PgConnection:
         if db.in_transaction:
             with contextlib.suppress(Exception):  # a broken connection: the pool discards it
                 db.raw.execute("ROLLBACK")
+
+    @contextmanager
+    def compaction_slot(self, conversation_id: int) -> Iterator[bool]:
+        """Compact ``conversation_id`` only if no other process on any host is (``Store.compaction_slot``).
+
+        A session advisory lock on a pooled connection of its own, held for the whole pass (the
+        summarizer runs outside any transaction, so no transaction could hold it): ``False`` at
+        once when another session holds it. The server frees it when that session ends, so a
+        killed process or a restarted server never leaves a conversation locked.
+        """
+        if self._readonly:
+            raise WriteFailed("read-only", f"{self.path} was opened read-only")
+        try:
+            conn_cm = self.pool.connection()
+            conn = conn_cm.__enter__()
+        except Exception as exc:
+            raise WriteFailed("cannot connect", f"{self.path}: {str(exc).strip()}") from exc
+        try:
+            held = bool(conn.execute("SELECT pg_try_advisory_lock(%s, (%s %% 2147483648)::int)",
+                                     (COMPACTION_NAMESPACE, conversation_id)).fetchone()[0])
+        except Exception as exc:
+            conn_cm.__exit__(None, None, None)
+            raise _mapped(exc) from exc
+        try:
+            yield held
+        finally:
+            if held:  # a broken connection lost the lock with its session; the pool discards it
+                with contextlib.suppress(Exception):
+                    conn.execute("SELECT pg_advisory_unlock(%s, (%s %% 2147483648)::int)",
+                                 (COMPACTION_NAMESPACE, conversation_id))
+            conn_cm.__exit__(None, None, None)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
