@@ -41,7 +41,8 @@ from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
 from .display import cut, file_sizes, iso
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
-from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
+from .store import (ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, is_url, open_readonly,
+                    open_store, redacted)
 
 if TYPE_CHECKING:
     from .query import Query
@@ -59,11 +60,13 @@ class CliError(Exception):
         self.code, self.extra = code, extra
 
 
-def failure(exc: BaseException, opening: Path | None = None) -> CliError:
+def failure(exc: BaseException, opening: Path | str | None = None) -> CliError:
     """The one mapping from any failure below the CLI to what the operator sees (and the exit code). ``opening``:
     the database whose open failed; it cannot be read, whatever the failure (unreadable, a directory, not SQLite)."""
     if isinstance(exc, CliError):
         return exc
+    if isinstance(opening, str):
+        opening = redacted(opening)
     what = f"{exc.__class__.__name__}: {exc}"
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
@@ -115,19 +118,26 @@ def hermes_home(env: dict[str, str]) -> Path:
     return base
 
 
-def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path, str]:
-    """(path, how it was chosen): --db, LCM_DATABASE_PATH, config.yaml lcm.database_path, HERMES_HOME."""
+def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, str]:
+    """(path or postgresql:// URL, how it was chosen): --db, LCM_DATABASE_URL, config.yaml lcm.database_url,
+    LCM_DATABASE_PATH, config.yaml lcm.database_path, HERMES_HOME (the engine's order: startup.locate)."""
     if explicit:
-        return Path(explicit).expanduser(), "--db"
+        return (explicit if is_url(explicit) else Path(explicit).expanduser()), "--db"
     home = hermes_home(env)
     loaded = load_config(env, read_yaml_block(home)[0])
+    if loaded.config.database_url:
+        return loaded.config.database_url, \
+            "LCM_DATABASE_URL" if loaded.sources.get("database_url") == "env" else "config.yaml"
     if loaded.config.database_path:
         origin = "LCM_DATABASE_PATH" if loaded.sources.get("database_path") == "env" else "config.yaml"
         return Path(loaded.config.database_path).expanduser(), origin
     return home / "lcm.db", "HERMES_HOME" if env.get("HERMES_HOME") else "~/.hermes"
 
 
-def open_db(path: Path) -> Store:
+def open_db(path: Path | str) -> Store:
+    if is_url(path):
+        return _open_url(str(path))
+    path = Path(path)
     if path.is_dir():
         raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
                        hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it")
@@ -138,6 +148,14 @@ def open_db(path: Path) -> Store:
     except NewerSchema as exc:
         raise CliError(str(exc), EXIT_DATABASE, hint="upgrade hermes-lcm to read this database") from exc
     except StoreError as exc:
+        raise CliError(str(exc), EXIT_DATABASE) from exc
+
+
+def _open_url(url: str) -> Store:
+    """A PostgreSQL database, read-only (``default_transaction_read_only`` is the server's ``query_only``)."""
+    try:
+        return open_readonly(url)
+    except (ForeignDatabase, NewerSchema, StoreError) as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
 
 
@@ -207,11 +225,25 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     depth = store.depth_counts(None)
     newest = store.recent_events(5)
     return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
-            **file_sizes(store.path), "schema_version": facts["schema_version"],
+            **_sizes(store, facts), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
             "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
             "temporal_rollups": store.rollup_stats(), "assertions": cli_assertions.status(store, _config(args)),
             "recent_events": [{"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
+
+
+def _sizes(store: Store, facts: dict[str, Any]) -> dict[str, Any]:
+    """A file's bytes (with its -wal and -shm), or a server's: this schema's tables and the database."""
+    if not is_url(store.path):
+        return file_sizes(store.path)
+    by_table = store.database_sizes()["bytes_by_table"]
+    return {"backend": "postgresql", "db": facts["schema_bytes"], "database_bytes": facts["database_bytes"],
+            "bytes_by_table": by_table, "server_version": facts["server_version"], "pg_schema": facts["pg_schema"]}
+
+
+def target_of(store: Store) -> str:
+    """What reopens ``store``: its file, or its URL with the password (``store.path`` has none)."""
+    return str(getattr(store, "url", store.path))
 
 
 def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -386,7 +418,7 @@ def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
     report_store = store
     if args.deep:
-        report_store = open_store(store.path)
+        report_store = open_store(target_of(store))
     loaded = _loaded()
     report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems)
     if report["status"] == "fail":

@@ -35,7 +35,7 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         grace = float(args.grace_seconds)
         if not args.apply:
             return mt.gc_payloads_scan(store, grace)
-        writable = open_store(store.path)
+        writable = open_store(getattr(store, 'url', store.path))
         try:
             with reporter("gc-payloads: backup", notes=False) as line:
                 return mt.gc_payloads_apply(writable, mt.backup_dir(store.path, config_of(args).backup_dir), grace,
@@ -58,13 +58,13 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         try:
             with reporter("backfill-outputs", args.quiet) as line:
                 if args.rollback:
-                    return backfill.rollback(open_store(store.path), Path(args.rollback), directory,
+                    return backfill.rollback(open_store(getattr(store, 'url', store.path)), Path(args.rollback), directory,
                                              do_apply=args.apply, progress=line.note, tick=line.update)
                 if not args.apply:
                     return backfill.scan(store, threshold, preview, line.note, line.update)
                 if not args.manifest:
                     raise fail("--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)")
-                writable = open_store(store.path)
+                writable = open_store(getattr(store, 'url', store.path))
                 redactor = redactor_for(config.sensitive_patterns_enabled, config.sensitive_patterns,
                                         writable.secret("redaction")) if config.sensitive_patterns_enabled else None
                 return backfill.apply(writable, Path(args.manifest), directory, threshold, preview, redactor,

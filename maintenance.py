@@ -306,7 +306,7 @@ def _database_check(store: Store, facts: dict[str, Any]) -> Check:
              f"{'ok' if ok else facts['quick_check'][:3]}"
     if not ok:
         return Check("database", "fail", detail, INSPECT, "restore the newest good backup (docs/operator-guide.md)")
-    if str(facts["journal_mode"]).lower() != "wal" and not store.readonly:
+    if str(facts["journal_mode"]).lower() not in ("wal", "postgresql") and not store.readonly:
         return Check("database", "warn", detail + " (expected wal)", INSPECT)
     return Check("database", "ok", detail)
 
