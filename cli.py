@@ -33,16 +33,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 # Only what every verb needs is imported here: `lcm status` must answer in well under 150 ms, so the verb
 # modules import their work (embeddings, assertions, maintenance, search...) inside their handlers.
-from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_redact, cli_rollups, private
+from . import __version__, cli_assertions, cli_embed, cli_payloads, cli_pg, cli_redact, cli_rollups, private
 from . import cli_view as view_verb
 from . import progress as pg
 from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
-from .display import cut, file_sizes, iso
+from .display import cut, iso
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
-from .store import (ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, is_url, open_readonly,
-                    open_store, redacted)
+from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 
 if TYPE_CHECKING:
     from .query import Query
@@ -66,7 +65,7 @@ def failure(exc: BaseException, opening: Path | str | None = None) -> CliError:
     if isinstance(exc, CliError):
         return exc
     if isinstance(opening, str):
-        opening = redacted(opening)
+        opening = cli_pg.redacted(opening)
     what = f"{exc.__class__.__name__}: {exc}"
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
@@ -122,7 +121,7 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, s
     """(path or postgresql:// URL, how it was chosen): --db, LCM_DATABASE_URL, config.yaml lcm.database_url,
     LCM_DATABASE_PATH, config.yaml lcm.database_path, HERMES_HOME (the engine's order: startup.locate)."""
     if explicit:
-        return (explicit if is_url(explicit) else Path(explicit).expanduser()), "--db"
+        return (explicit if cli_pg.is_url(explicit) else Path(explicit).expanduser()), "--db"
     home = hermes_home(env)
     loaded = load_config(env, read_yaml_block(home)[0])
     if loaded.config.database_url:
@@ -135,8 +134,11 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, s
 
 
 def open_db(path: Path | str) -> Store:
-    if is_url(path):
-        return _open_url(str(path))
+    if cli_pg.is_url(path):
+        try:  # read-only: this store refuses every write() (doctor --deep and backup say otherwise)
+            return open_readonly(path)
+        except StoreError as exc:  # ForeignDatabase, NewerSchema, cannot connect (the URL shown without password)
+            raise CliError(str(exc), EXIT_DATABASE) from exc
     path = Path(path)
     if path.is_dir():
         raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
@@ -148,14 +150,6 @@ def open_db(path: Path | str) -> Store:
     except NewerSchema as exc:
         raise CliError(str(exc), EXIT_DATABASE, hint="upgrade hermes-lcm to read this database") from exc
     except StoreError as exc:
-        raise CliError(str(exc), EXIT_DATABASE) from exc
-
-
-def _open_url(url: str) -> Store:
-    """A PostgreSQL database, read-only (``default_transaction_read_only`` is the server's ``query_only``)."""
-    try:
-        return open_readonly(url)
-    except (ForeignDatabase, NewerSchema, StoreError) as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
 
 
@@ -225,25 +219,11 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     depth = store.depth_counts(None)
     newest = store.recent_events(5)
     return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
-            **_sizes(store, facts), "schema_version": facts["schema_version"],
+            **cli_pg.sizes(store, facts), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
             "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
             "temporal_rollups": store.rollup_stats(), "assertions": cli_assertions.status(store, _config(args)),
             "recent_events": [{"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
-
-
-def _sizes(store: Store, facts: dict[str, Any]) -> dict[str, Any]:
-    """A file's bytes (with its -wal and -shm), or a server's: this schema's tables and the database."""
-    if not is_url(store.path):
-        return file_sizes(store.path)
-    by_table = store.database_sizes()["bytes_by_table"]
-    return {"backend": "postgresql", "db": facts["schema_bytes"], "database_bytes": facts["database_bytes"],
-            "bytes_by_table": by_table, "server_version": facts["server_version"], "pg_schema": facts["pg_schema"]}
-
-
-def target_of(store: Store) -> str:
-    """What reopens ``store``: its file, or its URL with the password (``store.path`` has none)."""
-    return str(getattr(store, "url", store.path))
 
 
 def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -418,7 +398,7 @@ def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
     report_store = store
     if args.deep:
-        report_store = open_store(target_of(store))
+        report_store = open_store(cli_pg.target_of(store))
     loaded = _loaded()
     report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems)
     if report["status"] == "fail":
@@ -433,6 +413,9 @@ def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
+    if cli_pg.is_url(store.path):
+        result, args.exit_code = cli_pg.backup(store, directory)
+        return result
     with pg.start("backup", unit="pages") as line:  # Ctrl-C mid-copy: the temp file goes, no backup is left
         saved = mt.backup(store, directory, progress=line.update)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
@@ -557,8 +540,9 @@ Handler = Callable[[Store, argparse.Namespace], "dict[str, Any] | None"]
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="lcm", description="Read the hermes-lcm database without a running agent "
                                 "(read-only unless a command says otherwise).")
-    p.add_argument("--db", help="database file (default: LCM_DATABASE_PATH, config.yaml lcm.database_path, "
-                   "$HERMES_HOME/lcm.db; HERMES_PROFILE selects a profile)")
+    p.add_argument("--db", help="database file or postgresql:// URL (default: LCM_DATABASE_URL, config.yaml "
+                   "lcm.database_url, LCM_DATABASE_PATH, lcm.database_path, $HERMES_HOME/lcm.db; HERMES_PROFILE "
+                   "selects a profile)")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="output format (default auto: a table on a terminal, JSON when piped)")
     p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")

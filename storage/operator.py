@@ -237,7 +237,8 @@ class OperatorQueries(SqliteConnection):
             total, missing, orphans, unnamed = db.execute(
                 f"SELECT count(*), coalesce(sum(CASE WHEN {unlinked} THEN 1 ELSE 0 END), 0), "
                 f"coalesce(sum(CASE WHEN {orphan} THEN 1 ELSE 0 END), 0), "
-                "coalesce(sum(CASE WHEN coalesce(t.tool_name, '')='' THEN 1 ELSE 0 END), 0) FROM messages t WHERE t.role='tool'").fetchone()
+                "coalesce(sum(CASE WHEN coalesce(t.tool_name, '')='' THEN 1 ELSE 0 END), 0) "
+                "FROM messages t WHERE t.role='tool'").fetchone()
             missing_ids = [int(r[0]) for r in db.execute(
                 f"SELECT t.id FROM messages t WHERE t.role='tool' AND {unlinked} ORDER BY t.id LIMIT ?",
                 (limit,)).fetchall()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -155,3 +156,60 @@ def test_doctor_deep_finds_a_broken_full_text_index(tmp_path):
     code, report, _err = run(url, "doctor")
     names = {c["name"]: c for c in report["checks"]}
     assert code == 1 and "function lcm_tsq" in names["fts:triggers"]["detail"]
+
+
+def test_backup_is_a_verified_pg_dump_that_restores(pg_db, tmp_path, monkeypatch):
+    """`lcm backup` on a URL writes a pg_dump custom-format file (pg_restore lists it); restored into a
+    new database, the engine opens it and every message is there, with full-text search working."""
+    import subprocess
+
+    import psycopg
+
+    from .pgserver import binaries, server
+
+    monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = ok(pg_db, "backup", "--dest", str(tmp_path / "b"))
+    dump = Path(done["backup"])
+    assert done["status"] == "ok" and dump.suffix == ".dump" and dump.stat().st_size == done["bytes"] > 0
+    assert "pg_restore" in done["restore"]
+    srv, name = server(), f"restored_{tmp_path.name[-8:].lower().replace('-', '_')}"
+    with psycopg.connect(srv.url(), autocommit=True) as pg:
+        pg.execute(f"CREATE DATABASE {name}")
+    restored = srv.url(database=name, schema=parse_schema(pg_db))
+    subprocess.run([str(binaries() / "pg_restore"), "--no-owner", "-d", srv.url(database=name), str(dump)],
+                   check=True, capture_output=True)
+    before, after = store_module.open_readonly(pg_db), store_module.open_readonly(restored)
+    try:
+        for conversation in (1, 2):
+            assert [m.content for m in after.messages_after(conversation, 0)] == \
+                [m.content for m in before.messages_after(conversation, 0)]
+    finally:
+        before.close()
+        after.close()
+    assert ok(restored, "grep", "QUOKKA")["count"] >= 1  # the vectors and the pinned functions came along
+
+
+def test_backup_without_pg_dump_says_which_command(pg_db, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pg_dump here
+    code, result, _err = run(pg_db, "backup", "--dest", str(tmp_path / "b"))
+    assert code == 1 and result["status"] == "pg_dump not found"
+    assert result["run"].startswith("pg_dump -Fc -n t_") and "postgresql://lcm@" in result["run"]
+    assert not (tmp_path / "b").exists()
+
+
+def parse_schema(url: str) -> str:
+    from urllib.parse import parse_qs
+
+    return parse_qs(urlsplit(url).query)["options"][0].split("=", 1)[1]
+
+
+def test_server_gone_is_one_line_and_exit_3(tmp_path):
+    """A URL nothing answers at: exit 3, one line on stderr naming the URL without its password."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://lcm:{SECRET}@127.0.0.1:{port}/postgres?connect_timeout=2"
+    code, result, err = run(url, "status")
+    assert code == 3 and err.count("\n") == 1 and "cannot connect" in err and f"lcm@127.0.0.1:{port}" in err

@@ -40,16 +40,17 @@ class PgOperatorQueries(OperatorQueries):
         the server's block size, so ``lcm view`` computes the same bytes as for a file)."""
         with self.read() as db:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            block, version, database = db.execute(
+            block, version, database, name = db.execute(
                 "SELECT current_setting('block_size')::bigint, current_setting('server_version'), "
-                "pg_database_size(current_database())").fetchone()
+                "pg_database_size(current_database()), current_schema()").fetchone()
             schema_bytes = db.execute(
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                 "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'").fetchone()[0]
         return {"schema_version": int(meta.get("schema_version", 0)), "pg_schema": int(meta.get("pg_schema", 0)),
                 "journal_mode": "postgresql", "server_version": str(version), "page_size": int(block),
                 "page_count": int(schema_bytes) // int(block), "freelist_count": 0,
-                "schema_bytes": int(schema_bytes), "database_bytes": int(database)}
+                "schema_bytes": int(schema_bytes), "database_bytes": int(database),
+                "schema_name": str(name)}
 
     def database_sizes(self) -> dict[str, Any]:
         facts = self.database_header()
