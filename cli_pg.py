@@ -32,7 +32,7 @@ def backup(store: Store, directory: Path) -> tuple[dict[str, Any], int]:
     pg_dump here, the exact command to run (exit 1: nothing was written)."""
     from . import pg_backup  # lazy, like every verb's work
 
-    done = pg_backup.dump(store, directory)
+    done = pg_backup.dump(store, directory)  # lcm backup: named by the schema, not the URL's tag
     if not done.path:
         return {"status": "pg_dump not found", "run": done.command, "restore": done.restore,
                 "hint": "install the PostgreSQL client tools (pg_dump, pg_restore) or run the command above"}, 1

@@ -77,8 +77,15 @@ def backup(store: Store, directory: str | os.PathLike[str], label: str = "", pro
     while it copies (an exception from it, such as Ctrl-C, leaves no file behind)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     suffix = f"-{label}" if label else ""
-    target = Path(directory) / f"{Path(store.path).stem}-{stamp}{suffix}.sqlite3"
+    if is_url(store.path):
+        return snapshot(store, Path(directory) / f"{_stem(store)}-{stamp}{suffix}.dump")
+    target = Path(directory) / f"{_stem(store)}-{stamp}{suffix}.sqlite3"
     return snapshot(store, target, progress)
+
+
+def _stem(store: Store) -> str:
+    """Backup names: the file's stem, or ``lcm-pg-<tag>`` for a server's database (one tag per URL)."""
+    return f"lcm-pg-{payload_gc.database_tag(store.path)}" if is_url(store.path) else Path(store.path).stem
 
 
 def backup_before_import(target: Path, configured: str = "") -> str:
@@ -92,7 +99,7 @@ def backup_before_import(target: Path, configured: str = "") -> str:
 
 
 def rotate_slot(store: Store, directory: str | os.PathLike[str]) -> Path:
-    return Path(directory) / f"{Path(store.path).stem}-{ROTATE_SLOT}.sqlite3"
+    return Path(directory) / f"{_stem(store)}-{ROTATE_SLOT}.{'dump' if is_url(store.path) else 'sqlite3'}"
 
 
 def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup:
@@ -102,6 +109,8 @@ def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup
     while writers continue); the file is switched to a rollback journal so it is
     one self-contained file that can be copied back as ``lcm.db``.
     """
+    if is_url(store.path):
+        return _dumped(store, target)
     started = time.monotonic()
     private.make_dir(target.parent)
     # An exclusive 0600 file with an unpredictable name: the copy is as private as the database,
@@ -118,6 +127,18 @@ def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup
     finally:
         temp.unlink(missing_ok=True)
     return Backup(str(target), target.stat().st_size, round(time.monotonic() - started, 3), store.path)
+
+
+def _dumped(store: Store, target: Path) -> Backup:
+    """A server's database before a writing command: a verified ``pg_dump`` (pg_backup.py); without
+    pg_dump here the command refuses, naming the dump to take first (every apply backs up first)."""
+    from . import pg_backup
+
+    done = pg_backup.dump_to(store, target)
+    if not done.path:
+        raise MaintenanceError(f"pg_dump and pg_restore are not on PATH: nothing was changed. Back up first with "
+                               f"`{done.command}`, or install the PostgreSQL client tools")
+    return Backup(done.path, done.bytes, done.seconds, store.path)
 
 
 def _verify(path: Path) -> None:

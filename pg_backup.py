@@ -36,34 +36,45 @@ class Dump:
     restore: str
 
 
-def _schema_of(store: Store) -> str:
+def schema_of(store: Store) -> str:
+    """The schema our tables live in (what ``-n`` dumps)."""
     return str(store.database_header().get("schema_name") or "public")
 
 
-def dump(store: Store, directory: Path) -> Dump:
-    """``pg_dump -Fc -n <schema>`` of ``store``'s database into ``directory``, verified; or the command."""
-    url = str(getattr(store, "url", store.path))
-    schema = _schema_of(store)
+def command_for(store: Store, target: Path) -> tuple[str, str]:
+    """The dump command an operator runs (no password in it) and how to restore its file."""
+    schema = schema_of(store)
+    dump_cmd = f"pg_dump -Fc -n {schema} -f {target} '{redacted(str(store.path))}'"
+    restore = (f"createdb NEWDB && pg_restore --no-owner -d 'postgresql://HOST/NEWDB' {target} "
+               f"(then LCM_DATABASE_URL=postgresql://HOST/NEWDB?options=-csearch_path%3D{schema})")
+    return dump_cmd, restore
+
+
+def dump(store: Store, directory: Path, label: str = "") -> Dump:
+    """A new timestamped dump of ``store``'s schema in ``directory`` (see :func:`dump_to`)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    target = directory / f"lcm-pg-{schema}-{stamp}.dump"
-    shown = redacted(url)
-    command = f"pg_dump -Fc -n {schema} -f {target} '{shown}'"
-    restore = (f"createdb NEWDB && pg_restore --no-owner -d 'postgresql://.../NEWDB' {target} "
-               f"(then LCM_DATABASE_URL=postgresql://.../NEWDB?options=-csearch_path%3D{schema})")
-    binary = shutil.which("pg_dump")
-    lister = shutil.which("pg_restore")
+    suffix = f"-{label}" if label else ""
+    return dump_to(store, directory / f"lcm-pg-{schema_of(store)}-{stamp}{suffix}.dump")
+
+
+def dump_to(store: Store, target: Path) -> Dump:
+    """``pg_dump -Fc -n <schema>`` into ``target`` (written whole or not at all), verified by
+    ``pg_restore --list``; without pg_dump or pg_restore here, nothing is written (``path`` empty)."""
+    url = str(getattr(store, "url", store.path))
+    command, restore = command_for(store, target)
+    binary, lister = shutil.which("pg_dump"), shutil.which("pg_restore")
     if binary is None or lister is None:
         return Dump("", 0, 0.0, command, restore)
     started = time.monotonic()
-    private.make_dir(directory)
+    private.make_dir(target.parent)
     env = {**os.environ}
     secret = urlsplit(url).password
     if secret is not None:
         env["PGPASSWORD"] = secret
-    fd, temp = private.temp_file(directory, f".{target.name}.")
+    fd, temp = private.temp_file(target.parent, f".{target.name}.")
     os.close(fd)
     try:
-        _run([binary, "-Fc", "-n", schema, "-f", str(temp), "-d", shown], env)
+        _run([binary, "-Fc", "-n", schema_of(store), "-f", str(temp), "-d", redacted(url)], env)
         listing = _run([lister, "--list", str(temp)], env)
         if "TABLE DATA" not in listing or " messages " not in listing:
             raise OSError(f"the dump does not list our tables: {listing[:300]}")

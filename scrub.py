@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import maintenance as mt
-from . import private
+from . import payload_gc, private
 from .ingest import Normalizer, RedactStep
 from .outputs import PREFIX as OUTPUT_PREFIX
 from .outputs import parse_stub, ref_for, stub
@@ -105,7 +105,7 @@ class Rewriter:
         self.store = store
         self.redactor = redactor
         self.preview_chars = preview_chars
-        self.guard = PayloadGuard(Path(store.path).parent / "lcm-payloads")
+        self.guard = PayloadGuard(payload_gc.directory_of(store.path))  # a URL: under this host's home
         self.normalizer = Normalizer(self.guard, steps=[RedactStep(redactor)], redactor=redactor)
 
     def message(self, m: StoredMessage) -> RowChange | None:

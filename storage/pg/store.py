@@ -10,13 +10,13 @@ from ..assertions import AssertionQueries
 from ..conversations import ConversationQueries
 from ..message_search import MessageSearch
 from ..messages import MessageQueries
-from ..rewrite import RewriteQueries
 from ..rollups import RollupQueries
 from ..summaries import SummaryQueries
 from ..vectors import VectorQueries
 from ..views import ViewQueries
 from .connection import PgConnection
 from .operator import PgOperatorQueries
+from .rewrite import PgRewriteQueries
 from .search import PgMessageSearch, PgSummarySearch
 
 
@@ -26,7 +26,7 @@ def _as_text(fingerprint: str) -> str | bytes:
 
 
 class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
-              SummaryQueries, PgOperatorQueries, RewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
+              SummaryQueries, PgOperatorQueries, PgRewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
               ViewQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
