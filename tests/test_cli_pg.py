@@ -211,5 +211,5 @@ def test_server_gone_is_one_line_and_exit_3(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"postgresql://lcm:{SECRET}@127.0.0.1:{port}/postgres?connect_timeout=2"
-    code, result, err = run(url, "status")
+    code, _result, err = run(url, "status")
     assert code == 3 and err.count("\n") == 1 and "cannot connect" in err and f"lcm@127.0.0.1:{port}" in err
