@@ -16,6 +16,7 @@ from ..vectors import VectorQueries
 from ..views import ViewQueries
 from .connection import PgConnection
 from .operator import PgOperatorQueries
+from .payloads import PgPayloadQueries
 from .rewrite import PgRewriteQueries
 from .search import PgMessageSearch, PgSummarySearch
 
@@ -27,7 +28,7 @@ def _as_text(fingerprint: str) -> str | bytes:
 
 class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
               SummaryQueries, PgOperatorQueries, PgRewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
-              ViewQueries):
+              ViewQueries, PgPayloadQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
     pack_fingerprint = staticmethod(_as_text)
