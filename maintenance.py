@@ -160,7 +160,11 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def payload_stats(db_path: str) -> dict[str, Any]:
+def payload_stats(db_path: str, store: Store | None = None) -> dict[str, Any]:
+    """Payload files beside the database, or (a PostgreSQL ``store``) its payload rows."""
+    if store is not None and is_url(db_path):
+        rows = getattr(store, "payload_list")()  # noqa: B009 - PgStore's method, not in the Store protocol
+        return {"directory": "(the payloads table)", "files": len(rows), "bytes": sum(r[1] for r in rows)}
     directory = Path(db_path).parent / "lcm-payloads"
     if directory.is_symlink():  # the engine refuses to write or read through it; so does the count
         return {"directory": str(directory), "files": 0, "bytes": 0, "symlink": True}
@@ -258,7 +262,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
         "status": status,
-        "database": {"path": store.path, **file_sizes(store.path),
+        "database": {"path": store.path, **({} if is_url(store.path) else file_sizes(store.path)),
                      **{k: v for k, v in facts.items() if k != "bytes_by_table"}},
         "checks": [{k: v for k, v in asdict(c).items() if v or k in ("name", "status")} for c in checks],
         "guidance": [f"{c.name}: {c.action}" + (f" -> {c.command}" if c.command else "") + f" ({c.detail})"
@@ -382,7 +386,7 @@ def _clean_check(store: Store, patterns: str, live: Iterable[str]) -> Check:
 
 
 def _payload_check(store: Store) -> Check:
-    stats = payload_stats(store.path)
+    stats = payload_stats(store.path, store)
     if stats.get("symlink"):
         return Check("payloads", "fail", f"{stats['directory']} is a symlink: payloads stay inline, none is read "
                      "through it", INSPECT, "replace the link with a directory of your own (mode 0700)", data=stats)
@@ -565,7 +569,7 @@ def retention_report(store: Store, now: float | None = None, top: int = 20) -> d
     return {
         "database": {"path": store.path, **file_sizes(store.path)},
         "bytes_by_table": store.database_facts().get("bytes_by_table"),
-        "payloads": payload_stats(store.path),
+        "payloads": payload_stats(store.path, store),
         "totals": totals,
         "messages_by_age": older,
         "idle_conversations_90d": {"count": len(idle), "message_bytes": sum(r["message_bytes"] for r in idle)},
