@@ -126,3 +126,23 @@ def test_view_and_gc_payloads_on_postgres(url, tmp_path):
     assert lcm("gc-payloads")["status"] in ("noop", "ready")
     page = handle_command("view")
     assert not page.startswith("hermes-lcm:"), page
+
+
+def test_no_password_in_any_lcm_answer(clean_home, monkeypatch, tmp_path):
+    """A URL with a password: /lcm status (bound and not), doctor and backup never show it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from .pgserver import binaries, fresh_url
+
+    parts = urlsplit(fresh_url())
+    secret = "Pw-s3cret-7Z"
+    with_pw = urlunsplit((parts.scheme, f"{parts.username}:{secret}@{parts.hostname}:{parts.port}", parts.path,
+                          parts.query, parts.fragment))
+    monkeypatch.setenv("LCM_DATABASE_URL", with_pw)
+    monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
+    unbound = handle_command("status --json")
+    assert secret not in unbound and "lcm@127.0.0.1" in unbound
+    _engine = engine_with_history(tmp_path, turns=3)
+    for args in ("status", "doctor", "backup", "doctor retention", "view"):
+        text = handle_command(f"{args} --json")
+        assert secret not in text and not text.startswith("hermes-lcm:"), (args, text[:300])
