@@ -118,7 +118,7 @@ def _handle(raw_args: str) -> str:
 
 def shown(db: Path | str) -> str:
     """A database as /lcm shows it: a file's path, or a URL without its password."""
-    return redacted(db) if is_url(db) else str(db)
+    return redacted(str(db)) if is_url(db) else str(db)
 
 
 def render(result: dict[str, Any], as_json: bool = False) -> str:
