@@ -213,3 +213,23 @@ def test_server_gone_is_one_line_and_exit_3(tmp_path):
     url = f"postgresql://lcm:{SECRET}@127.0.0.1:{port}/postgres?connect_timeout=2"
     code, _result, err = run(url, "status")
     assert code == 3 and err.count("\n") == 1 and "cannot connect" in err and f"lcm@127.0.0.1:{port}" in err
+
+
+def test_redact_through_the_cli_on_postgres(tmp_path, monkeypatch):
+    """`lcm redact --apply` on a URL (with a password): a pg_dump first, the secret gone from rows and vectors."""
+    import psycopg
+
+    from .pgserver import binaries, fresh_url
+
+    url = with_password(fresh_url())
+    monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    engine = new_engine(tmp_path, 10**9, "s1", LCM_DATABASE_URL=url)
+    key = "ghp_" + "Z" * 36
+    engine.ingest_host([{"role": "user", "content": f"token {key} here"}])
+    store_module.close_all()
+    done = ok(url, "redact", "--apply")
+    assert done["status"] == "applied" and done["backup"].endswith("-pre-redact.dump") and done["fts_sound"]
+    with psycopg.connect(url) as pg:
+        assert pg.execute("SELECT count(*) FROM messages WHERE strpos(content, %s) > 0", (key,)).fetchone()[0] == 0
+        assert pg.execute("SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq(%s)", ("ZZZZZZZZ*",)).fetchone()[0] == 0
