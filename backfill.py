@@ -146,9 +146,15 @@ def load_manifest(store: Store, path: Path) -> tuple[int, dict[int, Entry]]:
 # -- apply ------------------------------------------------------------------------------------
 
 
-def _write_payload(directory: Path, ref: str, text: str) -> None:
-    """The file of ``ref``, written once; a file already there must hold exactly ``text``."""
+def _write_payload(store: Store, directory: Path, ref: str, text: str) -> None:
+    """The file (PostgreSQL: the row) of ``ref``, written once; one already there must hold exactly ``text``."""
     data = text.encode("utf-8", "surrogatepass")
+    blobs = payload_gc.blobs_of(store)
+    if blobs is not None:
+        blobs.payload_put(ref, data)
+        if blobs.payload_get(ref) != data:
+            raise BackfillError(f"payload {ref} exists with other bytes; not overwritten")
+        return
     private.make_dir(directory, refuse_link=True)
     if not private.write_new(directory, f"{ref}.payload", data) \
             and private.read_in(directory, f"{ref}.payload") != data:
@@ -185,7 +191,7 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
                 continue
             ref = outputs.ref_for(kept)
             text = outputs.stub(kept, ref, preview_chars)
-            _write_payload(directory, ref, kept)
+            _write_payload(store, directory, ref, kept)
             files += 1
             entries[row_id] = Entry(row_id, ref, _sha(original), _sha(kept), length, tokens, _sha(text))
             changes.append((row_id, original, text, count_tokens(text)))
@@ -217,10 +223,7 @@ def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *
         elif _sha(message.content) != entry.stub_sha256:
             why = "row no longer holds the stub"
         else:
-            try:
-                data = private.read_in(directory, f"{entry.ref}.payload")
-            except OSError:
-                data = None
+            data = payload_gc.bytes_of(store, directory, entry.ref)  # its file, or its row
             if data is None:
                 why = "payload file missing"
             elif hashlib.sha256(data).hexdigest() != entry.payload_sha256:

@@ -33,13 +33,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 # Only what every verb needs is imported here: `lcm status` must answer in well under 150 ms, so the verb
 # modules import their work (embeddings, assertions, maintenance, search...) inside their handlers.
-from . import __version__, cli_assertions, cli_embed, cli_migrate, cli_payloads, cli_redact, cli_rollups, private
+from . import (
+    __version__,
+    cli_assertions,
+    cli_embed,
+    cli_migrate,
+    cli_payloads,
+    cli_pg,
+    cli_redact,
+    cli_rollups,
+    private,
+)
 from . import cli_view as view_verb
 from . import progress as pg
 from .cli_output import EXIT_INTERRUPTED, FORMATS, emit, resolve, resume_hint
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
-from .display import cut, file_sizes, iso
+from .display import cut, iso
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 
@@ -59,11 +69,13 @@ class CliError(Exception):
         self.code, self.extra = code, extra
 
 
-def failure(exc: BaseException, opening: Path | None = None) -> CliError:
+def failure(exc: BaseException, opening: Path | str | None = None) -> CliError:
     """The one mapping from any failure below the CLI to what the operator sees (and the exit code). ``opening``:
     the database whose open failed; it cannot be read, whatever the failure (unreadable, a directory, not SQLite)."""
     if isinstance(exc, CliError):
         return exc
+    if isinstance(opening, str):
+        opening = cli_pg.redacted(opening)
     what = f"{exc.__class__.__name__}: {exc}"
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
@@ -115,19 +127,29 @@ def hermes_home(env: dict[str, str]) -> Path:
     return base
 
 
-def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path, str]:
-    """(path, how it was chosen): --db, LCM_DATABASE_PATH, config.yaml lcm.database_path, HERMES_HOME."""
+def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, str]:
+    """(path or postgresql:// URL, how it was chosen): --db, LCM_DATABASE_URL, config.yaml lcm.database_url,
+    LCM_DATABASE_PATH, config.yaml lcm.database_path, HERMES_HOME (the engine's order: startup.locate)."""
     if explicit:
-        return Path(explicit).expanduser(), "--db"
+        return (explicit if cli_pg.is_url(explicit) else Path(explicit).expanduser()), "--db"
     home = hermes_home(env)
     loaded = load_config(env, read_yaml_block(home)[0])
+    if loaded.config.database_url:
+        return loaded.config.database_url, \
+            "LCM_DATABASE_URL" if loaded.sources.get("database_url") == "env" else "config.yaml"
     if loaded.config.database_path:
         origin = "LCM_DATABASE_PATH" if loaded.sources.get("database_path") == "env" else "config.yaml"
         return Path(loaded.config.database_path).expanduser(), origin
     return home / "lcm.db", "HERMES_HOME" if env.get("HERMES_HOME") else "~/.hermes"
 
 
-def open_db(path: Path) -> Store:
+def open_db(path: Path | str) -> Store:
+    if cli_pg.is_url(path):
+        try:  # read-only: this store refuses every write() (doctor --deep and backup say otherwise)
+            return open_readonly(path)
+        except StoreError as exc:  # ForeignDatabase, NewerSchema, cannot connect (the URL shown without password)
+            raise CliError(str(exc), EXIT_DATABASE) from exc
+    path = Path(path)
     if path.is_dir():
         raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
                        hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it")
@@ -207,7 +229,7 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     depth = store.depth_counts(None)
     newest = store.recent_events(5)
     return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
-            **file_sizes(store.path), "schema_version": facts["schema_version"],
+            **cli_pg.sizes(store, facts), "schema_version": facts["schema_version"],
             "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
             "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
             "temporal_rollups": store.rollup_stats(), "assertions": cli_assertions.status(store, _config(args)),
@@ -386,7 +408,7 @@ def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
     report_store = store
     if args.deep:
-        report_store = open_store(store.path)
+        report_store = open_store(cli_pg.target_of(store))
     loaded = _loaded()
     report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems)
     if report["status"] == "fail":
@@ -401,6 +423,9 @@ def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
+    if cli_pg.is_url(store.path):
+        result, args.exit_code = cli_pg.backup(store, directory)
+        return result
     with pg.start("backup", unit="pages") as line:  # Ctrl-C mid-copy: the temp file goes, no backup is left
         saved = mt.backup(store, directory, progress=line.update)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
@@ -525,8 +550,9 @@ Handler = Callable[[Store, argparse.Namespace], "dict[str, Any] | None"]
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="lcm", description="Read the hermes-lcm database without a running agent "
                                 "(read-only unless a command says otherwise).")
-    p.add_argument("--db", help="database file (default: LCM_DATABASE_PATH, config.yaml lcm.database_path, "
-                   "$HERMES_HOME/lcm.db; HERMES_PROFILE selects a profile)")
+    p.add_argument("--db", help="database file or postgresql:// URL (default: LCM_DATABASE_URL, config.yaml "
+                   "lcm.database_url, LCM_DATABASE_PATH, lcm.database_path, $HERMES_HOME/lcm.db; HERMES_PROFILE "
+                   "selects a profile)")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="output format (default auto: a table on a terminal, JSON when piped)")
     p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import cli_pg
 from . import progress as pg
 from .store import Store, open_store
 
@@ -35,7 +36,7 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         grace = float(args.grace_seconds)
         if not args.apply:
             return mt.gc_payloads_scan(store, grace)
-        writable = open_store(store.path)
+        writable = open_store(cli_pg.target_of(store))
         try:
             with reporter("gc-payloads: backup", notes=False) as line:
                 return mt.gc_payloads_apply(writable, mt.backup_dir(store.path, config_of(args).backup_dir), grace,
@@ -58,13 +59,13 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         try:
             with reporter("backfill-outputs", args.quiet) as line:
                 if args.rollback:
-                    return backfill.rollback(open_store(store.path), Path(args.rollback), directory,
+                    return backfill.rollback(open_store(cli_pg.target_of(store)), Path(args.rollback), directory,
                                              do_apply=args.apply, progress=line.note, tick=line.update)
                 if not args.apply:
                     return backfill.scan(store, threshold, preview, line.note, line.update)
                 if not args.manifest:
                     raise fail("--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)")
-                writable = open_store(store.path)
+                writable = open_store(cli_pg.target_of(store))
                 redactor = redactor_for(config.sensitive_patterns_enabled, config.sensitive_patterns,
                                         writable.secret("redaction")) if config.sensitive_patterns_enabled else None
                 return backfill.apply(writable, Path(args.manifest), directory, threshold, preview, redactor,
@@ -85,3 +86,4 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
     b.add_argument("--manifest", help="the manifest to write (resumable: the same path continues a run)")
     b.add_argument("--rollback", metavar="PATH", help="restore the rows a manifest lists (dry run without --apply)")
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+

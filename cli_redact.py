@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from . import cli_pg
 from . import progress as pg
 from .store import Store, open_store
 
@@ -23,7 +24,7 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
 
         settings = config(args)
         patterns = args.patterns if args.patterns is not None else settings.sensitive_patterns
-        target = open_store(store.path) if args.apply else store  # the CLI's own view is read-only
+        target = open_store(cli_pg.target_of(store)) if args.apply else store  # the CLI's own view is read-only
         with pg.start("redact") as line:  # rows rewritten; the total is unknown until the walk ends
             return scrub.command(target, patterns, settings.large_output_preview_chars,
                                  mt.backup_dir(store.path, settings.backup_dir), args.apply,

@@ -26,7 +26,7 @@ from .redact import redact
 from .registry import live_engines, live_session_ids
 from .rollups import command as rollup_command
 from .status import engine_status
-from .store import Store, StoreError
+from .store import Store, StoreError, is_url, redacted
 from .viewer import ViewError, write_page
 
 log = logging.getLogger("hermes_lcm")
@@ -79,7 +79,7 @@ class Target:
     def store(self) -> Store:
         engine = self.engine or self.template
         if self.engine is None and not self.db_exists:
-            raise UsageError(f"no database yet at {self.db_path} (send one normal message first)")
+            raise UsageError(f"no database yet at {shown(self.db_path)} (send one normal message first)")
         core = engine.ensure_core()
         if core is None:
             raise UsageError(engine.startup_error or "hermes-lcm store unavailable")
@@ -114,6 +114,11 @@ def _handle(raw_args: str) -> str:
     if isinstance(result, str):
         return result
     return render(result, as_json)
+
+
+def shown(db: Path | str) -> str:
+    """A database as /lcm shows it: a file's path, or a URL without its password."""
+    return redacted(str(db)) if is_url(db) else str(db)
 
 
 def render(result: dict[str, Any], as_json: bool = False) -> str:
@@ -153,7 +158,7 @@ def _status(t: Target, rest: list[str]) -> dict[str, Any]:
     if t.engine is None:
         return {"session_id": "(unbound)", "threshold_tokens": "(uninitialized)",
                 "note": "no live engine in this process yet: send one normal message, then /lcm status again",
-                "database_path": str(t.db_path), "database_exists": t.db_exists,
+                "database_path": shown(t.db_path), "database_exists": t.db_exists,
                 "slash_command": True, "doctor_clean_apply_enabled": t.config.doctor_clean_apply_enabled}
     info = engine_status(t.engine)
     if t.engine.core is not None:

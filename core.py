@@ -31,7 +31,7 @@ from .normalize import is_storable, last_storable, storable
 from .outputs import PREFIX as OUTPUT_PREFIX
 from .outputs import settings_view as outputs_view
 from .patterns import MessagePatterns, SessionPatterns
-from .payload_gc import directory_of
+from .payload_gc import blobs_of, directory_of
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .pipeline import pipeline_for
 from .proactive import ProactiveRecall
@@ -114,7 +114,8 @@ class LcmCore:
         self.config = config
         self.store: Store = open_store(database_path)
         self.dag = Dag(self.store)
-        self.guard = PayloadGuard(directory_of(self.store.path), config.payload_min_base64_chars)
+        self.guard = PayloadGuard(directory_of(self.store.path), config.payload_min_base64_chars,
+                                  blobs=blobs_of(self.store))
         self.message_patterns = MessagePatterns.parse(config.ignore_message_patterns)
         # Seals our summary blocks so ingest knows them in any copy the host hands back.
         self.seal = BlockSeal(self.store.secret("summary_block"))

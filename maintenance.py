@@ -77,8 +77,15 @@ def backup(store: Store, directory: str | os.PathLike[str], label: str = "", pro
     while it copies (an exception from it, such as Ctrl-C, leaves no file behind)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     suffix = f"-{label}" if label else ""
-    target = Path(directory) / f"{Path(store.path).stem}-{stamp}{suffix}.sqlite3"
+    if is_url(store.path):
+        return snapshot(store, Path(directory) / f"{_stem(store)}-{stamp}{suffix}.dump")
+    target = Path(directory) / f"{_stem(store)}-{stamp}{suffix}.sqlite3"
     return snapshot(store, target, progress)
+
+
+def _stem(store: Store) -> str:
+    """Backup names: the file's stem, or ``lcm-pg-<tag>`` for a server's database (one tag per URL)."""
+    return f"lcm-pg-{payload_gc.database_tag(store.path)}" if is_url(store.path) else Path(store.path).stem
 
 
 def backup_before_import(target: Path, configured: str = "") -> str:
@@ -92,7 +99,7 @@ def backup_before_import(target: Path, configured: str = "") -> str:
 
 
 def rotate_slot(store: Store, directory: str | os.PathLike[str]) -> Path:
-    return Path(directory) / f"{Path(store.path).stem}-{ROTATE_SLOT}.sqlite3"
+    return Path(directory) / f"{_stem(store)}-{ROTATE_SLOT}.{'dump' if is_url(store.path) else 'sqlite3'}"
 
 
 def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup:
@@ -102,6 +109,8 @@ def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup
     while writers continue); the file is switched to a rollback journal so it is
     one self-contained file that can be copied back as ``lcm.db``.
     """
+    if is_url(store.path):
+        return _dumped(store, target)
     started = time.monotonic()
     private.make_dir(target.parent)
     # An exclusive 0600 file with an unpredictable name: the copy is as private as the database,
@@ -118,6 +127,18 @@ def snapshot(store: Store, target: Path, progress: Tick | None = None) -> Backup
     finally:
         temp.unlink(missing_ok=True)
     return Backup(str(target), target.stat().st_size, round(time.monotonic() - started, 3), store.path)
+
+
+def _dumped(store: Store, target: Path) -> Backup:
+    """A server's database before a writing command: a verified ``pg_dump`` (pg_backup.py); without
+    pg_dump here the command refuses, naming the dump to take first (every apply backs up first)."""
+    from . import pg_backup
+
+    done = pg_backup.dump_to(store, target)
+    if not done.path:
+        raise MaintenanceError(f"pg_dump and pg_restore are not on PATH: nothing was changed. Back up first with "
+                               f"`{done.command}`, or install the PostgreSQL client tools")
+    return Backup(done.path, done.bytes, done.seconds, store.path)
 
 
 def _verify(path: Path) -> None:
@@ -139,7 +160,11 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def payload_stats(db_path: str) -> dict[str, Any]:
+def payload_stats(db_path: str, store: Store | None = None) -> dict[str, Any]:
+    """Payload files beside the database, or (a PostgreSQL ``store``) its payload rows."""
+    if store is not None and is_url(db_path):
+        rows = getattr(store, "payload_list")()  # noqa: B009 - PgStore's method, not in the Store protocol
+        return {"directory": "(the payloads table)", "files": len(rows), "bytes": sum(r[1] for r in rows)}
     directory = Path(db_path).parent / "lcm-payloads"
     if directory.is_symlink():  # the engine refuses to write or read through it; so does the count
         return {"directory": str(directory), "files": 0, "bytes": 0, "symlink": True}
@@ -237,7 +262,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
         "status": status,
-        "database": {"path": store.path, **file_sizes(store.path),
+        "database": {"path": store.path, **({} if is_url(store.path) else file_sizes(store.path)),
                      **{k: v for k, v in facts.items() if k != "bytes_by_table"}},
         "checks": [{k: v for k, v in asdict(c).items() if v or k in ("name", "status")} for c in checks],
         "guidance": [f"{c.name}: {c.action}" + (f" -> {c.command}" if c.command else "") + f" ({c.detail})"
@@ -306,7 +331,7 @@ def _database_check(store: Store, facts: dict[str, Any]) -> Check:
              f"{'ok' if ok else facts['quick_check'][:3]}"
     if not ok:
         return Check("database", "fail", detail, INSPECT, "restore the newest good backup (docs/operator-guide.md)")
-    if str(facts["journal_mode"]).lower() != "wal" and not store.readonly:
+    if str(facts["journal_mode"]).lower() not in ("wal", "postgresql") and not store.readonly:
         return Check("database", "warn", detail + " (expected wal)", INSPECT)
     return Check("database", "ok", detail)
 
@@ -361,7 +386,7 @@ def _clean_check(store: Store, patterns: str, live: Iterable[str]) -> Check:
 
 
 def _payload_check(store: Store) -> Check:
-    stats = payload_stats(store.path)
+    stats = payload_stats(store.path, store)
     if stats.get("symlink"):
         return Check("payloads", "fail", f"{stats['directory']} is a symlink: payloads stay inline, none is read "
                      "through it", INSPECT, "replace the link with a directory of your own (mode 0700)", data=stats)
@@ -544,7 +569,7 @@ def retention_report(store: Store, now: float | None = None, top: int = 20) -> d
     return {
         "database": {"path": store.path, **file_sizes(store.path)},
         "bytes_by_table": store.database_facts().get("bytes_by_table"),
-        "payloads": payload_stats(store.path),
+        "payloads": payload_stats(store.path, store),
         "totals": totals,
         "messages_by_age": older,
         "idle_conversations_90d": {"count": len(idle), "message_bytes": sum(r["message_bytes"] for r in idle)},

@@ -30,9 +30,10 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import private
+from .payloads import Blobs
 from .store import Store, is_url, redacted
 
 MENTION = re.compile(r"\[lcm-(?:payload|output) ref=([0-9a-f]{24})")
@@ -49,6 +50,12 @@ def directory_of(db_path: str | os.PathLike[str]) -> Path:
     if is_url(db_path):
         return local_home() / "lcm-payloads" / f"pg-{database_tag(str(db_path))}"
     return Path(db_path).parent / "lcm-payloads"
+
+
+def blobs_of(store: Store) -> Blobs | None:
+    """Where a store's payload bytes live other than files: a PostgreSQL store itself (hosts
+    sharing it share no directory); None for SQLite, whose payloads are files beside it."""
+    return cast(Blobs, store) if is_url(store.path) else None
 
 
 def local_home() -> Path:
@@ -136,10 +143,10 @@ def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> 
     seen = set(queue)
     while queue:
         ref = queue.pop()
-        try:
-            text = private.read_in(directory, f"{ref}.payload").decode("utf-8", "surrogatepass")
-        except OSError:
+        data = bytes_of(store, directory, ref)
+        if data is None:
             continue
+        text = data.decode("utf-8", "surrogatepass")
         if "[lcm-" not in text:
             continue
         for inner in MENTION.findall(text):
@@ -151,9 +158,28 @@ def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> 
     return found
 
 
+def bytes_of(store: Store, directory: Path, ref: str) -> bytes | None:
+    """A payload's bytes: its file, or (PostgreSQL) its row; None when absent."""
+    blobs = blobs_of(store)
+    if blobs is not None:
+        return blobs.payload_get(ref)
+    try:
+        return private.read_in(directory, f"{ref}.payload")
+    except OSError:
+        return None
+
+
+def _stored(store: Store, directory: Path) -> tuple[dict[str, PayloadFile], list[str], str | None]:
+    """:func:`list_files`, or a PostgreSQL store's payload rows (their created_at as the age)."""
+    if blobs_of(store) is None:
+        return list_files(directory)
+    rows = cast(Any, store).payload_list()
+    return {ref: PayloadFile(ref, size, at) for ref, size, at in rows}, [], None
+
+
 def inventory(store: Store) -> Inventory:
     directory = directory_of(store.path)
-    files, ignored, refused = list_files(directory)
+    files, ignored, refused = _stored(store, directory)
     inv = Inventory(directory, files, ignored, refused)
     inv.referenced = references(store, directory, files)
     return inv
@@ -190,10 +216,21 @@ def remove(store: Store, refs: list[str], grace_seconds: float = GRACE_SECONDS) 
     kept: dict[str, str] = {}
     freed = 0
     with store.write():  # no row can be committed while we look and delete
-        files, _ignored, refused = list_files(directory)
+        files, _ignored, refused = _stored(store, directory)
         if refused:
             return {"removed": [], "kept": {}, "bytes_freed": 0, "refused": refused}
         live = references(store, directory, files)
+        blobs = blobs_of(store)
+        if blobs is not None:  # rows, not files: deleted in this same transaction, if still old
+            for ref in refs:
+                kept_why = "referenced now" if ref in live else "gone" if ref not in files else None
+                size = 0 if kept_why else blobs.payload_delete(ref, time.time() - grace_seconds)
+                if kept_why or not size:
+                    kept[ref] = kept_why or "fresh"
+                else:
+                    removed.append(ref)
+                    freed += size
+            return {"removed": removed, "kept": kept, "bytes_freed": freed}
         dfd = private.open_dir(directory)
         try:
             for ref in refs:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from . import private
 from .redact import guard_logger
@@ -45,9 +45,20 @@ class PayloadInfo:
     mime: str
 
 
+class Blobs(Protocol):
+    """Where payload bytes live when not in files: a PostgreSQL store's ``payloads`` table, so every
+    host sharing the database reads what any host wrote (storage/pg/payloads.py)."""
+
+    def payload_put(self, ref: str, data: bytes) -> None: ...
+    def payload_get(self, ref: str) -> bytes | None: ...
+    def payload_delete(self, ref: str, older_than: float | None = None) -> int: ...
+
+
 class PayloadGuard:
-    def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048) -> None:
+    def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048,
+                 blobs: Blobs | None = None) -> None:
         self.directory = Path(directory)
+        self.blobs = blobs  # set: the bytes go to the database, never to ``directory``
         self.min_chars = min_base64_chars
         # A run may only start where the previous character is outside the alphabet: without
         # that, every position inside a shorter run (say 2,000 letters) is tried again, which is
@@ -115,7 +126,14 @@ class PayloadGuard:
     def _write_once(self, ref: str, payload: str) -> None:
         """Write the file once, through an exclusive 0600 temp file with an unpredictable name,
         renamed into place: a symlink planted at a temp name or at the directory redirects nothing,
-        and a symlinked directory is refused (kept in ``problem`` for status and doctor)."""
+        and a symlinked directory is refused (kept in ``problem`` for status and doctor). With ``blobs``:
+        one row, written once; a database failure is an OSError here (the text stays inline)."""
+        if self.blobs is not None:
+            try:
+                self.blobs.payload_put(ref, payload.encode("utf-8", "surrogatepass"))
+            except Exception as exc:  # WriteFailed, StoreFault: the caller keeps the text inline
+                raise OSError(f"payload {ref} not stored: {exc}") from exc
+            return
         try:
             private.make_dir(self.directory, refuse_link=True)
             private.write_new(self.directory, self.path_for(ref).name,
@@ -134,12 +152,32 @@ class PayloadGuard:
     def read(self, ref: str, offset: int = 0, limit: int = 20000) -> tuple[str, int]:
         """A page of a payload's text and its total length."""
         path = self.path_for(ref)
-        try:
-            data = private.read_in(self.directory, path.name)  # no symlink followed, at the file or its directory
-        except OSError as exc:
-            raise FileNotFoundError(f"no payload {ref}") from exc
+        if self.blobs is not None:
+            found = self.blobs.payload_get(ref)
+            if found is None:
+                raise FileNotFoundError(f"no payload {ref}")
+            data = found
+        else:
+            try:
+                data = private.read_in(self.directory, path.name)  # no symlink followed, at the file or its directory
+            except OSError as exc:
+                raise FileNotFoundError(f"no payload {ref}") from exc
         text = data.decode("utf-8", "surrogatepass")
         return text[offset:offset + limit], len(text)
+
+
+def put(guard: PayloadGuard, ref: str, text: str) -> None:
+    """Store ``text`` as payload ``ref`` or raise OSError (``lcm redact`` and backfill must not go on)."""
+    guard.path_for(ref)
+    guard._write_once(ref, text)
+
+
+def remove(guard: PayloadGuard, ref: str) -> None:
+    """Forget payload ``ref``: its file, or its row."""
+    if guard.blobs is not None:
+        guard.blobs.payload_delete(ref)
+    else:
+        guard.path_for(ref).unlink(missing_ok=True)
 
 
 def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import maintenance as mt
-from . import private
+from . import payload_gc, payloads, private
 from .ingest import Normalizer, RedactStep
 from .outputs import PREFIX as OUTPUT_PREFIX
 from .outputs import parse_stub, ref_for, stub
@@ -105,7 +105,7 @@ class Rewriter:
         self.store = store
         self.redactor = redactor
         self.preview_chars = preview_chars
-        self.guard = PayloadGuard(Path(store.path).parent / "lcm-payloads")
+        self.guard = PayloadGuard(payload_gc.directory_of(store.path), blobs=payload_gc.blobs_of(store))
         self.normalizer = Normalizer(self.guard, steps=[RedactStep(redactor)], redactor=redactor)
 
     def message(self, m: StoredMessage) -> RowChange | None:
@@ -259,9 +259,7 @@ def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch
         changes, last = rewriter.batch(table, after, batch_rows)
         for change in changes:
             if change.payload is not None:
-                private.make_dir(rewriter.guard.directory, refuse_link=True)
-                private.write_new(rewriter.guard.directory, f"{change.payload.new_ref}.payload",
-                                  change.payload.text.encode("utf-8", "surrogatepass"))
+                payloads.put(rewriter.guard, change.payload.new_ref, change.payload.text)
             if table == "messages":
                 store.rewrite_message(change.row_id, change.fields)
             else:
@@ -276,7 +274,7 @@ def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch
         used = store.refs_in_use(needles)
         for ref in old:
             if not any(p + ref in used for p in (OUTPUT_PREFIX, PLACEHOLDER_PREFIX)):
-                rewriter.guard.path_for(ref).unlink(missing_ok=True)
+                payloads.remove(rewriter.guard, ref)
                 removed.append(ref)
     return last
 

@@ -61,7 +61,7 @@ def lcm_inspect(ctx: Ctx, args: Args) -> dict[str, Any]:
         "last_compaction": ctx.core.stats.last_compaction or None,
         "summarizer": {"routes": ctx.core.summarizer_name,
                        "open_breakers": ctx.core.call_guard.snapshot()["open_breakers"]},
-        "payloads": maintenance.payload_stats(store.path),
+        "payloads": maintenance.payload_stats(store.path, store),
         "recent_warnings": [{"at": iso(at), "level": level, "kind": kind, "detail": cut(detail, 200, ELLIPSIS)[0]}
                             for at, level, kind, detail in store.recent_events(10) if level != "info"][:5],
     })

@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     from hermes_lcm.cli import CliError, failure, resolve_db
 
     try:
-        target = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
+        found = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
+        if not isinstance(found, Path):  # LCM_DATABASE_URL: the importer writes a SQLite file
+            raise CliError("the importer writes a SQLite file: give --target-db (a postgresql:// URL is set)", 2)
+        target = found
         _check_writable(target, args.backup_dir, CliError)
         with progress.start("import lossless-claw", unit="msgs") as line:  # a live line on a terminal only
             report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,

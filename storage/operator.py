@@ -109,14 +109,14 @@ class OperatorQueries(SqliteConnection):
 
     def retention_rows(self, cutoffs: Sequence[float]) -> list[dict[str, Any]]:
         """Per conversation: messages, bytes, tokens, time span, and counts older than each cutoff."""
-        older = ", ".join("sum(m.created_at < ?)" for _ in cutoffs)
+        older = ", ".join("sum(CASE WHEN m.created_at < ? THEN 1 ELSE 0 END)" for _ in cutoffs)
         with self.read() as db:
             rows = db.execute(
                 "SELECT m.conversation_id, c.key, count(*), "
                 "sum(length(CAST(m.content AS BLOB)) + coalesce(length(CAST(m.parts AS BLOB)), 0) "
                 "+ coalesce(length(CAST(m.tool_calls AS BLOB)), 0)), sum(m.tokens), min(m.created_at), "
                 f"max(m.created_at){', ' + older if cutoffs else ''} "
-                "FROM messages m JOIN conversations c ON c.id=m.conversation_id GROUP BY m.conversation_id",
+                "FROM messages m JOIN conversations c ON c.id=m.conversation_id GROUP BY m.conversation_id, c.key",
                 tuple(cutoffs),
             ).fetchall()
             nodes = dict(db.execute(
@@ -222,18 +222,23 @@ class OperatorQueries(SqliteConnection):
                                                  (limit,)).fetchall()]
         return total, ids
 
+    # An assistant row's call with the tool result's id (the JSON functions differ by engine).
+    _CALL_EXISTS = ("EXISTS (SELECT 1 FROM messages a, json_each(CASE WHEN json_valid(a.tool_calls) "
+                 "THEN a.tool_calls ELSE '[]' END) j WHERE a.conversation_id=t.conversation_id "
+                 "AND a.role='assistant' AND a.seq < t.seq AND json_extract(j.value, '$.id')=t.tool_call_id)")
+
     def tool_link_counts(self, limit: int = 10) -> dict[str, Any]:
         """Tool results and their links: how many have no tool_call_id, and how many name an id that no
         earlier assistant call in their conversation made (an orphan); a few sample ids of each."""
-        calls = ("EXISTS (SELECT 1 FROM messages a, json_each(CASE WHEN json_valid(a.tool_calls) "
-                 "THEN a.tool_calls ELSE '[]' END) j WHERE a.conversation_id=t.conversation_id "
-                 "AND a.role='assistant' AND a.seq < t.seq AND json_extract(j.value, '$.id')=t.tool_call_id)")
+        calls = self._CALL_EXISTS
         unlinked = "coalesce(t.tool_call_id, '')=''"
         orphan = f"NOT {unlinked} AND NOT {calls}"
         with self.read() as db:
             total, missing, orphans, unnamed = db.execute(
-                f"SELECT count(*), coalesce(sum({unlinked}), 0), coalesce(sum({orphan}), 0), "
-                "coalesce(sum(coalesce(t.tool_name, '')=''), 0) FROM messages t WHERE t.role='tool'").fetchone()
+                f"SELECT count(*), coalesce(sum(CASE WHEN {unlinked} THEN 1 ELSE 0 END), 0), "
+                f"coalesce(sum(CASE WHEN {orphan} THEN 1 ELSE 0 END), 0), "
+                "coalesce(sum(CASE WHEN coalesce(t.tool_name, '')='' THEN 1 ELSE 0 END), 0) "
+                "FROM messages t WHERE t.role='tool'").fetchone()
             missing_ids = [int(r[0]) for r in db.execute(
                 f"SELECT t.id FROM messages t WHERE t.role='tool' AND {unlinked} ORDER BY t.id LIMIT ?",
                 (limit,)).fetchall()]

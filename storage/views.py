@@ -15,6 +15,8 @@ from .connection import SqliteConnection
 
 
 class ViewQueries(SqliteConnection):
+    _MONTH = "strftime('%Y-%m', created_at, 'unixepoch')"  # the UTC month of a unix time (PgStore: to_char)
+
     def conversation_edges(self, conversation_id: int) -> list[tuple[int, str, int]]:
         """(parent id, child kind, child id) of every edge under the conversation's nodes, in order."""
         with self.read() as db:
@@ -61,7 +63,7 @@ class ViewQueries(SqliteConnection):
     def monthly_growth(self, conversation_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
         """Per calendar month (UTC) of arrival: messages and summaries added, and their stored text bytes;
         of ``conversation_ids`` only when given (a gateway user sees their own growth, not the file's)."""
-        month = "strftime('%Y-%m', created_at, 'unixepoch')"
+        month = self._MONTH
         args: tuple[int, ...]
         where, args = "", ()
         if conversation_ids is not None:

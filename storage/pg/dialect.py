@@ -28,6 +28,8 @@ _EDGE_KIND = regex.compile(r"IN \(([01]), '(?:message|summary)'\)")
 # SQLite's LIMIT -1 is "no limit"; PostgreSQL wants NULL (or ALL) there.
 _LIMIT = regex.compile(r"\bLIMIT \?")
 _LIMIT_ALL = regex.compile(r"\bLIMIT -1\b")
+# Whether a table exists (the optional families' sidecars): the catalog of the current schema.
+_TABLE_EXISTS = regex.compile(r"SELECT (name|1) FROM sqlite_master WHERE type='table' AND name\b")
 # A quoted literal, or a placeholder outside one.
 _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 
@@ -37,6 +39,8 @@ def translate(sql: str) -> str:
     """``sql`` (SQLite spelling, ``?`` placeholders) in PostgreSQL's spelling with ``%s`` ones."""
     sql = _ID_LIST.sub("SELECT value::bigint FROM json_array_elements_text(?::json)", sql)
     sql = _ID_TABLE.sub(r"FROM (SELECT value::bigint AS value FROM json_array_elements_text(?::json)) AS \1", sql)
+    sql = _TABLE_EXISTS.sub(lambda m: f"SELECT {'table_name' if m.group(1) == 'name' else '1'} FROM "
+                            "information_schema.tables WHERE table_schema = current_schema() AND table_name", sql)
     sql = _BLOB_LENGTH.sub(r"octet_length(\1)", sql)
     sql = _WHERE_ONE.sub("WHERE true", sql).replace("char(10)", "chr(10)")
     sql = _EDGE_KIND.sub(r"= \1", sql)

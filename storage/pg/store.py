@@ -10,13 +10,14 @@ from ..assertions import AssertionQueries
 from ..conversations import ConversationQueries
 from ..message_search import MessageSearch
 from ..messages import MessageQueries
-from ..operator import OperatorQueries
-from ..rewrite import RewriteQueries
 from ..rollups import RollupQueries
 from ..summaries import SummaryQueries
 from ..vectors import VectorQueries
 from ..views import ViewQueries
 from .connection import PgConnection
+from .operator import PgOperatorQueries
+from .payloads import PgPayloadQueries
+from .rewrite import PgRewriteQueries
 from .search import PgMessageSearch, PgSummarySearch
 
 
@@ -26,9 +27,10 @@ def _as_text(fingerprint: str) -> str | bytes:
 
 
 class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
-              SummaryQueries, OperatorQueries, RewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
-              ViewQueries):
+              SummaryQueries, PgOperatorQueries, PgRewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
+              ViewQueries, PgPayloadQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
     pack_fingerprint = staticmethod(_as_text)
+    _MONTH = "to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM')"  # ViewQueries.monthly_growth
     _scratch = None  # the in-memory SQLite FTS5 table reranking and snippets use (MessageSearch.scratch_fts)
