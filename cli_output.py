@@ -14,6 +14,7 @@ import json
 from typing import Any, TextIO
 
 FORMATS = ("auto", "json", "table")
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
 CELL_WIDTH = 60
 
 
@@ -126,3 +127,11 @@ def resume_hint(words: list[str]) -> str:
     """How to go on after Ctrl-C, for the verb in ``words`` (the raw arguments)."""
     verb = next((w for w in words if w in RESUME), None)
     return RESUME[verb] if verb else "nothing was written: run the command again"
+
+
+class CliError(Exception):
+    """A failure the CLI reports as one line and an exit code (the verb modules raise it too)."""
+
+    def __init__(self, message: str, code: int = EXIT_NOT_FOUND, **extra: Any) -> None:
+        super().__init__(message)
+        self.code, self.extra = code, extra
