@@ -6,17 +6,15 @@ It implements ``store.Store``; ``store.open_store`` opens it for a ``postgresql:
 
 from __future__ import annotations
 
-from ..assertions import AssertionQueries
 from ..conversations import ConversationQueries
 from ..message_search import MessageSearch
 from ..messages import MessageQueries
 from ..operator import OperatorQueries
 from ..rewrite import RewriteQueries
-from ..rollups import RollupQueries
 from ..summaries import SummaryQueries
-from ..vectors import VectorQueries
 from ..views import ViewQueries
 from .connection import PgConnection
+from .families import PgAssertionQueries, PgRollupQueries, PgVectorQueries
 from .search import PgMessageSearch, PgSummarySearch
 
 
@@ -26,7 +24,7 @@ def _as_text(fingerprint: str) -> str | bytes:
 
 
 class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
-              SummaryQueries, OperatorQueries, RewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
+              SummaryQueries, OperatorQueries, RewriteQueries, PgVectorQueries, PgRollupQueries, PgAssertionQueries,
               ViewQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
