@@ -134,7 +134,8 @@ def tables(path: str) -> set[str]:
 def test_off_by_default_no_tables_and_the_disabled_answer(tmp_path: Path) -> None:
     engine = new_engine(tmp_path, **_DATABASE)
     engine.ingest_host(said("The port is 8731."))
-    assert engine.core is not None and "assertions" not in tables(getattr(engine.core.store, "url", engine.core.store.path))
+    assert engine.core is not None
+    assert "assertions" not in tables(getattr(engine.core.store, "url", engine.core.store.path))
     answer = ok(engine, "lcm_query_state", subject="port")
     assert answer["status"] == "disabled" and answer["flag"] == "LCM_ASSERTIONS_ENABLED"
 

@@ -250,7 +250,8 @@ class PgVectorQueries(VectorQueries):
         with self.write() as db:
             self._need_vectors(db)
             schema = self._vector_schema(db)
-            args = [(model_id, kind, int(item), float(scale), bytes(blob)) for item, blob, scale in rows]
+            args: list[tuple[Any, ...]] = [(model_id, kind, int(item), float(scale), bytes(blob))
+                                           for item, blob, scale in rows]
             emb, cast_to, update = "", "", ""
             if schema is not None:
                 dim, dtype = db.execute("SELECT dim, dtype FROM vector_models WHERE id=?", (model_id,)).fetchone()
