@@ -68,3 +68,20 @@ def table_names(where: str) -> set[str]:
         return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
     finally:
         db.close()
+
+
+def raw_sql(where: str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement on the database at ``where`` past the store (``?`` placeholders), committed:
+    what a test does to the database behind the engine's back (an operator, another program)."""
+    if is_url(where):
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as pg:
+            cur = pg.execute(sql.replace("?", "%s"), args)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    db = sqlite3.connect(where)
+    try:
+        with db:
+            return [tuple(r) for r in db.execute(sql, args).fetchall()]
+    finally:
+        db.close()
