@@ -21,7 +21,7 @@ from .embed import ProviderError, provider_for
 from .embedder import WARMUP_TEXT, Embedder, EmbedJob
 from .jobs import JobOwner, read_stats
 from .redact import clip
-from .store import Store
+from .store import Store, StoreError, StoreFault
 from .vectors import VectorIndex, decode
 
 REDACTION_SECRET = "redaction"  # the store's redaction key: equal secrets get equal placeholders
@@ -33,17 +33,25 @@ class StoredIndex:
 
     def __init__(self, store: Store, model_id: int, kind: str, dim: int, size: int) -> None:
         self.store, self.model_id, self.kind, self.dim, self.size = store, model_id, kind, dim, size
+        self.failures = 0
+        self.last_error: str | None = None
 
     def __len__(self) -> int:
         return self.size
 
     def search(self, query: np.ndarray, k: int, multiplier: int = 8,
                allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The ``k`` nearest ids as ``(id, cosine)``, best first (exact: ``multiplier`` is unused)."""
+        """The ``k`` nearest ids as ``(id, cosine)``, best first (exact: ``multiplier`` is unused).
+        A database that fails here gives nothing (recorded): the search goes on with full text."""
         if allowed is not None and len(allowed) == 0:
             return []
         ids = None if allowed is None else [int(i) for i in np.asarray(allowed).reshape(-1)]
-        return self.store.nearest_vectors(self.model_id, self.kind, query, k, ids)
+        try:
+            return self.store.nearest_vectors(self.model_id, self.kind, query, k, ids)
+        except (StoreFault, StoreError) as exc:
+            self.failures += 1
+            self.last_error = clip(f"{type(exc).__name__}: {exc}", 300)
+            return []
 
 
 @dataclass

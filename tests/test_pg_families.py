@@ -133,3 +133,14 @@ def test_a_forged_quote_is_refused_and_the_rest_of_the_batch_is_kept() -> None:
                    "'rules', 1)", (conv, ids[1]))
     store.delete_conversations([conv])
     assert store.assertions_for(None, "", "", None, 10) == []
+
+
+def test_a_server_gone_mid_search_gives_no_vector_hits_not_an_error() -> None:
+    store = open_store(fresh_url())
+    ids = with_messages(store, 10)
+    model, _ = stored(store, ids, 8, "float32")
+    index = StoredIndex(store, model, "m", 8, 10)
+    query = np.ones(8, np.float32)
+    assert len(index.search(query, 3)) == 3
+    store.close()  # the pool is gone: every call fails from now on
+    assert index.search(query, 3) == [] and index.failures == 1 and index.last_error
