@@ -20,7 +20,6 @@ from .dag import Dag
 from .query import Query, Term, or_match, plan_terms
 from .records import SummaryNode
 from .store import Store
-from .vectors import VectorIndex
 
 BM25_BUDGET = 8000          # raw rows bm25 may rank per query
 SUMMARY_BM25_BUDGET = 1500  # summaries are long, so fewer of them
@@ -242,6 +241,17 @@ VECTOR_MULTIPLIER = 4     # the index's prescreen shortlist per asked row (at le
 VECTOR_ALLOWED_CAP = 200_000  # in-scope ids passed to the index when the scope is a small part of it
 
 
+class KnnIndex(Protocol):
+    """What the vector arm searches: ``vectors.VectorIndex`` (in memory) or ``semantic.StoredIndex``
+    (in the store, pgvector)."""
+
+    dim: int
+
+    def __len__(self) -> int: ...
+    def search(self, query: np.ndarray, k: int, multiplier: int = 8,
+               allowed: np.ndarray | None = None) -> list[tuple[int, float]]: ...
+
+
 class VectorSource(Protocol):
     """What the vector arm needs of ``semantic.Semantic`` (a protocol: the search does not import
     the provider side)."""
@@ -251,7 +261,7 @@ class VectorSource(Protocol):
     @property
     def enabled(self) -> bool: ...
     def query_vector(self, text: str) -> np.ndarray | None: ...
-    def index(self, kind: str) -> VectorIndex | None: ...
+    def index(self, kind: str) -> KnnIndex | None: ...
 
 
 class VectorArm:
@@ -268,7 +278,7 @@ class VectorArm:
     def __init__(self, store: Store, source: VectorSource, text: str, view: View) -> None:
         self.store, self.source, self.text, self.view = store, source, text, view
         self.query: np.ndarray | None = None
-        self.messages: VectorIndex | None = None
+        self.messages: KnnIndex | None = None
         self.state = "off"
         self.tried = False
 
@@ -342,7 +352,7 @@ class VectorArm:
             for h in wanted:
                 h.cosine = found.get(h.id)
 
-    def _summaries(self) -> VectorIndex | None:
+    def _summaries(self) -> KnnIndex | None:
         try:
             index = self.source.index("s")
         except Exception:  # noqa: BLE001 - summaries without vectors keep their full-text score

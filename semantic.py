@@ -21,10 +21,37 @@ from .embed import ProviderError, provider_for
 from .embedder import WARMUP_TEXT, Embedder, EmbedJob
 from .jobs import JobOwner, read_stats
 from .redact import clip
-from .store import Store
+from .store import Store, StoreError, StoreFault
 from .vectors import VectorIndex, decode
 
 REDACTION_SECRET = "redaction"  # the store's redaction key: equal secrets get equal placeholders
+
+
+class StoredIndex:
+    """A kind's vectors searched where they are stored (PostgreSQL with pgvector: ``<=>`` in SQL):
+    what the vector arm uses of a :class:`VectorIndex`, without loading the rows into memory."""
+
+    def __init__(self, store: Store, model_id: int, kind: str, dim: int, size: int) -> None:
+        self.store, self.model_id, self.kind, self.dim, self.size = store, model_id, kind, dim, size
+        self.failures = 0
+        self.last_error: str | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def search(self, query: np.ndarray, k: int, multiplier: int = 8,
+               allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` nearest ids as ``(id, cosine)``, best first (exact: ``multiplier`` is unused).
+        A database that fails here gives nothing (recorded): the search goes on with full text."""
+        if allowed is not None and len(allowed) == 0:
+            return []
+        ids = None if allowed is None else [int(i) for i in np.asarray(allowed).reshape(-1)]
+        try:
+            return self.store.nearest_vectors(self.model_id, self.kind, query, k, ids)
+        except (StoreFault, StoreError) as exc:
+            self.failures += 1
+            self.last_error = clip(f"{type(exc).__name__}: {exc}", 300)
+            return []
 
 
 @dataclass
@@ -77,15 +104,18 @@ class Semantic(JobOwner):
             self.last_query_error = clip(f"{type(exc).__name__}: {exc}", 300)
             return None
 
-    def index(self, kind: str) -> VectorIndex | None:
-        """The in-memory index of one kind ("m" | "s") for the current model, refreshed when the
-        stored vectors changed: new rows are appended, anything else reloads it."""
+    def index(self, kind: str) -> VectorIndex | StoredIndex | None:
+        """The index of one kind ("m" | "s") for the current model: searched in the store when it
+        can (pgvector), else in memory, refreshed when the stored vectors changed: new rows are
+        appended, anything else reloads it."""
         embedder = self.embedder
         if embedder is None or embedder.model_id is None or embedder.dim is None:
             return None
         model_id, dim, dtype = embedder.model_id, embedder.dim, self.config.embedding_storage_dtype
         with self._lock:
             version = self.store.vector_version(model_id, kind)
+            if self.store.vector_knn_native():
+                return StoredIndex(self.store, model_id, kind, dim, int(version[0]))
             cached = self._cache.get(kind)
             if cached is not None and cached.version == version:
                 return cached.index

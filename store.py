@@ -262,6 +262,11 @@ class VectorStore(Protocol):
     def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
         """Rows with no vector of ``model_id`` (all rows when None) and their characters, each cut at ``max_chars``."""
     def vector_stats(self) -> dict[str, Any]: ...
+    def vector_knn_native(self) -> bool:
+        """Whether :meth:`nearest_vectors` answers in SQL (PostgreSQL with pgvector)."""
+    def nearest_vectors(self, model_id: int, kind: str, query: Any, k: int,
+                        allowed: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        """``(item id, cosine)`` of the ``k`` rows nearest ``query``, best first (only when native)."""
 
 
 class RollupStore(Protocol):

@@ -197,6 +197,18 @@ def _knn(details: dict[str, Any]) -> str:
         + _table(["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"], store))
 
 
+def _knn_pg(details: dict[str, Any]) -> str:
+    rows = [[f"{r['size']:,}", r["dtype"], r["pg_median_ms"], r["pg_p95_ms"], r["pg_recall_at_10"],
+             r["memory_median_ms"], r["memory_recall_at_10"], r["ratio"], r["table_bytes_per_vector"],
+             r["put_vectors_s"]] for r in details["runs"]]
+    return _table(["vectors", "dtype", "PG median ms", "PG p95 ms", "PG recall@10", "in-memory median ms",
+                   "in-memory recall@10", "PG / in-memory", "PG table bytes/vector", "put_vectors s"], rows) + (
+        f"\n\n{details['queries']} held-out queries, seed {details['seed']}, knn.py's vectors, one process. PG: "
+        "`nearest_vectors` (pgvector `<=>` over the `emb` column, exact scan, no approximate index), the SQL the "
+        "vector arm runs on PostgreSQL; in-memory: `vectors.VectorIndex` over the same store's blobs (the SQLite "
+        "path). Table bytes include the portable blob column beside pgvector's copy.")
+
+
 def _vector_growth(details: dict[str, Any]) -> str:
     sizes = details["sizes"]
     rows = [[label, f"{entry['bytes']:,}", entry["bytes_per_message"], entry.get("growth_per_message", 0),
@@ -379,6 +391,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
     "knn": ("Vector search (embeddings)", _knn),
     "vector_growth": ("Database growth per message with vectors", _vector_growth),
+    "knn_pg": ("Vector search on PostgreSQL (pgvector) vs the in-memory index", _knn_pg),
     "large_outputs_prompt": ("Prompt tokens with large outputs externalized", _large_outputs),
     "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),

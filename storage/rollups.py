@@ -113,7 +113,8 @@ class RollupQueries(SqliteConnection):
                 db.execute(
                     "INSERT INTO rollups(conversation_id, kind, period_start, tz, status, updated_at) "
                     "VALUES (?, ?, ?, ?, 'stale', ?) ON CONFLICT(conversation_id, kind, period_start, tz) DO UPDATE "
-                    "SET status='stale', generation=generation+1, attempts=0, error='', updated_at=excluded.updated_at",
+                    "SET status='stale', generation=rollups.generation+1, attempts=0, error='', "
+                    "updated_at=excluded.updated_at",
                     (conversation_id, kind, start, tz, now))
             if cursor is not None:
                 db.execute("UPDATE rollup_cursor SET message_after=max(message_after, ?), "

@@ -115,6 +115,15 @@ class VectorQueries(SqliteConnection):
         with self.write() as db:
             create_tables(db, _TABLES, _TRIGGERS)
 
+    def vector_knn_native(self) -> bool:
+        """Whether :meth:`nearest_vectors` searches in SQL: never on SQLite (the in-memory index does)."""
+        return False
+
+    def nearest_vectors(self, model_id: int, kind: str, query: Any, k: int,
+                        allowed: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        """SQLite has no vector column to search: the caller uses ``vectors.VectorIndex``."""
+        raise StoreFault("nearest neighbours in SQL need pgvector; SQLite searches the in-memory index")
+
     def has_vector_tables(self) -> bool:
         """Whether embeddings were ever enabled here (the tables exist)."""
         with self.read() as db:

@@ -52,3 +52,36 @@ def refuse_writes(store: Store) -> None:
     pg.pool = psycopg_pool.ConnectionPool(parts._replace(query="options=" + quote(options.strip())).geturl(),
                                           min_size=1, max_size=2, kwargs={"autocommit": True},
                                           configure=pg._configure, open=True)
+
+
+def table_names(where: str) -> set[str]:
+    """The tables and triggers the database at ``where`` holds (its schema in use, for a URL)."""
+    if is_url(where):
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as pg:
+            return {r[0] for r in pg.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = current_schema()")}
+    db = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+    finally:
+        db.close()
+
+
+def raw_sql(where: str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement on the database at ``where`` past the store (``?`` placeholders), committed:
+    what a test does to the database behind the engine's back (an operator, another program)."""
+    if is_url(where):
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as pg:
+            cur = pg.execute(sql.replace("?", "%s"), args)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    db = sqlite3.connect(where)
+    try:
+        with db:
+            return [tuple(r) for r in db.execute(sql, args).fetchall()]
+    finally:
+        db.close()

@@ -5,7 +5,6 @@ the turn, rebuild, another owner's facts never returned, and hostile input."""
 from __future__ import annotations
 
 import copy
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -15,13 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hermes_lcm import store as store_module
 from hermes_lcm.config import load_config
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.evidence.assertion_rules import extract
 from hermes_lcm.evidence.assertions import AssertionJob, Assertions
 from hermes_lcm.timeexpr import resolve_dates
 
-from .conftest import new_engine
+from .backends import table_names
+from .conftest import database_env, new_engine
 from .tooltest import ok
 
 ON = {"LCM_ASSERTIONS_ENABLED": "true"}
@@ -89,8 +90,20 @@ def test_hostile_text_costs_bounded_time() -> None:
 # -- the sidecar on a real store ---------------------------------------------------------------
 
 
+_DATABASE: dict[str, str] = {}  # the engines' database for the running test (a fresh schema on PostgreSQL)
+
+
+@pytest.fixture(autouse=True)
+def _database(backend: str) -> Any:
+    """Tests marked ``both_backends`` run once more with every engine on PostgreSQL."""
+    _DATABASE.update(database_env(backend))
+    yield
+    _DATABASE.clear()
+    store_module.close_all()
+
+
 def engine_on(tmp_path: Path, **env: str) -> LcmEngine:
-    return new_engine(tmp_path, **{**ON, **env})
+    return new_engine(tmp_path, **{**ON, **_DATABASE, **env})
 
 
 def settle(engine: LcmEngine, timeout: float = 10.0) -> None:
@@ -114,18 +127,20 @@ def said(*texts: str, at: float = T0, step: float = DAY) -> list[dict[str, Any]]
 
 
 def tables(path: str) -> set[str]:
-    with sqlite3.connect(path) as db:
-        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    return table_names(path)
 
 
+@pytest.mark.both_backends
 def test_off_by_default_no_tables_and_the_disabled_answer(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path)
+    engine = new_engine(tmp_path, **_DATABASE)
     engine.ingest_host(said("The port is 8731."))
-    assert engine.core is not None and "assertions" not in tables(engine.core.store.path)
+    assert engine.core is not None
+    assert "assertions" not in tables(getattr(engine.core.store, "url", engine.core.store.path))
     answer = ok(engine, "lcm_query_state", subject="port")
     assert answer["status"] == "disabled" and answer["flag"] == "LCM_ASSERTIONS_ENABLED"
 
 
+@pytest.mark.both_backends
 def test_query_state_latest_history_and_as_of_with_citations(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     engine.ingest_host(said("The port is 8080.", "We talked about lunch.", "The port is now 8731."))
@@ -143,6 +158,7 @@ def test_query_state_latest_history_and_as_of_with_citations(tmp_path: Path) -> 
     assert ok(engine, "lcm_query_state", subject="port", as_of="2020-01-01")["states"] == []
 
 
+@pytest.mark.both_backends
 def test_two_values_at_the_same_time_stay_visible(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     engine.ingest_host([{"role": "user", "content": "The port is 8080.", "timestamp": T0},
@@ -152,6 +168,7 @@ def test_two_values_at_the_same_time_stay_visible(tmp_path: Path) -> None:
     assert state["conflict"] is True and {c["value"] for c in state["conflicting"]} == {"8080", "9090"}
 
 
+@pytest.mark.both_backends
 def test_a_dated_event_holds_from_its_date(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     engine.ingest_host(said("I started the new job yesterday."))
@@ -160,9 +177,10 @@ def test_a_dated_event_holds_from_its_date(tmp_path: Path) -> None:
     assert cite["date"] == "2023-11-13" and cite["time"].startswith("2023-11-13")
 
 
+@pytest.mark.both_backends
 def test_another_owners_assertions_never_come_back(tmp_path: Path) -> None:
     def owner(session: str, user: str) -> LcmEngine:
-        base = {"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **ON}
+        base = {"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **ON, **_DATABASE}
         engine = copy.deepcopy(LcmEngine(env=base))
         engine.update_model("fake-model", 64000)
         engine.on_session_start(session, hermes_home=str(tmp_path), platform="telegram", user_id=user)
@@ -179,6 +197,7 @@ def test_another_owners_assertions_never_come_back(tmp_path: Path) -> None:
     assert ok(alice, "lcm_query_state", subject="bank pin")["states"][0]["value"] == "4921"
 
 
+@pytest.mark.both_backends
 def test_a_forged_quote_is_refused_and_facts_go_with_their_text(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     engine.ingest_host(said("The port is 8731.", "The timeout is 30 seconds."))
@@ -188,15 +207,16 @@ def test_a_forged_quote_is_refused_and_facts_go_with_their_text(tmp_path: Path) 
     row = store.assertions_for(None, "port", "", None, 5)[0]
     forged = {**row, "value": "1", "quote": "The port is 1.", "span_end": row["span_start"] + 14, "kind": "state"}
     assert store.put_assertions([forged]) == 0
-    with sqlite3.connect(store.path) as db:
+    with store.write() as db:  # type: ignore[attr-defined]
         db.execute("UPDATE messages SET content = 'redacted' WHERE id = ?", (row["store_id"],))
     assert store.assertions_for(None, "port", "", None, 5) == []
     assert store.assertions_for(None, "timeout", "", None, 5)[0]["unit"] == "seconds"
 
 
+@pytest.mark.both_backends
 def test_a_secret_never_becomes_a_value_when_redaction_is_on(tmp_path: Path) -> None:
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-    engine = new_engine(tmp_path)  # stored before redaction was turned on: the row holds the secret
+    engine = new_engine(tmp_path, **_DATABASE)  # stored before redaction was turned on: the row holds the secret
     engine.ingest_host(said(f"My token is {token}.", "The port is 8731."))
     on = engine_on(tmp_path, session="s2", LCM_SENSITIVE_PATTERNS_ENABLED="true")
     on.ingest_host(said(f"My token is {token} again."))
@@ -208,6 +228,7 @@ def test_a_secret_never_becomes_a_value_when_redaction_is_on(tmp_path: Path) -> 
     assert {r["value"] for r in rows} >= {"8731"} and on.core.assertions.refused >= 1
 
 
+@pytest.mark.both_backends
 def test_rebuild_is_idempotent(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     engine.ingest_host(said("The port is 8731.", "We moved to Lisbon on 3 May.", "I ran 5 km today."))
@@ -225,6 +246,7 @@ def test_rebuild_is_idempotent(tmp_path: Path) -> None:
     assert snapshot() == before and first["assertions"] == second["assertions"] == 3
 
 
+@pytest.mark.both_backends
 def test_the_job_runs_off_the_turn_and_bounded(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     assert engine.core is not None
@@ -250,11 +272,12 @@ def test_the_job_runs_off_the_turn_and_bounded(tmp_path: Path) -> None:
     assert sidecar.step(7) == 7 and engine.core.store.assertion_cursor() > before
 
 
+@pytest.mark.both_backends
 def test_the_summary_routes_answer_is_checked_against_the_text(tmp_path: Path) -> None:
     config = load_config({**ON, "LCM_ASSERTION_EXTRACTION_ENABLED": "true",
                           "LCM_ASSERTION_EXTRACTION_MAX_SOURCES_PER_PASS": "50",
                           "LCM_ASSERTION_EXTRACTION_TIMEOUT_SECONDS": "500"}).config
-    engine = new_engine(tmp_path)  # the engine's own job (rules only) must not read the message first
+    engine = new_engine(tmp_path, **_DATABASE)  # the engine's own job (rules only) must not read the message first
     assert engine.core is not None
 
     class Route:
@@ -281,6 +304,7 @@ def test_the_summary_routes_answer_is_checked_against_the_text(tmp_path: Path) -
     assert len(route.timeouts) == 2 and sidecar.refused == 3 + 4 and set(route.timeouts) == {120.0}
 
 
+@pytest.mark.both_backends
 def test_odd_unicode_spans_agree_with_sqlite(tmp_path: Path) -> None:
     engine = engine_on(tmp_path)
     engine.ingest_host(said("😀 e\u0301 \u202e Ok. The port is 8731.",

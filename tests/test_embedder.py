@@ -28,7 +28,8 @@ from hermes_lcm.embed import OpenAIProvider, provider_for
 from hermes_lcm.embedder import Embedder, EmbedJob
 from hermes_lcm.semantic import Semantic
 
-from .conftest import new_engine
+from .backends import raw_sql
+from .conftest import database_env, new_engine
 from .embedstub import Stub, openai_ok, stub
 
 __all__ = ["stub"]
@@ -43,15 +44,26 @@ def cfg(stub: Stub, **changes: Any) -> LcmConfig:
     return replace(LcmConfig(), **base)
 
 
-def populate(home: Path, turns: int, secret: str = "") -> Path:
-    """A real database with ``turns`` user/assistant pairs stored by the engine (embeddings off)."""
-    engine = new_engine(home)
+_DATABASE: dict[str, str] = {}  # the running test's database setting (a fresh schema on PostgreSQL)
+
+
+@pytest.fixture(autouse=True)
+def _database(backend: str) -> Any:
+    _DATABASE.update(database_env(backend))
+    yield
+    _DATABASE.clear()
+
+
+def populate(home: Path, turns: int, secret: str = "") -> Any:
+    """A real database with ``turns`` user/assistant pairs stored by the engine (embeddings off):
+    its file, or its URL when the test runs on PostgreSQL."""
+    engine = new_engine(home, **_DATABASE)
     messages: list[dict[str, Any]] = []
     for t in range(turns):
         messages.append({"role": "user", "content": f"question {t} about the parser {secret if t == 0 else ''}"})
         messages.append({"role": "assistant", "content": f"answer {t}: the cache index moved"})
     engine.ingest_host(messages)
-    return home / "lcm.db"
+    return _DATABASE.get("LCM_DATABASE_URL") or home / "lcm.db"
 
 
 def embedder(db: Path, config: LcmConfig) -> Embedder:
@@ -62,13 +74,11 @@ def embedder(db: Path, config: LcmConfig) -> Embedder:
 
 
 def vector_rows(db: Path) -> list[tuple[int, str, int]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT model_id, kind, item_id FROM vectors ORDER BY kind, item_id").fetchall()
+    return raw_sql(str(db), "SELECT model_id, kind, item_id FROM vectors ORDER BY kind, item_id")  # type: ignore[return-value]
 
 
 def message_ids(db: Path) -> list[int]:
-    with sqlite3.connect(db) as conn:
-        return [r[0] for r in conn.execute("SELECT id FROM messages ORDER BY id")]
+    return [r[0] for r in raw_sql(str(db), "SELECT id FROM messages ORDER BY id")]
 
 
 def sent_texts(stub: Stub) -> list[str]:
@@ -84,6 +94,7 @@ def _close() -> Any:
 # --------------------------------------------------------------------------- backfill
 
 
+@pytest.mark.both_backends
 def test_backfill_embeds_every_row_once_and_a_second_run_nothing(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 9)
     config = cfg(stub)
@@ -100,6 +111,7 @@ def test_backfill_embeds_every_row_once_and_a_second_run_nothing(stub: Stub, tmp
     assert len(sent_texts(stub)) == 1 + 18 + 1  # only the second warmup
 
 
+@pytest.mark.both_backends
 def test_should_stop_then_resume_loses_and_duplicates_nothing(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 10)
     config = cfg(stub)
@@ -126,6 +138,7 @@ Embedder(store, provider_for(config, {}), config).backfill(on_progress=progress)
 """
 
 
+@pytest.mark.both_backends
 def test_a_killed_backfill_resumes_with_nothing_missed_or_doubled(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 20)
     store_module.close_all()
@@ -146,14 +159,15 @@ def test_a_killed_backfill_resumes_with_nothing_missed_or_doubled(stub: Stub, tm
     assert [r[2] for r in vector_rows(db)] == message_ids(db)
 
 
+@pytest.mark.both_backends
 def test_the_step_cursor_reads_only_newer_rows(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 3)
     emb = embedder(db, cfg(stub))
     assert emb.step(100) == 6
     first_cursor = emb.after["m"]
     assert first_cursor == message_ids(db)[-1]
-    with sqlite3.connect(db) as conn:  # a row behind the cursor loses its vector: the step does not look back
-        conn.execute("DELETE FROM vectors WHERE item_id=?", (message_ids(db)[0],))
+    # a row behind the cursor loses its vector: the step does not look back
+    raw_sql(str(db), "DELETE FROM vectors WHERE item_id=?", (message_ids(db)[0],))
     assert emb.step(100) == 0
     assert embedder(db, cfg(stub)).step(100) == 1  # a fresh embedder starts from the first row
 
@@ -166,6 +180,7 @@ def test_the_step_cursor_reads_only_newer_rows(stub: Stub, tmp_path: Path) -> No
     lambda r, p: (*openai_ok(r, p)[:2], 3.0),
     lambda r, p: (200, {"data": [{"index": i, "embedding": [1.0] * 5} for i in range(len(r["input"]))]}, 0.0),
 ], ids=["http500", "timeout", "wrong-dim"])
+@pytest.mark.both_backends
 def test_a_failing_provider_is_a_job_error_and_loses_nothing(stub: Stub, tmp_path: Path, answer: Any) -> None:
     db = populate(tmp_path, 4)
     config = cfg(stub, embedding_query_timeout_s=0.5)
@@ -189,10 +204,10 @@ def test_a_failing_provider_is_a_job_error_and_loses_nothing(stub: Stub, tmp_pat
 # --------------------------------------------------------------------------- what leaves the machine
 
 
+@pytest.mark.both_backends
 def test_a_cloud_provider_never_gets_a_stored_secret(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 2, secret=SECRET)
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{SECRET}%",)).fetchone()[0]
+    assert raw_sql(str(db), "SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{SECRET}%",))[0][0]
     emb = embedder(db, cfg(stub))
     assert emb.provider.local is False
     emb.backfill()
@@ -202,12 +217,14 @@ def test_a_cloud_provider_never_gets_a_stored_secret(stub: Stub, tmp_path: Path)
     assert not any(SECRET in str(h) or SECRET in str(b) for _, b, h in stub.requests)
 
 
+@pytest.mark.both_backends
 def test_privacy_off_sends_the_text_as_stored_to_a_cloud_provider(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 2, secret=SECRET)
     embedder(db, cfg(stub, embedding_privacy_enabled=False)).backfill()
     assert any(SECRET in t for t in sent_texts(stub))
 
 
+@pytest.mark.both_backends
 def test_privacy_off_from_the_environment(stub: Stub, tmp_path: Path) -> None:
     from hermes_lcm.config import load_config
     config = load_config({"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
@@ -219,6 +236,7 @@ def test_privacy_off_from_the_environment(stub: Stub, tmp_path: Path) -> None:
     assert any(SECRET in t for t in sent_texts(stub))
 
 
+@pytest.mark.both_backends
 def test_a_local_provider_with_redaction_off_gets_the_text_as_stored(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 2, secret=SECRET)
     config = replace(cfg(stub), embedding_provider="ollama", ollama_base_url=stub.base_url,
@@ -239,6 +257,7 @@ def test_a_local_provider_with_redaction_off_gets_the_text_as_stored(stub: Stub,
     {"embedding_storage_dtype": "int8"},
     {"embedding_store_dim": 4},
 ], ids=["name", "dtype", "store_dim"])
+@pytest.mark.both_backends
 def test_a_changed_model_is_a_new_id_and_is_re_embedded(stub: Stub, tmp_path: Path, change: dict[str, Any]) -> None:
     db = populate(tmp_path, 3)
     first = embedder(db, cfg(stub))
@@ -250,6 +269,7 @@ def test_a_changed_model_is_a_new_id_and_is_re_embedded(stub: Stub, tmp_path: Pa
     assert len(vector_rows(db)) == 12
 
 
+@pytest.mark.both_backends
 def test_a_changed_provider_dimension_is_a_new_id(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 2)
     first = embedder(db, cfg(stub))
@@ -295,6 +315,7 @@ def test_the_index_appends_new_rows_and_reloads_after_a_delete(stub: Stub, tmp_p
     assert held == [] and sem._cache["m"].index is reloaded
 
 
+@pytest.mark.both_backends
 def test_a_broken_provider_setting_is_a_problem_not_an_exception(tmp_path: Path) -> None:
     db = populate(tmp_path, 1)
     config = replace(LcmConfig(), embeddings_enabled=True, embedding_provider="voyage")
@@ -306,6 +327,7 @@ def test_a_broken_provider_setting_is_a_problem_not_an_exception(tmp_path: Path)
     sem.close()
 
 
+@pytest.mark.both_backends
 def test_a_failing_query_is_recorded_and_returns_none(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 1)
     sem = semantic(db, cfg(stub))
@@ -334,6 +356,7 @@ def test_a_read_only_store_has_no_job_and_never_writes(stub: Stub, tmp_path: Pat
         assert not conn.execute("SELECT name FROM sqlite_master WHERE name='vectors'").fetchall()
 
 
+@pytest.mark.both_backends
 def test_the_local_provider_embeds_the_backlog(tmp_path: Path) -> None:
     try:
         import onnxruntime  # noqa: F401
@@ -348,10 +371,12 @@ def test_the_local_provider_embeds_the_backlog(tmp_path: Path) -> None:
     assert [r[2] for r in vector_rows(db)] == message_ids(db)
 
 
+@pytest.mark.both_backends
 def test_openai_provider_on_loopback_is_still_a_cloud_provider(stub: Stub) -> None:
     assert OpenAIProvider(stub.base_url + "/v1", "m", None, 4).local is False
 
 
+@pytest.mark.both_backends
 def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, tmp_path: Path) -> None:
     """Edit a row (the trigger drops its vector) and re-embed it before the index is read again:
     the count and newest id are what they were, yet the cached vector is of the old text."""
@@ -361,8 +386,7 @@ def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, 
     sem.embedder.backfill()
     assert sem.index("m") is not None
     victim = message_ids(db)[1]
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE messages SET content = 'zq wholly different words now' WHERE id=?", (victim,))
+    raw_sql(str(db), "UPDATE messages SET content = 'zq wholly different words now' WHERE id=?", (victim,))
     assert embedder(db, cfg(stub)).backfill().done == 1
     index = sem.index("m")
     assert index is not None
@@ -370,6 +394,7 @@ def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, 
     assert hits[0][0] == victim and hits[0][1] > 0.999
 
 
+@pytest.mark.both_backends
 def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 6)
     emb = embedder(db, cfg(stub))
@@ -383,8 +408,8 @@ def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: St
     assert [r[2] for r in vector_rows(db)] == message_ids(db)
     progress = job.progress()
     assert progress is not None and progress.done == 12 and progress.total == 12
-    with sqlite3.connect(db) as conn:  # two rows change: their vectors are dropped
-        conn.execute("UPDATE messages SET content = content || ' again' WHERE id IN (?, ?)", tuple(message_ids(db)[:2]))
+    # two rows change: their vectors are dropped
+    raw_sql(str(db), "UPDATE messages SET content = content || ' again' WHERE id IN (?, ?)", tuple(message_ids(db)[:2]))
     stub.answer = lambda r, p: (500, {"error": "down"}, 0.0)
     job.request_backfill()
     while job.backfilling and time.monotonic() < deadline:

@@ -28,6 +28,7 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.query import build_query
 from hermes_lcm.search import Searcher, SearchRequest
 
+from .conftest import database_env
 from .embedstub import Stub, serve
 from .test_embed_local import MISSING as LOCAL_MISSING
 from .tooltest import walk
@@ -57,6 +58,18 @@ def concept_answer(request: dict[str, Any], path: str) -> tuple[int, Any, float]
     return 200, {"object": "list", "data": data, "model": request["model"]}, 0.0
 
 
+pytestmark = pytest.mark.both_backends
+_DATABASE: dict[str, str] = {}  # the engines' database setting for the running test (one per test)
+
+
+@pytest.fixture(autouse=True)
+def _database(backend: str) -> Iterator[None]:
+    """Every engine of a test shares one database: a file under its home, or a fresh schema."""
+    _DATABASE.update(database_env(backend))
+    yield
+    _DATABASE.clear()
+
+
 @pytest.fixture
 def server() -> Iterator[Stub]:
     state, stop = serve(Stub(answer=concept_answer))
@@ -74,7 +87,7 @@ def vector_env(stub: Stub, **more: str) -> dict[str, str]:
 
 
 def engine_for(home: Path, session: str, chat: str | None, env: dict[str, str]) -> LcmEngine:
-    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}
+    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **_DATABASE, **env}
     engine = copy.deepcopy(LcmEngine(env=base))
     engine.update_model("fake-model", 1_000_000)
     start: dict[str, Any] = {"hermes_home": str(home), "platform": "telegram" if chat else "cli"}

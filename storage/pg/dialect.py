@@ -30,6 +30,10 @@ _LIMIT = regex.compile(r"\bLIMIT \?")
 _LIMIT_ALL = regex.compile(r"\bLIMIT -1\b")
 # Whether a table exists (the optional families' sidecars): the catalog of the current schema.
 _TABLE_EXISTS = regex.compile(r"SELECT (name|1) FROM sqlite_master WHERE type='table' AND name\b")
+# ``sidecar.has_tables``: which of a family's tables exist, from the catalog of the schema in use.
+_TABLE_NAMES = regex.compile(r"^SELECT name FROM sqlite_master WHERE type='table' AND name IN \(")
+# ``? IS NULL`` (an optional argument): PostgreSQL must know a parameter's type; any type casts to text.
+_PARAM_NULL = regex.compile(r"\?(?=\s+IS\s+(?:NOT\s+)?NULL\b)")
 # A quoted literal, or a placeholder outside one.
 _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 
@@ -37,6 +41,9 @@ _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 @functools.lru_cache(maxsize=4096)
 def translate(sql: str) -> str:
     """``sql`` (SQLite spelling, ``?`` placeholders) in PostgreSQL's spelling with ``%s`` ones."""
+    sql = _TABLE_NAMES.sub("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                           "AND table_name IN (", sql)
+    sql = _PARAM_NULL.sub("?::text", sql)
     sql = _ID_LIST.sub("SELECT value::bigint FROM json_array_elements_text(?::json)", sql)
     sql = _ID_TABLE.sub(r"FROM (SELECT value::bigint AS value FROM json_array_elements_text(?::json)) AS \1", sql)
     sql = _TABLE_EXISTS.sub(lambda m: f"SELECT {'table_name' if m.group(1) == 'name' else '1'} FROM "

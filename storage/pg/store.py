@@ -6,15 +6,13 @@ It implements ``store.Store``; ``store.open_store`` opens it for a ``postgresql:
 
 from __future__ import annotations
 
-from ..assertions import AssertionQueries
 from ..conversations import ConversationQueries
 from ..message_search import MessageSearch
 from ..messages import MessageQueries
-from ..rollups import RollupQueries
 from ..summaries import SummaryQueries
-from ..vectors import VectorQueries
 from ..views import ViewQueries
 from .connection import PgConnection
+from .families import PgAssertionQueries, PgRollupQueries, PgVectorQueries
 from .operator import PgOperatorQueries
 from .payloads import PgPayloadQueries
 from .rewrite import PgRewriteQueries
@@ -27,8 +25,8 @@ def _as_text(fingerprint: str) -> str | bytes:
 
 
 class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
-              SummaryQueries, PgOperatorQueries, PgRewriteQueries, VectorQueries, RollupQueries, AssertionQueries,
-              ViewQueries, PgPayloadQueries):
+              SummaryQueries, PgOperatorQueries, PgRewriteQueries, PgVectorQueries, PgRollupQueries,
+              PgAssertionQueries, ViewQueries, PgPayloadQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
     pack_fingerprint = staticmethod(_as_text)
