@@ -10,12 +10,11 @@ gives the same facts.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from typing import Any
 
 from . import progress as pg
-from .store import Store, open_store
+from .store import Store, is_read_only_file, open_store, writable_target
 
 Add = Callable[..., argparse.ArgumentParser]
 Fail = Callable[..., Exception]  # cli.CliError(message, code)
@@ -37,10 +36,10 @@ def rebuild(store: Store, config: Any, fail: Fail) -> dict[str, Any]:
     from .sensitive import Policy, Redactor
     if not config.assertions_enabled:
         raise fail("assertions are off: set LCM_ASSERTIONS_ENABLED=true first", EXIT_NOT_ENABLED)
-    if not os.access(store.path, os.W_OK):
+    if is_read_only_file(store):
         raise fail(f"the database {store.path} is read-only: lcm assertions rebuild writes", EXIT_DATABASE)
     try:
-        writable = open_store(store.path)
+        writable = open_store(writable_target(store))
     except Exception as exc:
         raise fail(f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE) from exc
     redactor = Redactor(Policy.parse(config.sensitive_patterns), writable.secret("redaction")) \

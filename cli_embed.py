@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import progress as pg
 from .redact import clip
-from .store import Store, StoreError, StoreFault, open_store
+from .store import Store, StoreError, StoreFault, is_read_only_file, open_store, writable_target
 
 if TYPE_CHECKING:  # embed/ and embedder import numpy and httpx: `lcm status` must not pay them
     from .embedder import Embedder, Progress
@@ -144,10 +144,10 @@ def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> di
 
 
 def _writable(store: Store, fail: Fail) -> Store:
-    if not os.access(store.path, os.W_OK):
+    if is_read_only_file(store):
         raise fail(f"the database {store.path} is read-only: lcm embed --apply writes vectors", EXIT_DATABASE)
     try:
-        return open_store(store.path)
+        return open_store(writable_target(store))
     except Exception as exc:
         raise fail(f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE) from exc
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .display import file_sizes
-from .store import Store, is_url, redacted
+from .store import Store, is_url, redacted, writable_target
 
 __all__ = ["backup", "is_url", "redacted", "sizes", "target_of"]
 
@@ -24,7 +24,7 @@ def sizes(store: Store, facts: dict[str, Any]) -> dict[str, Any]:
 
 def target_of(store: Store) -> str:
     """What reopens ``store`` writable: its file, or its URL with the password (``path`` has none)."""
-    return str(getattr(store, "url", store.path))
+    return writable_target(store)
 
 
 def backup(store: Store, directory: Path) -> tuple[dict[str, Any], int]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import progress as pg
-from .store import Store, open_store
+from .store import Store, open_store, writable_target
 
 Add = Callable[..., argparse.ArgumentParser]
 Fail = Callable[..., Exception]  # cli.CliError(message, code)
@@ -28,7 +28,7 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
             args.format = "json"
         settings = config(args)
         words = [args.action, *args.rest]
-        target = store if args.action == "status" else open_store(store.path)
+        target = store if args.action == "status" else open_store(writable_target(store))
         rollups = Rollups(settings, target, standalone_summarizer(settings), retry_after_s=0.0)
         try:
             with pg.start(f"rollups {args.action}", unit="periods") as line:

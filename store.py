@@ -42,7 +42,8 @@ __all__ = [
     "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
     "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "RewriteStore", "Store",
     "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all",
-    "detect_source", "is_url", "open_readonly", "open_store", "redacted", "verify_backup",
+    "detect_source", "is_read_only_file", "is_url", "open_readonly", "open_store", "redacted", "verify_backup",
+    "writable_target",
 ]
 
 
@@ -372,6 +373,17 @@ def _open(target: str) -> Store:
 
         return PgStore(target)
     return SqliteStore(target)
+
+
+def writable_target(store: Store) -> str:
+    """What reopens ``store`` for writing (the CLI reads through a read-only store): its file, or
+    its URL with the password (``path``, what operators see, has none)."""
+    return str(getattr(store, "url", store.path))
+
+
+def is_read_only_file(store: Store) -> bool:
+    """A SQLite file this process may not write; a server's rights show only when it writes."""
+    return not is_url(store.path) and not os.access(store.path, os.W_OK)
 
 
 def open_readonly(path: str | os.PathLike[str]) -> Store:

@@ -233,3 +233,17 @@ def test_redact_through_the_cli_on_postgres(tmp_path, monkeypatch):
     with psycopg.connect(url) as pg:
         assert pg.execute("SELECT count(*) FROM messages WHERE strpos(content, %s) > 0", (key,)).fetchone()[0] == 0
         assert pg.execute("SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq(%s)", ("ZZZZZZZZ*",)).fetchone()[0] == 0
+
+
+def test_writing_family_verbs_reopen_the_url_with_its_password(pg_db, monkeypatch):
+    """`lcm assertions rebuild` and `lcm rollups build` write: on a URL they reopen the store with
+    the URL they were given (the password kept), never refuse it as a read-only file."""
+    monkeypatch.setenv("LCM_ASSERTIONS_ENABLED", "true")
+    monkeypatch.setenv("LCM_TEMPORAL_ROLLUPS_ENABLED", "true")
+    monkeypatch.setenv("LCM_SUMMARY_PROVIDER", "extractive")
+    built = ok(pg_db, "assertions", "rebuild")
+    assert "read-only" not in json.dumps(built)
+    assert ok(pg_db, "rollups", "build") is not None
+    opened = [key for key in store_module._stores if "postgresql://" in key[1]]
+    assert opened and all(SECRET in key[1] for key in opened), opened
+    store_module.close_all()
