@@ -355,9 +355,7 @@ def test_a_leaf_spanning_days_marks_only_days_with_messages(make_engine, tmp_pat
     assert "heron" in by_day["2024-05-01"].content and "otter" in by_day["2024-05-06"].content
 
 
-def test_doctor_warns_about_failed_rollups(make_engine, backend):
-    if backend == "postgres":
-        pytest.skip("lcm doctor's page and integrity checks are SQLite's (the PostgreSQL doctor is another part)")
+def test_doctor_warns_about_failed_rollups(make_engine):
     from hermes_lcm import maintenance
 
     engine = make_engine(**ON)
