@@ -33,7 +33,7 @@ from . import maintenance as mt
 from . import outputs, payload_gc, private
 from .progress import Tick, quiet_tick
 from .sensitive import UNSCANNED, Redactor
-from .store import Store
+from .store import Store, is_url
 from .tokens import count_tokens
 
 FORMAT = "hermes-lcm backfill-outputs manifest"
@@ -101,8 +101,13 @@ def _mac(key: bytes, body: dict[str, Any]) -> str:
     return hmac.new(key, canonical, hashlib.sha256).hexdigest()
 
 
+def _identity(store: Store) -> str:
+    """Which database a manifest belongs to: the resolved file, or the URL (without its password)."""
+    return store.path if is_url(store.path) else str(Path(store.path).resolve())
+
+
 def _body(store: Store, preview_chars: int, entries: dict[int, Entry]) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, "database": str(Path(store.path).resolve()),
+    return {"format": FORMAT, "version": VERSION, "database": _identity(store),
             "payload_dir": str(payload_gc.directory_of(store.path)), "preview_chars": preview_chars,
             "rows": [asdict(entries[i]) for i in sorted(entries)]}
 
@@ -131,7 +136,7 @@ def load_manifest(store: Store, path: Path) -> tuple[int, dict[int, Entry]]:
         raise BackfillError(f"cannot read the manifest {path}: {exc}") from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise BackfillError(f"{path} is not a backfill-outputs manifest")
-    if raw.get("database") != str(Path(store.path).resolve()):
+    if raw.get("database") != _identity(store):
         raise BackfillError(f"{path} was written for another database ({raw.get('database')}), not {store.path}")
     body = {k: v for k, v in raw.items() if k != "mac"}
     if not hmac.compare_digest(str(raw.get("mac", "")), _mac(_key(store), body)):

@@ -35,10 +35,10 @@ from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
 from .display import file_sizes, iso  # issue 17 (cold): file_sizes moved to display.py
 from .patterns import SessionPatterns
-from .payload_gc import local_home
 from .progress import Tick
 from .redact import redact_value
 from .sensitive import Policy
+from .startup import local_home
 from .store import Store, is_url, open_readonly, verify_backup
 
 ROTATE_SLOT = "rotate-latest"

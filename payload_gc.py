@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from . import private
 from .payloads import Blobs
+from .startup import local_home
 from .store import Store, is_url, redacted
 
 MENTION = re.compile(r"\[lcm-(?:payload|output) ref=([0-9a-f]{24})")
@@ -56,11 +57,6 @@ def blobs_of(store: Store) -> Blobs | None:
     """Where a store's payload bytes live other than files: a PostgreSQL store itself (hosts
     sharing it share no directory); None for SQLite, whose payloads are files beside it."""
     return cast(Blobs, store) if is_url(store.path) else None
-
-
-def local_home() -> Path:
-    """This machine's Hermes home (what holds files a database on a server cannot)."""
-    return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser()
 
 
 def database_tag(url: str) -> str:

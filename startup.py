@@ -41,6 +41,12 @@ def locate(env: Mapping[str, str], config: Any, sources: Mapping[str, str], home
     return Path(home).expanduser() / "lcm.db", "HERMES_HOME"
 
 
+def local_home() -> Path:
+    """This machine's Hermes home: where files go that a database on a server cannot hold (pages,
+    backups) when the database is a ``postgresql://`` URL rather than a file they could sit beside."""
+    return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser()
+
+
 def path_problem(path: Path | str) -> str | None:
     """Why ``path`` cannot hold a database this process writes, or None when it may (a URL: the
     server answers for itself when it is opened)."""

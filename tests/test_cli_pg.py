@@ -247,3 +247,13 @@ def test_writing_family_verbs_reopen_the_url_with_its_password(pg_db, monkeypatc
     opened = [key for key in store_module._stores if "postgresql://" in key[1]]
     assert opened and all(SECRET in key[1] for key in opened), opened
     store_module.close_all()
+
+
+def test_nothing_is_written_under_a_path_made_of_the_url(pg_db, tmp_path, monkeypatch):
+    """A URL is never used as a file path: `lcm view`, payloads and backups of a PostgreSQL memory go
+    under this machine's Hermes home, and the working directory gets no `postgresql:` folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    ok(pg_db, "view")
+    assert not (tmp_path / "postgresql:").exists() and not any(p.name.startswith("postgres") for p in tmp_path.iterdir())
+    assert list((tmp_path / "home" / "lcm-views").glob("lcm-view-*.html"))

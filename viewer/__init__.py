@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..progress import Tick, quiet_tick
-from ..store import Store
+from ..startup import local_home
+from ..store import Store, is_url
 from .data import collect
 from .page import render
 
@@ -56,7 +57,10 @@ def build_page(store: Store, conversation_id: int | None = None, *, growth_of: S
 
 
 def default_path(database_path: str | os.PathLike[str], conversation_id: int | None) -> Path:
+    """``lcm-views/`` beside the database file; for a ``postgresql://`` URL, under this machine's Hermes home."""
     name = f"lcm-view-{conversation_id}.html" if conversation_id is not None else "lcm-view.html"
+    if is_url(database_path):
+        return local_home() / "lcm-views" / name
     return Path(database_path).expanduser().resolve().parent / "lcm-views" / name
 
 
