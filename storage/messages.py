@@ -113,7 +113,10 @@ class SqlitePrints:
 
 # Most rows per INSERT statement (fewer when the SQLite build allows fewer bound parameters).
 _INSERT_BATCH_ROWS = 2000
-_MESSAGE_INSERT_PARAMS = 16
+_MESSAGE_INSERT_COLUMNS = ("conversation_id", "seq", "session_key", "role", "content", "parts", "tool_calls",
+                           "tool_call_id", "tool_name", "source", "host_ts", "created_at", "tokens", "fingerprint",
+                           "synthetic", "extra")
+_MESSAGE_INSERT_PARAMS = len(_MESSAGE_INSERT_COLUMNS)
 
 
 def session_key(db: sqlite3.Connection, session_id: str) -> int:
@@ -140,16 +143,21 @@ def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: st
              m.tool_call_id, m.tool_name, source, m.host_ts, m.host_ts or now, m.tokens,
              pack(m.fingerprint), m.synthetic, m.extra)
             for offset, m in enumerate(records, start=1)]
-    per_statement = max(1, min(_INSERT_BATCH_ROWS,
-                               db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _MESSAGE_INSERT_PARAMS))
-    for start in range(0, len(rows), per_statement):
-        batch = rows[start:start + per_statement]
-        db.execute(
-            "INSERT INTO messages(conversation_id, seq, session_key, role, content, parts, tool_calls, tool_call_id, "
-            "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic, extra) VALUES "
-            + ",".join(["(" + ", ".join(["?"] * _MESSAGE_INSERT_PARAMS) + ")"] * len(batch)),
-            [value for row in batch for value in row],
-        )
+    # A backend with a bulk path of its own (PostgreSQL: one statement whatever the row count, see
+    # storage/pg/connection.py PgDb.insert_rows) takes the rows whole; SQLite gets multi-row INSERTs.
+    bulk: Callable[[str, Sequence[str], Sequence[Sequence[object]]], None] | None = getattr(db, "insert_rows", None)
+    if bulk is not None:
+        bulk("messages", _MESSAGE_INSERT_COLUMNS, rows)
+    else:
+        per_statement = max(1, min(_INSERT_BATCH_ROWS,
+                                   db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _MESSAGE_INSERT_PARAMS))
+        for start in range(0, len(rows), per_statement):
+            batch = rows[start:start + per_statement]
+            db.execute(
+                f"INSERT INTO messages({', '.join(_MESSAGE_INSERT_COLUMNS)}) VALUES "
+                + ",".join(["(" + ", ".join(["?"] * _MESSAGE_INSERT_PARAMS) + ")"] * len(batch)),
+                [value for row in batch for value in row],
+            )
     db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(records), conversation_id))
     ids = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
                      (conversation_id, last_seq)).fetchall()

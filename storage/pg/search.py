@@ -77,17 +77,24 @@ class PgMessageSearch(MessageSearch):
         """Per expression, how many rows in the id range match it, counted up to ``cap``."""
         table = {"messages": "messages", "summaries": "summaries"}[kind]
         low, high = bounds if bounds is not None else (-_FAR, _FAR)
-        counts = []
+        queries = [to_tsquery_text(match) for match in matches]
+        asked = [q for q in queries if q]
+        counted = iter(self._capped_counts(table, asked, low, high, cap)[1] if asked else [])
+        return [next(counted) if q else 0 for q in queries]
+
+    def _capped_counts(self, table: str, queries: Sequence[str], low: int, high: int,
+                       cap: int) -> tuple[int, list[int]]:
+        """The largest message id and, per tsquery, its rows in [low, high] counted up to ``cap``:
+        one statement, where a round trip per term cost ~1 ms each (a prose question has ten)."""
+        capped = f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? " \
+                 "LIMIT ?) AS c)"
+        args: list[Any] = []
+        for query in queries:
+            args += [query, low, high, cap]
         with self.read() as db:
-            for match in matches:
-                query = to_tsquery_text(match)
-                if not query:
-                    counts.append(0)
-                    continue
-                counts.append(int(db.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? "
-                    "LIMIT ?) AS capped", (query, low, high, cap)).fetchone()[0]))
-        return counts
+            row = db.execute(f"SELECT (SELECT coalesce(max(id), 0) FROM messages)"
+                             f"{''.join(', ' + capped for _ in queries)}", args).fetchone()
+        return int(row[0]), [int(n) for n in row[1:]]
 
     def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
                      text_chars: int, **filters: Any) -> list[tuple[Any, ...]]:
@@ -125,8 +132,8 @@ class PgMessageSearch(MessageSearch):
         parts = query.split(" | ")
         if len(parts) == 1:
             return "-ts_rank_cd(m.tsv, q.q, 1)", []
-        rows = max(1, min(high, self._max_message_id()) - max(low, 0) + 1)
-        counts = [self._capped_count(part, low, high) for part in parts]
+        top, counts = self._capped_counts("messages", parts, low, high, IDF_CAP)
+        rows = max(1, min(high, top) - max(low, 0) + 1)
         terms = " + ".join("CASE WHEN m.tsv @@ lcm_tsq(?) THEN ?::float8 ELSE 0 END" for _ in parts)
         weights: list[Any] = []
         for part, n in zip(parts, counts, strict=True):
@@ -134,16 +141,6 @@ class PgMessageSearch(MessageSearch):
         length = "greatest(length(m.tsv), 1)::float8"
         return (f"-(({terms}) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * {length} / avg({length}) OVER ())) "
                 "+ 0.01 * ts_rank_cd(m.tsv, q.q, 1))", weights)
-
-    def _capped_count(self, tsquery: str, low: int, high: int) -> int:
-        with self.read() as db:
-            return int(db.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM messages WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? "
-                "LIMIT ?) AS capped", (tsquery, low, high, IDF_CAP)).fetchone()[0])
-
-    def _max_message_id(self) -> int:
-        with self.read() as db:
-            return int(db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
 
     def search_messages(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[StoredMessage, float]]:
         query = to_tsquery_text(match)
