@@ -213,7 +213,7 @@ def reserve_for(config: LcmConfig, threshold_tokens: int) -> int:
         reserve = min(threshold_tokens // 2, reserve + config.proactive_recall_budget_tokens)
     if config.preanswer_evidence_enabled:  # so does the evidence brief (evidence/preanswer.py)
         reserve = min(threshold_tokens // 2, reserve + config.preanswer_evidence_budget_tokens)
-    return reserve
+    return max(1, reserve)  # a threshold of 1 token (a window of 1) would halve to 0: keep one token free
 
 
 @dataclass(frozen=True)

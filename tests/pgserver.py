@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -47,6 +48,34 @@ def binaries() -> Path:
     raise Unavailable("no PostgreSQL binaries: install the test extra (pgserver) or the system's postgresql")
 
 
+def reachable_by_nobody(bin_dir: Path) -> Path:
+    """``bin_dir``, or a copy of its installation that ``nobody`` can reach. The wheel sits inside the
+    checkout's .venv, and a checkout under a private directory (CI's clone in a 0700 temp dir, /root)
+    cannot be entered by the account postgres runs as; the copy (bin, lib, share: ~30 MB) is made
+    once per installation, world-readable, and reused by every server of the run."""
+    probe = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-x", str(bin_dir / "initdb")],
+                           capture_output=True, timeout=30, check=False)
+    if probe.returncode == 0:
+        return bin_dir
+    install = bin_dir.parent  # .../pgserver/pginstall (its libraries: RPATH $ORIGIN/../../../pgserver.libs)
+    package = install.parent.parent  # site-packages, or /usr/lib/postgresql for the system's build
+    parts = [install.relative_to(package)] + ([Path("pgserver.libs")] if (package / "pgserver.libs").is_dir() else [])
+    tag = hashlib.sha256(f"{install}:{(bin_dir / 'postgres').stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    target = Path(tempfile.gettempdir()) / f"lcm-pginstall-{tag}"
+    if not (target / parts[0] / "bin" / "initdb").exists():
+        staging = Path(tempfile.mkdtemp(prefix="lcm-pginstall-"))
+        for part in parts:
+            shutil.copytree(package / part, staging / "tree" / part, symlinks=True)
+        for path in [staging, *staging.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | 0o555 if path.is_dir() or os.access(path, os.X_OK) else
+                           path.stat().st_mode | 0o444)
+        with contextlib.suppress(OSError):  # another process of the run made it first
+            (staging / "tree").rename(target)
+        shutil.rmtree(staging, ignore_errors=True)
+    return target / parts[0] / "bin"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -66,6 +95,7 @@ class Server:
             self._as = ["runuser", "-u", "nobody", "--"]
             self.root.chmod(0o755)
             shutil.chown(self.root, "nobody")
+            self.bin = reachable_by_nobody(self.bin)
         self._run(["initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8",
                    "--no-sync"])
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off " \

@@ -188,3 +188,9 @@ def test_any_config_loads_into_bounded_finite_settings_and_a_sane_budget(yaml_bl
     assert 0 < reserve_for(config, threshold) <= max(threshold // 2, 4096)
     budget = budget_for(config, threshold, overhead)
     assert 48 <= budget.goal <= budget.total and budget.summaries >= 0 and budget.tail_tokens >= 0
+
+
+def test_a_one_token_threshold_with_proactive_recall_still_reserves_a_token():
+    """Found by the property test above: threshold 1 with proactive recall on halved the reserve to 0."""
+    config = load_config({"LCM_PROACTIVE_RECALL_ENABLED": "true"}, {}).config
+    assert reserve_for(config, 1) == 1
