@@ -152,7 +152,7 @@ def open_db(path: Path | str) -> Store:
     if cli_pg.is_url(path):
         try:  # read-only: this store refuses every write() (doctor --deep and backup say otherwise)
             return open_readonly(path)
-        except StoreError as exc:  # ForeignDatabase, NewerSchema, cannot connect (the URL shown without password)
+        except (StoreError, StoreFault) as exc:  # ForeignDatabase, NewerSchema, cannot connect (URL without password)
             raise CliError(str(exc), EXIT_DATABASE) from exc
     path = Path(path)
     if path.is_dir():

@@ -85,3 +85,16 @@ def raw_sql(where: str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any,
             return [tuple(r) for r in db.execute(sql, args).fetchall()]
     finally:
         db.close()
+
+
+def allow_writes(store: Store) -> None:
+    """Undo :func:`refuse_writes`: the database takes writes again (the disk has room again)."""
+    if not is_url(store.path):
+        store.conn.execute("PRAGMA query_only=OFF")  # type: ignore[attr-defined]
+        return
+    import psycopg_pool
+
+    pg: Any = store
+    pg.pool.close()
+    pg.pool = psycopg_pool.ConnectionPool(pg.url, min_size=1, max_size=2, kwargs={"autocommit": True},
+                                          configure=pg._configure, open=True)

@@ -98,10 +98,18 @@ class Server:
             self.bin = reachable_by_nobody(self.bin)
         self._run(["initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8",
                    "--no-sync"])
+        self.start()
+        atexit.register(self.stop)
+
+    def start(self) -> None:
+        """Start the server on its data directory (again, after :meth:`halt`)."""
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off " \
                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         self._run(["pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"])
-        atexit.register(self.stop)
+
+    def halt(self) -> None:
+        """Stop the server and keep its data (the machine is down; :meth:`start` brings it back)."""
+        self._run(["pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop"])
 
     def _run(self, argv: list[str]) -> None:
         argv = [*self._as, str(self.bin / argv[0]), *argv[1:]]

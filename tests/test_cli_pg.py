@@ -255,5 +255,6 @@ def test_nothing_is_written_under_a_path_made_of_the_url(pg_db, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
     ok(pg_db, "view")
-    assert not (tmp_path / "postgresql:").exists() and not any(p.name.startswith("postgres") for p in tmp_path.iterdir())
+    assert not (tmp_path / "postgresql:").exists()
+    assert not any(p.name.startswith("postgres") for p in tmp_path.iterdir())
     assert list((tmp_path / "home" / "lcm-views").glob("lcm-view-*.html"))

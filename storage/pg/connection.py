@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self, cast
 
-from ..connection import Checkpointer
+from ..connection import BUSY_TIMEOUT_MS, Checkpointer
 from ..errors import StoreError, StoreFault, WriteFailed
 from ..rows import message_columns
 from . import codec, redacted, schema
@@ -55,9 +55,9 @@ def _psycopg() -> Any:
     try:
         import psycopg
         import psycopg_pool
-    except ImportError as exc:  # the optional extra is not installed
-        raise StoreError("a postgresql:// database needs the 'postgres' extra: "
-                         "pip install 'hermes-lcm[postgres]' (psycopg 3 and psycopg_pool)") from exc
+    except ImportError as exc:  # the optional extra is not installed: an outage to fix, not a foreign database
+        raise WriteFailed("cannot connect", "a postgresql:// database needs the 'postgres' extra: "
+                          "pip install 'hermes-lcm[postgres]' (psycopg 3 and psycopg_pool)") from exc
     return psycopg, psycopg_pool
 
 
@@ -187,7 +187,11 @@ class PgConnection:
                 name="hermes-lcm")
             self.pool.wait(timeout=CONNECT_TIMEOUT_S)
         except Exception as exc:
-            raise StoreError(f"cannot connect to {self.path}: {str(exc).strip()}") from exc
+            # Not a StoreError (pgsecrel): that says the database refuses us for good (another
+            # program's, a newer layout), and the engine then trims its prompt as for an ignored
+            # session, dropping messages nothing stored. A server that is down is an outage: the
+            # engine keeps the host's list whole and tries again after its back-off.
+            raise WriteFailed("cannot connect", f"{self.path}: {str(exc).strip()}") from exc
         try:
             with self.read() as db:
                 schema.check_identity(cast(PgDb, db), self.path)
@@ -211,6 +215,11 @@ class PgConnection:
         conn.adapters.register_loader("numeric", FloatLoader)
         codec.register(conn)
         conn.execute("SET statement_timeout = 0")
+        # A write waits for the write lock at most as long as SQLite's busy timeout (then
+        # WriteFailed("locked")), unless the server or the URL set a lock_timeout of its own: a host
+        # stuck inside a transaction on another machine must never hang this one (pgsecrel).
+        if conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0] in ("0", None):
+            conn.execute(f"SET lock_timeout = {int(BUSY_TIMEOUT_MS)}")
         # psycopg prepares a statement run 5 times, and after 5 more the server may switch it to a
         # generic plan, chosen without the parameters: for a full-text search that plan cannot tell
         # a rare term from a common one and scans (lcm_grep went from 40 ms to 400 ms at 2k rows

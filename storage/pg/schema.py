@@ -18,7 +18,7 @@ from ..schema import APP_ID, SCHEMA_VERSION
 
 # The PostgreSQL layout's own version (its forward-only migrations below), beside the shared
 # SCHEMA_VERSION that says which columns the mixins may use.
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
 
 _FUNCTIONS = """
 CREATE OR REPLACE FUNCTION instr(haystack text, needle text) RETURNS integer
@@ -160,8 +160,33 @@ def _folding() -> dict[str, str]:
     return {"accented": quote("".join(accented)), "plain": quote("".join(plain))}
 
 
+# 2 (pgsecrel): a text too large for one tsvector (1 MB) was indexed by its first 200k characters
+# only, so the end of a 5 MB tool output (a log's verdict, its last marker) was never found, while
+# SQLite's FTS5 finds it. It is now indexed by its last 20k characters, then its first 200k (the
+# tail first: positions stop at 16383, and a phrase needs its words' positions). Rows already too
+# large are re-indexed: a stored generated column is recomputed only when its own columns are
+# set, and the families' triggers on those columns (vectors, assertions) must not see a change.
+_HEAD_AND_TAIL = """
+CREATE OR REPLACE FUNCTION lcm_tsv(body text) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+  SET search_path FROM CURRENT AS $$
+BEGIN
+  RETURN to_tsvector('lcm'::regconfig, lcm_words(body));
+EXCEPTION WHEN program_limit_exceeded THEN
+  RETURN to_tsvector('lcm'::regconfig, lcm_words(right(body, 20000)))
+      || to_tsvector('lcm'::regconfig, lcm_words(left(body, 200000)));
+END $$;
+ALTER TABLE messages DISABLE TRIGGER USER;
+ALTER TABLE summaries DISABLE TRIGGER USER;
+UPDATE messages SET content = content
+  WHERE octet_length(content) + octet_length(coalesce(tool_calls, '')) > 200000;
+UPDATE summaries SET content = content WHERE octet_length(content) > 200000;
+ALTER TABLE messages ENABLE TRIGGER USER;
+ALTER TABLE summaries ENABLE TRIGGER USER;
+"""
+
 _MIGRATIONS: dict[int, str] = {1: _FUNCTIONS.replace("%(accented)s", _folding()["accented"])
-                                  .replace("%(plain)s", _folding()["plain"]) + _TABLES}
+                                  .replace("%(plain)s", _folding()["plain"]) + _TABLES,
+                               2: _HEAD_AND_TAIL}
 
 
 def _tables(db: Any) -> set[str]:

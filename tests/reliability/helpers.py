@@ -12,6 +12,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hermes_lcm.store import is_url
+
+from ..backends import raw_sql
+
 WORKER = Path(__file__).resolve().parent / "worker.py"
 MARK = re.compile(r"mk:([\w-]+):(\d+):(\d)")
 
@@ -43,7 +47,10 @@ def result_of(stdout: str) -> dict[str, Any]:
     raise AssertionError(f"worker printed no RESULT line; stdout tail: {stdout[-2000:]}")
 
 
-def integrity(db: Path) -> str:
+def integrity(db: Path | str) -> str:
+    """SQLite's own check of the file; a PostgreSQL server checks its pages itself (nothing to ask)."""
+    if is_url(db):
+        return "ok" if raw_sql(str(db), "SELECT 1") == [(1,)] else "unreachable"
     con = sqlite3.connect(str(db), timeout=30)
     try:
         return str(con.execute("PRAGMA integrity_check").fetchone()[0])
@@ -51,13 +58,9 @@ def integrity(db: Path) -> str:
         con.close()
 
 
-def marker_counts(db: Path) -> Counter[tuple[str, int, int]]:
+def marker_counts(db: Path | str) -> Counter[tuple[str, int, int]]:
     """How many stored rows carry each marker (read with a plain connection, not our store)."""
-    con = sqlite3.connect(str(db), timeout=30)
-    try:
-        rows = con.execute("SELECT content FROM messages").fetchall()
-    finally:
-        con.close()
+    rows = raw_sql(str(db), "SELECT content FROM messages")
     counts: Counter[tuple[str, int, int]] = Counter()
     for (content,) in rows:
         for session, turn, k in MARK.findall(content or ""):
@@ -77,28 +80,26 @@ def expected_markers(session: str, turns: range) -> set[tuple[str, int, int]]:
     return out
 
 
-def dag_problems(db: Path) -> list[str]:
-    """Structural invariants of the summary DAG and the conversations table."""
-    con = sqlite3.connect(str(db), timeout=30)
+def dag_problems(db: Path | str) -> list[str]:
+    """Structural invariants of the summary DAG and the conversations table (a file or a URL)."""
+    def one(sql: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+        return raw_sql(str(db), sql, args)[0]
+
     problems: list[str] = []
-    try:
-        orphans = con.execute("SELECT count(*) FROM summaries s WHERE NOT EXISTS "
-                              "(SELECT 1 FROM edges e WHERE e.parent_id=s.id)").fetchone()[0]
-        if orphans:
-            problems.append(f"{orphans} summaries without edges")
-        dangling = con.execute("SELECT count(*) FROM context_items c WHERE NOT EXISTS "
-                               "(SELECT 1 FROM summaries s WHERE s.id=c.summary_id)").fetchone()[0]
-        if dangling:
-            problems.append(f"{dangling} context items point at missing summaries")
-        for cid, frontier, last in con.execute("SELECT id, frontier_seq, last_seq FROM conversations").fetchall():
-            count, top = con.execute("SELECT count(*), coalesce(max(seq), 0) FROM messages WHERE conversation_id=?",
-                                     (cid,)).fetchone()
-            if frontier > last:
-                problems.append(f"conversation {cid}: frontier {frontier} > last_seq {last}")
-            if not count == top == last:
-                problems.append(f"conversation {cid}: {count} rows, max seq {top}, last_seq {last} (gaps?)")
-    finally:
-        con.close()
+    orphans = one("SELECT count(*) FROM summaries s WHERE NOT EXISTS "
+                  "(SELECT 1 FROM edges e WHERE e.parent_id=s.id)")[0]
+    if orphans:
+        problems.append(f"{orphans} summaries without edges")
+    dangling = one("SELECT count(*) FROM context_items c WHERE NOT EXISTS "
+                   "(SELECT 1 FROM summaries s WHERE s.id=c.summary_id)")[0]
+    if dangling:
+        problems.append(f"{dangling} context items point at missing summaries")
+    for cid, frontier, last in raw_sql(str(db), "SELECT id, frontier_seq, last_seq FROM conversations"):
+        count, top = one("SELECT count(*), coalesce(max(seq), 0) FROM messages WHERE conversation_id=?", (cid,))
+        if frontier > last:
+            problems.append(f"conversation {cid}: frontier {frontier} > last_seq {last}")
+        if not count == top == last:
+            problems.append(f"conversation {cid}: {count} rows, max seq {top}, last_seq {last} (gaps?)")
     return problems
 
 

@@ -7,7 +7,8 @@ re-sending A's transcript as soon as each turn exists (a dashboard or a session-
 the CLI's own ingest), so the same messages arrive from two processes in either order. Each compacts as it goes. A
 reader process runs lcm_grep / lcm_expand / lcm_status against the conversation throughout.
 Afterwards: no exception or lock error reached any host, every message is stored exactly once,
-integrity_check is ok and the DAG is sound.
+integrity_check is ok and the DAG is sound. Both tests run on SQLite and on PostgreSQL
+(``both_backends``: the processes share one URL, serialized by the server's advisory write lock).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ..conftest import database_env
 from .helpers import dag_problems, expected_markers, integrity, lock_errors, marker_counts, result_of, start
 
 TURNS = 120
@@ -25,14 +27,19 @@ ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "5000", "LCM_LEAF_CHUNK_TOKENS": "800", 
        "LCM_CONDENSE_MIN_NODES": "2"}
 
 
-def test_three_writers_and_a_reader(tmp_path: Path) -> None:
-    common = {"conversation": "shared", "stop": TURNS, "env": ENV}
+pytestmark = pytest.mark.both_backends
+
+
+def test_three_writers_and_a_reader(tmp_path: Path, backend: str) -> None:
+    where = database_env(backend)
+    env = {**ENV, **where}
+    common = {"conversation": "shared", "stop": TURNS, "env": env}
     progress = tmp_path / "a.progress"
     procs: dict[str, subprocess.Popen[str]] = {
         "A": start("writer", tmp_path, "a", shape="cli", compact_every=4, progress=progress, **common),
         "B": start("writer", tmp_path, "b", shape="api", compact_every=5, **common),
         "R": start("writer", tmp_path, "a", shape="api", compact_every=3, follow=progress, **common),
-        "reader": start("reader", tmp_path, "b", conversation="shared", seconds=8, env=ENV),
+        "reader": start("reader", tmp_path, "b", conversation="shared", seconds=8, env=env),
     }
     results = {}
     for name, proc in procs.items():
@@ -52,7 +59,7 @@ def test_three_writers_and_a_reader(tmp_path: Path) -> None:
         problems.append(f"reader: {results['reader']['tool_error_count']} tool errors, e.g. "
                         f"{results['reader']['tool_errors'][:3]}")
     assert results["reader"]["calls"] > 20
-    db = tmp_path / "lcm.db"
+    db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
     assert integrity(db) == "ok"
     counts = marker_counts(db)
     assert {m: n for m, n in counts.items() if n > 1} == {}
@@ -65,7 +72,7 @@ def test_three_writers_and_a_reader(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", [34, 1, 2, 3, 4, 5])
-def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Path, seed: int) -> None:
+def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Path, seed: int, backend: str) -> None:
     """The three writers above, interleaved deterministically by ``seed`` (seed 34 once stored two of
     A's messages twice: A's compressed list had gaps, a pinned request and rows behind the frontier,
     that content alignment could not see across). The replayer may send a turn before A's own ingest."""
@@ -77,7 +84,8 @@ def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Pa
     from .worker import make_engine, turn_messages
 
     rng = random.Random(seed)
-    engines = {w: make_engine(str(tmp_path), "b" if w == "B" else "a", ENV, "shared") for w in "ARB"}
+    where = database_env(backend)
+    engines = {w: make_engine(str(tmp_path), "b" if w == "B" else "a", {**ENV, **where}, "shared") for w in "ARB"}
     hosts: dict[str, list[dict[str, Any]]] = {w: [] for w in "ARB"}
     every, turn, turns = {"A": 4, "R": 3, "B": 5}, dict.fromkeys("ARB", 0), 40
     try:
@@ -97,6 +105,6 @@ def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Pa
         assert all(not e.errors for e in engines.values())
     finally:
         close_all()
-    counts = marker_counts(tmp_path / "lcm.db")
+    counts = marker_counts(where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db")
     assert {m: n for m, n in counts.items() if n > 1} == {}
     assert set(counts) == expected_markers("a", range(turns)) | expected_markers("b", range(turns))

@@ -4,6 +4,8 @@ After every kill: ``PRAGMA integrity_check`` is ok, every message acknowledged b
 (the worker prints ``ACK <turn>`` only after ``ingest_host`` returned) is stored exactly once,
 nothing is stored twice, and the DAG is structurally sound. The next run re-sends its history
 (as a restarted host does) and continues. At the end one more compaction must complete cleanly.
+The first test runs on SQLite and on PostgreSQL (``backend``): there a kill drops the client's
+connection mid-transaction and the server must roll it back and free the advisory write lock.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
 from hermes_lcm.tokens import count_messages
 
+from ..conftest import database_env
 from .helpers import dag_problems, expected_markers, integrity, marker_counts, start
 from .worker import CONTEXT_LENGTH, history
 
@@ -28,9 +33,10 @@ COMPACT_ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000", "LCM_LEAF_CHUNK_TOKENS":
                "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
 
 
-def run_and_kill(home: Path, rng: random.Random, first_turn: int, aim: str) -> tuple[int, bool]:
+def run_and_kill(home: Path, rng: random.Random, first_turn: int, aim: str,
+                 where: dict[str, str] | None = None) -> tuple[int, bool]:
     """One child run killed at a random point; returns (last acknowledged turn, killed mid-compaction)."""
-    env = COMPACT_ENV if aim == "compact" else INGEST_ENV
+    env = {**(COMPACT_ENV if aim == "compact" else INGEST_ENV), **(where or {})}
     errors = home / "worker-stderr.txt"
     with errors.open("w") as err_file:  # a file, not a pipe: a chatty child must never block on stderr
         proc = start("writer", home, SESSION, stderr=err_file, start=first_turn, stop=first_turn + 400,
@@ -70,7 +76,7 @@ def run_and_kill(home: Path, rng: random.Random, first_turn: int, aim: str) -> t
     return acked, in_compaction
 
 
-def check_after_kill(db: Path, acked: int) -> None:
+def check_after_kill(db: Path | str, acked: int) -> None:
     assert integrity(db) == "ok"
     counts = marker_counts(db)
     duplicated = {m: n for m, n in counts.items() if n > 1}
@@ -80,26 +86,28 @@ def check_after_kill(db: Path, acked: int) -> None:
     assert dag_problems(db) == []
 
 
-def test_sigkill_during_ingest_and_compaction(tmp_path: Path) -> None:
+@pytest.mark.both_backends
+def test_sigkill_during_ingest_and_compaction(tmp_path: Path, backend: str) -> None:
     rng = random.Random(20240611)
-    db = tmp_path / "lcm.db"
+    where = database_env(backend)
+    db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
     acked = -1
     mid_compaction = 0
     for round_no in range(ROUNDS):
         aim = "compact" if round_no % 2 else "ingest"
-        acked, inside = run_and_kill(tmp_path, rng, acked + 1, aim)
+        acked, inside = run_and_kill(tmp_path, rng, acked + 1, aim, where)
         mid_compaction += inside
         check_after_kill(db, acked)
     assert acked > ROUNDS, "the workers made too little progress to mean anything"
     assert mid_compaction >= 3, f"only {mid_compaction} kills landed inside a compaction"
-    finish_cleanly(tmp_path, acked)
+    finish_cleanly(tmp_path, acked, where)
 
 
-def finish_cleanly(home: Path, acked: int) -> None:
+def finish_cleanly(home: Path, acked: int, where: dict[str, str] | None = None) -> None:
     """A fresh engine re-sends the whole transcript and compacts: it completes, no errors."""
     close_all()
     engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          **COMPACT_ENV}))
+                                          **COMPACT_ENV, **(where or {})}))
     engine.update_model("reliability-model", CONTEXT_LENGTH)
     engine.on_session_start(SESSION, hermes_home=str(home), platform="cli")
     transcript = history(SESSION, acked + 1)
@@ -111,7 +119,7 @@ def finish_cleanly(home: Path, acked: int) -> None:
     assert status["last_compaction"]["errors"] == []
     assert "pass limit" not in status["last_compaction"]["stop_reason"] or status["last_compaction"]["leaf_passes"]
     assert out and count_messages(out) <= engine.threshold_tokens
-    check_after_kill(home / "lcm.db", acked)
+    check_after_kill((where or {}).get("LCM_DATABASE_URL") or home / "lcm.db", acked)
     close_all()
 
 

@@ -7,7 +7,8 @@ deleted. Every message ever handed to the engine must end up stored exactly once
 order, and no compress result may lack a message that was not stored at that moment.
 Where mounting is not permitted the same run uses SQLite's own SQLITE_FULL through
 ``PRAGMA max_page_count`` (and a payload directory that cannot be created); the test
-says which mode it ran in and never skips.
+says which mode it ran in and never skips. On PostgreSQL (a server's disk is not ours to fill)
+the same run has the server refuse every write for a stretch of turns (``refuse_writes``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hermes_lcm import hooks
 from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.tokens import count_messages
 
-from ..conftest import new_engine
+from .. import backends
+from ..conftest import database_env, new_engine
 from ..convo import assert_valid_sequence, text, visible
 
 MARK = re.compile(r"\bmk:(\d+)\b")
@@ -66,6 +70,27 @@ class Disk:
     def free(self, engine: LcmEngine) -> None:
         self.filler.unlink()
 
+    def turn(self, engine: LcmEngine, t: int) -> None:
+        """Called before each turn: a disk fills by itself as the conversation writes."""
+
+
+class RefusingServer(Disk):
+    """PostgreSQL: from turn ``FULL_AT`` the server refuses every write (as a full tablespace or a
+    read-only standby does) until :meth:`free`; the payloads, in a table, are refused with the rest."""
+
+    mode = "server refuses writes"
+    FULL_AT = 25
+
+    def fill(self, engine: LcmEngine, leave: int) -> None:
+        pass  # room until FULL_AT; once full it stays full
+
+    def turn(self, engine: LcmEngine, t: int) -> None:
+        if t == self.FULL_AT:
+            backends.refuse_writes(engine.core.store)
+
+    def free(self, engine: LcmEngine) -> None:
+        backends.allow_writes(engine.core.store)
+
 
 class InjectedDisk(Disk):
     """No mount permitted: SQLite's max_page_count gives the real SQLITE_FULL; a file where the
@@ -89,6 +114,16 @@ class InjectedDisk(Disk):
         payloads.unlink()
         if (self.root / "payloads-aside").exists():
             (self.root / "payloads-aside").rename(payloads)
+
+
+@contextlib.contextmanager
+def refusing_server(base: Path) -> Iterator[Disk]:
+    root = base / "home"
+    root.mkdir()
+    try:
+        yield RefusingServer(root)
+    finally:
+        store_module.close_all()
 
 
 @contextlib.contextmanager
@@ -145,8 +180,11 @@ def markers(messages: list[dict[str, Any]]) -> list[int]:
     return found
 
 
-def stored_markers(db: Path) -> list[int]:
+def stored_markers(db: Path | str) -> list[int]:
     """Markers of the stored rows in conversation order, read with a connection of our own."""
+    if backends.is_url(db):
+        rows = backends.raw_sql(str(db), "SELECT content FROM messages ORDER BY conversation_id, seq")
+        return [int(h.group(1)) for (c,) in rows if (h := MARK.match(c or ""))]
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = con.execute("SELECT content FROM messages ORDER BY conversation_id, seq").fetchall()
@@ -155,16 +193,19 @@ def stored_markers(db: Path) -> list[int]:
     return [int(h.group(1)) for (c,) in rows if (h := MARK.match(c or ""))]
 
 
-def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_returns(tmp_path):
-    with small_disk(tmp_path) as disk:
+@pytest.mark.both_backends
+def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_returns(tmp_path, backend):
+    where = database_env(backend)
+    with small_disk(tmp_path) if not where else refusing_server(tmp_path) as disk:
         print(f"full-disk test mode: {disk.mode}")
-        engine = new_engine(disk.root, threshold=3000)
-        db = Path(engine.core.store.path)
+        engine = new_engine(disk.root, threshold=3000, **where)
+        db: Path | str = where.get("LCM_DATABASE_URL") or Path(engine.core.store.path)
         sent: list[int] = []
         live: list[dict[str, Any]] = []
         phase, full_turns, compress_calls, kept_whole, appended, freed_at = "filling", 0, 0, 0, 0, 0
         disk.fill(engine, ROOM_BYTES)
         for t, turn in enumerate(turns(seed=3)):
+            disk.turn(engine, t)
             live.extend(turn)
             sent.extend(markers(turn))
             hooks.post_llm_call(session_id="s1", conversation_history=list(live))  # ingest, as the host does

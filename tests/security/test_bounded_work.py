@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
+
+import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.handlers.expand_query import MAX_NODES
 
-from ..conftest import new_engine
 from ..tooltest import compacted
 
 
-def test_the_same_node_2000_times_is_expanded_once(tmp_path: Path):
-    engine = new_engine(tmp_path)
+@pytest.mark.both_backends
+def test_the_same_node_2000_times_is_expanded_once(make_engine):
+    engine = make_engine()
     compacted(engine, turns=40)
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
@@ -37,8 +38,9 @@ def test_the_same_node_2000_times_is_expanded_once(tmp_path: Path):
     store_module.close_all()
 
 
-def test_many_distinct_ids_are_clamped(tmp_path: Path):
-    engine = new_engine(tmp_path)
+@pytest.mark.both_backends
+def test_many_distinct_ids_are_clamped(make_engine):
+    engine = make_engine()
     compacted(engine, turns=40)
     labels = [f"S{i}" for i in range(1, 5001)]
     started = time.monotonic()

@@ -12,19 +12,29 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hermes_lcm import store as store_module
 
+from ..conftest import database_env
 from .test_scope import ATTACKER_WORD, VICTIM_SECRET, VICTIM_WORD, engine_for, fill
+
+pytestmark = pytest.mark.both_backends  # the cursor's key is the database's own secret, on either backend
+
+
+@pytest.fixture
+def where(backend: str) -> dict[str, str]:
+    return database_env(backend)
 
 
 def grep(engine: Any, **args: Any) -> dict[str, Any]:
     return json.loads(engine.handle_tool_call("lcm_grep", args))
 
 
-def test_forged_modified_and_foreign_cursors_are_errors(tmp_path: Path):
-    alice = engine_for(tmp_path, "tg-alice-1", "111")
+def test_forged_modified_and_foreign_cursors_are_errors(tmp_path: Path, where: dict[str, str]):
+    alice = engine_for(tmp_path, "tg-alice-1", "111", **where)
     fill(alice, VICTIM_WORD, seed=1, turns=20)
-    bob = engine_for(tmp_path, "tg-bob-1", "222")
+    bob = engine_for(tmp_path, "tg-bob-1", "222", **where)
     fill(bob, ATTACKER_WORD, seed=2, turns=20)
     first = grep(alice, query="turn ask", limit=2)
     cursor = first["next_cursor"]
@@ -49,11 +59,11 @@ def test_forged_modified_and_foreign_cursors_are_errors(tmp_path: Path):
     store_module.close_all()
 
 
-def test_no_crafted_query_is_served_another_conversations_pool(tmp_path: Path):
+def test_no_crafted_query_is_served_another_conversations_pool(tmp_path: Path, where: dict[str, str]):
     """Bob walks many queries with cursors built from Alice's walk: never one of her rows."""
-    alice = engine_for(tmp_path, "tg-alice-1", "111")
+    alice = engine_for(tmp_path, "tg-alice-1", "111", **where)
     fill(alice, VICTIM_WORD, seed=1, turns=20)
-    bob = engine_for(tmp_path, "tg-bob-1", "222")
+    bob = engine_for(tmp_path, "tg-bob-1", "222", **where)
     fill(bob, ATTACKER_WORD, seed=2, turns=20)
     cursors = []
     page = grep(alice, query=VICTIM_WORD, limit=1)

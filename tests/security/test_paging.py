@@ -10,15 +10,13 @@ stored text. Listings that show the message (lcm_load_session, lcm_expand node_i
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
-
-from ..conftest import new_engine
 
 CAP = 2000
 ODD = ['"', "\\", "\x00", "\x01", "\x07", "\x1f", "\x7f", "\n", "\t", "\u2028", "\U0001F600", "\U00010348", "a",
@@ -80,16 +78,18 @@ def check_all(engine: Any, ids: list[int]) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=odd_text)
-def test_odd_characters_page_to_the_end(tmp_path: Path, content: str) -> None:
-    engine = new_engine(tmp_path, session=f"s{abs(hash(content))}", LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
+@pytest.mark.both_backends
+def test_odd_characters_page_to_the_end(make_engine, content: str) -> None:
+    engine = make_engine(session=f"s{abs(hash(content))}", LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
     try:
         check_all(engine, store_turn(engine, content))
     finally:
         store_module.close_all()
 
 
-def test_a_137k_json_tool_result_pages_to_the_end(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
+@pytest.mark.both_backends
+def test_a_137k_json_tool_result_pages_to_the_end(make_engine) -> None:
+    engine = make_engine(LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
     big = json.dumps([{"path": f"src/f{i}.py", "text": 'say "hi"\\n\t', "n": i} for i in range(2800)])
     assert len(big) > 137_000
     ids = store_turn(engine, big)
@@ -97,8 +97,9 @@ def test_a_137k_json_tool_result_pages_to_the_end(tmp_path: Path) -> None:
     store_module.close_all()
 
 
-def test_many_payload_placeholders_do_not_overflow_a_page(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
+@pytest.mark.both_backends
+def test_many_payload_placeholders_do_not_overflow_a_page(make_engine) -> None:
+    engine = make_engine(LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
     text = "".join(f"[lcm-payload ref={i:024x} mime=text/plain chars=1]" for i in range(400))
     check_all(engine, store_turn(engine, text))
     store_module.close_all()

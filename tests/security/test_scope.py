@@ -4,7 +4,9 @@ Two real engines share ONE database file, as a gateway serving two people does (
 each chat by its session key). Every tool is called by the attacker with and without scope
 arguments, with the victim's ids and session id and words: no answer may carry the victim's text
 or session id. The same owner's other conversation is read only when the call asks for it, and
-another owner's only when the operator turns shared memory on.
+another owner's only when the operator turns shared memory on. The same attacks run with both
+engines on one PostgreSQL URL (``both_backends``): the owner filter is the shared mixins' SQL, and
+PostgreSQL's own search (tsvector) must filter exactly as FTS5 does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import SCHEMA_VERSION, StoreError, StoreFault, open_store
 
+from ..conftest import database_env
 from ..convo import conversation, host_run
 
 VICTIM_WORD = "aliceplumvault"
@@ -92,16 +95,23 @@ def attacks(victim: LcmEngine, session: str) -> list[tuple[str, dict[str, Any]]]
 
 
 @pytest.fixture
-def two_people(tmp_path: Path):
-    alice = engine_for(tmp_path, "tg-alice-1", "111")
+def where(backend: str) -> dict[str, str]:
+    """The setting that puts every engine of one test on the same database (a file or one URL)."""
+    return database_env(backend)
+
+
+@pytest.fixture
+def two_people(tmp_path: Path, where: dict[str, str]):
+    alice = engine_for(tmp_path, "tg-alice-1", "111", **where)
     fill(alice, VICTIM_WORD, seed=1)
-    bob = engine_for(tmp_path, "tg-bob-1", "222")
+    bob = engine_for(tmp_path, "tg-bob-1", "222", **where)
     fill(bob, ATTACKER_WORD, seed=2)
     assert alice.database_path() == bob.database_path()
     yield alice, bob
     store_module.close_all()
 
 
+@pytest.mark.both_backends
 def test_no_tool_reads_another_owners_conversation(two_people):
     alice, bob = two_people
     for name, args in attacks(alice, "tg-alice-1"):
@@ -111,6 +121,7 @@ def test_no_tool_reads_another_owners_conversation(two_people):
             assert "tg-alice-1" not in raw, (name, args, raw[:400])
 
 
+@pytest.mark.both_backends
 def test_another_owners_ids_answer_like_missing_ids(two_people):
     alice, bob = two_people
     messages, nodes = victim_ids(alice)
@@ -122,6 +133,7 @@ def test_another_owners_ids_answer_like_missing_ids(two_people):
     assert "no summary node" in json.loads(call(bob, "lcm_describe", node_id=nodes[0], session_scope="all"))["error"]
 
 
+@pytest.mark.both_backends
 def test_the_owner_still_reads_its_own_conversation(two_people):
     alice, _ = two_people
     assert VICTIM_WORD in call(alice, "lcm_grep", query=VICTIM_WORD)
@@ -129,10 +141,11 @@ def test_the_owner_still_reads_its_own_conversation(two_people):
     assert json.loads(call(alice, "lcm_load_session", session_id="tg-alice-1"))["count"] > 0
 
 
-def test_shared_memory_lets_the_operator_open_every_conversation(tmp_path: Path):
-    alice = engine_for(tmp_path, "tg-alice-1", "111")
+@pytest.mark.both_backends
+def test_shared_memory_lets_the_operator_open_every_conversation(tmp_path: Path, where: dict[str, str]):
+    alice = engine_for(tmp_path, "tg-alice-1", "111", **where)
     fill(alice, VICTIM_WORD, seed=1, turns=12)
-    team = engine_for(tmp_path, "tg-bob-1", "222", LCM_SHARED_MEMORY="1")
+    team = engine_for(tmp_path, "tg-bob-1", "222", LCM_SHARED_MEMORY="1", **where)
     fill(team, ATTACKER_WORD, seed=2, turns=12)
     assert team.config.shared_memory is True
     assert VICTIM_SECRET not in call(team, "lcm_grep", query=VICTIM_WORD)  # still current by default
@@ -142,10 +155,11 @@ def test_shared_memory_lets_the_operator_open_every_conversation(tmp_path: Path)
     store_module.close_all()
 
 
-def test_same_owner_other_conversation_only_when_asked(tmp_path: Path):
-    first = engine_for(tmp_path, "cli-1", None)
+@pytest.mark.both_backends
+def test_same_owner_other_conversation_only_when_asked(tmp_path: Path, where: dict[str, str]):
+    first = engine_for(tmp_path, "cli-1", None, **where)
     fill(first, VICTIM_WORD, seed=1, turns=12)
-    second = engine_for(tmp_path, "cli-2", None)
+    second = engine_for(tmp_path, "cli-2", None, **where)
     fill(second, ATTACKER_WORD, seed=2, turns=12)
     assert first.core and second.core
     assert first.core.binding.conversation_id != second.core.binding.conversation_id
