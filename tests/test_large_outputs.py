@@ -2,7 +2,8 @@
 the tools, the prompt (unanswered whole, answered as stubs) and active-replay stubbing.
 
 Real engines on real SQLite files and real payload files under tmp_path; the engine tests marked
-``both_backends`` also run on PostgreSQL (payloads in its table), the payload-directory attacks stay SQLite-only.
+``both_backends`` also run on PostgreSQL (payloads in its table); the payload-directory attacks
+stay SQLite-only."""
 
 from __future__ import annotations
 

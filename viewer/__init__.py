@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..payload_gc import database_tag, local_home
 from ..progress import Tick, quiet_tick
-from ..store import Store
+from ..store import Store, is_url
 from .data import collect
 from .page import render
 
@@ -56,7 +57,12 @@ def build_page(store: Store, conversation_id: int | None = None, *, growth_of: S
 
 
 def default_path(database_path: str | os.PathLike[str], conversation_id: int | None) -> Path:
+    """``lcm-views/`` beside a database file; for a PostgreSQL URL (no directory of its own) under
+    this machine's Hermes home, one directory per database (a URL taken as a path made a
+    ``postgresql:/user@host/`` tree under the working directory)."""
     name = f"lcm-view-{conversation_id}.html" if conversation_id is not None else "lcm-view.html"
+    if is_url(database_path):
+        return local_home() / "lcm-views" / f"pg-{database_tag(str(database_path))}" / name
     return Path(database_path).expanduser().resolve().parent / "lcm-views" / name
 
 
