@@ -82,15 +82,15 @@ def vectors(db: Path | str) -> list[int]:
 def message_ids(db: Path | str) -> list[int]:
     return [r[0] for r in raw_sql(str(db), "SELECT id FROM messages ORDER BY id")]
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_not_enabled_is_exit_2(clean_home: Path) -> None:
     populate(clean_home, 1)
     code, out, err = lcm("embed")
     assert code == 2 and "LCM_EMBEDDINGS_ENABLED" in err and "error" in out
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_dry_run_calls_no_provider_and_estimates(clean_home: Path, stub: Stub,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 5)
@@ -101,8 +101,8 @@ def test_dry_run_calls_no_provider_and_estimates(clean_home: Path, stub: Stub,
     assert out["sent_off_this_machine"] is True and out["model"] == "openai:text-embedding-3-small"
     assert stub.requests == [] and vectors(db) == []
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_apply_embeds_everything_once_with_progress_then_nothing(clean_home: Path, stub: Stub,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 6)
@@ -117,8 +117,8 @@ def test_apply_embeds_everything_once_with_progress_then_nothing(clean_home: Pat
     assert plan["rows"] == 0 and plan["model_id"] == out["model_id"]
     assert vectors(db) == message_ids(db)
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_limit_and_warmup(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 6)
     turn_on(monkeypatch, stub)
@@ -172,8 +172,8 @@ def test_a_locked_database_is_exit_3(clean_home: Path, stub: Stub, monkeypatch: 
     assert code == 3 and "database" in err and time.monotonic() - started < 60
     assert vectors(db) == []
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub: Stub,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 30)
@@ -197,8 +197,8 @@ def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub
     assert code == 0 and result["embedded"] == 60 - partial
     assert vectors(db) == message_ids(db)
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_status_and_doctor_show_embeddings(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
     populate(clean_home, 2)
     _, status, _ = lcm("status")
@@ -232,8 +232,8 @@ def slash(args: str) -> dict[str, Any]:
     assert not text.startswith("hermes-lcm:"), text
     return json.loads(text)
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_slash_embed_dry_run_warmup_apply_and_progress(clean_home: Path, stub: Stub) -> None:
     env = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
            "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1", "LCM_EMBEDDING_BACKFILL_BATCH_SIZE": "4"}
@@ -267,8 +267,8 @@ def test_slash_embed_dry_run_warmup_apply_and_progress(clean_home: Path, stub: S
     doctor = slash("doctor")
     assert next(c for c in doctor["checks"] if c["name"] == "embeddings")["status"] == "ok"
 
-@pytest.mark.both_backends
 
+@pytest.mark.both_backends
 def test_slash_embed_when_off(clean_home: Path) -> None:
     engine = new_engine(clean_home, LCM_ENABLE_SLASH_COMMAND="1", **WHERE)
     engine.ensure_core()
