@@ -1,7 +1,8 @@
 """``lcm view``: write the conversation's page (viewer/) and say where it is.
 
 Read-only on the database like the rest of ``lcm``; the one file it writes is the page (mode
-0600: it holds the conversation), by default ``lcm-views/lcm-view-<id>.html`` beside the database.
+0600: it holds the conversation), by default ``lcm-views/lcm-view-<id>.html`` beside the database
+(under the Hermes home, ``lcm-views/pg-<tag>/``, for a PostgreSQL URL).
 ``--open`` hands the file to the system's browser; nothing is served and nothing is fetched.
 """
 
@@ -48,5 +49,6 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
     cmd = add("view", handler, "WRITES one self-contained HTML page (the summary DAG, compactions, search, database "
               "growth) for a conversation; the database is untouched")
     cmd.add_argument("--conversation", type=int, help="conversation id (default: the one with the newest message)")
-    cmd.add_argument("--output", help="file to write (default: lcm-views/lcm-view-<id>.html beside the database)")
+    cmd.add_argument("--output", help="file to write (default: lcm-views/lcm-view-<id>.html beside the database; "
+                     "under the Hermes home for a URL)")
     cmd.add_argument("--open", action="store_true", help="open the page in the system's browser")

@@ -10,9 +10,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 from hermes_lcm.store import Store, is_url
 
 
-def matching_ids(path: str, match: str, conversation_id: int | None) -> set[int]:
-    """Raw messages matching an FTS expression, straight from the database: FTS5 for a file, the
-    ``tsv`` index for a URL (with the same expression as ``tsquery``)."""
+def matching_ids(path: str, match: str, conversation_id: int | None, kind: str = "messages") -> set[int]:
+    """Raw rows of ``kind`` (messages or summaries) matching an FTS expression, straight from the
+    database: FTS5 for a file, the ``tsv`` index for a URL (with the same expression as ``tsquery``)."""
+    table = {"messages": "messages", "summaries": "summaries"}[kind]
     scope, args = (" AND m.conversation_id=?", (conversation_id,)) if conversation_id is not None else ("", ())
     if is_url(path):
         import psycopg
@@ -20,11 +21,11 @@ def matching_ids(path: str, match: str, conversation_id: int | None) -> set[int]
         from hermes_lcm.storage.pg.fulltext import to_tsquery_text
 
         with psycopg.connect(path, autocommit=True) as pg:
-            sql = f"SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq(%s){scope.replace('?', '%s')}"
+            sql = f"SELECT m.id FROM {table} m WHERE m.tsv @@ lcm_tsq(%s){scope.replace('?', '%s')}"
             return {r[0] for r in pg.execute(sql, (to_tsquery_text(match), *args))}
     db = sqlite3.connect(path)
     try:
-        sql = "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid WHERE messages_fts MATCH ?"
+        sql = f"SELECT m.id FROM {table}_fts JOIN {table} m ON m.id={table}_fts.rowid WHERE {table}_fts MATCH ?"
         return {r[0] for r in db.execute(sql + scope, (match, *args))}
     finally:
         db.close()

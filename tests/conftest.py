@@ -63,6 +63,14 @@ def make_engine(tmp_path: Path, backend: str) -> Iterator[Callable[..., LcmEngin
 
 
 @pytest.fixture
+def backend_env(backend: str) -> Iterator[dict[str, str]]:
+    """The settings that put engines a test builds itself (its own home, user, platform) on
+    ``backend``, one database for the whole test; every store is closed after it."""
+    yield database_env(backend)
+    store_module.close_all()
+
+
+@pytest.fixture
 def clean_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """HERMES_HOME is this test's tmp_path and no LCM_* setting comes from outside; no engine or
     store outlives the test (the template, the CLI and /lcm all read the home it names)."""

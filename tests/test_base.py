@@ -163,10 +163,9 @@ def test_message_patterns_drop_invalid_and_time_out_safely():
     assert patterns.matches(["a" * 40 + "!"]) is False  # catastrophic backtracking times out
 
 
-def test_ignored_messages_are_not_stored_and_do_not_break_alignment(tmp_path):
-    from .conftest import new_engine
-
-    engine = new_engine(tmp_path, threshold=10**9, LCM_IGNORE_MESSAGE_PATTERNS="^Cronjob Response:")
+@pytest.mark.both_backends
+def test_ignored_messages_are_not_stored_and_do_not_break_alignment(make_engine):
+    engine = make_engine(threshold=10**9, LCM_IGNORE_MESSAGE_PATTERNS="^Cronjob Response:")
     history = []
     for t in range(6):
         history += [{"role": "user", "content": f"question number {t} about the ledger"},
@@ -187,6 +186,7 @@ def test_none_and_empty_content_are_one_identity_but_none_is_restored_exactly(tm
     assert normalizer.normalize(none).parts == "null" and normalizer.normalize(empty).parts is None
 
 
+@pytest.mark.both_backends
 def test_tool_call_arguments_are_searchable(make_engine):
     engine = make_engine(threshold=10**9)
     engine.ingest_host([{"role": "user", "content": "write the file"},

@@ -1,5 +1,10 @@
 """The ``lcm`` command on a database built by the engine: every verb, pagination, formats,
-read-only behaviour, exit codes and database resolution."""
+read-only behaviour, exit codes and database resolution.
+
+The verbs run on a SQLite file and on PostgreSQL (``db`` is built on each); what is about the
+file itself (its digest and WAL, FTS5's shadow tables, a SQLite backup copy, missing and foreign
+files, path resolution) uses ``file_db``. PostgreSQL-only behaviour (passwords, pg_dump backups,
+a server gone) is tests/test_cli_pg.py."""
 
 from __future__ import annotations
 
@@ -16,32 +21,53 @@ import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.cli import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, main, resolve_db
-from hermes_lcm.storage.sqlite import SqliteStore as Store
+from hermes_lcm.storage.pg import redacted
+from hermes_lcm.store import is_url, open_readonly
 
-from .conftest import new_engine
+from .backends import raw_sql, table_names
+from .conftest import BACKENDS, database_env, new_engine
 from .convo import conversation, host_run
-from .dbutil import digest
-from .dbutil import query_ro as rows
+from .dbutil import digest, query_ro
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
+def _build(home: Path, where: dict[str, str]) -> str:
     """Two conversations written by real engines: one long (compacted), one short."""
-    home = tmp_path_factory.mktemp("home")
-    long_run = new_engine(home, 5000, "s1")
+    long_run = new_engine(home, 5000, "s1", **where)
     host_run(long_run, list(conversation(11, 80)))
-    con = sqlite3.connect(home / "lcm.db")
-    depths = {d for (d,) in con.execute("SELECT DISTINCT depth FROM summaries")}
-    con.close()
+    target = where.get("LCM_DATABASE_URL") or str(home / "lcm.db")
+    depths = {d for (d,) in rows(target, "SELECT DISTINCT depth FROM summaries")}
     assert {0, 1} <= depths, f"the fixture needs condensed summaries, got depths {depths}"
-    short_run = new_engine(home, 10**9, "s2")
+    short_run = new_engine(home, 10**9, "s2", **where)
     host_run(short_run, list(conversation(12, 3)))
     short_run.ingest_host([{"role": "user", "content": "a line with the marker QUOKKA-7 in it"}])
     store_module.close_all()
-    return home / "lcm.db"
+    return target
 
 
-def run(db: Path, *argv: str) -> tuple[int, Any]:
+@pytest.fixture(scope="module")
+def file_db(tmp_path_factory) -> Path:
+    """The two conversations in a SQLite file (for what is about the file itself)."""
+    return Path(_build(tmp_path_factory.mktemp("home"), {}))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def db(request, tmp_path_factory) -> Path | str:
+    """The two conversations on each backend: the SQLite file, or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("file_db")
+    return _build(tmp_path_factory.mktemp("pghome"), database_env("postgres"))
+
+
+def rows(where: Path | str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """A read past the CLI: read-only on a file, the server's answer for a URL."""
+    return raw_sql(str(where), sql, args) if is_url(str(where)) else query_ro(Path(where), sql, args)
+
+
+# what the raw SQL below reads from ``edges`` (schema 4 stores the kind as 0/1 on both backends)
+EDGES = "(SELECT parent_id, CASE WHEN child_kind = 1 THEN 'summary' ELSE 'message' END AS child_kind, child_id, ord FROM edges) e"  # noqa: E501
+
+
+def run(db: Path | str, *argv: str) -> tuple[int, Any]:
     out = io.StringIO()
     code = main(["--db", str(db), *argv], out=out)
     text = out.getvalue()
@@ -51,7 +77,7 @@ def run(db: Path, *argv: str) -> tuple[int, Any]:
         return code, text
 
 
-def ok(db: Path, *argv: str) -> Any:
+def ok(db: Path | str, *argv: str) -> Any:
     code, result = run(db, *argv)
     assert code == 0, result
     return result
@@ -59,14 +85,15 @@ def ok(db: Path, *argv: str) -> Any:
 
 def test_status(db):
     status = ok(db, "status")
-    assert status["database_path"] == str(db.resolve()) and status["chosen_by"] == "--db"
+    expected = redacted(db) if is_url(str(db)) else str(Path(db).resolve())
+    assert status["database_path"] == expected and status["chosen_by"] == "--db"
     assert status["counts"]["conversations"] == 2
     assert status["counts"]["messages"] == rows(db, "SELECT count(*) FROM messages")[0][0]
     assert status["summaries_by_depth"]["0"] > 0 and status["lineage_problems"] == []
     # the optional families are shown off, without creating their tables
     assert status["temporal_rollups"] == {"tables": False}
     assert status["assertions"]["enabled"] is False and status["assertions"]["sidecar"] is None
-    assert not rows(db, "SELECT name FROM sqlite_master WHERE name IN ('rollups', 'assertions')")
+    assert not table_names(str(db)) & {"rollups", "assertions"}
 
 
 def test_conversations_keyset_pagination(db):
@@ -109,14 +136,14 @@ def test_messages_tail_and_page_walk(db):
 def test_summaries_list_and_show_with_lineage(db):
     leaves = ok(db, "summaries", "list", "--conversation", "1", "--depth", "0")["items"]
     assert leaves and all(n["depth"] == 0 for n in leaves)
-    parent_id = rows(db, "SELECT parent_id FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE child_kind='summary' LIMIT 1")[0][0]  # noqa: E501 (schema 4 raw SQL)
-    child_id = rows(db, "SELECT child_id FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE parent_id=? AND child_kind='summary' ORDER BY ord",  # noqa: E501 (schema 4 raw SQL)
+    parent_id = rows(db, "SELECT parent_id FROM " + EDGES + " WHERE child_kind='summary' LIMIT 1")[0][0]
+    child_id = rows(db, "SELECT child_id FROM " + EDGES + " WHERE parent_id=? AND child_kind='summary' ORDER BY ord",
                     (parent_id,))[0][0]
     shown = ok(db, "summaries", "show", f"S{child_id}", "--source-limit", "3")
     assert shown["node"]["node_id"] == f"S{child_id}" and shown["children_kind"] == "message"
     assert f"S{parent_id}" in [a["node_id"] for a in shown["lineage_up"]]
     assert len(shown["children"]) == 3 and shown["next_source_offset"] == 3
-    assert shown["source_count"] == rows(db, "SELECT count(*) FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE parent_id=?", (child_id,))[0][0]  # noqa: E501 (schema 4 raw SQL)
+    assert shown["source_count"] == rows(db, "SELECT count(*) FROM " + EDGES + " WHERE parent_id=?", (child_id,))[0][0]
     assert shown["node"]["descendant_messages"] == shown["source_count"]
     upper = ok(db, "summaries", "show", f"S{parent_id}")
     assert upper["children_kind"] == "summary" and f"S{child_id}" in [c["node_id"] for c in upper["children"]]
@@ -137,7 +164,7 @@ def test_grep_messages_and_summaries(db):
 def test_expand_message_and_node(db):
     store_id = rows(db, "SELECT id FROM messages WHERE tool_calls IS NOT NULL LIMIT 1")[0][0]
     exact = ok(db, "expand", "--message", str(store_id))
-    view = Store.open_readonly(db)
+    view = open_readonly(db)
     assert exact["exact"] == view.message(store_id).to_host()
     view.close()
     long_id, length = rows(db, "SELECT id, length(content) FROM messages ORDER BY length(content) DESC LIMIT 1")[0]
@@ -160,7 +187,7 @@ def test_export_jsonl_is_exact_and_markdown_is_readable(db, tmp_path):
     messages = [x for x in lines if x["type"] == "message"]
     stored = rows(db, "SELECT count(*) FROM messages WHERE conversation_id=1")[0][0]
     assert result["messages"] == len(messages) == stored
-    view = Store.open_readonly(db)
+    view = open_readonly(db)
     assert all(x["message"] == view.message(x["store_id"]).to_host() for x in messages)
     view.close()
     assert [x["seq"] for x in messages] == sorted(x["seq"] for x in messages)
@@ -171,7 +198,8 @@ def test_export_jsonl_is_exact_and_markdown_is_readable(db, tmp_path):
     assert run(db, "export", "--conversation", "42")[0] == EXIT_NOT_FOUND
 
 
-def test_doctor_backup_retention(db, tmp_path):
+def test_doctor_backup_retention(file_db, tmp_path):
+    db = file_db  # the backup half reads a SQLite copy; PostgreSQL's pg_dump backup: test_cli_pg
     report = ok(db, "doctor")
     assert report["status"] == "ok"
     assert any("integrity: skipped" in c.get("detail", "") for c in report["checks"])
@@ -183,7 +211,8 @@ def test_doctor_backup_retention(db, tmp_path):
     assert retention["totals"]["conversations"] == 2 and len(retention["largest_conversations"]) == 1
 
 
-def test_read_commands_never_change_the_database(db, tmp_path):
+def test_read_commands_never_change_the_database(file_db, tmp_path):
+    db = file_db  # the file's digest and WAL
     before = digest(db)
     for argv in (["status"], ["conversations"], ["sessions"], ["messages", "tail", "--conversation", "1"],
                  ["summaries", "list", "--conversation", "1"], ["summaries", "show", "S1"], ["grep", "turn"],
@@ -242,6 +271,7 @@ def test_database_resolution(tmp_path, monkeypatch):
 
 
 def test_console_script_entry_point(db):
+    """The installed script, a URL included (nothing from this process's environment)."""
     script = Path(sys.executable).parent / "lcm"
     if not script.exists():
         pytest.fail(f"the 'lcm' console script is not installed next to {sys.executable}: pip install -e .")

@@ -1,5 +1,7 @@
 """``lcm embed``, ``/lcm embed``, and the embeddings block of status and doctor, on real databases
-against the stub embeddings server on 127.0.0.1 (tests/embedstub.py)."""
+against the stub embeddings server on 127.0.0.1 (tests/embedstub.py). The tests marked
+``both_backends`` also run on PostgreSQL (pgvector); a file's mode and SQLite's exclusive lock
+stay SQLite-only."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from hermes_lcm import store as store_module
 from hermes_lcm.cli import main
 from hermes_lcm.command import handle_command
 
+from .backends import raw_sql, table_names
 from .conftest import new_engine
 from .embedstub import Stub, openai_ok, stub
 
@@ -28,15 +31,28 @@ __all__ = ["stub"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def populate(home: Path, turns: int) -> Path:
-    engine = new_engine(home)
+WHERE: dict[str, str] = {}  # the running test's database settings (empty: a SQLite file in its home)
+
+
+@pytest.fixture(autouse=True)
+def on_backend(clean_home: Path, backend_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The test's engines, ``lcm`` and ``/lcm`` all use its backend (LCM_DATABASE_URL for PostgreSQL)."""
+    WHERE.update(backend_env)
+    for key, value in backend_env.items():
+        monkeypatch.setenv(key, value)
+    yield
+    WHERE.clear()
+
+
+def populate(home: Path, turns: int) -> Path | str:
+    engine = new_engine(home, **WHERE)
     messages: list[dict[str, Any]] = []
     for t in range(turns):
         messages += [{"role": "user", "content": f"question {t} about the parser"},
                      {"role": "assistant", "content": f"answer {t}: the cache index moved"}]
     engine.ingest_host(messages)
     store_module.close_all()
-    return home / "lcm.db"
+    return WHERE.get("LCM_DATABASE_URL") or home / "lcm.db"
 
 
 def turn_on(monkeypatch: pytest.MonkeyPatch, stub: Stub, **extra: str) -> None:
@@ -57,24 +73,24 @@ def lcm(*argv: str) -> tuple[int, dict[str, Any], str]:
     return code, json.loads(out.getvalue() or "{}"), progress.getvalue() + err.getvalue()
 
 
-def vectors(db: Path) -> list[int]:
-    with sqlite3.connect(db) as conn:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name='vectors'").fetchone():
-            return []
-        return [r[0] for r in conn.execute("SELECT item_id FROM vectors WHERE kind='m' ORDER BY item_id")]
+def vectors(db: Path | str) -> list[int]:
+    if "vectors" not in table_names(str(db)):
+        return []
+    return [r[0] for r in raw_sql(str(db), "SELECT item_id FROM vectors WHERE kind='m' ORDER BY item_id")]
 
 
-def message_ids(db: Path) -> list[int]:
-    with sqlite3.connect(db) as conn:
-        return [r[0] for r in conn.execute("SELECT id FROM messages ORDER BY id")]
+def message_ids(db: Path | str) -> list[int]:
+    return [r[0] for r in raw_sql(str(db), "SELECT id FROM messages ORDER BY id")]
 
 
+@pytest.mark.both_backends
 def test_not_enabled_is_exit_2(clean_home: Path) -> None:
     populate(clean_home, 1)
     code, out, err = lcm("embed")
     assert code == 2 and "LCM_EMBEDDINGS_ENABLED" in err and "error" in out
 
 
+@pytest.mark.both_backends
 def test_dry_run_calls_no_provider_and_estimates(clean_home: Path, stub: Stub,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 5)
@@ -86,6 +102,7 @@ def test_dry_run_calls_no_provider_and_estimates(clean_home: Path, stub: Stub,
     assert stub.requests == [] and vectors(db) == []
 
 
+@pytest.mark.both_backends
 def test_apply_embeds_everything_once_with_progress_then_nothing(clean_home: Path, stub: Stub,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 6)
@@ -101,6 +118,7 @@ def test_apply_embeds_everything_once_with_progress_then_nothing(clean_home: Pat
     assert vectors(db) == message_ids(db)
 
 
+@pytest.mark.both_backends
 def test_limit_and_warmup(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 6)
     turn_on(monkeypatch, stub)
@@ -111,6 +129,7 @@ def test_limit_and_warmup(clean_home: Path, stub: Stub, monkeypatch: pytest.Monk
     assert code == 0 and out["embedded"] == 3 and len(vectors(db)) == 3
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(("env", "answer"), [
     ({"LCM_EMBEDDING_PROVIDER": "voyage"}, None),
     ({}, lambda r, p: (500, {"error": "down"}, 0.0)),
@@ -154,6 +173,7 @@ def test_a_locked_database_is_exit_3(clean_home: Path, stub: Stub, monkeypatch: 
     assert vectors(db) == []
 
 
+@pytest.mark.both_backends
 def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub: Stub,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     db = populate(clean_home, 30)
@@ -178,6 +198,7 @@ def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub
     assert vectors(db) == message_ids(db)
 
 
+@pytest.mark.both_backends
 def test_status_and_doctor_show_embeddings(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
     populate(clean_home, 2)
     _, status, _ = lcm("status")
@@ -212,10 +233,11 @@ def slash(args: str) -> dict[str, Any]:
     return json.loads(text)
 
 
+@pytest.mark.both_backends
 def test_slash_embed_dry_run_warmup_apply_and_progress(clean_home: Path, stub: Stub) -> None:
     env = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
            "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1", "LCM_EMBEDDING_BACKFILL_BATCH_SIZE": "4"}
-    engine = new_engine(clean_home, LCM_ENABLE_SLASH_COMMAND="1", **env)
+    engine = new_engine(clean_home, LCM_ENABLE_SLASH_COMMAND="1", **WHERE, **env)
     core = engine.ensure_core()
     assert core is not None and core.semantic.job is not None
     core.semantic.job.ROWS_PER_RUN = 4  # small runs: the backfill must chain them
@@ -246,8 +268,9 @@ def test_slash_embed_dry_run_warmup_apply_and_progress(clean_home: Path, stub: S
     assert next(c for c in doctor["checks"] if c["name"] == "embeddings")["status"] == "ok"
 
 
+@pytest.mark.both_backends
 def test_slash_embed_when_off(clean_home: Path) -> None:
-    engine = new_engine(clean_home, LCM_ENABLE_SLASH_COMMAND="1")
+    engine = new_engine(clean_home, LCM_ENABLE_SLASH_COMMAND="1", **WHERE)
     engine.ensure_core()
     out = slash("embed")
     assert out["enabled"] is False and "LCM_EMBEDDINGS_ENABLED" in out["note"]

@@ -257,4 +257,4 @@ def test_nothing_is_written_under_a_path_made_of_the_url(pg_db, tmp_path, monkey
     ok(pg_db, "view")
     assert not (tmp_path / "postgresql:").exists()
     assert not any(p.name.startswith("postgres") for p in tmp_path.iterdir())
-    assert list((tmp_path / "home" / "lcm-views").glob("lcm-view-*.html"))
+    assert list((tmp_path / "home" / "lcm-views").rglob("lcm-view-*.html"))

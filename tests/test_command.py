@@ -1,9 +1,15 @@
-"""``/lcm`` through the handler the host calls, acting on live engines over real databases."""
+"""``/lcm`` through the handler the host calls, acting on live engines over real databases.
+
+The tests marked ``both_backends`` run on a SQLite file and on PostgreSQL (pg_dump on PATH for
+the backups its writing commands take); FTS5 repair and a SQLite backup copy stay on SQLite
+(PostgreSQL's are in tests/test_command_pg.py)."""
 
 from __future__ import annotations
 
 import gc
 import json
+import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -21,10 +27,21 @@ from .convo import conversation, host_run
 NO_COMPACTION = 10**9
 
 
+WHERE: dict[str, str] = {}  # the running test's database settings (empty: a SQLite file in its home)
+
+
 @pytest.fixture(autouse=True)
-def clean_registry(clean_home):
-    """No live engine from another test; the template reads this test's home."""
-    return clean_home
+def clean_registry(clean_home, backend_env, monkeypatch):
+    """No live engine from another test; the template reads this test's home (and its database)."""
+    WHERE.clear()
+    WHERE.update(backend_env)
+    if backend_env:
+        from .pgserver import binaries
+
+        monkeypatch.setenv("LCM_DATABASE_URL", backend_env["LCM_DATABASE_URL"])
+        monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield clean_home
+    WHERE.clear()
 
 
 def lcm(args: str) -> dict[str, Any]:
@@ -36,7 +53,7 @@ def lcm(args: str) -> dict[str, Any]:
 
 def engine_with_history(home: Path, turns: int = 20, threshold: int = NO_COMPACTION, session: str = "s1",
                         **env: str):
-    engine = new_engine(home, threshold, session, LCM_ENABLE_SLASH_COMMAND="1", **env)
+    engine = new_engine(home, threshold, session, LCM_ENABLE_SLASH_COMMAND="1", **WHERE, **env)
     history, _ = host_run(engine, list(conversation(5, turns)))
     return engine, history
 
@@ -78,6 +95,7 @@ def test_status_before_any_session_is_unbound(tmp_path):
     assert "send one normal message" in handle_command("doctor")
 
 
+@pytest.mark.both_backends
 def test_status_and_doctor_on_the_live_engine(tmp_path):
     _engine, _ = engine_with_history(tmp_path, threshold=6000)
     status = lcm("status")
@@ -113,6 +131,7 @@ def test_repair_preview_apply_and_noop(tmp_path):
     assert lcm("doctor repair apply")["status"] == "noop"
 
 
+@pytest.mark.both_backends
 def test_source_preview_apply_and_noop(tmp_path):
     engine, _ = engine_with_history(tmp_path)
     with engine.core.store.write() as con:
@@ -123,8 +142,9 @@ def test_source_preview_apply_and_noop(tmp_path):
     assert lcm("doctor source apply")["status"] == "noop"
 
 
+@pytest.mark.both_backends
 def test_clean_needs_the_apply_flag(tmp_path):
-    noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly")
+    noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly", **WHERE)
     host_run(noisy, list(conversation(2, 5)))
     noisy_conversation = noisy.core.binding.conversation_id
     del noisy
@@ -137,10 +157,11 @@ def test_clean_needs_the_apply_flag(tmp_path):
     assert lcm("doctor clean")["status"] == "ready"  # nothing was deleted
 
 
+@pytest.mark.both_backends
 def test_clean_apply_and_lifecycle_when_enabled(tmp_path):
-    noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly")
+    noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly", **WHERE)
     host_run(noisy, list(conversation(2, 5)))
-    fork = new_engine(tmp_path, NO_COMPACTION, "idle-fork")  # started, never stored anything
+    fork = new_engine(tmp_path, NO_COMPACTION, "idle-fork", **WHERE)  # started, never stored anything
     del noisy, fork
     gc.collect()
     _engine, _ = engine_with_history(tmp_path, LCM_IGNORE_SESSION_PATTERNS="cron:*",
@@ -155,6 +176,7 @@ def test_clean_apply_and_lifecycle_when_enabled(tmp_path):
     assert lcm("status")["messages_in_conversation"] > 0  # the live conversation is untouched
 
 
+@pytest.mark.both_backends
 def test_retention(tmp_path):
     engine_with_history(tmp_path)
     report = lcm("doctor retention")
@@ -162,33 +184,38 @@ def test_retention(tmp_path):
     assert "read-only" in handle_command("doctor retention apply")
 
 
+@pytest.mark.both_backends
 def test_rotate_preview_apply_noop_and_status(tmp_path):
     _engine, _ = engine_with_history(tmp_path, turns=25, LCM_FRESH_TAIL_COUNT="10")
     preview = lcm("rotate")
     assert preview["status"] == "ready" and preview["apply"] == "/lcm rotate apply"
     applied = lcm("rotate apply")
     assert applied["status"] == "applied" and applied["frontier_seq_after"] == preview["target_frontier_seq"]
-    assert Path(applied["backup"]["path"]).name == "lcm-rotate-latest.sqlite3"
+    # a copy of the file beside it; for a URL a pg_dump under the home, named after its database
+    latest = r"lcm-pg-[0-9a-f]{12}-rotate-latest\.dump" if WHERE else r"lcm-rotate-latest\.sqlite3"
+    assert re.fullmatch(latest, Path(applied["backup"]["path"]).name), applied["backup"]
     again = lcm("rotate apply")
     assert again["status"] == "noop" and again["backup"] is None
     status = lcm("status")
-    assert status["last_rotate_at"] and status["rotate_backup"].endswith("lcm-rotate-latest.sqlite3")
+    assert status["last_rotate_at"] and re.fullmatch(latest, Path(status["rotate_backup"]).name)
     assert status["frontier_seq"] == preview["target_frontier_seq"]
 
 
+@pytest.mark.both_backends
 def test_rotate_refuses_stateless_and_ignored_sessions(tmp_path):
     writer, _ = engine_with_history(tmp_path, session="s1")
     del writer
     gc.collect()
-    reader = new_engine(tmp_path, NO_COMPACTION, "s1", LCM_STATELESS_SESSION_PATTERNS="s1")
+    reader = new_engine(tmp_path, NO_COMPACTION, "s1", LCM_STATELESS_SESSION_PATTERNS="s1", **WHERE)
     assert reader.core.binding.mode == "stateless" and reader.core.binding.conversation_id is not None
     text = handle_command("rotate apply")
     assert text.startswith("hermes-lcm:") and "stateless" in text
-    ignored = new_engine(tmp_path, NO_COMPACTION, "noise:1", LCM_IGNORE_SESSION_PATTERNS="noise:*")
+    ignored = new_engine(tmp_path, NO_COMPACTION, "noise:1", LCM_IGNORE_SESSION_PATTERNS="noise:*", **WHERE)
     text = handle_command("rotate session=noise:1")
     assert ignored.core.binding.mode == "ignored" and "ignored" in text
 
 
+@pytest.mark.both_backends
 def test_presets(tmp_path, monkeypatch):
     engine, _ = engine_with_history(tmp_path, turns=2, LCM_FRESH_TAIL_COUNT="20", LCM_LEAF_CHUNK_TOKENS="oops")
     listed = lcm("preset show")
@@ -212,9 +239,10 @@ def test_presets(tmp_path, monkeypatch):
     assert "unknown preset" in handle_command("preset show nope")
 
 
+@pytest.mark.both_backends
 def test_help_unknown_and_session_selection(tmp_path):
     first, _ = engine_with_history(tmp_path, session="a")
-    second = new_engine(tmp_path, NO_COMPACTION, "b", LCM_ENABLE_SLASH_COMMAND="1")
+    second = new_engine(tmp_path, NO_COMPACTION, "b", LCM_ENABLE_SLASH_COMMAND="1", **WHERE)
     assert {e.session_id for e in live_engines()} == {first.session_id, second.session_id}
     assert "doctor clean lifecycle" in handle_command("help")
     assert handle_command("frobnicate").startswith("unknown /lcm command")

@@ -121,11 +121,18 @@ def test_redact_on_postgres_rewrites_rows_and_search(url, tmp_path):
     assert tsv_hits == 0
 
 
-def test_view_and_gc_payloads_on_postgres(url, tmp_path):
+def test_view_and_gc_payloads_on_postgres(url, tmp_path, monkeypatch):
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
     _engine = engine_with_history(tmp_path, threshold=6000)
     assert lcm("gc-payloads")["status"] in ("noop", "ready")
     page = handle_command("view")
     assert not page.startswith("hermes-lcm:"), page
+    # the page goes under this machine's Hermes home, never to a "postgresql:/..." path under the cwd
+    assert list(workdir.iterdir()) == [], list(workdir.rglob("*"))
+    written = list((tmp_path / "lcm-views").rglob("lcm-view-*.html"))
+    assert len(written) == 1 and "Pw-" not in str(written[0]), written
 
 
 def test_no_password_in_any_lcm_answer(clean_home, monkeypatch, tmp_path):

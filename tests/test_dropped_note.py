@@ -7,7 +7,6 @@ kept. The note in the summary block must match what the lcm tools then really fi
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.normalize import is_synthetic
 from hermes_lcm.tokens import count_message, count_messages
 
+from .backends import raw_sql
 from .conftest import new_engine
 from .convo import assert_valid_sequence, conversation
 from .tooltest import err, ok, tool
@@ -44,6 +44,7 @@ def _compress(engine: LcmEngine, history: list[dict]) -> list[dict]:
     return out
 
 
+@pytest.mark.both_backends
 def test_an_ignored_session_says_its_dropped_turns_were_not_kept(make_engine):
     engine = make_engine(threshold=3000, session="cron-9", LCM_IGNORE_SESSION_PATTERNS="cron-*")
     note = _note(_compress(engine, _history()))
@@ -54,6 +55,7 @@ def test_an_ignored_session_says_its_dropped_turns_were_not_kept(make_engine):
     assert "LCM_IGNORE_SESSION_PATTERNS" in err(engine, "lcm_grep", query="ZEBRA-4471")
 
 
+@pytest.mark.both_backends
 def test_a_stateless_session_says_only_earlier_stored_history_is_searchable(make_engine):
     writer = make_engine(threshold=10**9, session="main")
     writer.ingest_host([{"role": "user", "content": "the deploy key rotates on fridays"}])
@@ -66,6 +68,7 @@ def test_a_stateless_session_says_only_earlier_stored_history_is_searchable(make
     assert ok(reader, "lcm_grep", query="deploy key")["hits"]
 
 
+@pytest.mark.both_backends
 def test_a_normal_session_points_at_the_tools_and_they_do_find_the_turn(make_engine):
     engine = make_engine(threshold=3000, LCM_MAX_PASSES_PER_COMPRESS="1", LCM_LEAF_CHUNK_TOKENS="500")
     out = _compress(engine, _history())
@@ -73,11 +76,13 @@ def test_a_normal_session_points_at_the_tools_and_they_do_find_the_turn(make_eng
     assert ok(engine, "lcm_grep", query="ZEBRA-4471")["hits"]
 
 
-def test_without_its_store_the_engine_claims_nothing_was_kept_for_sure(tmp_path: Path):
-    foreign = tmp_path / "foreign.db"
-    with sqlite3.connect(foreign) as db:
-        db.execute("CREATE TABLE not_ours(x)")
-    engine = new_engine(tmp_path, threshold=3000, LCM_DATABASE_PATH=str(foreign))
+@pytest.mark.both_backends
+def test_without_its_store_the_engine_claims_nothing_was_kept_for_sure(tmp_path: Path, backend_env: dict[str, str]):
+    """The database holds another program's table: the engine refuses it and has no store."""
+    foreign = backend_env.get("LCM_DATABASE_URL") or str(tmp_path / "foreign.db")
+    raw_sql(foreign, "CREATE TABLE not_ours(x integer)")
+    place = {"LCM_DATABASE_URL": foreign} if backend_env else {"LCM_DATABASE_PATH": foreign}
+    engine = new_engine(tmp_path, threshold=3000, **place)
     assert engine.core is None
     out = engine.compress(_history(), current_tokens=10**5)
     assert_valid_sequence(out)

@@ -1,4 +1,4 @@
-"""evidence.refs and evidence.pack on real SQLite: ref forms, reach, dedup, budget, sufficiency."""
+"""evidence.refs and evidence.pack on real SQLite and PostgreSQL: ref forms, reach, dedup, budget, sufficiency."""
 
 from __future__ import annotations
 
@@ -12,12 +12,16 @@ from hermes_lcm import store as store_module
 from hermes_lcm.evidence import Ref, RefError, build_pack, hydrate, parse_refs
 from hermes_lcm.tokens import count_tokens
 
-from .evidencetest import at, engine_for, reach, said
+from .evidencetest import at, engine_for, place, reach, said
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def home(tmp_path: Path):
+def home(tmp_path: Path, backend_env: dict[str, str]):
+    place(tmp_path, backend_env)
     yield tmp_path
+    place(tmp_path, None)
     store_module.close_all()
 
 

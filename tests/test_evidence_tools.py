@@ -1,5 +1,5 @@
 """lcm_evidence_pack, lcm_compile_evidence and lcm_compute through the host entry point, on real
-SQLite: answers, fail-closed cases for each operation, bad input, another owner's rows, the cap."""
+SQLite and PostgreSQL: answers, fail-closed cases for each operation, bad input, another owner's rows, the cap."""
 
 from __future__ import annotations
 
@@ -9,15 +9,20 @@ import pytest
 
 from hermes_lcm import store as store_module
 
-from .evidencetest import at, engine_for, said
+from .evidencetest import at, engine_for, place, said
 from .tooltest import err, ok
 
 FRI = at(2023, 5, 12, 15)  # a Friday
 
 
+pytestmark = pytest.mark.both_backends
+
+
 @pytest.fixture
-def home(tmp_path: Path):
+def home(tmp_path: Path, backend_env: dict[str, str]):
+    place(tmp_path, backend_env)
     yield tmp_path
+    place(tmp_path, None)
     store_module.close_all()
 
 

@@ -6,6 +6,9 @@
    included) and is not counted as a compression.
 3. The host's other public message fields (reasoning, provider replay items) are stored and come
    back on every message that stays verbatim; the host's private ``_keys`` never do.
+
+The engine tests run on SQLite and on PostgreSQL (``both_backends``); the schema-1 upgrade is
+about the SQLite file's migration and the head-compress property stays on SQLite (hypothesis).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,8 +100,9 @@ def partial_compress(engine: LcmEngine, history: list[dict[str, Any]], keep_last
     return head, tail, compressed
 
 
-def test_a_head_compress_returns_nothing_from_after_the_head(tmp_path):
-    engine = new_engine(tmp_path, threshold=6000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
+@pytest.mark.both_backends
+def test_a_head_compress_returns_nothing_from_after_the_head(make_engine):
+    engine = make_engine(threshold=6000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
     history = flat(seed=7, turns=16)
     engine.ingest_host(list(history))
     head, tail, compressed = partial_compress(engine, history, keep_last=3)
@@ -122,10 +127,11 @@ def test_a_head_compress_returns_nothing_from_after_the_head(tmp_path):
     assert len(stored_rows(engine)) == before + 1
 
 
-def test_a_head_compress_pins_no_request_from_the_tail(tmp_path):
+@pytest.mark.both_backends
+def test_a_head_compress_pins_no_request_from_the_tail(make_engine):
     """The newest user request of the conversation is in the tail the host keeps; the head's
     answer pins the head's own newest request when it pins one."""
-    engine = new_engine(tmp_path, threshold=3000, LCM_FRESH_TAIL_COUNT="2", LCM_LEAF_CHUNK_TOKENS="600")
+    engine = make_engine(threshold=3000, LCM_FRESH_TAIL_COUNT="2", LCM_LEAF_CHUNK_TOKENS="600")
     history = flat(seed=11, turns=10, size=120)
     engine.ingest_host(list(history))
     head, tail, compressed = partial_compress(engine, history, keep_last=2)
@@ -162,8 +168,9 @@ def test_any_head_compress_answers_only_its_head(tmp_path_factory, turns, keep, 
 # -- item 3: an unchanged list comes back as given -----------------------------------------------
 
 
-def test_a_compress_that_changes_nothing_returns_the_hosts_list(tmp_path):
-    engine = new_engine(tmp_path, threshold=10**6)
+@pytest.mark.both_backends
+def test_a_compress_that_changes_nothing_returns_the_hosts_list(make_engine):
+    engine = make_engine(threshold=10**6)
     history = with_host_fields(flat(seed=3, turns=3))
     engine.ingest_host(list(history))
     snapshot = copy.deepcopy(history)
@@ -176,10 +183,11 @@ def test_a_compress_that_changes_nothing_returns_the_hosts_list(tmp_path):
     assert len(stored_rows(engine)) == len(history)
 
 
-def test_after_a_compaction_the_adopted_list_is_not_compacted_again(tmp_path):
+@pytest.mark.both_backends
+def test_after_a_compaction_the_adopted_list_is_not_compacted_again(make_engine):
     """The host continues from our answer; a later compress with nothing new to compact hands that
     list back, although each rendering of the summary block draws a new nonce."""
-    engine = new_engine(tmp_path, threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
+    engine = make_engine(threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
     history = flat(seed=5, turns=12)
     engine.ingest_host(list(history))
     first = engine.compress(list(history), current_tokens=count_messages(history) + 500)
@@ -190,10 +198,11 @@ def test_after_a_compaction_the_adopted_list_is_not_compacted_again(tmp_path):
     assert engine.compression_count == 1 and engine._last_compression_made_progress is False
 
 
-def test_trimming_without_compaction_is_a_change(tmp_path):
+@pytest.mark.both_backends
+def test_trimming_without_compaction_is_a_change(make_engine):
     """Everything is fresh tail, nothing can be summarized, but the list is over budget: the
     trimmed prompt is real progress for the host, so it is returned and counted."""
-    engine = new_engine(tmp_path, threshold=2000)
+    engine = make_engine(threshold=2000)
     history = [{"role": "user", "content": "turn 1 ask: " + " ".join(f"word{i}" for i in range(6000)),
                 "_db_persisted": True}]
     engine.ingest_host(list(history))
@@ -206,8 +215,9 @@ def test_trimming_without_compaction_is_a_change(tmp_path):
 # -- item 5: the host's fields survive the store ------------------------------------------------
 
 
-def test_host_fields_are_stored_and_given_back_but_private_keys_are_not(tmp_path):
-    engine = new_engine(tmp_path, threshold=10**6)
+@pytest.mark.both_backends
+def test_host_fields_are_stored_and_given_back_but_private_keys_are_not(make_engine):
+    engine = make_engine(threshold=10**6)
     history = with_host_fields(flat(seed=2, turns=2, size=20))
     engine.ingest_host(list(history))
     for m, row in zip(history, stored_rows(engine), strict=True):
@@ -217,19 +227,21 @@ def test_host_fields_are_stored_and_given_back_but_private_keys_are_not(tmp_path
         assert not [k for k in back if k.startswith("_")]
 
 
-def test_host_fields_are_not_identity(tmp_path):
+@pytest.mark.both_backends
+def test_host_fields_are_not_identity(make_engine):
     """The host may reload a transcript without its reasoning fields (or add them later): the
     same messages are still recognised, nothing is stored twice."""
-    engine = new_engine(tmp_path, threshold=10**6)
+    engine = make_engine(threshold=10**6)
     plain = flat(seed=4, turns=4)
     engine.ingest_host(with_host_fields(plain))
-    again = new_engine(tmp_path, threshold=10**6)  # a restart: no memory of the list seen before
+    again = make_engine(threshold=10**6)  # a restart: no memory of the list seen before
     again.ingest_host([*plain, {"role": "user", "content": "turn 50 ask: one more"}])
     assert len(stored_rows(again)) == len(plain) + 1
 
 
-def test_kept_messages_keep_their_fields_across_a_compaction(tmp_path):
-    engine = new_engine(tmp_path, threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
+@pytest.mark.both_backends
+def test_kept_messages_keep_their_fields_across_a_compaction(make_engine):
+    engine = make_engine(threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
     history = with_host_fields(flat(seed=6, turns=12))
     by_key = {key(m): m for m in history}
     engine.ingest_host(list(history))
@@ -250,8 +262,9 @@ def test_a_cut_message_drops_the_fields_that_restate_its_content():
     assert cut["reasoning"] == "kept" and "lcm_expand store_id=12" in cut["content"]
 
 
-def test_an_unanswered_call_removed_from_a_replay_drops_the_anthropic_blocks(tmp_path):
-    engine = new_engine(tmp_path, threshold=10**6)
+@pytest.mark.both_backends
+def test_an_unanswered_call_removed_from_a_replay_drops_the_anthropic_blocks(make_engine):
+    engine = make_engine(threshold=10**6)
     call = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
         {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{}"}}],
@@ -296,10 +309,11 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     assert store.newest_message(1).to_host() == new
 
 
-def test_a_list_of_only_our_summaries_gets_no_raw_messages(tmp_path):
+@pytest.mark.both_backends
+def test_a_list_of_only_our_summaries_gets_no_raw_messages(make_engine):
     """``/compress here N`` whose head is just our summary block: nothing after the frontier
     belongs to that head, so no raw message after it comes back."""
-    engine = new_engine(tmp_path, threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
+    engine = make_engine(threshold=4000, LCM_FRESH_TAIL_COUNT="6", LCM_LEAF_CHUNK_TOKENS="800")
     history = flat(seed=8, turns=12)
     engine.ingest_host(list(history))
     first = engine.compress(list(history), current_tokens=count_messages(history) + 500)
@@ -313,9 +327,10 @@ def test_a_list_of_only_our_summaries_gets_no_raw_messages(tmp_path):
     assert not [m for m in out if key(m) in after_frontier]
 
 
-def test_the_list_end_is_known_on_every_path(tmp_path):
+@pytest.mark.both_backends
+def test_the_list_end_is_known_on_every_path(make_engine):
     """core.position: new messages, a re-sent unchanged list, a head, a restart (alignment)."""
-    engine = new_engine(tmp_path, threshold=10**6)
+    engine = make_engine(threshold=10**6)
     core = engine.core
     assert core is not None
     history = flat(seed=12, turns=6)
@@ -325,7 +340,7 @@ def test_the_list_end_is_known_on_every_path(tmp_path):
     assert core.position == len(history)
     engine.ingest_host(history[:7])
     assert core.position == 7
-    restarted = new_engine(tmp_path, threshold=10**6)
+    restarted = make_engine(threshold=10**6)
     assert restarted.core is not None
     restarted.ingest_host(history[:-3])
     assert restarted.core.position == len(history) - 3

@@ -1,7 +1,9 @@
 """Large tool outputs (LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED): the ingest step, recovery through
 the tools, the prompt (unanswered whole, answered as stubs) and active-replay stubbing.
 
-Real engines on real SQLite files and real payload files under tmp_path."""
+Real engines on real SQLite files and real payload files under tmp_path; the engine tests marked
+``both_backends`` also run on PostgreSQL (payloads in its table); the payload-directory attacks
+stay SQLite-only."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -135,8 +138,9 @@ def test_with_externalization_on_the_identity_is_the_stub_whether_the_host_sends
 # -- through the engine ---------------------------------------------------------------------------
 
 
-def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, threshold=10**6, **ON)
+@pytest.mark.both_backends
+def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(make_engine: Any) -> None:
+    engine = make_engine(threshold=10**6, **ON)
     odd = "a\r\nb\r\n" * 3000 + "\u0000 nul \ud83d\ude00 😀 e\u0301 \u202e rtl \\ \"q\""
     outputs = [big_output(), odd, big_output(1_000_000, "m")]
     history: list[dict[str, Any]] = []
@@ -158,18 +162,19 @@ def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(tmp_path: Pat
     store_module.close_all()
 
 
-def test_turning_the_feature_on_and_off_never_stores_a_message_twice(tmp_path: Path) -> None:
+@pytest.mark.both_backends
+def test_turning_the_feature_on_and_off_never_stores_a_message_twice(make_engine: Any) -> None:
     history = [*tool_turn("first", big_output(), "c1"), {"role": "assistant", "content": "ok 1"}]
-    off = new_engine(tmp_path, threshold=10**6)
+    off = make_engine(threshold=10**6)
     off.ingest_host(history)
     store_module.close_all()
-    on = new_engine(tmp_path, threshold=10**6, **ON)
+    on = make_engine(threshold=10**6, **ON)
     history += [*tool_turn("second", big_output(seed="z"), "c2"), {"role": "assistant", "content": "ok 2"}]
     on.ingest_host(history)
     assert [r.role for r in rows(on)] == [m["role"] for m in history]
     assert not is_stub(rows(on)[2].content) and is_stub(rows(on)[6].content)
     store_module.close_all()
-    again = new_engine(tmp_path, threshold=10**6)  # off again: the stub row is still recognised
+    again = make_engine(threshold=10**6)  # off again: the stub row is still recognised
     history += [{"role": "user", "content": "third"}]
     again.ingest_host(history)
     again.ingest_host([*history[:6], {**history[6], "content": rows(again)[6].content}, *history[7:]])
@@ -177,8 +182,9 @@ def test_turning_the_feature_on_and_off_never_stores_a_message_twice(tmp_path: P
     store_module.close_all()
 
 
-def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_stub(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, threshold=60_000, **ON)
+@pytest.mark.both_backends
+def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_stub(make_engine: Any) -> None:
+    engine = make_engine(threshold=60_000, **ON)
     first, second = big_output(), big_output(seed="q")
     history = [*tool_turn("first", first, "c1"), {"role": "assistant", "content": "seen"}]
     history += tool_turn("second", second, "c2")  # the model has not answered this one yet
@@ -189,8 +195,9 @@ def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_st
     store_module.close_all()
 
 
-def test_an_unanswered_output_too_big_for_the_budget_is_its_stub(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, threshold=6000, **ON)
+@pytest.mark.both_backends
+def test_an_unanswered_output_too_big_for_the_budget_is_its_stub(make_engine: Any) -> None:
+    engine = make_engine(threshold=6000, **ON)
     history = tool_turn("run it", big_output(60_000), "c1")
     out = engine.compress(list(history), current_tokens=20_000)
     assert is_stub(out[-1]["content"]), out[-1]["content"][:100]
@@ -200,8 +207,9 @@ def test_an_unanswered_output_too_big_for_the_budget_is_its_stub(tmp_path: Path)
 # -- active replay -------------------------------------------------------------------------------
 
 
-def test_active_replay_asks_for_one_compress_that_hands_the_host_the_stub(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, threshold=100_000, **REPLAY)
+@pytest.mark.both_backends
+def test_active_replay_asks_for_one_compress_that_hands_the_host_the_stub(make_engine: Any) -> None:
+    engine = make_engine(threshold=100_000, **REPLAY)
     history = tool_turn("run", big_output(40_000), "c1")
     engine.observe_request(history, None)  # the request that carried the result; its answer follows
     history.append({"role": "assistant", "content": "the tests fail at test_last"})
@@ -214,8 +222,9 @@ def test_active_replay_asks_for_one_compress_that_hands_the_host_the_stub(tmp_pa
     store_module.close_all()
 
 
-def test_without_the_flag_the_host_keeps_the_full_output(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, threshold=100_000, **ON)
+@pytest.mark.both_backends
+def test_without_the_flag_the_host_keeps_the_full_output(make_engine: Any) -> None:
+    engine = make_engine(threshold=100_000, **ON)
     history = tool_turn("run", big_output(40_000), "c1")
     engine.observe_request(history, None)
     history.append({"role": "assistant", "content": "answer"})
@@ -224,6 +233,7 @@ def test_without_the_flag_the_host_keeps_the_full_output(tmp_path: Path) -> None
 
 
 def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path) -> None:
+    # SQLite-only: the payload directory beside the file; on PostgreSQL payloads are table rows
     engine = new_engine(tmp_path, threshold=100_000, **REPLAY)
     directory = payload_dir(engine)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -239,6 +249,7 @@ def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: P
 
 
 def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(tmp_path: Path) -> None:
+    # SQLite-only: the payload directory beside the file; on PostgreSQL payloads are table rows
     engine = new_engine(tmp_path, threshold=10**6, **ON)
     directory = payload_dir(engine)
     directory.parent.mkdir(parents=True, exist_ok=True)

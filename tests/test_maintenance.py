@@ -1,7 +1,10 @@
 """Backups, doctor, repair, rotate and the narrow cleanups, on databases the engine built.
 
 Rows are only written by hand where the engine cannot make them (a damaged index, a legacy
-blank source); everything else comes from driving a real engine.
+blank source); everything else comes from driving a real engine. Doctor, source, lifecycle,
+clean and retention run on SQLite and PostgreSQL (``both_backends``); the file backup/restore,
+FTS5 damage and repair, and the rotate slot file are SQLite's (PostgreSQL's doctor, pg_dump
+backup and rotate are in tests/test_cli_pg.py and tests/test_command.py).
 """
 
 from __future__ import annotations
@@ -22,21 +25,42 @@ from hermes_lcm import store as store_module
 from hermes_lcm.dag import Dag
 from hermes_lcm.query import build_query
 from hermes_lcm.storage.sqlite import SqliteStore as Store
+from hermes_lcm.store import is_url
 
+from .backends import raw_sql
 from .conftest import new_engine
 from .convo import assert_lineage_complete, conversation, host_run
 
 NO_COMPACTION = 10**9
 
 
+WHERE: dict[str, str] = {}  # the running test's database settings (empty: a SQLite file in its home)
+
+
+@pytest.fixture
+def on_backend(backend_env, tmp_path, monkeypatch):
+    """Engines of a ``both_backends`` test go to its backend; a URL's backups (pg_dump, on PATH
+    here) go under the Hermes home, this test's tmp_path."""
+    WHERE.update(backend_env)
+    if backend_env:
+        from .pgserver import binaries
+
+        monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+        monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield
+    WHERE.clear()
+
+
 def built(home: Path, turns: int = 40, threshold: int = 6000, session: str = "s1", **env: str):
     """An engine that ran ``turns`` turns (compacting at ``threshold``)."""
-    engine = new_engine(home, threshold, session, **env)
+    engine = new_engine(home, threshold, session, **WHERE, **env)
     history, _ = host_run(engine, list(conversation(7, turns)))
     return engine, history
 
 
-def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
+def rows(db: Path | str, sql: str, args: tuple = ()) -> list[tuple]:
+    if is_url(str(db)):
+        return raw_sql(str(db), sql, args)
     con = sqlite3.connect(db)
     try:
         return con.execute(sql, args).fetchall()
@@ -49,7 +73,7 @@ def finds(store: Store, text: str) -> list[str]:
     return [m.content for m, _ in store.search_messages(build_query(text).match, None, 20)]
 
 
-def snapshot_of(db: Path) -> dict[str, list[tuple]]:
+def snapshot_of(db: Path | str) -> dict[str, list[tuple]]:
     return {
         "messages": rows(db, "SELECT id, conversation_id, seq, session_key, role, content, parts, tool_calls, "
                              "tool_call_id, source, created_at FROM messages ORDER BY id"),
@@ -168,7 +192,8 @@ def _fts_status(report: dict, table: str) -> str:
     return next(c["status"] for c in report["checks"] if c["name"] == f"fts:{table}")
 
 
-def test_doctor_is_clean_on_an_engine_database(tmp_path):
+@pytest.mark.both_backends
+def test_doctor_is_clean_on_an_engine_database(tmp_path, on_backend):
     engine, _ = built(tmp_path)
     report = mt.doctor_report(engine.core.store, config=engine.config)
     assert report["status"] == "ok", report["guidance"]
@@ -259,7 +284,8 @@ def test_readonly_doctor_skips_the_integrity_check_but_still_probes(tmp_path):
 # -- source, lifecycle, clean -------------------------------------------------------------------------
 
 
-def test_source_scan_apply_and_rerun(tmp_path):
+@pytest.mark.both_backends
+def test_source_scan_apply_and_rerun(tmp_path, on_backend):
     engine, _ = built(tmp_path, turns=6, threshold=NO_COMPACTION)
     store = engine.core.store
     with store.write() as con:  # legacy rows: the engine itself always writes a source
@@ -269,19 +295,20 @@ def test_source_scan_apply_and_rerun(tmp_path):
     assert scan["status"] == "ready" and scan["blank_source_rows"] == 4
     result = mt.source_apply(store, mt.backup_dir(store.path))
     assert result["updated"] == 4 and result["remaining"] == 0
-    assert rows(Path(store.path), "SELECT DISTINCT source FROM messages WHERE id<=4") == [("unknown",)]
-    assert rows(Path(store.path), "SELECT count(*) FROM messages WHERE source='cli'")[0][0] > 0
+    assert rows(store.path, "SELECT DISTINCT source FROM messages WHERE id<=4") == [("unknown",)]
+    assert rows(store.path, "SELECT count(*) FROM messages WHERE source='cli'")[0][0] > 0
     assert mt.source_apply(store, mt.backup_dir(store.path))["status"] == "noop"
     store_module.close_all()
 
 
-def test_lifecycle_clean_removes_only_old_empty_sessions(tmp_path):
+@pytest.mark.both_backends
+def test_lifecycle_clean_removes_only_old_empty_sessions(tmp_path, on_backend):
     engine, _ = built(tmp_path, turns=4, threshold=NO_COMPACTION)
     for sid in ("fork-a", "fork-b"):  # agents that started and never stored anything
-        new_engine(tmp_path, NO_COMPACTION, sid)
-    live = new_engine(tmp_path, NO_COMPACTION, "fork-live")
+        new_engine(tmp_path, NO_COMPACTION, sid, **WHERE)
+    live = new_engine(tmp_path, NO_COMPACTION, "fork-live", **WHERE)
     store = engine.core.store
-    db = Path(store.path)
+    db = store.path
     assert mt.lifecycle_scan(store, 24)["status"] == "noop"  # too young
     scan = mt.lifecycle_scan(store, 0, live_sessions=[live.session_id, engine.session_id])
     assert sorted(scan["session_ids"]) == ["fork-a", "fork-b"]
@@ -296,12 +323,13 @@ def test_lifecycle_clean_removes_only_old_empty_sessions(tmp_path):
     store_module.close_all()
 
 
-def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path):
+@pytest.mark.both_backends
+def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path, on_backend):
     keep, _ = built(tmp_path, turns=6, threshold=NO_COMPACTION)
-    noisy = new_engine(tmp_path, 6000, "cron:nightly")
+    noisy = new_engine(tmp_path, 6000, "cron:nightly", **WHERE)
     host_run(noisy, list(conversation(3, 30)))  # stored (and compacted) before the pattern existed
     store = keep.core.store
-    db = Path(store.path)
+    db = store.path
     noisy_conversation = noisy.core.binding.conversation_id
     assert rows(db, "SELECT count(*) FROM summaries WHERE conversation_id=?", (noisy_conversation,))[0][0] > 0
     before = snapshot_of(db)
@@ -328,14 +356,15 @@ def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path):
 # -- retention ----------------------------------------------------------------------------------------
 
 
-def test_retention_reports_by_conversation_and_age(tmp_path):
-    engine = new_engine(tmp_path, NO_COMPACTION, "s1")
+@pytest.mark.both_backends
+def test_retention_reports_by_conversation_and_age(tmp_path, on_backend):
+    engine = new_engine(tmp_path, NO_COMPACTION, "s1", **WHERE)
     now = time.time()
     old = [{"role": "user", "content": f"old question {i}", "timestamp": now - 100 * 86400 + i}
            for i in range(5)]
     new = [{"role": "user", "content": f"new question {i}", "timestamp": now - 60 + i} for i in range(3)]
     engine.ingest_host(old + new)
-    other = new_engine(tmp_path, NO_COMPACTION, "s2")
+    other = new_engine(tmp_path, NO_COMPACTION, "s2", **WHERE)
     other.ingest_host([{"role": "user", "content": "lorem ipsum dolor " * 400}])
     report = mt.retention_report(engine.core.store, now=now)
     assert report["totals"]["conversations"] == 2 and report["totals"]["messages"] == 9

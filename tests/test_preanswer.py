@@ -1,23 +1,24 @@
 """The pre-answer evidence hook (evidence/need.py, evidence/preanswer.py, hooks.pre_llm_call): the
-gate, the sealed brief beside proactive recall's block, one search for both, never stored."""
+gate, the sealed brief beside proactive recall's block, one search for both, never stored; on SQLite
+and on PostgreSQL (``both_backends``)."""
 
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from hermes_lcm import hooks, search
 from hermes_lcm.config import load_config
+from hermes_lcm.engine import LcmEngine
 from hermes_lcm.evidence.need import needs_recall
 from hermes_lcm.evidence.preanswer import INTRO, PreAnswer
 from hermes_lcm.scaffold import RECALL_MARKER
 from hermes_lcm.tokens import count_tokens
 
-from .conftest import new_engine
+from .backends import raw_sql
 
 PRE = {"LCM_PREANSWER_EVIDENCE_ENABLED": "true"}
 RECALL = {"LCM_PROACTIVE_RECALL_ENABLED": "true"}
@@ -27,8 +28,8 @@ HEADER = re.compile(r"\[lcm:recall [0-9a-f]{24}\]")
 NOW = time.time()
 
 
-def seed(home: Path) -> None:
-    new_engine(home, session="s1").ingest_host([
+def seed(make_engine: Callable[..., LcmEngine]) -> None:
+    make_engine(session="s1").ingest_host([
         {"role": "user", "content": FACT}, {"role": "assistant", "content": "Noted: 5000 messages for billing."},
         {"role": "user", "content": "Gina opened her clothing store yesterday."},
         {"role": "assistant", "content": "Congratulations to Gina!"}])
@@ -62,18 +63,20 @@ def test_a_known_name_is_enough() -> None:
     assert needs_recall(text, NOW, lambda words: [w == "Gina" for w in words]).reasons == ("known name",)
 
 
-def test_off_by_default_and_the_mode_off(tmp_path: Path) -> None:
-    seed(tmp_path)
-    off = new_engine(tmp_path, session="s2")
+@pytest.mark.both_backends
+def test_off_by_default_and_the_mode_off(make_engine: Callable[..., LcmEngine]) -> None:
+    seed(make_engine)
+    off = make_engine(session="s2")
     assert hook("s2", QUESTION) is None
-    mode_off = new_engine(tmp_path, session="s3", **PRE, LCM_PREANSWER_EVIDENCE_MODE="off")
+    mode_off = make_engine(session="s3", **PRE, LCM_PREANSWER_EVIDENCE_MODE="off")
     assert hook("s3", QUESTION) is None
     assert off.core is not None and mode_off.core is not None
 
 
-def test_the_brief_carries_the_cited_line(tmp_path: Path) -> None:
-    seed(tmp_path)
-    engine = new_engine(tmp_path, session="s2", **PRE)
+@pytest.mark.both_backends
+def test_the_brief_carries_the_cited_line(make_engine: Callable[..., LcmEngine]) -> None:
+    seed(make_engine)
+    engine = make_engine(session="s2", **PRE)
     brief = hook("s2", QUESTION)
     assert brief is not None and HEADER.match(brief) and "[/lcm:recall " in brief.splitlines()[-1]
     assert INTRO in brief and FACT in brief and re.search(r"store_id=\d+ · \d{4}-\d\d-\d\dT", brief)
@@ -84,9 +87,11 @@ def test_the_brief_carries_the_cited_line(tmp_path: Path) -> None:
     assert engine.core is not None
 
 
-def test_both_blocks_one_search_and_never_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seed(tmp_path)
-    engine = new_engine(tmp_path, session="s2", **PRE, **RECALL)
+@pytest.mark.both_backends
+def test_both_blocks_one_search_and_never_stored(make_engine: Callable[..., LcmEngine],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(make_engine)
+    engine = make_engine(session="s2", **PRE, **RECALL)
     pages = []
     real = search.Searcher.page
     monkeypatch.setattr(search.Searcher, "page", lambda self, *a, **k: pages.append(1) or real(self, *a, **k))
@@ -100,16 +105,16 @@ def test_both_blocks_one_search_and_never_stored(tmp_path: Path, monkeypatch: py
     sent = {"role": "user", "content": QUESTION, "api_content": QUESTION + "\n\n" + context}
     engine.ingest_host([sent, {"role": "assistant", "content": "5000 messages."}])
     assert engine.core is not None
-    con = sqlite3.connect(engine.core.store.path)
-    rows = con.execute("SELECT content, extra FROM messages WHERE role='user'").fetchall()
-    con.close()
+    rows = raw_sql(engine.core.store.path, "SELECT content, extra FROM messages WHERE role='user'")
     assert (QUESTION, None) in rows
     assert all(RECALL_MARKER not in c and RECALL_MARKER not in (e or "") for c, e in rows)
 
 
-def test_a_failing_brief_leaves_proactive_recalls_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seed(tmp_path)
-    engine = new_engine(tmp_path, session="s2", **PRE, **RECALL)
+@pytest.mark.both_backends
+def test_a_failing_brief_leaves_proactive_recalls_block(make_engine: Callable[..., LcmEngine],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seed(make_engine)
+    engine = make_engine(session="s2", **PRE, **RECALL)
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")

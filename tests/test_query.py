@@ -1,8 +1,12 @@
-"""The query language (query.py) and ranking math (rank.py), against a real FTS5 table."""
+"""The query language (query.py) and ranking math (rank.py), against a real FTS5 table; what the
+pipeline writes is also run against PostgreSQL's full-text index (``both``: the same rows found,
+and no user text, however hostile, makes an expression the server or our translation refuses)."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +14,8 @@ from hypothesis import strategies as st
 
 from hermes_lcm.query import Term, build_query, conversational, plain_snippet, plan_terms
 from hermes_lcm.rank import coverage, idf, is_exact, own_score, with_context
+
+from .conftest import BACKENDS
 
 ROWS = [
     "Gina: I lost my job at Door Dash this month, so I'm opening a dance studio.",
@@ -29,11 +35,49 @@ def fts() -> sqlite3.Connection:
     return db
 
 
-def search(db: sqlite3.Connection, text: str) -> list[int]:
+def search(db: Any, text: str) -> list[int]:
     query = build_query(text)
     if query.empty:
         return []
-    return [r[0] for r in db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f)", (query.match,))]
+    return match(db, query.match)
+
+
+def match(db: Any, expression: str) -> list[int]:
+    """Rows matching an FTS5 expression: FTS5 itself, or the expression as our PostgreSQL store
+    runs it (``to_tsquery_text`` then ``lcm_tsq`` on the ``lcm_tsv`` of each row)."""
+    if isinstance(db, sqlite3.Connection):
+        return [r[0] for r in db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f)", (expression,))]
+    from hermes_lcm.storage.pg.fulltext import to_tsquery_text
+
+    sql = "SELECT id FROM f WHERE tsv @@ lcm_tsq(%s) ORDER BY ts_rank_cd(tsv, lcm_tsq(%s), 1) DESC, id"
+    tsq = to_tsquery_text(expression)
+    return [r[0] for r in db.execute(sql, (tsq, tsq))]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def both(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The rows in FTS5 (in memory), or in a PostgreSQL table indexed as the store indexes messages."""
+    if request.param == "sqlite":
+        db = sqlite3.connect(":memory:")
+        db.execute("CREATE VIRTUAL TABLE f USING fts5(content, tokenize='porter unicode61')")
+        db.executemany("INSERT INTO f(rowid, content) VALUES (?, ?)", list(enumerate(ROWS, start=1)))
+        yield db
+        db.close()
+        return
+    import psycopg
+
+    from hermes_lcm import store as store_module
+
+    from .pgserver import fresh_url
+
+    url = fresh_url()
+    store_module.open_store(url).close()  # the schema: lcm_tsv, lcm_tsq and the lcm configuration
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute("CREATE TABLE f(id integer PRIMARY KEY, content text NOT NULL, "
+                   "tsv tsvector GENERATED ALWAYS AS (lcm_tsv(content)) STORED)")
+        with pg.cursor() as cur:
+            cur.executemany("INSERT INTO f(id, content) VALUES (%s, %s)", list(enumerate(ROWS, start=1)))
+        yield pg
 
 
 def test_prose_question_is_an_or_of_meaningful_words(fts):
@@ -53,24 +97,24 @@ def test_acronyms_in_capitals_survive_the_stop_list(fts):
     assert search(fts, "the US trip")[0] == 3
 
 
-def test_paths_and_identifiers_become_phrases(fts):
+def test_paths_and_identifiers_become_phrases(both):
     path = build_query("src/app/main.py").parts[0]
     assert (path.kind, path.match) == ("ident", '"src app main py"')
-    assert search(fts, "src/app/main.py") == [2]
-    assert search(fts, "lcm_grep") == [2]
-    assert search(fts, "parser.py") == [5]
+    assert search(both, "src/app/main.py") == [2]
+    assert search(both, "lcm_grep") == [2]
+    assert search(both, "parser.py") == [5]
 
 
-def test_quoted_phrases_keep_word_order(fts):
+def test_quoted_phrases_keep_word_order(both):
     query = build_query('"rollback plan" ULID')
     assert query.parts[0].kind == "phrase" and query.parts[0].match == '"rollback plan"'
-    assert search(fts, '"rollback plan"') == [4]
-    assert search(fts, '"plan rollback"') == []
+    assert search(both, '"rollback plan"') == [4]
+    assert search(both, '"plan rollback"') == []
 
 
-def test_prefix_search(fts):
+def test_prefix_search(both):
     assert build_query("pancak*").parts[0].match == '"pancak" *'
-    assert search(fts, "panc*") == [6]
+    assert search(both, "panc*") == [6]
 
 
 def test_only_stop_words_still_search_them(fts):
@@ -100,10 +144,22 @@ def test_any_user_text_is_a_valid_fts_query(text):
             db.execute("SELECT rowid FROM f WHERE f MATCH ?", (term.match,)).fetchall()
 
 
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=80))
+def test_any_user_text_is_a_valid_query_on_either_backend(both, text):
+    """Attack: whatever the user types, the expression and each term run on FTS5 and on PostgreSQL
+    (our translation accepts it and the server parses the tsquery it makes)."""
+    query = build_query(text)
+    if not query.empty:
+        match(both, query.match)
+        for term in query.parts:
+            match(both, term.match)
+
+
 @pytest.mark.parametrize("text", ['a" OR b', "NEAR(a b)", "col:value", "a AND NOT b", "(*)", "^start", "x -y",
                                   'he said "unterminated', "\u00e9t\u00e9 \u4f60\u597d \U0001f600", "a\tb\nc"])
-def test_fts_syntax_in_user_text_is_never_an_error(fts, text):
-    search(fts, text)
+def test_fts_syntax_in_user_text_is_never_an_error(both, text):
+    search(both, text)
 
 
 def test_plan_terms_keeps_rare_terms_within_the_budget():

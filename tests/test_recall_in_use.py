@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm.cli import main as cli_main
 from hermes_lcm.engine import LcmEngine
 
+from .backends import matching_ids, raw_sql
 from .conftest import new_engine
 from .convo import host_run
 from .tooltest import err, ok, walk
+
+pytestmark = pytest.mark.both_backends
 
 FACT = "Note for later: the staging database password rotation happens every Thursday at 04:30 UTC."
 QUESTION = "When does the staging database password rotation happen?"
@@ -50,11 +53,7 @@ def compacted_with_fact(engine: LcmEngine, turns: int = 30) -> list[dict[str, An
 
 
 def fact_id(engine: LcmEngine) -> int:
-    con = sqlite3.connect(engine.core.store.path)
-    try:
-        return int(con.execute("SELECT id FROM messages WHERE content=?", (FACT,)).fetchone()[0])
-    finally:
-        con.close()
+    return int(raw_sql(engine.core.store.path, "SELECT id FROM messages WHERE content=?", (FACT,))[0][0])
 
 
 def ask(engine: LcmEngine, history: list[dict[str, Any]], *extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,9 +135,8 @@ def test_a_summary_that_copies_a_hit_is_listed_after_it(make_engine):
     special = [{"role": "user", "content": "the quetzal feather ledger is in drawer nine"},
                {"role": "assistant", "content": "and the axolotl invoice is in drawer four"}]
     host_run(engine, [special, *(filler(i) for i in range(30))])
-    con = sqlite3.connect(engine.core.store.path)
-    leaf = con.execute("SELECT rowid FROM summaries_fts WHERE summaries_fts MATCH 'quetzal AND axolotl'").fetchall()
-    con.close()
+    leaf = (matching_ids(engine.core.store.path, '"quetzal"', None, kind="summaries")
+            & matching_ids(engine.core.store.path, '"axolotl"', None, kind="summaries"))
     assert leaf, "the extractive summary kept both sentences"
     one = ok(engine, "lcm_grep", query="quetzal ledger", include_in_context=True, limit=20)
     raw = next(h for h in one["hits"] if h.get("store_id"))
@@ -156,14 +154,10 @@ def test_the_summarizer_does_not_restate_lcm_results(make_engine):
     turn = lcm_search_turn(1, "where is the wombat", "It is in the shed.")
     turn[2]["content"] = json.dumps({"hits": [{"snippet": "the wombat sleeps beside the zeppelinhangar"}]})
     host_run(engine, [turn, *(filler(i) for i in range(30))])
-    con = sqlite3.connect(engine.core.store.path)
-    try:
-        assert con.execute("SELECT count(*) FROM summaries").fetchone()[0] > 0
-        assert con.execute("SELECT count(*) FROM summaries_fts WHERE summaries_fts MATCH 'zeppelinhangar'"
-                           ).fetchone()[0] == 0
-        assert con.execute("SELECT count(*) FROM messages WHERE content LIKE '%zeppelinhangar%'").fetchone()[0] == 1
-    finally:
-        con.close()
+    where = engine.core.store.path
+    assert raw_sql(where, "SELECT count(*) FROM summaries")[0][0] > 0
+    assert matching_ids(where, '"zeppelinhangar"', None, kind="summaries") == set()
+    assert raw_sql(where, "SELECT count(*) FROM messages WHERE content LIKE ?", ("%zeppelinhangar%",))[0][0] == 1
 
 
 def test_expand_query_evidence_starts_outside_the_prompt(make_engine):
@@ -221,9 +215,7 @@ def test_walk_is_every_match_but_lcm_results_once(tmp_path_factory, kinds: list[
     host_run(engine, turns)
     store = engine.core.store
     rows = store.messages_after(engine.core.binding.conversation_id, 0)
-    con = sqlite3.connect(store.path)
-    matching = {r[0] for r in con.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'marmot'")}
-    con.close()
+    matching = matching_ids(store.path, '"marmot"', None)
     own = {m.id for m in rows if (m.tool_name or "").startswith("lcm_") or
            (m.tool_calls and '"lcm_grep"' in m.tool_calls)}
     hits = walk(lambda c: ok(engine, "lcm_grep", query="marmot", limit=9, **({"cursor": c} if c else {})), "hits")

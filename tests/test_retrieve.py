@@ -1,5 +1,6 @@
 """lcm_retrieve (evidence/retrieve.py, handlers/evidence_retrieve.py): the bounded controller on real
-engines and SQLite files: what it finds, its bounds, its plan, its reach, and the tool's gate."""
+engines on SQLite files and on PostgreSQL (``both_backends``): what it finds, its bounds, its
+plan, its reach, and the tool's gate."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.evidence.retrieve import MAX_CALLS, MAX_CONTEXT_TOKENS, MAX_REFS, retrieve
-
-from .conftest import new_engine
 
 ON = {"LCM_ADAPTIVE_RETRIEVAL_ENABLED": "true"}
 DAY = datetime(2023, 5, 8, 14, 0, tzinfo=UTC).timestamp()
@@ -38,16 +39,18 @@ def seed(engine: LcmEngine) -> None:
     ])
 
 
-def test_off_keeps_the_disabled_answer(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path)
+@pytest.mark.both_backends
+def test_off_keeps_the_disabled_answer(make_engine: Any) -> None:
+    engine = make_engine()
     seed(engine)
     answer = call(engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"})
     assert answer["status"] == "disabled" and answer["flag"] == "LCM_ADAPTIVE_RETRIEVAL_ENABLED"
     assert answer["flag_on"] is False and "enable" in answer and "pack" not in answer
 
 
-def test_finds_the_cited_line_with_its_resolved_date(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, **ON)
+@pytest.mark.both_backends
+def test_finds_the_cited_line_with_its_resolved_date(make_engine: Any) -> None:
+    engine = make_engine(**ON)
     seed(engine)
     answer = call(engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"})
     assert answer["status"] == "sufficient", answer
@@ -59,8 +62,9 @@ def test_finds_the_cited_line_with_its_resolved_date(tmp_path: Path) -> None:
     assert "answer" not in answer and "next" in answer  # no prose: the model answers from the pack
 
 
-def test_expansion_brings_the_adjacent_answer(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, **ON)
+@pytest.mark.both_backends
+def test_expansion_brings_the_adjacent_answer(make_engine: Any) -> None:
+    engine = make_engine(**ON)
     seed(engine)
     assert engine.core is not None
     core = engine.core
@@ -71,8 +75,9 @@ def test_expansion_brings_the_adjacent_answer(tmp_path: Path) -> None:
     assert any("Sunrise Families" in t for t in texts), texts  # shares no word but "Caroline"
 
 
-def test_the_bounds_hold(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, **ON)
+@pytest.mark.both_backends
+def test_the_bounds_hold(make_engine: Any) -> None:
+    engine = make_engine(**ON)
     engine.ingest_host([{"role": "user" if i % 2 == 0 else "assistant",
                          "content": f"note {i}: the billing queue latency budget was discussed again " + "x " * 200}
                         for i in range(120)])
@@ -86,8 +91,9 @@ def test_the_bounds_hold(tmp_path: Path) -> None:
     assert found.pack.used_tokens <= 1500 and "zed" in found.missing_terms
 
 
-def test_a_named_period_is_searched_first(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, **ON)
+@pytest.mark.both_backends
+def test_a_named_period_is_searched_first(make_engine: Any) -> None:
+    engine = make_engine(**ON)
     seed(engine)
     engine.ingest_host([{"role": "user", "content": "Caroline: the support group moved online in June.",
                          "timestamp": DAY + 40 * 86400}])
@@ -101,8 +107,9 @@ def test_a_named_period_is_searched_first(tmp_path: Path) -> None:
     assert texts and all("moved online" not in t for t in texts.values())
 
 
-def test_an_empty_question_and_a_long_one(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, **ON)
+@pytest.mark.both_backends
+def test_an_empty_question_and_a_long_one(make_engine: Any) -> None:
+    engine = make_engine(**ON)
     seed(engine)
     assert "error" in call(engine, "lcm_retrieve", {})
     assert "error" in call(engine, "lcm_retrieve", {"question": "x " * 3000})
@@ -110,20 +117,22 @@ def test_an_empty_question_and_a_long_one(tmp_path: Path) -> None:
     assert answer["stopped"] == "nothing" and answer["pack"]["lines"] == [] and answer["calls"] == []
 
 
-def _owner(home: Path, session: str, user: str) -> LcmEngine:
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **ON}))
+def _owner(home: Path, session: str, user: str, where: dict[str, str]) -> LcmEngine:
+    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **ON, **where}
+    engine = copy.deepcopy(LcmEngine(env=base))
     engine.update_model("fake-model", 64000)
     engine.on_session_start(session, hermes_home=str(home), platform="telegram", user_id=user)
     return engine
 
 
-def test_another_owners_rows_are_never_read(tmp_path: Path) -> None:
+@pytest.mark.both_backends
+def test_another_owners_rows_are_never_read(tmp_path: Path, backend_env: dict[str, str]) -> None:
     """Attack: Mallory's conversation in the same database says the same words; Bob's controller
     searches every conversation in his reach and never sees hers, nor reports her ids."""
-    mallory = _owner(tmp_path, "mallory-1", "mallory")
+    mallory = _owner(tmp_path, "mallory-1", "mallory", backend_env)
     mallory.ingest_host([{"role": "user", "content": "The Zanzibar vault code for the LGBTQ support group is 9911."},
                          {"role": "assistant", "content": "Stored: Zanzibar vault code 9911."}])
-    bob = _owner(tmp_path, "bob-1", "bob")
+    bob = _owner(tmp_path, "bob-1", "bob", backend_env)
     bob.ingest_host([{"role": "user", "content": "What is the vault code for the support group?"},
                      {"role": "assistant", "content": "I do not know it."}])
     answer = call(bob, "lcm_retrieve", {"question": "What is the Zanzibar vault code for the support group?"})

@@ -10,24 +10,30 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.scaffold import BLOCK_KEY, HOST_FLAGS, HOST_USER_PREFIXES, BlockSeal, classify
 from hermes_lcm.tokens import count_messages
 
+from .backends import raw_sql
 from .conftest import new_engine
 from .convo import assert_valid_sequence, turn
 from .tooltest import ok
+
+# the engine tests (make_engine) run on both; the schema-1 backfill is about the SQLite file's migration
+pytestmark = pytest.mark.both_backends
 
 TODO = {"role": "user", "content": "[Your active task list was preserved across context compression]\n"
                                    "- [>] 1. port the parser (in_progress)", "_todo_snapshot_synthetic": True}
 
 
 def _stored(engine: Any) -> list[tuple[str, str, str | None]]:
-    with sqlite3.connect(engine.core.store.path) as db:
-        return db.execute("SELECT role, content, synthetic FROM messages ORDER BY seq").fetchall()
+    return raw_sql(engine.core.store.path, "SELECT role, content, synthetic FROM messages ORDER BY seq")
 
 
 def _keyless(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -159,8 +165,8 @@ def test_messages_that_look_like_our_block_are_stored_and_found(make_engine) -> 
         assert len(hits) == 1, (code, hits)
 
 
-def _compacted_engine(tmp_path: Path) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
-    engine = new_engine(tmp_path, threshold=3000)
+def _compacted_engine(make_engine: Callable[..., Any]) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    engine = make_engine(threshold=3000)
     rng = random.Random(5)
     history = [m for t in range(14) for m in turn(rng, t, size=60)]
     history += [{"role": "user", "content": "turn 14 ask: read every file"}, *_tool_loop(rng, 0, 10)]
@@ -178,10 +184,10 @@ def _merged(out: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def test_our_block_handed_back_is_never_stored(tmp_path: Path) -> None:
+def test_our_block_handed_back_is_never_stored(make_engine: Callable[..., Any]) -> None:
     """Same process (keyed dict), the host's keyless copy, merged with the next user message,
     with whitespace stripped, after a restart, and in an API-style full re-send."""
-    engine, history, out = _compacted_engine(tmp_path)
+    engine, history, out = _compacted_engine(make_engine)
     before = _stored(engine)
     new = {"role": "user", "content": "turn 50 ask: next thing"}
     engine.ingest_host([*out, new])
@@ -192,7 +198,7 @@ def test_our_block_handed_back_is_never_stored(tmp_path: Path) -> None:
     engine.ingest_host([*stripped, new])
     path = engine.core.store.path
     store_module.close_all()
-    resumed = new_engine(tmp_path, threshold=3000)  # a new process resuming the session
+    resumed = make_engine(threshold=3000)  # a new process resuming the session
     assert resumed.core is not None and resumed.core.store.path == path
     resumed.ingest_host([*_merged(_keyless(out)), new, {"role": "assistant", "content": "turn 50 answer"}])
     answer = {"role": "assistant", "content": "turn 50 answer"}
@@ -204,10 +210,10 @@ def test_our_block_handed_back_is_never_stored(tmp_path: Path) -> None:
     assert not any(r[1].startswith("[lcm:context") for r in after)
 
 
-def test_a_block_sealed_by_another_database_is_stored(tmp_path: Path) -> None:
+def test_a_block_sealed_by_another_database_is_stored(make_engine: Callable[..., Any]) -> None:
     """The seal's key belongs to the store: another store's block is just text to this one."""
     other = BlockSeal(b"k" * 32)
-    engine = new_engine(tmp_path / "a")
+    engine = make_engine()
     foreign = {"role": "user", "content": f"{other.header()} Summaries of earlier conversation, oldest first."}
     engine.ingest_host([foreign])
     assert [r[1] for r in _stored(engine)] == [foreign["content"]]
@@ -215,27 +221,26 @@ def test_a_block_sealed_by_another_database_is_stored(tmp_path: Path) -> None:
     assert seal.sealed(seal.header()) and not seal.sealed(other.header())
 
 
-def test_a_new_conversation_given_our_block_stores_the_host_text_but_not_the_block(tmp_path: Path) -> None:
+def test_a_new_conversation_given_our_block_stores_the_host_text_but_not_the_block(
+        make_engine: Callable[..., Any]) -> None:
     """Where alignment finds nothing stored (a branched session, a new conversation), every
     message of the host's list is new: our keyless block is still left out, and the user
     message the host merged into it is stored as itself."""
-    engine, _history, out = _compacted_engine(tmp_path)
+    engine, _history, out = _compacted_engine(make_engine)
     host_list = _keyless(out)
     merged = _merged(host_list)
     new = {"role": "user", "content": "turn 60 ask: continue on the branch"}
-    branch = new_engine(tmp_path, threshold=3000, session="branch-1")
+    branch = make_engine(threshold=3000, session="branch-1")
     assert branch.core.binding.conversation_id != engine.core.binding.conversation_id
     branch.ingest_host([*merged, new])
-    with sqlite3.connect(branch.core.store.path) as db:
-        rows = db.execute("SELECT role, content FROM messages WHERE conversation_id=? ORDER BY seq",
-                          (branch.core.binding.conversation_id,)).fetchall()
+    rows = raw_sql(branch.core.store.path, "SELECT role, content FROM messages WHERE conversation_id=? ORDER BY seq",
+                   (branch.core.binding.conversation_id,))
     expected = [(m["role"], m.get("content") or "") for m in [*host_list[1:], new]]
     assert rows == expected
-    lone = new_engine(tmp_path, threshold=3000, session="branch-2")
+    lone = make_engine(threshold=3000, session="branch-2")
     lone.ingest_host([host_list[0], new])
-    with sqlite3.connect(lone.core.store.path) as db:
-        assert db.execute("SELECT content FROM messages WHERE conversation_id=?",
-                          (lone.core.binding.conversation_id,)).fetchall() == [(new["content"],)]
+    assert raw_sql(lone.core.store.path, "SELECT content FROM messages WHERE conversation_id=?",
+                   (lone.core.binding.conversation_id,)) == [(new["content"],)]
 
 
 def test_a_todo_snapshot_merged_into_our_block_is_stored_and_labelled(make_engine) -> None:

@@ -1,14 +1,19 @@
-"""lcm_describe, lcm_recent, lcm_expand_query and the read-only diagnostics."""
+"""lcm_describe, lcm_recent, lcm_expand_query and the read-only diagnostics (on SQLite and on
+PostgreSQL: every test with ``make_engine``)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import pytest
+
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.times import parse_time, period
 
 from .tooltest import compacted, err, ok, walk
+
+pytestmark = pytest.mark.both_backends
 
 DAY = 86400.0
 MAY_1 = 1714521600.0  # 2024-05-01T00:00:00Z

@@ -1,4 +1,5 @@
-"""The tool surface: 15 schemas within the token budget, LCM_DISABLED_TOOLS, dispatch errors."""
+"""The tool surface: 15 schemas within the token budget, LCM_DISABLED_TOOLS, dispatch errors (the
+engine tests on SQLite and on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.schemas import TOOLS, tool_parameters, tool_schemas
 from hermes_lcm.tokens import count_tokens
 
+from .backends import break_store, raw_sql
 from .tooltest import err, ok, tool
+
+pytestmark = pytest.mark.both_backends
 
 ALL = ["lcm_grep", "lcm_recall", "lcm_query_state", "lcm_compute", "lcm_compile_evidence", "lcm_evidence_pack",
        "lcm_retrieve", "lcm_recent", "lcm_load_session", "lcm_describe", "lcm_expand", "lcm_expand_query",
@@ -147,19 +151,15 @@ def test_stateless_session_reads_its_conversation_without_writing(tmp_path, make
 def test_a_failing_store_is_an_error_answer_not_an_exception(make_engine):
     engine = make_engine()
     engine.ingest_host([{"role": "user", "content": "hello"}])
-    engine.core.store.conn.close()
+    break_store(engine.core.store)
     answer = tool(engine, "lcm_grep", query="hello")
     assert "error" in answer
 
 
-def test_a_foreign_database_is_a_clear_error(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "other.db"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE foo(x)")
-    con.commit()
-    con.close()
-    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_DATABASE_PATH": str(path)})
+def test_a_foreign_database_is_a_clear_error(tmp_path, backend_env):
+    where = backend_env.get("LCM_DATABASE_URL") or str(tmp_path / "other.db")
+    raw_sql(where, "CREATE TABLE foo(x integer)")
+    setting = {"LCM_DATABASE_URL": where} if backend_env else {"LCM_DATABASE_PATH": where}
+    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), **setting})
     message = err(engine, "lcm_grep", query="x")
     assert "will not write" in message or "not written by" in message

@@ -2,7 +2,9 @@
 
 The page's data is decoded here the way the page's script decodes it (base64, zlib, JSON), and
 compared with the database: every message once with its exact text, every node with its lineage,
-every compaction the engine made. The browser half is tests/browser/.
+every compaction the engine made. The browser half is tests/browser/. Everything runs on a
+SQLite file and on PostgreSQL (``built`` and ``backend``), except the read-only check of a copied
+file, which is SQLite's (the PostgreSQL default path has its own test).
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.cli import EXIT_NOT_FOUND, EXIT_WRITE, main
 from hermes_lcm.command import handle_command
-from hermes_lcm.store import open_readonly, open_store
+from hermes_lcm.store import is_url, open_readonly, open_store
 from hermes_lcm.timeline import PARTS
 from hermes_lcm.viewer import ViewError, write_page
 from hermes_lcm.viewer.data import MAX_TEXT_CHARS
 
-from .conftest import new_engine
+from .backends import raw_sql
+from .conftest import BACKENDS, database_env, new_engine
 from .convo import conversation, host_run
 from .dbutil import digest
 from .security.test_scope import engine_for, fill
@@ -66,11 +69,13 @@ def page_data(html: str) -> dict[str, Any]:
     return {"meta": meta, "messages": rows, "texts": dict(zip([n[0] for n in meta["nodes"]], texts, strict=True))}
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, int]:
-    """A compacted conversation from a real engine, with one hostile message and one huge one."""
+@pytest.fixture(scope="module", params=BACKENDS)
+def built(tmp_path_factory, request) -> tuple[str, int]:
+    """A compacted conversation from a real engine, with one hostile message and one huge one
+    (in a SQLite file or a PostgreSQL schema: where it is, and the conversation's id)."""
     home = tmp_path_factory.mktemp("viewhome")
-    engine = new_engine(home, 5000, "view-s1")
+    where = database_env(request.param)
+    engine = new_engine(home, 5000, "view-s1", **where)
     rounds = list(conversation(21, 60))
     rounds[3][0]["content"] = HOSTILE
     rounds[5][0]["content"] = "big " + "words and more " * (MAX_TEXT_CHARS // 10)
@@ -79,7 +84,7 @@ def built(tmp_path_factory) -> tuple[Path, int]:
     conv = engine.core.binding.conversation_id
     assert conv is not None
     store_module.close_all()
-    return home / "lcm.db", conv
+    return where.get("LCM_DATABASE_URL") or str(home / "lcm.db"), conv
 
 
 def test_every_message_once_with_its_exact_text(built, tmp_path):
@@ -141,16 +146,18 @@ def test_compactions_are_recorded_with_the_prompt_before_and_after(built, tmp_pa
     assert sum(c["after"]["summaries"] > 0 for c in recorded) >= len(recorded) - 1
 
 
-def test_a_no_op_compress_records_nothing(tmp_path):
-    engine = new_engine(tmp_path, 10**9, "quiet")
+@pytest.mark.both_backends
+def test_a_no_op_compress_records_nothing(make_engine):
+    engine = make_engine(10**9, "quiet")
     host_run(engine, list(conversation(3, 8)))
     assert engine.core is not None
     assert engine.core.store.events_of("compaction", None) == []
 
 
-def test_the_page_is_inert_whatever_the_text(tmp_path):
+@pytest.mark.both_backends
+def test_the_page_is_inert_whatever_the_text(tmp_path, backend_env):
     """A hostile message and a hostile conversation key stay data: no tag the template did not write."""
-    engine = engine_for(tmp_path, "s-hostile", chat="</script><img src=x onerror=alert(1)>{{SCRIPT}}")
+    engine = engine_for(tmp_path, "s-hostile", chat="</script><img src=x onerror=alert(1)>{{SCRIPT}}", **backend_env)
     host_run(engine, [[{"role": "user", "content": HOSTILE}, {"role": "assistant", "content": HOSTILE}]])
     assert engine.core is not None
     out = write_page(engine.core.store, tmp_path / "v.html")
@@ -191,7 +198,7 @@ def test_an_unwritable_target_leaves_nothing(built, tmp_path):
     assert not target.exists()
 
 
-def cli(db: Path, *argv: str) -> tuple[int, Any]:
+def cli(db: str | Path, *argv: str) -> tuple[int, Any]:
     out = io.StringIO()
     code = main(["--db", str(db), *argv], out=out)
     return code, json.loads(out.getvalue())
@@ -199,6 +206,9 @@ def cli(db: Path, *argv: str) -> tuple[int, Any]:
 
 def test_lcm_view_writes_beside_the_database_and_reads_only(built, tmp_path):
     db, conv = built
+    if is_url(db):
+        pytest.skip("a copy of the SQLite file and its digest; on PostgreSQL: "
+                    "test_lcm_view_on_a_url_writes_under_the_home")
     copy = tmp_path / "lcm.db"
     with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
         src.backup(dst)
@@ -212,13 +222,34 @@ def test_lcm_view_writes_beside_the_database_and_reads_only(built, tmp_path):
     assert code == 0 and (tmp_path / "x.html").exists()
 
 
+def test_lcm_view_on_a_url_writes_under_the_home(built, tmp_path, monkeypatch):
+    """No directory beside a server's database: the page goes under this machine's Hermes home
+    (one directory per database), nothing is written under the working directory, and the
+    database is only read."""
+    db, conv = built
+    if not is_url(db):
+        pytest.skip("PostgreSQL's default path; a file's is test_lcm_view_writes_beside_the_database_and_reads_only")
+    home, workdir = tmp_path / "home", tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.chdir(workdir)
+    counts = "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM summaries), (SELECT count(*) FROM events)"
+    before = raw_sql(db, counts)
+    code, out = cli(db, "view")
+    assert code == 0 and out["conversation_id"] == conv, out
+    page = Path(out["path"])
+    assert page.parent.parent == home / "lcm-views" and page.name == f"lcm-view-{conv}.html"
+    assert page.stat().st_size == out["bytes"] and list(workdir.iterdir()) == []
+    assert raw_sql(db, counts) == before
+
+
 def test_lcm_view_errors(built, tmp_path):
     db, _ = built
     code, out = cli(db, "view", "--conversation", "99999")
     assert code == EXIT_NOT_FOUND and "no conversation 99999" in out["error"]
     code, out = cli(db, "view", "--output", "/proc/nope/x.html")
     assert code == EXIT_WRITE
-    empty = tmp_path / "empty.db"
+    empty: str | Path = database_env("postgres")["LCM_DATABASE_URL"] if is_url(db) else tmp_path / "empty.db"
     open_store(empty)
     store_module.close_all()
     code, out = cli(empty, "view")
@@ -227,10 +258,11 @@ def test_lcm_view_errors(built, tmp_path):
         write_page(open_readonly(empty), tmp_path / "e.html")
 
 
-def test_slash_view_answers_the_path_and_keeps_owners_apart(tmp_path, clean_home):
-    alice = engine_for(clean_home, "tg-alice-1", "111", LCM_ENABLE_SLASH_COMMAND="1")
+@pytest.mark.both_backends
+def test_slash_view_answers_the_path_and_keeps_owners_apart(tmp_path, clean_home, backend_env):
+    alice = engine_for(clean_home, "tg-alice-1", "111", LCM_ENABLE_SLASH_COMMAND="1", **backend_env)
     fill(alice, "aliceword", seed=1, turns=12)
-    bob = engine_for(clean_home, "tg-bob-1", "222", LCM_ENABLE_SLASH_COMMAND="1")
+    bob = engine_for(clean_home, "tg-bob-1", "222", LCM_ENABLE_SLASH_COMMAND="1", **backend_env)
     fill(bob, "bobword", seed=2, turns=12)
     assert alice.core is not None and bob.core is not None
     alice_conv = alice.core.binding.conversation_id

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..payload_gc import database_tag
 from ..progress import Tick, quiet_tick
 from ..startup import local_home
 from ..store import Store, is_url
@@ -57,10 +58,12 @@ def build_page(store: Store, conversation_id: int | None = None, *, growth_of: S
 
 
 def default_path(database_path: str | os.PathLike[str], conversation_id: int | None) -> Path:
-    """``lcm-views/`` beside the database file; for a ``postgresql://`` URL, under this machine's Hermes home."""
+    """``lcm-views/`` beside a database file; for a PostgreSQL URL (no directory of its own) under
+    this machine's Hermes home, one directory per database (a URL taken as a path made a
+    ``postgresql:/user@host/`` tree under the working directory)."""
     name = f"lcm-view-{conversation_id}.html" if conversation_id is not None else "lcm-view.html"
     if is_url(database_path):
-        return local_home() / "lcm-views" / name
+        return local_home() / "lcm-views" / f"pg-{database_tag(str(database_path))}" / name
     return Path(database_path).expanduser().resolve().parent / "lcm-views" / name
 
 
