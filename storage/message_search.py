@@ -245,16 +245,22 @@ class MessageSearch(SqliteConnection):
             ).fetchall()
         return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
 
+    # How one quoted phrase is looked up in the index (PostgreSQL overrides both: its tsv column).
+    _PHRASE_MATCH = ("SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
+                     "WHERE messages_fts MATCH ?")
+
+    def _phrase_argument(self, phrase: str) -> str:
+        return phrase
+
     def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50,
                                conversation_ids: Sequence[int] | None = None) -> list[int]:
         """Messages whose text, structured content or tool calls contain ``token`` (a payload ref):
         the index first, then a scan of the structured columns, which the index does not cover."""
         scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
+        phrase = self._phrase_argument('"' + token.replace('"', '""') + '"')
         with self.read() as db:
-            rows = db.execute(
-                "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
-                f"WHERE messages_fts MATCH ? {scope} ORDER BY m.id LIMIT ?",
-                ('"' + token.replace('"', '""') + '"', *args, limit)).fetchall()
+            rows = db.execute(f"{self._PHRASE_MATCH} {scope} ORDER BY m.id LIMIT ?",
+                              (phrase, *args, limit)).fetchall() if phrase else []
             if not rows:
                 rows = db.execute(
                     f"SELECT m.id FROM messages m WHERE 1 {scope} AND (instr(coalesce(m.parts, ''), ?) > 0 "

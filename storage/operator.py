@@ -87,15 +87,18 @@ class OperatorQueries(SqliteConnection):
                 "first_message_at", "last_message_at")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
+    # The sessions' insertion order, their paging cursor: SQLite's rowid (PostgreSQL's table has ``rid``).
+    _SESSION_ROW = "rowid"
+
     def sessions_page(self, conversation_id: int | None, after_rowid: int, limit: int) -> list[dict[str, Any]]:
         scope, args = ("AND s.conversation_id=?", (after_rowid, conversation_id, limit)) \
             if conversation_id is not None else ("", (after_rowid, limit))
         with self.read() as db:
             rows = db.execute(
-                "SELECT s.rowid, s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, "
+                f"SELECT s.{self._SESSION_ROW}, s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, "
                 "s.parent_session_id, s.reason, (SELECT count(*) FROM messages m WHERE m.session_key="  # schema 4 key
                 "(SELECT k.id FROM session_keys k WHERE k.name=s.id)) "
-                f"FROM sessions s WHERE s.rowid>? {scope} ORDER BY s.rowid LIMIT ?",
+                f"FROM sessions s WHERE s.{self._SESSION_ROW}>? {scope} ORDER BY s.{self._SESSION_ROW} LIMIT ?",
                 args,
             ).fetchall()
         keys = ("rowid", "id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
@@ -105,7 +108,8 @@ class OperatorQueries(SqliteConnection):
     def all_sessions(self) -> list[tuple[str, int, str]]:
         with self.read() as db:
             return [(str(r[0]), int(r[1]), str(r[2])) for r in
-                    db.execute("SELECT id, conversation_id, platform FROM sessions ORDER BY rowid").fetchall()]
+                    db.execute(f"SELECT id, conversation_id, platform FROM sessions ORDER BY {self._SESSION_ROW}")
+                    .fetchall()]
 
     def retention_rows(self, cutoffs: Sequence[float]) -> list[dict[str, Any]]:
         """Per conversation: messages, bytes, tokens, time span, and counts older than each cutoff."""

@@ -169,14 +169,9 @@ class SummaryQueries(SqliteConnection):
             low, high = db.execute(f"SELECT min(id), max(id) FROM summaries WHERE 1 {scope}", args).fetchone()
         return (int(low), int(high)) if low is not None else (0, -1)
 
-    def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
-                     conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
-                     exclude_ids: Sequence[int] = (),
-                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
-        """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
-        keeps nodes with at least one descendant raw message from that source (lineage)."""
-        cols = NODE_COLUMNS_S
-        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+    def _summary_scope(self, conversation_id: int | None, session_id: str | None, source: str | None,
+                       exclude_ids: Sequence[int], conversation_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
+        """The ``AND ...`` filters of a summary search on ``s`` and their arguments (both backends)."""
         where, args = conversation_scope("s.conversation_id", conversation_id, conversation_ids)
         for value, clause in ((session_id, "s.session_id=?"), (source, self._HAS_SOURCE)):
             if value is not None:
@@ -185,6 +180,17 @@ class SummaryQueries(SqliteConnection):
         if exclude_ids:
             where += " AND s.id NOT IN (SELECT value FROM json_each(?))"
             args.append(id_list(exclude_ids))
+        return where, args
+
+    def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
+                     conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
+                     exclude_ids: Sequence[int] = (),
+                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
+        """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
+        keeps nodes with at least one descendant raw message from that source (lineage)."""
+        cols = NODE_COLUMNS_S
+        low, high = bounds if bounds is not None else (-(2**62), 2**62)
+        where, args = self._summary_scope(conversation_id, session_id, source, exclude_ids, conversation_ids)
         rank = order == "rank"
         score, sort = ("bm25(summaries_fts)", "score") if rank else ("0.0", "summaries_fts.rowid DESC")
         join = "JOIN summaries s ON s.id=summaries_fts.rowid" if where else ""

@@ -72,24 +72,7 @@ class PgOperatorQueries(OperatorQueries):
         facts["quick_check"] = ["ok"] if not broken else [f"invalid index {n}" for n in broken]
         return facts
 
-    def sessions_page(self, conversation_id: int | None, after_rowid: int, limit: int) -> list[dict[str, Any]]:
-        """As on SQLite, keyed by the table's ``rid`` (PostgreSQL has no rowid); still reported as ``rowid``."""
-        scope, args = ("AND s.conversation_id=?", (after_rowid, conversation_id, limit)) \
-            if conversation_id is not None else ("", (after_rowid, limit))
-        with self.read() as db:
-            rows = db.execute(
-                "SELECT s.rid, s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, "
-                "s.parent_session_id, s.reason, (SELECT count(*) FROM messages m WHERE m.session_key="
-                "(SELECT k.id FROM session_keys k WHERE k.name=s.id)) "
-                f"FROM sessions s WHERE s.rid>? {scope} ORDER BY s.rid LIMIT ?", args).fetchall()
-        keys = ("rowid", "id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
-                "reason", "messages")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
-
-    def all_sessions(self) -> list[tuple[str, int, str]]:
-        with self.read() as db:
-            return [(str(r[0]), int(r[1]), str(r[2])) for r in
-                    db.execute("SELECT id, conversation_id, platform FROM sessions ORDER BY rid").fetchall()]
+    _SESSION_ROW = "rid"  # OperatorQueries.sessions_page / all_sessions page by it
 
     # -- full text: the generated tsv column and its GIN index --------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ...records import StoredMessage, SummaryNode
 from ..message_search import MessageSearch
-from ..rows import NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
+from ..rows import NODE_COLUMNS_S, id_list, row_to_message, row_to_node
 from ..summaries import SummaryQueries
 from .fulltext import to_tsquery_text
 
@@ -155,21 +155,10 @@ class PgMessageSearch(MessageSearch):
                 "ORDER BY score, m.id LIMIT ?", args).fetchall()
         return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
 
-    def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50,
-                               conversation_ids: Sequence[int] | None = None) -> list[int]:
-        """Messages whose text, structured content or tool calls contain ``token`` (a payload ref)."""
-        scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
-        query = to_tsquery_text('"' + token.replace('"', '""') + '"')
-        with self.read() as db:
-            rows = db.execute(
-                f"SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq(?) {scope} ORDER BY m.id LIMIT ?",
-                (query, *args, limit)).fetchall() if query else []
-            if not rows:
-                rows = db.execute(
-                    f"SELECT m.id FROM messages m WHERE 1 {scope} AND (instr(coalesce(m.parts, ''), ?) > 0 "
-                    "OR instr(coalesce(m.tool_calls, ''), ?) > 0) ORDER BY m.id LIMIT ?",
-                    (*args, token, token, limit)).fetchall()
-        return [int(r[0]) for r in rows]
+    _PHRASE_MATCH = "SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq(?)"
+
+    def _phrase_argument(self, phrase: str) -> str:
+        return to_tsquery_text(phrase)
 
 
 class PgSummarySearch(SummaryQueries):
@@ -183,14 +172,7 @@ class PgSummarySearch(SummaryQueries):
         if not query:
             return []
         low, high = bounds if bounds is not None else (-_FAR, _FAR)
-        where, args = conversation_scope("s.conversation_id", conversation_id, conversation_ids)
-        for value, clause in ((session_id, "s.session_id=?"), (source, self._HAS_SOURCE)):
-            if value is not None:
-                where += " AND " + clause
-                args.append(value)
-        if exclude_ids:
-            where += " AND s.id NOT IN (SELECT value FROM json_each(?))"
-            args.append(id_list(exclude_ids))
+        where, args = self._summary_scope(conversation_id, session_id, source, exclude_ids, conversation_ids)
         rank = order == "rank"
         score, sort = ("-ts_rank_cd(s.tsv, q.q, 1)", "score, s.id DESC") if rank else ("0.0", "s.id DESC")
         with self.read() as db:
