@@ -122,6 +122,9 @@ class AssertionQueries(SqliteConnection):
             if not self._has_assertions(db):
                 raise StoreFault("the assertion tables are absent: LCM_ASSERTIONS_ENABLED was never on here")
             for row in rows:
+                # A savepoint per row: a refused fact (the quote trigger, a check) is undone alone; SQLite
+                # would keep the batch anyway, PostgreSQL aborts the whole transaction without one.
+                db.execute("SAVEPOINT lcm_assertion")
                 try:
                     cur = db.execute(
                         "INSERT INTO assertions(conversation_id, store_id, subject, kind, value, unit, valid_from, "
@@ -130,9 +133,11 @@ class AssertionQueries(SqliteConnection):
                         (row["conversation_id"], row["store_id"], row["subject"], row["kind"], row["value"],
                          row.get("unit", ""), row["valid_from"], row.get("date_text", ""), row["span_start"],
                          row["span_end"], row["quote"], row.get("extractor", "rules"), now))
-                    added += cur.rowcount
+                    db.execute("RELEASE SAVEPOINT lcm_assertion")
+                    added += max(cur.rowcount, 0)
                 except sqlite3.IntegrityError:
-                    continue  # the quote trigger or a check refused it: never stored
+                    db.execute("ROLLBACK TO SAVEPOINT lcm_assertion")  # refused: never stored
+                    db.execute("RELEASE SAVEPOINT lcm_assertion")
             if cursor is not None:
                 db.execute("UPDATE assertion_cursor SET after_id = ? WHERE id = 1", (int(cursor),))
         return added

@@ -211,6 +211,20 @@ class VectorQueries(SqliteConnection):
                 rows, chars = rows + int(found[0]), chars + int(found[1])
         return rows, chars
 
+    @staticmethod
+    def _model_stats(db: sqlite3.Connection) -> list[dict[str, Any]]:
+        """Per model: its dim and dtype, rows by kind and blob bytes (``length`` of a blob or bytea is
+        its bytes on both backends)."""
+        models: list[dict[str, Any]] = []
+        for model_id, name, dim, dtype in db.execute("SELECT id, name, dim, dtype FROM vector_models ORDER BY id"):
+            counts = dict(db.execute("SELECT kind, count(*) FROM vectors WHERE model_id=? GROUP BY kind",
+                                     (model_id,)).fetchall())
+            blob = db.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors WHERE model_id=?",
+                              (model_id,)).fetchone()[0]
+            models.append({"id": model_id, "name": name, "dim": dim, "dtype": dtype, "messages": counts.get("m", 0),
+                           "summaries": counts.get("s", 0), "blob_bytes": int(blob)})
+        return models
+
     def vector_stats(self) -> dict[str, Any]:
         """Per model: its dim and dtype, rows by kind, and the blob bytes; ``{}`` when never enabled.
         ``table_bytes`` (the vectors table and its index, from dbstat when SQLite has it) is for
@@ -218,14 +232,7 @@ class VectorQueries(SqliteConnection):
         with self.read() as db:
             if not self._has_vectors(db):
                 return {}
-            models: list[dict[str, Any]] = []
-            for model_id, name, dim, dtype in db.execute("SELECT id, name, dim, dtype FROM vector_models ORDER BY id"):
-                counts = dict(db.execute("SELECT kind, count(*) FROM vectors WHERE model_id=? GROUP BY kind",
-                                         (model_id,)).fetchall())
-                blob = db.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors WHERE model_id=?",
-                                  (model_id,)).fetchone()[0]
-                models.append({"id": model_id, "name": name, "dim": dim, "dtype": dtype, "messages": counts.get("m", 0),
-                                "summaries": counts.get("s", 0), "blob_bytes": int(blob)})
+            models = self._model_stats(db)
             try:
                 table_bytes = db.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name='vectors' OR "
                                          "name LIKE 'sqlite_autoindex_vectors_%'").fetchone()[0]

@@ -21,7 +21,6 @@ Why it looks like this:
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -30,7 +29,6 @@ import numpy as np
 from ...vectors import VectorError, decode
 from ..assertions import KINDS as ASSERTION_KINDS
 from ..assertions import AssertionQueries
-from ..errors import StoreFault
 from ..message_search import MessageSearch
 from ..rollups import RollupQueries
 from ..sidecar import has_tables
@@ -307,14 +305,7 @@ class PgVectorQueries(VectorQueries):
         with self.read() as db:
             if not self._has_vectors(db):
                 return {}
-            models: list[dict[str, Any]] = []
-            for model_id, name, dim, dtype in db.execute("SELECT id, name, dim, dtype FROM vector_models ORDER BY id"):
-                counts = dict(db.execute("SELECT kind, count(*) FROM vectors WHERE model_id=? GROUP BY kind",
-                                         (model_id,)).fetchall())
-                blob = db.execute("SELECT coalesce(sum(octet_length(vec)), 0) FROM vectors WHERE model_id=?",
-                                  (model_id,)).fetchone()[0]
-                models.append({"id": model_id, "name": name, "dim": dim, "dtype": dtype, "messages": counts.get("m", 0),
-                               "summaries": counts.get("s", 0), "blob_bytes": int(blob)})
+            models = self._model_stats(db)
             table_bytes = int(db.execute("SELECT pg_total_relation_size('vectors')").fetchone()[0])
             schema = self._vector_schema(db)
         knn = f"pgvector ({schema})" if schema else \
@@ -337,28 +328,3 @@ class PgAssertionQueries(AssertionQueries):
     def ensure_assertion_tables(self) -> None:
         with self.write() as db:
             _script(db, _ASSERTION_TABLES)
-
-    def put_assertions(self, rows: Sequence[dict[str, Any]], cursor: int | None = None) -> int:
-        """As on SQLite; a duplicate, a gone source row or a quote the trigger refuses is skipped."""
-        now = time.time()
-        added = 0
-        with self.write() as db:
-            if not self._has_assertions(db):
-                raise StoreFault("the assertion tables are absent: LCM_ASSERTIONS_ENABLED was never on here")
-            for row in rows:
-                db.execute("SAVEPOINT lcm_assertion")
-                try:
-                    cur = db.execute(
-                        "INSERT INTO assertions(conversation_id, store_id, subject, kind, value, unit, valid_from, "
-                        "date_text, span_start, span_end, quote, extractor, created_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                        (row["conversation_id"], row["store_id"], row["subject"], row["kind"], row["value"],
-                         row.get("unit", ""), row["valid_from"], row.get("date_text", ""), row["span_start"],
-                         row["span_end"], row["quote"], row.get("extractor", "rules"), now))
-                    db.execute("RELEASE SAVEPOINT lcm_assertion")
-                    added += max(cur.rowcount, 0)
-                except sqlite3.IntegrityError:
-                    db.execute("ROLLBACK TO SAVEPOINT lcm_assertion")  # refused: never stored
-            if cursor is not None:
-                db.execute("UPDATE assertion_cursor SET after_id = ? WHERE id = 1", (int(cursor),))
-        return added
