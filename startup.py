@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tokens
+from .redact import redact
 
 BACKOFF_FIRST_SECONDS = 60.0
 BACKOFF_MAX_SECONDS = 3600.0
@@ -132,9 +133,10 @@ class Opening:
         wait = int(self._backoff)
         self._retry_at = self.clock() + self._backoff
         self._backoff = min(BACKOFF_MAX_SECONDS, self._backoff * 2)
-        self.error = (f"hermes-lcm cannot use its database: {what}. {fix_for(setting, path)[0].upper()}"
-                      f"{fix_for(setting, path)[1:]}. Nothing is stored until then; the engine tries again "
-                      f"when the setting changes, or in {wait} s.")
+        # redact(): a database URL's password must not reach status, doctor or the tools' answers
+        self.error = redact(f"hermes-lcm cannot use its database: {what}. {fix_for(setting, path)[0].upper()}"
+                            f"{fix_for(setting, path)[1:]}. Nothing is stored until then; the engine tries again "
+                            f"when the setting changes, or in {wait} s.")
         return self.error
 
     def opened(self) -> None:

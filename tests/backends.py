@@ -99,3 +99,12 @@ def allow_writes(store: Store) -> None:
     pg.pool.close()
     pg.pool = psycopg_pool.ConnectionPool(pg.url, min_size=1, max_size=2, kwargs={"autocommit": True},
                                           configure=pg._configure, open=True)
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` with ``password`` for its user (the test server trusts loopback: it is sent, never needed)."""
+    if not is_url(url):
+        return url
+    parts = urlsplit(url)
+    user = parts.username or ""
+    return parts._replace(netloc=f"{user}:{quote(password, safe='')}@{parts.hostname}:{parts.port}").geturl()

@@ -4,16 +4,19 @@ The attack: a summary endpoint on 127.0.0.1 that answers every request with an e
 request back, its headers (``Authorization: Bearer <key>``) and body, and the bare key. A real engine
 uses it as its summary provider, compaction is forced, and then the key is looked for everywhere the
 engine puts text: ``get_status()``, the lcm_status / lcm_inspect / lcm_doctor tool answers, ``/lcm status``,
-the events table (read from the SQLite file), and every log record at DEBUG. The same for the host's
-key (``update_model(api_key=...)``) quoted by the host's auxiliary client in its exception.
+the events table (read from the database past the store), the ``lcm`` CLI's status, doctor and view
+page, and every log record at DEBUG. The same for the host's key (``update_model(api_key=...)``) quoted
+by the host's auxiliary client in its exception. On PostgreSQL (``both_backends``) the database URL
+carries a password too (the test server trusts loopback, so it is never needed and never checked): it
+must not show anywhere either, nor in what a failing or unreachable server makes the engine record.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import logging
-import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,14 +25,19 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import command
+from hermes_lcm import cli, command
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.redact import MASK, redact
 from hermes_lcm.store import close_all
 
+from ..backends import break_store, raw_sql, with_password
+
+pytestmark = pytest.mark.both_backends
+
 # Shapes no pattern knows: only the exact match of the configured key can catch these.
 SUMMARY_KEY = "lcmKey7f3a9c1e2b4dQ8zW"
 HOST_KEY = "hostKey2b9e6d1a4c7fR3xV"
+DB_PASSWORD = "dbPass5c8e1f3a7b9dK2mT"  # in the PostgreSQL URL: not a known key shape either
 
 
 class EchoServer:
@@ -87,6 +95,12 @@ def history(turns: int = 30) -> list[dict[str, Any]]:
     return messages
 
 
+@pytest.fixture
+def where(backend_env: dict[str, str]) -> dict[str, str]:
+    """The engine's database: a file in its home, or a PostgreSQL URL with a password in it."""
+    return {k: with_password(v, DB_PASSWORD) for k, v in backend_env.items()}
+
+
 def start(home: Path, env: dict[str, str], host_call_llm: Any = None) -> LcmEngine:
     base = {"HERMES_HOME": str(home), "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000", "LCM_FRESH_TAIL_COUNT": "4",
             "LCM_LEAF_CHUNK_TOKENS": "1000", "LCM_SUMMARY_TIMEOUT_MS": "2000", "LCM_ENABLE_SLASH_COMMAND": "1", **env}
@@ -96,13 +110,19 @@ def start(home: Path, env: dict[str, str], host_call_llm: Any = None) -> LcmEngi
     return engine
 
 
+def lcm_cli(home: Path, db: str, *argv: str) -> str:
+    """What the ``lcm`` CLI prints (stdout and stderr) for one verb on the engine's database."""
+    out, err = io.StringIO(), io.StringIO()
+    cli.main(["--db", db, "--format", "json", *argv], out=out, err=err)
+    return out.getvalue() + err.getvalue()
+
+
 def everything_shown(engine: LcmEngine, home: Path, caplog: pytest.LogCaptureFixture) -> dict[str, str]:
     """Every place the engine puts text, as one string each."""
-    con = sqlite3.connect(str(home / "lcm.db"))
-    try:
-        events = json.dumps([list(row) for row in con.execute("SELECT * FROM events")], default=str)
-    finally:
-        con.close()
+    db = str(engine.database_path())
+    events = json.dumps([list(row) for row in raw_sql(db, "SELECT * FROM events")], default=str)
+    page = home / "view.html"
+    view = lcm_cli(home, db, "view", "--output", str(page))
     return {
         "get_status": json.dumps(engine.get_status(), default=str),
         "lcm_status": engine.handle_tool_call("lcm_status", {}),
@@ -111,6 +131,9 @@ def everything_shown(engine: LcmEngine, home: Path, caplog: pytest.LogCaptureFix
         "/lcm status": command.handle_command("status"),
         "/lcm --json status": command.handle_command("--json status"),
         "events": events,
+        "lcm status": lcm_cli(home, db, "status"),
+        "lcm doctor": lcm_cli(home, db, "doctor"),
+        "lcm view": view + (page.read_text(encoding="utf-8") if page.exists() else ""),
         "logs": "\n".join(r.getMessage() for r in caplog.records) + caplog.text,
     }
 
@@ -120,11 +143,11 @@ def assert_clean(shown: dict[str, str], *keys: str) -> None:
     assert not leaks, f"credential leaked in: {leaks}"
 
 
-def test_echoing_summary_endpoint_leaks_no_key(tmp_path: Path, echo: EchoServer,
+def test_echoing_summary_endpoint_leaks_no_key(tmp_path: Path, echo: EchoServer, where: dict[str, str],
                                                caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "openai", "LCM_SUMMARY_MODEL": "echo-model",
-                              "LCM_SUMMARY_BASE_URL": echo.base_url, "LCM_SUMMARY_API_KEY": SUMMARY_KEY})
+                              "LCM_SUMMARY_BASE_URL": echo.base_url, "LCM_SUMMARY_API_KEY": SUMMARY_KEY, **where})
     engine.compress(history(), current_tokens=20000, force=True)
     assert echo.requests >= 1, "the endpoint was never called"
     shown = everything_shown(engine, tmp_path, caplog)
@@ -132,10 +155,11 @@ def test_echoing_summary_endpoint_leaks_no_key(tmp_path: Path, echo: EchoServer,
     seen = " ".join(status["summarizer_guard"]["last_errors"])
     assert f"HTTP {401 if 'HTTP 401' in seen else 500}" in seen, "the failure itself must stay visible"
     assert MASK in seen, seen
-    assert_clean(shown, SUMMARY_KEY, HOST_KEY, f"Bearer {SUMMARY_KEY}")
+    assert_clean(shown, SUMMARY_KEY, HOST_KEY, f"Bearer {SUMMARY_KEY}", DB_PASSWORD)
 
 
-def test_host_client_error_quoting_the_key_leaks_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_host_client_error_quoting_the_key_leaks_nothing(tmp_path: Path, where: dict[str, str],
+                                                        caplog: pytest.LogCaptureFixture) -> None:
     """The host's auxiliary client raises with its request quoted (an SDK AuthenticationError does)."""
     caplog.set_level(logging.DEBUG)
 
@@ -143,18 +167,19 @@ def test_host_client_error_quoting_the_key_leaks_nothing(tmp_path: Path, caplog:
         raise PermissionError(f"Error code: 401 - Incorrect API key provided: {HOST_KEY}. "
                               f"request headers {{'authorization': 'Bearer {HOST_KEY}'}}")
 
-    engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "auxiliary"}, host_call_llm=call_llm)
+    engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "auxiliary", **where}, host_call_llm=call_llm)
     engine.compress(history(), current_tokens=20000, force=True)
     shown = everything_shown(engine, tmp_path, caplog)
     assert "PermissionError" in shown["get_status"], "the failure itself must stay visible"
-    assert_clean(shown, HOST_KEY)
+    assert_clean(shown, HOST_KEY, DB_PASSWORD)
     close_all()
 
 
-def test_engine_error_and_log_traceback_are_redacted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_engine_error_and_log_traceback_are_redacted(tmp_path: Path, where: dict[str, str],
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     """An error recorded by the engine and a logged traceback quoting a key are masked too."""
     caplog.set_level(logging.DEBUG)
-    engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_SUMMARY_API_KEY": SUMMARY_KEY})
+    engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_SUMMARY_API_KEY": SUMMARY_KEY, **where})
     engine.record_error(f"provider said: bad key {SUMMARY_KEY} / {HOST_KEY}")
     try:
         raise RuntimeError(f"boom with {HOST_KEY}")
@@ -162,7 +187,7 @@ def test_engine_error_and_log_traceback_are_redacted(tmp_path: Path, caplog: pyt
         logging.getLogger("hermes_lcm").exception("failed: %s", SUMMARY_KEY)
     shown = everything_shown(engine, tmp_path, caplog)
     assert "provider said: bad key" in shown["get_status"]
-    assert_clean(shown, SUMMARY_KEY, HOST_KEY)
+    assert_clean(shown, SUMMARY_KEY, HOST_KEY, DB_PASSWORD)
     close_all()
 
 
@@ -191,20 +216,55 @@ def test_ordinary_text_is_left_alone() -> None:
     assert redact(text) == text
 
 
-def test_the_events_table_never_holds_a_credential_whoever_records_it(tmp_path: Path) -> None:
+def test_the_events_table_never_holds_a_credential_whoever_records_it(tmp_path: Path, where: dict[str, str]) -> None:
     """The data layer redacts what any caller records, and redacts on the way out what an older
     version stored before redaction existed."""
     from hermes_lcm.store import open_store
 
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-    store = open_store(tmp_path / "lcm.db")
+    db = where.get("LCM_DATABASE_URL") or str(tmp_path / "lcm.db")
+    store = open_store(db if where else tmp_path / "lcm.db")
     store.record_event("error", "summarizer", f"HTTP 401: Authorization: Bearer {token}")
-    raw = sqlite3.connect(tmp_path / "lcm.db")
-    assert token not in " ".join(r[0] for r in raw.execute("SELECT detail FROM events"))
-    raw.execute("INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (0, 'error', 'old', NULL, ?)",
-                (f"old body echoed {token}",))
-    raw.commit()
-    raw.close()
+    assert token not in " ".join(r[0] for r in raw_sql(db, "SELECT detail FROM events"))
+    raw_sql(db, "INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (0, 'error', 'old', NULL, ?)",
+            (f"old body echoed {token}",))
     details = [detail for _, _, _, detail in store.recent_events(10)]
     assert len(details) == 2 and all(token not in d for d in details) and any(MASK in d for d in details)
+    close_all()
+
+
+def test_a_database_that_fails_under_the_engine_shows_no_password(tmp_path: Path, where: dict[str, str],
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """The store's connection goes away mid-run: the failure is recorded and shown (status, doctor,
+    logs) without the database's password."""
+    caplog.set_level(logging.DEBUG)
+    engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "extractive", **where})
+    engine.compress(history(), current_tokens=20000, force=True)
+    assert engine.core is not None
+    break_store(engine.core.store)
+    engine.compress(history(40), current_tokens=30000, force=True)
+    shown = {"get_status": json.dumps(engine.get_status(), default=str),
+             "lcm_status": engine.handle_tool_call("lcm_status", {}),
+             "lcm_doctor": engine.handle_tool_call("lcm_doctor", {}),
+             "logs": "\n".join(r.getMessage() for r in caplog.records) + caplog.text}
+    assert caplog.records, "the failure left no trace at all"
+    assert_clean(shown, DB_PASSWORD)
+    close_all()
+
+
+def test_an_unreachable_database_url_shows_no_password(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A URL to a server that is not there: the engine's startup error, its tools, ``/lcm status``,
+    the ``lcm`` CLI's error and the logs name the server, never the password."""
+    caplog.set_level(logging.DEBUG)
+    url = f"postgresql://lcm:{DB_PASSWORD}@127.0.0.1:1/postgres?connect_timeout=1"
+    engine = start(tmp_path, {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_DATABASE_URL": url})
+    engine.compress(history(), current_tokens=20000, force=True)
+    shown = {"get_status": json.dumps(engine.get_status(), default=str),
+             "lcm_status": engine.handle_tool_call("lcm_status", {}),
+             "lcm_doctor": engine.handle_tool_call("lcm_doctor", {}),
+             "/lcm status": command.handle_command("status"),
+             "lcm status": lcm_cli(tmp_path, url, "status"),
+             "logs": "\n".join(r.getMessage() for r in caplog.records) + caplog.text}
+    assert "127.0.0.1" in shown["get_status"] + shown["lcm status"], "the failure must name the server"
+    assert_clean(shown, DB_PASSWORD)
     close_all()
