@@ -108,3 +108,29 @@ def with_password(url: str, password: str) -> str:
     parts = urlsplit(url)
     user = parts.username or ""
     return parts._replace(netloc=f"{user}:{quote(password, safe='')}@{parts.hostname}:{parts.port}").geturl()
+
+
+def every_value(where: str) -> dict[str, str]:
+    """Every stored value of every table at ``where`` (its schema in use, for a URL; FTS and vector
+    tables included), as one text per table: what is "at rest" for a secret, past the store's
+    reads. Bytes are decoded (payload bytes live in a table on PostgreSQL), the rest as its text."""
+    def text(value: Any) -> str:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value).decode("utf-8", "replace")
+        return value if isinstance(value, str) else repr(value)
+
+    out: dict[str, str] = {}
+    for table in sorted(t for t in table_names(where) if t in _tables(where)):
+        rows = raw_sql(where, f'SELECT * FROM "{table}"')
+        out[table] = "\n".join(" ".join(text(v) for v in row) for row in rows)
+    return out
+
+
+def _tables(where: str) -> set[str]:
+    """The base tables at ``where`` (no triggers, no views)."""
+    if is_url(where):
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() " \
+              "AND table_type = 'BASE TABLE'"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    return {r[0] for r in raw_sql(where, sql)}
