@@ -1,13 +1,18 @@
-"""``lcm redact``: history stored with redaction off, rewritten; attack tests on real SQLite files.
+"""``lcm redact``: history stored with redaction off, rewritten; attack tests on real SQLite files
+and on PostgreSQL (``both_backends``).
 
 Every check reads raw bytes: the database, its WAL and every payload file must hold no secret's
-bytes after apply (nor the words the full-text index keeps of it); only the backup does.
+bytes after apply (nor the words the full-text index keeps of it); only the backup does. On
+PostgreSQL what is at rest is every value of every table of the schema (payload bytes and the
+``tsv`` vectors included), read past the store; the backup is a ``pg_dump`` archive, read back as
+text with ``pg_restore``. Old row versions are the server's (VACUUM), not the rows a client reads.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -20,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli, scrub
+from hermes_lcm import cli, payload_gc, payloads, scrub
 from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
 from hermes_lcm.assemble import plan_budget
@@ -30,7 +35,10 @@ from hermes_lcm.outputs import ref_for, stub
 from hermes_lcm.private import write_new
 from hermes_lcm.tools import dispatch
 
+from ..backends import every_value, raw_sql
 from ..conftest import new_engine
+
+pytestmark = pytest.mark.both_backends
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = "all,acme=ACME-[0-9]{8}"
@@ -69,6 +77,27 @@ def clean_env(clean_home: Path) -> Path:
     return clean_home
 
 
+WHERE: dict[str, str] = {}  # the running test's database setting (empty: lcm.db in its home)
+
+
+@pytest.fixture
+def where(backend_env: dict[str, str], clean_home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The test's databases on its backend; for a URL, backups (pg_dump, on PATH here) go under
+    the test's home."""
+    WHERE.update(backend_env)
+    if backend_env:
+        from ..pgserver import binaries
+
+        monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
+    yield WHERE
+    WHERE.clear()
+
+
+def db_of(home: Path) -> Path | str:
+    """The database of a test's home: its lcm.db, or the test's URL."""
+    return WHERE.get("LCM_DATABASE_URL") or home / "lcm.db"
+
+
 def _config(**over: Any) -> Any:
     env = {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_SENSITIVE_PATTERNS": POLICY, **over}
     return load_config(env).config
@@ -103,17 +132,23 @@ def history(ref: str, preview: str) -> list[dict[str, Any]]:
     ]
 
 
-def build(home: Path) -> tuple[Path, list[dict[str, Any]], str]:
+def build(home: Path, db: Path | str | None = None) -> tuple[Any, list[dict[str, Any]], str]:
     """A database made with redaction off holding every secret: rows, FTS, summaries, an event,
-    and an externalized output's payload file (the stub the large-output step writes)."""
-    db = home / "lcm.db"
+    and an externalized output's payload file (the stub the large-output step writes; on
+    PostgreSQL a row of the payloads table)."""
+    db = db or db_of(home)
     payload_text = ("build log line\n" * 400) + f"OPENAI_API_KEY={SECRETS['payload_openai']}\n" + \
         f"vendor {SECRETS['acme']}\n" + ("more log\n" * 400)
     ref = ref_for(payload_text)
-    (home / "lcm-payloads").mkdir(parents=True, exist_ok=True)
-    write_new(home / "lcm-payloads", f"{ref}.payload", payload_text.encode())
+    if isinstance(db, Path):
+        (home / "lcm-payloads").mkdir(parents=True, exist_ok=True)
+        write_new(home / "lcm-payloads", f"{ref}.payload", payload_text.encode())
     messages = history(ref, stub(payload_text, ref, 1200))
     core = LcmCore(_config(), db)
+    if not isinstance(db, Path):
+        store = core.store
+        payloads.put(payloads.PayloadGuard(payload_gc.directory_of(db), blobs=payload_gc.blobs_of(store)),
+                     ref, payload_text)
     core.bind("s1", platform="cli")
     assert core.ingest(messages) == len(messages)
     budget = plan_budget(1500, 0, 0, tail_count=4, tail_max_tokens=0, target_ratio=0.5, summary_ratio=0.3)
@@ -147,21 +182,60 @@ def db_files(home: Path) -> list[Path]:
     return [home / "lcm.db", home / "lcm.db-wal", *sorted((home / "lcm-payloads").glob("*"))]
 
 
-def _open(db: Path) -> Any:
+def at_rest(home: Path) -> dict[str, bytes]:
+    """What the database keeps: its files (SQLite: the database, WAL, payload files), or every
+    value of every table of the schema (PostgreSQL)."""
+    db = db_of(home)
+    if isinstance(db, str):
+        return {f"table {name}": text.encode() for name, text in every_value(db).items()}
+    return {path.name: path.read_bytes() for path in db_files(home) if path.exists()}
+
+
+def leaks_in(named: dict[str, bytes]) -> list[str]:
+    found = []
+    for where, data in named.items():
+        lowered = data.lower()
+        for name, secret in SECRETS.items():
+            if secret.encode() in data or any(w in lowered for w in _words(secret)):
+                found.append(f"{name} in {where}")
+    return found
+
+
+def backup_bytes(path: Path) -> bytes:
+    """A backup's content: the file, or a ``pg_dump`` archive (compressed) as the SQL it restores."""
+    if not WHERE:
+        return path.read_bytes()
+    from ..pgserver import binaries
+
+    proc = subprocess.run([str(binaries() / "pg_restore"), "-f", "-", str(path)], capture_output=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def snapshot(db: Path | str) -> Any:
+    """Everything the database holds, to compare before and after."""
+    if isinstance(db, str):
+        return every_value(db)
+    with sqlite3.connect(db) as con:
+        return list(con.iterdump())
+
+
+def _open(db: Path | str) -> Any:
     return store_module.open_store(db)
 
 
-def test_the_planted_database_holds_every_secret(tmp_path: Path) -> None:
+def test_the_planted_database_holds_every_secret(tmp_path: Path, where: Any) -> None:
     """The attack setting is real: with redaction off, every planted secret is in the files."""
     build(tmp_path)
-    found = leaks(db_files(tmp_path))
+    found = leaks_in(at_rest(tmp_path))
     assert len(SECRETS) >= 20
     assert {f.split(" in ")[0] for f in found} == set(SECRETS)
 
 
-def test_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
+def test_dry_run_counts_and_writes_nothing(tmp_path: Path, where: Any) -> None:
     db, _, _ = build(tmp_path)
-    before = db.read_bytes()
+    before = snapshot(db)
     out = io.StringIO()
     code = cli.main(["--db", str(db), "redact", "--patterns", POLICY], out=out, err=io.StringIO())
     assert code == 0
@@ -178,11 +252,11 @@ def test_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
     assert result["payload_files"]["files"] == 1 and result["payload_files"]["secrets"]["openai_key"] == 1
     assert all(isinstance(i, int) for i in tables["messages"]["store_ids"])
     assert not [n for n, s in SECRETS.items() if s in text]  # counts and ids only, never a secret
-    assert db.read_bytes() == before
+    assert snapshot(db) == before
     assert not list((tmp_path / "lcm-backups").glob("*")) if (tmp_path / "lcm-backups").exists() else True
 
 
-def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> None:
+def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path, where: Any) -> None:
     db, messages, old_ref = build(tmp_path)
     out = io.StringIO()
     assert cli.main(["--db", str(db), "redact", "--apply", "--patterns", POLICY], out=out, err=io.StringIO()) == 0
@@ -191,9 +265,9 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> No
     assert result["status"] == "applied" and result["fts_sound"] is True
     assert "still holds the old secrets" in result["backup_note"]
     assert result["removed_payload_files"] == 1 and not (tmp_path / "lcm-payloads" / f"{old_ref}.payload").exists()
-    assert leaks(db_files(tmp_path)) == []
+    assert leaks_in(at_rest(tmp_path)) == []
     backup = Path(result["backup"])
-    assert leaks([backup])  # the backup is the only file that keeps them
+    assert leaks_in({"backup": backup_bytes(backup)})  # the backup is the only file that keeps them
     manifest = Path(result["manifest"])
     assert manifest.parent == backup.parent and manifest.stat().st_mode & 0o777 == 0o600
     entries = json.loads(manifest.read_text())["rows"]
@@ -204,8 +278,11 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> No
     scan = mt.fts_scan(store, deep=True)
     assert not any(t["needs_rebuild"] for t in scan["tables"].values()), scan
     # the new payload file holds the redacted text, and the row's stub names it
-    files = list((tmp_path / "lcm-payloads").glob("*.payload"))
-    assert len(files) == 1 and b"[lcm-redacted:openai_key #" in files[0].read_bytes()
+    if WHERE:
+        files = [data for _, data in raw_sql(str(db), "SELECT ref, bytes FROM payloads")]
+    else:
+        files = [path.read_bytes() for path in (tmp_path / "lcm-payloads").glob("*.payload")]
+    assert len(files) == 1 and b"[lcm-redacted:openai_key #" in bytes(files[0])
     # a core with redaction still off recognises every raw message (apply marked the store: the
     # shadow step), and so does live ingest with redaction on (same policy, same key): nothing new
     # The lists end at the newest secret (a head-only compress), so alignment must match it. The
@@ -225,7 +302,7 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> No
     assert core.store.message_count() == rows
     store_module.close_all()
     # lcm_grep finds placeholders, never a secret
-    engine = new_engine(tmp_path, LCM_SENSITIVE_PATTERNS_ENABLED="true", LCM_SENSITIVE_PATTERNS=POLICY)
+    engine = new_engine(tmp_path, LCM_SENSITIVE_PATTERNS_ENABLED="true", LCM_SENSITIVE_PATTERNS=POLICY, **WHERE)
     answer = dispatch(engine, "lcm_grep", {"query": "redacted openai_key"})
     hits = json.loads(answer)["hits"]
     assert hits and "[lc" in hits[0]["snippet"]
@@ -237,37 +314,46 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path) -> No
     store_module.close_all()
 
 
-def test_second_apply_changes_nothing(tmp_path: Path) -> None:
+def test_second_apply_changes_nothing(tmp_path: Path, where: Any) -> None:
     db, _, _ = build(tmp_path)
     store = _open(db)
     first = scrub.apply(store, POLICY, 1200, tmp_path / "b1")
     assert first["rows"] > 0 and first["checkpoint"]["busy"] is False
-    # read while the store is still open: no close-time checkpoint has cleaned anything up yet
-    assert (tmp_path / "lcm.db-wal").stat().st_size == 0
-    assert leaks(db_files(tmp_path)) == []
-    dump = list(sqlite3.connect(db).iterdump())
+    if not WHERE:  # read while the store is still open: no close-time checkpoint has cleaned anything up yet
+        assert (tmp_path / "lcm.db-wal").stat().st_size == 0
+    assert leaks_in(at_rest(tmp_path)) == []
+    dump = snapshot(db)
     second = scrub.apply(store, POLICY, 1200, tmp_path / "b2")
     assert second["status"] == "noop" and second["rows"] == 0
-    assert list(sqlite3.connect(db).iterdump()) == dump
+    assert snapshot(db) == dump
     assert scrub.scan(store, POLICY, 1200)["status"] == "noop"
     store_module.close_all()
 
 
-def _row_states(db: Path) -> dict[int, tuple[str, str | None]]:
-    with sqlite3.connect(db) as con:
-        return {r[0]: (r[1], r[2]) for r in con.execute("SELECT id, content, tool_calls FROM messages")}
+def _row_states(db: Path | str) -> dict[int, tuple[str, str | None]]:
+    return {r[0]: (r[1], r[2]) for r in raw_sql(str(db), "SELECT id, content, tool_calls FROM messages")}
 
 
-def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path: Path) -> None:
+def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path: Path, where: Any) -> None:
     db, _, _ = build(tmp_path)
     old = _row_states(db)
-    _open(db).secret("redaction")  # the key apply would create: the copy must share it
+    key = _open(db).secret("redaction")  # the key apply would create: the copy must share it
     store_module.close_all()
     reference_home = tmp_path / "ref"
-    shutil.copytree(tmp_path, reference_home, ignore=shutil.ignore_patterns("ref"))
-    reference = _open(reference_home / "lcm.db")
+    if WHERE:  # the same build in a second schema, given the same key
+        from ..pgserver import fresh_url
+
+        reference_home.mkdir()
+        reference_db: Path | str = fresh_url()
+        build(reference_home, reference_db)
+        raw_sql(str(reference_db), "INSERT INTO meta(key, value) VALUES ('secret:redaction', ?)", (key.hex(),))
+        assert _row_states(reference_db) == old
+    else:
+        shutil.copytree(tmp_path, reference_home, ignore=shutil.ignore_patterns("ref"))
+        reference_db = reference_home / "lcm.db"
+    reference = _open(reference_db)
     scrub.apply(reference, POLICY, 1200, tmp_path / "bref")
-    new = _row_states(reference_home / "lcm.db")
+    new = _row_states(reference_db)
     store = _open(db)
     seen = []
 
@@ -286,7 +372,7 @@ def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path:
     assert done["status"] == "applied"
     assert _row_states(db) == new
     store_module.close_all()
-    assert leaks(db_files(tmp_path)) == []
+    assert leaks_in(at_rest(tmp_path)) == []
 
 
 CONCURRENT = textwrap.dedent("""
@@ -310,7 +396,7 @@ CONCURRENT = textwrap.dedent("""
 """)
 
 
-def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path) -> None:
+def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path, where: Any) -> None:
     db, _, _ = build(tmp_path)
     turns = 150
     writer = subprocess.Popen([sys.executable, "-c", CONCURRENT, str(ROOT / ".pyroot"), str(db), str(turns)],
@@ -320,8 +406,7 @@ def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path) -> None:
     seen: list[int] = []
 
     def slow(table: str, row_id: int) -> None:  # the writer's rows as each of ours is rewritten
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-            seen.append(con.execute("SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')").fetchone()[0])  # noqa: E501 (schema 4 raw SQL)
+        seen.append(raw_sql(str(db), "SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')")[0][0])  # noqa: E501 (schema 4 raw SQL)
         time.sleep(0.03)
 
     result = scrub.apply(store, POLICY, 1200, tmp_path / "b", batch_rows=2, on_row=slow)
@@ -329,12 +414,11 @@ def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path) -> None:
     assert writer.returncode == 0 and out.strip() == "done", err
     assert result["status"] == "applied"
     assert len(set(seen)) > 2 and max(seen) < turns  # the writer stored rows while the rewrite ran
-    with sqlite3.connect(db) as con:
-        texts = [r[0] for r in con.execute("SELECT content FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2') ORDER BY seq")]  # noqa: E501 (schema 4 raw SQL)
+    texts = [r[0] for r in raw_sql(str(db), "SELECT content FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2') ORDER BY seq")]  # noqa: E501 (schema 4 raw SQL)
     assert texts == [f"concurrent turn {i}" for i in range(turns)]
     scrub.apply(store, POLICY, 1200, tmp_path / "b2")  # a reader may have kept the WAL: a rerun truncates it
     store_module.close_all()
-    assert leaks(db_files(tmp_path)) == []
+    assert leaks_in(at_rest(tmp_path)) == []
 
 
 def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
@@ -362,10 +446,10 @@ def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
     store_module.close_all()
 
 
-def test_slash_command_counts_then_applies(tmp_path: Path) -> None:
+def test_slash_command_counts_then_applies(tmp_path: Path, where: Any) -> None:
     from hermes_lcm.command import handle_command
 
-    engine = new_engine(tmp_path, 10**9, LCM_ENABLE_SLASH_COMMAND="1")
+    engine = new_engine(tmp_path, 10**9, LCM_ENABLE_SLASH_COMMAND="1", **WHERE)
     listed = [{"role": "user", "content": f"deploy with {SECRETS['openai']} please"},
               {"role": "assistant", "content": "done"}]
     engine.ingest_host(listed)
@@ -373,7 +457,7 @@ def test_slash_command_counts_then_applies(tmp_path: Path) -> None:
     dry = json.loads(handle_command("redact --json"))
     assert dry["status"] == "ready" and dry["tables"]["messages"]["secrets"] == {"openai_key": 1}
     assert any("ENABLED is off" in n for n in dry["notes"])
-    assert leaks(db_files(tmp_path)) == ["openai in lcm.db-wal"]
+    assert leaks_in(at_rest(tmp_path)) == (["openai in table messages"] if WHERE else ["openai in lcm.db-wal"])
     done = json.loads(handle_command("redact apply --json"))
     assert done["status"] == "applied" and Path(done["backup"]).exists()
     assert "unexpected arguments" in handle_command("redact now")
@@ -382,4 +466,4 @@ def test_slash_command_counts_then_applies(tmp_path: Path) -> None:
     engine.ingest_host(listed)  # the live engine's next turn: only the new message is stored
     assert engine.ensure_core().store.message_count() == rows + 1
     store_module.close_all()
-    assert leaks(db_files(tmp_path)) == []
+    assert leaks_in(at_rest(tmp_path)) == []
