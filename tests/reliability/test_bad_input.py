@@ -30,6 +30,10 @@ from hermes_lcm.tokens import count_messages
 from ..conftest import BACKENDS, database_env
 from ..workcount import Work, measure
 
+# On both backends through the module-scoped ``home`` fixture (one home, and one schema, per backend:
+# the examples share them), not through ``backend``.
+pytestmark = pytest.mark.both_backends
+
 SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=300,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
