@@ -17,6 +17,9 @@ from hermes_lcm.rank import coverage, idf, is_exact, own_score, with_context
 
 from .conftest import BACKENDS
 
+# On both backends through the module-scoped ``both`` fixture (one table per backend for the module).
+pytestmark = pytest.mark.both_backends
+
 ROWS = [
     "Gina: I lost my job at Door Dash this month, so I'm opening a dance studio.",
     "Jon: edited src/app/main.py and lcm_grep now returns hits",
@@ -25,14 +28,6 @@ ROWS = [
     "tool output: Traceback in parser.py line 42: KeyError 'token'",
     "Jon: pancakes, pancake recipes and panning for gold",
 ]
-
-
-@pytest.fixture
-def fts() -> sqlite3.Connection:
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE f USING fts5(content, tokenize='porter unicode61')")
-    db.executemany("INSERT INTO f(rowid, content) VALUES (?, ?)", list(enumerate(ROWS, start=1)))
-    return db
 
 
 def search(db: Any, text: str) -> list[int]:
@@ -80,21 +75,21 @@ def both(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield pg
 
 
-def test_prose_question_is_an_or_of_meaningful_words(fts):
+def test_prose_question_is_an_or_of_meaningful_words(both):
     query = build_query("When did Gina lose her job at Door Dash?")
     assert [t.text for t in query.parts] == ["gina", "lose", "job", "door", "dash"]
     assert {"when", "did", "her", "at"} <= set(query.dropped)
-    assert search(fts, "When did Gina lose her job at Door Dash?")[0] == 1
+    assert search(both, "When did Gina lose her job at Door Dash?")[0] == 1
 
 
 def test_possessives_and_single_letters_are_dropped():
     assert [t.text for t in build_query("What is John's dog's name?").parts] == ["john", "dog", "name"]
 
 
-def test_acronyms_in_capitals_survive_the_stop_list(fts):
+def test_acronyms_in_capitals_survive_the_stop_list(both):
     assert [t.text for t in build_query("the US trip").parts] == ["us", "trip"]
     assert [t.text for t in build_query("take us home").parts] == ["take", "home"]
-    assert search(fts, "the US trip")[0] == 3
+    assert search(both, "the US trip")[0] == 3
 
 
 def test_paths_and_identifiers_become_phrases(both):
@@ -117,9 +112,10 @@ def test_prefix_search(both):
     assert search(both, "panc*") == [6]
 
 
-def test_only_stop_words_still_search_them(fts):
+def test_only_stop_words_still_search_them(both):
     query = build_query("what is this")
     assert [t.text for t in query.parts] == ["what", "is", "this"] and not query.dropped
+    assert search(both, "what is this")[0] == 1  # "this month": the stop words are searched, not dropped
 
 
 def test_empty_and_punctuation_only_queries_are_empty():
