@@ -4,12 +4,12 @@ The engine talks to a stub OpenAI-compatible server on 127.0.0.1 (LCM_SUMMARY_PR
 Whatever the endpoint does, the session keeps going: every turn is stored, compaction still
 moves the frontier (falling back to the deterministic summary), each prompt handed back fits the
 budget, no bad answer is stored as a summary, and the failure is visible in ``get_status()``.
+On SQLite and PostgreSQL (``both_backends``).
 """
 
 from __future__ import annotations
 
 import copy
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,12 @@ from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
 from hermes_lcm.tokens import count_messages
 
+from ..backends import raw_sql
 from .stub_summarizer import INJECTION, StubSummarizer
 from .worker import turn_messages
+
+pytestmark = pytest.mark.both_backends
+WHERE: dict[str, str] = {}  # the running test's database setting (empty: lcm.db in its home)
 
 TURNS = 40
 FAULTS = {
@@ -40,18 +44,20 @@ FAULTS = {
 
 
 @pytest.fixture
-def stub() -> Iterator[StubSummarizer]:
+def stub(backend_env: dict[str, str]) -> Iterator[StubSummarizer]:
+    WHERE.update(backend_env)
     server = StubSummarizer()
     yield server
     server.close()
     close_all()
+    WHERE.clear()
 
 
 def engine_for(home: Path, stub: StubSummarizer, **extra: str) -> LcmEngine:
     env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "openai", "LCM_SUMMARY_MODEL": "stub-model",
            "LCM_SUMMARY_BASE_URL": stub.base_url, "LCM_SUMMARY_API_KEY": "x", "LCM_SUMMARY_TIMEOUT_MS": "300",
            "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000", "LCM_FRESH_TAIL_COUNT": "6", "LCM_LEAF_CHUNK_TOKENS": "1000",
-           **extra}
+           **extra, **WHERE}
     engine = copy.deepcopy(LcmEngine(env=env))
     engine.update_model("main-model", 64000)
     engine.on_session_start("faults", hermes_home=str(home), platform="cli")
@@ -80,11 +86,8 @@ def play(engine: LcmEngine, turns: int = TURNS) -> dict[str, Any]:
 
 
 def summaries(home: Path) -> list[tuple[str, str, str]]:
-    con = sqlite3.connect(str(home / "lcm.db"))
-    try:
-        return [(str(a), str(b), str(c)) for a, b, c in con.execute("SELECT level, route, content FROM summaries")]
-    finally:
-        con.close()
+    db = WHERE.get("LCM_DATABASE_URL") or str(home / "lcm.db")
+    return [(str(a), str(b), str(c)) for a, b, c in raw_sql(db, "SELECT level, route, content FROM summaries")]
 
 
 def test_healthy_endpoint_is_used(tmp_path: Path, stub: StubSummarizer) -> None:
