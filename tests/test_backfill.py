@@ -1,6 +1,7 @@
 """Backfill of large inline tool results on real databases: a dry run writes nothing, apply gives
 ``lcm_expand externalized_ref`` the exact bytes, rollback gives the rows back, a killed run resumes,
-and a manifest of another database or an edited one is refused."""
+and a manifest of another database or an edited one is refused. On SQLite and PostgreSQL
+(``both_backends``: there the payloads are rows of the payloads table and the backup a pg_dump)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from hermes_lcm import backfill, cli, outputs
 from hermes_lcm import store as store_module
 from hermes_lcm.query import build_query
 
+from .backends import every_value, raw_sql, table_names
 from .conftest import new_engine
 from .dbutil import digest, query_ro
 from .tooltest import ok
 
+pytestmark = pytest.mark.both_backends
 THRESHOLD = 5000
+WHERE: dict[str, str] = {}  # the running test's database setting (empty: lcm.db in its home)
 
 
 def body(i: int, size: int = 9000) -> str:
@@ -46,17 +50,41 @@ def turns(n: int) -> list[dict]:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_env: dict[str, str]):
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    WHERE.update(backend_env)
+    if backend_env:  # the apply's backup is a pg_dump (on PATH here)
+        from .pgserver import binaries
+
+        monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
     yield tmp_path
     store_module.close_all()
+    WHERE.clear()
 
 
-def built(home: Path) -> tuple[Path, list[dict]]:
+def db_of(home: Path) -> Path | str:
+    return WHERE.get("LCM_DATABASE_URL") or home / "lcm.db"
+
+
+def built(home: Path) -> tuple[Path | str, list[dict]]:
     history = turns(4)
-    new_engine(home, 10**9).ingest_host(history)
+    new_engine(home, 10**9, **WHERE).ingest_host(history)
     store_module.close_all()
-    return home / "lcm.db", history
+    return db_of(home), history
+
+
+def rows_of(db: Path | str, sql: str) -> list[tuple]:
+    return raw_sql(db, sql) if isinstance(db, str) else query_ro(db, sql)
+
+
+def payload_texts(home: Path) -> list[str]:
+    """The payloads written: files under the home, or rows of the payloads table."""
+    db = db_of(home)
+    if isinstance(db, str):
+        return [bytes(r[0]).decode() for r in raw_sql(db, "SELECT bytes FROM payloads ORDER BY ref")] \
+            if "payloads" in table_names(db) else []
+    folder = home / "lcm-payloads"
+    return [p.read_text() for p in sorted(folder.iterdir())] if folder.exists() else []
 
 
 def lcm(*argv: str) -> tuple[int, dict]:
@@ -65,11 +93,11 @@ def lcm(*argv: str) -> tuple[int, dict]:
     return code, json.loads(out.getvalue())
 
 
-def tool_rows(db: Path) -> list[tuple[int, str, str, int]]:
-    return query_ro(db, "SELECT id, content, fingerprint, tokens FROM messages WHERE role='tool' ORDER BY id")
+def tool_rows(db: Path | str) -> list[tuple[int, str, str, int]]:
+    return rows_of(db, "SELECT id, content, fingerprint, tokens FROM messages WHERE role='tool' ORDER BY id")
 
 
-def finds(db: Path, word: str) -> list[int]:
+def finds(db: Path | str, word: str) -> list[int]:
     store = store_module.open_readonly(db)
     try:
         return [m.id for m, _ in store.search_messages(build_query(word).match, None, 20)]
@@ -89,13 +117,16 @@ def expand_all(engine, ref: str) -> str:
 def test_dry_run_changes_nothing(home: Path) -> None:
     db, _ = built(home)
     before = {p.name: digest(p) for p in home.iterdir() if p.is_file()}
+    stored = every_value(db) if isinstance(db, str) else None
     code, plan = lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD))
     assert code == 0 and plan["status"] == "ready" and plan["rows"] == 3
     assert plan["chars"] == sum(len(body(i)) for i in range(3)) and plan["estimated_tokens_saved"] > 3 * 1000
     # A read-only SQLite connection may create an empty -wal and a -shm beside a WAL database.
     assert {p.name: digest(p) for p in home.iterdir() if p.is_file() and p.name in before} == before
     assert not (home / "lcm.db-wal").exists() or (home / "lcm.db-wal").stat().st_size == 0
-    assert not (home / "lcm-payloads").exists()
+    assert not (home / "lcm-payloads").exists() and payload_texts(home) == []
+    if isinstance(db, str):
+        assert every_value(db) == stored
 
 
 def test_apply_expand_rollback_round_trip(home: Path) -> None:
@@ -121,10 +152,10 @@ def test_apply_expand_rollback_round_trip(home: Path) -> None:
             assert now == original
     assert finds(db, "marmoset1quokka") == []  # the middle left the row and the index
 
-    engine = new_engine(home, 10**9)
-    count = len(query_ro(db, "SELECT id FROM messages"))
+    engine = new_engine(home, 10**9, **WHERE)
+    count = len(rows_of(db, "SELECT id FROM messages"))
     engine.ingest_host(history)  # the host's whole copy: nothing stored twice
-    assert len(query_ro(db, "SELECT id FROM messages")) == count
+    assert len(rows_of(db, "SELECT id FROM messages")) == count
     for (_, original, _, _), (_, now, _, _) in zip(originals[:3], after[:3], strict=True):
         info = outputs.parse_stub(now)
         assert info is not None
@@ -165,8 +196,12 @@ def test_a_killed_apply_resumes_without_duplicates(home: Path, monkeypatch: pyte
     assert done["rewritten"] == 2 and done["manifest_rows"] == 3
     rows = tool_rows(db)
     assert sum(outputs.is_stub(r[1]) for r in rows) == 3
-    files = sorted(p.name for p in (home / "lcm-payloads").iterdir())
-    assert len(files) == 3 and all(n.endswith(".payload") for n in files)  # no temp, no duplicate
+    if isinstance(db, str):
+        refs = [r[0] for r in raw_sql(db, "SELECT ref FROM payloads")]
+        assert len(refs) == 3 and len(set(refs)) == 3  # no duplicate
+    else:
+        files = sorted(p.name for p in (home / "lcm-payloads").iterdir())
+        assert len(files) == 3 and all(n.endswith(".payload") for n in files)  # no temp, no duplicate
     back = backfill.rollback(store, manifest, home / "bk", do_apply=True)
     assert back["restored"] == 3 and {r[0]: r[1] for r in tool_rows(db)} == originals
 
@@ -185,11 +220,18 @@ def test_a_tampered_or_foreign_manifest_is_refused(home: Path, tmp_path_factory:
     assert code == 1 and "changed" in answer["error"]
 
     other_home = tmp_path_factory.mktemp("other")
-    other = other_home / "lcm.db"
-    new_engine(other_home, 10**9).ingest_host(turns(4))
+    if WHERE:
+        from .pgserver import fresh_url
+
+        other: Path | str = fresh_url()
+        new_engine(other_home, 10**9, LCM_DATABASE_URL=str(other)).ingest_host(turns(4))
+    else:
+        other = other_home / "lcm.db"
+        new_engine(other_home, 10**9).ingest_host(turns(4))
     store_module.close_all()
     moved = json.loads(manifest.read_text())
-    moved["database"] = str(other.resolve())  # even claiming to be the other's, the MAC is this one's
+    # even claiming to be the other's, the MAC is this one's
+    moved["database"] = other if isinstance(other, str) else str(other.resolve())
     forged = home / "forged.json"
     forged.write_text(json.dumps(moved))
     for path in (manifest, forged):
@@ -202,15 +244,14 @@ def test_redaction_applies_before_the_file_is_written(home: Path, monkeypatch: p
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
     history = turns(1)
     history[2]["content"] = body(0) + f"\nexport OPENAI_API_KEY={key}\n"
-    new_engine(home, 10**9).ingest_host(history)
+    new_engine(home, 10**9, **WHERE).ingest_host(history)
     store_module.close_all()
     monkeypatch.setenv("LCM_SENSITIVE_PATTERNS_ENABLED", "true")
-    db = home / "lcm.db"
+    db = db_of(home)
     code, done = lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD), "--apply",
                      "--manifest", str(home / "m.json"))
     assert code == 0 and done["rewritten"] == 1 and done["redacted"] is True
-    (payload,) = (home / "lcm-payloads").iterdir()
-    kept = payload.read_text()
+    (kept,) = payload_texts(home)
     assert key not in kept and "[lcm-redacted:" in kept and "marmoset0quokka" in kept
     assert key not in tool_rows(db)[0][1]
 
