@@ -3,7 +3,8 @@
 The host deep-copies the registered template, calls ``update_model`` on the copy, then
 ``on_session_start(hermes_home=...)`` (agent/agent_init.py). Every setting, from env or from the
 ``lcm:`` block of config.yaml, must already shape the window at the first of those calls, and the
-engine's fallback path must use the same threshold as the normal one.
+engine's fallback path must use the same threshold as the normal one. The tests that open the
+database run on SQLite and PostgreSQL (``both_backends``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from hermes_lcm.core import budget_for
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.tokens import count_messages
 
+from .backends import raw_sql
 from .convo import assert_valid_sequence, conversation
 
+pytestmark = pytest.mark.both_backends
 EXTRACTIVE = {"LCM_SUMMARY_PROVIDER": "extractive"}
 
 
@@ -43,14 +46,15 @@ def _host_copy(home: Path, **env: str) -> LcmEngine:
     return copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), **EXTRACTIVE, **env}))
 
 
-def test_yaml_absolute_threshold_is_in_force_at_the_first_update_model(tmp_path):
-    engine = _host_copy(_home(tmp_path, "  absolute_threshold_tokens: 5000\n"))
+def test_yaml_absolute_threshold_is_in_force_at_the_first_update_model(tmp_path, backend_env):
+    engine = _host_copy(_home(tmp_path, "  absolute_threshold_tokens: 5000\n"), **backend_env)
     assert engine.threshold_tokens == 5000  # before the host said anything
     engine.update_model("m", 64000)
     assert engine.threshold_tokens == 5000 and engine.core is None
     assert engine.should_compress(5000) and not engine.should_compress(4999)
     engine.on_session_start("s1", hermes_home=engine.hermes_home, platform="cli", model="m", context_length=64000)
     assert engine.threshold_tokens == 5000 and engine.config_problems == ()
+    assert engine.core is not None and engine.startup_error is None
 
 
 def test_yaml_ratio_and_per_model_thresholds_are_in_force_at_the_first_update_model(tmp_path):
@@ -70,13 +74,14 @@ def test_env_still_wins_over_yaml_from_the_start(tmp_path):
     assert engine.threshold_tokens == 50_000
 
 
-def test_a_home_named_only_at_session_start_loads_its_yaml_and_recomputes_the_window(tmp_path, monkeypatch):
+def test_a_home_named_only_at_session_start_loads_its_yaml_and_recomputes_the_window(tmp_path, monkeypatch,
+                                                                                   backend_env):
     """No HERMES_HOME in the engine's env: the host's default home has no lcm block; the home the
     host names at on_session_start does, and its settings replace the window at once."""
     default_home = tmp_path / "default"
     default_home.mkdir()
     monkeypatch.setenv("HERMES_HOME", str(default_home))
-    engine = copy.deepcopy(LcmEngine(env=dict(EXTRACTIVE)))
+    engine = copy.deepcopy(LcmEngine(env={**EXTRACTIVE, **backend_env}))
     engine.update_model("m", 64000)
     assert engine.threshold_tokens == int(64000 * 0.35)
     home = _home(tmp_path, "  absolute_threshold_tokens: 7000\n")
@@ -127,21 +132,25 @@ def test_an_absolute_threshold_above_the_window_is_a_problem_and_the_ratio_is_us
     assert any("absolute_threshold_tokens" in p for p in engine.get_status()["config_problems"])
 
 
-def _unopenable_store(tmp_path: Path) -> str:
+def _unopenable_store(tmp_path: Path, backend_env: dict[str, str]) -> dict[str, str]:
     """A database that belongs to someone else: the engine refuses it and runs on its fallback."""
+    if backend_env:
+        url = backend_env["LCM_DATABASE_URL"]
+        raw_sql(url, "CREATE TABLE messages(x text)")  # another program's table of that name
+        return {"LCM_DATABASE_URL": url}
     path = tmp_path / "foreign.db"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE not_ours(x)")
-    return str(path)
+    return {"LCM_DATABASE_PATH": str(path)}
 
 
 @pytest.mark.parametrize("env,model,expected", [
     ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 3000),
     ({"LCM_MODEL_THRESHOLDS": "tiny:0.05"}, "tiny-model", 3200),
 ])
-def test_the_fallback_path_honours_absolute_and_per_model_thresholds(tmp_path, env, model, expected):
+def test_the_fallback_path_honours_absolute_and_per_model_thresholds(tmp_path, env, model, expected, backend_env):
     engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), **EXTRACTIVE,
-                                          "LCM_DATABASE_PATH": _unopenable_store(tmp_path), **env}))
+                                          **_unopenable_store(tmp_path, backend_env), **env}))
     engine.update_model(model, 64000)
     engine.on_session_start("s1", hermes_home=str(tmp_path), platform="cli")
     assert engine.core is None and engine.startup_error

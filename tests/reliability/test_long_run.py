@@ -5,7 +5,8 @@ store; compress when the engine asks. Throughout: every prompt (assembled or han
 compress) fits its budget, the summary prefix stays bounded by its share of the budget however
 long the history, nothing is lost, and the per-turn overhead does not grow with the history
 (counted as work, lines of the package's Python and SQLite VM steps, so other load on the machine
-cannot make the test flaky: tests/workcount.py).
+cannot make the test flaky: tests/workcount.py). On SQLite and PostgreSQL (``both_backends``; on
+PostgreSQL the work counted is our Python's lines: the server's steps are not ours to count).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.store import close_all
+from hermes_lcm.store import close_all, is_url
 from hermes_lcm.tokens import count_messages
 
 from ..workcount import measure
@@ -27,6 +30,13 @@ TURNS = 5000
 SAMPLED = 40  # turns whose work is counted, early and late (tracing makes a turn ~10x slower)
 THRESHOLD = 8000
 OVERHEAD = 600  # what the host adds (system prompt, tool schemas), reported through usage
+
+pytestmark = pytest.mark.both_backends
+
+
+def vm(store: Any) -> Any:
+    """The connection whose SQLite VM steps count too (none on PostgreSQL)."""
+    return None if is_url(store.path) else store.conn
 
 
 def turn(t: int) -> list[dict[str, Any]]:
@@ -50,9 +60,9 @@ def _one_turn(engine: LcmEngine, host: list[dict[str, Any]], tokens: int, budget
     return engine.should_compress(tokens), core.assemble(budget)
 
 
-def test_five_thousand_turns_stay_bounded_and_flat(tmp_path: Path) -> None:
+def test_five_thousand_turns_stay_bounded_and_flat(tmp_path: Path, backend_env: dict[str, str]) -> None:
     engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          "LCM_ABSOLUTE_THRESHOLD_TOKENS": str(THRESHOLD)}))
+                                          "LCM_ABSOLUTE_THRESHOLD_TOKENS": str(THRESHOLD), **backend_env}))
     engine.update_model("long-run-model", 128_000)
     engine.on_session_start("long", hermes_home=str(tmp_path), platform="cli")
     core = engine.ensure_core()
@@ -71,7 +81,7 @@ def test_five_thousand_turns_stay_bounded_and_flat(tmp_path: Path) -> None:
         budget = core.budget(engine.threshold_tokens, OVERHEAD)
         one_turn = functools.partial(_one_turn, engine, host, tokens, budget)
         if 300 <= t < 300 + SAMPLED or t >= TURNS - SAMPLED:
-            (wants, prompt), work = measure(one_turn, core.store.conn)
+            (wants, prompt), work = measure(one_turn, vm(core.store))
             per_turn[t] = work.total
         else:
             wants, prompt = one_turn()
@@ -106,12 +116,13 @@ def test_five_thousand_turns_stay_bounded_and_flat(tmp_path: Path) -> None:
     assert late <= 1.5 * early, f"per-turn work grew: {early:.0f} -> {late:.0f} (lines + VM steps)"
 
 
-def test_api_shape_ingest_does_not_grow_with_history(tmp_path: Path) -> None:
+def test_api_shape_ingest_does_not_grow_with_history(tmp_path: Path, backend_env: dict[str, str]) -> None:
     """The API server re-sends the whole history every turn; ingest must not pay for its length.
 
     (It did: the whole list was filtered twice per call, 11 ms at 40k messages against 0.4 ms at 1k.)
     """
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive"}))
+    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
+                                          **backend_env}))
     engine.update_model("long-run-model", 128_000)
     engine.on_session_start("api-long", hermes_home=str(tmp_path), platform="api")
 
@@ -121,7 +132,7 @@ def test_api_shape_ingest_does_not_grow_with_history(tmp_path: Path) -> None:
         samples = []
         for k in range(start, start + 40, 2):
             history.extend([msg(k), msg(k + 1)])
-            samples.append(measure(lambda: engine.ingest_host(history), core.store.conn)[1].total)
+            samples.append(measure(lambda: engine.ingest_host(history), vm(core.store))[1].total)
         return statistics.median(samples)
 
     grow(engine, 0, 40_000)
