@@ -2,7 +2,8 @@
 reported; no ``LCM_*`` variable and no ``lcm:`` key is ignored without a word.
 
 The peer lists live in hermes_lcm/compat.py with the commit and files they were extracted from
-(LCMX_SOURCE, CLAW_SOURCE). These tests drive real engines on real SQLite files.
+(LCMX_SOURCE, CLAW_SOURCE). These tests drive real engines on real SQLite files, and (those that
+open a database: ``both_backends``) on a real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from hermes_lcm import store as store_module
 from hermes_lcm.config import LcmConfig, env_name, load_config
 from hermes_lcm.engine import LcmEngine
 
+pytestmark = pytest.mark.both_backends
 FIELDS = [f.name for f in dataclasses.fields(LcmConfig)]
+WHERE: dict[str, str] = {}  # the running test's database setting (empty: lcm.db in its home)
 OUR_ENV = {env_name(name) for name in FIELDS}
 
 
@@ -34,11 +37,23 @@ def _close_stores():
     store_module.close_all()
 
 
+@pytest.fixture
+def on_backend(backend_env: dict[str, str], monkeypatch: pytest.MonkeyPatch):
+    """The test's engines (and CLI) on its backend; each backend's run starts as a new process
+    would, with no settings note logged yet (they are logged once per process)."""
+    from hermes_lcm import config
+
+    monkeypatch.setattr(config, "_ANNOUNCED", set())
+    WHERE.update(backend_env)
+    yield
+    WHERE.clear()
+
+
 def _engine(home: Path, yaml: str = "", **env: str) -> LcmEngine:
     home.mkdir(parents=True, exist_ok=True)
     if yaml:
         (home / "config.yaml").write_text("lcm:\n" + yaml, encoding="utf-8")
-    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}
+    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **WHERE, **env}
     engine = copy.deepcopy(LcmEngine(env=base))
     engine.update_model("m", 64_000)
     engine.on_session_start("s1", hermes_home=str(home), platform="cli", model="m", context_length=64_000)
@@ -107,7 +122,7 @@ def test_the_operator_guide_holds_the_table_as_generated():
 # -- aliases change behaviour ---------------------------------------------------------------------
 
 
-def test_a_peer_alias_sets_our_key_in_the_engine_in_force(tmp_path):
+def test_a_peer_alias_sets_our_key_in_the_engine_in_force(tmp_path, on_backend):
     plain = _engine(tmp_path / "a")
     assert plain.config.condense_min_nodes == 4 and plain.config.compaction_max_seconds == 45.0
     engine = _engine(tmp_path / "b", LCM_CONDENSATION_FANIN="7", LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS="5000",
@@ -129,7 +144,7 @@ def test_our_key_wins_over_a_peer_alias_and_the_alias_is_reported_ignored(tmp_pa
                for p in loaded.problems)
 
 
-def test_camel_case_plugin_keys_in_the_yaml_block_are_read(tmp_path):
+def test_camel_case_plugin_keys_in_the_yaml_block_are_read(tmp_path, on_backend):
     engine = _engine(tmp_path, "  freshTailCount: 9\n  maxSweepIterations: 3\n")
     assert engine.config.fresh_tail_count == 9 and engine.config.max_passes_per_compress == 3
 
@@ -143,7 +158,7 @@ def test_a_bad_alias_value_is_reported_under_the_peer_name_and_falls_back():
 # -- reported: status, doctor, host log --------------------------------------------------------
 
 
-def test_a_typo_env_var_gets_a_did_you_mean_in_status_doctor_and_the_host_log_once(tmp_path, caplog):
+def test_a_typo_env_var_gets_a_did_you_mean_in_status_doctor_and_the_host_log_once(tmp_path, caplog, on_backend):
     caplog.set_level(logging.WARNING, logger="hermes_lcm")
     first = _engine(tmp_path, LCM_FRESH_TAIL_COUNTT="8")
     second = _engine(tmp_path, LCM_FRESH_TAIL_COUNTT="8")  # another agent's copy, same process
@@ -156,7 +171,7 @@ def test_a_typo_env_var_gets_a_did_you_mean_in_status_doctor_and_the_host_log_on
     assert len(logged) == 1 and "did you mean LCM_FRESH_TAIL_COUNT?" in logged[0]
 
 
-def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(tmp_path, caplog):
+def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(tmp_path, caplog, on_backend):
     caplog.set_level(logging.WARNING, logger="hermes_lcm")
     engine = _engine(tmp_path, "  leaf_chunk_tokns: 3000\n")
     notes, check = _seen(engine)
@@ -165,7 +180,7 @@ def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(tm
     assert [r.getMessage() for r in caplog.records].count(f"hermes-lcm: {expected}") == 1
 
 
-def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path):
+def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path, on_backend):
     engine = _engine(tmp_path, "  summary_reasoning_effort: high\n", LCM_EMBEDDING_BOUNDED_SCAN_ROWS="5000",
                      LCM_ENABLED="false")
     notes, check = _seen(engine)
@@ -176,13 +191,15 @@ def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path):
     assert check["status"] == "warn" and "Migration" in check["action"]
 
 
-def test_the_cli_doctor_reports_settings_too(tmp_path, monkeypatch):
+def test_the_cli_doctor_reports_settings_too(tmp_path, monkeypatch, on_backend):
     from hermes_lcm.cli import main
 
     _engine(tmp_path).ensure_core()
     store_module.close_all()
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
     monkeypatch.setenv("LCM_SWEEP_DEADLINE_MS", "1000")
+    for key, value in WHERE.items():
+        monkeypatch.setenv(key, value)
     out = io.StringIO()
     main(["doctor"], out=out)
     check = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "settings")
