@@ -7,23 +7,25 @@
 * A session resumed from the host's own session database hands our summary block back
   without our private key: it is never stored as a message, while a user message that merely
   starts like one is stored and found.
+
+On SQLite and PostgreSQL (``both_backends``: the host's engine gets LCM_DATABASE_URL).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..backends import raw_sql
 from .harness import make_home, require_host, run_host
 from .stub_llm import Recorded, Reply, StubLLM, make_directive_policy, text_of
 
-pytestmark = pytest.mark.host
+pytestmark = [pytest.mark.host, pytest.mark.both_backends]
 
 CONTEXT_LENGTH = 64_000
 ENGINE_ENV = {
@@ -90,11 +92,17 @@ def _request_reaches_model(req: Recorded) -> bool:
     return False
 
 
-def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(tmp_path: Path) -> None:
+def where(hh: Any, backend_env: dict[str, str]) -> str:
+    """The database the host's engine used: its home's lcm.db, or the URL it was given."""
+    return backend_env.get("LCM_DATABASE_URL") or str(hh.lcm_db)
+
+
+def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(tmp_path: Path,
+                                                                         backend_env: dict[str, str]) -> None:
     require_host()
     files = _source_files(tmp_path)
     with StubLLM(loop_policy(files), context_length=CONTEXT_LENGTH) as stub:
-        hh = make_home(tmp_path, stub, env=ENGINE_ENV)
+        hh = make_home(tmp_path, stub, env={**ENGINE_ENV, **backend_env})
         run = run_host(hh, [REQUEST], toolsets=["context_engine", "todo", "file"], timeout=200)
         mains = stub.requests_of("main")
     turn = run.report["turns"][0]
@@ -111,8 +119,7 @@ def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(tmp_pat
     missing = [r.seq for r in compacted if not _request_reaches_model(r)]
     assert not missing, f"requests after a compaction without the user's request: {missing}"
 
-    with sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT seq, role, content, synthetic FROM messages ORDER BY seq").fetchall()
+    rows = raw_sql(where(hh, backend_env), "SELECT seq, role, content, synthetic FROM messages ORDER BY seq")
     requests = [r for r in rows if r[2] == REQUEST]
     snapshots = [r for r in rows if r[2].startswith(SNAPSHOT_PREFIX)]
     assert [(r[1], r[3]) for r in requests] == [("user", None)], requests
@@ -130,7 +137,8 @@ def _resume_turns() -> list[str]:
     return turns
 
 
-def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_block(tmp_path: Path) -> None:
+def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_block(
+        tmp_path: Path, backend_env: dict[str, str]) -> None:
     """Every turn a fresh agent reloads the transcript from the host's session database (the
     gateway's restart/resume path), and once the session is forked like the gateway's /branch:
     our block comes back without its private key, into the same conversation and into a new
@@ -139,15 +147,14 @@ def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_b
     require_host()
     turns = _resume_turns()
     with StubLLM(make_directive_policy(), context_length=CONTEXT_LENGTH) as stub:
-        hh = make_home(tmp_path, stub, env=ENGINE_ENV)
+        hh = make_home(tmp_path, stub, env={**ENGINE_ENV, **backend_env})
         run = run_host(hh, turns, history="db", agent_per_turn=True, branch_before=[BRANCH_AT], timeout=200)
         mains = stub.requests_of("main")
     assert all(t["completed"] and not t["failed"] for t in run.report["turns"]), run.describe()
     assert [r for r in mains if r.problems] == []
     assert _after_compaction(mains[:BRANCH_AT]), "no compaction before the branch"
-    with sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT m.conversation_id, m.role, m.content, s.id FROM messages m "
-                          "JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name ORDER BY m.conversation_id, m.seq").fetchall()  # noqa: E501 (schema 4 raw SQL)
+    rows = raw_sql(where(hh, backend_env), "SELECT m.conversation_id, m.role, m.content, s.id FROM messages m "
+                   "JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name ORDER BY m.conversation_id, m.seq")  # noqa: E501 (schema 4 raw SQL)
     branch = run.report["branches"][0]
     in_branch = [r for r in rows if r[3] == branch]
     assert in_branch and {r[0] for r in in_branch} != {r[0] for r in rows if r[3] != branch}, "no new conversation"
@@ -159,16 +166,17 @@ def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_b
     assert [t for t in turns[:BRANCH_AT] if first_conversation.count(t) != 1] == []
     branch_users = [r[2] for r in in_branch if r[1] == "user"]
     assert [t for t in turns[BRANCH_AT:] if branch_users.count(t) != 1] == []
-    raw = [h for h in _grep(hh, run.report["turns"][BRANCH_AT - 1]["session_id"], "NUMBAT-5521") if "store_id" in h]
+    raw = [h for h in _grep(hh, run.report["turns"][BRANCH_AT - 1]["session_id"], "NUMBAT-5521", backend_env)
+           if "store_id" in h]
     assert [h["role"] for h in raw] == ["user"], raw
 
 
-def _grep(hh: Any, session_id: str, query: str) -> list[dict[str, Any]]:
+def _grep(hh: Any, session_id: str, query: str, backend_env: dict[str, str]) -> list[dict[str, Any]]:
     """lcm_grep through an engine bound to the run's last session (a fresh engine in this process)."""
     from hermes_lcm import store as store_module
     from hermes_lcm.engine import LcmEngine
 
-    engine = LcmEngine(env={"HERMES_HOME": str(hh.home), "LCM_SUMMARY_PROVIDER": "extractive"})
+    engine = LcmEngine(env={"HERMES_HOME": str(hh.home), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env})
     engine.on_session_start(session_id, hermes_home=str(hh.home), platform="cli")
     try:
         return list(json.loads(engine.handle_tool_call("lcm_grep", {"query": query}))["hits"])
