@@ -23,7 +23,7 @@ from hermes_lcm.store import is_url
 from hermes_lcm.times import host_time
 
 from .backends import table_names
-from .conftest import new_engine
+from .conftest import fresh_database, new_engine
 
 DAY = 86400.0
 MAY_1 = 1714521600.0  # 2024-05-01T00:00:00Z, a Wednesday
@@ -269,17 +269,17 @@ def test_messages_keep_host_times_on_the_message_or_in_metadata(make_engine):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.floats(min_value=MAY_1, max_value=MAY_1 + 40 * DAY), min_size=1, max_size=12))
-def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, times):
+def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, backend, times):
     home = tmp_path_factory.mktemp("roll")
-    engine = new_engine(home, **ON)
-    core = quiet(engine)
-    engine.ingest_host([{"role": "user", "content": f"note {i} on the heron", "timestamp": at}
-                        for i, at in enumerate(times)])
-    core.rollups.drain()
-    got = [r for r in rows(home / "lcm.db") if r[0] == "day"]
-    expected = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
-    assert sorted(r[1] for r in got) == sorted(expected) and {r[3] for r in got} == {"ready"}
-    store_module.close_all()
+    with fresh_database(backend) as where:
+        engine = new_engine(home, **ON, **where)
+        core = quiet(engine)
+        engine.ingest_host([{"role": "user", "content": f"note {i} on the heron", "timestamp": at}
+                            for i, at in enumerate(times)])
+        core.rollups.drain()
+        got = [r for r in rows(core.store.path) if r[0] == "day"]
+        expected = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
+        assert sorted(r[1] for r in got) == sorted(expected) and {r[3] for r in got} == {"ready"}
 
 
 def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys):
