@@ -2,7 +2,7 @@
 the tools, the prompt (unanswered whole, answered as stubs) and active-replay stubbing.
 
 Real engines on real SQLite files and real payload files under tmp_path; the engine tests marked
-``both_backends`` (the foreign-ref attack and the random-session property too) also run on
+``both_backends`` (the foreign-ref attack, the full disk and the random-session property too) also run on
 PostgreSQL (payloads in its table); the payload-directory attacks stay SQLite-only (a directory
 beside the file, which PostgreSQL has not)."""
 
@@ -26,6 +26,7 @@ from hermes_lcm.outputs import is_stub, parse_stub, ref_for
 from hermes_lcm.payloads import PayloadGuard
 from hermes_lcm.tokens import count_messages
 
+from .backends import allow_payloads, refuse_payloads
 from .conftest import database_env, new_engine
 from .convo import assert_valid_sequence, stored_sequence
 from .security.test_scope import engine_for
@@ -249,18 +250,17 @@ def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: P
 # -- attacks -------------------------------------------------------------------------------------
 
 
-def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(tmp_path: Path) -> None:
-    # SQLite-only: the payload directory beside the file; on PostgreSQL payloads are table rows
-    engine = new_engine(tmp_path, threshold=10**6, **ON)
-    directory = payload_dir(engine)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    directory.write_bytes(b"")
+@pytest.mark.both_backends
+def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(
+        tmp_path: Path, backend_env: dict[str, str]) -> None:
+    engine = new_engine(tmp_path, threshold=10**6, **ON, **backend_env)
+    refuse_payloads(engine.core.store)  # the payload directory, or the server's disk_full on the payloads table
     output = big_output()
     history = tool_turn("run", output, "c1")
     engine.ingest_host(history)
     assert rows(engine)[2].content == output  # nothing lost
     assert engine.get_status()["payload_write_failures"] >= 1
-    directory.unlink()
+    allow_payloads(engine.core.store)
     history += [{"role": "assistant", "content": "ok"}]
     engine.ingest_host(list(history))
     assert stored_sequence(engine) == [(m["role"], m["content"]) for m in history]
