@@ -234,12 +234,11 @@ def test_without_the_flag_the_host_keeps_the_full_output(make_engine: Any) -> No
     store_module.close_all()
 
 
-def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path) -> None:
-    # SQLite-only: the payload directory beside the file; on PostgreSQL payloads are table rows
-    engine = new_engine(tmp_path, threshold=100_000, **REPLAY)
-    directory = payload_dir(engine)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    directory.write_bytes(b"")  # every payload write fails: the text stays inline
+@pytest.mark.both_backends
+def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path,
+                                                                     backend_env: dict[str, str]) -> None:
+    engine = new_engine(tmp_path, threshold=100_000, **REPLAY, **backend_env)
+    refuse_payloads(engine.core.store)  # every payload write fails: the text stays inline
     history = tool_turn("run", big_output(40_000), "c1")
     engine.observe_request(history, None)
     history.append({"role": "assistant", "content": "answer"})
