@@ -4,6 +4,7 @@ full-text query (read past our search code), and the two ways a store fails unde
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -134,3 +135,32 @@ def _tables(where: str) -> set[str]:
     else:
         sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
     return {r[0] for r in raw_sql(where, sql)}
+
+
+PAYLOAD_DIR = "lcm-payloads"  # payloads.PayloadGuard's directory beside a database file
+
+
+def refuse_payloads(store: Store) -> None:
+    """Every payload write fails as on a full disk, every other write still works: on SQLite the
+    payload directory cannot be created (a file holds its name), on PostgreSQL the server refuses
+    rows of the ``payloads`` table with ``disk_full`` (a trigger)."""
+    if not is_url(store.path):
+        directory = Path(store.path).parent / PAYLOAD_DIR
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        directory.write_bytes(b"")
+        return
+    from hermes_lcm.storage.pg.payloads import _TABLE
+
+    raw_sql(store.path, _TABLE)
+    raw_sql(store.path, "CREATE OR REPLACE FUNCTION lcm_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS "
+                        "$f$BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END$f$")
+    raw_sql(store.path, "CREATE TRIGGER lcm_test_disk_full BEFORE INSERT ON payloads "
+                        "FOR EACH ROW EXECUTE FUNCTION lcm_test_disk_full()")
+
+
+def allow_payloads(store: Store) -> None:
+    """Undo :func:`refuse_payloads`: payload writes work again (the disk has room again)."""
+    if not is_url(store.path):
+        (Path(store.path).parent / PAYLOAD_DIR).unlink()
+        return
+    raw_sql(store.path, "DROP TRIGGER lcm_test_disk_full ON payloads")

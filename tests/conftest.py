@@ -3,6 +3,7 @@ server (tests/pgserver.py) for the contract tests marked ``both_backends``, whic
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,6 +50,17 @@ def database_env(backend: str) -> dict[str, str]:
 
         return {"LCM_DATABASE_URL": fresh_url()}
     return {}
+
+
+@contextlib.contextmanager
+def fresh_database(backend: str) -> Iterator[dict[str, str]]:
+    """The settings for one hypothesis example on ``backend``: a database of its own (a new schema
+    on PostgreSQL, the example's home on SQLite), every store closed after it. A function-scoped
+    fixture is shared by all examples of a test, so an example that wants a clean database asks here."""
+    try:
+        yield database_env(backend)
+    finally:
+        store_module.close_all()
 
 
 @pytest.fixture

@@ -325,12 +325,16 @@ def test_lcmx_extraction_settings_are_ours() -> None:
     assert not [p for p in loaded.problems if "ASSERTION_EXTRACTION" in p]
 
 
-def test_cli_status_and_rebuild(clean_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.both_backends
+def test_cli_status_and_rebuild(clean_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                backend_env: dict[str, str]) -> None:
     from hermes_lcm import store as store_module
 
     from .test_cli_embed import lcm
 
-    engine = new_engine(clean_home)  # stored while the sidecar was off: no tables yet
+    for key, value in backend_env.items():  # the CLI reads the database the engine wrote
+        monkeypatch.setenv(key, value)
+    engine = new_engine(clean_home, **backend_env)  # stored while the sidecar was off: no tables yet
     engine.ingest_host(said("The port is 8731.", "We moved to Lisbon on 3 May."))
     store_module.close_all()
     code, out, err = lcm("assertions", "rebuild")

@@ -59,9 +59,9 @@ def _engine(tmp_path, call_llm, **env: str) -> LcmEngine:
 
 
 @pytest.mark.parametrize("kind", ["error", "timeout", "empty", "reasoning", "garbage", "injected"])
-def test_compaction_terminates_and_stays_bounded_whatever_the_llm_does(tmp_path, kind):
+def test_compaction_terminates_and_stays_bounded_whatever_the_llm_does(tmp_path, backend_env, kind):
     call_llm, calls = _answers(kind)
-    engine = _engine(tmp_path, call_llm)
+    engine = _engine(tmp_path, call_llm, **backend_env)
     history, outputs = host_run(engine, list(conversation(seed=11, turns=40)))
     assert outputs, "the threshold was crossed"
     for out in outputs:
@@ -78,18 +78,18 @@ def test_compaction_terminates_and_stays_bounded_whatever_the_llm_does(tmp_path,
     assert len(calls) < 2 * nodes
 
 
-def test_a_good_llm_summary_is_stored_as_normal(tmp_path):
+def test_a_good_llm_summary_is_stored_as_normal(tmp_path, backend_env):
     call_llm, calls = _answers("good")
-    engine = _engine(tmp_path, call_llm)
+    engine = _engine(tmp_path, call_llm, **backend_env)
     host_run(engine, list(conversation(seed=12, turns=30)))
     nodes = engine.core.dag.nodes(engine.core.binding.conversation_id)
     assert nodes and all(n.level == "normal" and n.route == "auxiliary" for n in nodes)
     assert calls[0]["task"] == "compression"
 
 
-def test_a_slow_llm_cannot_hold_a_turn_past_the_compaction_deadline(tmp_path):
+def test_a_slow_llm_cannot_hold_a_turn_past_the_compaction_deadline(tmp_path, backend_env):
     call_llm, calls = _answers("slow")
-    engine = _engine(tmp_path, call_llm, LCM_COMPACTION_MAX_SECONDS="0.3",
+    engine = _engine(tmp_path, call_llm, **backend_env, LCM_COMPACTION_MAX_SECONDS="0.3",
                      LCM_SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD="100")
     history = [m for t in conversation(seed=13, turns=60) for m in t]
     started = time.monotonic()
@@ -147,11 +147,14 @@ def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
     ]
 
 
-def test_a_store_that_cannot_open_keeps_the_hosts_list_and_tells_the_host(tmp_path):
+def test_a_store_that_cannot_open_keeps_the_hosts_list_and_tells_the_host(tmp_path, backend):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
+    # a file under a file; on PostgreSQL a server that is not there (nothing listens on port 1)
+    where = {"LCM_DATABASE_URL": "postgresql://lcm@127.0.0.1:1/lcm?connect_timeout=2"} if backend == "postgres" \
+        else {"LCM_DATABASE_PATH": str(blocker / "lcm.db")}
     engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          "LCM_DATABASE_PATH": str(blocker / "lcm.db")}))
+                                          **where}))
     engine.update_model("fake", 64000)
     engine.threshold_tokens = 3000
     engine.on_session_start("s1", hermes_home=str(tmp_path))

@@ -18,8 +18,8 @@ from .convo import conversation
 pytestmark = pytest.mark.both_backends
 
 
-def test_deepcopy_carries_settings_but_no_connection(tmp_path):
-    template = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive"})
+def test_deepcopy_carries_settings_but_no_connection(tmp_path, backend_env):
+    template = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env})
     template.update_model("m", 64000)
     live = copy.deepcopy(template)
     live.on_session_start("s1", hermes_home=str(tmp_path))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hermes_lcm.tokens import count_messages
 
-from .conftest import new_engine
+from .conftest import fresh_database, new_engine
 from .convo import (
     assert_lineage_complete,
     assert_valid_sequence,
@@ -119,8 +119,8 @@ def test_forced_compress_with_focus_makes_a_summary(make_engine):
     assert engine.core.dag.depth_counts(engine.core.binding.conversation_id).get(0, 0) >= 1
 
 
-def test_new_session_keeps_deep_nodes_and_every_lineage(tmp_path):
-    engine = new_engine(tmp_path, threshold=5000, LCM_NEW_SESSION_RETAIN_DEPTH="1")
+def test_new_session_keeps_deep_nodes_and_every_lineage(make_engine):
+    engine = make_engine(threshold=5000, LCM_NEW_SESSION_RETAIN_DEPTH="1")
     history, _ = host_run(engine, list(conversation(seed=6, turns=80)))
     before = engine.core.dag.nodes(engine.core.binding.conversation_id)
     engine.on_session_end("s1", history)
@@ -141,8 +141,8 @@ def test_new_session_keeps_deep_nodes_and_every_lineage(tmp_path):
     assert out[-1] == fresh[-1] and not any(m.get("content") == history[-1]["content"] for m in out)
 
 
-def test_compression_boundary_session_continues_the_conversation(tmp_path):
-    engine = new_engine(tmp_path, threshold=5000)
+def test_compression_boundary_session_continues_the_conversation(make_engine, tmp_path):
+    engine = make_engine(threshold=5000)
     history, _ = host_run(engine, list(conversation(seed=7, turns=30)))
     conv = engine.core.binding.conversation_id
     engine.on_session_start("s1-b", hermes_home=str(tmp_path), boundary_reason="compression",
@@ -153,17 +153,17 @@ def test_compression_boundary_session_continues_the_conversation(tmp_path):
     assert len(stored_sequence(engine)) == len(history) + len(extra)
 
 
-def test_resume_in_a_new_process_finds_the_same_conversation(tmp_path):
-    first = new_engine(tmp_path, threshold=5000)
+def test_resume_in_a_new_process_finds_the_same_conversation(make_engine):
+    first = make_engine(threshold=5000)
     history, _ = host_run(first, list(conversation(seed=9, turns=20)))
-    second = new_engine(tmp_path, threshold=5000)  # same session id: a resume
+    second = make_engine(threshold=5000)  # same session id: a resume
     second.ingest_host(history)
     assert second.core.binding.conversation_id == first.core.binding.conversation_id
     assert len(stored_sequence(second)) == len(history)
 
 
-def test_ignored_session_stores_nothing_but_still_gets_a_bounded_prompt(tmp_path):
-    engine = new_engine(tmp_path, threshold=3000, session="cron:job1", LCM_IGNORE_SESSION_PATTERNS="cron:*")
+def test_ignored_session_stores_nothing_but_still_gets_a_bounded_prompt(make_engine):
+    engine = make_engine(threshold=3000, session="cron:job1", LCM_IGNORE_SESSION_PATTERNS="cron:*")
     history = [m for t in conversation(seed=10, turns=30) for m in t]
     engine.ingest_host(history)
     out = engine.compress(list(history), current_tokens=count_messages(history))
@@ -172,9 +172,9 @@ def test_ignored_session_stores_nothing_but_still_gets_a_bounded_prompt(tmp_path
     assert engine.core.store.message_count() == 0
 
 
-def test_subagent_copy_gets_its_own_conversation(tmp_path):
-    parent = new_engine(tmp_path, threshold=10**9)
-    child = new_engine(tmp_path, threshold=10**9, session="child-1")
+def test_subagent_copy_gets_its_own_conversation(make_engine):
+    parent = make_engine(threshold=10**9)
+    child = make_engine(threshold=10**9, session="child-1")
     parent.ingest_host([{"role": "user", "content": "parent says"}])
     child.ingest_host([{"role": "user", "content": "child says"}])
     assert parent.core.binding.conversation_id != child.core.binding.conversation_id
@@ -185,10 +185,15 @@ def test_subagent_copy_gets_its_own_conversation(tmp_path):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6), turns=st.integers(1, 40), size=st.integers(5, 150),
        api_mode=st.booleans(), threshold=st.integers(1500, 12000), replays=st.integers(1, 2))
-def test_random_conversations_keep_every_invariant(tmp_path_factory, seed, turns, size, api_mode, threshold,
+def test_random_conversations_keep_every_invariant(tmp_path_factory, backend, seed, turns, size, api_mode, threshold,
                                                    replays):
-    home = tmp_path_factory.mktemp("prop")
-    engine = new_engine(home, threshold=threshold)
+    with fresh_database(backend) as where:
+        _keeps_every_invariant(new_engine(tmp_path_factory.mktemp("prop"), threshold=threshold, **where),
+                               seed, turns, size, api_mode, threshold, replays)
+
+
+def _keeps_every_invariant(engine: Any, seed: int, turns: int, size: int, api_mode: bool, threshold: int,
+                           replays: int) -> None:
     turn_list = list(conversation(seed=seed, turns=turns, size=size))
     history: list[dict[str, Any]] = []
     # Only the API shape can replay: it re-sends the whole history; the CLI shape continues
@@ -203,15 +208,15 @@ def test_random_conversations_keep_every_invariant(tmp_path_factory, seed, turns
     assert_lineage_complete(engine.core.store.path)
 
 
-def test_a_message_cut_to_fit_is_recognized_after_a_restart(tmp_path):
+def test_a_message_cut_to_fit_is_recognized_after_a_restart(make_engine):
     """A resumed host sends back the list we returned, with a message we cut: it is the stored row."""
-    first = new_engine(tmp_path, threshold=3000)
+    first = make_engine(threshold=3000)
     host = [{"role": "user", "content": "first question " * 5}, {"role": "assistant", "content": "answer " * 5},
             {"role": "user", "content": "BIG " + "lorem ipsum dolor sit amet " * 2000}]
     first.ingest_host(host)
     host = first.compress(host, current_tokens=20_000)
     assert any("cut to fit" in str(m.get("content")) for m in host)
-    resumed = new_engine(tmp_path, threshold=3000)  # a new process: no memory of the last list
+    resumed = make_engine(threshold=3000)  # a new process: no memory of the last list
     resumed.ingest_host([*host, {"role": "assistant", "content": "that was a big one"}])
     assert len(stored_sequence(resumed)) == 4
 
@@ -231,14 +236,14 @@ def test_first_compress_over_a_huge_backlog_is_bounded_and_valid(make_engine):
     assert "older messages after these summaries are not shown" in out[0]["content"]
 
 
-def test_an_image_moved_to_a_payload_file_is_replayed_as_a_valid_text_part(tmp_path):
+def test_an_image_moved_to_a_payload_file_is_replayed_as_a_valid_text_part(make_engine):
     """A placeholder is not a URL a provider accepts; the replay names the stored row instead."""
     import base64
 
     image = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).decode()
     shot = {"role": "user", "content": [{"type": "text", "text": "what is in this screenshot?"},
                                         {"type": "image_url", "image_url": {"url": image}}]}
-    first = new_engine(tmp_path, threshold=10**6)
+    first = make_engine(threshold=10**6)
     host = [*[m for t in conversation(seed=41, turns=3) for m in t], shot,
             {"role": "assistant", "content": "a login form"}]
     first.ingest_host(host)
@@ -250,7 +255,7 @@ def test_an_image_moved_to_a_payload_file_is_replayed_as_a_valid_text_part(tmp_p
     stored = first.core.store.messages_after(first.core.binding.conversation_id, 0)
     assert [m.to_host() for m in stored if m.role == "user"][-1]["content"][1]["image_url"]["url"].startswith(
         "[lcm-payload ref=")  # the row keeps the placeholder; the payload file keeps the bytes
-    resumed = new_engine(tmp_path, threshold=10**6)  # a restart: the host sends our replay back
+    resumed = make_engine(threshold=10**6)  # a restart: the host sends our replay back
     resumed.ingest_host([*out, {"role": "user", "content": "thanks"}])
     assert len(stored_sequence(resumed)) == len(host) + 1
 

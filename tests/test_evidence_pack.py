@@ -12,6 +12,7 @@ from hermes_lcm import store as store_module
 from hermes_lcm.evidence import Ref, RefError, build_pack, hydrate, parse_refs
 from hermes_lcm.tokens import count_tokens
 
+from .conftest import fresh_database
 from .evidencetest import at, engine_for, place, reach, said
 
 pytestmark = pytest.mark.both_backends
@@ -87,9 +88,10 @@ def test_pack_dedups_orders_reports_missing_and_sufficiency(home):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.text(min_size=0, max_size=3000), min_size=1, max_size=6), st.integers(100, 2500))
-def test_budget_holds_for_random_lines(tmp_path_factory, texts, budget):
+def test_budget_holds_for_random_lines(tmp_path_factory, backend, texts, budget):
     home = tmp_path_factory.mktemp("budget")
-    try:
+    with fresh_database(backend) as where:
+        place(home, where)
         engine = engine_for(home, "s1")
         turns = [((t or "-") + f" #{i}", at(2023, 1, 1) + i) for i, t in enumerate(texts)]
         ids = said(engine, *turns)
@@ -102,5 +104,4 @@ def test_budget_holds_for_random_lines(tmp_path_factory, texts, budget):
             start, end = line.get("span", [0, len(line["text"])])
             assert rows[line["store_id"]][start:end] == line["text"]  # exact text, exact span
         assert len(pack["lines"]) + len(pack.get("omitted", [])) == len(ids)
-    finally:
-        store_module.close_all()
+        place(home, None)

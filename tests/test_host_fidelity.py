@@ -7,8 +7,8 @@
 3. The host's other public message fields (reasoning, provider replay items) are stored and come
    back on every message that stays verbatim; the host's private ``_keys`` never do.
 
-The engine tests run on SQLite and on PostgreSQL (``both_backends``); the schema-1 upgrade is
-about the SQLite file's migration and the head-compress property stays on SQLite (hypothesis).
+The engine tests and the head-compress property (a fresh database per example) run on SQLite and
+on PostgreSQL (``both_backends``); the schema-1 upgrade is about the SQLite file's own migration.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import store as store_module
 from hermes_lcm.assemble import cut_message
 from hermes_lcm.blocks import Item
 from hermes_lcm.engine import LcmEngine
@@ -33,7 +32,7 @@ from hermes_lcm.storage.sqlite import SqliteStore as Store
 from hermes_lcm.store import SCHEMA_VERSION, open_store
 from hermes_lcm.tokens import count_messages
 
-from .conftest import new_engine
+from .conftest import fresh_database, new_engine
 from .convo import assert_valid_sequence, conversation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -143,13 +142,15 @@ def test_a_head_compress_pins_no_request_from_the_tail(make_engine):
     assert_valid_sequence(compressed + tail)
 
 
+@pytest.mark.both_backends
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.integers(4, 14), keep=st.integers(1, 4), seed=st.integers(0, 10_000),
        threshold=st.sampled_from([2500, 6000, 10**6]))
-def test_any_head_compress_answers_only_its_head(tmp_path_factory, turns, keep, seed, threshold):
+def test_any_head_compress_answers_only_its_head(tmp_path_factory, backend, turns, keep, seed, threshold):
     home = tmp_path_factory.mktemp("head")
-    try:
-        engine = new_engine(home, threshold=threshold, LCM_FRESH_TAIL_COUNT="4", LCM_LEAF_CHUNK_TOKENS="700")
+    with fresh_database(backend) as where:
+        engine = new_engine(home, threshold=threshold, LCM_FRESH_TAIL_COUNT="4", LCM_LEAF_CHUNK_TOKENS="700",
+                            **where)
         history = flat(seed=seed, turns=turns, size=50)
         engine.ingest_host(list(history))
         keep = min(keep, turns - 1)
@@ -161,8 +162,6 @@ def test_any_head_compress_answers_only_its_head(tmp_path_factory, turns, keep, 
         head_keys = [key(m) for m in head]
         assert all(k in head_keys for k in shown)
         assert len(stored_rows(engine)) == len(history)  # the head compress stored nothing twice
-    finally:
-        store_module.close_all()
 
 
 # -- item 3: an unchanged list comes back as given -----------------------------------------------

@@ -2,8 +2,9 @@
 the tools, the prompt (unanswered whole, answered as stubs) and active-replay stubbing.
 
 Real engines on real SQLite files and real payload files under tmp_path; the engine tests marked
-``both_backends`` also run on PostgreSQL (payloads in its table); the payload-directory attacks
-stay SQLite-only."""
+``both_backends`` (the foreign-ref attack, the full disk and the random-session property too) also run on
+PostgreSQL (payloads in its table); the payload-directory attacks stay SQLite-only (a directory
+beside the file, which PostgreSQL has not)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from hermes_lcm.outputs import is_stub, parse_stub, ref_for
 from hermes_lcm.payloads import PayloadGuard
 from hermes_lcm.tokens import count_messages
 
-from .conftest import new_engine
+from .backends import allow_payloads, refuse_payloads
+from .conftest import database_env, new_engine
 from .convo import assert_valid_sequence, stored_sequence
 from .security.test_scope import engine_for
 from .tooltest import err, ok
@@ -232,12 +234,11 @@ def test_without_the_flag_the_host_keeps_the_full_output(make_engine: Any) -> No
     store_module.close_all()
 
 
-def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path) -> None:
-    # SQLite-only: the payload directory beside the file; on PostgreSQL payloads are table rows
-    engine = new_engine(tmp_path, threshold=100_000, **REPLAY)
-    directory = payload_dir(engine)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    directory.write_bytes(b"")  # every payload write fails: the text stays inline
+@pytest.mark.both_backends
+def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path,
+                                                                     backend_env: dict[str, str]) -> None:
+    engine = new_engine(tmp_path, threshold=100_000, **REPLAY, **backend_env)
+    refuse_payloads(engine.core.store)  # every payload write fails: the text stays inline
     history = tool_turn("run", big_output(40_000), "c1")
     engine.observe_request(history, None)
     history.append({"role": "assistant", "content": "answer"})
@@ -248,18 +249,17 @@ def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: P
 # -- attacks -------------------------------------------------------------------------------------
 
 
-def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(tmp_path: Path) -> None:
-    # SQLite-only: the payload directory beside the file; on PostgreSQL payloads are table rows
-    engine = new_engine(tmp_path, threshold=10**6, **ON)
-    directory = payload_dir(engine)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    directory.write_bytes(b"")
+@pytest.mark.both_backends
+def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(
+        tmp_path: Path, backend_env: dict[str, str]) -> None:
+    engine = new_engine(tmp_path, threshold=10**6, **ON, **backend_env)
+    refuse_payloads(engine.core.store)  # the payload directory, or the server's disk_full on the payloads table
     output = big_output()
     history = tool_turn("run", output, "c1")
     engine.ingest_host(history)
     assert rows(engine)[2].content == output  # nothing lost
     assert engine.get_status()["payload_write_failures"] >= 1
-    directory.unlink()
+    allow_payloads(engine.core.store)
     history += [{"role": "assistant", "content": "ok"}]
     engine.ingest_host(list(history))
     assert stored_sequence(engine) == [(m["role"], m["content"]) for m in history]
@@ -280,14 +280,15 @@ def test_a_symlinked_payload_directory_is_refused_and_the_text_stays_inline(tmp_
     store_module.close_all()
 
 
-def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path) -> None:
+@pytest.mark.both_backends
+def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path, backend_env: dict[str, str]) -> None:
     home = tmp_path / "home"
-    alice = engine_for(home, "alice", "alice-chat", **ON)
+    alice = engine_for(home, "alice", "alice-chat", **ON, **backend_env)
     secret = big_output(seed="alice-secret")
     alice.ingest_host(tool_turn("run", secret, "c1"))
     ref = ref_for(secret)
     assert read_all(alice, ref) == secret
-    mallory = engine_for(home, "mallory", "mallory-chat", **ON)
+    mallory = engine_for(home, "mallory", "mallory-chat", **ON, **backend_env)
     # Mallory quotes Alice's stub (say she saw it over her shoulder): a quote is no reference.
     mallory.ingest_host([{"role": "user", "content": f"[lcm-output ref={ref} chars=1 lines=1]"}])
     for args in ({"externalized_ref": "../../etc/passwd"}, {"externalized_ref": "0" * 24},
@@ -316,17 +317,19 @@ def _conversation(data: Any, turns: int) -> list[list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.both_backends
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique(tmp_path_factory: Any,
+def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique(tmp_path_factory: Any, backend: str,
                                                                                  data: Any) -> None:
     home = tmp_path_factory.mktemp("prop")
+    where = database_env(backend)  # one database per example; the engines of its restarts share it
     threshold = data.draw(st.sampled_from([4000, 9000, 30_000]))
     toggles = data.draw(st.lists(st.booleans(), min_size=1, max_size=3))
     history: list[dict[str, Any]] = []
     for turns, on in zip(_split(_conversation(data, 6), len(toggles)), toggles, strict=True):
         store_module.close_all()
-        engine = new_engine(home, threshold=threshold, **(REPLAY if on else {}))
+        engine = new_engine(home, threshold=threshold, **(REPLAY if on else {}), **where)
         for turn in turns:
             history += turn
             engine.ingest_host(list(history))  # API style: the whole history every time

@@ -16,7 +16,7 @@ from hermes_lcm.cli import main as cli_main
 from hermes_lcm.engine import LcmEngine
 
 from .backends import matching_ids, raw_sql
-from .conftest import new_engine
+from .conftest import fresh_database, new_engine
 from .convo import host_run
 from .tooltest import err, ok, walk
 
@@ -196,10 +196,14 @@ _ROLES = st.sampled_from(["plain", "lcm_turn", "mixed"])
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kinds=st.lists(_ROLES, min_size=5, max_size=25), seed=st.integers(0, 50))
-def test_walk_is_every_match_but_lcm_results_once(tmp_path_factory, kinds: list[str], seed: int):
+def test_walk_is_every_match_but_lcm_results_once(tmp_path_factory, backend: str, kinds: list[str], seed: int):
     """Random turns, some answered from memory: the default walk lists every row matching the
     query exactly once, except LCM's own calls and results, whatever compacted."""
-    engine = new_engine(tmp_path_factory.mktemp("walk"), 2500, "p")
+    with fresh_database(backend) as where:
+        _walk_once(new_engine(tmp_path_factory.mktemp("walk"), 2500, "p", **where), kinds, seed)
+
+
+def _walk_once(engine: LcmEngine, kinds: list[str], seed: int) -> None:
     turns = []
     for i, kind in enumerate(kinds):
         if kind == "lcm_turn":

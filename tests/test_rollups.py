@@ -23,7 +23,7 @@ from hermes_lcm.store import is_url
 from hermes_lcm.times import host_time
 
 from .backends import table_names
-from .conftest import new_engine
+from .conftest import fresh_database, new_engine
 
 DAY = 86400.0
 MAY_1 = 1714521600.0  # 2024-05-01T00:00:00Z, a Wednesday
@@ -269,25 +269,27 @@ def test_messages_keep_host_times_on_the_message_or_in_metadata(make_engine):
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.floats(min_value=MAY_1, max_value=MAY_1 + 40 * DAY), min_size=1, max_size=12))
-def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, times):
+def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, backend, times):
     home = tmp_path_factory.mktemp("roll")
-    engine = new_engine(home, **ON)
-    core = quiet(engine)
-    engine.ingest_host([{"role": "user", "content": f"note {i} on the heron", "timestamp": at}
-                        for i, at in enumerate(times)])
-    core.rollups.drain()
-    got = [r for r in rows(home / "lcm.db") if r[0] == "day"]
-    expected = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
-    assert sorted(r[1] for r in got) == sorted(expected) and {r[3] for r in got} == {"ready"}
-    store_module.close_all()
+    with fresh_database(backend) as where:
+        engine = new_engine(home, **ON, **where)
+        core = quiet(engine)
+        engine.ingest_host([{"role": "user", "content": f"note {i} on the heron", "timestamp": at}
+                            for i, at in enumerate(times)])
+        core.rollups.drain()
+        got = [r for r in rows(core.store.path) if r[0] == "day"]
+        expected = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
+        assert sorted(r[1] for r in got) == sorted(expected) and {r[3] for r in got} == {"ready"}
 
 
-def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys):
+def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys, backend_env):
     from hermes_lcm import cli
     from hermes_lcm.command import handle_command
 
-    db = clean_home / "lcm.db"
-    engine = new_engine(clean_home, **ON)
+    db = backend_env.get("LCM_DATABASE_URL") or clean_home / "lcm.db"
+    for key, value in backend_env.items():  # /lcm's template reads the database from the settings
+        monkeypatch.setenv(key, value)
+    engine = new_engine(clean_home, **ON, **backend_env)
     quiet(engine)
     engine.ingest_host(msgs([MAY_1 + 3600]))
     store_module.close_all()
@@ -304,7 +306,7 @@ def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys):
     assert cli.main(["--db", str(db), "rollups", "rebuild", "fortnight"]) == 2
     store_module.close_all()
     monkeypatch.setenv("LCM_ENABLE_SLASH_COMMAND", "1")
-    live = new_engine(clean_home, **ON)
+    live = new_engine(clean_home, **ON, **backend_env)
     quiet(live)
     assert "day:" in handle_command("rollups")
     assert json.loads(handle_command("--json rollups rebuild all"))["marked_stale"] == 3
@@ -314,7 +316,7 @@ def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys):
     assert "usage" in handle_command("rollups rebuild")
 
 
-def test_replays_and_lcmx_imports_keep_original_times(tmp_path):
+def test_replays_and_lcmx_imports_keep_original_times(tmp_path, backend_env):
     from hermes_lcm.lcmx_import import host_time as lcmx_time
     from hermes_lcm.replay import flatten, make_engine, replay
 
@@ -326,13 +328,13 @@ def test_replays_and_lcmx_imports_keep_original_times(tmp_path):
          "messages": [{"role": "assistant", "content": f"the heron on day {d}", "timestamp": MAY_1 + d * DAY + 3660}]}
         for d in range(3)]}
     assert [m.get("timestamp") for m in flatten(fixture)][:2] == [MAY_1 + 3600, MAY_1 + 3660]
-    engine = make_engine(tmp_path, env=ON)
+    engine = make_engine(tmp_path, env={**ON, **backend_env})
     replay(engine, fixture, session_id="replayed")
     core = quiet(engine)
     stored = core.store.messages_after(core.binding.conversation_id, 0)
     assert [m.created_at for m in stored] == [MAY_1 + d * DAY + off for d in range(3) for off in (3600, 3660)]
     core.rollups.drain()
-    assert [r[1] for r in rows(tmp_path / "lcm.db") if r[0] == "day" and r[3] == "ready"] == \
+    assert [r[1] for r in rows(core.store.path) if r[0] == "day" and r[3] == "ready"] == \
         ["2024-05-01", "2024-05-02", "2024-05-03"]
     store_module.close_all()
 

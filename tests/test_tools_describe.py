@@ -111,8 +111,8 @@ def stub_llm(answer: str, seen: list[Any]) -> Any:
     return call_llm
 
 
-def llm_engine(tmp_path: Any, call_llm: Any) -> LcmEngine:
-    env = {"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "auxiliary"}
+def llm_engine(tmp_path: Any, call_llm: Any, where: dict[str, str]) -> LcmEngine:
+    env = {"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "auxiliary", **where}
     engine = copy.deepcopy(LcmEngine(env=env, host_call_llm=call_llm))
     engine.update_model("fake-model", 64000)
     engine.on_session_start("s1", hermes_home=str(tmp_path), platform="cli")
@@ -139,9 +139,9 @@ def test_expand_query_offline_returns_evidence(make_engine):
     assert small["clamped"]["context_max_tokens"]["used"] == 200
 
 
-def test_expand_query_synthesizes_through_the_auxiliary_model(tmp_path):
+def test_expand_query_synthesizes_through_the_auxiliary_model(tmp_path, backend_env):
     seen: list[Any] = []
-    engine = llm_engine(tmp_path, stub_llm("Port 8443 [store_id=2].", seen))
+    engine = llm_engine(tmp_path, stub_llm("Port 8443 [store_id=2].", seen), backend_env)
     engine.ingest_host(CHAT)
     answer = ok(engine, "lcm_expand_query", question="what port does the staging proxy use?")
     assert answer["answered"] is True and answer["answer"] == "Port 8443 [store_id=2]."
@@ -152,11 +152,11 @@ def test_expand_query_synthesizes_through_the_auxiliary_model(tmp_path):
     assert evidence["answered"] is False and evidence["reason"] == "evidence mode"
 
 
-def test_expand_query_falls_back_to_evidence_when_the_model_fails(tmp_path):
+def test_expand_query_falls_back_to_evidence_when_the_model_fails(tmp_path, backend_env):
     def broken(**kwargs: Any) -> Any:
         raise TimeoutError("slow")
 
-    engine = llm_engine(tmp_path, broken)
+    engine = llm_engine(tmp_path, broken, backend_env)
     engine.ingest_host(CHAT)
     answer = ok(engine, "lcm_expand_query", question="staging proxy port")
     assert answer["answered"] is False and answer["answer_errors"] and answer["evidence"]

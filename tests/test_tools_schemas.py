@@ -99,8 +99,8 @@ def test_parameters_view_matches_schema():
     assert tool_parameters("nope") == frozenset()
 
 
-def test_calls_before_anything_is_stored(tmp_path):
-    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive"})
+def test_calls_before_anything_is_stored(tmp_path, backend_env):
+    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env})
     for name in ("lcm_grep", "lcm_recent", "lcm_describe", "lcm_expand_query"):
         args = {"query": "x", "question": "x"} if name in ("lcm_grep", "lcm_expand_query") else {}
         assert "nothing is stored" in err(engine, name, **args)

@@ -26,7 +26,6 @@ import copy
 import difflib
 import json
 import random
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,13 +186,12 @@ def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "c
     return errors + host.errors
 
 
-def stored_rows(db: Path) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(str(db))
-    try:
-        return [tuple(r) for r in con.execute(
-            "SELECT role, content, coalesce(tool_call_id, ''), coalesce(tool_calls, '') FROM messages ORDER BY seq")]
-    finally:
-        con.close()
+def stored_rows(db: Path | str) -> list[tuple[Any, ...]]:
+    """Every stored message in order, read past our store (a file or a PostgreSQL URL)."""
+    from ..backends import raw_sql  # here: the worker runs this module as a script, outside the package
+
+    return raw_sql(str(db), "SELECT role, content, coalesce(tool_call_id, ''), coalesce(tool_calls, '') "
+                            "FROM messages ORDER BY seq")
 
 
 def row(message: Message) -> tuple[Any, ...]:
@@ -217,7 +215,7 @@ def differences(db: Path, turns: list[Turn]) -> tuple[int, int, str]:
             f"first difference at row {first}: stored {stored[first:first + 3]}, expected {expected[first:first + 3]}")
 
 
-def stored_prefix(db: Path, turns: list[Turn], acked: int) -> str:
+def stored_prefix(db: Path | str, turns: list[Turn], acked: int) -> str:
     """After a kill: the store holds the transcript up to at least the acknowledged turn
     ``acked`` and at most the next one, each message once ("" when so, else what is wrong)."""
     stored = stored_rows(db)

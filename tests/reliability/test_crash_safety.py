@@ -4,7 +4,7 @@ After every kill: ``PRAGMA integrity_check`` is ok, every message acknowledged b
 (the worker prints ``ACK <turn>`` only after ``ingest_host`` returned) is stored exactly once,
 nothing is stored twice, and the DAG is structurally sound. The next run re-sends its history
 (as a restarted host does) and continues. At the end one more compaction must complete cleanly.
-The first test runs on SQLite and on PostgreSQL (``backend``): there a kill drops the client's
+Both tests run on SQLite and on PostgreSQL (``backend``): there a kill drops the client's
 connection mid-transaction and the server must roll it back and free the advisory write lock.
 """
 
@@ -127,12 +127,13 @@ SHORT_ROUNDS = 16
 SHORT_TURNS = 2000  # the transcript's length; the runs get through a few hundred turns
 
 
-def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: str) -> int:
+def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: str,
+                       where: dict[str, str] | None = None) -> int:
     """One ``short`` worker run SIGKILLed after a random step line; returns the last acknowledged turn."""
     errors = home / "worker-stderr.txt"
     with errors.open("w") as err_file:
         proc = start("short", home, SESSION, stderr=err_file, start=first_turn, stop=SHORT_TURNS, seed=19,
-                     shape=shape)
+                     shape=shape, **({"env": where} if where else {}))
     assert proc.stdout is not None
     acked, lines_wanted = first_turn - 1, rng.randint(2, 40)
     for lines, line in enumerate(proc.stdout, 1):
@@ -156,17 +157,19 @@ def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: s
     return acked
 
 
-def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once(tmp_path: Path) -> None:
+@pytest.mark.both_backends
+def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once(tmp_path: Path, backend: str) -> None:
     """Issue 19 with real SIGKILLs: "ok"/"done" replies, tool calls reusing call_0. After every kill
     the store holds the transcript up to the acknowledged turn, and at most the next, each once."""
     from .crashplay import stored_prefix, transcript
 
     rng = random.Random(19)
     turns = transcript(19, SHORT_TURNS)
-    db = tmp_path / "lcm.db"
+    where = database_env(backend)
+    db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
     acked = -1
     for round_no in range(SHORT_ROUNDS):
-        acked = run_short_and_kill(tmp_path, rng, acked + 1, "cli" if round_no % 2 else "api")
+        acked = run_short_and_kill(tmp_path, rng, acked + 1, "cli" if round_no % 2 else "api", where)
         assert integrity(db) == "ok"
         problem = stored_prefix(db, turns, acked)
         assert problem == "", f"after kill {round_no + 1} (acknowledged turn {acked}): {problem}"

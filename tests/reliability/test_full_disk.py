@@ -257,18 +257,18 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
         assert compress_calls >= 5 and kept_whole >= 1 and appended >= 1
 
 
-def test_a_failed_payload_write_keeps_the_message_inline_and_recognises_it_later(tmp_path):
-    engine = new_engine(tmp_path, threshold=10**9)
-    payloads = Path(engine.core.store.path).parent / "lcm-payloads"
-    payloads.write_bytes(b"")  # the directory cannot be created: every payload write fails
+@pytest.mark.both_backends
+def test_a_failed_payload_write_keeps_the_message_inline_and_recognises_it_later(tmp_path, backend_env):
+    engine = new_engine(tmp_path, threshold=10**9, **backend_env)
+    backends.refuse_payloads(engine.core.store)  # every payload write fails (the directory, or the server's disk_full)
     rng = random.Random(5)
     first = [{"role": "user", "content": f"mk:1 look {_payload(rng)}"},
              {"role": "assistant", "content": "mk:2 seen"}]
     engine.ingest_host(list(first))
     assert engine.get_status()["payload_write_failures"] >= 1
-    payloads.unlink()
+    backends.allow_payloads(engine.core.store)
     # A restarted engine sees the list afresh (alignment alone decides); the payload write now works.
-    again = new_engine(tmp_path, threshold=10**9)
+    again = new_engine(tmp_path, threshold=10**9, **backend_env)
     again.ingest_host([*first, {"role": "user", "content": "mk:3 and now?"}])
     stored = again.core.store.messages_after(again.core.binding.conversation_id, 0)
     assert [m.content[:4] for m in stored] == ["mk:1", "mk:2", "mk:3"]
