@@ -346,9 +346,9 @@ class PgVectorQueries(VectorQueries):
                 return []
             ids = None if allowed is None else "[" + ",".join(str(int(i)) for i in allowed) + "]"
             counts = self._hnsw()[1]
-            fetch = self._hnsw_fetch(db, model_id, kind, k, None if allowed is None else len(allowed))
+            dim, fetch = self._hnsw_fetch(db, model_id, kind, k, None if allowed is None else len(allowed))
             if fetch is not None:
-                found = self._from_index(db, schema, model_id, kind, literal, k, fetch, ids)
+                found = self._from_index(db, schema, (model_id, kind, dim), literal, k, fetch, ids)
                 if len(found) == k:
                     counts["hnsw"] += 1
                     return found
@@ -365,36 +365,37 @@ class PgVectorQueries(VectorQueries):
         return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
 
     @staticmethod
-    def _hnsw_fetch(db: sqlite3.Connection, model_id: int, kind: str, k: int, scoped: int | None) -> int | None:
-        """How many candidates to ask the index for, or None when the exact scan should answer: no
-        index, fewer rows than ``EXACT_BELOW`` (the planner's estimate: the index's own count once
-        analyzed, else the table's), or a scope so small a share of the rows that ``k`` of them
-        are not expected among ``EF_MAX`` candidates."""
+    def _hnsw_fetch(db: sqlite3.Connection, model_id: int, kind: str, k: int,
+                    scoped: int | None) -> tuple[int, int | None]:
+        """The model's dimension and how many candidates to ask the index for, or None when the
+        exact scan should answer: no index, fewer rows than ``EXACT_BELOW`` (the planner's
+        estimate: the index's own count once analyzed, else the table's), or a scope so small a
+        share of the rows that ``k`` of them are not expected among ``EF_MAX`` candidates."""
         row = db.execute(
             "SELECT m.dim, i.oid IS NOT NULL, coalesce(nullif(greatest(i.reltuples, 0), 0), t.reltuples) "
             "FROM vector_models m LEFT JOIN pg_class i ON i.oid = to_regclass(?) "
             "JOIN pg_class t ON t.oid = to_regclass('vectors') WHERE m.id = ?",
             (hnsw_name(model_id, kind), model_id)).fetchone()
         if row is None or not row[1] or float(row[2]) < EXACT_BELOW or k > EF_MAX:
-            return None
+            return 0, None
         if scoped is None:
-            return k
+            return int(row[0]), k
         fetch = math.ceil(k * OVERFETCH * float(row[2]) / max(scoped, 1))
-        return max(fetch, k) if fetch <= EF_MAX else None
+        return int(row[0]), (max(fetch, k) if fetch <= EF_MAX else None)
 
     @staticmethod
-    def _from_index(db: sqlite3.Connection, schema: str, model_id: int, kind: str, literal: str, k: int,
+    def _from_index(db: sqlite3.Connection, schema: str, index: tuple[int, str, int], literal: str, k: int,
                     fetch: int, ids: str | None) -> list[tuple[int, float]]:
-        """The index's ``fetch`` nearest candidates, the scope applied to them, the best ``k``: in
-        a transaction of its own (or the caller's) so that ``SET LOCAL`` reaches only this search."""
-        dim = int(db.execute("SELECT dim FROM vector_models WHERE id=?", (model_id,)).fetchone()[0])
+        """The ``fetch`` nearest candidates of ``index`` (model id, kind, dimension), the scope
+        applied to them, the best ``k``: in a transaction of its own (or the caller's) so that
+        ``SET LOCAL`` reaches only this search."""
         scope, args = "", [literal, literal, fetch]
         if ids is not None:
             scope = "WHERE item_id IN (SELECT value FROM json_each(?)) "
             args.append(ids)
         with cast(Any, db).raw.transaction():
             db.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(fetch))}")
-            rows = db.execute(f"SELECT item_id, 1 - d FROM ({hnsw_candidates_sql(schema, model_id, kind, dim)}) AS c "
+            rows = db.execute(f"SELECT item_id, 1 - d FROM ({hnsw_candidates_sql(schema, *index)}) AS c "
                               f"{scope}ORDER BY d, item_id LIMIT ?", (*args, int(k))).fetchall()
         return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
 
