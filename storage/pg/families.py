@@ -11,15 +11,27 @@ Why it looks like this:
   insert the quote trigger may refuse runs inside a savepoint.
 * Semantic recall uses pgvector when the server has it: each row's vector is also kept in an
   ``emb vector`` column and the nearest neighbours are found in SQL with the cosine operator
-  ``<=>`` (exact, no approximate index: the same hits the blob path would give). The blob column
+  ``<=>``. The blob column
   stays the portable copy (backups, a server without pgvector, the dtype setting). The extension
   lives in one schema of the database; every statement names it by that schema, so a tenant whose
   ``search_path`` does not include it still reaches it. Without pgvector (not installed, or no right
   to create it) the store keeps the blob path and ``vector_stats`` says why.
+* Each model and kind gets an approximate (HNSW) index when its first vectors are written, in the
+  write transaction that stores them: it is empty then, so creating it costs nothing, and the
+  write lock every host takes first (``PgConnection.write``) makes "is it there? create it" one
+  step across the fleet. pgvector indexes only a fixed dimension and the ``emb`` column holds every
+  model's, so the index is partial (``WHERE model_id = N AND kind = 'm'``) over ``emb`` cast to
+  the model's dimension, and the query repeats that cast and predicate as literals (a parameter
+  would hide from the planner that the predicate holds). The search asks the index for candidates
+  (``hnsw.ef_search`` set per transaction) and applies the scope filter to them; when they hold
+  fewer than ``k`` rows of the scope, or the scope is too small a share of the rows for the index
+  to reach, or the table is small, or the index is missing, the exact scan answers: a scope is
+  applied exactly and never comes back short while it holds ``k`` rows.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, cast
@@ -192,6 +204,53 @@ def _embedding(blob: bytes, scale: float, dim: int, dtype: str) -> str | None:
         return None
 
 
+# The approximate index: candidates asked of it at least (``hnsw.ef_search``; pgvector caps it at
+# 1000), how many times ``k`` times the rows-per-scoped-row to over-fetch for a scope, below how
+# many rows the exact scan answers (it is as fast there), and the widest dimension HNSW indexes.
+EF_SEARCH = 100
+EF_MAX = 1000
+OVERFETCH = 2
+EXACT_BELOW = 1000
+HNSW_MAX_DIM = 2000
+
+
+def hnsw_name(model_id: int, kind: str) -> str:
+    """The approximate index of one model's vectors of one kind."""
+    return f"vectors_hnsw_{_kind(kind)}{int(model_id)}"
+
+
+def _hnsw_scope(model_id: int, kind: str) -> str:
+    """The index's predicate, literal, so that the planner can match the query to it."""
+    return f"model_id = {int(model_id)} AND kind = '{_kind(kind)}'"
+
+
+def hnsw_candidates_sql(schema: str, model_id: int, kind: str, dim: int) -> str:
+    """The index's nearest candidates (arguments: the query as pgvector text, how many): the
+    same cast and predicate as the index, ordered by the operator alone (what an index scan gives)."""
+    emb = f'emb::"{schema}".vector({int(dim)})'
+    return (f'SELECT item_id, {emb} OPERATOR("{schema}".<=>) ?::"{schema}".vector({int(dim)}) AS d FROM vectors '
+            f'WHERE {_hnsw_scope(model_id, kind)} ORDER BY {emb} OPERATOR("{schema}".<=>) '
+            f'?::"{schema}".vector({int(dim)}) LIMIT ?')
+
+
+def _ensure_hnsw(db: sqlite3.Connection, schema: str, model_id: int, kind: str, dim: int) -> str | None:
+    """Create the model's index if it is missing, inside the caller's write transaction (its lock
+    makes the check and the creation one step for every host); a refusal (a pgvector without HNSW,
+    a dimension it does not index) is returned, in a savepoint so the write goes on without it."""
+    if dim > HNSW_MAX_DIM:
+        return f"dimension {dim} is above HNSW's {HNSW_MAX_DIM}"
+    db.execute("SAVEPOINT lcm_hnsw")
+    try:
+        db.execute(f'CREATE INDEX IF NOT EXISTS {hnsw_name(model_id, kind)} ON vectors USING hnsw '
+                   f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
+                   f"WHERE {_hnsw_scope(model_id, kind)}")
+        db.execute("RELEASE SAVEPOINT lcm_hnsw")
+        return None
+    except sqlite3.Error as exc:
+        db.execute("ROLLBACK TO SAVEPOINT lcm_hnsw")
+        return str(exc).split("\n")[0][:200]
+
+
 class PgVectorQueries(VectorQueries):
     """Vectors on PostgreSQL: pgvector's column and SQL nearest neighbours when the server has it."""
 
@@ -252,7 +311,12 @@ class PgVectorQueries(VectorQueries):
                                            for item, blob, scale in rows]
             emb, cast_to, update = "", "", ""
             if schema is not None:
-                dim, dtype = db.execute("SELECT dim, dtype FROM vector_models WHERE id=?", (model_id,)).fetchone()
+                dim, dtype, indexed = db.execute("SELECT dim, dtype, to_regclass(?) IS NOT NULL FROM vector_models "
+                                                 "WHERE id=?", (hnsw_name(model_id, kind), model_id)).fetchone()
+                if not indexed and (model_id, _kind(kind)) not in self._hnsw()[0]:
+                    refused = _ensure_hnsw(db, schema, model_id, kind, int(dim))
+                    if refused is not None:
+                        self._hnsw()[0][(model_id, _kind(kind))] = refused
                 args = [(*a, _embedding(a[4], a[3], int(dim), str(dtype))) for a in args]
                 emb, cast_to, update = ", emb", f', ?::"{schema}".vector', ", emb=excluded.emb"
             with cast(Any, db).raw.cursor() as cur:
@@ -262,25 +326,78 @@ class PgVectorQueries(VectorQueries):
                     f"DO UPDATE SET scale=excluded.scale, vec=excluded.vec{update}"), [(*a, a[2]) for a in args])
                 return max(int(cur.rowcount), 0)
 
+    def _hnsw(self) -> tuple[dict[tuple[int, str], str], dict[str, int]]:
+        """This store's refused indexes (not tried again in this process) and its search counts:
+        how many searches the index answered, the exact scan answered, or fell back to it."""
+        state = vars(self).get("_hnsw_state")
+        if state is None:
+            state = vars(self).setdefault("_hnsw_state", ({}, {"hnsw": 0, "exact": 0, "fallback": 0}))
+        return cast(tuple[dict[tuple[int, str], str], dict[str, int]], state)
+
     def nearest_vectors(self, model_id: int, kind: str, query: np.ndarray, k: int,
                         allowed: Sequence[int] | None = None) -> list[tuple[int, float]]:
         """``(item id, cosine)`` of the ``k`` rows nearest ``query`` (a unit vector), best first,
-        only among ``allowed`` ids when given: pgvector's ``<=>`` (cosine distance) in SQL."""
+        only among ``allowed`` ids when given: pgvector's ``<=>`` (cosine distance) in SQL, from
+        the model's HNSW index when it can answer (module docstring), else by the exact scan."""
         with self.read() as db:
             schema = self._vector_schema(db) if self._has_vectors(db) else None
             literal = _literal(np.asarray(query, dtype=np.float32).reshape(-1))
             if schema is None or k <= 0 or literal is None:
                 return []
+            counts = self._hnsw()[1]
+            dim, fetch = self._hnsw_fetch(db, model_id, kind, k, None if allowed is None else len(allowed))
+            if fetch is not None:
+                found = self._from_index(db, schema, (model_id, kind, dim), literal, fetch)
+                if allowed is not None:  # the scope, exactly: a set in memory, not a list sent per query
+                    keep = {int(i) for i in allowed}
+                    found = [hit for hit in found if hit[0] in keep]
+                found = found[:k]
+                if len(found) == k:
+                    counts["hnsw"] += 1
+                    return found
+            counts["fallback" if fetch is not None else "exact"] += 1
             scope, args = "", [model_id, _kind(kind)]
             if allowed is not None:
                 scope = " AND item_id IN (SELECT value FROM json_each(?))"
                 args.append("[" + ",".join(str(int(i)) for i in allowed) + "]")
-            found = db.execute(
+            rows = db.execute(
                 f'SELECT item_id, 1 - d FROM (SELECT item_id, emb OPERATOR("{schema}".<=>) q.q AS d FROM vectors, '
                 f'(SELECT ?::"{schema}".vector AS q) AS q WHERE model_id=? AND kind=?{scope} AND emb IS NOT NULL '
                 "ORDER BY d, item_id LIMIT ?) AS n ORDER BY d, item_id",
                 (literal, *args, int(k))).fetchall()
-        return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in found]
+        return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
+
+    @staticmethod
+    def _hnsw_fetch(db: sqlite3.Connection, model_id: int, kind: str, k: int,
+                    scoped: int | None) -> tuple[int, int | None]:
+        """The model's dimension and how many candidates to ask the index for, or None when the
+        exact scan should answer: no index, fewer rows than ``EXACT_BELOW`` (the planner's
+        estimate: the index's own count once analyzed, else the table's), or a scope so small a
+        share of the rows that ``k`` of them are not expected among ``EF_MAX`` candidates."""
+        row = db.execute(
+            "SELECT m.dim, i.oid IS NOT NULL, coalesce(nullif(greatest(i.reltuples, 0), 0), t.reltuples) "
+            "FROM vector_models m LEFT JOIN pg_class i ON i.oid = to_regclass(?) "
+            "JOIN pg_class t ON t.oid = to_regclass('vectors') WHERE m.id = ?",
+            (hnsw_name(model_id, kind), model_id)).fetchone()
+        if row is None or not row[1] or float(row[2]) < EXACT_BELOW or k > EF_MAX:
+            return 0, None
+        if scoped is None:
+            return int(row[0]), k
+        fetch = math.ceil(k * OVERFETCH * float(row[2]) / max(scoped, 1))
+        return int(row[0]), (max(fetch, k) if fetch <= EF_MAX else None)
+
+    @staticmethod
+    def _from_index(db: sqlite3.Connection, schema: str, index: tuple[int, str, int], literal: str,
+                    fetch: int) -> list[tuple[int, float]]:
+        """The ``fetch`` nearest candidates of ``index`` (model id, kind, dimension), best first,
+        in a transaction of its own (or the caller's) so that ``SET LOCAL`` reaches only this
+        search. The scope is the caller's to apply: sending a wide scope's ids with every query
+        cost more than the search (60 ms for 50,000 ids, bench/knn_pg.py's half scope)."""
+        with cast(Any, db).raw.transaction():
+            db.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(fetch))}")
+            rows = db.execute(f"SELECT item_id, 1 - d FROM ({hnsw_candidates_sql(schema, *index)}) AS c "
+                              "ORDER BY d, item_id", (literal, literal, int(fetch))).fetchall()
+        return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
 
     def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
         with self.read() as db:
@@ -310,7 +427,7 @@ class PgVectorQueries(VectorQueries):
             schema = self._vector_schema(db)
         knn = f"pgvector ({schema})" if schema else \
             f"in memory: pgvector unavailable ({self._pgvector_problem or 'extension not installed'})"
-        return {"models": models, "table_bytes": table_bytes, "knn": knn}
+        return {"models": models, "table_bytes": table_bytes, "knn": knn, "knn_queries": dict(self._hnsw()[1])}
 
 
 class PgRollupQueries(RollupQueries):
