@@ -118,11 +118,22 @@ def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int |
     if last and not isinstance(line, pg.LIVE):
         write(progress_line(last[-1]))  # off a terminal: one summary line (the live line said it already)
     remaining = embedder.backlog().rows
+    built = [] if stop["asked"] else _build_indexes(embedder, fail)
     out = {"applied": True, **info, "embedded": progress.done, "seconds": round(progress.seconds, 2),
-           "rows_per_second": round(progress.rate, 1), "remaining": remaining, "interrupted": stop["asked"]}
+           "rows_per_second": round(progress.rate, 1), "remaining": remaining, "interrupted": stop["asked"],
+           "indexes_built": built}
     if stop["asked"]:  # the error line is the one line that says how to resume
         raise fail(f"interrupted after {progress.done} rows, {remaining} left; {RESUME}", EXIT_INTERRUPTED, **out)
     return out
+
+
+def _build_indexes(embedder: Any, fail: Fail) -> list[str]:
+    """PostgreSQL's approximate indexes a model with vectors lacks, built without blocking writers
+    (after a refusal, a dropped index or an interrupted build; a new model's comes with its first rows)."""
+    try:
+        return embedder.store.build_vector_indexes()
+    except (StoreError, StoreFault, OSError) as exc:
+        raise fail(f"cannot build the vector index: {exc}; {RESUME}", EXIT_DATABASE) from exc
 
 
 def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> dict[str, Any]:

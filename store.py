@@ -263,6 +263,8 @@ class VectorStore(Protocol):
     def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
         """Rows with no vector of ``model_id`` (all rows when None) and their characters, each cut at ``max_chars``."""
     def vector_stats(self) -> dict[str, Any]: ...
+    def build_vector_indexes(self) -> list[str]:
+        """Build any missing approximate index without blocking writers (PostgreSQL); the names built."""
     def vector_knn_native(self) -> bool:
         """Whether :meth:`nearest_vectors` answers in SQL (PostgreSQL with pgvector)."""
     def nearest_vectors(self, model_id: int, kind: str, query: Any, k: int,

@@ -124,6 +124,10 @@ class VectorQueries(SqliteConnection):
         """SQLite has no vector column to search: the caller uses ``vectors.VectorIndex``."""
         raise StoreFault("nearest neighbours in SQL need pgvector; SQLite searches the in-memory index")
 
+    def build_vector_indexes(self) -> list[str]:
+        """Nothing to build on SQLite: its index is made in memory from the blobs when searched."""
+        return []
+
     def has_vector_tables(self) -> bool:
         """Whether embeddings were ever enabled here (the tables exist)."""
         with self.read() as db:

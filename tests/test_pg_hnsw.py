@@ -187,3 +187,62 @@ def test_two_writers_creating_the_same_index_at_once_both_succeed() -> None:
     assert errors == []
     assert len(indexes(url)) == 1
     assert raw_sql(url, "SELECT count(*) FROM vectors WHERE emb IS NOT NULL")[0][0] == 200
+
+
+def test_a_model_with_vectors_is_never_indexed_inside_a_write() -> None:
+    """Building over existing rows takes minutes under the fleet's write lock: a write to a model
+    whose index is gone leaves it missing (and says so) instead of building it there."""
+    url = fresh_url()
+    store: Any = open_store(url)
+    ids = messages(store, 1200, "c")
+    matrix = unit(1200, DIM, 11)
+    model = put(store, "test:model", ids[:1100], matrix[:1100])
+    for name in indexes(url):
+        raw_sql(url, f"DROP INDEX {name}")
+    store.put_vectors(model, "m", [(i, *encode(r, "float32")) for i, r in zip(ids[1100:], matrix[1100:],
+                                                                                 strict=True)])
+    assert indexes(url) == {}
+    assert store.vector_stats()["indexes_missing"] == [f"vectors_hnsw_m{model}"]
+
+
+def test_build_vector_indexes_builds_the_missing_one_while_another_host_holds_the_write_lock() -> None:
+    url = fresh_url()
+    store: Any = open_store(url)
+    ids = messages(store, 1500, "c")
+    matrix = unit(1500, DIM, 12)
+    model = put(store, "test:model", ids, matrix)
+    for name in indexes(url):
+        raw_sql(url, f"DROP INDEX {name}")
+    with psycopg.connect(url, autocommit=True) as holder:  # another host, inside a write
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s, %s)", (0x6C636D00, 1))
+        holder.execute("SET statement_timeout = '60s'")
+        built = store.build_vector_indexes()
+        holder.execute("COMMIT")
+    assert built == [f"vectors_hnsw_m{model}"]
+    assert raw_sql(url, "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = "
+                        f"to_regclass('vectors_hnsw_m{model}')") == [(True,)]
+    assert store.vector_stats()["indexes_missing"] == []
+    assert store.build_vector_indexes() == []  # nothing left to build
+    raw_sql(url, "ANALYZE vectors")
+    q = unit(1, DIM, 13)[0]
+    found = [i for i, _ in store.nearest_vectors(model, "m", q, 10)]
+    assert len(set(found) & set(exact(ids, matrix, q, 10))) >= 9
+    assert store.vector_stats()["knn_queries"]["hnsw"] == 1
+
+
+def test_an_invalid_index_left_by_an_interrupted_build_is_rebuilt_and_never_searched() -> None:
+    url = fresh_url()
+    store: Any = open_store(url)
+    ids = messages(store, 1500, "c")
+    matrix = unit(1500, DIM, 14)
+    model = put(store, "test:model", ids, matrix)
+    name = f"vectors_hnsw_m{model}"
+    raw_sql(url, f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('{name}')")
+    raw_sql(url, "ANALYZE vectors")
+    q = unit(1, DIM, 15)[0]
+    assert [i for i, _ in store.nearest_vectors(model, "m", q, 10)] == exact(ids, matrix, q, 10)
+    assert store.vector_stats()["knn_queries"]["exact"] == 1
+    assert store.vector_stats()["indexes_missing"] == [name]
+    assert store.build_vector_indexes() == [name]
+    assert raw_sql(url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('{name}')") == [(True,)]

@@ -293,6 +293,22 @@ class PgConnection:
                 db.raw.execute("ROLLBACK")
 
     @contextmanager
+    def outside(self) -> Iterator[Any]:
+        """A pooled connection outside any transaction and without the write lock, for the one
+        statement PostgreSQL refuses inside a transaction (``CREATE INDEX CONCURRENTLY``: writes go on
+        while it runs); its errors leave as the data layer's, as :meth:`write`'s do."""
+        if self._readonly:
+            raise WriteFailed("read-only", f"{self.path} was opened read-only")
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except BaseException as exc:
+            mapped = _mapped(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    @contextmanager
     def compaction_slot(self, conversation_id: int) -> Iterator[bool]:
         """Compact ``conversation_id`` only if no other process on any host is (``Store.compaction_slot``).
 

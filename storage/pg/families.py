@@ -16,17 +16,21 @@ Why it looks like this:
   lives in one schema of the database; every statement names it by that schema, so a tenant whose
   ``search_path`` does not include it still reaches it. Without pgvector (not installed, or no right
   to create it) the store keeps the blob path and ``vector_stats`` says why.
-* Each model and kind gets an approximate (HNSW) index when its first vectors are written, in the
-  write transaction that stores them: it is empty then, so creating it costs nothing, and the
-  write lock every host takes first (``PgConnection.write``) makes "is it there? create it" one
-  step across the fleet. pgvector indexes only a fixed dimension and the ``emb`` column holds every
-  model's, so the index is partial (``WHERE model_id = N AND kind = 'm'``) over ``emb`` cast to
-  the model's dimension, and the query repeats that cast and predicate as literals (a parameter
-  would hide from the planner that the predicate holds). The search asks the index for candidates
-  (``hnsw.ef_search`` set per transaction) and applies the scope filter to them; when they hold
-  fewer than ``k`` rows of the scope, or the scope is too small a share of the rows for the index
-  to reach, or the table is small, or the index is missing, the exact scan answers: a scope is
-  applied exactly and never comes back short while it holds ``k`` rows.
+* Each model and kind gets an approximate (HNSW) index when its first vectors are written, in the write
+  transaction that stores them: it is empty then, so creating it costs nothing, and the write lock every
+  host takes first (``PgConnection.write``) makes "is it there? create it" one step across the fleet. A
+  model and kind that already has vectors and no index (its creation was refused or the index dropped, or a
+  database from before the index) is not indexed in a write: building over existing rows takes minutes, and
+  every host's writes would wait for it under the lock. ``build_vector_indexes`` (run by ``lcm embed
+  --apply``) builds those ``CONCURRENTLY``, on a connection of its own outside any transaction, so writes go
+  on; ``vector_stats`` lists what is missing (``lcm status``/doctor), and until then the exact scan answers.
+  pgvector indexes only a fixed dimension and the ``emb`` column holds every model's, so the index is
+  partial (``WHERE model_id = N AND kind = 'm'``) over ``emb`` cast to the model's dimension, and the query
+  repeats that cast and predicate as literals (a parameter would hide from the planner that the predicate
+  holds). The search asks the index for candidates (``hnsw.ef_search`` set per transaction) and applies the
+  scope filter to them; when they hold fewer than ``k`` rows of the scope, or the scope is too small a share
+  of the rows for the index to reach, or the table is small, or the index is missing, the exact scan
+  answers: a scope is applied exactly and never comes back short while it holds ``k`` rows.
 """
 
 from __future__ import annotations
@@ -311,9 +315,11 @@ class PgVectorQueries(VectorQueries):
                                            for item, blob, scale in rows]
             emb, cast_to, update = "", "", ""
             if schema is not None:
-                dim, dtype, indexed = db.execute("SELECT dim, dtype, to_regclass(?) IS NOT NULL FROM vector_models "
-                                                 "WHERE id=?", (hnsw_name(model_id, kind), model_id)).fetchone()
-                if not indexed and (model_id, _kind(kind)) not in self._hnsw()[0]:
+                dim, dtype, indexed, filled = db.execute(
+                    "SELECT dim, dtype, to_regclass(?) IS NOT NULL, EXISTS (SELECT 1 FROM vectors WHERE model_id=? "
+                    "AND kind=?) FROM vector_models WHERE id=?",
+                    (hnsw_name(model_id, kind), model_id, _kind(kind), model_id)).fetchone()
+                if not indexed and not filled and (model_id, _kind(kind)) not in self._hnsw()[0]:
                     refused = _ensure_hnsw(db, schema, model_id, kind, int(dim))
                     if refused is not None:
                         self._hnsw()[0][(model_id, _kind(kind))] = refused
@@ -325,6 +331,43 @@ class PgVectorQueries(VectorQueries):
                     f"WHERE EXISTS (SELECT 1 FROM {table} WHERE id=?) ON CONFLICT(model_id, kind, item_id) "
                     f"DO UPDATE SET scale=excluded.scale, vec=excluded.vec{update}"), [(*a, a[2]) for a in args])
                 return max(int(cur.rowcount), 0)
+
+    def build_vector_indexes(self) -> list[str]:
+        """Build the missing or broken (an interrupted build leaves an invalid one) HNSW index of each
+        model and kind that has vectors, ``CONCURRENTLY``: on a pooled connection outside any
+        transaction and without the write lock, so every host keeps writing while it builds. Returns
+        the names built; a refusal (no HNSW in this pgvector) is left to the exact scan."""
+        with self.read() as db:
+            schema = self._vector_schema(db) if self._has_vectors(db) else None
+            todo = [] if schema is None else self._unindexed(db)
+        built = []
+        for model_id, kind, dim, invalid in todo:
+            name = hnsw_name(model_id, kind)
+            if dim > HNSW_MAX_DIM:
+                continue
+            with cast(Any, self).outside() as conn:
+                conn.execute("SET maintenance_work_mem = '256MB'")
+                if invalid:
+                    conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                conn.execute(f'CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON vectors USING hnsw '
+                             f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
+                             f"WHERE {_hnsw_scope(model_id, kind)}")
+                conn.execute("RESET maintenance_work_mem")
+            built.append(name)
+        return built
+
+    @staticmethod
+    def _unindexed(db: sqlite3.Connection) -> list[tuple[int, str, int, bool]]:
+        """``(model id, kind, dim, has an invalid index)`` of each model and kind with vectors and no
+        valid index."""
+        rows = db.execute(
+            "SELECT m.id, k.kind, m.dim, coalesce(NOT x.indisvalid, false) FROM vector_models m "
+            "CROSS JOIN (VALUES ('m'), ('s')) AS k(kind) "
+            "LEFT JOIN pg_index x ON x.indexrelid = to_regclass('vectors_hnsw_' || k.kind || m.id) "
+            "WHERE coalesce(x.indisvalid, false) = false "
+            "AND EXISTS (SELECT 1 FROM vectors v WHERE v.model_id = m.id AND v.kind = k.kind) "
+            "ORDER BY m.id, k.kind").fetchall()
+        return [(int(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows]
 
     def _hnsw(self) -> tuple[dict[tuple[int, str], str], dict[str, int]]:
         """This store's refused indexes (not tried again in this process) and its search counts:
@@ -375,9 +418,10 @@ class PgVectorQueries(VectorQueries):
         estimate: the index's own count once analyzed, else the table's), or a scope so small a
         share of the rows that ``k`` of them are not expected among ``EF_MAX`` candidates."""
         row = db.execute(
-            "SELECT m.dim, i.oid IS NOT NULL, coalesce(nullif(greatest(i.reltuples, 0), 0), t.reltuples) "
-            "FROM vector_models m LEFT JOIN pg_class i ON i.oid = to_regclass(?) "
-            "JOIN pg_class t ON t.oid = to_regclass('vectors') WHERE m.id = ?",
+            "SELECT m.dim, coalesce(x.indisvalid, false), coalesce(nullif(greatest(i.reltuples, 0), 0), "
+            "t.reltuples) FROM vector_models m LEFT JOIN pg_class i ON i.oid = to_regclass(?) "
+            "LEFT JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = to_regclass('vectors') "
+            "WHERE m.id = ?",
             (hnsw_name(model_id, kind), model_id)).fetchone()
         if row is None or not row[1] or float(row[2]) < EXACT_BELOW or k > EF_MAX:
             return 0, None
@@ -425,9 +469,12 @@ class PgVectorQueries(VectorQueries):
             models = self._model_stats(db)
             table_bytes = int(db.execute("SELECT pg_total_relation_size('vectors')").fetchone()[0])
             schema = self._vector_schema(db)
+            missing = [hnsw_name(m, k) for m, k, dim, _ in self._unindexed(db) if dim <= HNSW_MAX_DIM] \
+                if schema else []
         knn = f"pgvector ({schema})" if schema else \
             f"in memory: pgvector unavailable ({self._pgvector_problem or 'extension not installed'})"
-        return {"models": models, "table_bytes": table_bytes, "knn": knn, "knn_queries": dict(self._hnsw()[1])}
+        return {"models": models, "table_bytes": table_bytes, "knn": knn, "knn_queries": dict(self._hnsw()[1]),
+                "indexes_missing": missing}
 
 
 class PgRollupQueries(RollupQueries):
