@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from ..conversations import ConversationQueries
 from ..message_search import MessageSearch
-from ..messages import MessageQueries
 from ..summaries import SummaryQueries
 from ..views import ViewQueries
 from .connection import PgConnection
 from .families import PgAssertionQueries, PgRollupQueries, PgVectorQueries
+from .messages import PgMessageQueries
 from .operator import PgOperatorQueries
 from .payloads import PgPayloadQueries
 from .rewrite import PgRewriteQueries
@@ -24,7 +24,7 @@ def _as_text(fingerprint: str) -> str | bytes:
     return fingerprint
 
 
-class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
+class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, PgMessageQueries, MessageSearch, ConversationQueries,
               SummaryQueries, PgOperatorQueries, PgRewriteQueries, PgVectorQueries, PgRollupQueries,
               PgAssertionQueries, ViewQueries, PgPayloadQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
