@@ -80,7 +80,25 @@ def test_a_turn_with_nothing_new_takes_no_write_lock(make_engine):
 def test_a_rare_lcm_grep_sends_few_statements(make_engine):
     engine = make_engine(threshold=1_000_000)
     engine.ingest_host([_message(i) for i in range(30)] + [{"role": "user", "content": "zqvortexrare here"}])
-    ok(engine, "lcm_grep", query="gateway")  # the first search reads its cursor key once per process
+    ok(engine, "lcm_grep", query="gateway")  # the database's first search ever makes its cursor key
+    # Another engine's first search reads that key: one read, no write transaction (which was
+    # BEGIN + the write lock, insert, read, COMMIT).
+    again = make_engine(threshold=1_000_000)
+    first, sent_first = counted(lambda: ok(again, "lcm_grep", query="zqvortexrare"))
     answer, sent = counted(lambda: ok(engine, "lcm_grep", query="zqvortexrare"))
     assert len(answer["hits"]) == 1, answer
+    assert first["hits"] == answer["hits"]
     assert 0 < sent <= RARE_STATEMENTS, sent
+    assert sent_first <= sent + 1, (sent_first, sent)
+
+
+def test_a_secret_is_made_once_and_then_read(make_engine):
+    """Every engine of a database gets the same secret; only the first one writes it."""
+    engine = make_engine(threshold=1_000_000)
+    store = engine.core.store
+    made, _ = counted(lambda: store.secret("rt-new"))
+    again, sent = counted(lambda: store.secret("rt-new"))
+    other = make_engine(threshold=1_000_000, session="s2").core.store
+    assert made == again == other.secret("rt-new") and len(made) == 32
+    assert store.secret("rt-other") != made
+    assert sent == 1, sent

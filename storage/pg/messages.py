@@ -10,7 +10,9 @@ transaction, under the same write lock and with the same rows written:
   alignment asks for both in one selection, and under the write lock neither can change
   until this transaction writes, which it does only after the selection);
 * :func:`insert_messages` stores the rows, advances ``last_seq``, finds or makes the session
-  key and returns the new ids in one statement (data-modifying CTEs).
+  key and returns the new ids in one statement (data-modifying CTEs);
+* :class:`PgConversationQueries` reads a database secret (asked by every engine start and the
+  first search of a process) without the write transaction that only its first use needs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ...records import MessageIn
+from ..conversations import ConversationQueries
 from ..messages import MessageQueries, SqlitePrints
 from ..rows import unpack_fingerprint
 from .connection import PgDb
@@ -99,3 +102,15 @@ class PgMessageQueries(MessageQueries):
     def probe(self, conversation_id: int, select: Callable[[SqlitePrints], Sequence[MessageIn]]) -> list[MessageIn]:
         with self.read() as db:
             return list(select(PgPrints(db, conversation_id, self.pack_fingerprint)))
+
+
+class PgConversationQueries(ConversationQueries):
+    """The shared conversation queries; a secret that exists is read, not written."""
+
+    def secret(self, name: str, size: int = 32) -> bytes:
+        """``ConversationQueries.secret`` in one autocommit read once the secret exists: the write
+        (BEGIN with the write lock, insert-if-missing, read, COMMIT) runs only the first time.
+        Nothing is cached: every call reads the value the database holds now, as the write did."""
+        with self.read() as db:
+            row = db.execute("SELECT value FROM meta WHERE key=?", (f"secret:{name}",)).fetchone()
+        return bytes.fromhex(row[0]) if row is not None else super().secret(name, size)
