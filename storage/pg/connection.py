@@ -42,6 +42,42 @@ _WRITE_FAILURES = (("53100", "disk full"), ("53", "out of resources"), ("25006",
                    ("08", "cannot connect"), ("57P", "server shutting down"), ("55P03", "locked"),
                    ("40P01", "deadlock"), ("40001", "serialization failure"))
 
+# BEGIN and the write lock in one message to the server (no parameters, so psycopg sends it as a
+# simple query, which may hold several statements): a round trip less per write transaction.
+_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_NAMESPACE}, {WRITE_LOCK})"
+
+
+class StatementCount:
+    """Statements this process sent to PostgreSQL servers, every pooled connection counted.
+
+    Each is a network round trip, so the count is what a host turn's latency on a remote server
+    is made of; tests/test_pg_roundtrips.py asserts a turn's count so a change that adds round
+    trips cannot pass unnoticed (a count, not a clock: the machine's load cannot flake it).
+    """
+
+    sent = 0
+
+
+def _counting_cursor() -> type:
+    """psycopg's cursor, counting each ``execute`` and ``executemany`` in :class:`StatementCount`."""
+    global _COUNTING
+    if _COUNTING is None:
+        import psycopg
+
+        class CountingCursor(psycopg.Cursor):
+            def execute(self, *args: Any, **kwargs: Any) -> Any:
+                StatementCount.sent += 1
+                return super().execute(*args, **kwargs)
+
+            def executemany(self, *args: Any, **kwargs: Any) -> Any:
+                StatementCount.sent += 1
+                return super().executemany(*args, **kwargs)
+
+        _COUNTING = CountingCursor
+    return _COUNTING
+
+
+_COUNTING: type | None = None
 
 # Column types for PgDb.insert_rows (the tables of schema.py it serves).
 _COLUMN_TYPES = {"messages": {
@@ -130,6 +166,16 @@ class PgDb:
             found.lastrowid = int(row[0]) if row else None
         return found
 
+    def execute_named(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """PostgreSQL's own SQL (``%(name)s`` placeholders, not translated): its rows, errors as sqlite3's."""
+        try:
+            cur = self.raw.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+        except Exception as exc:
+            if _is_psycopg_error(exc):
+                raise _as_sqlite_error(exc) from exc
+            raise
+
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """``rows`` into ``table`` as one ``INSERT ... SELECT FROM unnest(arrays)``: a parameter per
         column, not per value. The multi-row VALUES statement SQLite gets cost psycopg a parse of a
@@ -214,6 +260,7 @@ class PgConnection:
 
         conn.adapters.register_loader("numeric", FloatLoader)
         codec.register(conn)
+        conn.cursor_factory = _counting_cursor()
         conn.execute("SET statement_timeout = 0")
         # A write waits for the write lock at most as long as SQLite's busy timeout (then
         # WriteFailed("locked")), unless the server or the URL set a lock_timeout of its own: a host
@@ -274,8 +321,7 @@ class PgConnection:
                 yield cast(sqlite3.Connection, db)
                 return
             try:
-                db.raw.execute("BEGIN")
-                db.raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_NAMESPACE, WRITE_LOCK))
+                db.raw.execute(_BEGIN_LOCKED, prepare=False)  # one round trip (simple protocol: two statements)
                 yield cast(sqlite3.Connection, db)  # the mixins' subset of a sqlite3 connection (PgDb)
                 db.raw.execute("COMMIT")
             except BaseException as exc:

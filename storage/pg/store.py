@@ -6,13 +6,12 @@ It implements ``store.Store``; ``store.open_store`` opens it for a ``postgresql:
 
 from __future__ import annotations
 
-from ..conversations import ConversationQueries
 from ..message_search import MessageSearch
-from ..messages import MessageQueries
 from ..summaries import SummaryQueries
 from ..views import ViewQueries
 from .connection import PgConnection
 from .families import PgAssertionQueries, PgRollupQueries, PgVectorQueries
+from .messages import PgConversationQueries, PgMessageQueries
 from .operator import PgOperatorQueries
 from .payloads import PgPayloadQueries
 from .rewrite import PgRewriteQueries
@@ -24,7 +23,7 @@ def _as_text(fingerprint: str) -> str | bytes:
     return fingerprint
 
 
-class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, MessageQueries, MessageSearch, ConversationQueries,
+class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, PgMessageQueries, MessageSearch, PgConversationQueries,
               SummaryQueries, PgOperatorQueries, PgRewriteQueries, PgVectorQueries, PgRollupQueries,
               PgAssertionQueries, ViewQueries, PgPayloadQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""

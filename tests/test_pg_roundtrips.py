@@ -1,0 +1,104 @@
+"""A host turn and an lcm_grep on PostgreSQL send a small, fixed number of statements.
+
+Each statement to a PostgreSQL server is a network round trip, so their count is what a turn's
+latency is made of on a remote server (bench/pg_roundtrips.py prints them, bench/pg_compare.py
+times them). The count comes from the connection's own counter (``StatementCount``: every
+execute on every pooled connection), so an added round trip fails here whatever the machine's
+load; no timing is asserted. Before the cut a turn's ingest sent 11 (BEGIN, the write lock, the
+newest row, last_seq twice, the session key in two, the rows, last_seq, the new ids, COMMIT).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hermes_lcm.storage.pg.connection import StatementCount
+
+from .test_search_statements import RARE_STATEMENTS
+from .tooltest import ok
+
+INGEST = 4  # BEGIN + the write lock (one message), the newest rows with last_seq, the insert, COMMIT
+SHOULD_COMPRESS = 0
+ASSEMBLE = 5  # the conversation, the raw window's ids, the uncached rows, the context summaries, the pinned request
+
+pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+
+
+def _message(i: int) -> dict[str, Any]:
+    role = "user" if i % 2 == 0 else "assistant"
+    return {"role": role, "content": f"turn {i}: the invoice batch {i * 7} needs a retry on the gateway"}
+
+
+def counted(call: Any) -> tuple[Any, int]:
+    before = StatementCount.sent
+    result = call()
+    return result, StatementCount.sent - before
+
+
+def _turns(engine: Any, turns: int) -> list[dict[str, int]]:
+    """Host turns (4 new messages each: ingest, should_compress, assembly), statements per step."""
+    core = engine.core
+    budget = core.budget(engine.threshold_tokens, 0)
+    host = [_message(i) for i in range(40)]
+    engine.ingest_host(host)
+    core.assemble(budget)
+    counts = []
+    for turn in range(turns):
+        host.extend(_message(40 + 4 * turn + k) for k in range(4))
+        _, ingest = counted(lambda: engine.ingest_host(host))
+        _, should = counted(lambda: engine.should_compress(100))
+        _, assemble = counted(lambda: core.assemble(budget))
+        counts.append({"ingest": ingest, "should_compress": should, "assemble": assemble})
+    return counts
+
+
+def test_a_host_turn_sends_few_statements(make_engine):
+    engine = make_engine(threshold=1_000_000)
+    counts = _turns(engine, 6)
+    stored = engine.core.store.message_count()
+    assert stored == 40 + 6 * 4  # every turn stored its 4 messages: the count is of real work
+    for turn in counts:
+        assert turn["ingest"] > 0, counts  # the counter sees the statements
+        assert turn["ingest"] <= INGEST, counts
+        assert turn["should_compress"] <= SHOULD_COMPRESS, counts
+        assert turn["assemble"] <= ASSEMBLE, counts
+
+
+def test_a_turn_with_nothing_new_takes_no_write_lock(make_engine):
+    """The same list again (a copy): nothing to store, and no statement at all (the engine knows
+    the list it saw last), so no write transaction and no write lock."""
+    engine = make_engine(threshold=1_000_000)
+    host = [_message(i) for i in range(12)]
+    engine.ingest_host(host)
+    _, again = counted(lambda: engine.ingest_host(list(host)))
+    assert engine.core.store.message_count() == 12
+    assert again == 0, again
+
+
+def test_a_rare_lcm_grep_sends_few_statements(make_engine):
+    engine = make_engine(threshold=1_000_000)
+    engine.ingest_host([_message(i) for i in range(30)] + [{"role": "user", "content": "zqvortexrare here"}])
+    ok(engine, "lcm_grep", query="gateway")  # the database's first search ever makes its cursor key
+    # Another engine's first search reads that key: one read, no write transaction (which was
+    # BEGIN + the write lock, insert, read, COMMIT).
+    again = make_engine(threshold=1_000_000)
+    first, sent_first = counted(lambda: ok(again, "lcm_grep", query="zqvortexrare"))
+    answer, sent = counted(lambda: ok(engine, "lcm_grep", query="zqvortexrare"))
+    assert len(answer["hits"]) == 1, answer
+    assert first["hits"] == answer["hits"]
+    assert 0 < sent <= RARE_STATEMENTS, sent
+    assert sent_first <= sent + 1, (sent_first, sent)
+
+
+def test_a_secret_is_made_once_and_then_read(make_engine):
+    """Every engine of a database gets the same secret; only the first one writes it."""
+    engine = make_engine(threshold=1_000_000)
+    store = engine.core.store
+    made, _ = counted(lambda: store.secret("rt-new"))
+    again, sent = counted(lambda: store.secret("rt-new"))
+    other = make_engine(threshold=1_000_000, session="s2").core.store
+    assert made == again == other.secret("rt-new") and len(made) == 32
+    assert store.secret("rt-other") != made
+    assert sent == 1, sent
