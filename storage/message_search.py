@@ -28,8 +28,8 @@ class MessageSearch(SqliteConnection):
 
     _scratch: sqlite3.Connection | None = None
 
-    @staticmethod
-    def _message_filters(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    @classmethod
+    def _message_filters(cls, filters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``AND ...`` clauses for conversation/session/role/source/time/keyset/exclusion filters."""
         clauses = (("session_id", "m.session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)"),  # schema 4 key
                    ("role", "m.role=?"),
@@ -45,9 +45,9 @@ class MessageSearch(SqliteConnection):
             sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
             args.append(id_list(filters["exclude_ids"]))
         if filters.get("skip_own_tools"):
-            sql += " AND " + MessageSearch._NOT_OWN_TOOLS
+            sql += " AND " + cls._NOT_OWN_TOOLS
         if filters.get("skip_memory_turns"):
-            sql += " AND " + MessageSearch._NOT_MEMORY_TURNS
+            sql += " AND " + cls._NOT_MEMORY_TURNS
         return sql, args
 
     # LCM's own tool traffic is derived data: an lcm_* result is a copy of stored rows, and an
