@@ -66,6 +66,19 @@ def exact(ids: list[int], matrix: np.ndarray, query: np.ndarray, k: int, keep: s
     return [ids[i] for i in order if keep is None or ids[i] in keep][:k]
 
 
+def unindexed(rows: int, seed: int, stored: int | None = None) -> tuple[str, Any, list[int], np.ndarray, int]:
+    """A fresh schema with ``rows`` messages, vectors for the first ``stored`` of them, and no HNSW
+    index (dropped: as left by a refusal, an operator or a database from before the index)."""
+    url = fresh_url()
+    store: Any = open_store(url)
+    ids = messages(store, rows, "c")
+    matrix = unit(rows, DIM, seed)
+    model = put(store, "test:model", ids[:stored], matrix[:stored])
+    for name in indexes(url):
+        raw_sql(url, f"DROP INDEX {name}")
+    return url, store, ids, matrix, model
+
+
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[dict[str, Any]]:
     """3,000 vectors of one owner's conversation and 60 of a second owner's, analyzed (the planner
@@ -148,13 +161,7 @@ def test_two_models_of_different_dimensions_get_an_index_each() -> None:
 
 
 def test_without_its_index_a_model_is_searched_exactly() -> None:
-    url = fresh_url()
-    store: Any = open_store(url)
-    ids = messages(store, 1500, "c")
-    matrix = unit(1500, DIM, 8)
-    model = put(store, "test:model", ids, matrix)
-    for name in indexes(url):
-        raw_sql(url, f"DROP INDEX {name}")
+    url, store, ids, matrix, model = unindexed(1500, 8)
     raw_sql(url, "ANALYZE vectors")
     q = unit(1, DIM, 9)[0]
     assert [i for i, _ in store.nearest_vectors(model, "m", q, 10)] == exact(ids, matrix, q, 10)
@@ -192,13 +199,7 @@ def test_two_writers_creating_the_same_index_at_once_both_succeed() -> None:
 def test_a_model_with_vectors_is_never_indexed_inside_a_write() -> None:
     """Building over existing rows takes minutes under the fleet's write lock: a write to a model
     whose index is gone leaves it missing (and says so) instead of building it there."""
-    url = fresh_url()
-    store: Any = open_store(url)
-    ids = messages(store, 1200, "c")
-    matrix = unit(1200, DIM, 11)
-    model = put(store, "test:model", ids[:1100], matrix[:1100])
-    for name in indexes(url):
-        raw_sql(url, f"DROP INDEX {name}")
+    url, store, ids, matrix, model = unindexed(1200, 11, stored=1100)
     store.put_vectors(model, "m", [(i, *encode(r, "float32")) for i, r in zip(ids[1100:], matrix[1100:],
                                                                                  strict=True)])
     assert indexes(url) == {}
@@ -206,13 +207,7 @@ def test_a_model_with_vectors_is_never_indexed_inside_a_write() -> None:
 
 
 def test_build_vector_indexes_builds_the_missing_one_while_another_host_holds_the_write_lock() -> None:
-    url = fresh_url()
-    store: Any = open_store(url)
-    ids = messages(store, 1500, "c")
-    matrix = unit(1500, DIM, 12)
-    model = put(store, "test:model", ids, matrix)
-    for name in indexes(url):
-        raw_sql(url, f"DROP INDEX {name}")
+    url, store, ids, matrix, model = unindexed(1500, 12)
     with psycopg.connect(url, autocommit=True) as holder:  # another host, inside a write
         holder.execute("BEGIN")
         holder.execute("SELECT pg_advisory_xact_lock(%s, %s)", (0x6C636D00, 1))
