@@ -60,6 +60,14 @@ def schema_url(base: str, name: str) -> str:
     return f"{base}{sep}options={quote(f'-csearch_path={name}')}"
 
 
+def server_version(url: str) -> str:
+    """The server's version, recorded with the figures (a throwaway server is the pgserver wheel's)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return f"PostgreSQL {conn.execute('SHOW server_version').fetchone()[0]}"
+
+
 def engine_for(backend: str, label: str, base_url: str, home: str | None) -> tuple[Any, Path]:
     where = Path(home) / f"{backend}-{label}" if home else temp_dir(f"pgcmp-{backend}-{label}")
     where.mkdir(parents=True, exist_ok=True)
@@ -147,7 +155,7 @@ def grep(built: dict[str, Any], history: SearchHistory) -> dict[str, Any]:
 def table(details: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     imp = details["import"]
-    rows.append({"target": "PostgreSQL import rate next to SQLite (20k messages, no compaction)",
+    rows.append({"target": f"{details['server']} import rate next to SQLite (20k messages, no compaction)",
                  "ours": f"PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s ({imp['ratio']}x)",
                  "reference": "-", "verdict": "-"})
     for size, entry in details["sizes"].items():
@@ -174,7 +182,8 @@ def main() -> None:
     base_url = args.url or start_server()
     history = SearchHistory(args.seed)
     sizes = [int(s) for s in args.sizes.split(",")]
-    details: dict[str, Any] = {"seed": args.seed, "turns": args.turns, "sizes": {}}
+    details: dict[str, Any] = {"seed": args.seed, "turns": args.turns, "sizes": {},
+                               "server": server_version(base_url)}
     details["import"] = import_rate(history, base_url)
     for size in sizes:
         print(f"building {size:,} messages on both ...", flush=True)

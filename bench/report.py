@@ -357,7 +357,8 @@ def _db_size(details: dict[str, Any]) -> str:
 def _pg_compare(details: dict[str, Any]) -> str:
     """PostgreSQL next to SQLite, same process, interleaved: medians and the PostgreSQL/SQLite ratio."""
     imp = details["import"]
-    out = [f"Import without compaction: PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s "
+    out = [f"Server: {details.get('server', 'PostgreSQL (version not recorded)')}, on the same machine (127.0.0.1). "
+           f"Import without compaction: PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s "
            f"({imp['ratio']}x)."]
     for size, entry in details["sizes"].items():
         out.append(f"**{int(size):,} stored messages**: built (ingest + compaction every 1,000) in "

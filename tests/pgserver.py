@@ -15,7 +15,7 @@ import atexit
 import contextlib
 import glob
 import hashlib
-import importlib.util
+import importlib.metadata
 import os
 import shutil
 import socket
@@ -37,9 +37,11 @@ class Unavailable(RuntimeError):
 
 def binaries() -> Path:
     """The directory holding initdb and pg_ctl."""
-    spec = importlib.util.find_spec("pgserver")  # located, not imported (its import warns about XDG dirs)
-    if spec is not None and spec.origin:
-        found = Path(spec.origin).parent / "pginstall" / "bin"
+    # Located through its installed files, not imported (its import warns about XDG dirs), and not
+    # by module name: a script with tests/ on sys.path (bench/) would find this very file as
+    # "pgserver" and silently fall back to the system's PostgreSQL.
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        found = Path(str(importlib.metadata.distribution("pgserver").locate_file("pgserver/pginstall/bin")))
         if (found / "pg_ctl").exists():
             return found
     for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
