@@ -152,6 +152,10 @@ class Semantic(JobOwner):
             backlog = embedder.backlog().rows
         except Exception as exc:  # noqa: BLE001 - e.g. a locked database
             backlog, problems = -1, [*problems, f"backlog unknown: {clip(str(exc), 200)}"]
+        missing = self._indexes_missing()
+        if missing:
+            problems.append(f"vector index missing ({', '.join(missing)}): searches scan every vector until "
+                            "`lcm embed --apply` builds it (without blocking writers)")
         errors = list(self.job.errors) if self.job is not None else []
         if errors:
             problems.append(f"embedding job errors: {errors[-1]}")
@@ -159,10 +163,20 @@ class Semantic(JobOwner):
             problems.append(f"{self.query_failures} query embeddings failed (search ran on full text): "
                             f"{self.last_query_error}")
         data = {"enabled": True, "model": embedder.model, "sent_off_this_machine": not embedder.provider.local,
-                "backlog_rows": backlog, "job_errors": errors, "query_failures": self.query_failures}
+                "backlog_rows": backlog, "job_errors": errors, "query_failures": self.query_failures,
+                "indexes_missing": missing}
         detail = f"{embedder.model}, {'local' if embedder.provider.local else 'sent off this machine'}; " \
                  f"{backlog} rows without a vector"
         return ("warn" if problems else "ok"), "; ".join([detail, *problems]), data
+
+    def _indexes_missing(self) -> list[str]:
+        """The approximate indexes a model with vectors lacks (PostgreSQL; none on SQLite)."""
+        try:
+            if not self.store.has_vector_tables():
+                return []
+            return list(self.store.vector_stats().get("indexes_missing", []))
+        except Exception:  # noqa: BLE001 - the backlog check above reports an unreadable store
+            return []
 
     def coverage(self, cap: int = 1000) -> tuple[str, int, int]:
         """``(model, messages searched, messages newer than the newest vector still waiting (up to

@@ -4,16 +4,16 @@ at 100k vectors of dim 384, in one process.
 One command: ``.venv/bin/python bench/knn_pg.py [--size 100000] [--queries 50] [--seed 13]`` (needs the
 ``postgres`` extra and the dev ``pgserver`` wheel: it starts the tests' throwaway server).
 
-The vectors are knn.py's seeded sentence-like ones. Both sides hold the same rows, written through
-the store (``put_vectors``: the blob, and on PostgreSQL pgvector's copy); the messages they belong
-to are inserted by SQL (the bench measures search, not ingest); the model's HNSW index exists from the
-first batch, so ``put_vectors_s`` includes keeping it. Per query, interleaved: PostgreSQL's
-``nearest_vectors`` as the vector arm runs it (the HNSW index), the same with the index path switched
-off (``families.EXACT_BELOW`` raised: pgvector's exact scan, the fallback), the same scoped to half the
-rows (the index over-fetches and filters), and, as the baseline, ``vectors.VectorIndex.search`` built
-from the same store's blobs (what the SQLite path searches). Medians and p95 over the queries,
-recall@10 against the exact top-10 (scoped: of the scope), the ratios of the medians; the store and
-its table bytes (``pg_total_relation_size``, index included).
+The vectors are knn.py's seeded sentence-like ones. Both sides hold the same rows, written through the
+store (``put_vectors``: the blob, and on PostgreSQL pgvector's copy); the messages they belong to are
+inserted by SQL (the bench measures search, not ingest); the model's HNSW index is built over the first
+95% (``build_vector_indexes``), so the rest's ``put_vectors`` includes keeping it. Per query,
+interleaved: PostgreSQL's ``nearest_vectors`` as the vector arm runs it (the HNSW index), the same with
+the index path switched off (``families.EXACT_BELOW`` raised: pgvector's exact scan, the fallback), the
+same scoped to half the rows (the index over-fetches and filters), and, as the baseline,
+``vectors.VectorIndex.search`` built from the same store's blobs (what the SQLite path searches).
+Medians and p95 over the queries, recall@10 against the exact top-10 (scoped: of the scope), the ratios
+of the medians; the store and its table bytes (``pg_total_relation_size``, index included).
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
                    "SELECT g, %s, g, 'user', 'm' || g, 0, 1, 'f' || g FROM generate_series(1, %s) g", (conv, size))
     store.ensure_vector_tables()
     model = store.vector_model("bench:sentences", matrix.shape[1], dtype)
-    # The first 95% without the index (as a database whose vectors predate it), then one row: the
-    # write that finds the index missing builds it over them; then the rest, kept in the index row
-    # by row (what every later embedding batch pays). One table build per run.
+    # The first 95% without the index (as a database whose vectors predate it), then the build
+    # ``lcm embed --apply`` runs for such a model (``build_vector_indexes``: CONCURRENTLY, outside
+    # the write lock); then the rest, kept in the index row by row (what every later embedding
+    # batch pays). One table build per run.
     bulk = size - size // 20
     cap, families.HNSW_MAX_DIM = families.HNSW_MAX_DIM, 0
     started = time.perf_counter()
@@ -73,8 +74,9 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
     families.HNSW_MAX_DIM = cap
     store._hnsw()[0].clear()
     started = time.perf_counter()
-    store.put_vectors(model, "m", [(bulk + 1, *encode(matrix[bulk], dtype))])
+    assert store.build_vector_indexes() == [families.hnsw_name(model, "m")]
     build_s = time.perf_counter() - started
+    store.put_vectors(model, "m", [(bulk + 1, *encode(matrix[bulk], dtype))])
     started = time.perf_counter()
     for start in range(bulk + 1, size, 64):  # the backfill's batch (embedding_backfill_batch_size)
         store.put_vectors(model, "m", [(start + i + 1, *encode(row, dtype))

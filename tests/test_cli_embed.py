@@ -275,3 +275,25 @@ def test_slash_embed_when_off(clean_home: Path) -> None:
     out = slash("embed")
     assert out["enabled"] is False and "LCM_EMBEDDINGS_ENABLED" in out["note"]
     assert handle_command("embed bogus").startswith("hermes-lcm: usage")
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_missing_vector_index_is_reported_and_built_by_embed_apply(clean_home: Path, stub: Stub,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL: a model whose HNSW index is gone (dropped, refused, an interrupted build) is named
+    by doctor and status, and the next ``lcm embed --apply`` builds it outside the write lock."""
+    db = str(populate(clean_home, 6))
+    turn_on(monkeypatch, stub)
+    code, result, _ = lcm("embed", "--apply")
+    assert code == 0 and result["embedded"] == 12 and result["indexes_built"] == []  # made with the first rows
+    [index] = [r[0] for r in raw_sql(db, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                                         "AND position('vectors_hnsw_' in indexname) = 1")]
+    raw_sql(db, f"DROP INDEX {index}")
+    _, doctor, _ = lcm("doctor")
+    check = next(c for c in doctor["checks"] if c["name"] == "embeddings")
+    assert check["status"] == "warn" and index in check["detail"] and check["data"]["indexes_missing"] == [index]
+    code, result, _ = lcm("embed", "--apply")
+    assert code == 0 and result["embedded"] == 0 and result["indexes_built"] == [index]
+    _, doctor, _ = lcm("doctor")
+    check = next(c for c in doctor["checks"] if c["name"] == "embeddings")
+    assert check["status"] == "ok" and check["data"]["indexes_missing"] == []

@@ -23,7 +23,7 @@ Why it looks like this:
   database from before the index) is not indexed in a write: building over existing rows takes minutes, and
   every host's writes would wait for it under the lock. ``build_vector_indexes`` (run by ``lcm embed
   --apply``) builds those ``CONCURRENTLY``, on a connection of its own outside any transaction, so writes go
-  on; ``vector_stats`` lists what is missing (``lcm status``/doctor), and until then the exact scan answers.
+  on; ``vector_stats`` lists what is missing (``lcm doctor`` warns), and until then the exact scan answers.
   pgvector indexes only a fixed dimension and the ``emb`` column holds every model's, so the index is
   partial (``WHERE model_id = N AND kind = 'm'``) over ``emb`` cast to the model's dimension, and the query
   repeats that cast and predicate as literals (a parameter would hide from the planner that the predicate
