@@ -363,7 +363,9 @@ def _pg_compare(details: dict[str, Any]) -> str:
     for size, entry in details["sizes"].items():
         out.append(f"**{int(size):,} stored messages**: built (ingest + compaction every 1,000) in "
                    f"{entry['postgres']['build_seconds']} s on PostgreSQL ({entry['postgres']['build_rate']:,} msg/s), "
-                   f"{entry['sqlite']['build_seconds']} s on SQLite ({entry['sqlite']['build_rate']:,} msg/s).")
+                   f"{entry['sqlite']['build_seconds']} s on SQLite ({entry['sqlite']['build_rate']:,} msg/s)"
+                   + (" (timed by the earlier run that built them, `--home`)."
+                      if entry["postgres"].get("build_reused") else "."))
         out.append(_table(["lcm_grep query kind", "PostgreSQL median ms", "SQLite median ms", "ratio",
                            "hits PG / SQLite"],
                           [[k, q["postgres"], q["sqlite"], q["ratio"],
