@@ -24,7 +24,7 @@ from .connection import SqliteConnection
 from .errors import StoreFault
 from .message_search import MessageSearch
 from .rows import id_list
-from .sidecar import create_tables, has_tables
+from .sidecar import create_tables, has_tables, savepoint
 
 ASSERTION_TABLES = ("assertions", "assertion_cursor")
 KINDS = ("event", "quantity", "state", "preference", "commitment")
@@ -122,22 +122,18 @@ class AssertionQueries(SqliteConnection):
             if not self._has_assertions(db):
                 raise StoreFault("the assertion tables are absent: LCM_ASSERTIONS_ENABLED was never on here")
             for row in rows:
-                # A savepoint per row: a refused fact (the quote trigger, a check) is undone alone; SQLite
-                # would keep the batch anyway, PostgreSQL aborts the whole transaction without one.
-                db.execute("SAVEPOINT lcm_assertion")
-                try:
-                    cur = db.execute(
-                        "INSERT INTO assertions(conversation_id, store_id, subject, kind, value, unit, valid_from, "
-                        "date_text, span_start, span_end, quote, extractor, created_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                        (row["conversation_id"], row["store_id"], row["subject"], row["kind"], row["value"],
-                         row.get("unit", ""), row["valid_from"], row.get("date_text", ""), row["span_start"],
-                         row["span_end"], row["quote"], row.get("extractor", "rules"), now))
-                    db.execute("RELEASE SAVEPOINT lcm_assertion")
+                try:  # a refused fact (the quote trigger, a check) is undone alone, never stored
+                    with savepoint(db, "lcm_assertion"):
+                        cur = db.execute(
+                            "INSERT INTO assertions(conversation_id, store_id, subject, kind, value, unit, valid_from, "
+                            "date_text, span_start, span_end, quote, extractor, created_at) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                            (row["conversation_id"], row["store_id"], row["subject"], row["kind"], row["value"],
+                             row.get("unit", ""), row["valid_from"], row.get("date_text", ""), row["span_start"],
+                             row["span_end"], row["quote"], row.get("extractor", "rules"), now))
                     added += max(cur.rowcount, 0)
                 except sqlite3.IntegrityError:
-                    db.execute("ROLLBACK TO SAVEPOINT lcm_assertion")  # refused: never stored
-                    db.execute("RELEASE SAVEPOINT lcm_assertion")
+                    continue
             if cursor is not None:
                 db.execute("UPDATE assertion_cursor SET after_id = ? WHERE id = 1", (int(cursor),))
         return added

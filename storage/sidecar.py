@@ -4,7 +4,24 @@ on, so a database whose owner never enabled one has none of its tables and pays 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+
+
+@contextmanager
+def savepoint(db: sqlite3.Connection, name: str) -> Iterator[None]:
+    """A step of a write undone alone when the database refuses it, the error still raised: on
+    PostgreSQL any failed statement aborts the whole transaction (every later statement fails), so
+    a step that may be refused (a trigger, a full disk, a missing extension) runs inside one; SQLite
+    behaves the same with it."""
+    db.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except sqlite3.Error:
+        db.execute(f"ROLLBACK TO SAVEPOINT {name}")
+        db.execute(f"RELEASE SAVEPOINT {name}")
+        raise
+    db.execute(f"RELEASE SAVEPOINT {name}")
 
 
 def has_tables(db: sqlite3.Connection, names: Iterable[str]) -> bool:

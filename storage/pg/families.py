@@ -47,7 +47,7 @@ from ..assertions import KINDS as ASSERTION_KINDS
 from ..assertions import AssertionQueries
 from ..message_search import MessageSearch
 from ..rollups import RollupQueries
-from ..sidecar import has_tables
+from ..sidecar import has_tables, savepoint
 from ..vectors import KINDS, VectorQueries, _kind
 from .dialect import translate
 
@@ -243,15 +243,13 @@ def _ensure_hnsw(db: sqlite3.Connection, schema: str, model_id: int, kind: str, 
     a dimension it does not index) is returned, in a savepoint so the write goes on without it."""
     if dim > HNSW_MAX_DIM:
         return f"dimension {dim} is above HNSW's {HNSW_MAX_DIM}"
-    db.execute("SAVEPOINT lcm_hnsw")
     try:
-        db.execute(f'CREATE INDEX IF NOT EXISTS {hnsw_name(model_id, kind)} ON vectors USING hnsw '
-                   f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
-                   f"WHERE {_hnsw_scope(model_id, kind)}")
-        db.execute("RELEASE SAVEPOINT lcm_hnsw")
+        with savepoint(db, "lcm_hnsw"):
+            db.execute(f'CREATE INDEX IF NOT EXISTS {hnsw_name(model_id, kind)} ON vectors USING hnsw '
+                       f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
+                       f"WHERE {_hnsw_scope(model_id, kind)}")
         return None
     except sqlite3.Error as exc:
-        db.execute("ROLLBACK TO SAVEPOINT lcm_hnsw")
         return str(exc).split("\n")[0][:200]
 
 
@@ -281,17 +279,15 @@ class PgVectorQueries(VectorQueries):
         with self.write() as db:
             _script(db, _VECTOR_TABLES)
             self._pgvector_problem = None
-            db.execute("SAVEPOINT lcm_pgvector")
             try:
-                db.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                schema = db.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON "
-                                    "n.oid = e.extnamespace WHERE e.extname = 'vector'").fetchone()[0]
-                db.execute(f'ALTER TABLE vectors ADD COLUMN IF NOT EXISTS emb "{schema}".vector')
-                db.execute("ALTER TABLE vectors ALTER COLUMN emb SET STORAGE MAIN")  # kept inline: the scan reads it
-                db.execute("ALTER TABLE vectors ALTER COLUMN vec SET STORAGE EXTERNAL")
-                db.execute("RELEASE SAVEPOINT lcm_pgvector")
+                with savepoint(db, "lcm_pgvector"):
+                    db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    schema = db.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON "
+                                        "n.oid = e.extnamespace WHERE e.extname = 'vector'").fetchone()[0]
+                    db.execute(f'ALTER TABLE vectors ADD COLUMN IF NOT EXISTS emb "{schema}".vector')
+                    db.execute("ALTER TABLE vectors ALTER COLUMN emb SET STORAGE MAIN")  # inline: the scan reads it
+                    db.execute("ALTER TABLE vectors ALTER COLUMN vec SET STORAGE EXTERNAL")
             except sqlite3.Error as exc:
-                db.execute("ROLLBACK TO SAVEPOINT lcm_pgvector")
                 self._pgvector_problem = str(exc).split("\n")[0][:200]
 
     _pgvector_problem: str | None = None

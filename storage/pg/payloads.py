@@ -9,10 +9,10 @@ hosts create it once); a database that never held a payload has none, and reads 
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 from ..connection import SqliteConnection
+from ..sidecar import savepoint
 
 _TABLE = ("CREATE TABLE IF NOT EXISTS payloads(ref text PRIMARY KEY, bytes bytea NOT NULL, "
           "created_at double precision NOT NULL)")
@@ -29,16 +29,10 @@ class PgPayloadQueries(SqliteConnection):
         """Store ``data`` under ``ref`` unless it is there (same ref, same bytes: content-addressed).
         The ingest calls this inside its own write: a savepoint keeps a refused row (a full disk)
         from aborting that transaction, so the message is still stored inline, as on SQLite."""
-        with self.write() as db:
-            db.execute("SAVEPOINT lcm_payload")
-            try:
-                db.execute(_TABLE)
-                db.execute("INSERT INTO payloads(ref, bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                           (ref, data, time.time()))
-            except sqlite3.Error:
-                db.execute("ROLLBACK TO SAVEPOINT lcm_payload")
-                raise
-            db.execute("RELEASE SAVEPOINT lcm_payload")
+        with self.write() as db, savepoint(db, "lcm_payload"):
+            db.execute(_TABLE)
+            db.execute("INSERT INTO payloads(ref, bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                       (ref, data, time.time()))
 
     def payload_get(self, ref: str) -> bytes | None:
         if not self._has_payloads():
