@@ -61,11 +61,15 @@ class MessageSearch(SqliteConnection):
     # composed from the results (the assistant text right after an lcm_* result: it restates
     # stored rows). They rank behind the rows they echo: left out of the ranked candidates, found
     # by the walk that follows them (``skip_memory_turns``).
+    # Each neighbour is one scalar lookup by (conversation_id, seq), unique: PostgreSQL plans an
+    # EXISTS inside this OR as a "hashed SubPlan" that first reads every message of the database
+    # (1.6 s of a 1.7 s lcm_grep at 1M messages); SQLite runs either form as a lookup per candidate.
     _NOT_MEMORY_TURNS = (
-        "NOT ((m.role = 'assistant' AND coalesce(m.tool_calls, '') IN ('', '[]') AND EXISTS (SELECT 1 FROM "
-        "messages p WHERE p.conversation_id = m.conversation_id AND p.seq = m.seq - 1 AND coalesce(p.tool_name, "
-        "'') LIKE 'lcm\\_%' ESCAPE '\\')) OR (m.role = 'user' AND EXISTS (SELECT 1 FROM messages n WHERE "
-        f"n.conversation_id = m.conversation_id AND n.seq = m.seq + 1 AND {_all_lcm_calls('n')})))")
+        "NOT ((m.role = 'assistant' AND coalesce(m.tool_calls, '') IN ('', '[]') AND coalesce((SELECT "
+        "p.tool_name FROM messages p WHERE p.conversation_id = m.conversation_id AND p.seq = m.seq - 1), '') "
+        "LIKE 'lcm\\_%' ESCAPE '\\') OR (m.role = 'user' AND coalesce((SELECT "
+        f"{_all_lcm_calls('n')} FROM messages n WHERE n.conversation_id = m.conversation_id AND "
+        "n.seq = m.seq + 1), false)))")
 
     def message_id_bounds(self, conversation_id: int | None = None, session_id: str | None = None,
                           conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:

@@ -108,7 +108,7 @@ def test_the_memory_turn_filter_never_reads_every_message(make_engine: Any) -> N
     """An EXISTS inside the filter's OR is planned by PostgreSQL as a "hashed SubPlan" that reads
     the whole messages table before the first candidate (1.6 s of a 1.7 s lcm_grep at 1M
     messages); the store's filter must be planned as a lookup per candidate. A plan, not a clock."""
-    from hermes_lcm.storage.message_search import MessageSearch
+    from hermes_lcm.storage.message_search import _all_lcm_calls
     from hermes_lcm.storage.pg.dialect import translate
 
     from .backends import raw_sql
@@ -118,11 +118,15 @@ def test_the_memory_turn_filter_never_reads_every_message(make_engine: Any) -> N
     store = engine.ensure_core().store
     raw_sql(store.url, "ANALYZE messages")
 
-    def plan(filters_of: Any) -> str:
-        where, _ = filters_of({"skip_memory_turns": True, "skip_own_tools": True})
+    def plan(where: str) -> str:
         sql = ("SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq('(invoice)') AND m.id BETWEEN 1 AND 10000000 "
                f"{where} ORDER BY m.id DESC LIMIT 100")
         return "\n".join(str(r[0]) for r in raw_sql(store.url, translate("EXPLAIN " + sql)))
 
-    assert "hashed SubPlan" in plan(MessageSearch._message_filters)  # the shared form, as SQLite runs it
-    assert "hashed SubPlan" not in plan(type(store)._message_filters)
+    exists_form = ("AND NOT ((m.role = 'assistant' AND EXISTS (SELECT 1 FROM messages p WHERE p.conversation_id = "
+                   "m.conversation_id AND p.seq = m.seq - 1 AND coalesce(p.tool_name, '') LIKE 'lcm\\_%' ESCAPE "
+                   "'\\')) OR (m.role = 'user' AND EXISTS (SELECT 1 FROM messages n WHERE n.conversation_id = "
+                   f"m.conversation_id AND n.seq = m.seq + 1 AND {_all_lcm_calls('n')})))")
+    assert "hashed SubPlan" in plan(exists_form)  # the form this filter had: the data does provoke it
+    where, _ = type(store)._message_filters({"skip_memory_turns": True, "skip_own_tools": True})
+    assert "hashed SubPlan" not in plan(where)

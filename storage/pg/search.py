@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...records import StoredMessage, SummaryNode
-from ..message_search import MessageSearch, _all_lcm_calls
+from ..message_search import MessageSearch
 from ..rows import NODE_COLUMNS_S, id_list, row_to_message, row_to_node
 from ..summaries import SummaryQueries
 from .fulltext import to_tsquery_text
@@ -25,17 +25,6 @@ IDF_CAP = 20_000
 
 class PgMessageSearch(MessageSearch):
     """Messages by full text."""
-
-    # The shared filter's neighbour tests as scalar lookups, one row by (conversation_id, seq)
-    # each: PostgreSQL turns an EXISTS inside an OR into a "hashed SubPlan" that first reads every
-    # message of the database (1.6 s of a 1.7 s lcm_grep at 1M messages), where SQLite, like
-    # this form, looks the neighbour up per candidate. Same rows: (conversation_id, seq) is unique.
-    _NOT_MEMORY_TURNS = (
-        "NOT ((m.role = 'assistant' AND coalesce(m.tool_calls, '') IN ('', '[]') AND coalesce((SELECT "
-        "p.tool_name FROM messages p WHERE p.conversation_id = m.conversation_id AND p.seq = m.seq - 1), '') "
-        "LIKE 'lcm\\_%' ESCAPE '\\') OR (m.role = 'user' AND coalesce((SELECT "
-        f"{_all_lcm_calls('n')} FROM messages n WHERE n.conversation_id = m.conversation_id AND "
-        "n.seq = m.seq + 1), false)))")
 
     def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]],
                          exact: bool = True) -> list[int]:
