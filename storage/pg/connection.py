@@ -154,12 +154,8 @@ class PgDb:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PgCursor:
         sql = translate(sql)
-        try:
+        with _sqlite_errors():
             cur = self.raw.execute(sql, tuple(params))
-        except Exception as exc:
-            if _is_psycopg_error(exc):
-                raise _as_sqlite_error(exc) from exc
-            raise
         found = PgCursor(cur)
         if sql.endswith(" RETURNING id"):
             row = cur.fetchone()
@@ -168,13 +164,9 @@ class PgDb:
 
     def execute_named(self, sql: str, params: dict[str, Any]) -> list[Any]:
         """PostgreSQL's own SQL (``%(name)s`` placeholders, not translated): its rows, errors as sqlite3's."""
-        try:
+        with _sqlite_errors():
             cur = self.raw.execute(sql, params)
             return cur.fetchall() if cur.description else []
-        except Exception as exc:
-            if _is_psycopg_error(exc):
-                raise _as_sqlite_error(exc) from exc
-            raise
 
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """``rows`` into ``table`` as one ``INSERT ... SELECT FROM unnest(arrays)``: a parameter per
@@ -184,22 +176,25 @@ class PgDb:
         if not rows:
             return
         casts = ", ".join(f"%s::{_COLUMN_TYPES[table][c]}[]" for c in columns)
-        try:
+        with _sqlite_errors():
             self.raw.execute(f"INSERT INTO {table}({', '.join(columns)}) SELECT * FROM unnest({casts})",
                              [list(column) for column in zip(*rows, strict=True)])
-        except Exception as exc:
-            if _is_psycopg_error(exc):
-                raise _as_sqlite_error(exc) from exc
-            raise
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        try:
-            with self.raw.cursor() as cur:
-                cur.executemany(translate(sql), [tuple(r) for r in rows])
-        except Exception as exc:
-            if _is_psycopg_error(exc):
-                raise _as_sqlite_error(exc) from exc
-            raise
+        with _sqlite_errors(), self.raw.cursor() as cur:
+            cur.executemany(translate(sql), [tuple(r) for r in rows])
+
+
+@contextmanager
+def _sqlite_errors() -> Iterator[None]:
+    """psycopg's errors as sqlite3's inside a statement's call: the shared mixins catch
+    ``sqlite3.IntegrityError`` and ``OperationalError``, whichever backend raised them."""
+    try:
+        yield
+    except Exception as exc:
+        if _is_psycopg_error(exc):
+            raise _as_sqlite_error(exc) from exc
+        raise
 
 
 def _is_psycopg_error(exc: BaseException) -> bool:
