@@ -54,6 +54,10 @@ class Retention(Enum):
                "nothing of it and no lcm tool can find them")
     STATELESS = ("hermes-lcm did not store them: this session matches LCM_STATELESS_SESSION_PATTERNS "
                  "(read-only), so lcm_grep finds only what was stored before it")
+    FORK = ("they were not kept: this prompt serves one of the host's own background agents (a memory or "
+            "skill review, the curator), which hermes-lcm never stores")
+    SUBAGENT = ("hermes-lcm did not store them: a delegated subagent's session writes nothing "
+                "(LCM_SUBAGENT_SESSIONS)")
     UNCERTAIN = ("hermes-lcm could not use its store for this prompt, so they may not have been kept; "
                  "lcm_grep finds only those that were")
 

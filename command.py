@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from . import fork_turns, presets, scrub
 from . import maintenance as mt
-from . import presets, scrub
 from .cli_embed import progress_line
 from .embedder import Embedder
 from .engine import LcmEngine
@@ -37,6 +37,8 @@ HELP = """\
   doctor                          read-only health checks with guidance
   doctor clean [apply]            conversations stored before their sessions matched LCM_IGNORE_SESSION_PATTERNS
   doctor clean lifecycle [apply]  session rows that never stored anything
+  doctor clean harness [apply]    turns of the host's review forks stored as the user's (earlier versions);
+                                  apply removes them and rebuilds the summaries made from them
   doctor repair [apply]           full-text index and trigger repair
   doctor source [apply]           legacy blank-source rows -> 'unknown'
   doctor retention                what the database holds by conversation and age, and how to bound it
@@ -51,8 +53,8 @@ HELP = """\
   view [ID]                       write this conversation's page (summary DAG, compactions, search, growth): the path
   preset show [NAME] | preset suggest | preset apply NAME --dry-run
   help
-Every apply takes a backup first. 'clean apply' and 'clean lifecycle apply' also need
-LCM_DOCTOR_CLEAN_APPLY_ENABLED=true. Add session=<id> to act on a specific live session."""
+Every apply takes a backup first. 'clean apply', 'clean lifecycle apply' and 'clean harness
+apply' also need LCM_DOCTOR_CLEAN_APPLY_ENABLED=true. Add session=<id> to act on a specific live session."""
 
 
 class UsageError(ValueError):
@@ -190,6 +192,8 @@ def _apply_flag(rest: list[str], allowed: tuple[str, ...] = ()) -> bool:
 def _clean(t: Target, rest: list[str]) -> dict[str, Any]:
     if rest[:1] == ["lifecycle"]:
         return _lifecycle(t, rest[1:])
+    if rest[:1] == ["harness"]:
+        return _harness(t, rest[1:])
     store, patterns = t.store(), t.config.ignore_session_patterns
     if _apply_flag(rest):
         return mt.clean_apply(store, t.backup_dir, patterns, t.live_sessions,
@@ -203,6 +207,20 @@ def _lifecycle(t: Target, rest: list[str]) -> dict[str, Any]:
         return mt.lifecycle_apply(store, t.backup_dir, age, t.live_sessions,
                                   allowed=t.config.doctor_clean_apply_enabled)
     return mt._public(mt.lifecycle_scan(store, age, t.live_sessions))
+
+
+def _harness(t: Target, rest: list[str]) -> dict[str, Any]:
+    """The host's review-fork turns stored as the user's; apply rebuilds their summaries with the live
+    engine's summarizer when there is one (else offline)."""
+    store = t.store()
+    if not _apply_flag(rest):
+        return fork_turns.public(fork_turns.scan(store))
+    core = t.engine.core if t.engine is not None else None
+    rebuild = None
+    if core is not None:
+        def rebuild(sources: Sequence[tuple[str, str]], target: int) -> str:
+            return core.summarize_text(sources, target)
+    return mt.harness_apply(store, t.backup_dir, allowed=t.config.doctor_clean_apply_enabled, rebuild=rebuild)
 
 
 def _repair(t: Target, rest: list[str]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 SUMMARY_PROVIDERS = ("auto", "auxiliary", "openai", "extractive")
+SUBAGENT_POLICIES = ("stateless", "store", "ignore")
 # The window assumed while the host has not told the model's context length yet.
 DEFAULT_CONTEXT_LENGTH = 128_000
 # The largest token count any setting may name: ten times the largest context windows sold today.
@@ -54,6 +55,10 @@ class LcmConfig:
     new_session_retain_depth: int = 2
     ignore_session_patterns: str = ""
     stateless_session_patterns: str = ""
+    # A delegate_task subagent's session: "stateless" reads its parent's memory and writes nothing,
+    # "store" keeps it as its own conversation linked to the parent, "ignore" neither reads nor writes.
+    # The session patterns above take precedence.
+    subagent_sessions: str = "stateless"
     ignore_message_patterns: str = ""
     summary_provider: str = "auto"
     summary_model: str = ""
@@ -80,7 +85,7 @@ class LcmConfig:
     backup_dir: str = ""
     empty_lifecycle_min_age_hours: float = 24.0
     # The lcm_* tools read across owners (people, chats) only when on: a team bot whose users
-    # share one memory. Off, a call reads its owner's conversations at most (core.owner_for).
+    # share one memory. Off, a call reads its owner's conversations at most (binding.owner_for).
     shared_memory: bool = False
     # An LCM-X database found at the path is upgraded in place before the first turn
     # (lcmx_import.upgrade_in_place); off, it is left alone and status names the command.
@@ -307,6 +312,8 @@ def _validate(name: str, value: Any) -> None:
         low, high = _BOUNDS[name]
         if not low <= value <= high:
             raise ValueError(f"{value} is outside {low}..{high}")
+    if name == "subagent_sessions" and value not in SUBAGENT_POLICIES:
+        raise ValueError(f"{value!r} is not one of {', '.join(SUBAGENT_POLICIES)}")
     if name == "summary_provider" and value not in SUMMARY_PROVIDERS:
         raise ValueError(f"{value!r} is not one of {', '.join(SUMMARY_PROVIDERS)}")
     if name == "embedding_provider" and value not in EMBEDDING_PROVIDERS:

@@ -19,6 +19,16 @@ from typing import Any
 from . import timeline
 from .align import Seen, Selection
 from .assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
+from .binding import (
+    FORK_REASON,
+    MODE_IGNORED,
+    MODE_NORMAL,
+    MODE_STATELESS,
+    ROLE_SUBAGENT,
+    SUBAGENT_REASONS,
+    Binder,
+    Binding,
+)
 from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
 from .config import LcmConfig, reserve_for
@@ -30,7 +40,7 @@ from .ingest import Normalizer
 from .normalize import is_storable, last_storable, storable
 from .outputs import PREFIX as OUTPUT_PREFIX
 from .outputs import settings_view as outputs_view
-from .patterns import MessagePatterns, SessionPatterns
+from .patterns import MessagePatterns
 from .payload_gc import blobs_of, directory_of
 from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
 from .pipeline import pipeline_for
@@ -42,11 +52,11 @@ from .semantic import Semantic
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
+from .unstored import unstored_prompt
 from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
 
-MODE_NORMAL, MODE_STATELESS, MODE_IGNORED = "normal", "stateless", "ignored"
 # Prompt items kept between assemblies (rows never change once stored).
 ITEM_CACHE_SIZE = 8192
 # New messages stored per transaction when a host call brings many (the store's rows per INSERT
@@ -83,29 +93,8 @@ class Stats:
         return self.last_write_failure
 
 
-LOCAL_OWNER = "local"
-
-
-def owner_for(platform: str, conversation_key: str | None, user_id: str | None = None) -> str:
-    """Who a new conversation belongs to, from what the host tells: the user on a platform when
-    the host names them, else the host's chat (the gateway's session key: platform, chat id, and
-    the user in a group that isolates users), else the one local owner (the CLI, a single user).
-    A host serving several people always passes its chat key, so they never share an owner."""
-    if user_id:
-        return f"user:{platform or 'unknown'}:{user_id}"
-    if conversation_key:
-        return f"chat:{conversation_key}"
-    return LOCAL_OWNER
-
-
-@dataclass(frozen=True)
-class Binding:
-    session_id: str
-    conversation_id: int | None
-    mode: str
-    matched_pattern: str | None
-    # Who owns the bound conversation (stored per conversation): what the tools may read beyond it.
-    owner: str = LOCAL_OWNER
+# (messages, budget, focus) -> a bounded prompt, or None to let the core summarize them itself.
+UnstoredCompressor = Callable[[list[dict[str, Any]], Budget, str | None], list[dict[str, Any]] | None]
 
 
 class LcmCore:
@@ -123,8 +112,6 @@ class LcmCore:
         self.redactor = pipeline.redactor
         self.normalizer = Normalizer(self.guard, self.message_patterns, self.seal, pipeline.steps, pipeline.shadow,
                                      self.redactor)
-        self.ignore_sessions = SessionPatterns.parse(config.ignore_session_patterns)
-        self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.routes = self._routes(host_call_llm)
         self.semantic = Semantic(config, self.store, env or {})  # LCM_EMBEDDINGS_ENABLED: vectors, their job
         self.rollups = Rollups(config, self.store, self._summarize)  # LCM_TEMPORAL_ROLLUPS_ENABLED: their job
@@ -142,7 +129,7 @@ class LcmCore:
             condense_min_nodes=config.condense_min_nodes, max_passes=config.max_passes_per_compress,
             max_seconds=config.compaction_max_seconds,
         ), self._summarize)
-        self.binding = Binding("", None, MODE_NORMAL, None)
+        self.binder = Binder(config, self.store)
         self.stats = Stats()
         self._fresh_start = False
         self._seen: Seen | None = None
@@ -163,6 +150,9 @@ class LcmCore:
         self._pending: Selection | None = None
         # Rows per ingest transaction; the time bound is checked after each (tests make it small).
         self.ingest_chunk_rows = INGEST_CHUNK_ROWS
+        # For a session that stores nothing: another compressor to try first (the host adapter
+        # passes the host's built-in one); its answer is used when it is valid and fits.
+        self.unstored_compressor: UnstoredCompressor | None = None
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
@@ -179,54 +169,29 @@ class LcmCore:
 
     # -- sessions ---------------------------------------------------------------
 
-    def bind(self, session_id: str, *, platform: str = "", conversation_key: str | None = None,
-             parent_session_id: str | None = None, reason: str | None = None, user_id: str | None = None) -> Binding:
-        """Attach this core to a host session; finds or creates its conversation.
+    @property
+    def binding(self) -> Binding:
+        return self.binder.binding
 
-        A session seen before keeps its conversation (resume). A new session joins
-        its parent's conversation when it continues one (compression boundary,
-        ``/new``), else the host's conversation key, else starts its own.
-        """
-        ignored = self.ignore_sessions.match(session_id, platform)
-        stateless = None if ignored else self.stateless_sessions.match(session_id, platform)
-        mode = MODE_IGNORED if ignored else MODE_STATELESS if stateless else MODE_NORMAL
-        owner = owner_for(platform, conversation_key, user_id)
-        conversation_id = self._conversation_for(session_id, conversation_key, parent_session_id, mode, owner)
-        if conversation_id is not None:
-            owner = self.store.conversation_owner(conversation_id) or owner
-        if conversation_id is not None and mode == MODE_NORMAL:
-            self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
-                                      parent_session_id=parent_session_id, reason=reason)
-        if conversation_id != self.binding.conversation_id:
+    def bind(self, session_id: str, **kwargs: Any) -> Binding:
+        """Attach this core to a host session (binding.Binder.bind): what was remembered of the
+        host's list belongs to the conversation it was seen in."""
+        before = self.binding.conversation_id
+        binding = self.binder.bind(session_id, **kwargs)
+        if binding.conversation_id != before:
             self._seen = self._seen_also = None
             self._handed = {}
             self._pending = None
-        self.binding = Binding(session_id, conversation_id, mode, ignored or stateless, owner)
-        return self.binding
+        return binding
+
+    def link_parent(self, parent_session_id: str) -> Binding:
+        """The host named the bound subagent's parent (``subagent_start``): bind again, reading or linked to it."""
+        if self.binding.role != ROLE_SUBAGENT or parent_session_id == self.binding.parent_session_id:
+            return self.binding
+        return self.bind(self.binding.session_id, **self.binder.relink(parent_session_id))
 
     def reach(self, shared: bool) -> tuple[int, ...] | None:
-        """The conversations the bound owner may read when a call asks beyond the current one:
-        its owner's, or every one (None) when the operator shares memory (LCM_SHARED_MEMORY)."""
-        if shared:
-            return None
-        found = self.store.owner_conversations(self.binding.owner)
-        current = self.binding.conversation_id
-        return tuple(found) if current is None or current in found else (*found, current)
-
-    def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str,
-                          owner: str = LOCAL_OWNER) -> int | None:
-        known = self.store.session(session_id)
-        if known is not None:
-            return known.conversation_id
-        if parent:
-            parent_info = self.store.session(parent)
-            if parent_info is not None:
-                return parent_info.conversation_id
-        conversation_key = key or f"session:{session_id}"
-        if mode == MODE_NORMAL:
-            return self.store.ensure_conversation(conversation_key, owner)
-        state = self.store.conversation_by_key(conversation_key)
-        return state.id if state else None
+        return self.binder.reach(shared)
 
     def start_fresh_context(self) -> None:
         """Keep summaries at depth >= LCM_NEW_SESSION_RETAIN_DEPTH; raw history leaves the context.
@@ -252,6 +217,11 @@ class LcmCore:
     @property
     def retention(self) -> Retention:
         """What becomes of messages a prompt for the bound session leaves out (the prompt says so)."""
+        why = self.binding.matched_pattern
+        if why == FORK_REASON:
+            return Retention.FORK
+        if why in SUBAGENT_REASONS:
+            return Retention.SUBAGENT
         if self.binding.mode == MODE_IGNORED:
             return Retention.IGNORED
         if self.binding.mode == MODE_STATELESS:
@@ -431,7 +401,7 @@ class LcmCore:
         """
         self.kept_reason = None
         if not self.writable:
-            return trim(messages, budget, self.retention, self.seal)
+            return self.compress_unstored(messages, budget, focus=focus, deadline=deadline)
         if deadline is None:  # the whole call, ingest included (the host adapter starts it earlier)
             deadline = time.monotonic() + self.config.compaction_max_seconds
         try:
@@ -461,6 +431,19 @@ class LcmCore:
             return list(messages)
         self._remember_output(result, upto, state.last_seq)
         return result
+
+    def compress_unstored(self, messages: Sequence[Any], budget: Budget, *, focus: str | None = None,
+                          deadline: float | None = None) -> list[dict[str, Any]]:
+        """The bounded prompt of a session that stores nothing (ignored, stateless, a host fork):
+        summarized, never silently trimmed, and nothing written (unstored.py); the other compressor
+        (:attr:`unstored_compressor`) is tried first."""
+        end = time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
+
+        def summary(sources: Sequence[SourceItem], target: int) -> SummaryOutcome:
+            return self._summarize(sources, 0, target, focus, end)
+
+        return unstored_prompt(messages, budget, self.retention, self.seal, summary, self.unstored_compressor,
+                               focus, self.stats.error)
 
     def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
         """Is the prompt we built the host's list already? Same summaries, and the same
@@ -563,7 +546,7 @@ class LcmCore:
         """
         self.kept_reason = None
         if not self.writable:
-            return trim(messages, budget, self.retention, self.seal)
+            return trim(messages, budget, self.retention, self.seal)  # no summary after an error: no new failure
         try:
             return self.keep_unstored(messages, budget)
         except Exception as exc:  # noqa: BLE001 - the store or the assembler is what failed
@@ -590,6 +573,12 @@ class LcmCore:
             return
         stored = self.store.last_fingerprint(conversation_id)
         self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=last_seq)
+
+    def summarize_text(self, sources: Sequence[tuple[str, str]], target: int) -> str:
+        """A summary of ``(label, text)`` sources within ``target`` tokens, through this core's
+        summarizer (maintenance rebuilds a summary with it)."""
+        deadline = time.monotonic() + self.config.compaction_max_seconds
+        return self._summarize([SourceItem(label, text) for label, text in sources], 0, target, None, deadline).text
 
     def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
                    deadline: float | None) -> SummaryOutcome:
@@ -630,6 +619,7 @@ class LcmCore:
             "session_id": self.binding.session_id or None,
             "session_mode": self.binding.mode,
             "matched_session_pattern": self.binding.matched_pattern,
+            "agent_role": self.binding.role,
             "summarizer": self.summarizer_name,
             "summarizer_guard": self.call_guard.snapshot(),
             "ingest_calls": self.stats.ingest_calls,
@@ -650,6 +640,8 @@ class LcmCore:
             "proactive_recall": self.proactive.status(self.config.proactive_recall_enabled),
             "large_outputs": outputs_view(self.config),
         }
+        if self.binding.role == ROLE_SUBAGENT:
+            info["linked_parent"] = self.binder.linked_parent()
         if state is not None:
             context = self.dag.context(state.id)
             info.update({

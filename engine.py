@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import registry
+from .binding import MODE_NORMAL, ROLE_FORK, ROLE_USER
 from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home
-from .core import MODE_NORMAL, LcmCore, budget_for, trim
+from .core import LcmCore, budget_for, trim
 from .externalize import ActiveReplay
+from .hostagents import current_kind
+from .hostcalls import BuiltinCompressor, host_call_llm, host_home
 from .lcmx_import import prepare as prepare_path
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
@@ -75,8 +78,10 @@ class LcmEngine(_Base):
         self.session_id = ""
         self.platform = ""
         self.user_id = ""  # the person the host names for this agent, if it does (owner of new conversations)
+        self.role = ROLE_USER  # whose agent this copy serves (hostagents.py): the user's, a fork, a subagent
         self.model = ""
         self.context_length = 0
+        self.builtin = BuiltinCompressor()  # for a session that stores nothing (update_model sets it up)
         self.last_prompt_tokens = 0
         self.last_completion_tokens = 0
         self.last_total_tokens = 0
@@ -133,7 +138,7 @@ class LcmEngine(_Base):
 
     def _located(self) -> tuple[Path | str, str]:
         """The database (a file or a postgresql:// URL) and the setting that chose it (for a startup error)."""
-        return locate(self._env, self.config, self._loaded.sources, self.hermes_home or _host_home())
+        return locate(self._env, self.config, self._loaded.sources, self.hermes_home or host_home())
 
     @property
     def config(self) -> Any:
@@ -150,7 +155,7 @@ class LcmEngine(_Base):
         force from the first host call. Once the core exists its settings are fixed (the
         database is open); a change of settings recomputes the window.
         """
-        home = self.hermes_home or _host_home()
+        home = self.hermes_home or host_home()
         if self.core is not None or home == self._config_home:
             return
         loaded = load_for_home(self._env, home)
@@ -177,6 +182,7 @@ class LcmEngine(_Base):
             if upgraded := prepare_path(path, self.config.migrate_on_start, redaction_patterns(self.config)):
                 log.warning("hermes-lcm upgraded the LCM-X database %s (original kept as %s)", path, upgraded["backup"])
             self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm(), env=self._env)
+            self.core.unstored_compressor = self.builtin if self.builtin.usable(self.core.routes) else None
         except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error
             self.startup_error = self.opening.failed(exc, for_good=isinstance(exc, StoreError))
             log.error("%s", self.startup_error)
@@ -186,22 +192,22 @@ class LcmEngine(_Base):
         return self.core
 
     def _resolve_call_llm(self) -> Callable[..., Any] | None:
-        if self._host_call_llm is not None:
-            return self._host_call_llm
-        try:
-            from agent.auxiliary_client import call_llm
-        except Exception:  # noqa: BLE001 - no host: offline summarizer
-            return None
-        return call_llm
+        return self._host_call_llm if self._host_call_llm is not None else host_call_llm()
 
     # -- sessions -------------------------------------------------------------------
 
     def _bind(self, session_id: str, **kwargs: Any) -> None:
         core = self.ensure_core()
         self.session_id = session_id
-        registry.register(session_id, self)
+        if self.role != ROLE_FORK:  # a fork's hooks carry the user's session id: none may reach it here
+            registry.register(session_id, self)
         if core is not None:
-            core.bind(session_id, platform=self.platform, user_id=self.user_id or None, **kwargs)
+            core.bind(session_id, platform=self.platform, user_id=self.user_id or None, role=self.role,
+                      linked_parent=core.binding.parent_session_id, **kwargs)
+
+    def link_parent(self, parent_session_id: str) -> None:  # hooks.subagent_start
+        if self.core is not None:
+            self.core.link_parent(parent_session_id)
 
     def adopt_session(self, session_id: str) -> None:
         """Take over the new session id a hook revealed after ``/new``."""
@@ -222,9 +228,10 @@ class LcmEngine(_Base):
         if kwargs.get("context_length"):
             self._set_window(int(kwargs["context_length"]))
         old = kwargs.get("old_session_id")
+        self.role = self.role if old else current_kind(self.platform, session_id).value  # whose agent, at its start
         if old and old != session_id:
             self.ingest_host(kwargs.get("messages") or [])
-        self._bind(session_id, conversation_key=kwargs.get("conversation_id"),
+        self._bind(session_id, conversation_key=kwargs.get("conversation_id"), wait_for_parent=True,
                    parent_session_id=old if old != session_id else None, reason=kwargs.get("boundary_reason"))
 
     @_guarded(lambda self, *a, **k: None)
@@ -264,6 +271,7 @@ class LcmEngine(_Base):
                      provider: str = "", api_mode: str = "", **kwargs: Any) -> None:
         self.model = model or ""
         remember(api_key)  # the host's key: never shown, whatever a provider's error quotes
+        self.builtin.update(self.model, int(context_length or 0), base_url, api_key, provider, api_mode)
         self._load_settings()
         self._set_window(int(context_length or 0))
 
@@ -306,6 +314,8 @@ class LcmEngine(_Base):
         return core.ingest(messages, source=self.platform)
 
     def _bind_lazily(self, core: LcmCore) -> bool:
+        if core.binding.session_id and core.binding.mode != MODE_NORMAL:
+            return False  # a bound session that stores nothing stays as it is
         self._bind(self.session_id or f"anon-{uuid.uuid4().hex[:12]}")
         return core.binding.conversation_id is not None
 
@@ -388,12 +398,3 @@ class LcmEngine(_Base):
             return engine_status(self)
         except Exception as exc:  # noqa: BLE001
             return {"error": redact(str(exc)), "last_prompt_tokens": max(0, self.last_prompt_tokens)}
-
-
-def _host_home() -> str:
-    try:
-        from hermes_constants import get_hermes_home
-
-        return str(get_hermes_home())
-    except Exception:  # noqa: BLE001 - no host
-        return os.environ.get("HERMES_HOME") or str(Path.home() / ".hermes")

@@ -1,5 +1,9 @@
 """Host hooks. Each finds the live engine copy for its session and hands it the
-messages; none may raise into the host."""
+messages; none may raise into the host.
+
+A hook fired by one of the host's own forks (a memory/skill review, the curator) reaches no
+engine: the review fork carries the user's session id, and its harness prompt stored as the
+user's words is what made the model take it for a standing instruction (hostagents.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import turncontext
-from .registry import live_engine
+from .hostagents import is_fork_hook
+from .registry import LiveEngine, bound_engine, live_engine
 
 log = logging.getLogger("hermes_lcm")
 
@@ -27,9 +32,16 @@ def _safe(fn: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
+def _engine_for(kwargs: dict[str, Any]) -> LiveEngine | None:
+    """The live engine of the agent that fired the hook; None for the host's forks."""
+    if is_fork_hook(kwargs):
+        return None
+    return live_engine(kwargs.get("session_id"))
+
+
 @_safe
 def post_llm_call(**kwargs: Any) -> None:
-    engine = live_engine(kwargs.get("session_id"))
+    engine = _engine_for(kwargs)
     if engine is not None:
         engine.ingest_host(kwargs.get("conversation_history") or [])
 
@@ -38,7 +50,7 @@ def pre_llm_call(**kwargs: Any) -> dict[str, str] | None:
     """Context for the turn's user message, once per turn: the host appends the returned text to
     the API copy of that message (turncontext.py: proactive recall, the pre-answer brief)."""
     try:
-        engine = live_engine(kwargs.get("session_id"))
+        engine = _engine_for(kwargs)
         core = getattr(engine, "core", None) if engine is not None else None  # opened on first need
         if engine is None or core is None:
             return None
@@ -51,7 +63,7 @@ def pre_llm_call(**kwargs: Any) -> dict[str, str] | None:
 
 @_safe
 def pre_api_request(**kwargs: Any) -> None:
-    engine = live_engine(kwargs.get("session_id"))
+    engine = _engine_for(kwargs)
     if engine is None:
         return
     body = (kwargs.get("request") or {}).get("body") or {}
@@ -60,10 +72,20 @@ def pre_api_request(**kwargs: Any) -> None:
 
 @_safe
 def on_session_end(**kwargs: Any) -> None:
-    engine = live_engine(kwargs.get("session_id"))
+    engine = _engine_for(kwargs)
     messages = kwargs.get("messages") or kwargs.get("conversation_history")
     if engine is not None and messages:
         engine.ingest_host(messages)
+
+
+@_safe
+def subagent_start(**kwargs: Any) -> None:
+    """The host names a delegated subagent's parent before the child runs: link the child's engine."""
+    child = bound_engine(kwargs.get("child_session_id"))
+    link = getattr(child, "link_parent", None)
+    parent = kwargs.get("parent_session_id")
+    if link is not None and parent:
+        link(str(parent))
 
 
 HOOKS: dict[str, Callable[..., Any]] = {
@@ -71,6 +93,7 @@ HOOKS: dict[str, Callable[..., Any]] = {
     "post_llm_call": post_llm_call,
     "pre_api_request": pre_api_request,
     "on_session_end": on_session_end,
+    "subagent_start": subagent_start,
 }
 
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import payload_gc, private
+from . import fork_turns, payload_gc, private
 from .assemble import tail_start
 from .blocks import Item, group
 from .compat import is_ignored_note, is_settings_note
@@ -250,6 +250,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     checks.append(_lifecycle_check(store, min_age, live_sessions))
     patterns = str(getattr(config, "ignore_session_patterns", "") or "")
     checks.append(_clean_check(store, patterns, live_sessions))
+    checks.append(_harness_check(store))
     checks.append(_payload_check(store))
     problems = [p for p in config_problems if not is_settings_note(p)]
     checks.append(Check("config", "warn" if problems else "ok", "; ".join(problems) or "no problems",
@@ -548,6 +549,30 @@ def clean_apply(store: Store, directory: str | os.PathLike[str], patterns: str, 
     saved = backup(store, directory, "pre-clean")
     deleted = store.delete_conversations([c["conversation_id"] for c in plan["conversations"]])
     return {"status": "applied", "backup": asdict(saved), "deleted": deleted}
+
+
+# -- doctor clean harness (the host's review forks stored as the user: fork_turns.py) -------------
+
+
+def harness_apply(store: Store, directory: str | os.PathLike[str], *, allowed: bool,
+                  rebuild: fork_turns.Rebuild | None = None) -> dict[str, Any]:
+    plan = fork_turns.scan(store)
+    if plan["status"] == "noop":
+        return fork_turns.public(plan)
+    if not allowed:
+        raise MaintenanceError("clean apply is disabled: set LCM_DOCTOR_CLEAN_APPLY_ENABLED=true in a trusted "
+                               "operator context, then run it again")
+    return fork_turns.apply(store, plan, lambda: asdict(backup(store, directory, "pre-harness")), rebuild)
+
+
+def _harness_check(store: Store) -> Check:
+    scan = fork_turns.scan(store)
+    if scan["harness_turns"]:
+        return Check("harness", "warn", f"{scan['harness_turns']} turns of the host's review forks are stored as the "
+                     f"user's ({scan['messages']} messages, {scan['summaries_rebuilt']} summaries built from them)",
+                     BACKUP_FIRST, "/lcm doctor clean harness (preview), then apply",
+                     {"conversations": scan["conversations"][:20]})
+    return Check("harness", "ok", "no turn of the host's review forks is stored")
 
 
 # -- doctor retention ----------------------------------------------------------------------------

@@ -62,6 +62,13 @@ def live_engine(session_id: str | None) -> LiveEngine | None:
     return None
 
 
+def bound_engine(session_id: str | None) -> LiveEngine | None:
+    """The live engine bound to ``session_id``, never one waiting after ``/new`` (which would adopt
+    the id): for a hook that names another agent's session (``subagent_start``'s child)."""
+    with _live_lock:
+        return _live.get(session_id) if session_id else None
+
+
 def live_engines() -> list[LiveEngine]:
     with _live_lock:
         return list(dict.fromkeys(_live.values()))

@@ -25,7 +25,7 @@ import marshal
 import os
 import string
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -280,5 +280,5 @@ def count_message(message: Mapping[str, Any]) -> int:
     return total
 
 
-def count_messages(messages: list[Mapping[str, Any]]) -> int:
+def count_messages(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(count_message(m) for m in messages)

@@ -56,6 +56,7 @@ def _describe_conversation(ctx: Ctx, args: Args) -> dict[str, Any]:
         "raw_in_context_from_seq": state.frontier_seq + 1,
         "summaries_by_depth": {str(d): n for d, n in sorted(depths.items())},
         "context": [brief(n) for n in dag.context(conv)],
+        **store.subagent_links(conv),  # a subagent stored as its own conversation, and its parent
     }
     if not depths:
         answer["note"] = "no compaction yet: every message is still raw; use lcm_grep or lcm_load_session"

@@ -34,10 +34,11 @@ def _binding(ctx: Ctx) -> dict[str, Any]:
     binding = ctx.core.binding
     config = ctx.core.config
     return {
-        "session_id": binding.session_id or None, "mode": binding.mode,
+        "session_id": binding.session_id or None, "mode": binding.mode, "agent_role": binding.role,
         "matched_session_pattern": binding.matched_pattern, "conversation_id": binding.conversation_id,
         "patterns": {"ignore_session_patterns": config.ignore_session_patterns,
                      "stateless_session_patterns": config.stateless_session_patterns,
+                     "subagent_sessions": config.subagent_sessions,
                      "ignore_message_patterns": config.ignore_message_patterns,
                      "ignored_messages_this_process": ctx.core.normalizer.ignored_count},
     }

@@ -74,6 +74,25 @@ class ConversationQueries(SqliteConnection):
             ).fetchone()
         return SessionInfo(*row) if row else None
 
+    def subagent_links(self, conversation_id: int, limit: int = 50) -> dict[str, Any]:
+        """A stored subagent conversation's parent (its session and that session's conversation), and
+        the subagent conversations linked to this one (LCM_SUBAGENT_SESSIONS=store)."""
+        with self.read() as db:
+            parent = db.execute(
+                "SELECT s.parent_session_id, p.conversation_id FROM sessions s LEFT JOIN sessions p "
+                "ON p.id=s.parent_session_id WHERE s.conversation_id=? AND s.reason='subagent' "
+                "AND s.parent_session_id IS NOT NULL ORDER BY s.started_at LIMIT 1", (conversation_id,)).fetchone()
+            children = db.execute(
+                "SELECT s.id, s.conversation_id FROM sessions s JOIN sessions p ON p.id=s.parent_session_id "
+                "WHERE p.conversation_id=? AND s.reason='subagent' AND s.conversation_id<>? "
+                "ORDER BY s.started_at LIMIT ?", (conversation_id, conversation_id, limit)).fetchall()
+        out: dict[str, Any] = {}
+        if parent is not None:
+            out["linked_parent"] = {"session_id": parent[0], "conversation_id": parent[1]}
+        if children:
+            out["subagents"] = [{"session_id": r[0], "conversation_id": r[1]} for r in children]
+        return out
+
     def end_session(self, session_id: str) -> None:
         with self.write() as db:
             db.execute("UPDATE sessions SET ended_at=? WHERE id=?", (time.time(), session_id))

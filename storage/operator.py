@@ -283,6 +283,49 @@ class OperatorQueries(SqliteConnection):
                 "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.conversation_id=c.id)").rowcount
         return {"sessions": sessions, "conversations": conversations}
 
+    def harness_turns(self, starts: Sequence[str]) -> list[dict[str, Any]]:
+        """Turns of the host's review forks stored as the user's by earlier versions: each user row
+        opening with one of ``starts``, and the ids of it and the rows after it up to the next user row."""
+        if not starts:
+            return []
+        match = " OR ".join(f"substr(content, 1, {len(start)}) = ?" for start in starts)  # lengths: ints
+        params = tuple(starts)
+        turns = []
+        with self.read() as db:
+            heads = db.execute(f"SELECT conversation_id, seq FROM messages WHERE role='user' AND ({match}) "
+                               "ORDER BY conversation_id, seq", params).fetchall()
+            for conversation_id, seq in heads:
+                after = db.execute("SELECT min(seq) FROM messages WHERE conversation_id=? AND seq>? AND role='user'",
+                                   (conversation_id, seq)).fetchone()[0]
+                ids = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>=? AND seq<? ORDER BY seq",
+                                 (conversation_id, seq, after if after is not None else 1 << 62)).fetchall()
+                turns.append({"conversation_id": int(conversation_id), "seq": int(seq),
+                              "message_ids": [int(r[0]) for r in ids]})
+        return turns
+
+    def summaries_over(self, message_ids: Sequence[int]) -> list[int]:
+        """The summary nodes made directly from any of these messages."""
+        if not message_ids:
+            return []
+        marks = ",".join("?" * len(message_ids))
+        with self.read() as db:
+            rows = db.execute(f"SELECT DISTINCT parent_id FROM edges WHERE child_kind IN (0, 'message') "
+                              f"AND child_id IN ({marks}) ORDER BY parent_id", tuple(message_ids)).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def delete_messages(self, message_ids: Sequence[int]) -> dict[str, int]:
+        """Remove these messages and the edges that name them as a summary's source (FTS rows and
+        vectors go with them). Only the harness cleanup does this, after a verified backup."""
+        if not message_ids:
+            return {}
+        marks = ",".join("?" * len(message_ids))
+        ids = tuple(message_ids)
+        with self.write() as db:
+            edges = db.execute(f"DELETE FROM edges WHERE child_kind IN (0, 'message') AND child_id IN ({marks})",
+                               ids).rowcount
+            messages = db.execute(f"DELETE FROM messages WHERE id IN ({marks})", ids).rowcount
+        return {"messages": messages, "edges": edges}
+
     def delete_conversations(self, conversation_ids: Sequence[int]) -> dict[str, int]:
         """Remove whole conversations: messages, nodes, edges, context, sessions. Lineage
         stays closed because no edge ever crosses a conversation."""

@@ -150,7 +150,7 @@ def _scaffold_migration() -> str:
 _MIGRATIONS[2] += _scaffold_migration()
 
 # Version 3: who owns each conversation, so the lcm_* tools of one person never read another's
-# (``core.owner_for``). Rows stored before it: a conversation keyed by the host's chat (the
+# (``binding.owner_for``). Rows stored before it: a conversation keyed by the host's chat (the
 # gateway's session key) is owned by that chat; the CLI's own and imported ones by the one local
 # owner, which keeps a single-user store reading as it did. The whole migration runs in one
 # write transaction with the version bump (``migrate``), so a crash leaves version 2 untouched.

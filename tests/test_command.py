@@ -251,3 +251,60 @@ def test_help_unknown_and_session_selection(tmp_path):
     assert lcm("status")["session_id"] == "b"  # the most recently bound session
     assert lcm("status session=a")["session_id"] == "a"
     assert "no live engine for session" in handle_command("status session=zzz")
+
+
+HARNESS_PROMPT = ("Review the conversation above and update the skill library. Be ACTIVE — most sessions produce "
+                  "at least one skill update, even if small.\n\nYou can only call memory and skill management tools.")
+
+
+@pytest.mark.both_backends
+def test_doctor_finds_stored_harness_turns_and_apply_removes_them(tmp_path):
+    """A database an earlier version wrote: two review-fork turns stored in the user's conversation
+    (ingested straight, as that version did from the fork's hook), compacted into summaries."""
+    engine = new_engine(tmp_path, 5000, "s1", LCM_ENABLE_SLASH_COMMAND="1", LCM_DOCTOR_CLEAN_APPLY_ENABLED="true",
+                        **WHERE)
+    turns = list(conversation(5, 40))
+    for at in (8, 20):
+        turns.insert(at, [{"role": "user", "content": HARNESS_PROMPT},
+                          {"role": "assistant", "content": "", "tool_calls": [{"id": f"fork{at}", "type": "function",
+                           "function": {"name": "skill_manage", "arguments": "{}"}}]},
+                          {"role": "tool", "tool_call_id": f"fork{at}", "content": "skill updated"},
+                          {"role": "assistant", "content": f"FORK-REPLY-{at}: updated the skill library."}])
+    host_run(engine, turns)
+    core = engine.core
+    cid = core.binding.conversation_id
+    before = {m.id: m.content for m in core.store.messages_after(cid, 0)}
+    assert any(c.startswith("FORK-REPLY") for c in before.values())
+    assert core.dag.depth_counts(cid), "the history never compacted"
+    assert any("FORK-REPLY" in n.content or "skill library" in n.content for n in core.store.summaries(cid))
+
+    report = lcm("doctor")
+    check = next(c for c in report["checks"] if c["name"] == "harness")
+    assert check["status"] == "warn" and "2 turns" in check["detail"]
+    preview = lcm("doctor clean harness")
+    assert preview["status"] == "ready" and preview["messages"] == 8 and preview["summaries_rebuilt"] >= 1
+    assert lcm("doctor clean harness")["messages"] == 8  # the preview wrote nothing
+
+    import io
+
+    from hermes_lcm.cli import main as lcm_cli
+
+    out = io.StringIO()  # the shell command reads the same report, without a running agent
+    lcm_cli(["--db", str(engine.database_path()), "doctor"], out=out)
+    shell = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "harness")
+    assert shell["status"] == "warn" and shell["data"]["conversations"] == [{"conversation_id": cid,
+                                                                            "harness_turns": 2}]
+
+    applied = lcm("doctor clean harness apply")
+    assert applied["status"] == "applied" and applied["deleted"]["messages"] == 8
+    assert Path(applied["backup"]["path"]).exists() or applied["backup"]["path"].startswith("postgres")
+    after = {m.id: m.content for m in core.store.messages_after(cid, 0)}
+    removed = set(before) - set(after)
+    assert len(removed) == 8 and not set(after) - set(before)
+    assert all(before[i] == after[i] for i in after)  # nothing else touched
+    assert not any("Review the conversation above" in c or c.startswith("FORK-REPLY") for c in after.values())
+    for node in core.store.summaries(cid):
+        assert "FORK-REPLY" not in node.content and "skill library" not in node.content, node.node_id
+    assert next(c for c in lcm("doctor")["checks"] if c["name"] == "harness")["status"] == "ok"
+    assert next(c for c in lcm("doctor")["checks"] if c["name"] == "lineage")["status"] == "ok"
+    assert lcm("doctor clean harness apply")["status"] == "noop"

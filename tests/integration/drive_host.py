@@ -16,6 +16,13 @@ Run as ``python drive_host.py SPEC.json`` with ``HERMES_HOME`` pointing at a pre
                     turn (the gateway's resume path: no private keys survive)
 ``agent_per_turn``  build a fresh AIAgent for every turn, same session id (gateway style)
 ``toolsets``        explicit ``enabled_toolsets``; default: the config's toolsets for "cli"
+``host_defaults``   build the agent as the CLI does for a user: memory and context files
+                    read (no ``skip_memory``), so the host's background memory/skill review
+                    forks run at their default intervals, and the session title is made after
+                    each exchange as the CLI makes it; the driver then waits for every fork
+                    to finish before it ends the session
+``curator``         after the turns, run one curator pass with consolidation (the host's
+                    ``run_curator_review``, on its ``curator-review`` thread) and wait for it
 ``branch_before``   turn indexes before which the session is forked the way the gateway's
                     ``/branch`` does it: the transcript copied into a new session in the host's
                     session database, a new agent on the new session id, the history reloaded
@@ -86,8 +93,8 @@ def _build_agent(spec: dict[str, Any], session_db: Any, session_id: str | None) 
         platform="cli",
         session_db=session_db,
         session_id=session_id,
-        skip_memory=True,
-        skip_context_files=True,
+        skip_memory=not spec.get("host_defaults"),
+        skip_context_files=not spec.get("host_defaults"),
     )
 
 
@@ -191,6 +198,8 @@ def main(argv: list[str]) -> int:
             result = agent.run_conversation(message, conversation_history=hist)
             dt = time.time() - t0
             history = list(result.get("messages") or [])
+            if spec.get("host_defaults"):
+                _title(session_db, agent, message, result, history)
             client_transcript.append({"role": "user", "content": message})
             client_transcript.append({"role": "assistant", "content": result.get("final_response") or ""})
             engine = agent.context_compressor
@@ -212,6 +221,12 @@ def main(argv: list[str]) -> int:
                 }
             )
             write_report()
+        report["forks_waited"] = _wait_for_forks()
+        if spec.get("curator"):  # the curator's pass, as its schedule would start it (its own thread)
+            from agent.curator import run_curator_review
+
+            report["curator"] = run_curator_review(consolidate=True)
+            report["forks_waited"] += _wait_for_forks()
         report["session_id"] = agent.session_id
         report["engine_final"] = _engine_state(agent.context_compressor)
         report["final_history"] = history
@@ -223,6 +238,35 @@ def main(argv: list[str]) -> int:
         shut_down(agent, history, session_db, report)
         write_report()
     return code
+
+
+def _title(session_db: Any, agent: Any, message: str, result: dict[str, Any], history: list[Any]) -> None:
+    """What the interactive CLI does after an exchange (cli.py): the host's session title, made by
+    its auxiliary LLM on its ``auto-title`` thread (the first exchanges only)."""
+    from agent.title_generator import maybe_auto_title
+
+    if result.get("final_response") and not result.get("failed"):
+        maybe_auto_title(session_db, agent.session_id, message, result["final_response"], history,
+                         main_runtime={"model": agent.model, "provider": agent.provider, "base_url": agent.base_url,
+                                       "api_key": agent.api_key, "api_mode": agent.api_mode})
+
+
+def _wait_for_forks(limit_s: float = 120.0) -> int:
+    """Join the host's background review/curator and delegation threads still running (daemons: the
+    hard exit below would cut them off mid-turn); returns how many were waited for."""
+    import threading
+
+    from tools import async_delegation  # the host's delegations: their pool threads never end
+
+    deadline = time.time() + limit_s
+    forks = [t for t in threading.enumerate() if t.is_alive() and t.name in ("bg-review", "curator-review",
+                                                                             "auto-title")]
+    for thread in forks:
+        thread.join(max(0.0, deadline - time.time()))
+    delegations = async_delegation.active_count()
+    while async_delegation.active_count() and time.time() < deadline:
+        time.sleep(0.05)
+    return len(forks) + delegations
 
 
 def report_writer(spec: dict[str, Any], report: dict[str, Any]) -> Callable[[], None]:

@@ -89,8 +89,14 @@ def make_home(
     engine_name: str = "lcm",
     env: dict[str, str] | None = None,
     config_overrides: dict[str, Any] | None = None,
+    host_defaults: bool = False,
 ) -> HostHome:
-    """Write config.yaml and install the plugin by symlink into ``$HERMES_HOME/plugins``."""
+    """Write config.yaml and install the plugin by symlink into ``$HERMES_HOME/plugins``.
+
+    ``host_defaults``: the host as a user has it: every toolset of the CLI, memory on, the
+    memory and skill reviews at their default intervals (only the model, the engine and the
+    plugin are set). Otherwise memory is off and only the context-engine tools are on, which
+    keeps requests small and no background review fork runs."""
     root = Path(tmp)
     home = root / "hermes_home"
     (home / "plugins").mkdir(parents=True, exist_ok=True)
@@ -114,6 +120,9 @@ def make_home(
         "auxiliary": {"compression": {"context_length": stub.context_length}},
         "compression": {"enabled": True},
     }
+    if host_defaults:
+        for key in ("memory", "platform_toolsets", "compression"):
+            del config[key]
     for key, value in (config_overrides or {}).items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):
             config[key].update(value)
@@ -173,6 +182,8 @@ def run_host(
     branch_before: list[int] | None = None,
     timeout: float = 240.0,
     check: bool = True,
+    host_defaults: bool = False,
+    curator: bool = False,
 ) -> HostRun:
     """Run ``turns`` through the real host in a subprocess and return its report."""
     spec_path = hh.root / f"spec-{time.time_ns()}.json"
@@ -185,6 +196,8 @@ def run_host(
         "agent_per_turn": agent_per_turn,
         "toolsets": toolsets,
         "branch_before": branch_before or [],
+        "host_defaults": host_defaults,
+        "curator": curator,
     }
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     t0 = time.time()
