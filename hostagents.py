@@ -40,6 +40,7 @@ SUBAGENT_PLATFORMS = frozenset({"subagent"})
 # tui_gateway/server.py: the TUI's hidden preview-restart agent (``preview_<hex>``), which carries
 # the last messages of the user's session into a throwaway agent of its own.
 HELPER_SESSIONS = (("tui", "preview_"),)
+_HELPER_PLATFORMS = frozenset(p for p, _ in HELPER_SESSIONS)
 _PROVENANCE = "tools.skill_provenance"
 # The host's review prompts start with these words (agent/background_review.py, agent/curator.py);
 # the installed host's own constants are used too when it has loaded them (:func:`harness_prompts`).
@@ -84,21 +85,30 @@ def current_kind(platform: str | None = None, session_id: str | None = None) -> 
     (for the host's helper agents, whose ids the host makes) the session id."""
     if threading.current_thread().name in FORK_THREADS or write_origin() in FORK_ORIGINS:
         return AgentKind.FORK
-    platform = (platform or "").strip().lower()
-    if platform in FORK_PLATFORMS or any(platform == p and str(session_id or "").startswith(prefix)
-                                         for p, prefix in HELPER_SESSIONS):
+    if not platform:
+        return AgentKind.USER
+    platform = platform.strip().lower()
+    if platform in FORK_PLATFORMS or (platform in _HELPER_PLATFORMS and isinstance(session_id, str) and any(
+            platform == p and session_id.startswith(prefix) for p, prefix in HELPER_SESSIONS)):
         return AgentKind.FORK
     if platform in SUBAGENT_PLATFORMS:
         return AgentKind.SUBAGENT
     return AgentKind.USER
 
 
+_known: list[Any] = [None, None, ()]  # the two host modules last seen, and the prompts read from them
+
+
 def harness_prompts() -> tuple[str, ...]:
-    """The starts of the host's review prompts: ours, and the installed host's own when loaded."""
-    found = [getattr(module, name)[:_PEEK] for module_name, names in _HOST_PROMPTS
-             if (module := sys.modules.get(module_name)) is not None
-             for name in names if isinstance(getattr(module, name, None), str)]
-    return (*HARNESS_STARTS, *found)
+    """The starts of the host's review prompts: ours, and the installed host's own when loaded
+    (read again only when the loaded host modules change: every hook asks)."""
+    review, curator = (sys.modules.get(name) for name, _ in _HOST_PROMPTS)
+    if _known[2] and review is _known[0] and curator is _known[1]:
+        return tuple(_known[2])
+    texts = [getattr(module, name)[:_PEEK] for module, (_, names) in zip((review, curator), _HOST_PROMPTS, strict=True)
+             if module is not None for name in names if isinstance(getattr(module, name, None), str)]
+    _known[:] = [review, curator, tuple(dict.fromkeys((*HARNESS_STARTS, *texts)))]
+    return tuple(_known[2])
 
 
 def is_harness_text(text: Any) -> bool:
@@ -108,7 +118,7 @@ def is_harness_text(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     head = text.lstrip()[:_PEEK]
-    return any(head.startswith(start[:_PEEK]) for start in harness_prompts())
+    return head.startswith(harness_prompts())
 
 
 def is_fork_hook(kwargs: Mapping[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 One command: ``.venv/bin/python bench/steady_state.py [--sizes 1000,10000,100000] [--turns 200]``.
 
 A turn costs the host what the engine does outside any LLM call: ingest from the
-post_llm_call hook (``engine.ingest_host`` with the host's list), ``should_compress``, and one
+post_llm_call hook (called as the host calls it: a copy of its list, the session id, the turn's
+request, which the hook checks is not one of the host's own forks), ``should_compress``, and one
 assembly from the store (``core.assemble(budget)``). Two host shapes are measured:
 
 * CLI: the host holds the last compressed list (summaries + tail) plus the turns since;
@@ -23,6 +24,8 @@ import time
 from typing import Any
 
 from common import History, Timing, bulk_ingest, core_of, make_engine, print_table, save_result, summarize_ms, temp_dir
+
+from hermes_lcm import hooks, registry
 
 TARGET_MS = 2.0
 TARGET_RATIO = 1.5
@@ -66,8 +69,11 @@ class HostTurns:
         engine, core = self.engine, self.core
         lo = self.start + 4 * turn
         self.host.extend(self.history.messages(lo, lo + 4))
+        request = self.history.messages(lo, lo + 1)[0].get("content")
+        registry.register(engine.session_id, engine)  # the hook reaches this copy (benches pair two on one id)
         t0 = time.perf_counter()
-        engine.ingest_host(self.host)
+        hooks.post_llm_call(session_id=engine.session_id, platform="cli", user_message=request,
+                            conversation_history=list(self.host))  # the host's own path: a copy of its list
         t1 = time.perf_counter()
         reported = context_tokens(core) + PROMPT_OVERHEAD  # the host's usage figure, not engine work
         t1b = time.perf_counter()
