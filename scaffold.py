@@ -65,6 +65,9 @@ HOST_USER_PREFIXES = (
     # agent/verification_stop.py, agent/kanban_stop.py nudges (their flags are dropped on persist)
     "[System: You edited code in this turn",
     "[System: You are a Hermes kanban worker.",
+    # tools/process_registry.py: a background delegate_task's result, handed back as an internal turn
+    "[ASYNC DELEGATION COMPLETE",
+    "[ASYNC DELEGATION BATCH COMPLETE",
     # cli.py / gateway/run.py after /reload-mcp
     "[IMPORTANT: MCP servers have been reloaded.",
     # agent/conversation_compression.py _ensure_compressed_has_user_turn

@@ -278,3 +278,16 @@ def test_a_session_that_stores_nothing_always_gets_a_valid_bounded_prompt(host, 
     assert not problems(second) and count_messages(second) <= max(budget.total, count_messages(second[-1:]))
     assert not engine.errors, engine.errors  # no fallback after an internal error
     assert all_conversations(engine) == []
+
+
+def test_the_tuis_preview_restart_agent_stores_nothing(host):
+    """tui_gateway/server.py hands its hidden preview-restart agent the user's last messages under a
+    session id of the host's making: copying them into a second conversation would double them."""
+    helper = host("preview_1a2b3c", platform="tui")
+    assert helper.core is not None and helper.core.binding.conversation_id is None
+    hooks.post_llm_call(session_id="preview_1a2b3c", platform="tui", user_message="restart the dev server",
+                        conversation_history=[*user_history(2), {"role": "user", "content": "restart the dev server"}])
+    assert all_conversations(helper) == []
+    user = host("tui-session-1", platform="tui")  # the TUI's own sessions are the user's
+    hooks.post_llm_call(session_id="tui-session-1", platform="tui", conversation_history=user_history(1))
+    assert len(all_conversations(user)) == 1

@@ -86,6 +86,7 @@ def test_classify_flags_prefixes_and_real_messages() -> None:
     assert classify(TODO) == "todo_snapshot_synthetic"
     assert classify({"role": "user", "content": "Please process", "_empty_recovery_synthetic": True})
     assert classify({"role": "user", "content": "  [IMPORTANT: Background process 7 exited"}) is not None
+    assert classify({"role": "user", "content": "[ASYNC DELEGATION COMPLETE — deleg_1a2b]\nresult"}) is not None
     assert classify({"role": "user", "content": [{"type": "text", "text": "[CONTEXT SUMMARY]: x"}]}) is not None
     # the same text from the model or a tool, a note prepended to a real request, a plain ask: real
     assert classify({"role": "tool", "content": TODO["content"]}) is None
