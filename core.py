@@ -52,7 +52,7 @@ from .semantic import Semantic
 from .store import Store, WriteFailed, open_store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
-from .unstored import unstored_prompt
+from .unstored import Other, unstored_prompt
 from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
@@ -91,10 +91,6 @@ class Stats:
         self.last_write_failure = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {operation}: {exc}"
         self.error(f"store write failed during {operation}: {exc}")
         return self.last_write_failure
-
-
-# (messages, budget, focus) -> a bounded prompt, or None to let the core summarize them itself.
-UnstoredCompressor = Callable[[list[dict[str, Any]], Budget, str | None], list[dict[str, Any]] | None]
 
 
 class LcmCore:
@@ -152,7 +148,7 @@ class LcmCore:
         self.ingest_chunk_rows = INGEST_CHUNK_ROWS
         # For a session that stores nothing: another compressor to try first (the host adapter
         # passes the host's built-in one); its answer is used when it is valid and fits.
-        self.unstored_compressor: UnstoredCompressor | None = None
+        self.unstored_compressor: Other | None = None
 
     def _routes(self, host_call_llm: Callable[..., Any] | None) -> list[Any]:
         provider = self.config.summary_provider
