@@ -14,7 +14,8 @@ Exit codes: 0 ok; 1 not found or a failed doctor check; 2 usage (a bad argument:
 unknown option, a number out of range); 3 the database is missing, unreadable, not a
 database, foreign or newer than this program; 4 a file to write cannot be written
 (``export --output``, ``backup --dest``); 5 an internal error (a bug: please report it);
-130 interrupted by Ctrl-C (one line says how to resume).
+130 interrupted by Ctrl-C (one line says how to resume); 141 the reader closed the pipe early
+(``lcm export | head``: the output stops there, quietly).
 Every failure is one line on stderr (``lcm: error: ...``), plus ``{"error": ...}`` on stdout
 with ``--format json``; nothing is written to the target, and no traceback is shown.
 """
@@ -56,6 +57,7 @@ from .cli_output import (
     FORMATS,
     CliError,
     emit,
+    reader_gone,
     resolve,
     resume_hint,
 )
@@ -571,7 +573,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
                 raise failure(exc, opening=path) from exc
         result = args.handler(store, args)
         if result is not None:
-            emit(result, args.format, out)
+            try:
+                emit(result, args.format, out)
+            except SystemExit:  # rich ends a print whose reader left this way (stdout already /dev/null)
+                return reader_gone(out)
+        out.flush()  # a reader that left shows here, inside the try
+    except BrokenPipeError:
+        return reader_gone(out)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place failures become exit codes
         error = interrupted(argv) if isinstance(exc, KeyboardInterrupt) else failure(exc)
         if fmt == "json":

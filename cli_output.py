@@ -105,6 +105,7 @@ def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
 
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+EXIT_PIPE = 141  # the reader closed the pipe early (`lcm export | head`), as a shell reports SIGPIPE
 RESUME = {
     "import": "each conversation is written in one transaction and an in-place upgrade swaps only at the end: "
               "run the same command again to resume (conversations already imported are skipped)",
@@ -121,6 +122,19 @@ RESUME = {
     "migrate-to-postgres": "every batch is committed with its cursor: run the same command again to resume "
                            "(rows already copied are not copied twice)",
 }
+
+
+def reader_gone(out: TextIO) -> int:
+    """The reader of ``out`` went away (``| head``): end quietly, as a program killed by SIGPIPE
+    would. ``out`` is pointed at /dev/null so the interpreter's last flush cannot raise again."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(Exception):  # a StringIO has no descriptor: nothing to flush there
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    return EXIT_PIPE
 
 
 def resume_hint(words: list[str]) -> str:

@@ -290,3 +290,23 @@ def test_global_options_work_after_the_command_too(tmp_path):
     args = parser().parse_args(["--db", "a.db", "status"])
     # The default became ``auto`` (issue 15): JSON whenever stdout is not a terminal (a StringIO, a pipe).
     assert args.db == "a.db" and args.format == "auto"
+
+
+@pytest.mark.parametrize("argv", [["export", "--conversation", "1"], ["export", "--conversation", "1", "--as",
+                                  "markdown"], ["messages", "tail", "--conversation", "1", "--format", "table"],
+                                  ["doctor", "--format", "table"], ["status", "--format", "table"]])
+def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(file_db, argv):
+    """``lcm export ... | head -1``: the output stops there, exit 141 (SIGPIPE's), no traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli", "--db", str(file_db), *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "80"})
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, like `head -1`
+    err = proc.stderr.read().decode()
+    code = proc.wait(60)
+    assert first, err
+    assert code in (0, 141), (code, err)
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
