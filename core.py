@@ -146,6 +146,7 @@ class LcmCore:
         self._pending: Selection | None = None
         # Rows per ingest transaction; the time bound is checked after each (tests make it small).
         self.ingest_chunk_rows = INGEST_CHUNK_ROWS
+        self.finalizing = False  # see finalize()
         # For a session that stores nothing: another compressor to try first (the host adapter
         # passes the host's built-in one); its answer is used when it is valid and fits.
         self.unstored_compressor: Other | None = None
@@ -174,6 +175,7 @@ class LcmCore:
         host's list belongs to the conversation it was seen in."""
         before = self.binding.conversation_id
         binding = self.binder.bind(session_id, **kwargs)
+        self.finalizing = False  # a session bound now is not ending
         if binding.conversation_id != before:
             self._seen = self._seen_also = None
             self._handed = {}
@@ -241,11 +243,20 @@ class LcmCore:
         except WriteFailed as exc:
             self._write_failed("ingest", exc)
             return 0
+        if stored and self.finalizing:
+            self.store.checkpoint_now()
         if stored:
             self.semantic.after_ingest()  # embeds them on its own thread, after the reply
             self.rollups.after_ingest()  # marks their days stale and builds, on its own thread
             self.assertions.after_ingest()  # LCM_ASSERTIONS_ENABLED: facts read on their own thread
         return stored
+
+    def finalize(self) -> None:
+        """The host ends the session for good (its shutdown, a gateway reset): from now on every
+        write is merged into the database file at once, so a copy of the file alone is complete
+        even when the host then leaves by ``os._exit`` (no atexit, no close)."""
+        self.finalizing = True
+        self.store.checkpoint_now()
 
     def _write_failed(self, operation: str, exc: WriteFailed) -> None:
         self._backlog = self._backlog or operation != "compaction"

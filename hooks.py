@@ -79,6 +79,16 @@ def on_session_end(**kwargs: Any) -> None:
 
 
 @_safe
+def on_session_finalize(**kwargs: Any) -> None:
+    """The host ends a session for good (the CLI's exit, a gateway reset or expiry), just before it
+    hands the engine the final messages and, in the CLI, leaves by ``os._exit``: merge the WAL."""
+    engine = _engine_for(kwargs)
+    core = getattr(engine, "core", None) if engine is not None else None
+    if core is not None:
+        core.finalize()
+
+
+@_safe
 def subagent_start(**kwargs: Any) -> None:
     """The host names a delegated subagent's parent before the child runs: link the child's engine."""
     child = bound_engine(kwargs.get("child_session_id"))
@@ -93,6 +103,7 @@ HOOKS: dict[str, Callable[..., Any]] = {
     "post_llm_call": post_llm_call,
     "pre_api_request": pre_api_request,
     "on_session_end": on_session_end,
+    "on_session_finalize": on_session_finalize,
     "subagent_start": subagent_start,
 }
 

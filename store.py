@@ -22,6 +22,8 @@ Guarantees, in the manner of SQLite's own documentation:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -351,6 +353,7 @@ class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, Rewrit
         """
 
     def close(self) -> None: ...
+    def checkpoint_now(self, wait_s: float = 2.0) -> bool: ...
 
 
 _stores: dict[tuple[int, str], Store] = {}
@@ -399,6 +402,19 @@ def open_readonly(path: str | os.PathLike[str]) -> Store:
 
         return PgStore.open_readonly(str(path))
     return SqliteStore.open_readonly(Path(path))
+
+
+def checkpoint_all() -> None:
+    """At a clean exit: every SQLite file this process wrote gets its WAL merged in (registered
+    with atexit below; a killed process leaves the WAL, which SQLite replays at the next open)."""
+    with _stores_lock:
+        stores = [store for key, store in _stores.items() if key[0] == os.getpid()]
+    for store in stores:
+        with contextlib.suppress(Exception):
+            store.checkpoint_now()
+
+
+atexit.register(checkpoint_all)
 
 
 def close_all() -> None:

@@ -274,3 +274,20 @@ class SqliteConnection:
             self.checkpointer.stop()
         with self.lock:
             self.conn.close()
+
+    def checkpoint_now(self, wait_s: float = 2.0) -> bool:
+        """Copy the whole WAL into the database file and empty it, so the file alone holds every
+        row (a copy of lcm.db made after the host exits is complete). For a clean shutdown: waits
+        at most ``wait_s`` for a write under way, never raises, and leaves the connection open
+        (a thread of the host may still read through it while the interpreter exits)."""
+        if not self.lock.acquire(timeout=wait_s):
+            return False
+        try:
+            if self.conn.in_transaction:
+                return False
+            row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return bool(row is not None and row[0] == 0)
+        except sqlite3.Error:
+            return False
+        finally:
+            self.lock.release()

@@ -403,6 +403,10 @@ class PgConnection:
     def close(self) -> None:
         self.pool.close()
 
+    def checkpoint_now(self, wait_s: float = 2.0) -> bool:
+        """Nothing to merge: a server keeps its own write-ahead log (a SQLite file's is beside it)."""
+        return True
+
 
 def _mapped(exc: BaseException) -> BaseException:
     """The data layer's error for ``exc`` (itself when it is already one, or not a database error)."""
