@@ -96,7 +96,9 @@ def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
         return
     if isinstance(value, list):
         if value and all(isinstance(v, dict) for v in value):
-            console.print(Padding(table(value, console.is_terminal), (0, 0, 0, 2 * indent)))
+            # not expanded: off a terminal the console is 1,000,000 columns wide, and an expanded
+            # padding would fill every line of the nested table out to it with spaces
+            console.print(Padding(table(value, console.is_terminal), (0, 0, 0, 2 * indent), expand=False))
             return
         for v in value:
             console.print(Text(f"{pad}- {cell(v, 200)}"))

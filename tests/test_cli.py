@@ -310,3 +310,18 @@ def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(file_db, argv):
     assert first, err
     assert code in (0, 141), (code, err)
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["status"], ["summaries", "show", "1"], ["conversations"],
+                                  ["messages", "tail", "--conversation", "1"], ["grep", "marker"],
+                                  ["sessions"], ["retention"]])
+def test_a_table_off_a_terminal_has_bounded_lines(file_db, argv):
+    """``lcm doctor --format table > f``: a file a person can open and grep, not 1,000,000-column
+    lines of spaces (a nested table used to be padded out to the off-terminal console's width)."""
+    out = io.StringIO()
+    main(["--db", str(file_db), "--format", "table", *argv], out=out)
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert lines, argv
+    assert max(len(line) for line in lines) <= 2000, (argv, max(len(line) for line in lines))
+    assert len(text) < 200_000, (argv, len(text))
