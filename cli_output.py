@@ -35,7 +35,7 @@ def emit(result: dict[str, Any], fmt: str, out: TextIO) -> None:
     console = _console(out)
     items = result.get("items")
     if isinstance(items, list):
-        console.print(table(items, console.is_terminal))
+        console.print(table(items, console.is_terminal, console.width if console.is_terminal else None))
         rest = {k: v for k, v in result.items() if k != "items"}
         if rest:
             console.print()
@@ -58,25 +58,80 @@ def cell(value: Any, width: int = CELL_WIDTH) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def table(rows: list[dict[str, Any]], colour: bool = False) -> Any:
-    """A rich Table of ``rows`` (columns: every key, in first-seen order); "(no rows)" when empty."""
+# The columns a person needs to name a row in the next command: never cut, never left out.
+KEY_COLUMNS = frozenset({"id", "store_id", "node_id", "seq", "role", "conversation_id", "session_id", "depth",
+                         "kind", "name", "status", "parent_id", "child_id", "ref"})
+# What a column other than those keeps at the least on a narrow terminal, and the room between columns.
+_MIN_OTHER = 8
+_GAP = 3
+
+
+def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = None) -> Any:
+    """A rich Table of ``rows`` (columns: every key, in first-seen order); "(no rows)" when empty.
+
+    ``width`` (a terminal's): the key columns (:data:`KEY_COLUMNS`, and the first column) keep
+    their whole values; the others are cut to fit, and when even that is too wide the last of them
+    are left out, which a caption says (``--format json`` has every column). Off a terminal
+    (``width`` None) every column is whole, up to :data:`CELL_WIDTH`.
+    """
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
     if not rows:
         return Text("(no rows)")
-    rule = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)  # header, then a '-' rule
-    grid = Table(box=rule, show_edge=False, pad_edge=False, header_style="bold cyan" if colour else "",
-                 highlight=False)
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
-    for i, name in enumerate(columns):  # a narrow terminal cuts long cells, never a column to nothing
-        fits = max(len(name), *(len(row[i]) for row in cells))
-        grid.add_column(name, no_wrap=True, overflow="ellipsis", min_width=min(fits, 12))
-    for row in cells:
-        grid.add_row(*(Text(v) for v in row))
+    cells = {c: [cell(r.get(c, "")) for r in rows] for c in columns}
+    fits = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
+    keys = {c for c in columns if c in KEY_COLUMNS} | {columns[0]}
+    shown, left_out = list(columns), []
+    if width is not None:
+        def need(names: list[str]) -> int:
+            return sum(fits[c] if c in keys else min(fits[c], _MIN_OTHER) for c in names) + _GAP * len(names)
+
+        while need(shown) > width and any(c not in keys for c in shown):
+            others = [c for c in reversed(shown) if c not in keys]
+            drop = next((c for c in others if _minor(c)), others[0])  # times and counts go first
+            left_out.append(drop)
+            shown.remove(drop)
+        left_out = [c for c in columns if c in left_out]
+    rule = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)  # header, then a '-' rule
+    plural = "s" if len(left_out) > 1 else ""
+    caption = (f"({len(left_out)} column{plural} left out to fit {width} columns: {', '.join(left_out)}; "
+               "--format json has every column)") if left_out else None
+    grid = Table(box=rule, show_edge=False, pad_edge=False, header_style="bold cyan" if colour else "",
+                 highlight=False, caption=caption, caption_justify="left")
+    room = _share(width - sum(fits[c] + _GAP for c in shown if c in keys) - _GAP * sum(c not in keys for c in shown),
+                  {c: fits[c] for c in shown if c not in keys}) if width is not None else dict(fits)
+    for name in shown:  # a narrow terminal cuts long cells of the other columns, never a key column
+        whole = name in keys
+        size = fits[name] if whole else room[name]
+        grid.add_column(name, no_wrap=True, overflow="fold" if whole else "ellipsis", min_width=size,
+                        max_width=size)
+    for i in range(len(rows)):
+        grid.add_row(*(Text(cells[c][i]) for c in shown))
     return grid
+
+
+def _minor(column: str) -> bool:
+    """A time or a count: what a narrow terminal leaves out first (the text and the names stay)."""
+    return column.endswith(("_at", "_chars", "_count", "tokens")) or column in ("truncated", "source", "sessions")
+
+
+def _share(total: int, wants: dict[str, int]) -> dict[str, int]:
+    """``total`` columns of width shared out: each gets what it wants when all fit, else the
+    narrow ones theirs and the rest an equal share (at least :data:`_MIN_OTHER`)."""
+    out: dict[str, int] = {}
+    left = dict(wants)
+    while left:
+        fair = max(_MIN_OTHER, (total - sum(out.values())) // len(left))
+        small = {c: w for c, w in left.items() if w <= fair}
+        if not small:
+            out.update({c: fair for c in left})
+            break
+        out.update(small)
+        left = {c: w for c, w in left.items() if c not in small}
+    return out
 
 
 def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
@@ -98,7 +153,8 @@ def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
         if value and all(isinstance(v, dict) for v in value):
             # not expanded: off a terminal the console is 1,000,000 columns wide, and an expanded
             # padding would fill every line of the nested table out to it with spaces
-            console.print(Padding(table(value, console.is_terminal), (0, 0, 0, 2 * indent), expand=False))
+            width = max(20, console.width - 2 * indent) if console.is_terminal else None
+            console.print(Padding(table(value, console.is_terminal, width), (0, 0, 0, 2 * indent), expand=False))
             return
         for v in value:
             console.print(Text(f"{pad}- {cell(v, 200)}"))

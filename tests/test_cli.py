@@ -325,3 +325,32 @@ def test_a_table_off_a_terminal_has_bounded_lines(file_db, argv):
     assert lines, argv
     assert max(len(line) for line in lines) <= 2000, (argv, max(len(line) for line in lines))
     assert len(text) < 200_000, (argv, len(text))
+
+
+class _Terminal(io.StringIO):
+    """A terminal as rich sees one (its width comes from COLUMNS)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", [80, 120, 200])
+@pytest.mark.parametrize(("argv", "keys"), [(["conversations"], ["id"]),
+                                            (["messages", "tail", "--conversation", "1"], ["store_id", "seq", "role"]),
+                                            (["summaries", "show", "S2"], ["node_id"]),
+                                            (["sessions"], ["id", "conversation_id"])])
+def test_a_narrow_terminal_keeps_the_id_columns(file_db, monkeypatch, columns, argv, keys):
+    """What the next command needs (a conversation id, a store id, a node id) is never the column
+    a narrow terminal drops; what is left out instead is named."""
+    import re
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = _Terminal()
+    assert main(["--db", str(file_db), "--format", "table", *argv], out=out) == 0
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    lines = text.splitlines()
+    headers = [line.split() for line in lines if set(line.strip()) - {"-", " "} and any(k in line.split()
+                                                                                         for k in keys)]
+    assert headers, text[:2000]
+    assert all(k in headers[-1] for k in keys), (columns, headers[-1])
+    assert max(len(line.rstrip()) for line in lines) <= columns, (columns, max(len(line) for line in lines))
