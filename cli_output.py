@@ -16,6 +16,8 @@ from typing import Any, TextIO
 FORMATS = ("auto", "json", "table")
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
 CELL_WIDTH = 60
+# A text value longer than this (or on several lines) is shown whole as a block, not cut to a cell.
+LONG_TEXT = 200
 
 
 def resolve(fmt: str, out: TextIO) -> str:
@@ -113,6 +115,15 @@ def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = 
     return grid
 
 
+def _block(console: Any, key: Any, text: str, pad: str) -> None:
+    """A long or multi-line text as a block under its key, every character of it as stored (the
+    verb's own paging says whether it is all): written past rich, which would expand tabs, and
+    indented as YAML's ``|`` does; the terminal wraps long lines."""
+    console.print(key, "|")
+    console.file.write("".join(pad + line for line in text.splitlines(keepends=True)).rstrip("\n") + "\n")
+    console.file.flush()
+
+
 def _minor(column: str) -> bool:
     """A time or a count: what a narrow terminal leaves out first (the text and the names stay)."""
     return column.endswith(("_at", "_chars", "_count", "tokens")) or column in ("truncated", "source", "sessions")
@@ -146,8 +157,10 @@ def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
             if isinstance(v, dict | list) and v:
                 console.print(key)
                 _keyvalues(console, v, indent + 1)
+            elif isinstance(v, str) and (len(v) > LONG_TEXT or "\n" in v):
+                _block(console, key, v, pad + "  ")
             else:
-                console.print(key, Text(cell(v, 200)))
+                console.print(key, Text(cell(v, LONG_TEXT)))
         return
     if isinstance(value, list):
         if value and all(isinstance(v, dict) for v in value):

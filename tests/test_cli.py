@@ -354,3 +354,21 @@ def test_a_narrow_terminal_keeps_the_id_columns(file_db, monkeypatch, columns, a
     assert headers, text[:2000]
     assert all(k in headers[-1] for k in keys), (columns, headers[-1])
     assert max(len(line.rstrip()) for line in lines) <= columns, (columns, max(len(line) for line in lines))
+
+
+def test_expand_on_a_terminal_shows_the_exact_content_whole(tmp_path, monkeypatch):
+    """``lcm expand --message N`` on a terminal: every line of the stored text, tabs and all, not
+    the first 200 characters of it next to ``truncated: false``."""
+    import re
+
+    engine = new_engine(tmp_path, 10**9, "s1")
+    text = "\n".join(f"line {i}:\tvalue {i} " + "x" * 90 for i in range(12))
+    engine.ingest_host([{"role": "user", "content": "show me"}, {"role": "assistant", "content": text}])
+    store_module.close_all()
+    monkeypatch.setenv("COLUMNS", "80")
+    out = _Terminal()
+    assert main(["--db", str(tmp_path / "lcm.db"), "--format", "table", "expand", "--message", "2"], out=out) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    assert "truncated: false" in shown
+    block = [line[2:] for line in shown.splitlines() if line.startswith("  line ")]
+    assert "\n".join(block) == text, shown[:3000]
