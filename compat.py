@@ -343,6 +343,17 @@ def _peers(rows: list[PeerSetting]) -> str:
     return "/".join(dict.fromkeys(row.peer for row in rows))
 
 
+def closest(written: str, candidates: Collection[str], most: int = 3) -> list[str]:
+    """The settings a mistyped key most likely meant: those holding it as a whole word first
+    (``LCM_THRESHOLD``: ``LCM_CONTEXT_THRESHOLD``, shortest first), then the spellings nearest it."""
+    stem = re.sub(r"^lcm_", "", written, flags=re.I)
+    word = re.compile(rf"(^|_){re.escape(stem)}(_|$)", re.I) if stem else None
+    holding = sorted((c for c in candidates if word and c.lower() != written.lower()
+                      and word.search(re.sub(r"^lcm_", "", c, flags=re.I))), key=len)
+    near = difflib.get_close_matches(written, candidates, n=most, cutoff=0.75)
+    return list(dict.fromkeys([*holding, *near]))[:most]
+
+
 def _sort(items: list[tuple[str, Any, str, list[PeerSetting]]], ours: Mapping[str, str],
           candidates: Collection[str]) -> Sorted:
     """``items``: (what the user wrote, value, label, peer rows); ``ours``: what they wrote -> our field."""
@@ -359,8 +370,9 @@ def _sort(items: list[tuple[str, Any, str, list[PeerSetting]]], ours: Mapping[st
         elif rows:
             notes.append(f"setting {label} ({_peers(rows)}): not supported, ignored; {rows[0].note}")
         else:
-            close = difflib.get_close_matches(written, candidates, n=1, cutoff=0.75)
-            hint = f"; did you mean {close[0]}?" if close else ""
+            close = closest(written, candidates)
+            hint = f"; did you mean {' or '.join([', '.join(close[:-1]), close[-1]] if len(close) > 1 else close)}?" \
+                if close else ""
             notes.append(f"setting {label}: unknown key, ignored{hint}")
     for _written, raw, label, row in aliased:
         target = f"LCM_{row.ours.upper()}"  # "same" rows of another spelling (dbPath) have no note

@@ -216,3 +216,15 @@ def test_nothing_raises_whatever_the_keys_and_values():
              "LCM_\u00e9": "1", "LCM_MAX_EXPAND_TOKENS": ""}
     loaded = load_config(weird, {1: 2, "": None, "dbPath": ["a", "b"], "cacheAwareCompaction": {"enabled": True}})
     assert loaded.config is not None
+
+
+def test_a_key_missing_its_qualifier_is_pointed_at_the_settings_that_have_it():
+    """``LCM_THRESHOLD`` meant the context threshold, not LCM_MODEL_THRESHOLDS (the nearest spelling)."""
+    from hermes_lcm.config import load_config
+
+    (note,) = load_config({"LCM_THRESHOLD": "0.5"}).problems
+    assert "did you mean LCM_CONTEXT_THRESHOLD" in note, note
+    (note,) = load_config({"LCM_FRESH_TAIL": "8"}).problems
+    assert "LCM_FRESH_TAIL_COUNT" in note and "LCM_FRESH_TAIL_MAX_TOKENS" in note, note
+    (note,) = load_config({"LCM_SUBAGENT_SESSION": "store"}).problems
+    assert note.endswith("did you mean LCM_SUBAGENT_SESSIONS?"), note
