@@ -339,7 +339,8 @@ class LcmCore:
                                     force=force, focus=focus, upto=upto, deadline=deadline)
         self.stats.compactions += 1
         self.stats.last_compaction = {
-            "at": time.time(), "leaf_passes": report.leaf_passes, "condense_passes": report.condense_passes,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "leaf_passes": report.leaf_passes,
+            "condense_passes": report.condense_passes,
             "evicted": report.evicted, "conflicts": report.conflicts, "stop_reason": report.stop_reason,
             "errors": report.errors[-5:],
         }

@@ -54,12 +54,13 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
         "last_prompt_tokens": last_prompt,
         "threshold_tokens": engine.threshold_tokens,
         "context_length": engine.context_length,
-        "usage_percent": min(100.0, last_prompt / engine.context_length * 100) if engine.context_length else 0,
+        "usage_percent": round(min(100.0, last_prompt / engine.context_length * 100), 1)
+        if engine.context_length else 0,
         "compression_count": engine.compression_count,
         "model": engine.model,
         "overhead_tokens": engine.meter.snapshot(),
         "token_counter": backend_name(),
-        "config_problems": list(engine.config_problems),
+        "config_problems": [p for p in engine.config_problems if not is_settings_note(p)],  # notes: below
         # peer settings read as ours, or ignored (LCM-X, lossless-claw, typos): docs/operator-guide.md, Migration
         "settings_notes": [p for p in engine.config_problems if is_settings_note(p)],
         "startup_error": engine.startup_error,

@@ -84,3 +84,18 @@ def test_tool_errors_are_json_not_exceptions(make_engine):
                        ("lcm_nope", {}), ("lcm_grep", "not a dict"), ("lcm_expand", {})]:
         answer = json.loads(engine.handle_tool_call(name, args))
         assert "error" in answer, (name, answer)
+
+
+def test_status_numbers_read_as_a_person_reads_them(make_engine):
+    """A percentage to one decimal, a time as ISO, and a mistyped setting listed once (as a note)."""
+    import re
+
+    engine = make_engine(threshold=3000, LCM_THRESHOLD="0.5")
+    history = [m for t in conversation(seed=4, turns=20) for m in t]
+    engine.update_from_response({"prompt_tokens": 20141})
+    engine.compress(list(history), current_tokens=count_messages(history))
+    status = engine.get_status()
+    assert status["usage_percent"] == round(20141 / 64000 * 100, 1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["last_compaction"]["at"])
+    assert [n for n in status["settings_notes"] if "LCM_THRESHOLD" in n]
+    assert not [p for p in status["config_problems"] if "LCM_THRESHOLD" in p]
