@@ -75,7 +75,7 @@ def backup_dir(db_path: str | os.PathLike[str], configured: str = "") -> Path:
 def backup(store: Store, directory: str | os.PathLike[str], label: str = "", progress: Tick | None = None) -> Backup:
     """A new timestamped, verified snapshot of the whole database; ``progress(pages_done, pages_total)``
     while it copies (an exception from it, such as Ctrl-C, leaves no file behind)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")  # seconds, then their fraction: two backups a second
     suffix = f"-{label}" if label else ""
     if is_url(store.path):
         return snapshot(store, Path(directory) / f"{_stem(store)}-{stamp}{suffix}.dump")

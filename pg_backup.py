@@ -52,7 +52,7 @@ def command_for(store: Store, target: Path) -> tuple[str, str]:
 
 def dump(store: Store, directory: Path, label: str = "") -> Dump:
     """A new timestamped dump of ``store``'s schema in ``directory`` (see :func:`dump_to`)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")  # the fraction after a dot, not run into the seconds
     suffix = f"-{label}" if label else ""
     return dump_to(store, directory / f"lcm-pg-{schema_of(store)}-{stamp}{suffix}.dump")
 

@@ -427,3 +427,15 @@ def test_rotate_slot_is_overwritten_not_accumulated(tmp_path):
         first["target_frontier_seq"]
     restored.close()
     store_module.close_all()
+
+
+def test_a_backup_name_reads_as_a_time(tmp_path):
+    """``lcm-20261201T214501.123456Z.sqlite3``: the seconds, then their fraction after a dot."""
+    import re
+
+    from hermes_lcm import maintenance
+    from hermes_lcm.store import open_store
+
+    store = open_store(tmp_path / "lcm.db")
+    saved = maintenance.backup(store, tmp_path / "backups")
+    assert re.fullmatch(r"lcm-\d{8}T\d{6}\.\d{6}Z\.sqlite3", Path(saved.path).name), saved.path
