@@ -258,6 +258,8 @@ class Rollups(JobOwner):
         """The status block: present when off too, so an operator sees why nothing is built."""
         info: dict[str, Any] = {"enabled": self.enabled, "timezone": self.config.timezone or "UTC",
                                 "zones": list(self.zones)}
+        if not self.enabled:
+            info["note"] = "off: set LCM_TEMPORAL_ROLLUPS_ENABLED=true (lcm_recent reads leaf summaries meanwhile)"
         if self.problem:
             info["problem"] = self.problem
         stats = read_stats(self.store.rollup_stats)

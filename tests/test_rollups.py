@@ -372,3 +372,10 @@ def test_doctor_warns_about_failed_rollups(make_engine):
     report = maintenance.doctor_report(core.store, deep=False, config=core.config)
     check = next(c for c in report["checks"] if c["name"] == "temporal_rollups")
     assert check["status"] == "warn" and "provider down" in check["detail"]
+
+
+def test_rollups_off_name_the_setting_that_turns_them_on(make_engine):
+    """``/lcm rollups`` and status with rollups off say which variable turns them on."""
+    engine = make_engine()
+    status = engine.get_status()["temporal_rollups"]
+    assert status["enabled"] is False and "LCM_TEMPORAL_ROLLUPS_ENABLED" in status["note"]
