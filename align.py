@@ -14,7 +14,7 @@ the conversation holds once, or over ``WINDOW`` messages up to where the host's
 list (or the conversation) begins. After a crash the store may hold part of a turn
 the host never acknowledged; the host's list is then behind the store's tail, and
 a repeated reply's newest stored copy is the wrong one, so every stored position of
-a fingerprint is tried (issue 19).
+a fingerprint is tried.
 """
 
 from __future__ import annotations
@@ -352,7 +352,7 @@ class Selection:
         # else it ends at the stored message it was aligned on.
         self.end_seq = stored.last_seq() + len(records) if records else anchor_seq
         self.seen_after = self._prefix_seen(records) if self.cut is not None else self._whole_seen()
-        # A cut selection is followed by the next chunk of the same list: keep what was prepared (issue 17, import).
+        # A cut selection is followed by the next chunk of the same list: keep what was prepared (a bulk import's cost).
         self.normalizer.forget(keep=self.cut is not None)
         return records
 

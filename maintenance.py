@@ -33,7 +33,7 @@ from .assemble import tail_start
 from .blocks import Item, group
 from .compat import is_ignored_note, is_settings_note
 from .dag import Dag
-from .display import file_sizes, iso  # issue 17 (cold): file_sizes moved to display.py
+from .display import file_sizes, iso  # display.py: `lcm status` reads sizes without importing this module
 from .patterns import SessionPatterns
 from .progress import Tick
 from .redact import redact_value
@@ -290,7 +290,7 @@ def _embeddings_check(config: Any, store: Store, semantic: Any) -> Check:
     if not getattr(config, "embeddings_enabled", False):
         return Check("embeddings", "ok", "off (LCM_EMBEDDINGS_ENABLED)", data={"enabled": False})
     if semantic is None:  # the CLI: a view of its own over its read-only store
-        from .semantic import Semantic  # issue 17 (cold): lazy, numpy+httpx; `lcm status` imports this module
+        from .semantic import Semantic  # lazily: numpy and httpx would slow `lcm status`, which imports this module
 
         semantic = Semantic(config, store, os.environ)
     status, detail, data = semantic.doctor()

@@ -500,7 +500,7 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
                                  "skip_memory_turns": not req.own_tools}
     summary_conversation = scope.conversation_id
     if scope.kind == "current" and scope.conversation_id is not None and scope.session_id is None:
-        # One statement for the ranges and whether each holds this conversation only (issue 17).
+        # One statement for the ranges and whether each holds this conversation only (one round trip, not one each).
         m_bounds, s_bounds, last_seq, nodes = store.conversation_ranges(scope.conversation_id)
         if last_seq == m_bounds[1] - m_bounds[0] + 1:
             scope_sql["conversation_id"] = None  # the id range holds this conversation only

@@ -46,7 +46,7 @@ def _snippets(ctx: Ctx, hits: list[Hit], query: Query, page: SearchPage) -> dict
     When the query matches few rows (``page.index_snippets``), a row whose search text is its
     whole indexed ``content`` column (``whole_text``) gets it from the real index in one
     statement; the rest (cut texts, tool calls, found by meaning) go through the scratch table,
-    which costs a transaction (issue 17: a rare term's snippets were a fixed cost)."""
+    which costs a transaction (a rare term's snippets used to be a fixed cost of every call)."""
     known = page.snippets
     snippets = {k: v for k, v in known.items() if v is not None}
     todo = [h for h in hits if h.scratch_id not in known]

@@ -175,7 +175,7 @@ class SqliteConnection:
             schema.check_identity(store.conn, store.path)
             if schema.schema_version(store.conn) == 0:
                 raise StoreError(f"{store.path} is not an {schema.APP_ID} database (no tables)")
-            schema.shadow_older(store.conn)  # an older file answers the newest schema's SQL (issue 17, size)
+            schema.shadow_older(store.conn)  # an older file answers the newest schema's SQL (the compact keys)
             store.conn.execute("PRAGMA query_only=ON")
             store._set_columns()
         except sqlite3.DatabaseError as exc:  # not a database at all (a text file, /etc/passwd)
