@@ -128,11 +128,11 @@ class Binder:
             return MODE_STATELESS, _SUBAGENT_STATELESS
         return MODE_NORMAL, None
 
-    def relink(self, parent_session_id: str) -> dict[str, Any]:
-        """The arguments that bind the current session again once the host named its parent (a
-        subagent's, from ``subagent_start``); for any other session, those of its current binding."""
-        if self.binding.role != ROLE_SUBAGENT:
-            return {**self._bind_args, "role": self.binding.role}
+    def relink(self, parent_session_id: str) -> dict[str, Any] | None:
+        """The arguments that bind the current subagent again once the host named its parent
+        (``subagent_start``); None when there is nothing to change (not a subagent, the same parent)."""
+        if self.binding.role != ROLE_SUBAGENT or parent_session_id == self.binding.parent_session_id:
+            return None
         return {**self._bind_args, "role": ROLE_SUBAGENT, "linked_parent": parent_session_id}
 
     def linked_parent(self) -> dict[str, Any] | None:

@@ -184,9 +184,8 @@ class LcmCore:
 
     def link_parent(self, parent_session_id: str) -> Binding:
         """The host named the bound subagent's parent (``subagent_start``): bind again, reading or linked to it."""
-        if self.binding.role != ROLE_SUBAGENT or parent_session_id == self.binding.parent_session_id:
-            return self.binding
-        return self.bind(self.binding.session_id, **self.binder.relink(parent_session_id))
+        again = self.binder.relink(parent_session_id)
+        return self.binding if again is None else self.bind(self.binding.session_id, **again)
 
     def reach(self, shared: bool) -> tuple[int, ...] | None:
         return self.binder.reach(shared)
