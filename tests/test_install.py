@@ -25,7 +25,8 @@ CONFIG_LINES = "plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n"
 
 def install(home: Path, script: Path = INSTALL, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "LCM_"))}
-    base.update({"HOME": str(home.parent), "HERMES_HOME": str(home), **env})
+    # this interpreter has every dependency and `lcm`: install.sh checks it and installs nothing
+    base.update({"HOME": str(home.parent), "HERMES_HOME": str(home), "HERMES_PYTHON": sys.executable, **env})
     return subprocess.run(["bash", str(script)], capture_output=True, text=True, env=base, timeout=60)
 
 
@@ -87,7 +88,7 @@ def test_checkout_cloned_into_the_plugin_path_counts_as_installed(tmp_path):
     home = tmp_path / "hermes"
     clone = home / "plugins" / "hermes-lcm"
     clone.mkdir(parents=True)
-    for name in ("plugin.yaml", "__init__.py"):
+    for name in ("plugin.yaml", "__init__.py", "hostinstall.py"):
         shutil.copy(REPO / name, clone / name)
     shutil.copytree(REPO / "scripts", clone / "scripts")
     shutil.copytree(REPO / "skills", clone / "skills")
@@ -195,3 +196,68 @@ def test_installed_plugin_is_listed_and_selected_by_the_real_host(tmp_path):
     assert "lcm_grep" in seen["tools"]
     assert "lcm" in seen["commands"] and "doctor clean lifecycle" in seen["lcm_help"]
     assert "hermes-lcm" in seen["skills"]
+
+
+# -- the install check (hostinstall.py) ----------------------------------------------------------
+
+from hermes_lcm import hostinstall  # noqa: E402 - the file install.sh runs with Hermes' Python
+
+
+def test_hermes_python_is_read_from_both_forms_of_pip_console_script(tmp_path):
+    plain = tmp_path / "hermes"
+    plain.write_text("#!/opt/hermes/venv/bin/python3.11\nimport sys\n")
+    assert hostinstall.script_python(str(plain)) == "/opt/hermes/venv/bin/python3.11"
+    long_form = tmp_path / "hermes-long"  # what pip writes when the interpreter path is too long for #!
+    long_form.write_text("#!/bin/sh\n'''exec' /very/long/path/venv/bin/python \"$0\" \"$@\"\n' '''\nimport sys\n")
+    assert hostinstall.script_python(str(long_form)) == "/very/long/path/venv/bin/python"
+    assert hostinstall.script_python(str(tmp_path / "missing")) is None
+    assert hostinstall.host_python({"HERMES_PYTHON": "/x/python", "PATH": ""}) == "/x/python"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "hermes").write_text("#!/opt/h/bin/python\n")
+    (bindir / "hermes").chmod(0o755)
+    assert hostinstall.host_python({"PATH": str(bindir)}) == "/opt/h/bin/python"
+    assert hostinstall.host_python({"PATH": str(tmp_path / "nowhere")}) is None
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    (None, "does not exist"),
+    ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n", None),
+    ("plugins:\n  enabled: [hermes-lcm]\n", "context.engine is 'compressor'"),
+    ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcmm\n",
+     "context.engine 'lcmm' names no registered engine (did you mean 'lcm'?)"),
+    ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: other\n", "another engine"),
+    ("plugins:\n  enabled: [something]\ncontext:\n  engine: lcm\n", "plugins.enabled does not include hermes-lcm"),
+    ("plugins:\n  enabled: [hermes-lcm]\n  disabled: [hermes-lcm]\ncontext:\n  engine: lcm\n",
+     "plugins.disabled lists hermes-lcm"),
+    ("- a list\n", "is not a mapping"),
+    ("plugins: [unclosed\n", "cannot be read"),
+])
+def test_config_problems_name_what_keeps_hermes_from_using_the_engine(tmp_path, config, expected):
+    if config is not None:
+        (tmp_path / "config.yaml").write_text(config)
+    problems = hostinstall.config_problems(tmp_path, ["compressor", "other"])
+    if expected is None:
+        assert problems == []
+    else:
+        assert any(expected in p for p in problems), problems
+
+
+def test_install_without_a_findable_hermes_python_says_how_to_name_it(tmp_path):
+    home = tmp_path / "hermes"
+    result = install(home, HERMES_PYTHON="", PATH="/usr/bin:/bin")
+    assert result.returncode == 1
+    assert "cannot find Hermes' Python" in result.stderr and "HERMES_PYTHON=" in result.stderr
+    assert (home / "plugins" / "hermes-lcm").resolve() == REPO  # the links are made all the same
+
+
+def test_the_guide_lists_the_runtime_dependencies_of_pyproject():
+    guide = (REPO / "docs" / "operator-guide.md").read_text()
+    block = guide.split("<!-- dependencies: hostinstall.dependency_table() -->\n", 1)[1]
+    block = block.split("\n<!-- /dependencies -->")[0]
+    assert block == hostinstall.dependency_table()
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert [f"`{hostinstall.dist_name(d)}`" in block for d in declared] == [True] * len(declared)
+    assert all(hostinstall.PURPOSES.get(hostinstall.dist_name(d)) for d in declared), "say what each one is for"
