@@ -102,7 +102,15 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are CliErrors: one line and exit 2, like every other failure."""
 
     def error(self, message: str) -> Any:
-        raise CliError(f"{self.prog}: {message}", EXIT_USAGE)
+        where = self.prog.removeprefix("lcm").strip()  # main() already says "lcm: error:"
+        if where == "" and "required: COMMAND" in message:
+            message = f"a command is required, one of: {', '.join(self._verbs())} (lcm COMMAND --help for one)"
+        usage = " ".join(self.format_usage().split())
+        raise CliError(f"{where}: {message}" if where else message, EXIT_USAGE, hint=usage)
+
+    def _verbs(self) -> list[str]:
+        actions = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        return list(actions[0].choices) if actions else []
 
 
 def bounded(low: int, high: int = ID_MAX) -> Callable[[str], int]:
@@ -502,13 +510,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--conversation", type=ID)
     paged(s)
     m = add("messages", cmd_messages, "raw messages: 'tail' (newest) or 'page' (keyset, oldest first)")
-    m.add_argument("mode", choices=("tail", "page"))
+    m.add_argument("mode", choices=("tail", "page"), metavar="tail|page")
     m.add_argument("--conversation", type=ID)
     m.add_argument("--session")
     m.add_argument("--max-chars", type=OFFSET, default=2000, help="cut content to this many characters (0 = all)")
     paged(m, 20)
     sm = add("summaries", cmd_summaries, "summary nodes: 'list' a conversation's, or 'show' one with lineage")
-    sm.add_argument("mode", choices=("list", "show"))
+    sm.add_argument("mode", choices=("list", "show"), metavar="list|show")
     sm.add_argument("node", nargs="?", help="node id for show (S12)")
     sm.add_argument("--conversation", type=ID)
     sm.add_argument("--depth", type=ID)

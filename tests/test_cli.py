@@ -407,3 +407,19 @@ def test_a_missing_database_names_the_setting_that_chose_it_and_doctor_still_che
     main(["doctor", "--format", "json"], out=out, err=io.StringIO())
     host = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "host")
     assert host["status"] == "warn" and "HERMES_PYTHON" in host["action"]  # a Hermes home, but no way to check it
+
+
+def test_usage_errors_say_what_is_wanted_once(tmp_path):
+    err = io.StringIO()
+    assert main([], out=io.StringIO(), err=err) == EXIT_USAGE
+    line = err.getvalue()
+    assert line.startswith("lcm: error: a command is required, one of: status, conversations,") and "lcm: lcm" not in line
+    assert line.count("\n") == 1 and "doctor" in line and "usage: lcm" in line
+
+    err = io.StringIO()
+    assert main(["--db", str(tmp_path / "x.db"), "messages"], out=io.StringIO(), err=err) == EXIT_USAGE
+    assert err.getvalue().startswith("lcm: error: messages: the following arguments are required: tail|page")
+    err = io.StringIO()
+    assert main(["summaries", "lsit"], out=io.StringIO(), err=err) == EXIT_USAGE
+    assert "invalid choice: 'lsit' (choose from 'list', 'show')" in err.getvalue()
+    assert "usage: lcm summaries" in err.getvalue()
