@@ -12,6 +12,7 @@ not be written (nothing is lost; the identity still uses the stub, as for payloa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .blocks import Item
@@ -20,6 +21,7 @@ from .normalize import Draft
 from .outputs import is_stub, parse_stub, ref_for, stub
 from .payloads import PayloadGuard
 from .records import without_shadows
+from .schemas import tool_names
 from .tokens import count_message, count_tokens
 
 STEP_NAME = "externalization"
@@ -39,17 +41,17 @@ class ExternalizeStep:
         self.write = write
 
     def __call__(self, draft: Draft) -> Draft:
-        if draft.role != "tool":
+        if draft.role != "tool" or draft.tool in tool_names():  # our answers fit below the threshold (tools.py)
             return draft
         content = draft.content
         if isinstance(content, str):
             text = self.text(content)
-            return draft if text is content else Draft(text, draft.tool_calls, draft.role)
+            return draft if text is content else replace(draft, content=text)
         if isinstance(content, list):
             parts = [self._part(p) for p in content]
             if all(a is b for a, b in zip(parts, content, strict=True)):
                 return draft
-            return Draft(parts, draft.tool_calls, draft.role)
+            return replace(draft, content=parts)
         return draft
 
     def _part(self, part: Any) -> Any:

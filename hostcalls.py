@@ -22,6 +22,18 @@ def host_call_llm() -> Callable[..., Any] | None:
     return call_llm
 
 
+def host_result_chars(context_length: int) -> int | None:
+    """The size above which the running host saves a tool result to a file and shows the model a
+    preview (Hermes' ``tools.budget_config``, scaled to the model's window), or None without a host."""
+    budget = sys.modules.get("tools.budget_config")
+    if budget is None or context_length <= 0:
+        return None
+    try:
+        return int(budget.budget_for_context_window(int(context_length)).default_result_size)
+    except Exception:  # noqa: BLE001 - another host version: no limit known
+        return None
+
+
 def host_home() -> str:
     """The host's home (its per-request override first), else HERMES_HOME, else ~/.hermes."""
     try:

@@ -21,7 +21,7 @@ one the store holds (:meth:`Normalizer.alternates`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -84,7 +84,7 @@ class RedactStep:
         calls = None if draft.tool_calls is None else self._calls(draft.tool_calls)
         if content is draft.content and calls is draft.tool_calls:
             return draft
-        return Draft(content, calls, draft.role)
+        return replace(draft, content=content, tool_calls=calls)
 
     def _calls(self, calls: Any) -> Any:
         """Each call's arguments redacted as JSON (they must stay a JSON object for the provider),
@@ -126,7 +126,7 @@ class PayloadStep:
         elif content is not None:
             content = self.guard.guard_value(content)
         tool_calls = None if draft.tool_calls is None else self.guard.guard_value(draft.tool_calls)
-        return Draft(content, tool_calls, draft.role)
+        return replace(draft, content=content, tool_calls=tool_calls)
 
 
 def import_normalizer(payload_dir: Path, store: Store, redact_patterns: str | None) -> Normalizer:
@@ -233,8 +233,9 @@ class Normalizer:
 
     def _prepare(self, message: Mapping[str, Any], steps: Sequence[Step] | None = None) -> Prepared:
         role = message.get("role")
+        tool = message.get("name") or message.get("tool_name")
         original = draft = draft_of(self.view(message).get("content"), message.get("tool_calls"),
-                                    role if isinstance(role, str) else None)
+                                    role if isinstance(role, str) else None, tool if isinstance(tool, str) else None)
         for step in self.steps if steps is None else steps:
             if step is self.steps[-1] and steps is None and draft is not original:
                 self._changed[id(message)] = message  # an optional step changed it: see alternates

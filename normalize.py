@@ -37,6 +37,9 @@ class Draft:
     # The message's role (a step may treat a tool result differently); never part of the fingerprint,
     # which takes the role from the host message itself (fingerprint_of).
     role: str | None = None
+    # The tool a tool result answers (the host's ``name``): our own lcm_* answers are never
+    # externalized. Like the role, never part of the fingerprint.
+    tool: str | None = None
 
 
 def is_synthetic(message: Mapping[str, Any], seal: BlockSeal | None = None) -> bool:
@@ -128,10 +131,10 @@ def safe_text(text: str) -> str:
 
 
 
-def draft_of(content: Any, tool_calls: Any, role: str | None = None) -> Draft:
+def draft_of(content: Any, tool_calls: Any, role: str | None = None, tool: str | None = None) -> Draft:
     """The parts the ingest steps work on: the host's content, and its tool calls without the
-    host's private ``_keys`` (None when there are none), and the role."""
-    return Draft(content, public(tool_calls) if tool_calls else None, role)
+    host's private ``_keys`` (None when there are none), the role and the tool's name."""
+    return Draft(content, public(tool_calls) if tool_calls else None, role, tool)
 
 
 def written(draft: Draft) -> Prepared:

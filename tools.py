@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .core import MODE_IGNORED
 from .handlers import describe, diagnostics, evidence, evidence_retrieve, expand, expand_query, grep
 from .handlers.toolkit import Args, Ctx, Handler, ToolError, dumps
+from .hostcalls import host_result_chars
 from .schemas import tool_names, tool_parameters
 from .search import SearchError
 from .status import EngineFacts, engine_status
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from .core import LcmCore
 
 log = logging.getLogger("hermes_lcm")
+CHARS_PER_TOKEN = 4  # the host's own estimate (agent/model_metadata.py)
+MIN_ANSWER_CHARS = 4000  # below this a page of text is mostly its JSON frame
+RECOVERY_TOOLS = frozenset({"lcm_expand", "lcm_describe", "lcm_load_session"})
 
 
 class ToolHost(EngineFacts, Protocol):
@@ -56,9 +60,31 @@ HANDLERS: dict[str, Handler] = {
 READ_ONLY_DIAGNOSTICS = frozenset({"lcm_status", "lcm_inspect", "lcm_doctor"})
 
 
+def answer_cap(config: Any, context_length: int, threshold_tokens: int, tool: str = "") -> int:
+    """The most characters one answer may have, so that it reaches the model as it is.
+
+    ``LCM_TOOL_RESPONSE_MAX_CHARS``, and below the limits a larger answer would hit: the host's
+    own per-result limit (a larger result is saved to a file and the model gets a preview: Hermes'
+    ``budget_for_context_window``, 15% of the window), the large-output threshold when
+    externalization is on (our answers are never externalized, but a page that big would crowd the
+    prompt the threshold protects), and for the tools that page text back (``RECOVERY_TOOLS``) a
+    quarter of the prompt's threshold (a page must not itself cause the compaction that summarizes
+    it away; the next page is one call away). These never take it below ``MIN_ANSWER_CHARS``."""
+    own = int(getattr(config, "tool_response_max_chars", 24000))
+    caps = [own]
+    host = host_result_chars(context_length)
+    if host:
+        caps.append(host)
+    if getattr(config, "large_output_externalization_enabled", False):
+        caps.append(int(config.large_output_externalization_threshold_chars) - 1)
+    if threshold_tokens > 0 and tool in RECOVERY_TOOLS:
+        caps.append(threshold_tokens * CHARS_PER_TOKEN // 4)
+    return min(own, max(MIN_ANSWER_CHARS, min(caps)))  # the floor never lifts the operator's own cap
+
+
 def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str:
     """Run one tool call; always a JSON object string within the size cap."""
-    cap = int(getattr(engine.config, "tool_response_max_chars", 24000))
+    cap = answer_cap(engine.config, int(engine.context_length or 0), int(engine.threshold_tokens or 0), name)
     try:
         return finish(_run(engine, name, args), cap)
     except ToolError as exc:
@@ -87,7 +113,7 @@ def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None) -> dict[str
         raise ToolError(f"this session matches LCM_IGNORE_SESSION_PATTERNS ({core.binding.matched_pattern}): "
                         "LCM stores nothing for it and serves no recall")
     args = Args(name, dict(raw or {}))
-    cap = int(engine.config.tool_response_max_chars)
+    cap = answer_cap(engine.config, int(engine.context_length or 0), int(engine.threshold_tokens or 0), name)
     answer = HANDLERS[name](_context(engine, core, cap), args)
     if args.clamped:
         answer["clamped"] = args.clamped

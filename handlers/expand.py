@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..display import ELLIPSIS, cut, iso
+from ..outputs import line_count
 from ..records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
@@ -22,10 +23,13 @@ _OUTPUT = re.compile(r"\[lcm-output ref=([0-9a-f]{24}) chars=(\d+) lines=(\d+)")
 OUTPUT_MIME = "text/plain"
 BIG = 2**62
 MAX_REFS = 20
+PAYLOAD_FRAME = 1000  # ref, mime, counts, offsets and the format note of a payload page
 
 
-def _page_chars(ctx: Ctx) -> int:
-    return max(500, ctx.cap - 3000)
+def _page_chars(ctx: Ctx, frame: int = 3000) -> int:
+    """The text one page carries: the cap less room for the answer's other fields (a message's
+    metadata and hints need up to 3,000 characters; a payload's page ``PAYLOAD_FRAME``)."""
+    return max(500, ctx.cap - frame)
 
 
 def _page(full: str, offset: int, chars: int) -> str:
@@ -229,19 +233,37 @@ def _expand_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
     owner, mime = payload_owner(ctx, args, ref)
     offset = args.integer("content_offset", 0, 0, BIG)
     try:
-        text, total = ctx.core.guard.read(ref, offset, _page_chars(ctx))
+        text, total = ctx.core.guard.read(ref, offset, _page_chars(ctx, PAYLOAD_FRAME))
     except (FileNotFoundError, OSError) as exc:
         raise ToolError(f"payload file for {ref} is missing or unreadable ({exc}); run lcm_doctor") from exc
     if offset > total:
         raise ToolError(f"content_offset {offset} is past the end ({total} chars)")
-    text = _page(text, 0, _page_chars(ctx))  # odd text encodes longer: keep the answer within the cap
+    text = _page(text, 0, _page_chars(ctx, PAYLOAD_FRAME))  # odd text encodes longer: keep the answer within the cap
     nxt = offset + len(text)
     answer: dict[str, Any] = {"externalized_ref": ref, "mime": mime, "referenced_by": owner.id, "chars": total}
     info = output_info(owner.content + (owner.parts or ""), ref) if mime == OUTPUT_MIME else None
     if info is not None:
         answer["lines"] = info[1]
+        inner = _wrapped_output_lines(ctx, ref, text, offset)
+        if inner is not None:  # the host's {"output": ...} wrapper: its text is one line of JSON
+            answer["output_lines"] = inner
+            answer["format"] = "JSON: the host's wrapper of a command's output; lines counts the JSON, " \
+                               "output_lines the output field's own lines (its \\n)"
     answer.update({"content_offset": offset, "content": text, "next_content_offset": nxt if nxt < total else None})
     return answer
+
+
+def _wrapped_output_lines(ctx: Ctx, ref: str, page: str, offset: int) -> int | None:
+    """The lines of the ``output`` field when a large output is the host's JSON wrapper of a
+    command's output (its terminal tool), told on the first page only."""
+    if offset != 0 or not page.startswith("{"):
+        return None
+    try:
+        whole = json.loads(ctx.core.guard.read(ref, 0, BIG)[0])
+    except (ValueError, OSError):
+        return None
+    output = whole.get("output") if isinstance(whole, dict) else None
+    return line_count(output) if isinstance(output, str) else None
 
 
 def output_info(text: str, ref: str) -> tuple[int, int] | None:

@@ -413,7 +413,8 @@ def test_usage_errors_say_what_is_wanted_once(tmp_path):
     err = io.StringIO()
     assert main([], out=io.StringIO(), err=err) == EXIT_USAGE
     line = err.getvalue()
-    assert line.startswith("lcm: error: a command is required, one of: status, conversations,") and "lcm: lcm" not in line
+    assert line.startswith("lcm: error: a command is required, one of: status, conversations,")
+    assert "lcm: lcm" not in line
     assert line.count("\n") == 1 and "doctor" in line and "usage: lcm" in line
 
     err = io.StringIO()

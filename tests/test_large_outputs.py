@@ -354,3 +354,52 @@ def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique
 def _split(turns: list[list[dict[str, Any]]], parts: int) -> list[list[list[dict[str, Any]]]]:
     size = -(-len(turns) // parts)
     return [turns[i * size:(i + 1) * size] for i in range(parts)]
+
+
+def test_our_own_answers_are_never_externalized_and_page_below_the_threshold(make_engine: Any) -> None:
+    """lcm_expand of a stub pages the original back in answers below the threshold, and the host
+    handing those answers back (named lcm_expand) stores them whole: no stub of a stub."""
+    engine = make_engine(threshold=10**6, **{**ON, "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "6000"})
+    output = big_output(40_000)
+    history = [*tool_turn("run", output, "call0"), {"role": "assistant", "content": "done"}]
+    engine.ingest_host(history)
+    stub_row = next(r for r in rows(engine) if r.role == "tool")
+    info = parse_stub(stub_row.content)
+    assert info is not None
+    pages, offset, answers = [], 0, []
+    while offset is not None:
+        text = engine.handle_tool_call("lcm_expand", {"externalized_ref": info.ref, "content_offset": offset})
+        answers.append(text)
+        answer = __import__("json").loads(text)
+        pages.append(answer["content"])
+        offset = answer["next_content_offset"]
+    assert "".join(pages) == output and len(pages) >= 7
+    assert all(len(a) < 6000 for a in answers), [len(a) for a in answers]
+    for i, text in enumerate(answers):  # the host hands each answer back as the tool's result
+        history += [{"role": "user", "content": f"page {i}"},
+                    {"role": "assistant", "content": "", "tool_calls": [
+                        {"id": f"x{i}", "type": "function", "function": {"name": "lcm_expand", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": f"x{i}", "name": "lcm_expand", "content": text * 3}]
+    engine.ingest_host(history)
+    own = [r for r in rows(engine) if r.role == "tool" and r.tool_name == "lcm_expand"]
+    assert len(own) == len(answers) and not any(is_stub(r.content) for r in own)
+    assert [r.content for r in own] == [a * 3 for a in answers]  # whole, even over the threshold
+    assert len(list(payload_dir(engine).glob("*.payload"))) == 1
+    # the same text from another tool is externalized as before
+    history += tool_turn("again", answers[0] * 3, "call9")
+    engine.ingest_host(history)
+    assert is_stub(rows(engine)[-1].content)
+    store_module.close_all()
+
+
+def test_answer_cap_is_the_smallest_limit_an_answer_would_hit() -> None:
+    from hermes_lcm.config import LcmConfig
+    from hermes_lcm.tools import MIN_ANSWER_CHARS, answer_cap
+
+    plain = LcmConfig()
+    assert answer_cap(plain, 0, 0, "lcm_expand") == plain.tool_response_max_chars
+    on = LcmConfig(large_output_externalization_enabled=True, large_output_externalization_threshold_chars=9000)
+    assert answer_cap(on, 0, 0, "lcm_grep") == 8999
+    assert answer_cap(plain, 0, 10_000, "lcm_expand") == 10_000  # a quarter of the prompt's threshold
+    assert answer_cap(plain, 0, 10_000, "lcm_grep") == plain.tool_response_max_chars  # recovery tools only
+    assert answer_cap(plain, 0, 100, "lcm_expand") == MIN_ANSWER_CHARS

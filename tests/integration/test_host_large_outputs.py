@@ -11,6 +11,7 @@ not answered yet: the request that answers the read carries it whole either way.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -104,3 +105,62 @@ def test_without_the_flag_the_host_keeps_the_whole_output(tmp_path: Path) -> Non
     assert len(mains) == 6
     assert all(_holds_whole(r) and not _holds_stub(r) for r in mains[1:]), \
         [(r.seq, _holds_stub(r), _holds_whole(r)) for r in mains]
+
+
+# -- recovery: externalize -> expand -------------------------------------------------------------
+
+
+def _expand_policy(log: Path, pages: list[str]) -> Callable[[Recorded], Reply]:
+    """Turn 0 reads the log; turn 1 walks lcm_expand over the stub's ref, page after page, as a
+    model would: each call takes next_content_offset from the answer it just received."""
+    lock = threading.Lock()
+    state = {"step": 0}
+
+    def policy(req: Recorded) -> Reply:
+        if req.kind != "main":
+            return make_directive_policy()(req)
+        with lock:
+            step = state["step"]
+            state["step"] += 1
+        if step == 0:
+            return Reply(tool_name="read_file", tool_args={"path": str(log), "limit": 500})
+        if step == 1:
+            return Reply(text="The linker failed in module_7.")
+        last = req.messages[-1]
+        if last.get("role") == "tool" and step > 2:
+            answer = json.loads(text_of(last.get("content")))  # what the model received, as it received it
+            pages.append(answer["content"])
+            if answer["next_content_offset"] is None:
+                return Reply(text="Read it all.")
+            return Reply(tool_name="lcm_expand", tool_args={"externalized_ref": answer["externalized_ref"],
+                                                            "content_offset": answer["next_content_offset"]})
+        stub = next(parse_stub(text_of(m.get("content"))) for m in req.messages
+                    if m.get("role") == "tool" and text_of(m.get("content")).startswith(PREFIX))
+        assert stub is not None
+        return Reply(tool_name="lcm_expand", tool_args={"externalized_ref": stub.ref})
+
+    return policy
+
+
+def test_expand_of_an_externalized_output_reaches_the_model_whole(tmp_path: Path) -> None:
+    require_host()
+    log = _log(tmp_path)
+    pages: list[str] = []
+    with StubLLM(_expand_policy(log, pages), context_length=CONTEXT_LENGTH) as stub:
+        hh = make_home(tmp_path, stub, env=REPLAY_ENV)
+        run = run_host(hh, ["read the build log", "now read the whole log back from memory"],
+                       toolsets=["context_engine", "file"], timeout=300)
+        mains = stub.requests_of("main")
+    assert all(t["completed"] and not t["failed"] for t in run.report["turns"]), run.describe()
+    original = next(text_of(m.get("content")) for m in mains[1].messages if m.get("role") == "tool")
+    assert MIDDLE in original and len(original) > 40_000
+    # the model got the original text back, page by page, each page a plain JSON answer (never a
+    # new stub, never the host's saved-to-a-file preview)
+    assert len(pages) >= 4 and "".join(pages) == original
+    answers = [text_of(m.get("content")) for r in mains[3:] for m in r.messages[-1:] if m.get("role") == "tool"]
+    assert all(len(a) < 12_000 for a in answers), [len(a) for a in answers]  # below the threshold
+    assert not any("<persisted-output>" in a or a.startswith(PREFIX) for a in answers)
+    with sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True) as conn:
+        rows = list(conn.execute("SELECT content FROM messages WHERE role='tool' AND tool_name='lcm_expand'"))
+    assert len(rows) == len(pages) and not any(r[0].startswith(PREFIX) for r in rows)
+    assert len(list((hh.lcm_db.parent / "lcm-payloads").glob("*.payload"))) == 1  # no stub of a stub
