@@ -72,6 +72,7 @@ class Budget:
     tail_count: int
     tail_tokens: int
     overhead: int = 0  # the host's tokens outside the list (system prompt, tool schemas): the timeline's "system"
+    limit: int = 0  # what the whole prompt may reach: the threshold less the reserve (the timeline's budget line)
 
 
 def plan_budget(threshold: int, overhead: int, reserve: int, *, tail_count: int, tail_max_tokens: int,
@@ -81,15 +82,20 @@ def plan_budget(threshold: int, overhead: int, reserve: int, *, tail_count: int,
     Config is validated before it gets here; this still never yields a negative or NaN field
     whatever comes in (negative overhead, a ratio outside 0..1 or NaN), so nothing the host or
     a setting does can turn into a ValueError mid-turn: 48 <= goal <= total, 0 <= every part.
+
+    An overhead above half the threshold leaves the conversation half of it all the same (the
+    prompt then stays over the threshold, which status and doctor report with the value to set):
+    summarizing everything to nothing would not bring the host's own tokens down.
     """
-    total = max(64, int(threshold) - max(0, int(overhead)) - max(0, int(reserve)))
+    overhead = max(0, int(overhead))
+    total = max(64, int(threshold) - min(overhead, max(0, int(threshold)) // 2) - max(0, int(reserve)))
     goal = min(total, max(48, int(total * _share(target_ratio, 0.6))))
     summaries = int(goal * _share(summary_ratio, 0.4))
     tail_tokens = goal - summaries
     if tail_max_tokens > 0:
         tail_tokens = min(tail_tokens, int(tail_max_tokens))
     return Budget(total=total, goal=goal, summaries=summaries, tail_count=max(1, int(tail_count)),
-                  tail_tokens=tail_tokens, overhead=max(0, int(overhead)))
+                  tail_tokens=tail_tokens, overhead=overhead, limit=max(0, int(threshold) - max(0, int(reserve))))
 
 
 def _share(ratio: float, fallback: float) -> float:

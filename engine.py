@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from . import registry
 from .binding import MODE_NORMAL, ROLE_FORK, ROLE_USER
-from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home
+from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home, reserve_for
 from .core import LcmCore, budget_for, trim
 from .externalize import ActiveReplay
 from .hostagents import current_kind
@@ -32,6 +32,7 @@ from .hostcalls import BuiltinCompressor, host_call_llm, host_home
 from .lcmx_import import prepare as prepare_path
 from .overhead import OverheadMeter
 from .redact import redact, remember, remember_env
+from .schemas import tool_schemas
 from .sensitive import redaction_patterns
 from .startup import Opening, locate
 from .status import engine_status
@@ -82,13 +83,9 @@ class LcmEngine(_Base):
         self.model = ""
         self.context_length = 0
         self.builtin = BuiltinCompressor()  # for a session that stores nothing (update_model sets it up)
-        self.last_prompt_tokens = 0
-        self.last_completion_tokens = 0
-        self.last_total_tokens = 0
-        self.compression_count = 0
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = self.compression_count = 0
         # Read by the host (getattr) after each compress: did the list change, did we abort.
-        self._last_compression_made_progress = False
-        self._last_compress_aborted = False
+        self._last_compression_made_progress = self._last_compress_aborted = False
         self.protect_first_n = 0
         self.meter = OverheadMeter()
         self.startup_error: str | None = None  # why the database cannot be used (``opening`` decides retries)
@@ -123,13 +120,18 @@ class LcmEngine(_Base):
 
     def record_error(self, text: str) -> None:
         text = redact(text)  # kept for status and the events table; may quote a provider's answer
-        log.warning("hermes-lcm: %s", text)
         self.errors.append(text)
         del self.errors[:-20]
         if self.core is not None:
             self.core.stats.error(text)
+        self.note("error", "engine", text)
+
+    def note(self, level: str, kind: str, text: str) -> None:
+        """Into the host's log and the events table (where ``lcm doctor`` reads it, engine or not)."""
+        log.warning("hermes-lcm: %s", text)
+        if self.core is not None:
             with contextlib.suppress(Exception):  # the store itself may be what failed
-                self.core.store.record_event("error", "engine", text, self.core.binding.conversation_id)
+                self.core.store.record_event(level, kind, text, self.core.binding.conversation_id)
 
     # -- the core, created on first need ------------------------------------------
 
@@ -248,8 +250,7 @@ class LcmEngine(_Base):
     @_guarded(lambda self, *a, **k: None)
     def on_session_reset(self) -> None:
         """``/new``: the next session keeps deep summaries only; it announces itself via hooks."""
-        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
-        self.compression_count = 0
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = self.compression_count = 0
         core = self.ensure_core()
         if core is not None:
             core.start_fresh_context()
@@ -289,13 +290,12 @@ class LcmEngine(_Base):
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         self.meter.observe_request(request_messages, tools)
         self._replay.observe(request_messages, self.config)
+        watch, reserve = self.meter.watch, reserve_for(self.config, self.threshold_tokens)
+        if watch.observe(self.threshold_tokens, self.meter.measured(), reserve, self.context_length):
+            self.note("warning" if watch.problem else "info", "threshold", watch.problem or watch.fine)
 
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
         return self.meter.overhead(self.threshold_tokens, messages, current_tokens)
-
-    @property
-    def learned_overhead(self) -> int | None:
-        return self.meter.learned
 
     @_guarded(lambda self, *a, **k: False)
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
@@ -376,8 +376,6 @@ class LcmEngine(_Base):
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         try:
-            from .schemas import tool_schemas
-
             return tool_schemas(self.config.disabled_tool_names)
         except Exception as exc:  # noqa: BLE001
             self.record_error(f"get_tool_schemas: {exc}")
@@ -385,9 +383,8 @@ class LcmEngine(_Base):
 
     def handle_tool_call(self, name: str, args: Mapping[str, Any] | None, **kwargs: Any) -> str:
         try:
-            messages = kwargs.get("messages")
-            if messages:
-                self.ingest_host(messages)
+            if kwargs.get("messages"):
+                self.ingest_host(kwargs["messages"])
             return dispatch(self, name, args)
         except Exception as exc:  # noqa: BLE001 - a tool error is an answer, not a crash
             self.record_error(f"handle_tool_call {name}: {exc.__class__.__name__}: {exc}")

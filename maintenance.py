@@ -262,6 +262,7 @@ def doctor_report(store: Store, *, deep: bool = True, config: Any = None, config
     checks.append(_embeddings_check(config, store, semantic))
     checks.append(_rollups_check(config, store))
     checks.append(_events_check(store))
+    checks.append(_threshold_check(store))
     if host is not None:
         checks.insert(0, Check("host", **host))
     database = {"path": store.path, **({} if is_url(store.path) else file_sizes(store.path)),
@@ -420,6 +421,19 @@ def _events_check(store: Store) -> Check:
         return Check("events", "warn", f"{len(errors)} recent engine errors, newest: {errors[0][2][:200]}", INSPECT,
                      data={"errors": errors[:10]})
     return Check("events", "ok", "no recent engine errors")
+
+
+def _threshold_check(store: Store) -> Check:
+    """The engine's last verdict on its threshold against the host's measured overhead (an event)."""
+    newest = next(((at, level, detail) for at, level, kind, detail in store.recent_events(200) if kind == "threshold"),
+                  None)
+    if newest is None:
+        return Check("threshold", "skip", "not measured yet: the engine checks it at the first request it sees")
+    at, level, detail = newest
+    if level == "warning":
+        return Check("threshold", "warn", detail, "raise the threshold as said, then restart Hermes",
+                     data={"at": iso(at)})
+    return Check("threshold", "ok", f"{detail} (at {iso(at)})")
 
 
 # -- payload GC -----------------------------------------------------------------------------

@@ -21,6 +21,8 @@ MAX_ESTIMATED_MESSAGES = 400
 COUNT_CACHE_SIZE = 4096
 # Until anything is observed, assume the host adds this share of the threshold.
 DEFAULT_SHARE = 0.15
+# Tokens one turn needs under the threshold besides the host's overhead and the reserve.
+TURN_ROOM = 4000
 
 
 def _estimate(messages: Sequence[Any]) -> int:
@@ -34,6 +36,7 @@ class OverheadMeter:
         self._key: tuple[int, int] | None = None
         self._pending: int | None = None
         self._counts: dict[int, tuple[Mapping[str, Any], int]] = {}
+        self.watch = ThresholdWatch()
 
     def _count(self, messages: Sequence[Any]) -> int:
         """Token count of the host's messages; each message object is counted once, since
@@ -77,10 +80,60 @@ class OverheadMeter:
             guess = self.direct
         elif current_tokens and current_tokens > 0 and len(messages) <= MAX_ESTIMATED_MESSAGES:
             # Bounded like observe_request: counting a huge list here would cost a compress seconds.
-            guess = max(0, current_tokens - self._count(messages))
+            return min(max(0, threshold // 2), max(0, current_tokens - self._count(messages)))  # a guess: capped
         else:
-            guess = int(threshold * DEFAULT_SHARE)
-        return min(max(0, threshold // 2), guess)
+            return int(threshold * DEFAULT_SHARE)
+        return max(0, guess)  # what the host really adds (plan_budget keeps half the threshold for the list)
+
+    def measured(self) -> int | None:
+        """The host's overhead as measured (None before its first request)."""
+        known = [v for v in (self.learned, self.direct) if v is not None]
+        return max(known) if known else None
 
     def snapshot(self) -> dict[str, int | None]:
-        return {"direct": self.direct, "learned": self.learned}
+        return {"direct": self.direct, "learned": self.learned, "used": self.measured()}
+
+
+def smallest_threshold(overhead: int) -> int:
+    """The smallest threshold that leaves a turn's room (``TURN_ROOM``) above ``overhead`` and the
+    reserve (reserve_for's default: a tenth of the threshold, 256..4096), in whole thousands."""
+    tokens = overhead + TURN_ROOM
+    for _ in range(4):
+        tokens = overhead + TURN_ROOM + min(4096, max(256, tokens // 10))
+    return -(-tokens // 1000) * 1000
+
+
+def threshold_problem(threshold: int, overhead: int | None, reserve: int, context_length: int) -> str | None:
+    """Why a threshold cannot work with this host's overhead, and what to set, or None when it can.
+
+    Below the overhead plus a turn every request is over the threshold: each turn pays for a
+    compaction and the prompt never comes down (the host's own tokens are not ours to summarize)."""
+    if overhead is None or threshold >= overhead + reserve + TURN_ROOM:
+        return None
+    smallest = smallest_threshold(overhead)
+    share = f"LCM_CONTEXT_THRESHOLD={-(-smallest * 100 // context_length) / 100:.2f} or " \
+        if 0 < smallest < context_length else ""
+    return (f"the threshold ({threshold:,} tokens) leaves {max(0, threshold - overhead - reserve):,} for the "
+            f"conversation after the host's own {overhead:,} (its system prompt and tool schemas) and the "
+            f"{reserve:,} kept free for the next turn: every turn compacts and the prompt stays over the threshold; "
+            f"set {share}LCM_ABSOLUTE_THRESHOLD_TOKENS={smallest} at least (of a {context_length:,}-token window)")
+
+
+class ThresholdWatch:
+    """The threshold's problem as last measured; says each change once (the log and the events)."""
+
+    def __init__(self) -> None:
+        self.problem: str | None = None
+        self.fine = ""  # what the last check found when there is no problem
+        self._checked = False
+
+    def observe(self, threshold: int, overhead: int | None, reserve: int, context_length: int) -> bool:
+        """Re-check; True when the verdict changed (or was reached for the first time)."""
+        if overhead is None:
+            return False
+        problem = threshold_problem(threshold, overhead, reserve, context_length)
+        self.fine = (f"ok: the threshold ({threshold:,} tokens) leaves {threshold - overhead - reserve:,} for the "
+                     f"conversation after the host's own {overhead:,} and the reserve of {reserve:,}")
+        changed = not self._checked or (problem is None) != (self.problem is None)
+        self.problem, self._checked = problem, True
+        return changed

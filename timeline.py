@@ -56,7 +56,8 @@ def record(store: Any, conversation_id: int, before: Sequence[Any], after: Seque
     if not (report.nodes or report.evicted):
         return
     try:
-        detail = event_detail(before, after, seal, nodes=report.nodes, limit=budget.total + budget.overhead,
+        limit = budget.limit or budget.total + budget.overhead
+        detail = event_detail(before, after, seal, nodes=report.nodes, limit=limit,
                               evicted=report.evicted, forced=forced, overhead_tokens=budget.overhead)
         store.record_event("info", KIND, detail, conversation_id)
     except Exception:  # noqa: BLE001 - the record is a view aid; the turn must not pay for it

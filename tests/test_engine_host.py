@@ -56,7 +56,7 @@ def test_overhead_is_learned_from_real_usage_and_respected(make_engine):
     hooks.pre_api_request(session_id="s1", request_messages=[system, *history[:10]], request={"body": {"tools": tools}})
     real_overhead = 2500
     engine.update_from_response({"prompt_tokens": count_messages(history[:10]) + real_overhead})
-    assert abs(engine.learned_overhead - real_overhead) < 50
+    assert abs(engine.meter.learned - real_overhead) < 50
     out = engine.compress(list(history), current_tokens=count_messages(history) + real_overhead)
     assert count_messages(out) + real_overhead <= engine.threshold_tokens
 
@@ -99,3 +99,56 @@ def test_status_numbers_read_as_a_person_reads_them(make_engine):
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["last_compaction"]["at"])
     assert [n for n in status["settings_notes"] if "LCM_THRESHOLD" in n]
     assert not [p for p in status["config_problems"] if "LCM_THRESHOLD" in p]
+
+
+def _request_with_overhead(engine, system_tokens_approx: int) -> None:
+    system = {"role": "system", "content": "You are Hermes, mind the repository. " * (system_tokens_approx // 8)}
+    hooks.pre_api_request(session_id="s1", request_messages=[system, {"role": "user", "content": "hi"}],
+                          request={"body": {"tools": []}})
+
+
+def test_a_threshold_below_the_hosts_overhead_is_said_in_status_doctor_and_the_log(make_engine, caplog, tmp_path):
+    from hermes_lcm import maintenance
+    from hermes_lcm.overhead import threshold_problem
+
+    engine = make_engine(threshold=6000)
+    engine.ingest_host([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    with caplog.at_level("WARNING", logger="hermes_lcm"):
+        _request_with_overhead(engine, 18_000)
+    overhead = engine.meter.measured()
+    assert overhead is not None and overhead > 15_000
+    status = engine.get_status()
+    problem = status["threshold_problem"]
+    assert problem and "every turn compacts" in problem and "LCM_ABSOLUTE_THRESHOLD_TOKENS=" in problem
+    assert status["overhead_tokens"]["used"] == overhead  # the one number status, the view and the budget use
+    smallest = int(problem.split("LCM_ABSOLUTE_THRESHOLD_TOKENS=")[1].split()[0])
+    assert overhead + 4000 < smallest <= overhead + 4000 + 4096 + 1000
+    assert threshold_problem(smallest, overhead, min(4096, smallest // 10), 128_000) is None  # the value it names works
+    assert any("the threshold (6,000 tokens)" in r.getMessage() for r in caplog.records)  # the host's log
+    assert engine.core is not None
+    report = maintenance.doctor_report(engine.core.store, deep=False)
+    check = next(c for c in report["checks"] if c["name"] == "threshold")
+    assert check["status"] == "warn" and "every turn compacts" in check["detail"] and report["status"] == "warn"
+
+    engine.update_from_response({"prompt_tokens": overhead + 900})
+    over = engine.get_status()["over_threshold"]
+    assert over["tokens"] == overhead + 900 - 6000 and "the host's own tokens" in over["cause"]
+    # the budget keeps half the threshold for the conversation; the overhead is shown as measured
+    budget = engine.core.budget(engine.threshold_tokens, engine.overhead([], None))
+    assert budget.overhead == engine.meter.measured() > 15_000 and budget.total > 1000 and budget.limit < 6000
+    _request_with_overhead(engine, 18_000)  # said once, not on every request
+    events = [e for e in engine.core.store.recent_events(50) if e[2] == "threshold"]
+    assert len(events) == 1
+
+
+def test_a_threshold_with_room_is_ok_in_doctor(make_engine):
+    from hermes_lcm import maintenance
+
+    engine = make_engine(threshold=60_000)
+    engine.ingest_host([{"role": "user", "content": "hello"}])
+    _request_with_overhead(engine, 3_000)
+    assert engine.get_status()["threshold_problem"] is None and engine.get_status()["over_threshold"] is None
+    assert engine.core is not None
+    check = next(c for c in maintenance.doctor_report(engine.core.store, deep=False)["checks"]
+                 if c["name"] == "threshold")
+    assert check["status"] == "ok" and check["detail"].startswith("ok: the threshold (60,000 tokens) leaves")

@@ -141,6 +141,11 @@ def _engine_state(engine: Any) -> dict[str, Any]:
         except Exception:
             out[k] = None
     out["class"] = f"{type(engine).__module__}.{type(engine).__qualname__}"
+    try:  # our engine's status report (what /lcm status and lcm_status show)
+        out["status"] = json.loads(json.dumps(engine.get_status(), default=str)) if hasattr(engine, "get_status") \
+            else None
+    except Exception as exc:
+        out["status"] = {"error": str(exc)}
     return out
 
 
