@@ -73,6 +73,7 @@ class Hit:
     in_context: bool = False  # the caller's prompt shows it already (search.Searcher marks it)
     covered: int | None = None  # a summary whose match is a copy of this message hit's: listed after the others
     cosine: float | None = None  # similarity to the query's embedding (hybrid recall only)
+    neighbour: bool = False  # no query word: brought in as the turn next to a strong match (listed after matches)
 
     @property
     def scratch_id(self) -> int:

@@ -63,7 +63,7 @@ from .cli_output import (
 )
 from .config import LoadedConfig, load_config, load_for_home, read_yaml_block
 from .dag import Dag
-from .display import cut, iso
+from .display import cut, iso, score
 from .records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .store import ForeignDatabase, NewerSchema, Store, StoreError, StoreFault, detect_source, open_readonly, open_store
 
@@ -227,14 +227,19 @@ def message_row(m: StoredMessage, max_chars: int) -> dict[str, Any]:
     return row
 
 
-def snippet(text: str, terms: Sequence[Any], width: int = 200) -> str:
-    """A window of ``text`` around the first query term it contains."""
-    lowered = text.lower()
+def snippet(text: str, terms: Sequence[Any], width: int = 200, lead: int = 24) -> str:
+    """``width`` characters of ``text`` (whitespace runs as one space) from ``lead`` characters before
+    the first query term it contains: a table column cut at its right edge still shows the match."""
+    flat = " ".join(text.split())
+    lowered = flat.lower()
     plain = [str(getattr(t, "text", t)).strip('"* ') for t in terms]
     words = [w.split()[0].lower() for w in plain if w]
     hits = [lowered.find(w) for w in words if lowered.find(w) >= 0]
-    start = max(0, min(hits, default=0) - width // 3)
-    return ("…" if start else "") + text[start:start + width] + ("…" if start + width < len(text) else "")
+    start = max(0, min(hits, default=0) - lead)
+    if start:  # begin on a word
+        space = flat.find(" ", start, min(hits))
+        start = space + 1 if space >= 0 else start
+    return ("…" if start else "") + flat[start:start + width] + ("…" if start + width < len(flat) else "")
 
 
 # -- verbs ------------------------------------------------------------------------------------------
@@ -356,15 +361,16 @@ def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     for h in _ranked_hits(store, query, args, kinds, limit):
         if h.kind == "message":
             item = {"kind": "message", "store_id": h.id, "conversation_id": h.conversation_id, "seq": h.seq,
-                    "role": h.role, "created_at": iso(h.created_at), "score": round(h.score, 3),
+                    "role": h.role, "created_at": iso(h.created_at), "score": score(h.score),
                     "snippet": snippet(h.text, query.terms)}
         elif h.node is not None:
             item = {"kind": "summary", "node_id": h.node.node_id, "conversation_id": h.conversation_id,
-                    "depth": h.node.depth, "score": round(h.score, 3), "snippet": snippet(h.text, query.terms)}
+                    "depth": h.node.depth, "score": score(h.score), "snippet": snippet(h.text, query.terms)}
         else:
             continue
         hits.append({**item, "in_context": True} if h.in_context else item)
-    return {"query": query.match, "count": len(hits), "items": hits,
+    return {"query": query.match, **({"excluded": query.excluded_match} if query.excluded else {}),
+            "count": len(hits), "items": hits,
             "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind" + GREP_NOTE}
 
 

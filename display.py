@@ -16,6 +16,11 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def score(value: float) -> float:
+    """A relevance score as shown: three decimals, and never ``-0.0`` (a tiny negative rounds to it)."""
+    return round(value, 3) + 0.0
+
+
 def cut(text: str, limit: int, mark: str = "") -> tuple[str, bool]:
     """The first ``limit`` characters of ``text`` and whether anything was cut; ``mark`` is added
     where it was (the tools show "…", the CLI a bare cut and a ``truncated`` field). A limit of 0

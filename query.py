@@ -27,9 +27,11 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 MAX_TERMS = 24
 
 _PHRASE = re.compile(r'"([^"]*)"')
-_TOKEN = re.compile(r"[^\W_][\w./:\-@#+~]*\*?|_[\w./:\-@#+~]*\*?", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_][\w./:\-@#+~'\u2019\u02bc]*\*?|_[\w./:\-@#+~]*\*?", re.UNICODE)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _APOSTROPHE = re.compile(r"['\u2019\u02bc]")
+# FTS5's operators typed in capitals: NOT excludes the next term, AND/OR/NEAR join (terms are ORed anyway)
+OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 
 @dataclass(frozen=True)
 class Term:
@@ -52,6 +54,7 @@ class Query:
 
     parts: tuple[Term, ...]
     dropped: tuple[str, ...] = ()
+    excluded: tuple[Term, ...] = ()  # ``NOT word`` / ``-word``: a row holding any of these is no hit
 
     @property
     def empty(self) -> bool:
@@ -60,6 +63,10 @@ class Query:
     @property
     def match(self) -> str:
         return or_match(self.parts)
+
+    @property
+    def excluded_match(self) -> str:
+        return or_match(self.excluded)
 
     @property
     def terms(self) -> tuple[str, ...]:
@@ -80,12 +87,27 @@ def _is_stopword(token: str) -> bool:
     return token.lower() in STOPWORDS and not (token.isupper() and len(token) > 1)
 
 
+_SUFFIXES = frozenset({"s", "t", "m", "re", "ve", "ll", "d"})
+
+
+def _function_contraction(words: Sequence[str]) -> bool:
+    """it's, don't, won't, I'm, we'll: a function word with its clitic (Alice's is not one)."""
+    base = words[0].lower()
+    if words[1].lower() == "t" and base.endswith("n"):
+        base = {"ca": "can", "wo": "will", "ai": "am", "sha": "shall"}.get(base[:-1], base[:-1])
+    return base in STOPWORDS or len(base) == 1
+
+
 def _token_term(token: str) -> Term | None:
     prefix = token.endswith("*")
-    body = token.rstrip("*")
+    body = token.rstrip("*").rstrip("'\u2019\u02bc")
     words = _WORD.findall(body)
     if not words:
         return None
+    if _APOSTROPHE.search(body) and len(words) == 2 and words[1].lower() in _SUFFIXES:
+        if _function_contraction(words):
+            return None  # a contraction of a function word (it's, don't, I'm) is one stop word
+        body, words = words[0], words[:1]  # a possessive or clitic (John's, Sam'll): the name is the term
     if len(words) == 1 and not prefix:
         word = words[0]
         if _is_stopword(word) or (len(word) == 1 and not word.isdigit()):
@@ -112,18 +134,33 @@ def build_query(text: str, max_terms: int = MAX_TERMS) -> Query:
         words = _WORD.findall(phrase)
         if words:
             add(Term(" ".join(words).lower(), _quote(words), "phrase", phrase.strip()))
-    rest = _APOSTROPHE.sub(" ", _PHRASE.sub(" ", text))
-    tokens = _TOKEN.findall(rest)
-    for token in tokens:
+    rest = _PHRASE.sub(" ", text)
+    excluded: list[Term] = []
+    negate = False
+    for found in _TOKEN.finditer(rest):
+        token = found.group()
+        if token in OPERATORS:
+            negate = token == "NOT"
+            continue
+        minus = found.start() > 0 and rest[found.start() - 1] == "-" and \
+            (found.start() == 1 or rest[found.start() - 2].isspace())
         term = _token_term(token)
+        if negate or minus:
+            if term is not None:
+                excluded.append(term)
+            negate = False
+            continue
         if term is None:
             dropped.append(token)
         add(term)
     if not terms:  # only stop words: searching them beats finding nothing
-        for word in _WORD.findall(rest):
-            add(Term(word.lower(), _quote([word]), "word", word))
+        for word in _TOKEN.findall(rest):
+            if word not in OPERATORS and _WORD.findall(word):
+                words = _WORD.findall(word)
+                add(Term(" ".join(words).lower(), _quote(words), "word" if len(words) == 1 else "ident", word))
         dropped = []
-    return Query(tuple(terms[:max_terms]), tuple(dict.fromkeys(d.lower() for d in dropped)))
+    return Query(tuple(terms[:max_terms]), tuple(dict.fromkeys(d.lower() for d in dropped)),
+                 tuple(excluded[:max_terms]))
 
 
 # --------------------------------------------------------------------------- term planning

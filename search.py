@@ -148,13 +148,16 @@ def _cursor_key(store: Store) -> bytes:
     return key
 
 
+EXCLUDE_CHUNK = 200  # rows per exclusion lookup (one UNION ALL statement; SQLite allows 500 arms)
+
+
 def _digest(req: SearchRequest, key: bytes) -> str:
     """A keyed hash of everything that decides a walk's rows: query, scope (with its reach),
     filters, order, boost, and whether (and how much) vectors were asked for, so a hybrid page's
     cursor never continues a full-text pool. Full length, so no crafted query can share another
     scope's pool."""
-    fields = repr((req.query.match, req.scope, req.filters, req.sort, req.summaries, req.boost_key,
-                   req.visible is not None, req.rank_visible, req.own_tools,
+    fields = repr((req.query.match, req.query.excluded_match, req.scope, req.filters, req.sort, req.summaries,
+                   req.boost_key, req.visible is not None, req.rank_visible, req.own_tools,
                    (req.vector_weight, req.text) if req.hybrid else None))
     return hmac.new(key, fields.encode("utf-8"), hashlib.sha256).hexdigest()
 
@@ -245,7 +248,9 @@ class Searcher:
         ranked.sort(key=lambda h: (-h.score, -h.created_at, h.kind, -h.id))
         if hybrid:
             ranked = _reserve(ranked)
-        kept, covered = _one_per_source(ranked, matched)
+        kept, covered = _one_per_source(self._without_excluded(ranked), matched)
+        # a turn with no query word, there only as a strong match's neighbour, never outranks a match
+        kept = [h for h in kept if not h.neighbour] + [h for h in kept if h.neighbour]
         return self._shown_last(kept) + self._shown_last(covered)
 
     def _matched(self, candidates: Sequence[Hit]) -> list[set[int]]:
@@ -322,6 +327,7 @@ class Searcher:
         by_key = {(h.conversation_id, h.seq): h for h in messages}
         scores = with_context({k: h.score for k, h in by_key.items()})
         missing: dict[int, list[int]] = {}
+        fetched: list[Hit] = []
         for conv, seq in scores:
             if (conv, seq) not in by_key and seq > 0:
                 missing.setdefault(conv, []).append(seq)
@@ -332,6 +338,15 @@ class Searcher:
                 hit = message_hit((*row, 0.0), matched=False)
                 if hit.id <= upper:
                     by_key[(hit.conversation_id, hit.seq)] = hit
+                    fetched.append(hit)
+        # a fetched neighbour may hold a query word all the same (outside the candidate pool)
+        matching: set[int] = set()
+        for i in range(0, len(fetched), EXCLUDE_CHUNK):
+            matching.update(self.store.fts_snippets(self.req.query.match,
+                                                    [h.id for h in fetched[i:i + EXCLUDE_CHUNK]], 1))
+        for hit in fetched:
+            hit.matched = hit.id in matching
+            hit.neighbour = not hit.matched
         for key, hit in by_key.items():
             hit.score = scores.get(key, hit.score)
         return [h for h in by_key.values() if h.score > 0]
@@ -403,10 +418,21 @@ class Searcher:
             self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
         taken = _merge_newest(messages, summaries, limit)
         if len(taken) == len(messages) + len(summaries):
-            return taken, None
+            return self._without_excluded(taken), None
         m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
         s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
-        return taken, replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+        return self._without_excluded(taken), replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+
+    def _without_excluded(self, hits: list[Hit]) -> list[Hit]:
+        """The hits without those holding an excluded term (``NOT word``, ``-word``), as the real
+        index has the whole row (a hit's text may be cut)."""
+        if not self.req.query.excluded or not hits:
+            return hits
+        ids = [h.scratch_id for h in hits]
+        found: set[int] = set()
+        for i in range(0, len(ids), EXCLUDE_CHUNK):
+            found.update(self.store.fts_snippets(self.req.query.excluded_match, ids[i:i + EXCLUDE_CHUNK], 1))
+        return [h for h in hits if h.scratch_id not in found]
 
     def _few_matches(self) -> bool:
         """Every term was counted exactly and the query matches few rows (this search ranked its

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..display import iso
+from ..display import iso, score
 from ..query import Query, build_query, plain_snippet
 from ..search import SNIPPET_TOKENS, Filters, Hit, Scope, Searcher, SearchPage, SearchRequest, whole_text
 from .toolkit import Args, Ctx, ToolError, dumps, fit
@@ -77,14 +77,14 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
         if not snippet and hit.cosine is not None and not hit.matched:
             item["semantic"] = True  # found by meaning: no query word in it
         elif not snippet and not hit.matched:
-            item["context"] = True  # no query word: listed as the neighbour of a strong match
+            item["neighbour"] = True  # no query word: the turn next to a strong match, listed after the matches
     if hit.conversation_id != current:
         item["conversation_id"] = hit.conversation_id
     item["snippet"] = text
     if hit.chars > len(text):
         item["chars"] = hit.chars
-    if hit.score:
-        item["score"] = round(hit.score, 3)  # relevance order only
+    if score(hit.score):
+        item["score"] = score(hit.score)  # relevance order only
     if hit.in_context:
         item["in_context"] = True
     if hit.covered is not None:
@@ -100,6 +100,8 @@ def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str,
     meta: dict[str, Any] = {"terms": [t.text for t in query.parts], **extra}
     if query.dropped:
         meta["dropped_words"] = list(query.dropped)
+    if query.excluded:
+        meta["excluded_terms"] = [t.text for t in query.excluded]  # NOT word / -word: rows holding one are left out
     if page.common_terms:
         meta["common_terms"] = page.common_terms
     if request.rank_visible:

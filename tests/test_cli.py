@@ -424,3 +424,15 @@ def test_usage_errors_say_what_is_wanted_once(tmp_path):
     assert main(["summaries", "lsit"], out=io.StringIO(), err=err) == EXIT_USAGE
     assert "invalid choice: 'lsit' (choose from 'list', 'show')" in err.getvalue()
     assert "usage: lcm summaries" in err.getvalue()
+
+
+def test_grep_snippets_start_just_before_the_match_and_scores_are_never_negative_zero():
+    from hermes_lcm.cli import snippet
+    from hermes_lcm.display import score
+
+    text = "word " * 60 + "the quetzal\nledger  was   chosen " + "tail " * 80
+    shown = snippet(text, ['"quetzal"'])
+    assert shown.startswith("…") and shown.index("quetzal") <= 30  # a 60-column cell still shows it
+    assert "\n" not in shown and "  " not in shown and len(shown) <= 202
+    assert snippet("quetzal at the start", ['"quetzal"']) == "quetzal at the start"
+    assert str(score(-0.0000001)) == "0.0" and str(score(-0.0004)) == "0.0" and score(0.12345) == 0.123

@@ -204,3 +204,24 @@ def test_plain_snippet_cuts_on_a_word():
     long = "word " * 100
     cut = plain_snippet(long, 50)
     assert cut.endswith("…") and len(cut) <= 51
+
+
+def test_fts_keywords_and_apostrophes_mean_what_a_user_means():
+    query = build_query("webhook NOT relay")
+    assert [t.text for t in query.parts] == ["webhook"] and [t.match for t in query.excluded] == ['"relay"']
+    assert "NOT" not in query.match and "not" not in query.dropped
+    assert [t.text for t in build_query("deploy -staging").excluded] == ["staging"]
+    assert [t.text for t in build_query("pre-commit hook").parts] == ["pre commit", "hook"]  # a dash inside stays
+    assert [t.text for t in build_query("US OR EU AND UK").parts] == ["us", "eu", "uk"]  # operators join
+    its = build_query("it's broken")
+    assert [t.text for t in its.parts] == ["broken"] and its.dropped == ("it's",)  # one stop word, not it + s
+    assert [t.match for t in build_query("it's").parts] == ['"it s"']  # alone: the contraction as indexed
+    assert [t.text for t in build_query("don't restart the relay").parts] == ["restart", "relay"]
+    assert [t.match for t in build_query("O'Brien").parts] == ['"O Brien"']
+
+
+def test_an_excluded_term_leaves_out_the_rows_holding_it(both):
+    query = build_query("Jon NOT pancakes")
+    found = match(both, query.match)
+    left = [r for r in found if r not in match(both, query.excluded_match)]
+    assert 6 in found and 6 not in left and {2, 3} <= set(left)

@@ -223,7 +223,7 @@ def _walk_once(engine: LcmEngine, kinds: list[str], seed: int) -> None:
     own = {m.id for m in rows if (m.tool_name or "").startswith("lcm_") or
            (m.tool_calls and '"lcm_grep"' in m.tool_calls)}
     hits = walk(lambda c: ok(engine, "lcm_grep", query="marmot", limit=9, **({"cursor": c} if c else {})), "hits")
-    ids = [h["store_id"] for h in hits if "store_id" in h and not h.get("context")]
+    ids = [h["store_id"] for h in hits if "store_id" in h and not h.get("neighbour")]
     assert len(ids) == len(set(ids))
     assert set(ids) == matching - own
 

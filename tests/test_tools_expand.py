@@ -33,7 +33,7 @@ def special_messages() -> list[dict[str, Any]]:
 
 def find(engine: LcmEngine, query: str) -> int:
     hits = ok(engine, "lcm_grep", query=query)["hits"]
-    return int(next(h["store_id"] for h in hits if "store_id" in h and not h.get("context")))
+    return int(next(h["store_id"] for h in hits if "store_id" in h and not h.get("neighbour")))
 
 
 def test_grep_expand_round_trip_is_byte_identical(make_engine):

@@ -64,7 +64,7 @@ def test_relevance_walk_visits_every_match_exactly_once(make_engine):
     hits = _walk_grep(engine, query="ask answer", limit=37)
     keys = [hit_key(h) for h in hits]
     assert len(keys) == len(set(keys)), "no hit twice"
-    matched = {h["store_id"] for h in hits if "store_id" in h and not h.get("context")}
+    matched = {h["store_id"] for h in hits if "store_id" in h and not h.get("neighbour")}
     assert matched == expected
     nodes = {h["node_id"] for h in hits if "node_id" in h}
     assert nodes, "summaries are part of the walk"
@@ -121,7 +121,7 @@ def test_source_filter_covers_raw_rows_and_summary_lineage(make_engine):
     engine.ingest_host(history + late)
     hits = ok(engine, "lcm_grep", query="walrus ask", source="telegram", limit=50)["hits"]
     assert [h.get("store_id") for h in hits if "store_id" in h] and all("node_id" not in h for h in hits)
-    assert all("walrus" in h["snippet"] for h in hits if not h.get("context"))
+    assert all("walrus" in h["snippet"] for h in hits if not h.get("neighbour"))
     cli_hits = ok(engine, "lcm_grep", query="ask", source="cli", limit=50)["hits"]
     assert any("node_id" in h for h in cli_hits), "summaries whose sources came from cli stay"
     assert not ok(engine, "lcm_grep", query="walrus", source="unknown")["hits"]
@@ -204,11 +204,11 @@ def test_recall_searches_every_conversation_with_a_soft_bias(make_engine):
     # Nothing is compacted, so the current conversation's hit is in the prompt: ranked in place here.
     answer = ok(current, "lcm_recall", query="heron nest", include_in_context=True)
     assert answer["arms"]["fts"] == "on" and "off" in answer["arms"]["summary_vectors"]
-    hits = [h for h in answer["hits"] if not h.get("context")]
+    hits = [h for h in answer["hits"] if not h.get("neighbour")]
     assert len(hits) == 2 and "conversation_id" not in hits[0] and "conversation_id" in hits[1]
     assert hits[0]["score"] > hits[1]["score"]
     flat = [h for h in ok(current, "lcm_recall", query="heron nest", scope_bias=0, include_in_context=True)["hits"]
-            if not h.get("context")]
+            if not h.get("neighbour")]
     assert flat[0]["score"] == flat[1]["score"]
     clamp = ok(current, "lcm_recall", query="heron", scope_bias=5, limit=100)["clamped"]
     assert clamp == {"scope_bias": {"requested": 5.0, "used": 1.0}, "limit": {"requested": 100, "used": 30}}
@@ -277,3 +277,35 @@ def test_lcm_tool_traffic_is_not_searched_but_stays_readable(make_engine):
     assert ok(engine, "lcm_expand", store_id=5)["message"]["name"] == "lcm_grep"
     recency = _walk_grep(engine, query="passphrase", sort="recency")
     assert {h["store_id"] for h in recency} == {1, 3}
+
+
+def test_not_and_minus_exclude_rows_and_the_answer_says_so(make_engine):
+    engine = make_engine()
+    texts = ["the webhook relay failed at 3am", "the webhook was delivered fine",
+             "webhook relay retried twice", "it's the webhook again, it's fine"]
+    engine.ingest_host([m for i, t in enumerate(texts) for m in ({"role": "user", "content": t},
+                                                                 {"role": "assistant", "content": f"noted {i}"})])
+    for query in ("webhook NOT relay", "webhook -relay"):
+        answer = ok(engine, "lcm_grep", query=query, include_in_context=True, limit=20)
+        snippets = [h["snippet"] for h in answer["hits"]]
+        assert snippets and not any("relay" in s for s in snippets), snippets
+        assert any("delivered fine" in s for s in snippets) and answer["excluded_terms"] == ["relay"]
+    its = ok(engine, "lcm_grep", query="it's webhook", include_in_context=True, limit=20)
+    assert its["terms"] == ["webhook"] and its["dropped_words"] == ["it's"]
+
+
+def test_neighbour_rows_come_after_every_real_match(make_engine):
+    engine = make_engine()
+    weak = "a long status note about many other things: " + " ".join(f"item{i}" for i in range(120)) + " ledger"
+    turns = [(weak, "noted"), *[(f"more filler {i}", f"fine {i}") for i in range(6)],
+             ("quetzal ledger: the quetzal ledger schema", "quetzal ledger it is"),
+             ("what about retention?", "ninety days"), ("and backups?", "nightly")]
+    filler = [(f"unrelated chat {i}", f"reply {i}") for i in range(30)]
+    engine.ingest_host([m for u, a in [*turns, *filler] for m in ({"role": "user", "content": u},
+                                                                  {"role": "assistant", "content": a})])
+    hits = ok(engine, "lcm_grep", query="quetzal ledger", include_in_context=True, limit=50)["hits"]
+    flags = [bool(h.get("neighbour")) for h in hits]
+    assert any(flags) and not all(flags), hits  # there are neighbours to place
+    assert flags == sorted(flags), [(h.get("neighbour"), h["snippet"][:30]) for h in hits]
+    assert all(("quetzal" in h["snippet"].lower() or "ledger" in h["snippet"].lower()) != bool(h.get("neighbour"))
+               for h in hits)
