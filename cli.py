@@ -435,9 +435,11 @@ def cmd_doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
     if store is None:  # no database yet: whether Hermes can make one is the news
         missing = no_database(Path(args.db_path), args.db_origin)
         args.exit_code = EXIT_DATABASE
-        return mt.checks_report([mt.Check("host", **host),
-                                 mt.Check("database", "fail", str(missing), str(missing.extra["hint"]))],
-                                {"path": str(args.db_path), "exists": False})
+        args.error_line = f"{missing} ({missing.extra['hint']})"  # the one stderr line every failure has
+        report = mt.checks_report([mt.Check("host", **host),
+                                   mt.Check("database", "fail", str(missing), str(missing.extra["hint"]))],
+                                  {"path": str(args.db_path), "exists": False})
+        return {"error": str(missing), "exit_code": EXIT_DATABASE, **report}
     report_store = store
     if args.deep:
         report_store = open_store(cli_pg.target_of(store))
@@ -614,6 +616,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             except SystemExit:  # rich ends a print whose reader left this way (stdout already /dev/null)
                 return reader_gone(out)
         out.flush()  # a reader that left shows here, inside the try
+        if getattr(args, "error_line", None):
+            err.write(f"lcm: error: {_one_line(args.error_line)}\n")
     except BrokenPipeError:
         return reader_gone(out)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place failures become exit codes

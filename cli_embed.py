@@ -68,6 +68,8 @@ def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: 
                 "next": "lcm embed --apply (lcm embed --warmup only loads the model and creates the tables)"}
     target = _writable(store, fail)
     embedder = Embedder(target, provider, settings, _key(target, fail))
+    if apply and pg.mode() != "never":
+        write(f"loading {provider.name} and counting the rows without a vector")  # the first second says something
     try:
         info = embedder.warmup()
     except ProviderError as exc:

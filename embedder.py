@@ -64,6 +64,9 @@ class Backlog:
                 "estimated_cost_usd": self.cost_usd, "sent_off_this_machine": not self.local}
 
 
+WINDOW = 256  # rows read, sorted by length and sent in provider batches, per backfill step
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where a backfill is: rows done of the backlog, and how fast."""
@@ -125,21 +128,34 @@ class Embedder:
         self.model_id, self.dim = int(known[-1]["id"]), int(known[-1]["dim"])
         return True
 
-    def step(self, max_rows: int, deadline: float | None = None) -> int:
+    def step(self, max_rows: int, deadline: float | None = None,
+             on_part: Callable[[int], None] | None = None, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Embed up to ``max_rows`` rows without a vector (messages first) until ``deadline``
-        (monotonic); returns how many were stored."""
+        (monotonic) or ``should_stop()``, both asked between provider calls, ``on_part(n)`` after
+        each; returns how many were stored.
+
+        Rows are read a window at a time (``WINDOW`` or the batch size, whichever is larger) and
+        sent shortest first: a batch is padded to its longest text, so one long message among
+        short ones made the whole batch cost as much as long ones (measured: 4x slower)."""
         if self.model_id is None:
             self.warmup()
         done = 0
-        batch = max(1, self.config.embedding_backfill_batch_size)
+        window = max(WINDOW, self.config.embedding_backfill_batch_size)
+
+        def stop() -> bool:
+            return should_stop() or (deadline is not None and time.monotonic() >= deadline)
+
         for kind in KINDS:
-            while done < max_rows and (deadline is None or time.monotonic() < deadline):
-                rows = self.store.unembedded(self._model_id(), kind, self.after[kind], min(batch, max_rows - done))
+            while done < max_rows and not stop():
+                rows = self.store.unembedded(self._model_id(), kind, self.after[kind], min(window, max_rows - done))
                 if not rows:
                     break
-                self._embed(kind, rows)
+                stored = self._embed(kind, rows, stop, on_part)
+                done += len(stored)
+                if len(stored) < len(rows):  # stopped between batches: the rest is the next step's
+                    self.after[kind] = min(i for i, _ in rows if i not in stored) - 1
+                    break
                 self.after[kind] = rows[-1][0]
-                done += len(rows)
         self.embedded += done
         return done
 
@@ -148,13 +164,26 @@ class Embedder:
             raise RuntimeError("warmup() first")
         return self.model_id
 
-    def _embed(self, kind: str, rows: Sequence[tuple[int, str]]) -> int:
+    def _embed(self, kind: str, rows: Sequence[tuple[int, str]], stop: Callable[[], bool] = lambda: False,
+               on_part: Callable[[int], None] | None = None) -> set[int]:
+        """Embed and store ``rows`` shortest first, one provider batch at a time (each stored at
+        once: a killed run loses one batch), stopping between batches when ``stop()``; the ids stored."""
         dtype = self.config.embedding_storage_dtype
-        matrix = self.provider.embed([self.text(text) for _, text in rows],
-                                     timeout=self.batch_timeout)
-        vectors = prepared(matrix, dtype, self.config.embedding_store_dim)
-        encoded = [(item, *encode(row, dtype)) for (item, _), row in zip(rows, vectors, strict=True)]
-        return self.store.put_vectors(self._model_id(), kind, encoded)
+        size = max(1, int(getattr(self.provider, "batch_size", 0) or self.config.embedding_backfill_batch_size))
+        ordered = sorted(rows, key=lambda row: len(row[1] or ""))
+        stored: set[int] = set()
+        for start in range(0, len(ordered), size):
+            if start and stop():
+                break
+            part = ordered[start:start + size]
+            matrix = self.provider.embed([self.text(text) for _, text in part], timeout=self.batch_timeout)
+            vectors = prepared(matrix, dtype, self.config.embedding_store_dim)
+            self.store.put_vectors(self._model_id(), kind, [(item, *encode(row, dtype))
+                                                            for (item, _), row in zip(part, vectors, strict=True)])
+            stored.update(item for item, _ in part)
+            if on_part is not None:
+                on_part(len(part))
+        return stored
 
     def text(self, text: str) -> str:
         """What the provider gets for a text: cut to its limit, and redacted when it must be."""
@@ -181,16 +210,23 @@ class Embedder:
         total = self.backlog().rows if limit is None else min(limit, self.backlog().rows)
         started, done = time.monotonic(), 0
         progress = Progress(0, total, 0.0)
+        if on_progress is not None:
+            on_progress(progress)  # the line shows the backlog at once, before the first batch is back
+        partial = [0]
+
+        def on_part(count: int) -> None:
+            partial[0] += count
+            if on_progress is not None:
+                on_progress(Progress(done + partial[0], max(total, done + partial[0]), time.monotonic() - started))
+
         while not should_stop() and (limit is None or done < limit):
-            want = self.config.embedding_backfill_batch_size if limit is None else min(
-                self.config.embedding_backfill_batch_size, limit - done)
-            count = self.step(want)
+            want = WINDOW if limit is None else min(WINDOW, limit - done)
+            partial[0] = 0
+            count = self.step(want, on_part=on_part, should_stop=should_stop)
             if count == 0:
                 break
             done += count
             progress = Progress(done, max(total, done), time.monotonic() - started)
-            if on_progress is not None:
-                on_progress(progress)
         return progress
 
 

@@ -421,3 +421,22 @@ def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: St
         time.sleep(0.02)
     job.stop()
     assert [r[2] for r in vector_rows(db)] == message_ids(db)
+
+
+def test_a_backfill_sends_texts_shortest_first_and_reports_from_the_start(stub: Stub, tmp_path: Path) -> None:
+    """A batch is padded to its longest text: the rows of a window go out sorted by length, so
+    long messages share batches with long ones; progress is told before the first batch and
+    after each one."""
+    engine = new_engine(tmp_path, **_DATABASE)
+    lengths = [5, 400, 12, 900, 30, 3, 250, 60, 700, 8, 120, 40]
+    engine.ingest_host([{"role": "user" if i % 2 == 0 else "assistant", "content": ("w " * n).strip() or "w"}
+                        for i, n in enumerate(lengths)])
+    db = _DATABASE.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
+    seen: list[tuple[int, int]] = []
+    done = embedder(db, cfg(stub)).backfill(on_progress=lambda p: seen.append((p.done, p.total)))
+    assert done.done == len(lengths)
+    batches = [[len(t) for t in body["input"]] for _, body, _ in stub.requests if "input" in body][-3:]
+    flat = [n for b in batches for n in b]
+    assert len(batches) == 3 and flat == sorted(flat), batches  # 12 rows in batches of 4, shortest first
+    assert seen[0] == (0, len(lengths)) and [d for d, _ in seen] == [0, 4, 8, 12]
+    assert [r[2] for r in vector_rows(db)] == message_ids(db)

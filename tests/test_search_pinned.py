@@ -80,9 +80,11 @@ PINNED: dict[str, list[tuple[str, Any]]] = {  # recorded before the work
         ("m", 22), ("m", 11), ("m", 71), ("m", 19), ("m", 16), ("m", 10)],
     "call_12_0_0": [
         ("m", 47), ("m", 48), ("s", "S2")],
+    # recorded again when neighbour rows (no query word: 4, 2, 57, 53 here) moved after every real
+    # match: the matches keep their recorded order, and the next matches by score fill the page
     "why did the vunoru deploy fail on praan again?": [
-        ("m", 55), ("m", 54), ("m", 3), ("m", 44), ("m", 14), ("m", 65), ("m", 5), ("m", 4), ("m", 2), ("m",
-        1), ("m", 57), ("m", 56), ("m", 53), ("m", 46), ("m", 45)],
+        ("m", 55), ("m", 54), ("m", 3), ("m", 44), ("m", 14), ("m", 65), ("m", 5), ("m", 1), ("m", 56),
+        ("m", 46), ("m", 45), ("m", 43), ("m", 42), ("m", 16), ("m", 13)],
     "auth_invoice_limit ledger": [
         ("m", 6), ("m", 75), ("m", 2), ("m", 58), ("m", 42), ("m", 5), ("m", 50), ("m", 49), ("m", 45),
         ("m", 22), ("m", 11), ("m", 71), ("m", 19), ("m", 16), ("m", 10)],
