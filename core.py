@@ -432,9 +432,10 @@ class LcmCore:
         state = self.store.conversation(self._conversation())  # read once: assembly and what it ends at
         result = self.assemble(budget, upto, state)
         self._assembly_seconds = time.monotonic() - started
+        same = self.same_prompt(result, messages)
         if report is not None:  # the record lcm view draws: the prompt before and after
-            timeline.record(self.store, state.id, messages, result, self.seal, report, budget, force)
-        if self.same_prompt(result, messages):
+            timeline.record(self.store, state.id, messages, result, self.seal, report, budget, force, not same)
+        if same:
             return list(messages)
         self._remember_output(result, upto, state.last_seq)
         return result

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""docs/images/lcm-view.png: the `lcm view` page of the demo's session, after a click on a mid-depth node.
+"""docs/images/lcm-view.png: the `lcm view` page of the demo's session, after a click on a mid-depth node
+(and docs/images/lcm-view-compactions.png: its Compactions tab).
 
 Replays the demo's shipped coding session through the engine (offline summarizer, about a second),
 writes the page with ``hermes_lcm.viewer.write_page``, opens it in headless Chromium (Debian's
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                 page.wait_for_timeout(300)
                 args.output.parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(args.output))
+                page.locator('.tabs button[data-tab="timeline"]').click()
+                page.wait_for_selector("#timeline svg", state="attached")
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(args.output.with_name(args.output.stem + "-compactions.png")))
                 if watch.errors or watch.remote():
                     print(f"the page complained: {watch.errors} {watch.remote()}", file=sys.stderr)
                     return 1

@@ -295,3 +295,16 @@ def test_open_hands_the_file_to_the_browser(built, tmp_path, monkeypatch):
             break
         time.sleep(0.1)
     assert seen.read_text() == (tmp_path / "o.html").as_uri()
+
+
+@pytest.mark.parametrize("api_mode", [False, True])
+def test_the_page_counts_every_compress_the_host_counts(make_engine, api_mode):
+    """Hermes counts each compress that changed its list; a prompt rebuilt from stored summaries
+    (no new summary) is one too, so the page records it (``rebuild``) and the counts agree."""
+    engine = make_engine(3000, f"count-{api_mode}")
+    host_run(engine, list(conversation(11, 60)), api_mode=api_mode)
+    assert engine.core is not None and engine.compression_count > 3
+    events = engine.core.store.events_of("compaction", None)
+    assert len(events) == engine.compression_count, ([e["detail"].get("rebuild") for e in events],
+                                                     engine.compression_count)
+    assert all(e["detail"]["nodes"] or e["detail"].get("rebuild") or e["detail"]["evicted"] for e in events)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from hermes_lcm.records import node_label
 
 from .harness import artifacts_dir, open_page
@@ -159,5 +161,38 @@ def test_the_watch_catches_a_page_that_reaches_out(browser: Any, tmp_path: Any) 
         page.wait_for_timeout(200)
         assert watch.remote() and "127.0.0.1:9" in watch.remote()[0]
         assert any("boom" in e for e in watch.errors)
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_the_compactions_tab_and_header_show_everything_a_person_reads(browser: Any, demo: dict[str, Any],
+                                                                      width: int) -> None:
+    """Nothing the page says is cut or hidden: the chart's top label clears the legend, the budget
+    line is in the legend, the table scrolls rather than clips, the header keeps the time range,
+    and every depth-0 box wide enough for a number carries one."""
+    page, watch = open_page(browser, demo["page"], width=width)
+    try:
+        facts = page.locator("#facts")
+        assert "→" in facts.inner_text() and facts.get_attribute("title") == facts.text_content()
+        box = page.evaluate("() => { const f = document.getElementById('facts'); "
+                            "return [f.scrollHeight, f.clientHeight, f.scrollWidth, f.clientWidth]; }")
+        assert box[0] <= box[1] + 1 and box[2] <= box[3] + 1, box  # the whole line is on screen
+        narrow = page.eval_on_selector_all(
+            "#dag .node.depth-0", "els => els.filter(e => e.offsetWidth >= 16 && !e.textContent).length")
+        assert narrow == 0
+        _show_tab(page, "timeline")
+        legend = page.locator("#timeline .legend").inner_text()
+        assert "budget" in legend and "threshold" in legend
+        svg_top = page.evaluate("() => document.querySelector('#timeline svg').getBoundingClientRect().top")
+        label_tops = page.eval_on_selector_all("#timeline svg text",
+                                               "els => els.map(e => e.getBoundingClientRect().top)")
+        assert min(label_tops) >= svg_top, (min(label_tops), svg_top)  # the top label is inside the chart
+        wrap = page.evaluate("() => { const w = document.querySelector('#timeline .table-wrap'); "
+                             "return [getComputedStyle(w).overflowX, w.scrollWidth, w.clientWidth]; }")
+        assert wrap[0] == "auto"  # a narrow pane scrolls the table; nothing is clipped for good
+        count = page.locator("#timeline p.muted").first.inner_text()
+        assert "compactions, each a compress that changed the prompt" in count
+        assert watch.errors == []
     finally:
         page.close()

@@ -32,6 +32,8 @@
   }
   const fmt = (n) => Number(n || 0).toLocaleString("en-US");
   const iso = (t) => (t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 16) + "Z" : "–");
+  // a time range, the second date left out when it is the first's: fits the header
+  const span = (a, b) => { const x = iso(a), y = iso(b); return x.slice(0, 10) === y.slice(0, 10) ? `${x.slice(0, 16)} → ${y.slice(11)}` : `${x} → ${y}`; };
   function bytes(n) {
     const units = ["B", "KB", "MB", "GB", "TB"];
     let i = 0; n = Number(n || 0);
@@ -174,7 +176,7 @@
       const cls = `node depth-${Math.min(n.depth, 4)}` + (inContext.has(n.id) ? " ctx" : "") + (n.id === selected ? " sel" : "");
       const box = el("div", { class: cls, "data-node": label(n), "data-depth": n.depth, title: nodeTitle(n),
         style: `left:${8 + a * slotWidth}px;width:${w}px`, onclick: () => select(n.id) },
-      w >= 30 ? label(n) : "");
+      w >= 30 ? label(n) : w >= 16 ? String(n.id) : "");  // narrow: the number alone; narrower: hover or zoom
       n.box = box;
       (lanes[n.depth] || lanes[0]).append(box);
     }
@@ -186,7 +188,8 @@
     }
     document.getElementById("dag-legend").textContent =
       `${fmt(nodes.length)} summaries · ${fmt(leaves.length)} leaves · depth ${nodes.length ? maxDepth : "–"} · ` +
-      `yellow edge: in the active context · ${fmt(tailCount)} raw messages in the fresh tail`;
+      `yellow edge: in the active context · ${fmt(tailCount)} raw messages in the fresh tail` +
+      (nodes.some((n) => (n.slot[1] - n.slot[0]) * slotWidth - 2 < 16) ? " · a box too narrow for its id: hover it, or zoom in (+)" : "");
   }
   function zoom(factor) {
     const dag = document.getElementById("dag");
@@ -309,19 +312,26 @@
       return;
     }
     if (!recorded.length) return drawDerived(box, META.derived_compactions);
-    box.append(el("p", { class: "muted", text: `${fmt(recorded.length)} compactions. Each pair of bars is the prompt ` +
-      "before and after: tokens of the system prompt, summaries, fresh tail and tool messages." }));
+    const rebuilt = recorded.filter((c) => c.rebuild).length;
+    box.append(el("p", { class: "muted", text: `${fmt(recorded.length)} compactions, each a compress that changed ` +
+      `the prompt (what Hermes counts)` + (rebuilt ? `: ${fmt(recorded.length - rebuilt)} made new summaries, ` +
+      `${fmt(rebuilt)} rebuilt the prompt from stored ones` : "") + ". Each pair of bars is the prompt before and " +
+      "after: tokens of the system prompt, summaries, fresh tail and tool messages." }));
     const legend = el("div", { class: "legend" });
     for (const [name, colour] of CATS) legend.append(el("span", { text: name, style: `--c:var(${colour})` }));
+    legend.append(el("span", { class: "line", text: "budget: what the whole prompt may reach (threshold less the reserve)",
+      style: "--c:#e74c3c" }));
     box.append(legend);
     const total = (p) => CATS.reduce((s, [k]) => s + ((p && p[k]) || 0), 0);
     const top = Math.max(1, ...recorded.map((c) => Math.max(total(c.before), total(c.after), c.limit || 0)));
-    const H = 240, W = Math.max(box.clientWidth - 20, recorded.length * 30 + 60), step = (W - 50) / recorded.length;
+    const H = 240, TOP = 12, W = Math.max(box.clientWidth - 20, recorded.length * 30 + 60), step = (W - 50) / recorded.length;
     const bw = Math.max(2, Math.min(12, step / 2 - 2));
-    const plot = svg("svg", { width: W, height: H + 30, role: "img" });
+    const plot = svg("svg", { width: W, height: H + 30 + TOP, role: "img" });
+    const frame = svg("g", { transform: `translate(0,${TOP})` });  // room above the top label
+    plot.append(frame);
     for (const f of [0, 0.5, 1]) {
       const y = H - f * H;
-      plot.append(svg("line", { x1: 44, x2: W, y1: y, y2: y, stroke: "#2a323c" }),
+      frame.append(svg("line", { x1: 44, x2: W, y1: y, y2: y, stroke: "#2a323c" }),
         svg("text", { x: 0, y: y + 3 }, fmt(Math.round(top * f))));
     }
     recorded.forEach((c, i) => {
@@ -340,19 +350,20 @@
         y2: H - (c.limit / top) * H, stroke: "#e74c3c" }));
       const t = svg("title", {});
       t.textContent = `${iso(c.at)}\nbefore ${fmt(total(c.before))} → after ${fmt(total(c.after))} tokens` +
-        `\n${(c.nodes || []).length} new summaries` + (c.limit ? `\nroom ${fmt(c.limit)} (budget + system)` : "");
+        `\n${(c.nodes || []).length} new summaries` + (c.rebuild ? " (rebuilt from stored summaries)" : "") +
+        (c.limit ? `\nbudget ${fmt(c.limit)} (the red line)` : "");
       g.append(t);
-      plot.append(g);
+      frame.append(g);
     });
     box.append(plot);
     const table = el("table", {}, el("tr", {}, ...["when", "before", "after", "new summaries", "system", "summaries",
       "fresh tail", "tools"].map((h) => el("th", { text: h }))));
     for (const c of recorded.slice(-200).reverse()) {
-      table.append(el("tr", {}, el("td", { text: iso(c.at) }), el("td", { text: fmt(total(c.before)) }),
+      table.append(el("tr", {}, el("td", { text: iso(c.at).slice(5), title: iso(c.at) }), el("td", { text: fmt(total(c.before)) }),
         el("td", { text: fmt(total(c.after)) }), el("td", {}, ...(c.nodes || []).slice(0, 6).map(link)),
         ...CATS.map(([k]) => el("td", { text: `${fmt((c.before || {})[k])} → ${fmt((c.after || {})[k])}` }))));
     }
-    box.append(el("h3", { text: "Newest compactions" }), table);
+    box.append(el("h3", { text: "Newest compactions" }), el("div", { class: "table-wrap" }, table));
   }
   function drawDerived(box, groups) {
     box.append(el("p", { class: "muted", text: "This conversation was compacted before hermes-lcm kept a record of " +
@@ -504,7 +515,8 @@
     const facts = document.getElementById("facts");
     facts.append(el("b", { text: `conversation ${conv.id}` }), ` ${conv.key} · `,
       el("b", { text: fmt(conv.messages) }), " messages · ", el("b", { text: fmt(conv.tokens) }), " tokens · ",
-      el("b", { text: fmt(conv.summaries) }), " summaries · ", `${iso(conv.first_at)} → ${iso(conv.last_at)}`);
+      el("b", { text: fmt(conv.summaries) }), " summaries · ", span(conv.first_at, conv.last_at));
+    facts.title = facts.textContent;  // the whole line, should a narrow window still cut it
     document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => showTab(b.dataset.tab)));
     document.getElementById("zoom-in").addEventListener("click", () => zoom(1.6));
     document.getElementById("zoom-out").addEventListener("click", () => zoom(1 / 1.6));
