@@ -463,3 +463,21 @@ class StubLLM:
             h.wfile.write(p)
         h.wfile.flush()
         h.close_connection = True
+
+
+def stepped_policy(plan: Callable[[int, Recorded], Reply]) -> Policy:
+    """A scripted model: the n-th main request (0, 1, ...) gets ``plan(n, request)``; titles and
+    summaries get the default policy's answers. Thread-safe: the host may ask from two threads."""
+    lock = threading.Lock()
+    count = [0]
+    fallback = make_directive_policy()
+
+    def policy(req: Recorded) -> Reply:
+        if req.kind != "main":
+            return fallback(req)
+        with lock:
+            step = count[0]
+            count[0] += 1
+        return plan(step, req)
+
+    return policy

@@ -22,7 +22,7 @@ import pytest
 from hermes_lcm.outputs import PREFIX, parse_stub
 
 from .harness import make_home, require_host, run_host
-from .stub_llm import Recorded, Reply, StubLLM, make_directive_policy, text_of
+from .stub_llm import Recorded, Reply, StubLLM, make_directive_policy, stepped_policy, text_of
 
 pytestmark = pytest.mark.host
 
@@ -113,15 +113,8 @@ def test_without_the_flag_the_host_keeps_the_whole_output(tmp_path: Path) -> Non
 def _expand_policy(log: Path, pages: list[str]) -> Callable[[Recorded], Reply]:
     """Turn 0 reads the log; turn 1 walks lcm_expand over the stub's ref, page after page, as a
     model would: each call takes next_content_offset from the answer it just received."""
-    lock = threading.Lock()
-    state = {"step": 0}
 
-    def policy(req: Recorded) -> Reply:
-        if req.kind != "main":
-            return make_directive_policy()(req)
-        with lock:
-            step = state["step"]
-            state["step"] += 1
+    def plan(step: int, req: Recorded) -> Reply:
         if step == 0:
             return Reply(tool_name="read_file", tool_args={"path": str(log), "limit": 500})
         if step == 1:
@@ -139,7 +132,7 @@ def _expand_policy(log: Path, pages: list[str]) -> Callable[[Recorded], Reply]:
         assert stub is not None
         return Reply(tool_name="lcm_expand", tool_args={"externalized_ref": stub.ref})
 
-    return policy
+    return stepped_policy(plan)
 
 
 def test_expand_of_an_externalized_output_reaches_the_model_whole(tmp_path: Path) -> None:
