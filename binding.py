@@ -11,6 +11,7 @@ read beyond the bound conversation.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,20 @@ def owner_for(platform: str, conversation_key: str | None, user_id: str | None =
         return f"chat:{conversation_key}"
     return LOCAL_OWNER
 
+
+
+def storable_id(value: str | None) -> str | None:
+    """An identity string as it can be stored: itself when it is valid UTF-8, else its escaped form
+    with a short hash of the original (two ids that differ stay two ids)."""
+    if value is None:
+        return None
+    text = str(value)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        return f"{text.encode('utf-8', 'backslashreplace').decode('utf-8')}~{digest}"
 
 @dataclass(frozen=True)
 class Binding:
@@ -86,6 +101,10 @@ class Binder:
         ``wait_for_parent``: a stored subagent whose parent is not named yet creates nothing until
         :meth:`link_parent` names it (or a later bind without the flag, at its first write).
         """
+        # an id the host sends is stored whatever it holds (a lone surrogate cannot be UTF-8)
+        session_id, platform = storable_id(session_id) or "", storable_id(platform) or ""
+        conversation_key, user_id = storable_id(conversation_key), storable_id(user_id)
+        parent_session_id, linked_parent = storable_id(parent_session_id), storable_id(linked_parent)
         self._bind_args = {"platform": platform, "conversation_key": conversation_key, "user_id": user_id}
         mode, why = self.mode_for(session_id, platform, role)
         if wait_for_parent and role == ROLE_SUBAGENT and mode == MODE_NORMAL and linked_parent is None:
@@ -131,6 +150,7 @@ class Binder:
     def relink(self, parent_session_id: str) -> dict[str, Any] | None:
         """The arguments that bind the current subagent again once the host named its parent
         (``subagent_start``); None when there is nothing to change (not a subagent, the same parent)."""
+        parent_session_id = storable_id(parent_session_id) or ""
         if self.binding.role != ROLE_SUBAGENT or parent_session_id == self.binding.parent_session_id:
             return None
         return {**self._bind_args, "role": ROLE_SUBAGENT, "linked_parent": parent_session_id}

@@ -238,7 +238,7 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
     """One session file -> one conversation (active branch only)."""
     try:
         # Never through a link: a file swapped for one after the scan is not read.
-        lines = private.read_in(path.parent, path.name).decode("utf-8", "replace").splitlines()
+        lines = private.read_in(path.parent, path.name, single_link=False).decode("utf-8", "replace").splitlines()
     except OSError as exc:
         report.invalid_rows += 1
         report.warn(f"{path}: unreadable ({exc})")

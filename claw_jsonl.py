@@ -22,7 +22,8 @@ def parent_session_id(value: Any, path: Path) -> tuple[str | None, str | None]:
     if not parent.is_absolute():
         parent = path.parent / parent
     try:
-        first = private.read_in(parent.parent, parent.name).decode("utf-8", "replace").split("\n", 1)[0]
+        raw = private.read_in(parent.parent, parent.name, single_link=False)
+        first = raw.decode("utf-8", "replace").split("\n", 1)[0]
         head = json.loads(first)
         if isinstance(head, dict) and head.get("type") == "session" and isinstance(head.get("id"), str) and head["id"]:
             return str(head["id"]), None

@@ -28,6 +28,7 @@ from .binding import (
     SUBAGENT_REASONS,
     Binder,
     Binding,
+    storable_id,
 )
 from .blocks import Item
 from .compact import CompactionReport, CompactionSettings, Compactor
@@ -238,7 +239,7 @@ class LcmCore:
         for the next call, which resumes at the first message not stored (:meth:`_ingest`).
         """
         try:
-            stored = self._ingest(messages, source, deadline)
+            stored = self._ingest(messages, storable_id(source) or "", deadline)
         except WriteFailed as exc:
             self._write_failed("ingest", exc)
             return 0

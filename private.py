@@ -97,20 +97,25 @@ def write_new(directory: str | os.PathLike[str], name: str, data: bytes) -> bool
         os.close(dfd)
 
 
-def read_in(directory: str | os.PathLike[str], name: str) -> bytes:
-    """The bytes of the regular file ``directory/name``; a symlink at either is an :class:`UnsafePath`."""
+def read_in(directory: str | os.PathLike[str], name: str, *, single_link: bool = True) -> bytes:
+    """The bytes of the regular file ``directory/name``; a symlink at either, something that is not a
+    regular file (a FIFO would block the read forever: the open does not wait, the type is checked on
+    the descriptor) or a file with a second hard link (it may be anyone's file) is an :class:`UnsafePath`."""
     dfd = open_dir(directory)
     try:
         try:
-            fd = os.open(name, os.O_RDONLY | NOFOLLOW, dir_fd=dfd)
+            fd = os.open(name, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dfd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 if stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
                     raise UnsafePath(f"{name} is a symlink; not read") from exc
             raise
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise UnsafePath(f"{name} is not a regular file")
+            if single_link and info.st_nlink > 1:  # ours are written once, never linked (a peer's file may be)
+                raise UnsafePath(f"{name} has {info.st_nlink} hard links; not read")
             return handle.read()
     finally:
         os.close(dfd)

@@ -166,11 +166,16 @@ def _operands(lines: Sequence[Line]) -> list[tuple[float, str | None, dict[str, 
             shown = ", ".join(repr(t) for _, _, t in numbers[:5])
             return f"ref {line.ref.label} has {len(numbers)} numbers ({shown}); cite a span with one"
         value, unit, text = numbers[0]
+        if not abs(value) < MAX_EXACT:  # beyond a float's exact integers (or not finite): no sum can be trusted
+            return f"ref {line.ref.label} has a number too large to compute exactly ({text[:40]!r})"
         operands.append((value, unit, {"ref": line.ref.label, "value": value, "unit": unit, "text": text}))
     units = {u for _, u, _ in operands}
     if len(units) > 1:
         return "mixed units: " + ", ".join(sorted(str(u) for u in units)) + "; cite values in one unit"
     return operands
+
+
+MAX_EXACT = float(2**53)  # the largest magnitude below which a float holds every integer
 
 
 def _clean(value: float) -> float | int:
@@ -183,7 +188,10 @@ def op_sum(lines: Sequence[Line], question: str = "") -> Answer:
     operands = _operands(lines)
     if isinstance(operands, str):
         return insufficient(operands)
-    return ok(_clean(sum(v for v, _, _ in operands)), operands[0][1], [t for _, _, t in operands])
+    total = sum(v for v, _, _ in operands)
+    if not abs(total) < MAX_EXACT:
+        return insufficient("the sum is too large to compute exactly")
+    return ok(_clean(total), operands[0][1], [t for _, _, t in operands])
 
 
 def op_difference(lines: Sequence[Line], question: str = "") -> Answer:

@@ -74,6 +74,8 @@ class Args:
             number = math.nan
         if math.isnan(number):
             raise ToolError(f"{key} must be a number, got {value!r}")
+        if not math.isfinite(number):
+            raise ToolError(f"{key} must be a finite number, got {value!r}")
         used = min(high, max(low, number))
         if used != number:
             self.clamped[key] = {"requested": number, "used": used}
@@ -198,7 +200,22 @@ Handler = Callable[[Ctx, Args], dict[str, Any]]
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """Strict JSON: a number that is not finite (an overflowed sum, an echoed 1e309) is no JSON
+    number; it is written as null, never as ``Infinity`` or ``NaN`` a strict parser refuses."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def fit(answer: dict[str, Any], key: str, items: Sequence[dict[str, Any]], cap: int) -> int:

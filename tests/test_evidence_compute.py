@@ -62,3 +62,13 @@ def test_months_between_agrees_with_adding_months(a, b):
     assert (late.year, late.month, late.day) < (y2, m2, early.day)
     weeks = compute("date_diff", [_line(1, early.isoformat(), late), _line(2, late.isoformat(), late)], "weeks?")
     assert weeks["result"] == round((late - early).days / 7, 2)
+
+
+def test_a_number_too_large_to_add_exactly_fails_closed():
+    day = date(2026, 5, 1)
+    huge = "9" * 400
+    answer = compute("sum", [_line(1, f"the bill was ${huge}", day), _line(2, "and $5 more", day)])
+    assert answer["status"] == "insufficient" and "too large" in answer["reason"], answer
+    near = compute("sum", [_line(1, "paid $9,000,000,000,000,000", day), _line(2, "paid $9,000,000,000,000,000", day)])
+    assert near["status"] == "insufficient", near  # each fits, the sum does not hold exactly
+    assert compute("sum", [_line(1, "paid $12.50", day), _line(2, "paid $7.25", day)])["result"] == 19.75

@@ -309,3 +309,19 @@ def test_neighbour_rows_come_after_every_real_match(make_engine):
     assert flags == sorted(flags), [(h.get("neighbour"), h["snippet"][:30]) for h in hits]
     assert all(("quetzal" in h["snippet"].lower() or "ledger" in h["snippet"].lower()) != bool(h.get("neighbour"))
                for h in hits)
+
+
+def test_numbers_that_are_not_finite_are_refused_and_no_answer_holds_infinity(make_engine):
+    engine = make_engine()
+    engine.ingest_host([{"role": "user", "content": "the heron nest is by the lake"}])
+    for value in ("1e309", float("inf"), "-inf", "nan"):
+        raw = engine.handle_tool_call("lcm_recall", {"query": "heron", "scope_bias": value})
+        assert "Infinity" not in raw and "NaN" not in raw, raw
+        assert "scope_bias must be a" in json.loads(raw)["error"]
+
+
+def test_answers_are_strict_json_whatever_a_body_computes():
+    from hermes_lcm.handlers.toolkit import dumps
+
+    assert dumps({"a": float("inf"), "b": [1.5, float("nan")], "c": "Infinity"}) == \
+        '{"a": null, "b": [1.5, null], "c": "Infinity"}'

@@ -16,9 +16,17 @@ def tool(engine: LcmEngine, name: str, messages: list[dict[str, Any]] | None = N
     raw = engine.handle_tool_call(name, args, messages=messages)
     assert isinstance(raw, str)
     assert len(raw) <= engine.config.tool_response_max_chars, (name, len(raw))
-    answer = json.loads(raw)
+    answer = strict_json(raw)
     assert isinstance(answer, dict)
     return answer
+
+
+def strict_json(text: str) -> Any:
+    """JSON as a strict parser reads it: ``Infinity``, ``-Infinity`` and ``NaN`` are not JSON."""
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"not JSON: {constant} in an answer")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def ok(engine: LcmEngine, name: str, **args: Any) -> dict[str, Any]:

@@ -123,6 +123,35 @@ def test_payload_directory_swapped_for_symlink_is_not_read(tmp_path: Path) -> No
     store_module.close_all()
 
 
+def test_a_fifo_or_a_hard_link_at_a_payload_name_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Someone with write access to the payload folder plants a FIFO (a read would wait forever)
+    or a hard link to another file at a payload's name: lcm_expand answers at once, reads neither."""
+    import threading
+
+    home = tmp_path / "home"
+    engine = new_engine(home)
+    send_image(engine)
+    path = home / "lcm-payloads" / f"{REF}.payload"
+    for plant in ("fifo", "hardlink"):
+        path.unlink()
+        if plant == "fifo":
+            os.mkfifo(path)
+        else:
+            other = victim(tmp_path)
+            os.link(other, path)
+        answers: list[str] = []
+
+        def ask(into: list[str] = answers) -> None:
+            into.append(engine.handle_tool_call("lcm_expand", {"externalized_ref": REF}))
+
+        worker = threading.Thread(target=ask, daemon=True)
+        worker.start()
+        worker.join(10)
+        assert answers, f"lcm_expand blocked on a planted {plant}"
+        assert "error" in json.loads(answers[0]) and ORIGINAL.strip() not in answers[0], answers[0]
+    store_module.close_all()
+
+
 def test_importer_skips_symlinks_in_a_jsonl_directory(tmp_path: Path) -> None:
     sessions = tmp_path / "sessions"
     sessions.mkdir()
