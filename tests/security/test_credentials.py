@@ -268,3 +268,18 @@ def test_an_unreachable_database_url_shows_no_password(tmp_path: Path, caplog: p
     assert "127.0.0.1" in shown["get_status"] + shown["lcm status"], "the failure must name the server"
     assert_clean(shown, DB_PASSWORD)
     close_all()
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://u:p%zz@h:5432/db", "postgresql://u@h:5432/db"),  # a bad percent-escape
+    ("postgresql://u:pw@h:notaport/db", "postgresql://u@h:notaport/db"),  # a port that does not parse
+    ("postgresql://u@h/db?password=s3cret&sslmode=require", "postgresql://u@h/db?password=***&sslmode=require"),
+    ("postgresql://u@h/db?sslpassword=s3cret", "postgresql://u@h/db?sslpassword=***"),
+    ("postgresql://:s3cret@h/db", "postgresql://h/db"),  # an empty user
+    ("host=h port=5432 password='s3 cret' dbname=x", "host=h port=5432 password=*** dbname=x"),
+    ("postgresql://h/db", "postgresql://h/db"),
+])
+def test_a_database_url_is_shown_without_its_password_in_every_form(url, shown):
+    from hermes_lcm.storage.pg import redacted
+
+    assert redacted(url) == shown and "s3cret" not in redacted(url) and "s3 cret" not in redacted(url)
