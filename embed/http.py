@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
+from ..httpcall import CallTimeout, CallTooLarge, post_json
 from ..redact import remember
 from .base import DimensionGuard, ProviderError, batches
 
@@ -92,18 +93,19 @@ class _HttpProvider:
     def _post(self, batch: Sequence[str], left: float, budget: float) -> Any:
         payload = {"model": self.model, "input": list(batch)}
         try:
-            response = self._client.post(self.url, json=payload, headers=self._headers(), timeout=left)
-        except httpx.TimeoutException:
+            response = post_json(self._client, self.url, payload, self._headers(), seconds=left,
+                                 max_bytes=MAX_RESPONSE_BYTES)
+        except CallTimeout:  # the whole call, however slowly its body trickles in
             raise ProviderError(f"{self.name}: timed out after {budget:.1f}s") from None
+        except CallTooLarge:
+            raise ProviderError(f"{self.name}: the answer is larger than {MAX_RESPONSE_BYTES} bytes") from None
         except httpx.HTTPError as exc:
             raise ProviderError(f"{self.name}: cannot reach {self.base_url}: {type(exc).__name__}: {exc}",
                                 [self._api_key]) from None
-        if not response.is_success:
-            body = response.text[:65536].replace("\n", " ")
+        if not response.ok:
+            body = response.text().replace("\n", " ")
             # Redacted before it is cut (ProviderError): a cut key would no longer match itself.
-            raise ProviderError(f"{self.name}: HTTP {response.status_code}: {body[:_BODY_CHARS * 16]}", [self._api_key])
-        if len(response.content) > MAX_RESPONSE_BYTES:
-            raise ProviderError(f"{self.name}: the answer is larger than {MAX_RESPONSE_BYTES} bytes")
+            raise ProviderError(f"{self.name}: HTTP {response.status}: {body[:_BODY_CHARS * 16]}", [self._api_key])
         try:
             return response.json()
         except ValueError:

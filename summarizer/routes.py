@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from ..httpcall import CallTimeout, CallTooLarge, post_json
 from ..redact import clip, redact, remember
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -29,6 +30,9 @@ class LlmRoute(Protocol):
     name: str
 
     def complete(self, messages: list[dict[str, str]], timeout_s: float) -> str: ...
+
+
+MAX_ANSWER_BYTES = 8 << 20  # a summary is a few KB; a model's answer this large is no summary
 
 
 class RouteError(RuntimeError):
@@ -204,14 +208,17 @@ class OpenAICompatibleRoute:
     def complete(self, messages: list[dict[str, str]], timeout_s: float) -> str:
         payload = {"model": self.model, "messages": messages, "temperature": TEMPERATURE}
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        # the whole call within timeout_s, however slowly the body trickles in, and at most MAX_ANSWER_BYTES
         if self._client is not None:
-            response = self._client.post(self.url, json=payload, headers=headers, timeout=timeout_s)
+            response = post_json(self._client, self.url, payload, headers, seconds=timeout_s,
+                                 max_bytes=MAX_ANSWER_BYTES)
         else:
-            with httpx.Client(timeout=timeout_s) as client:
-                response = client.post(self.url, json=payload, headers=headers)
-        if not response.is_success:
+            with httpx.Client() as client:
+                response = post_json(client, self.url, payload, headers, seconds=timeout_s,
+                                     max_bytes=MAX_ANSWER_BYTES)
+        if not response.ok:
             # The body may echo the request (Authorization header, key in the JSON): redact first.
-            raise RouteError(f"HTTP {response.status_code}: {clip(response.text[:65536], 120, [self._api_key])}")
+            raise RouteError(f"HTTP {response.status:d}: {clip(response.text(), 120, [self._api_key])}")
         try:
             data = response.json()
         except ValueError as exc:
@@ -242,7 +249,9 @@ def describe_failure(exc: Exception, timeout_s: float) -> str:
     """One short line on why a call failed, for the outcome's errors and status.
 
     Redacted before it is cut: a host's SDK error (``AuthenticationError``) quotes its request too."""
-    if isinstance(exc, httpx.TimeoutException) or "timeout" in type(exc).__name__.lower():
+    if isinstance(exc, CallTooLarge):
+        return f"answer too large ({exc})"
+    if isinstance(exc, httpx.TimeoutException | CallTimeout) or "timeout" in type(exc).__name__.lower():
         return f"timeout after {timeout_s:.1f}s ({type(exc).__name__})"
     if isinstance(exc, RouteError):
         return clip(str(exc), _ERROR_CHARS)
