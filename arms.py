@@ -196,7 +196,7 @@ class FullTextArm:
         def within(term: Term) -> bool:
             """Every word of the term within the budget; the first word over it settles the answer,
             so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there. A word of a
-            phrase only needs that answer, not its count: the probe alone (issue 17)."""
+            phrase only needs that answer, not its count: the probe alone."""
             for w in term.words:
                 n = counted[w] if w in counted else self._count(kind, [f'"{w}"'], exact=False)[0]
                 if n > budget:

@@ -1,4 +1,4 @@
-"""Cold start (issue 17): how long `lcm status` and the engine's first turn take in a fresh process.
+"""Cold start: how long `lcm status` and the engine's first turn take in a fresh process.
 
 Every figure is a wall-clock median over fresh processes, interleaved with two baselines run in the
 same loop: ``python -c pass`` (the interpreter) and a bare ``sqlite3`` count on the same database (the

@@ -1,5 +1,5 @@
 """Per-turn cost of an ingest-only turn as a raw history grows to 1k, 10k and 100k messages, with the
-WAL checkpoint policy before and after issue 8 item 13, measured in one process.
+WAL checkpoint policy before and after the background checkpoint, measured in one process.
 
 One command: ``.venv/bin/python bench/ingest_growth.py [--sizes 1000,10000,100000] [--turns 1000]``.
 
@@ -180,7 +180,7 @@ def table(results: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
                                f"{int(hi) // 1000}k/{int(lo) // 1000}k",
                      "ours": f"median {med} ({ratio:.2f}x); mean {mean} ({mean_ratio:.2f}x); turns over 20 ms "
                              f"{slow} of {results[hi][policy]['turns']}",
-                     "reference": "issue 8: 1.1 ms at 1k, 1.7-2.4 ms at 100k",
+                     "reference": "the target: 1.1 ms at 1k, 1.7-2.4 ms at 100k",
                      "verdict": "-"})
     return rows
 

@@ -20,7 +20,7 @@ benchmark once did, added ~12 MB that were not the index's (numpy.random and the
 loads, the generator's and the exact search's heap leftovers). Sizes not given keep their saved
 rows. Database bytes per vector: 10,000 messages with vectors through
 ``storage/vectors.py`` (float32, int8, and Matryoshka 256 x int8), the vectors table and its index
-measured with dbstat. Targets (issue 13): at 100k, median at most 15 ms, recall@10 at least 0.96,
+measured with dbstat. Targets: at 100k, median at most 15 ms, recall@10 at least 0.96,
 RSS at most 200 MB.
 """
 

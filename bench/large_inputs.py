@@ -1,4 +1,4 @@
-"""Slowest host call on very large inputs (issue 8 item 11: time bounds whatever the input size).
+"""Slowest host call on very large inputs (time bounds whatever the input size).
 
 One command: ``.venv/bin/python bench/large_inputs.py [--mb 50] [--calls 100000] [--max-seconds 2]``.
 
@@ -161,7 +161,7 @@ def run_case(name: str, history: list[dict[str, Any]], max_seconds: float) -> di
 
 def _outcome(engine: LcmEngine, out: list[dict[str, Any]], history: list[dict[str, Any]], budget: int) -> str:
     """"bounded" (a valid prompt within budget); "kept" (the host's list handed back unchanged, the host
-    told why: messages not stored yet stay in it, issue 8 item 7); else "FAIL"."""
+    told why: messages not stored yet stay in it); else "FAIL"."""
     if _valid([m for m in out if not m.get("_lcm_synthetic")]) and count_messages(out) <= budget:
         return "bounded"
     if out == history and engine._last_compress_aborted:

@@ -1,4 +1,4 @@
-"""Prompt size of a log-heavy coding session with large tool outputs externalized (issue 12).
+"""Prompt size of a log-heavy coding session with large tool outputs externalized.
 
 One command: ``.venv/bin/python bench/large_outputs_prompt.py [--turns 40] [--context 128000]``.
 

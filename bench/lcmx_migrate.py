@@ -88,7 +88,7 @@ def main(target: int = 100_000) -> dict[str, object]:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(details, indent=2))
     ok = details["verified"] and details["balanced"]
-    rows = [{"target": f"upgrade a {counts['messages']:,}-message LCM-X database in place (issue 11)",
+    rows = [{"target": f"upgrade a {counts['messages']:,}-message LCM-X database in place",
              "ours": f"{seconds:.1f} s, {details['messages_per_second']:,} messages/s"
                      + ("" if ok else " (DID NOT VERIFY)"),
              "reference": "LCM-X / lossless-claw: no importer to compare",

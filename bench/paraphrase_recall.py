@@ -90,8 +90,8 @@ def vector_arm_missing() -> str | None:
 
     if any("vector" in name.lower() for name in dir(arms)):
         return None
-    return ("--hybrid: lcm_recall has no vector arm yet (hermes_lcm/arms.py has only the full-text arm; issue 13 "
-            "adds it). Refusing to run: the figures would be full-text ones labelled hybrid.")
+    return ("--hybrid: lcm_recall has no vector arm yet (hermes_lcm/arms.py has only the full-text arm; "
+            "the hybrid recall work adds it). Refusing to run: the figures would be full-text ones labelled hybrid.")
 
 
 # ---------------------------------------------------------------------------- stores

@@ -7,7 +7,7 @@ with ``LCM_SENSITIVE_PATTERNS_ENABLED`` and five ``LCM_IGNORE_MESSAGE_PATTERNS``
 default engine, the same host turns in the same process, interleaved turn by turn (each engine
 goes first every other turn) so machine drift hits both alike (steady_state.HostTurns: ingest from
 the host's list, should_compress, one assembly; the CLI and the API shapes). Every tenth new message
-carries a secret, so the redactor replaces as well as scans. The target (SPEC.md, issue 12): the
+carries a secret, so the redactor replaces as well as scans. The target (SPEC.md): the
 privacy engine costs at most 1.5x the default one.
 """
 

@@ -66,7 +66,7 @@ def save_hybrid(result: dict[str, Any]) -> None:
         target = f"LoCoMo R@10 lcm_recall {tool} >= FTS-only + {TARGET_GAIN}, never below per conversation"
         rows.append({"target": target,
                      "ours": f"{r10:.3f} vs FTS-only {fts:.3f} ({r10 - fts:+.3f}); worst conversation {worst:+.3f}",
-                     "reference": "issue 13: plain bm25 OR 0.65, plain RRF 0.60, dense weight 0.3 0.66",
+                     "reference": "earlier runs: plain bm25 OR 0.65, plain RRF 0.60, dense weight 0.3 0.66",
                      "verdict": "met" if met else (f"missed: gain {r10 - fts:+.3f}, worst conversation {worst:+.3f}")})
     print_table(rows)
     save_result("recall_hybrid", rows, {"overall": result, "per_conversation": per,

@@ -409,7 +409,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "recall_hybrid": ("LoCoMo recall with embeddings (lcm_recall hybrid)", _recall_hybrid),
     "large_inputs": ("Host calls on very large inputs", _large_inputs),
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
-    "pg_migrate": ("`lcm migrate-to-postgres` at 100k messages (issue 16)", _pg_migrate),
+    "pg_migrate": ("`lcm migrate-to-postgres` at 100k messages", _pg_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
     "hook_filter": ("The post_llm_call hook with the host-agent check", _hook_filter),
     "knn": ("Vector search (embeddings)", _knn),
@@ -419,11 +419,11 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
     "locomo_evidence": ("LoCoMo evidence packs (gold answer within 1,500 tokens)", _locomo_evidence),
-    "view_load": ("`lcm view` page in a browser (issue 15)", _view_load),
-    "cold_start": ("Cold start: `lcm status` and the engine's first turn (issue 17)", _cold_start),
-    "db_size": ("Database size and the byte budget of a row (issue 17)", _db_size),
-    "pg_compare": ("PostgreSQL next to SQLite: import, per-turn overhead, lcm_grep (issue 16)", _pg_compare),
-    "pg_recall": ("LoCoMo recall on PostgreSQL next to SQLite (issue 16)", _pg_recall),
+    "view_load": ("`lcm view` page in a browser", _view_load),
+    "cold_start": ("Cold start: `lcm status` and the engine's first turn", _cold_start),
+    "db_size": ("Database size and the byte budget of a row", _db_size),
+    "pg_compare": ("PostgreSQL next to SQLite: import, per-turn overhead, lcm_grep", _pg_compare),
+    "pg_recall": ("LoCoMo recall on PostgreSQL next to SQLite", _pg_recall),
 }
 
 

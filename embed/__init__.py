@@ -1,4 +1,4 @@
-"""Embedding providers, the front door of semantic recall's model side (issue 13).
+"""Embedding providers, the front door of semantic recall's model side.
 
 ``provider_for(config, env)`` builds the provider the settings name, or None when embeddings are
 off. Every provider turns texts into float32 unit rows (``Provider.embed``) and fails only with a

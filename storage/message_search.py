@@ -112,7 +112,7 @@ class MessageSearch(SqliteConnection):
                          exact: bool = True) -> list[int]:
         """``fts_term_counts`` for several (kind, expression, rowid range, cap) probes, messages and
         summaries alike, in ONE statement (a column per probe): a rare word's counts in both
-        indexes cost one statement, not one each (issue 17). Not ``exact``: only the probe, so a
+        indexes cost one statement, not one each. Not ``exact``: only the probe, so a
         count under the cap reads 0 (whether the cap is reached, without counting a second time)."""
         if not probes:
             return []

@@ -161,7 +161,7 @@ UPDATE conversations SET owner = CASE WHEN substr(key, 1, 8)='session:' OR subst
 CREATE INDEX IF NOT EXISTS conversations_owner ON conversations(owner, id);
 """
 
-# Version 4: compact keys (issue 17, database size). A message's session is an integer key into
+# Version 4: compact keys (database size). A message's session is an integer key into
 # ``session_keys`` instead of its text id repeated on every row (and in its index); a fingerprint
 # is stored as its digest bytes (``rows.pack_fingerprint``: 16 hex digits -> 8 bytes, "import:" +
 # 32 -> 16; anything else stays text), and an edge's child kind is 0 (message) or 1 (summary).

@@ -54,7 +54,7 @@ def test_any_history_fits_any_budget_as_a_valid_sequence(messages, total, summar
 
 
 def test_tool_groups_are_never_split_and_orphans_are_shown_as_text():
-    """Issue 8 item 6 changed this: an orphan result and an unanswered call were dropped from the
+    """Repairing malformed sequences changed this: an orphan result and an unanswered call were dropped from the
     replay; now they are shown as text (a user message, a note in the assistant's content)."""
     items = [Item.host(m) for m in [
         {"role": "tool", "tool_call_id": "ghost", "content": "orphan"},

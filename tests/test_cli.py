@@ -289,7 +289,7 @@ def test_global_options_work_after_the_command_too(tmp_path):
     args = parser().parse_args(["status", "--db", str(tmp_path / "x.db"), "--format", "table"])
     assert args.db == str(tmp_path / "x.db") and args.format == "table"
     args = parser().parse_args(["--db", "a.db", "status"])
-    # The default became ``auto`` (issue 15): JSON whenever stdout is not a terminal (a StringIO, a pipe).
+    # The default became ``auto``: JSON whenever stdout is not a terminal (a StringIO, a pipe).
     assert args.db == "a.db" and args.format == "auto"
 
 

@@ -1,4 +1,4 @@
-"""Cold start (issue 17): ``lcm status`` imports nothing heavy and never loads the token ranks;
+"""Cold start: ``lcm status`` imports nothing heavy and never loads the token ranks;
 the parsed-ranks cache is exact, and a corrupt, foreign or unwritable cache changes no count.
 
 Behaviour only: no timing is asserted here (bench/cold_start.py measures the time)."""

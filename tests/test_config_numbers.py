@@ -1,4 +1,4 @@
-"""Bad numbers never escape into the host (issue 8, item 10).
+"""Bad numbers never escape into the host.
 
 NaN compares false with everything, so it slipped through every range check and made compress
 raise ValueError mid-turn; infinities, negatives and absurd sizes were similar. Every numeric

@@ -1,4 +1,4 @@
-"""Settings in force from the first host call, and one function for the threshold (issue 8, item 2).
+"""Settings in force from the first host call, and one function for the threshold.
 
 The host deep-copies the registered template, calls ``update_model`` on the copy, then
 ``on_session_start(hermes_home=...)`` (agent/agent_init.py). Every setting, from env or from the

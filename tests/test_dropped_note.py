@@ -1,4 +1,4 @@
-"""The trimmed prompt says only what is true about the turns it leaves out (issue 8, item 12).
+"""The trimmed prompt says only what is true about the turns it leaves out.
 
 A session matching LCM_IGNORE_SESSION_PATTERNS stores nothing and serves no recall; a stateless one
 reads stored history but never writes; a prompt trimmed without the store cannot know what was

@@ -100,8 +100,8 @@ def test_a_slow_llm_cannot_hold_a_turn_past_the_compaction_deadline(tmp_path, ba
 
 
 def test_an_internal_error_keeps_unconfirmed_messages_and_is_reported(make_engine):
-    """Issue 8 item 7 changes this test: before, a broken store made compress trim the host's
-    list, dropping messages that were never stored. Now nothing the store cannot confirm
+    """Keeping unstored messages on a failing store changed this test: before, a broken store made
+    compress trim the host's list, dropping messages that were never stored. Now nothing the store cannot confirm
     leaves the list: it comes back unchanged (the host's "no progress") and the error shows."""
     engine = make_engine(threshold=3000)
     history = [m for t in conversation(seed=14, turns=40) for m in t]

@@ -1,4 +1,4 @@
-"""Issue 8, items 1, 3 and 5: what compress gives back to the host.
+"""What compress gives back to the host.
 
 1. A compress of the head of the history (``/compress here N``) answers only that head: nothing
    stored after its last message is in the result, and nothing after it is summarized.
@@ -88,7 +88,7 @@ def stored_rows(engine: LcmEngine) -> list[Any]:
     return core.store.messages_after(core.binding.conversation_id, 0)
 
 
-# -- item 1: the head, and only the head -------------------------------------------------------
+# -- the head, and only the head -------------------------------------------------------
 
 
 def partial_compress(engine: LcmEngine, history: list[dict[str, Any]], keep_last: int) -> tuple[
@@ -164,7 +164,7 @@ def test_any_head_compress_answers_only_its_head(tmp_path_factory, backend, turn
         assert len(stored_rows(engine)) == len(history)  # the head compress stored nothing twice
 
 
-# -- item 3: an unchanged list comes back as given -----------------------------------------------
+# -- an unchanged list comes back as given -----------------------------------------------
 
 
 @pytest.mark.both_backends
@@ -211,7 +211,7 @@ def test_trimming_without_compaction_is_a_change(make_engine):
     assert engine.compression_count == 1 and engine._last_compression_made_progress is True
 
 
-# -- item 5: the host's fields survive the store ------------------------------------------------
+# -- the host's fields survive the store ------------------------------------------------
 
 
 @pytest.mark.both_backends
@@ -293,8 +293,8 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     readonly.close()
 
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4  # 3: conversations.owner (issue 10); 4: compact keys
-    with sqlite3.connect(path) as raw:  # schema 4 stores a fingerprint as its 8 digest bytes (issue 17)
+    assert store.schema_version() == SCHEMA_VERSION == 4  # 3: conversations.owner; 4: compact keys
+    with sqlite3.connect(path) as raw:  # schema 4 stores a fingerprint as its 8 digest bytes
         assert raw.execute("SELECT id, seq, role, content, tool_calls, lower(hex(fingerprint)) FROM messages "
                            "ORDER BY id").fetchall() == rows_before
     messages = store.messages_after(1, 0)

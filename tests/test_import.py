@@ -224,7 +224,7 @@ def test_jsonl_dry_run_apply_and_idempotent_rerun(tmp_path):
     msgs = view.messages_after(state.id, 0)
     assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
     assert all("ABANDONED" not in m.content for m in msgs)
-    # the thinking block is kept (as the host's reasoning field), not dropped (issue 11)
+    # the thinking block is kept (as the host's reasoning field), not dropped
     assert msgs[1].extra_fields() == {"reasoning_content": "look it up"}
     assert msgs[1].to_host(extra=False) == {"role": "assistant", "content": "Let me check the config.", "tool_calls": [
         {"id": "call_a", "type": "function", "function": {"name": "read", "arguments": '{"path": "gateway.yaml"}'}}]}

@@ -1,4 +1,4 @@
-"""The lossless-claw importer against a database made by lossless-claw's own engine (issue 11).
+"""The lossless-claw importer against a database made by lossless-claw's own engine.
 
 ``tests/peers/lossless_claw/claw.db`` was written by lossless-claw 0.15.3's ``LcmContextEngine``
 (run under node 20) for a scripted conversation: two sessions with a tool call and a tool result

@@ -1,4 +1,4 @@
-"""OpenClaw JSONL transcripts as OpenClaw really writes them (issue 11).
+"""OpenClaw JSONL transcripts as OpenClaw really writes them.
 
 Attacks: ``parentSession`` in a real header is the parent transcript's *file path*, not an id;
 thinking blocks and compaction entries must be kept or reported, never silently dropped; one

@@ -1,4 +1,4 @@
-"""Ctrl-C leaves nothing half done (issue 15): every long verb, interrupted mid-way, then checked.
+"""Ctrl-C leaves nothing half done: every long verb, interrupted mid-way, then checked.
 
 Python turns SIGINT into KeyboardInterrupt at the next bytecode of the main thread; during a long
 verb that is the progress callback (or the Python code around it), so raising KeyboardInterrupt

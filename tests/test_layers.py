@@ -1,4 +1,4 @@
-"""The structure docs/architecture.md promises, checked on the code as it is (issue 9).
+"""The structure docs/architecture.md promises, checked on the code as it is.
 
 The layer contracts live in pyproject.toml ([tool.importlinter]) and run through import-linter
 here, so a violation fails the suite, not only a separate lint step. Import circles are found on

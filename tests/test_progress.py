@@ -1,4 +1,4 @@
-"""Progress and output formats (issue 15): one live line on a terminal, nothing extra when piped.
+"""Progress and output formats: one live line on a terminal, nothing extra when piped.
 
 The terminal path runs the real CLI in a subprocess whose stderr (and, for tables, stdout) is a
 pseudo-terminal (stdlib ``pty``); the piped path checks stdout is exactly one JSON document and
@@ -102,7 +102,7 @@ def test_never_silences_even_notes_and_always_draws_the_line_anywhere() -> None:
 
 
 def test_rich_is_imported_only_to_draw() -> None:
-    # (hermes_lcm.cli itself still pulls rich in through httpx's own CLI module; issue 17 owns that.)
+    # (hermes_lcm.cli itself still pulls rich in through httpx's own CLI module; the cold-start work owns that.)
     code = ("import sys, hermes_lcm.progress as p, hermes_lcm.cli_output as o, io; p.start('x', 1).update(1); "
             "o.emit({'a': 1}, 'json', io.StringIO()); print(any(m.split('.')[0] == 'rich' for m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""Issue 8 items 6 and 9: whatever comes in, compress returns a valid, bounded, non-empty prompt.
+"""Whatever comes in, compress returns a valid, bounded, non-empty prompt.
 
 Malformed histories (orphan, duplicated, reordered and early tool results, malformed tool calls,
 odd roles and content) and very wide tool turns (thousands of calls, long results) go through a
@@ -92,7 +92,7 @@ def test_the_strict_check_names_each_broken_rule(messages, rule):
     assert any(rule in p for p in found), found
 
 
-# -- item 6: malformed input ---------------------------------------------------------------------
+# -- malformed input ---------------------------------------------------------------------
 
 
 def _check(out: list[dict[str, Any]], history: list[Any], total: int) -> None:
@@ -227,7 +227,7 @@ def test_seeded_fuzz_of_malformed_inputs_has_no_invalid_output(tmp_path, backend
     assert invalid == [], invalid[:5]
 
 
-# -- item 9: wide turns --------------------------------------------------------------------------
+# -- wide turns --------------------------------------------------------------------------
 
 
 @settings(PROPERTY, max_examples=15)

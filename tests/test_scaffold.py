@@ -1,5 +1,5 @@
 """Host scaffolding is stored but never taken for the request; our own summary block is known
-by its sealed header, and anything that merely looks like it is stored (issue 8, items 4 and 8)."""
+by its sealed header, and anything that merely looks like it is stored."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _tool_loop(rng: random.Random, start: int, loops: int, size: int = 150) -> l
     return out
 
 
-# ----------------------------------------------------------------------------- item 4
+# -----------------------------------------------------------------------------
 
 
 def test_the_host_markers_we_know_cover_the_installed_host() -> None:
@@ -147,7 +147,7 @@ def test_a_store_written_before_the_label_is_backfilled(tmp_path: Path) -> None:
     store_module.close_all()
 
 
-# ----------------------------------------------------------------------------- item 8
+# -----------------------------------------------------------------------------
 
 
 def test_messages_that_look_like_our_block_are_stored_and_found(make_engine) -> None:

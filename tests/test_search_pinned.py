@@ -1,6 +1,6 @@
 """lcm_grep's ranked hits for a few query shapes, pinned on a generated conversation.
 
-The search's cost was cut to follow the result size (issue 17: rare terms and identifiers paid a
+The search's cost was cut to follow the result size (rare terms and identifiers paid a
 fixed cost). These lists were recorded before that work began: the same hits in the same order
 must come back, for rare words, an identifier with a handful of matches, a common word, a call id
 and a prose question (which gets conversational context), summaries included.

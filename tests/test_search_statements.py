@@ -1,4 +1,4 @@
-"""A rare-term lcm_grep runs a small, fixed number of SQL statements (issue 17, second wave).
+"""A rare-term lcm_grep runs a small, fixed number of SQL statements .
 
 A rare word's cost used to be a fixed ~20 statements whatever it found (scope lookups, one count
 probe per kind, walks that could find nothing more, a scratch FTS table for the snippets). The

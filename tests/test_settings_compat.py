@@ -1,4 +1,4 @@
-"""Issue 11 (migration): every LCM-X and lossless-claw setting is honoured, read as an alias or
+"""Migration: every LCM-X and lossless-claw setting is honoured, read as an alias or
 reported; no ``LCM_*`` variable and no ``lcm:`` key is ignored without a word.
 
 The peer lists live in hermes_lcm/compat.py with the commit and files they were extracted from

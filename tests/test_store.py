@@ -147,7 +147,7 @@ def test_many_processes_opening_a_new_file_at_once_all_succeed(tmp_path, backend
 
 
 def test_the_wal_is_checkpointed_by_a_thread_of_its_own_and_stops_with_the_store(tmp_path):
-    """No writer's COMMIT pays for copying the WAL back (issue 8 item 13): a background
+    """No writer's COMMIT pays for copying the WAL back: a background
     connection checkpoints every CHECKPOINT_EVERY_COMMITS commits, SQLite's own automatic
     checkpoint stays only as a backstop."""
     store = open_store(tmp_path / "lcm.db")

@@ -1,6 +1,6 @@
 """storage/vectors.py on real SQLite files and on PostgreSQL (storage/pg/families.py): the tables
 appear only when enabled, round trips, models kept apart, no vector outlives (or disagrees with)
-its row, and ``unembedded`` is an index walk that leaves LCM's own tool traffic out (issue 13)."""
+its row, and ``unembedded`` is an index walk that leaves LCM's own tool traffic out."""
 
 from __future__ import annotations
 

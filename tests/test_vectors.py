@@ -1,4 +1,4 @@
-"""vectors.py: preparing, packing and searching embedding vectors (issue 13).
+"""vectors.py: preparing, packing and searching embedding vectors.
 
 The search is checked against exact numpy search on random and on clustered data, the packing
 by round trips with an error bound; hostile vectors (NaN, zero, wrong width) are refused or

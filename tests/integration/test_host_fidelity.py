@@ -1,4 +1,5 @@
-"""Issue 8, items 1, 3 and 5, inside the real host (hermes-agent 0.19.0), offline.
+"""What compress gives back to the host (the head of a /compress here, an unchanged list, the
+host's fields), inside the real host (hermes-agent 0.19.0), offline.
 
 * ``/compress here 2`` through the CLI's own handler: the head is compressed, the host re-appends
   the tail, and the transcript holds every message once (head-compressed + tail).
@@ -71,7 +72,7 @@ def lcm_db(hh: HostHome) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True)
 
 
-# -- item 1: /compress here N ---------------------------------------------------------------------
+# -- /compress here N ---------------------------------------------------------------------
 
 
 def test_compress_here_keeps_every_message_once(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_compress_here_keeps_every_message_once(tmp_path: Path) -> None:
     assert nodes is not None and nodes <= split_tail(before, 2), "a summary covers the kept exchanges"
 
 
-# -- item 3: a /compress that changes nothing ---------------------------------------------------------
+# -- a /compress that changes nothing ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("in_place", [True, False], ids=["in_place", "rotation"])
@@ -138,7 +139,7 @@ def test_a_noop_compress_changes_nothing(tmp_path: Path, in_place: bool) -> None
     assert rewritten == 0, "the transcript was rewritten in place"
 
 
-# -- item 5: provider reasoning fields across a compaction ----------------------------------------------
+# -- provider reasoning fields across a compaction ----------------------------------------------
 
 
 class ReasoningStub(StubLLM):

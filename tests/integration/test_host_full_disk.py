@@ -1,4 +1,4 @@
-"""A full disk under the real Hermes host (issue 8 item 7): no message is lost.
+"""A full disk under the real Hermes host: no message is lost.
 
 The engine's database lives on a small tmpfs the test mounts (as root; otherwise the
 database file is made read-only, which the store refuses just the same). The disk is left

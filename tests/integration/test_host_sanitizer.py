@@ -1,4 +1,4 @@
-"""The host's own pre-call repairs find nothing to fix in what compress returns (issue 8, items 6, 9).
+"""The host's own pre-call repairs find nothing to fix in what compress returns.
 
 Hermes runs ``sanitize_api_messages`` (drops orphan results and unknown roles, stubs missing
 results, renames blank tool names, drops empty ``tool_calls``) and ``sanitize_tool_call_arguments``

@@ -1,4 +1,4 @@
-"""The real host's scaffolding and our own summary block (issue 8, items 4 and 8).
+"""The real host's scaffolding and our own summary block.
 
 * One user request, a todo list, then a long tool loop in the same turn: the host compacts
   several times inside the loop and appends a user-role todo snapshot after each compaction.

@@ -1,4 +1,4 @@
-"""YAML-only settings are in force from the real host's first call (issue 8, item 2).
+"""YAML-only settings are in force from the real host's first call.
 
 No ``LCM_*`` variable anywhere: only config.yaml's ``lcm:`` block sets the threshold. The host
 deep-copies the engine template, calls ``update_model`` and reads ``threshold_tokens`` before any

@@ -102,7 +102,7 @@ def storable(message: Any) -> bool:
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) or message["role"] == "system":
         return False
     # Content that merely looks like our summary block ("[lcm:contextual", a typed "[lcm:context 1]")
-    # is stored like any message (issue 8 item 8); only our own keyed or sealed block is not.
+    # is stored like any message; only our own keyed or sealed block is not.
     return not message.get("_lcm_synthetic")
 
 

@@ -1,4 +1,4 @@
-"""Bulk import (issue 17): a large list ingested in one call is prepared once and stored in
+"""Bulk import: a large list ingested in one call is prepared once and stored in
 several chunk transactions; nothing may be lost, doubled, reordered or left out of the FTS index.
 
 The checks are on the database file: every message exactly once in order, FTS5's own

@@ -1,6 +1,6 @@
 """A host killed at any step of a turn resumes with the turns it acknowledged: every message stored once.
 
-Issue 19: after a kill the store can be ahead of the host's list (the killed process stored part
+After a kill the store can be ahead of the host's list (the killed process stored part
 of a turn the host never acknowledged). With short replies ("ok", "done") and tool calls that
 reuse ``call_0``, alignment anchored on the wrong copy and stored the last acknowledged turn's
 reply and tool results again. The host here (``crashplay``) is killed deterministically after a

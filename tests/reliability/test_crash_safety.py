@@ -159,7 +159,7 @@ def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: s
 
 @pytest.mark.both_backends
 def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once(tmp_path: Path, backend: str) -> None:
-    """Issue 19 with real SIGKILLs: "ok"/"done" replies, tool calls reusing call_0. After every kill
+    """Crash safety with real SIGKILLs: "ok"/"done" replies, tool calls reusing call_0. After every kill
     the store holds the transcript up to the acknowledged turn, and at most the next, each once."""
     from .crashplay import stored_prefix, transcript
 

@@ -1,4 +1,4 @@
-"""A full disk must not lose messages (issue 8 item 7).
+"""A full disk must not lose messages.
 
 The database lives on a small tmpfs the test mounts itself (the suite runs as root in CI
 and here). A filler file leaves a little room; a long conversation with compactions then
@@ -41,7 +41,7 @@ from ..convo import assert_valid_sequence, text, visible
 MARK = re.compile(r"\bmk:(\d+)\b")
 DISK_BYTES = 4 * 1024 * 1024
 ROOM_BYTES = 170 * 1024  # what the filler leaves free once the conversation has started (schema 4's
-# smaller rows, issue 17: 170 KiB gives the run 160 gave schema 3, with a compaction that appends unstored messages)
+# smaller rows of schema 4: 170 KiB gives the run 160 gave schema 3, with a compaction that appends unstored messages)
 
 
 class Disk:

@@ -1,4 +1,4 @@
-"""Issue 8 item 11: ingest of a huge number of new messages is bounded in time, and loses nothing.
+"""Ingest of a huge number of new messages is bounded in time, and loses nothing.
 
 A host call stores new messages in order, one chunk per transaction, and stops after the chunk
 during which its time bound (``LCM_COMPACTION_MAX_SECONDS``) ran out; the next call resumes at the

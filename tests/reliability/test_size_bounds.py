@@ -1,4 +1,4 @@
-"""Issue 8 item 11: host calls stay bounded whatever the input size, and nothing is lost.
+"""Host calls stay bounded whatever the input size, and nothing is lost.
 
 Each case runs a large input through a real engine (real SQLite, the extractive summarizer) with
 ``LCM_COMPACTION_MAX_SECONDS`` set low, and checks what must hold whatever the time: the returned

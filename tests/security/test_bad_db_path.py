@@ -1,4 +1,4 @@
-"""Issue 10, item 6: a database path that cannot be a database is one clear startup error.
+"""A database path that cannot be a database is one clear startup error.
 
 A real engine (the host's template, deep-copied per agent) is driven through the host's calls
 with LCM_DATABASE_PATH naming a directory, a device, a place nothing can be created and a path

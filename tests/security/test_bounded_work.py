@@ -1,4 +1,4 @@
-"""Issue 10, item 8: one tool call does bounded work, and says when it clamped.
+"""One tool call does bounded work, and says when it clamped.
 
 Before, lcm_expand_query with the same node id 2,000 times expanded it 2,000 times (over twelve
 minutes on a real history). Ids are de-duplicated, at most ``MAX_NODES`` are expanded, gathering

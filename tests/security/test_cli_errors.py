@@ -1,4 +1,4 @@
-"""Issue 10, item 5: the ``lcm`` CLI and the importer fail with one line and a documented
+"""The ``lcm`` CLI and the importer fail with one line and a documented
 exit code, never a traceback, and write nothing to the target.
 
 Every case runs the real command as a subprocess against a real database an engine wrote.

@@ -1,4 +1,4 @@
-"""Item 3: no credential in any status, tool answer, log line or stored event.
+"""No credential in any status, tool answer, log line or stored event.
 
 The attack: a summary endpoint on 127.0.0.1 that answers every request with an error echoing the
 request back, its headers (``Authorization: Bearer <key>``) and body, and the bare key. A real engine

@@ -1,4 +1,4 @@
-"""Issue 10, item 2: search cursors are bound to their scope and tamper-evident.
+"""Search cursors are bound to their scope and tamper-evident.
 
 A cursor carries a full-length keyed hash (key: the database's own secret) over the request and
 its numbers: a forged, modified or foreign cursor is an error and never pages another

@@ -1,4 +1,4 @@
-"""Item 4: every file the engine makes is 0600 and every directory 0700, whatever the umask.
+"""Every file the engine makes is 0600 and every directory 0700, whatever the umask.
 
 The attack is the ordinary umask: under 022 (and 000) a new lcm.db, its -wal/-shm, payload files,
 backups and exports would be readable by every local user. Under each umask the test creates a

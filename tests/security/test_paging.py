@@ -1,4 +1,4 @@
-"""Issue 10, item 7: every stored message pages to its end with lcm_expand, whatever its characters.
+"""Every stored message pages to its end with lcm_expand, whatever its characters.
 
 Text of quotes, backslashes, control characters or astral characters grows up to six times when
 JSON-escaped; a page sized in characters would exceed the answer cap and the message could never

@@ -1,4 +1,4 @@
-"""Item 10: payload files and the importer never write or read through a planted symlink.
+"""Payload files and the importer never write or read through a planted symlink.
 
 Attacks, each through a real engine (or the real importer) on real files:
 * a symlink planted at the old predictable temp name (``<ref>.tmp<pid>``) and at the payload's own

@@ -1,4 +1,4 @@
-"""Issue 10, item 1: one owner's lcm_* tools never read another owner's conversations.
+"""One owner's lcm_* tools never read another owner's conversations.
 
 Two real engines share ONE database file, as a gateway serving two people does (the host names
 each chat by its session key). Every tool is called by the attacker with and without scope
@@ -197,7 +197,7 @@ def test_old_rows_get_an_owner_and_the_migration_is_crash_safe(tmp_path: Path):
         assert "owner" not in {r[1] for r in raw.execute("PRAGMA table_info(conversations)")}
         raw.execute("DROP TABLE conversations_owner")
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4  # then version 4 (compact keys, issue 17)
+    assert store.schema_version() == SCHEMA_VERSION == 4  # then version 4 (compact keys)
     owners = dict(sqlite3.connect(path).execute("SELECT key, owner FROM conversations").fetchall())
     assert owners.pop("agent:main:telegram:dm:7") == "chat:agent:main:telegram:dm:7"
     assert set(owners.values()) == {"local"}

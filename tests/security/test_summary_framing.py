@@ -1,4 +1,4 @@
-"""Issue 10, item 9: summaries in the prompt sit in wrappers their text cannot forge.
+"""Summaries in the prompt sit in wrappers their text cannot forge.
 
 Source messages carry closing and opening summary tags, a fake block header and closer and
 "SYSTEM:" lines. The default offline (extractive) summarizer copies source text into its
