@@ -126,11 +126,13 @@ class ThresholdWatch:
         self.problem: str | None = None
         self.fine = ""  # what the last check found when there is no problem
         self._checked = False
+        self._inputs: tuple[int, int, int, int] | None = None
 
     def observe(self, threshold: int, overhead: int | None, reserve: int, context_length: int) -> bool:
         """Re-check; True when the verdict changed (or was reached for the first time)."""
-        if overhead is None:
+        if overhead is None or (threshold, overhead, reserve, context_length) == self._inputs:
             return False
+        self._inputs = (threshold, overhead, reserve, context_length)
         problem = threshold_problem(threshold, overhead, reserve, context_length)
         self.fine = (f"ok: the threshold ({threshold:,} tokens) leaves {threshold - overhead - reserve:,} for the "
                      f"conversation after the host's own {overhead:,} and the reserve of {reserve:,}")

@@ -340,10 +340,7 @@ class Searcher:
                     by_key[(hit.conversation_id, hit.seq)] = hit
                     fetched.append(hit)
         # a fetched neighbour may hold a query word all the same (outside the candidate pool)
-        matching: set[int] = set()
-        for i in range(0, len(fetched), EXCLUDE_CHUNK):
-            matching.update(self.store.fts_snippets(self.req.query.match,
-                                                    [h.id for h in fetched[i:i + EXCLUDE_CHUNK]], 1))
+        matching = self._matching(self.req.query.match, [h.id for h in fetched])
         for hit in fetched:
             hit.matched = hit.id in matching
             hit.neighbour = not hit.matched
@@ -428,11 +425,15 @@ class Searcher:
         index has the whole row (a hit's text may be cut)."""
         if not self.req.query.excluded or not hits:
             return hits
-        ids = [h.scratch_id for h in hits]
-        found: set[int] = set()
-        for i in range(0, len(ids), EXCLUDE_CHUNK):
-            found.update(self.store.fts_snippets(self.req.query.excluded_match, ids[i:i + EXCLUDE_CHUNK], 1))
+        found = self._matching(self.req.query.excluded_match, [h.scratch_id for h in hits])
         return [h for h in hits if h.scratch_id not in found]
+
+    def _matching(self, match: str, scratch_ids: list[int]) -> set[int]:
+        """Which of these rows (scratch ids) the real index matches ``match`` in, whole rows read."""
+        found: set[int] = set()
+        for i in range(0, len(scratch_ids), EXCLUDE_CHUNK):
+            found.update(self.store.fts_snippets(match, scratch_ids[i:i + EXCLUDE_CHUNK], 1))
+        return found
 
     def _few_matches(self) -> bool:
         """Every term was counted exactly and the query matches few rows (this search ranked its

@@ -86,7 +86,7 @@ def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str
     """Run one tool call; always a JSON object string within the size cap."""
     cap = answer_cap(engine.config, int(engine.context_length or 0), int(engine.threshold_tokens or 0), name)
     try:
-        return finish(_run(engine, name, args), cap)
+        return finish(_run(engine, name, args, cap), cap)
     except ToolError as exc:
         return finish({"error": str(exc), "tool": name}, cap)
     except (SearchError, TimeError) as exc:
@@ -99,7 +99,7 @@ def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str
         return finish({"error": f"{name} failed: {exc.__class__.__name__}: {exc}", "tool": name}, cap)
 
 
-def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None) -> dict[str, Any]:
+def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None, cap: int) -> dict[str, Any]:
     if name not in tool_names():
         raise ToolError(f"unknown tool {name!r}")
     if name in engine.config.disabled_tool_names:
@@ -113,7 +113,6 @@ def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None) -> dict[str
         raise ToolError(f"this session matches LCM_IGNORE_SESSION_PATTERNS ({core.binding.matched_pattern}): "
                         "LCM stores nothing for it and serves no recall")
     args = Args(name, dict(raw or {}))
-    cap = answer_cap(engine.config, int(engine.context_length or 0), int(engine.threshold_tokens or 0), name)
     answer = HANDLERS[name](_context(engine, core, cap), args)
     if args.clamped:
         answer["clamped"] = args.clamped
