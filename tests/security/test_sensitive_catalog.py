@@ -162,7 +162,7 @@ def test_the_catalog_patterns_are_linear_on_hostile_input(redactor: Redactor) ->
     out = redactor.redact(hostile)
     assert not out.startswith(UNSCANNED), "a catalog pattern timed out on 600 kB"
     assert "A" * 100 not in out and redactor.tally.unscanned == 0
-    assert all(k.pattern.pattern for k in CATALOG)
+    assert all(k.pattern.pattern for k in CATALOG if not k.scan)
 
 
 _IGNORE_POOL = [r"^HEARTBEAT_OK$", r"(?i)^\s*ping\s*$", r'"kind": "heartbeat"', r"a{2,3}b", r"(x)\1", r"^Cron",
