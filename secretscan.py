@@ -59,6 +59,8 @@ _STEM_TO_SIGN = re.compile(
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 MAX_NAME = 64
 _SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_CODE_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)([(\[].*)?,?$")
+_TYPE_NAMES = frozenset({"str", "string", "int", "bool", "bytes", "Optional", "None", "Any", "SecretStr", "String"})
 _VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
 _QUOTE = re.compile(r"(\\{0,7})([\"'])")
 _LINE_START = re.compile(r"(?:^|\n|\r|\\n|\\r)[ \t]*(?:(?:export|set|ENV|ARG|-)[ \t]+)?\\{0,7}[\"']?$")
@@ -225,12 +227,28 @@ def _value_span(text: str, start: int, found: re.Match[str], families: frozenset
         return None  # ``--no-password -h db``: the next word is another flag
     line_start = not flag and bool(_LINE_START.search(text, max(0, opened - 48), opened))
     to_line_end = line_start and (":" in sign or op != sign)
-    return _checked(text, value_at, _bare_end(text, value_at, to_line_end), family, quoted=False, name=name)
+    return _checked(text, value_at, _bare_end(text, value_at, to_line_end), family, quoted=False, name=name,
+                    keyed=bool(close))
 
 
-def _checked(text: str, start: int, end: int, family: str, *, quoted: bool, name: str) -> tuple[int, int, str] | None:
+def _code(value: str, name: str, keyed: bool) -> bool:
+    """Is this unquoted value source code rather than a secret: a call or a subscript
+    (``getattr(agent, "api_key")``, ``Optional[str] = None``), an attribute path
+    (``self.api_key``), the name passed on (``api_key=api_key``), or an identifier after a quoted
+    key (``"api_key": api_key,``: JSON has no bare words, Python and JavaScript do)."""
+    found = _CODE_VALUE.match(value)
+    if found is None:
+        return False
+    word = found.group(1)
+    return bool(found.group(2)) or "." in word or word == name or keyed or word in _TYPE_NAMES
+
+
+def _checked(text: str, start: int, end: int, family: str, *, quoted: bool, name: str,
+             keyed: bool = False) -> tuple[int, int, str] | None:
     value = text[start:end]
     if not value or (not quoted and len(value) < MIN_BARE[family]) or is_reference(value):
+        return None
+    if not quoted and _code(value, name, keyed):
         return None
     if name.lower() in ("pwd", "oldpwd") and value[:1] in "/~":
         return None  # the shell's working directory, not a password

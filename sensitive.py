@@ -62,6 +62,8 @@ MIN_TEXT_CHARS = 7
 # A value right after a key name is not a secret when it is already a placeholder.
 _NOT_MASKED = r"(?!\[(?:lcm-redacted|REDACTED))"
 _ASSIGN = r"""['"]?\s{0,8}(?:[:=]|=>)\s{0,8}"""
+# How many times a redacted text is read again for what its placeholders' edges let match.
+MAX_ROUNDS = 4
 # Past this depth a JSON value's strings are redacted as texts, without their keys' light.
 MAX_JSON_DEPTH = 64
 # A token split over two neighbouring strings is looked for when both together are at most this long.
@@ -462,18 +464,25 @@ class Redactor:
     def _redact(self, text: str) -> str:
         if not text:
             return text
-        try:
-            found = self._finder.find(text, strict=self.strict)
-        except Unscanned as out_of_time:
+        original = text
+        # A placeholder ends in ``]``, which can start a match that its secret's last characters
+        # prevented (``...Qsk-://u:p@h``): the output is read again until nothing new is found, so
+        # the redactor stays a fixed point.
+        for _ in range(MAX_ROUNDS):
+            try:
+                found = self._finder.find(text, strict=self.strict)
+            except Unscanned as out_of_time:
+                with self._lock:
+                    self.tally.unscanned += 1
+                    self.tally.timeouts[out_of_time.kind] += 1
+                return f"{UNSCANNED} {len(original)} chars: pattern {out_of_time.kind} timed out on it]"
+            if not found:
+                return text
             with self._lock:
-                self.tally.unscanned += 1
-                self.tally.timeouts[out_of_time.kind] += 1
-            return f"{UNSCANNED} {len(text)} chars: pattern {out_of_time.kind} timed out on it]"
-        if not found:
-            return text
-        with self._lock:
-            self.tally.by_kind.update(item.kind.name for item in found)
-        return _replaced(text, found, lambda item: self.placeholder(item.kind, text[item.start:item.end]))
+                self.tally.by_kind.update(item.kind.name for item in found)
+            current = text
+            text = _replaced(current, found, lambda item: self.placeholder(item.kind, current[item.start:item.end]))
+        return text
 
     def redact_value(self, value: Any) -> Any:
         """Every string inside a JSON-like value redacted (dict keys stay: they name fields);

@@ -98,12 +98,19 @@ ORDINARY = [
     "session_id=20261202_031500_ab12cd, cache_key=abcdef0123456789",
     "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 /usr/lib/python3.11/site-packages",
     "Привет! Это обычный текст на русском языке, без паролей.",
+    'def connect(api_key: Optional[str] = None) -> None:\n    agent.api_key = client_kwargs.get("api_key", "")\n'
+    '    opts = {"api_key": api_key, "password": self.password}\n    client(api_key=api_key, token=session.token)',
 ]
 
 
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_configuration_and_text_are_left_alone(redactor: Redactor, text: str) -> None:
     assert redactor.redact(text) == text
+
+
+def test_a_literal_in_code_is_still_a_secret(redactor: Redactor) -> None:
+    out = redactor.redact('db = connect(password="Zq8rT2vK9wLm")\nPASSWORD = os.environ["PASSWORD"]')
+    assert "Zq8rT2vK9wLm" not in out and 'os.environ["PASSWORD"]' in out
 
 
 @pytest.mark.parametrize(("name", "family"), [
