@@ -12,6 +12,7 @@ other). Each pattern runs with a time limit (``regex``'s timeout) and a message 
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -170,11 +171,16 @@ def extract(text: str, role: str = "user",
         sentences = _sentences(text)
     except TimeoutError:
         return out
-    mentions = list(dates(text)) if dates is not None else []
+    mentions = sorted(dates(text), key=lambda d: d.start) if dates is not None else []
+    # Sorted offsets, so each sentence finds its code spans and first date by bisection: a dense
+    # message (thousands of sentences, dates and code spans) is not their product.
+    mention_starts = [d.start for d in mentions]
+    block_ends = [b1 for _, b1 in blocked]
     for start, end in sentences:
         if len(out) >= MAX_PER_MESSAGE or time.monotonic() - started > MESSAGE_BUDGET_S:
             break
-        if any(b0 < end and start < b1 for b0, b1 in blocked):
+        i = bisect_right(block_ends, start)  # the first code span ending after the sentence starts
+        if i < len(blocked) and blocked[i][0] < end:
             continue
         sentence = text[start:end]
         if sentence.endswith("?") or len(sentence) > 2000:
@@ -188,7 +194,8 @@ def extract(text: str, role: str = "user",
             found = _facts(sentence, role)
         except TimeoutError:
             continue
-        day = next((d.first for d in mentions if start <= d.start and d.end <= end), None)
+        j = bisect_left(mention_starts, start)
+        day = mentions[j].first if j < len(mentions) and mentions[j].end <= end else None
         for kind, subject, value, unit, v0, v1 in found:
             if kind == "event" and day is None:
                 continue  # an event without a date in its sentence is not a dated event

@@ -9,24 +9,35 @@ the unit asked, units that do not match. Nothing is guessed and no model is aske
 Operands: a line's date is the one date phrase in it (resolved against the line's own time,
 timeexpr.py), or, for ``order``/``latest`` when it names none, the time it was said. A line's
 number is the one number in it with the unit word after it (or a currency sign before it).
+
+A line read only in part (limits.py: too long, too many dates, or past the call's reading) is
+no operand: what was not read might hold another date or number, so the answer is
+``insufficient`` with the cut named (``limits``), never a result from half a line. A number
+that does not fit a float exactly, or a run of more digits than any quantity has
+(``MAX_NUMBER_RUN``), is refused the same way, so no answer carries an overflowed or inexact value.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from itertools import pairwise
 from typing import Any
 
 from ..timeexpr import DAY, MONTH, WEEK, YEAR, DateMention
-from .refs import Line
+from .limits import MAX_NUMBER_RUN
+from .refs import Line, limits_note
 
 OPERATIONS = ("date", "date_diff", "count", "sum", "difference", "order", "latest")
 Answer = dict[str, Any]
 
-_NUM = re.compile(r"(?P<cur>[$€£])?\s?(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?(?![\d,]*\d)"
+# "Not followed by more digits, through commas only": ``(?!,*\d)`` is ``(?![\d,]*\d)`` (the first
+# digit ahead can only be reached through commas) without rescanning a digit run at every start.
+_NUM = re.compile(r"(?P<cur>[$€£])?\s?(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?(?!,*\d)"
                   r"(?:\s?(?P<unit>%|[a-zA-Z]{1,12}))?")
+_LONG_RUN = re.compile(rf"(?:\d,?){{{MAX_NUMBER_RUN + 1},}}")  # more digits than a number, single commas aside
 _UNIT_ALIASES = {"$": "usd", "dollar": "usd", "dollars": "usd", "usd": "usd", "bucks": "usd", "€": "eur",
                  "euro": "eur", "euros": "eur", "eur": "eur", "£": "gbp", "pound": "gbp", "pounds": "gbp",
                  "gbp": "gbp", "km": "km", "kilometers": "km", "kilometres": "km", "kilometer": "km", "mi": "mi",
@@ -57,7 +68,7 @@ def _one_date(line: Line) -> DateMention | str:
     if not ranges:
         return f"ref {line.ref.label} names no date"
     if len(ranges) > 1:
-        phrases = ", ".join(repr(m.phrase) for m in ranges.values())
+        phrases = ", ".join(repr(m.phrase) for m in list(ranges.values())[:5]) + (", ..." if len(ranges) > 5 else "")
         return f"ref {line.ref.label} names {len(ranges)} dates ({phrases}); cite a span (store_id:start-end) with one"
     return next(iter(ranges.values()))
 
@@ -145,9 +156,13 @@ def op_count(lines: Sequence[Line], question: str = "") -> Answer:
 
 
 def _numbers(line: Line) -> list[tuple[float, str | None, str]]:
+    """The line's numbers with their units; the date phrases (sorted, disjoint) are skipped by
+    bisection, so a line of many dates and numbers is not their product."""
     found = []
+    starts = [d.start for d in line.dates]
     for m in _NUM.finditer(line.text):
-        if any(d.start <= m.start("num") < d.end for d in line.dates):
+        i = bisect_right(starts, m.start("num")) - 1
+        if i >= 0 and m.start("num") < line.dates[i].end:
             continue  # a number inside a date phrase is a date, not a value
         value = float(m["num"].replace(",", "") + ("." + m["frac"] if m["frac"] else ""))
         word = (m["unit"] or "").lower()
@@ -159,6 +174,11 @@ def _numbers(line: Line) -> list[tuple[float, str | None, str]]:
 def _operands(lines: Sequence[Line]) -> list[tuple[float, str | None, dict[str, Any]]] | str:
     operands = []
     for line in lines:
+        run = _LONG_RUN.search(line.text)
+        if run:
+            digits = sum(c.isdigit() for c in run[0])
+            return (f"ref {line.ref.label} has a number too large to compute exactly (a run of {digits} digits, "
+                    f"more than the {MAX_NUMBER_RUN} of any number this computes); cite a span with one number")
         numbers = _numbers(line)
         if not numbers:
             return f"ref {line.ref.label} has no number"
@@ -265,4 +285,10 @@ def compute(operation: str, lines: Sequence[Line], question: str = "") -> Answer
     op = _OPS.get(operation.strip().lower())
     if op is None:
         raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}; got {operation!r}")
+    cut = [line for line in lines if line.read is not None]
+    if cut:  # an unread part might hold another date or number: no operand can be trusted
+        answer = insufficient("; ".join(line.cut_reason() for line in cut[:3]) +
+                              (f" (and {len(cut) - 3} more)" if len(cut) > 3 else ""))
+        answer["limits"] = limits_note(cut)
+        return answer
     return op(lines, question)

@@ -9,6 +9,10 @@ gave nothing are listed under ``missing``; refs cut for the budget under ``omitt
 
 With a question, ``sufficiency`` says which of its needs (a date, a number, each named entity)
 the lines cover. It is a coverage check that fails closed, not a proof the answer is there.
+
+The work is bounded (limits.py): a line's dates are resolved in its read part only (a line item
+whose text goes past it says ``read_chars``, and the pack's ``limits`` names it), and a line
+far longer than the budget could hold is cut before its tokens are counted.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..tokens import count_tokens
-from .refs import Line, Missing, Ref, dedupe, hydrate_all, read_refs
+from .limits import MAX_CHARS_PER_TOKEN, Budget
+from .refs import Line, Missing, Ref, dedupe, hydrate_all, limits_note, read_refs
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -65,6 +70,8 @@ def line_dict(line: Line, text: str | None = None, end: int | None = None) -> di
     dates = [m.as_dict() for m in line.dates if m.end <= len(shown)]
     if dates:
         item["dates"] = dates
+    if line.read is not None and len(shown) > line.read:
+        item["read_chars"] = line.read  # dates were resolved in this many characters only (limits.py)
     if text is not None:
         item["truncated"] = True
     return item
@@ -75,10 +82,12 @@ def _tokens(item: dict[str, Any]) -> int:
 
 
 def _cut(line: Line, room: int) -> dict[str, Any] | None:
-    """The longest prefix of the line whose item fits ``room`` tokens (None: too little room)."""
+    """The longest prefix of the line whose item fits ``room`` tokens (None: too little room).
+    No prefix longer than ``room`` x MAX_CHARS_PER_TOKEN characters can fit, so the search starts
+    below that: each step counts a prefix, and a 300 KB line would cost a count of 300 KB a step."""
     if room < _MIN_CUT_TOKENS:
         return None
-    low, high, best = 1, len(line.text) - 1, None
+    low, high, best = 1, min(len(line.text) - 1, room * MAX_CHARS_PER_TOKEN), None
     while low <= high:
         mid = (low + high) // 2
         item = line_dict(line, line.text[:mid])
@@ -93,11 +102,13 @@ def names(question: str) -> list[str]:
     """The named entities of a question: quoted phrases and capitalised words that are not
     question words (the first word of the question only when it is not one)."""
     found = [a or b for a, b in _QUOTED.findall(question)]
+    seen = {f.lower() for f in found}  # a set: a text of a thousand names is not a million comparisons
     for match in _NAME.finditer(question):
         words = [w for w in match.group(1).split() if w.lower().strip("'s") not in _NOT_NAMES]
         phrase = " ".join(words).removesuffix("'s")
-        if len(phrase) >= 2 and phrase.lower() not in (f.lower() for f in found):
+        if len(phrase) >= 2 and phrase.lower() not in seen:
             found.append(phrase)
+            seen.add(phrase.lower())
     return found
 
 
@@ -127,6 +138,7 @@ class Pack:
     used_tokens: int
     sufficiency: dict[str, Any] | None
     hydrated: tuple[Line, ...]
+    limits: dict[str, Any] | None = None  # what a work limit left unread (limits.py); None: nothing
 
     def as_dict(self) -> dict[str, Any]:
         answer: dict[str, Any] = {"lines": list(self.lines), "missing": [m.as_dict() for m in self.missing],
@@ -136,41 +148,57 @@ class Pack:
             answer["omitted_hint"] = "over the budget: cite these refs again (or raise budget_tokens)"
         if self.sufficiency is not None:
             answer["sufficiency"] = self.sufficiency
+        if self.limits is not None:
+            answer["limits"] = self.limits
         return answer
 
 
-def fit_lines(lines: Sequence[Line], budget_tokens: int) -> tuple[list[dict[str, Any]], list[str], int]:
+def fit_lines(lines: Sequence[Line], budget_tokens: int,
+              work: Budget | None = None) -> tuple[list[dict[str, Any]], list[str], int]:
     """The line items within the budget (the first one that overflows is cut), the refs left
-    out, and the tokens used."""
+    out, and the tokens used. ``work`` keeps each whole line's count for the call: a retrieval
+    fits the same lines again on every rebuild."""
     items: list[dict[str, Any]] = []
     omitted: list[str] = []
     used = 0
+    memo = work.memo if work is not None else {}
     for line in lines:
         if omitted:
             omitted.append(line.ref.label)
             continue
-        item = line_dict(line)
-        size = _tokens(item)
-        if used + size > budget_tokens:
-            cut = _cut(line, budget_tokens - used)
+        room = budget_tokens - used
+        if len(line.text) > room * MAX_CHARS_PER_TOKEN:  # cannot fit whole: not worth counting whole
+            size = room + 1
+        else:
+            key = ("tokens", line.ref, line.conversation_id)
+            if key not in memo:
+                memo[key] = _tokens(line_dict(line))
+            size = memo[key]
+        if size > room:
+            cut = _cut(line, room)
             if cut is None:
                 omitted.append(line.ref.label)
                 continue
             item, size = cut, _tokens(cut)
+        else:
+            item = line_dict(line)
         items.append(item)
         used += size
     return items, omitted, used
 
 
 def build_pack(store: Store, refs: object, reach: Sequence[int] | None, budget_tokens: int = DEFAULT_BUDGET,
-               question: str = "", tz: str = "") -> Pack:
-    """The bounded pack of ``refs`` (any accepted ref forms, or ``Ref`` values) within ``reach``."""
+               question: str = "", tz: str = "", work: Budget | None = None) -> Pack:
+    """The bounded pack of ``refs`` (any accepted ref forms, or ``Ref`` values) within ``reach``;
+    ``work`` is the call's reading budget (a fresh one when None: every read is bounded)."""
     budget = min(MAX_BUDGET, max(MIN_BUDGET, int(budget_tokens)))
     parsed, bad = read_refs(refs if not isinstance(refs, Ref) else [refs])
-    found, missing = hydrate_all(store, parsed, reach, tz)
+    found, missing = hydrate_all(store, parsed, reach, tz, work)
     lines = sorted(dedupe(found), key=lambda line: (line.at, line.ref.store_id, line.ref.start or 0))
-    items, omitted, used = fit_lines(lines, budget)
+    items, omitted, used = fit_lines(lines, budget, work)
     shown = [replace(line, text=item["text"], dates=tuple(m for m in line.dates if m.end <= len(item["text"])))
              for line, item in zip(lines, items, strict=False)]
     verdict = sufficiency(question, shown) if question.strip() else None
-    return Pack(tuple(items), tuple(bad + missing), tuple(omitted), budget, used, verdict, tuple(lines))
+    unread = [line for line in shown if line.read is not None and len(line.text) > line.read]
+    return Pack(tuple(items), tuple(bad + missing), tuple(omitted), budget, used, verdict, tuple(lines),
+                limits_note(unread))

@@ -6,6 +6,10 @@ take refs from the model (``"812"``, ``812``, ``"812:10-80"``, ``"m812"``,
 work. Reading goes through ``Store.messages_in_reach``: a row of a conversation outside the
 caller's reach is filtered out by the query itself, and its ref is reported exactly like an id
 that does not exist, so another person's ids can neither be read nor probed.
+
+Each read is bounded (limits.py): a line's dates are resolved in its first characters only, the
+whole call reads a bounded total, and a line says how far it was read (``read``); ``limits_note``
+is the answer's honest account of what was left unread.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..timeexpr import DateMention, resolve_dates
+from ..timeexpr import DateMention
+from .limits import MAX_CALL_CHARS, MAX_LINE_CHARS, MAX_LINE_DATES, MAX_NOTED, NOTE, Budget, cut_text
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -75,6 +80,19 @@ class Line:
     text: str
     dates: tuple[DateMention, ...]
     length: int  # characters of the whole message, so a span can be told from the whole
+    read: int | None = None  # characters of ``text`` read for dates (numbers, words); None: all of it
+    cut: str = ""  # why it was read only in part (limits.BY_*)
+
+    @property
+    def examined(self) -> str:
+        """The part of ``text`` that was read: what a check may rely on."""
+        return self.text if self.read is None else self.text[:self.read]
+
+    def cut_reason(self) -> str:
+        """Why this line's unread part is unknown and how to have it read ("" when read whole)."""
+        if self.read is None:
+            return ""
+        return cut_text(self.ref.label, self.ref.store_id, self.ref.start or 0, self.read, len(self.text), self.cut)
 
 
 def _span(store_id: int, start: Any, end: Any, shown: str) -> Ref:
@@ -159,10 +177,12 @@ def message_text(content: str, tool_calls: str | None) -> str:
     return content if content or not tool_calls else tool_calls
 
 
-def hydrate_all(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None,
-                tz: str = "") -> tuple[list[Line], list[Missing]]:
+def hydrate_all(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None, tz: str = "",
+                work: Budget | None = None) -> tuple[list[Line], list[Missing]]:
     """The lines of ``refs`` readable within ``reach`` (conversation ids; None = the whole store),
-    in the order of ``refs``, and the refs that gave none."""
+    in the order of ``refs``, and the refs that gave none. ``work`` is the call's reading budget
+    (a fresh one when None), so every read is bounded; a ref read before in the call is reused."""
+    work = Budget() if work is None else work
     rows = {m.id: m for m in store.messages_in_reach(sorted({r.store_id for r in refs}), reach)}
     lines: list[Line] = []
     missing: list[Missing] = []
@@ -176,11 +196,34 @@ def hydrate_all(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None,
             missing.append(Missing(ref.label, f"span starts beyond the message ({len(whole)} characters)"))
             continue
         shown_ref = ref if ref.start is None else Ref(ref.store_id, ref.start, min(ref.end or 0, len(whole)))
+        key = (shown_ref, row.conversation_id, tz)
+        known = work.lines.get(key)
+        if isinstance(known, Line):
+            lines.append(known)
+            continue
         text = whole if ref.start is None else whole[shown_ref.start:shown_ref.end]
-        dates = tuple(resolve_dates(text, row.created_at, tz))
-        lines.append(Line(shown_ref, row.conversation_id, row.session_id, row.role, row.created_at, text, dates,
-                          len(whole)))
+        scan = work.scan(text, row.created_at, tz)
+        line = Line(shown_ref, row.conversation_id, row.session_id, row.role, row.created_at, text, scan.dates,
+                    len(whole), scan.read, scan.by)
+        work.lines[key] = line
+        lines.append(line)
     return lines, missing
+
+
+def limits_note(lines: Iterable[Line], **extra: Any) -> dict[str, Any] | None:
+    """The ``limits`` of an answer: each line read only in part (how far, of how much, and why),
+    with ``extra`` (what else a limit cut); None when nothing was cut."""
+    cut = list({line.ref.label: line for line in lines if line.read is not None}.values())
+    extra = {k: v for k, v in extra.items() if v}
+    if not cut and not extra:
+        return None
+    note: dict[str, Any] = {"lines_cut": len(cut),
+                            "lines": [{"ref": line.ref.label, "read_chars": line.read, "chars": len(line.text),
+                                       "by": line.cut} for line in cut[:MAX_NOTED]]}
+    note.update(extra)
+    note["max"] = {"line_chars": MAX_LINE_CHARS, "call_chars": MAX_CALL_CHARS, "line_dates": MAX_LINE_DATES}
+    note["note"] = NOTE
+    return note
 
 
 def hydrate(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None, tz: str = "") -> list[Line]:

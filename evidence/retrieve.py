@@ -17,8 +17,10 @@ The plan, in order, each step only while the pack is not sufficient:
   and its answer are usually adjacent) and the source messages of a summary hit.
 
 Bounds (LCM-X's): ``MAX_CALLS`` calls, ``MAX_REFS`` candidate refs, ``MAX_CONTEXT_TOKENS`` of
-hit text read. Reach: every search is scoped to the caller's conversations (``reach``); the
-pack hydrates only rows in reach, so no other owner's row is read or reported.
+hit text read; one reading budget for all the packs it builds (limits.py), so a line is read
+once, at most ``limits.MAX_CALL_CHARS`` in all, and the answer's ``limits`` names what was left
+unread. Reach: every search is scoped to the caller's conversations (``reach``); the pack
+hydrates only rows in reach, so no other owner's row is read or reported.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..store import Store, StoreError
 from ..timeexpr import resolve_dates
 from ..tokens import count_tokens
 from ..visible import Visible
+from .limits import Budget
 from .pack import build_pack
 
 MAX_CALLS = 3
@@ -80,6 +83,7 @@ class Retrieved:
 
     def as_dict(self) -> dict[str, Any]:
         pack = self.pack.as_dict()
+        limits = pack.pop("limits", None)  # what a work limit left unread, said once at the top
         missing: dict[str, Any] = {"refs": pack.get("missing", [])}
         if self.missing_terms:
             missing["terms_not_found"] = list(self.missing_terms)
@@ -90,6 +94,7 @@ class Retrieved:
                        "context_tokens": f"{self.context_tokens}/{MAX_CONTEXT_TOKENS}"},
             "next": "answer from the pack's lines only, citing store_ids; if it is insufficient say what is "
                     "missing, or lcm_expand / lcm_grep for more",
+            **({"limits": limits} if limits else {}),
         }
 
 
@@ -163,7 +168,7 @@ class _Run:
                 continue
             for row in rows:
                 if self.reach is None or row.conversation_id in (*self.reach, self.conversation_id):
-                    read += count_tokens(row.content)
+                    read += row.tokens  # counted at ingest: recounting a 300 KB row costs more than a retrieval may
                     ids.append(row.id)
         self.context_tokens += read
         return ids, read
@@ -185,15 +190,30 @@ def fitting(store: Store, refs: Sequence[int], budget_tokens: int) -> list[int]:
 
 
 def _pack(store: Store, refs: Sequence[int], reach: tuple[int, ...] | None, budget_tokens: int, question: str,
-          tz: str) -> Any:
-    """The pack of the best refs that fit whole: the estimate first, then the worst dropped
-    while the pack still leaves one out (its lines carry dates and fields the estimate misses)."""
+          tz: str, work: Budget) -> Any:
+    """The pack of the best refs that fit whole: the estimate first, then the longest run of the
+    best refs whose pack leaves none out (its lines carry dates and fields the estimate misses).
+    The run is found by bisection (a longer run leaves out at least as much), so at most
+    ``log2(MAX_REFS) + 2`` packs are built, not one per ref; ``work`` is the call's reading, so a
+    line is read and counted once however many packs hold it."""
     chosen = fitting(store, refs, budget_tokens)
-    while True:
-        pack = build_pack(store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz)
-        if not pack.omitted or len(chosen) <= 1:
-            return pack
-        chosen = chosen[:-1]
+    pack = build_pack(store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work)
+    if not pack.omitted or len(chosen) <= 1:
+        return pack
+    built: dict[int, Any] = {}
+    low, high, best = 1, len(chosen) - 1, 1  # the longest fitting run is in [low, high] (1 when none fits)
+    while low <= high:
+        mid = (low + high) // 2
+        built[mid] = build_pack(store, chosen[:mid], reach, budget_tokens=budget_tokens, question=question, tz=tz,
+                                work=work)
+        if built[mid].omitted:
+            high = mid - 1
+        else:
+            best, low = mid, mid + 1
+    if best not in built:
+        built[best] = build_pack(store, chosen[:best], reach, budget_tokens=budget_tokens, question=question, tz=tz,
+                                 work=work)
+    return built[best]
 
 
 def period_of(question: str, anchor: float, tz: str = "") -> tuple[str, float, float] | None:
@@ -216,10 +236,11 @@ def retrieve(store: Store, dag: Dag, question: str, *, conversation_id: int | No
              pool: Sequence[Hit] | None = None) -> Retrieved:
     """Run the plan for ``question`` within the bounds; see the module docstring."""
     started = time.perf_counter()
+    work = Budget()  # the call's reading, shared by every pack it builds (limits.py)
     query = build_query(question)
     run = _Run(store, dag, question, query, conversation_id, reach, visible, novel_only, exclude, pool)
     calls: list[Call] = []
-    pack = build_pack(store, [], reach, budget_tokens=budget_tokens, question=question, tz=tz)
+    pack = build_pack(store, [], reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work)
     if query.empty:
         return Retrieved(question, pack, (), (), 0, "nothing", seconds=time.perf_counter() - started)
     period = period_of(question, anchor if anchor is not None else time.time(), tz)
@@ -233,7 +254,7 @@ def retrieve(store: Store, dag: Dag, question: str, *, conversation_id: int | No
             continue
         calls.append(call)
         if call.refs:
-            pack = _pack(store, run.refs, reach, budget_tokens, question, tz)
+            pack = _pack(store, run.refs, reach, budget_tokens, question, tz, work)
         if is_sufficient(pack):
             stopped = "sufficient"
             break

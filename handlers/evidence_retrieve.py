@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..evidence.limits import MAX_QUESTION_CHARS
 from ..evidence.retrieve import PACK_TOKENS, retrieve
 from .evidence import disabled_tool
 from .toolkit import Args, Ctx, ToolError
-
-MAX_QUESTION_CHARS = 4096
 
 
 def lcm_retrieve(ctx: Ctx, args: Args) -> dict[str, Any]:

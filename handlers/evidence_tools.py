@@ -1,18 +1,28 @@
 """The bodies of lcm_evidence_pack, lcm_compile_evidence and lcm_compute: thin adapters from the
 tool arguments to the evidence services (evidence/), reading only within the caller's reach and
-kept within the tool size cap. Bad input is a ToolError answer naming what works."""
+kept within the tool size cap. Bad input is a ToolError answer naming what works. Each call's
+work is bounded (evidence/limits.py) and its answer's ``limits`` says what a bound left unread."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..evidence import DEFAULT_BUDGET, OPERATIONS, RefError, build_pack, compile_brief, compute, hydrate_all, parse_refs
+from ..evidence.limits import MAX_QUESTION_CHARS
 from .toolkit import Args, Ctx, Handler, ToolError, fit, share
 
 
 def _tz(ctx: Ctx) -> str:
     """The user's timezone for relative dates (LCM_TIMEZONE when set), else UTC."""
     return ctx.config.timezone
+
+
+def _question(args: Args, required: bool = False) -> str:
+    """The question argument, at most ``MAX_QUESTION_CHARS`` (its names and needs are read)."""
+    question = args.text("question", required=required) or ""
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ToolError(f"question is longer than {MAX_QUESTION_CHARS} characters; ask one question")
+    return question
 
 
 def _refs_arg(args: Args) -> object:
@@ -41,7 +51,7 @@ def _bounded(answer: dict[str, Any], key: str, cap: int) -> dict[str, Any]:
 
 def lcm_evidence_pack(ctx: Ctx, args: Args) -> dict[str, Any]:
     budget = args.integer("budget_tokens", DEFAULT_BUDGET, 100, 8000)
-    question = args.text("question", "") or ""
+    question = _question(args)
     try:
         pack = build_pack(ctx.core.store, _refs_arg(args), ctx.reach(), budget, question, _tz(ctx))
     except RefError as exc:
@@ -51,14 +61,36 @@ def lcm_evidence_pack(ctx: Ctx, args: Args) -> dict[str, Any]:
 
 
 def lcm_compile_evidence(ctx: Ctx, args: Args) -> dict[str, Any]:
-    question = args.text("question", required=True) or ""
+    question = _question(args, required=True)
     try:
         brief = compile_brief(ctx.core.store, question, args.raw.get("claims"), ctx.reach(), tz=_tz(ctx))
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
-    for verdict in brief["claims"]:
-        verdict["text"] = verdict["text"][:400]
+    _bounded_claims(brief["claims"], ctx.cap)
     return _bounded({"tool": "lcm_compile_evidence", **brief}, "lines", ctx.cap)
+
+
+def _bounded_claims(verdicts: list[dict[str, Any]], cap: int) -> None:
+    """Each verdict within its share of half the cap, so 20 claims of 64 refs still fit: its text
+    and why cut (marked with an ellipsis), and its ref lists cut to their first labels with how
+    many more were cited (``<list>_more``); the status is never cut."""
+    room = max(600, (cap // 2) // max(1, len(verdicts)))
+    for verdict in verdicts:
+        verdict["text"] = verdict["text"][:min(400, room // 4)]
+        why = str(verdict.get("why", ""))
+        if len(why) > room // 3:
+            verdict["why"] = why[:room // 3 - 1] + "…"
+        for key in ("refs", "missing_refs", "unread_refs"):
+            labels = [str(label) for label in verdict.get(key) or []]
+            kept: list[str] = []
+            used = 0
+            for label in labels:
+                used += len(label) + 4
+                if used > room // 8 and kept:
+                    break
+                kept.append(label)
+            if len(kept) < len(labels):
+                verdict[key], verdict[f"{key}_more"] = kept, len(labels) - len(kept)
 
 
 def lcm_compute(ctx: Ctx, args: Args) -> dict[str, Any]:
@@ -69,7 +101,7 @@ def lcm_compute(ctx: Ctx, args: Args) -> dict[str, Any]:
         refs = parse_refs(_refs_arg(args))
     except RefError as exc:
         raise ToolError(str(exc)) from exc
-    question = args.text("question", "") or ""
+    question = _question(args)
     lines, missing = hydrate_all(ctx.core.store, refs, ctx.reach(), _tz(ctx))
     answer: dict[str, Any] = {"tool": "lcm_compute", "operation": operation}
     if missing:
