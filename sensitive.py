@@ -480,8 +480,8 @@ class Redactor:
                 return text
             with self._lock:
                 self.tally.by_kind.update(item.kind.name for item in found)
-            current = text
-            text = _replaced(current, found, lambda item: self.placeholder(item.kind, current[item.start:item.end]))
+            text = _replaced(text, found, lambda item, seen=text: self.placeholder(item.kind,
+                                                                                    seen[item.start:item.end]))
         return text
 
     def redact_value(self, value: Any) -> Any:
