@@ -2,9 +2,11 @@
 
 Each tool row of at least the threshold becomes what the live step stores (outputs.stub: head,
 tail, counts and the ref) and its exact text (redacted first when redaction is on) goes to
-``lcm-payloads/<ref>.payload``, the same content-addressed file the live step writes. The row keeps
-its fingerprint, so alignment still recognises the host's copy of the message, and the FTS index
-follows the new content through the update trigger.
+``lcm-payloads/<ref>.payload``, the same content-addressed file the live step writes (the ref keyed
+by the database's secret), and the row is granted it in the transaction that rewrites it, as live
+ingest grants a row the payload it kept. The row keeps its fingerprint, so alignment still
+recognises the host's copy of the message, and the FTS index follows the new content through the
+update trigger. Rollback withdraws the grant with the stub.
 
 Order of work per batch, so a killed run resumes with the same manifest: write the files (a file
 already there is checked byte for byte), save the manifest with the batch's entries (atomically,
@@ -15,7 +17,8 @@ files, replaces the same entries); after it, the entries already describe the st
 The manifest holds metadata only (row ids, refs, digests, counts; no content, no session ids) and a
 MAC keyed with this database's own secret: a manifest of another database, or an edited one, is
 refused. Rollback puts a row's text back from its file only if the row still holds exactly the stub
-the manifest recorded and the file's digest matches.
+the manifest recorded and the file's digest matches (a manifest written before the database's refs
+were keyed names the old ref: its alias is followed, payload_rekey.py).
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from . import maintenance as mt
-from . import outputs, payload_gc, private
+from . import outputs, payload_gc, payload_rekey, private
+from .payloads import KIND_OUTPUT, OUTPUT_MIME, REF_SECRET, retarget
 from .progress import Tick, quiet_tick
+from .records import PayloadRef
 from .sensitive import UNSCANNED, Redactor
 from .store import Store, is_url
 from .tokens import count_tokens
@@ -39,6 +44,8 @@ from .tokens import count_tokens
 FORMAT = "hermes-lcm backfill-outputs manifest"
 VERSION = 1
 BATCH = 100
+# A dry run only sizes the stubs: any key gives a ref of the same length, and none is written.
+_SIZING_KEY = bytes(32)
 Progress = Callable[[str], None]
 
 
@@ -77,7 +84,8 @@ def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progr
         for row_id, length, tokens, text in page:
             rows += 1
             chars += length
-            saved += max(0, tokens - count_tokens(outputs.stub(text, outputs.ref_for(text), preview_chars)))
+            saved += max(0, tokens - count_tokens(outputs.stub(text, outputs.ref_for(text, _SIZING_KEY),
+                                                                preview_chars)))
             after = row_id
         if page:
             progress(f"scanned {rows} rows")
@@ -180,6 +188,8 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
         return {**plan, "manifest": str(manifest), "rewritten": 0, "manifest_rows": len(entries)}
     saved = mt.backup(store, backup_dir, "pre-backfill")
     progress(f"backup {saved.path}")
+    payload_rekey.upgrade(store)
+    key = store.secret(REF_SECRET)
     directory = payload_gc.directory_of(store.path)
     rewritten = files = 0
     after = 0
@@ -194,7 +204,7 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
             if kept.startswith(UNSCANNED):  # the redactor withheld it whole: keep the row as it is
                 progress(f"row {row_id} left inline: redaction could not scan it")
                 continue
-            ref = outputs.ref_for(kept)
+            ref = outputs.ref_for(kept, key)
             text = outputs.stub(kept, ref, preview_chars)
             _write_payload(store, directory, ref, kept)
             files += 1
@@ -202,7 +212,10 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
             changes.append((row_id, original, text, count_tokens(text)))
         save_manifest(store, manifest, preview_chars, entries)
         progress(f"files written for {len(changes)} rows; rewriting them")
-        rewritten += len(store.swap_contents(changes))
+        with store.write():  # each rewritten row is granted its file in the same transaction
+            swapped = store.swap_contents(changes)
+            store.grant_payloads([(i, PayloadRef(entries[i].ref, KIND_OUTPUT, OUTPUT_MIME)) for i in swapped])
+        rewritten += len(swapped)
         progress(f"rewritten {rewritten} of {plan['rows']} rows")
         tick(rewritten, plan["rows"])
     return {**plan, "status": "applied", "backup": asdict(saved), "manifest": str(manifest),
@@ -218,17 +231,21 @@ def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *
     """Each manifest row back to its text from the file, where the row still is exactly the stub."""
     _preview, entries = load_manifest(store, manifest)
     directory = payload_gc.directory_of(store.path)
+    aliases = store.ref_aliases()
     ready: list[tuple[int, str, str, int]] = []
+    refs: dict[int, str] = {}
     skipped: dict[str, int] = {}
     for entry in entries.values():
         message = store.message(entry.store_id)
+        ref = aliases.get(entry.ref, entry.ref)  # the keyed name of an old manifest's ref
         why = None
         if message is None:
             why = "row gone"
-        elif _sha(message.content) != entry.stub_sha256:
+        elif _sha(retarget(message.content, {ref: entry.ref})) != entry.stub_sha256:
             why = "row no longer holds the stub"
         else:
-            data = payload_gc.bytes_of(store, directory, entry.ref)  # its file, or its row
+            refs[entry.store_id] = ref
+            data = payload_gc.bytes_of(store, directory, ref)  # its file, or its row
             if data is None:
                 why = "payload file missing"
             elif hashlib.sha256(data).hexdigest() != entry.payload_sha256:
@@ -244,7 +261,11 @@ def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *
     saved = mt.backup(store, backup_dir, "pre-rollback")
     restored = 0
     for start in range(0, len(ready), BATCH):
-        restored += len(store.swap_contents(ready[start:start + BATCH]))
+        with store.write():  # the text is back: the row no longer holds the stub its grant was for
+            back = store.swap_contents(ready[start:start + BATCH])
+            for row_id in back:
+                store.revoke_payloads(row_id, [refs[row_id]])
+        restored += len(back)
         progress(f"restored {restored} of {len(ready)} rows")
         tick(restored, len(ready))
     return {**out, "status": "applied", "backup": asdict(saved), "restored": restored}

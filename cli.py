@@ -161,7 +161,8 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, s
 def no_database(path: Path, origin: str) -> CliError:
     """A database that does not exist yet: which setting chose the path, and how to choose another."""
     chosen = f"HERMES_HOME={os.environ.get('HERMES_HOME')}" if origin == "HERMES_HOME" else origin
-    return CliError(f"no database at {path}", EXIT_DATABASE,
+    # scrubbed: a keyword/value connection string given to --db is taken for a path, password and all
+    return CliError(f"no database at {cli_pg.scrubbed(str(path))}", EXIT_DATABASE,
                     hint=f"the path comes from {chosen}; Hermes creates it at the first turn it stores with "
                          "context.engine: lcm (lcm doctor says whether it can); to read another, give --db PATH "
                          "or set HERMES_HOME or LCM_DATABASE_PATH")
@@ -438,7 +439,7 @@ def cmd_doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
         args.error_line = f"{missing} ({missing.extra['hint']})"  # the one stderr line every failure has
         report = mt.checks_report([mt.Check("host", **host),
                                    mt.Check("database", "fail", str(missing), str(missing.extra["hint"]))],
-                                  {"path": str(args.db_path), "exists": False})
+                                  {"path": cli_pg.scrubbed(str(args.db_path)), "exists": False})
         return {"error": str(missing), "exit_code": EXIT_DATABASE, **report}
     report_store = store
     if args.deep:
@@ -622,11 +623,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         return reader_gone(out)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place failures become exit codes
         error = interrupted(argv) if isinstance(exc, KeyboardInterrupt) else failure(exc)
+        # scrubbed: an error may quote the database given (a keyword/value string taken for a path, a
+        # driver's message quoting a URL's token) with its password
+        message, extra = cli_pg.scrubbed(str(error)), cli_pg.scrubbed_value(error.extra)
         if fmt == "json":
-            out.write(json.dumps({"error": str(error), "exit_code": error.code, **error.extra},
-                                 indent=2, default=str) + "\n")
-        hint = error.extra.get("hint")
-        err.write(f"lcm: error: {_one_line(str(error))}{' (' + _one_line(str(hint)) + ')' if hint else ''}\n")
+            out.write(json.dumps({"error": message, "exit_code": error.code, **extra}, indent=2, default=str) + "\n")
+        hint = extra.get("hint")
+        err.write(f"lcm: error: {_one_line(message)}{' (' + _one_line(str(hint)) + ')' if hint else ''}\n")
         return error.code
     finally:
         if store is not None:

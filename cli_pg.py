@@ -8,9 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from .display import file_sizes
+from .storage.pg.secrets import scrub as scrubbed
 from .store import Store, is_url, redacted, writable_target
 
-__all__ = ["backup", "is_url", "redacted", "sizes", "target_of"]
+__all__ = ["backup", "is_url", "redacted", "scrubbed", "scrubbed_value", "sizes", "target_of"]
+
+
+def scrubbed_value(value: Any) -> Any:
+    """Every string inside a JSON-like value :func:`scrubbed` (an error's extra fields)."""
+    if isinstance(value, str):
+        return scrubbed(value)
+    if isinstance(value, dict):
+        return {k: scrubbed_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrubbed_value(v) for v in value]
+    return value
 
 
 def sizes(store: Store, facts: dict[str, Any]) -> dict[str, Any]:

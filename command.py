@@ -22,6 +22,7 @@ from . import maintenance as mt
 from .cli_embed import progress_line
 from .embedder import Embedder
 from .engine import LcmEngine
+from .hostcalls import host_session_id
 from .redact import redact
 from .registry import live_engines, live_session_ids
 from .rollups import command as rollup_command
@@ -68,6 +69,15 @@ class Target:
     engine: LcmEngine | None
     template: LcmEngine
     db_path: Path | str  # a file, or a postgresql:// URL
+    asked: str | None = None  # the command's session=<id>
+    caller: str = ""  # the session the command came from (the host's HERMES_SESSION_ID); "" when unnamed
+    caller_engine: LcmEngine | None = None  # the live engine of ``caller``
+
+    @property
+    def viewer(self) -> LcmEngine | None:
+        """Whose owner rule applies: the caller's engine when the host names the caller (a gateway
+        serves many people, and any of them may type /lcm), else the engine acted on (the operator's)."""
+        return self.caller_engine if self.caller else self.engine
 
     @property
     def db_exists(self) -> bool:
@@ -141,16 +151,41 @@ def run(words: Sequence[str]) -> dict[str, Any] | str:
 
 
 def target(session: str | None) -> Target:
+    """The engine acted on: ``session``'s, else the caller's (the session the host says sent this),
+    else the newest live one."""
     engines = [e for e in live_engines() if isinstance(e, LcmEngine)]  # the registry knows engines by protocol
+    caller = host_session_id()
+    caller_engine = next((e for e in reversed(engines) if caller and e.session_id == caller), None)
     if session is not None:
         chosen = [e for e in engines if e.session_id == session]
+        if chosen and caller:  # the owner rule of every verb: another owner's session reads as a missing one
+            reach = reach_of(caller_engine)
+            chosen = [e for e in chosen if reach is None or
+                      (e.core is not None and e.core.binding.conversation_id in reach)]
         if not chosen:
-            raise UsageError(f"no live engine for session {session!r}; live: {[e.session_id for e in engines]}")
+            raise UsageError(no_session(session, engines, caller, caller_engine))
         engine: LcmEngine | None = chosen[-1]
     else:
-        engine = engines[-1] if engines else None
+        engine = caller_engine or (engines[-1] if engines else None)
     template = engine if engine is not None else LcmEngine()
-    return Target(engine, template, template.database_path())
+    return Target(engine, template, template.database_path(), session, caller, caller_engine)
+
+
+def reach_of(engine: LcmEngine | None) -> tuple[int, ...] | None:
+    """The conversations ``engine``'s owner may read (None: every one, LCM_SHARED_MEMORY); none at
+    all for an engine not bound to a stored conversation yet."""
+    if engine is None or engine.core is None or engine.core.binding.conversation_id is None:
+        return ()
+    return engine.core.reach(bool(engine.config.shared_memory))
+
+
+def no_session(session: str, engines: Sequence[LcmEngine], caller: str, caller_engine: LcmEngine | None) -> str:
+    """The answer for a session that is not live, or (the same words) one the caller may not see:
+    the live sessions listed are the caller's owner's only, when the host names the caller."""
+    reach = reach_of(caller_engine) if caller else None
+    live = [e.session_id for e in engines if reach is None or
+            (e.core is not None and e.core.binding.conversation_id in reach)]
+    return f"no live engine for session {session!r}; live: {live}"
 
 
 # -- verbs -------------------------------------------------------------------------------------
@@ -344,12 +379,19 @@ def _rollups(t: Target, rest: list[str]) -> dict[str, Any]:
 
 
 def _view(t: Target, rest: list[str]) -> dict[str, Any] | str:
-    """``/lcm view [ID]``: the page for this session's conversation (or one of its owner's), path answered."""
-    if t.engine is None or t.engine.core is None or t.engine.core.binding.conversation_id is None:
+    """``/lcm view [ID] [session=S]``: the page for this session's conversation (or one of its owner's),
+    path answered. One owner rule for both forms: the caller's owner (``Target.viewer``) must own the
+    conversation, whether named by id or by a session; another owner's reads as a missing one."""
+    viewer = t.viewer
+    if t.engine is None or t.engine.core is None or t.engine.core.binding.conversation_id is None \
+            or viewer is None or viewer.core is None or viewer.core.binding.conversation_id is None:
         raise UsageError("no live session yet: send one normal message, then /lcm view")
     core = t.engine.core
-    reach = core.reach(bool(t.config.shared_memory))
+    reach = reach_of(viewer)
     wanted = core.binding.conversation_id
+    if t.asked is not None and reach is not None and wanted not in reach:
+        raise UsageError(no_session(t.asked, [e for e in live_engines() if isinstance(e, LcmEngine)], t.caller,
+                                    t.caller_engine))
     if rest:
         if len(rest) > 1 or not rest[0].isdigit():
             raise UsageError("usage: /lcm view [conversation id]")

@@ -42,8 +42,8 @@ from .normalize import is_storable, last_storable, storable
 from .outputs import PREFIX as OUTPUT_PREFIX
 from .outputs import settings_view as outputs_view
 from .patterns import MessagePatterns
-from .payload_gc import blobs_of, directory_of
-from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
+from .payload_rekey import open_guard
+from .payloads import PLACEHOLDER_PREFIX
 from .pipeline import pipeline_for
 from .proactive import ProactiveRecall
 from .records import ConversationState, StoredMessage
@@ -100,8 +100,7 @@ class LcmCore:
         self.config = config
         self.store: Store = open_store(database_path)
         self.dag = Dag(self.store)
-        self.guard = PayloadGuard(directory_of(self.store.path), config.payload_min_base64_chars,
-                                  blobs=blobs_of(self.store))
+        self.guard = open_guard(self.store, config.payload_min_base64_chars)  # keyed refs, old ones upgraded
         self.message_patterns = MessagePatterns.parse(config.ignore_message_patterns)
         # Seals our summary blocks so ingest knows them in any copy the host hands back.
         self.seal = BlockSeal(self.store.secret("summary_block"))
@@ -363,7 +362,7 @@ class LcmCore:
         raw = self._raw_items(conversation_id, state.frontier_seq, window, upto)
         nodes, pinned = self.dag.context(conversation_id), self._newest_user(state, upto)
         return with_whole_outputs(lambda items: build(nodes, items, budget, pinned, header=self.seal.header()),
-                                  raw, self.guard)
+                                  raw, self.guard, self.store.granted_refs)
 
     def _raw_items(self, conversation_id: int, after_seq: int, window: int, upto: int | None) -> list[Item]:
         """The newest ``window`` raw rows as prompt items; only rows not cached yet are read whole."""

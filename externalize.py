@@ -2,7 +2,8 @@
 and what the prompt and the host adapter need to know about an externalized output.
 
 A tool result whose text is at least the threshold long is written whole to its payload file
-(outputs.ref_for names it; the payload guard writes it, so a symlinked directory, a full disk
+(keyed by the database's secret, outputs.ref_for names it; the payload guard writes it and lists
+it as the row's grant, so a symlinked directory, a full disk
 and the guard's dry mode behave as for any payload) and its row keeps ``outputs.stub``: the head,
 the tail and the ref. What stays inline, always: the tool-call arguments, user and assistant
 text, images and other non-text parts, a stub given again, and the text of a file that could
@@ -18,7 +19,7 @@ from typing import Any
 from .blocks import Item
 from .ingest import Normalizer
 from .normalize import Draft
-from .outputs import is_stub, parse_stub, ref_for, stub
+from .outputs import is_stub, parse_stub, stub
 from .payloads import PayloadGuard
 from .records import without_shadows
 from .schemas import tool_names
@@ -64,7 +65,7 @@ class ExternalizeStep:
         """``text``, or its stub once its file is written (the very same object when unchanged)."""
         if len(text) < self.threshold or is_stub(text):
             return text
-        ref = ref_for(text)
+        ref = self.guard.ref_for(text)
         if self.write and not self.guard.keep(ref, text):
             return text  # kept inline: losing the output is worse than a large row
         return clamped_stub(text, ref, self.preview, self.threshold)
@@ -124,19 +125,29 @@ def _read_all(guard: PayloadGuard, ref: str) -> str:
     return text
 
 
+Grants = Callable[[Sequence[int]], Mapping[int, set[str]]]
+
+
 def with_whole_outputs(build: Callable[[Sequence[Item]], list[dict[str, Any]]], raw: Sequence[Item],
-                       guard: PayloadGuard) -> list[dict[str, Any]]:
+                       guard: PayloadGuard, grants: Grants) -> list[dict[str, Any]]:
     """The prompt ``build`` makes of ``raw``, with each externalized tool result that no assistant
     message after it answers yet shown whole (read back from its file), when that displaces nothing:
     the model must see the output it is about to act on. Answered ones keep their stub.
 
-    ``build`` keeps the budget either way; the whole form is taken only when the prompt it gives
-    holds the same messages as the stub form (the whole outputs included, uncut), else the stubs."""
+    Only a stub the engine itself wrote for that row is read back (``grants``: the refs each stored
+    row was granted, Store.granted_refs): a tool result that merely prints another owner's stub
+    stays the stub. ``build`` keeps the budget either way; the whole form is taken only when the
+    prompt it gives holds the same messages as the stub form (the whole outputs included, uncut),
+    else the stubs."""
     last_assistant = max((i for i, item in enumerate(raw) if item.role == "assistant"), default=-1)
+    due = {i: raw[i].store_id for i in range(last_assistant + 1, len(raw))
+           if raw[i].role == "tool" and content_refs(raw[i].message.get("content"))}
+    stored = [store_id for store_id in due.values() if store_id is not None]
+    granted = grants(stored) if stored else {}
     swaps: dict[int, Item] = {}
-    for index in range(last_assistant + 1, len(raw)):
+    for index, store_id in due.items():
         item = raw[index]
-        if item.role == "tool" and content_refs(item.message.get("content")):
+        if store_id is not None and set(content_refs(item.message.get("content"))) <= granted.get(store_id, set()):
             whole = restored(item.message.get("content"), guard)
             if whole is not None:
                 message = without_shadows({**item.message, "content": whole})

@@ -34,6 +34,22 @@ def host_result_chars(context_length: int) -> int | None:
         return None
 
 
+def host_session_id() -> str:
+    """The session the running host serves on this task: whoever sent the message being handled.
+    The gateway binds it per message in a ContextVar (concurrent chats each see their own), read
+    through the host's own ``get_session_env`` (which falls back to ``HERMES_SESSION_ID`` for the
+    CLI). Looked up where the host loaded it, never imported: a host that never loaded it bound no
+    session this way, and importing the gateway package would pull in the whole gateway. ""
+    when nothing is bound (no host, a test, a cron without one)."""
+    context = sys.modules.get("gateway.session_context")
+    if context is None:
+        return ""
+    try:
+        return str(context.get_session_env("HERMES_SESSION_ID", "") or "")
+    except Exception:  # noqa: BLE001 - another host version: unknown
+        return ""
+
+
 def host_home() -> str:
     """The host's home (its per-request override first), else HERMES_HOME, else ~/.hermes."""
     try:

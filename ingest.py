@@ -37,8 +37,9 @@ from .normalize import (
     written,
 )
 from .patterns import MessagePatterns
+from .payload_rekey import ref_key
 from .payloads import PayloadGuard
-from .records import MessageIn
+from .records import MessageIn, PayloadRef
 from .scaffold import BlockSeal, classify
 from .sensitive import Policy, Redactor
 from .store import Store
@@ -131,9 +132,9 @@ class PayloadStep:
 
 def import_normalizer(payload_dir: Path, store: Store, redact_patterns: str | None) -> Normalizer:
     """The normalizer an import writes with: the payload guard, and redaction when the settings
-    ask for it (``redact_patterns``; None: off), keyed by the target's own key so placeholders
-    match what live ingest writes there."""
-    guard = PayloadGuard(payload_dir)
+    ask for it (``redact_patterns``; None: off), keyed by the target's own keys so placeholders
+    and refs match what live ingest writes there."""
+    guard = PayloadGuard(payload_dir, key=ref_key(store))
     if redact_patterns is None:
         return Normalizer(guard)
     redactor = Redactor(Policy.parse(redact_patterns), store.secret("redaction"))
@@ -172,6 +173,7 @@ class _Large:
     prepared: tuple[Prepared, Prepared]  # (to store, identity), as Normalizer._prepared gives them
     fingerprint: str | None = None
     changed: bool = False  # an optional step changed it (Normalizer.alternates)
+    kept: tuple[PayloadRef, ...] = ()  # the payloads its preparation kept (its grants)
 
     def matches(self, message: Mapping[str, Any]) -> bool:
         return (message is self.message and message.get("content") is self.content
@@ -200,6 +202,8 @@ class Normalizer:
         self.seal = seal  # recognises our own summary blocks in what the host hands back
         self.ignored_count = 0
         self._memo: dict[int, tuple[Mapping[str, Any], Prepared, Prepared]] = {}
+        # The payloads each prepared message's steps kept: its grants (payloads.PayloadGuard.collecting).
+        self._kept: dict[int, tuple[Mapping[str, Any], tuple[PayloadRef, ...]]] = {}
         self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
         self._large: dict[int, _Large] = {}
 
@@ -219,17 +223,29 @@ class Normalizer:
         if large is not None:
             return large.prepared
         failures = self.guard.failures
-        stored = self._prepare(message)
+        with self.guard.collecting() as kept:
+            stored = self._prepare(message)
         identity = stored
         if self.guard.failures != failures:
             with self.guard.placeholders_only():
                 identity = self._prepare(message)
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
+            self._kept.clear()
+        grants = tuple(dict.fromkeys(kept))
         self._memo[id(message)] = (message, stored, identity)
+        self._kept[id(message)] = (message, grants)
         if identity is stored:  # a payload write that failed is retried on the next call
-            self._remember_large(message, (stored, identity))
+            self._remember_large(message, (stored, identity), grants)
         return stored, identity
+
+    def _grants(self, message: Mapping[str, Any]) -> tuple[PayloadRef, ...]:
+        """The payloads preparing ``message`` kept (call after :meth:`_prepared`)."""
+        hit = self._kept.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        large = self._large_hit(message)
+        return large.kept if large is not None else ()
 
     def _prepare(self, message: Mapping[str, Any], steps: Sequence[Step] | None = None) -> Prepared:
         role = message.get("role")
@@ -290,13 +306,15 @@ class Normalizer:
         entry = self._large.get(id(message))
         return entry if entry is not None and entry.matches(message) else None
 
-    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[Prepared, Prepared]) -> None:
+    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[Prepared, Prepared],
+                        kept: tuple[PayloadRef, ...]) -> None:
         text = message.get("content")
         if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
             if len(self._large) >= LARGE_MEMO_SIZE:
                 self._large.pop(next(iter(self._large)))
             changed = self._changed.get(id(message)) is message
-            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared, changed=changed)
+            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared, changed=changed,
+                                              kept=kept)
 
     def forget(self, keep: bool = False) -> None:
         """Drop the memo (it holds references to host messages); ``keep``: not yet, as the next
@@ -305,6 +323,7 @@ class Normalizer:
         if keep:
             return
         self._memo.clear()
+        self._kept.clear()
         self._prints.clear()
         self._changed.clear()
         self._alternates.clear()
@@ -375,5 +394,6 @@ class Normalizer:
             fingerprint=fingerprint or self.fingerprint(message),
             synthetic=classify(view),
             extra=extra_fields(view, self.redactor.redact_value if self.redactor is not None else None),
+            payload_refs=self._grants(message),
         )
 

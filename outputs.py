@@ -6,11 +6,17 @@ The stub is a pure function of the text and the preview size, so a message is th
 (the same fingerprint) whether it arrives whole or as the stub we handed out, and a stub is never
 externalized again. The file is the payload guard's (payloads.py): content-addressed by the same
 ref scheme, 0600, written once through an exclusive temp file, never through a symlink.
+
+A ref is keyed: an HMAC-SHA256 of the text under the database's own ``payload_refs`` secret, cut to
+24 hex digits. The same text is the same ref within one database (one file however often it is
+stored), but a ref can neither be computed from a guessed content nor carried to another database.
+Naming a ref grants nothing either way: who may read a payload is recorded apart (payloads.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +29,13 @@ _STUB = re.compile(r"^\[lcm-output ref=([0-9a-f]{24}) chars=(\d+) lines=(\d+)[^\
 HEAD_SHARE = 2 / 3
 
 
-def ref_for(text: str) -> str:
-    """The content address of ``text`` (the payload guard's scheme: its file is ``<ref>.payload``)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+REF_CHARS = 24
+
+
+def ref_for(text: str, key: bytes) -> str:
+    """The content address of ``text`` in the database whose ref key is ``key`` (the payload guard's
+    scheme: its file is ``<ref>.payload``). Keyed, so knowing a content tells nobody its ref."""
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:REF_CHARS]
 
 
 def line_count(text: str) -> int:

@@ -5,7 +5,8 @@ Payload files (``lcm-payloads/<ref>.payload`` beside the database) hold base64 p
 outputs.py). Rows are never deleted by the engine, but the operator's cleanups (``lcm doctor clean``,
 ``clean lifecycle``) and a backfill rollback can leave files no message (content, parts, tool calls,
 extra) and no summary names. An output file can itself name a payload (a tool printed a placeholder),
-so references are followed through referenced files too.
+so references are followed through referenced files too, and a file the refs upgrade renamed
+(payload_rekey.py) counts as named by its old ref until the rows are rewritten.
 
 Only names of the form ``<24 hex>.payload`` that are regular files are ever touched; a symlinked
 directory is refused and a symlink inside it is reported, never followed. Removal races an ingest
@@ -35,7 +36,7 @@ from typing import Any, cast
 from . import private
 from .payloads import Blobs
 from .startup import local_home
-from .store import Store, is_url, redacted
+from .store import Store, StoreFault, is_url, redacted
 
 MENTION = re.compile(r"\[lcm-(?:payload|output) ref=([0-9a-f]{24})")
 OUTPUT_MENTION = re.compile(r"\[lcm-output ref=([0-9a-f]{24})")
@@ -135,6 +136,11 @@ def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> 
             if len(page) < PAGE:
                 break
             after = page[-1][0]
+    for old, new in _aliases(store).items():  # a file an upgrade renamed before its rows followed
+        if old in found:
+            found.setdefault(new, found[old])
+        if old in outputs:
+            outputs.add(new)
     queue = sorted(ref for ref in outputs if ref in files)
     seen = set(queue)
     while queue:
@@ -152,6 +158,15 @@ def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> 
                 seen.add(inner)
                 queue.append(inner)
     return found
+
+
+def _aliases(store: Store) -> dict[str, str]:
+    """The old refs of a database whose refs were upgraded (payload_rekey.py), and their new names;
+    none for a read-only view of a layout that has no such table yet."""
+    try:
+        return store.ref_aliases()
+    except StoreFault:
+        return {}
 
 
 def bytes_of(store: Store, directory: Path, ref: str) -> bytes | None:

@@ -12,16 +12,17 @@ message stored inline after a failed write is the same message when it comes bac
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import private
+from .outputs import ref_for
+from .records import PayloadRef
 from .redact import guard_logger
 
 log = guard_logger(__name__)
@@ -31,6 +32,14 @@ log = guard_logger(__name__)
 _DATA_URI = re.compile(r"data:([\w.+-]++/[\w.+-]++)?+((?:;[\w-]++=[\w.-]++)*+);base64,([A-Za-z0-9+/=_-]{16,})")
 _REF = re.compile(r"^[0-9a-f]{24}$")
 PLACEHOLDER_PREFIX = "[lcm-payload ref="
+# The name of the database secret refs are keyed by (store.secret).
+REF_SECRET = "payload_refs"
+# What a grant says a payload is: a large tool output (outputs.py) or an inline base64 payload.
+KIND_OUTPUT = "output"
+KIND_PAYLOAD = "payload"
+OUTPUT_MIME = "text/plain"
+# Every place our own text names a ref: a stub's header (twice), a placeholder, a tool hint.
+MENTION = re.compile(r"(\[lcm-(?:output|payload) ref=|externalized_ref=)([0-9a-f]{24})")
 # Bytes of the base64 alphabet map to "A", every other byte to a space: a long run in the text is
 # then a plain substring search, which C does at memory speed (the regex costs ~10 ns a character).
 _RUN_TABLE = bytes(ord("A") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/") else ord(" ")
@@ -54,11 +63,25 @@ class Blobs(Protocol):
     def payload_delete(self, ref: str, older_than: float | None = None) -> int: ...
 
 
+def retarget(text: str, aliases: Mapping[str, str]) -> str:
+    """``text`` with every ref our own text forms name (:data:`MENTION`) renamed by ``aliases``;
+    the very same string when none is named."""
+    if "ref=" not in text or MENTION.search(text) is None:
+        return text
+    return MENTION.sub(lambda m: m.group(1) + aliases.get(m.group(2), m.group(2)), text)
+
+
 class PayloadGuard:
     def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048,
-                 blobs: Blobs | None = None) -> None:
+                 blobs: Blobs | None = None, key: bytes | None = None,
+                 aliases: Mapping[str, str] | None = None) -> None:
         self.directory = Path(directory)
         self.blobs = blobs  # set: the bytes go to the database, never to ``directory``
+        # The database's ref key (store.secret("payload_refs")); a guard of no database (a scratch
+        # normalizer) gets one of its own, so its refs mean nothing anywhere else either.
+        self.key = key if key is not None else os.urandom(32)
+        self.aliases: Mapping[str, str] = aliases or {}
+        self._kept: list[PayloadRef] | None = None
         self.min_chars = min_base64_chars
         # A run may only start where the previous character is outside the alphabet: without
         # that, every position inside a shorter run (say 2,000 letters) is tried again, which is
@@ -69,8 +92,14 @@ class PayloadGuard:
         self.problem: str | None = None
         self._dry = False
 
+    def ref_for(self, text: str) -> str:
+        """The ref of ``text`` in this guard's database."""
+        return ref_for(text, self.key)
+
     def guard_text(self, text: str) -> str:
-        """``text`` with each payload replaced by its placeholder."""
+        """``text`` with each payload replaced by its placeholder (and each old ref by its new one)."""
+        if self.aliases:
+            text = retarget(text, self.aliases)
         if "base64," not in text and len(text) < self.min_chars:
             return text
         if "base64," in text:
@@ -101,19 +130,31 @@ class PayloadGuard:
         finally:
             self._dry = False
 
+    @contextmanager
+    def collecting(self) -> Iterator[list[PayloadRef]]:
+        """Within: every payload this guard keeps (writes, or finds written) is listed in the list
+        yielded. Those are the grants of the row being prepared: what the engine itself put in it,
+        never a ref the row's text merely names. Nothing is listed in :meth:`placeholders_only`."""
+        outer, self._kept = self._kept, []
+        try:
+            yield self._kept
+        finally:
+            self._kept = outer
+
     def _replace_uri(self, match: re.Match[str]) -> str:
         return self._externalize(match.group(0), match.group(1) or "application/octet-stream")
 
     def _externalize(self, payload: str, mime: str) -> str:
-        ref = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:24]
-        if not self.keep(ref, payload):
+        ref = self.ref_for(payload)
+        if not self.keep(ref, payload, KIND_PAYLOAD, mime):
             return payload
         return f"{PLACEHOLDER_PREFIX}{ref} mime={mime} chars={len(payload)}]"
 
-    def keep(self, ref: str, text: str) -> bool:
+    def keep(self, ref: str, text: str, kind: str = KIND_OUTPUT, mime: str = OUTPUT_MIME) -> bool:
         """Write ``text`` to the file of ``ref`` once (nothing in :meth:`placeholders_only`); False,
         counted in :attr:`failures`, when it cannot be written: the caller keeps the text inline.
-        Shared by every kind of payload file (a large tool output too: outputs.py)."""
+        Shared by every kind of payload file (a large tool output too: outputs.py); a kept one is
+        listed as a grant while :meth:`collecting`."""
         try:
             if not self._dry:
                 self._write_once(ref, text)
@@ -121,6 +162,8 @@ class PayloadGuard:
             self.failures += 1
             log.warning("hermes-lcm: payload %s kept inline, file write failed: %s", ref, exc)
             return False
+        if self._kept is not None and not self._dry:
+            self._kept.append(PayloadRef(ref, kind, mime))
         return True
 
     def _write_once(self, ref: str, payload: str) -> None:

@@ -13,6 +13,27 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class PayloadRef:
+    """A payload the engine itself kept for a row (payloads.PayloadGuard.collecting): the grant
+    that lets the row's owner read it. ``kind`` is "output" (a large tool output) or "payload"."""
+
+    ref: str
+    kind: str
+    mime: str
+
+
+@dataclass(frozen=True)
+class PayloadGrant:
+    """A stored grant: the row whose owner may read payload ``ref``, and what the payload is."""
+
+    ref: str
+    message_id: int
+    conversation_id: int
+    kind: str
+    mime: str
+
+
+@dataclass(frozen=True)
 class MessageIn:
     """A host message made ready for storage by ``ingest.normalize``."""
 
@@ -29,6 +50,8 @@ class MessageIn:
     synthetic: str | None = None
     # JSON object of the host's other public fields (see ``normalize.extra_fields``); None: none.
     extra: str | None = None
+    # The payloads the ingest kept for this row, stored as its grants in the same transaction.
+    payload_refs: tuple[PayloadRef, ...] = ()
 
 
 # Keys a stored message's columns give back; ``extra`` never overrides them.

@@ -10,8 +10,10 @@ told apart:
   parsed JSON values) come out as live ingest would store them, and so does the fingerprint, so a
   host that re-sends the raw message is recognised (alignment) and nothing is stored twice.
 * A large output kept in a payload file (outputs.py stub) whose text holds a secret gets a new
-  file with the redacted text, the row's stub names the new ref, and the old file is removed once
-  the rewrite is committed and no row names it.
+  file with the redacted text (its keyed ref), the row's stub names the new ref and its grant
+  moves to it, and the old file is removed once the rewrite is committed and no row holds a
+  grant of it (a row that only quotes the stub keeps no secret at rest).
+  Only a stub the row was granted is rewritten so: a stub a row merely quotes is text.
 * Summaries and events are redacted as text (summaries_fts is deleted and re-inserted: it has no
   UPDATE trigger; messages_fts follows its trigger).
 
@@ -37,12 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from . import maintenance as mt
-from . import payload_gc, payloads, private
+from . import payload_gc, payload_rekey, payloads, private
 from .ingest import Normalizer, RedactStep
-from .outputs import PREFIX as OUTPUT_PREFIX
-from .outputs import parse_stub, ref_for, stub
-from .payloads import PLACEHOLDER_PREFIX, PayloadGuard
-from .records import StoredMessage
+from .outputs import parse_stub, stub
+from .payloads import KIND_OUTPUT, OUTPUT_MIME, PayloadGuard
+from .records import PayloadRef, StoredMessage
 from .sensitive import PREFIX, Policy, Redactor
 from .store import Store, StoreError, StoreFault
 
@@ -89,6 +90,7 @@ class RowChange:
     fields: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     payload: PayloadChange | None = None
+    grants: tuple[PayloadRef, ...] = ()  # payloads the rewrite's ingest kept for the row
 
     def entry(self) -> dict[str, Any]:
         item: dict[str, Any] = {"table": self.table, "id": self.row_id, "kinds": dict(self.kinds)}
@@ -105,7 +107,8 @@ class Rewriter:
         self.store = store
         self.redactor = redactor
         self.preview_chars = preview_chars
-        self.guard = PayloadGuard(payload_gc.directory_of(store.path), blobs=payload_gc.blobs_of(store))
+        self.guard = PayloadGuard(payload_gc.directory_of(store.path), blobs=payload_gc.blobs_of(store),
+                                  key=payload_rekey.ref_key(store))
         self.normalizer = Normalizer(self.guard, steps=[RedactStep(redactor)], redactor=redactor)
 
     def message(self, m: StoredMessage) -> RowChange | None:
@@ -123,11 +126,11 @@ class Rewriter:
                        (record.parts if record.parts is not None else record.content, record.tool_calls, extra))
         if not kinds and payload is None:
             return None
-        return RowChange("messages", m.id, kinds, fields=new, payload=payload)
+        return RowChange("messages", m.id, kinds, fields=new, payload=payload, grants=record.payload_refs)
 
     def _payload(self, m: StoredMessage) -> PayloadChange | None:
         info = parse_stub(m.content)
-        if info is None:
+        if info is None or info.ref not in self.store.granted_refs([m.id]).get(m.id, set()):
             return None
         try:
             text, _total = self.guard.read(info.ref, 0, 1 << 62)
@@ -136,7 +139,7 @@ class Rewriter:
         redacted = self.redactor.redact(text)
         if redacted == text:
             return None
-        return PayloadChange(info.ref, ref_for(redacted), redacted, _added((text,), (redacted,)))
+        return PayloadChange(info.ref, self.guard.ref_for(redacted), redacted, _added((text,), (redacted,)))
 
     def text(self, table: str, row_id: int, text: str) -> RowChange | None:
         redacted = self.redactor.redact(text)
@@ -217,6 +220,7 @@ def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.
     if store.readonly:
         raise mt.MaintenanceError("lcm redact --apply needs a writable database")
     started = time.monotonic()
+    payload_rekey.upgrade(store)  # old refs keyed and granted first: a stub is rewritten by its grant
     saved = mt.backup(store, backup_dir, "pre-redact")
     manifest_path = Path(saved.path).with_name(Path(saved.path).stem + ".redact-manifest.json")
     redactor = redactor_of(store, patterns)
@@ -262,20 +266,23 @@ def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch
                 payloads.put(rewriter.guard, change.payload.new_ref, change.payload.text)
             if table == "messages":
                 store.rewrite_message(change.row_id, change.fields)
+                if change.payload is not None:  # the grant follows the stub to the redacted file
+                    store.revoke_payloads(change.row_id, [change.payload.old_ref])
+                    store.grant_payloads([(change.row_id, PayloadRef(change.payload.new_ref, KIND_OUTPUT,
+                                                                     OUTPUT_MIME))])
+                store.grant_payloads([(change.row_id, p) for p in change.grants])
             else:
                 store.rewrite_text(table, change.row_id, change.text)
             if on_row is not None:
                 on_row(table, change.row_id)
     done.extend(changes)
     time.sleep(min(MAX_PAUSE_S, max(0.005, time.monotonic() - started)))
-    old = sorted({c.payload.old_ref for c in changes if c.payload is not None})
-    if old:
-        needles = [p + ref for ref in old for p in (OUTPUT_PREFIX, PLACEHOLDER_PREFIX)]
-        used = store.refs_in_use(needles)
-        for ref in old:
-            if not any(p + ref in used for p in (OUTPUT_PREFIX, PLACEHOLDER_PREFIX)):
-                payloads.remove(rewriter.guard, ref)
-                removed.append(ref)
+    # An old file goes once no row holds a grant of it any more: a row that merely quotes its stub
+    # could never read it, and must not keep the secret's bytes at rest.
+    for ref in sorted({c.payload.old_ref for c in changes if c.payload is not None}):
+        if store.payload_grant(ref, None) is None:
+            payloads.remove(rewriter.guard, ref)
+            removed.append(ref)
     return last
 
 

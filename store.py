@@ -26,12 +26,22 @@ import atexit
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from .records import ConversationState, MessageIn, NewNode, Rollup, SessionInfo, StoredMessage, SummaryNode
+from .records import (
+    ConversationState,
+    MessageIn,
+    NewNode,
+    PayloadGrant,
+    PayloadRef,
+    Rollup,
+    SessionInfo,
+    StoredMessage,
+    SummaryNode,
+)
 from .storage.claw import LCL_TABLES, ClawDatabase, detect_source
 from .storage.connection import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES
 from .storage.errors import ForeignDatabase, NewerSchema, StoreError, StoreFault, WriteFailed
@@ -42,7 +52,8 @@ from .storage.sqlite import SqliteStore
 
 __all__ = [
     "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
-    "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "RewriteStore", "Store",
+    "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "PayloadRefStore",
+    "RewriteStore", "Store",
     "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all",
     "detect_source", "is_read_only_file", "is_url", "open_readonly", "open_store", "redacted", "verify_backup",
     "writable_target",
@@ -248,6 +259,19 @@ class RewriteStore(Protocol):
     def vacuum_and_truncate(self) -> dict[str, Any]: ...
 
 
+class PayloadRefStore(Protocol):
+    """Who may read a payload (storage/payload_refs.py): the grants the engine writes with the rows
+    it kept payloads for, never inferred from text; and a migrated database's old refs."""
+
+    def grant_payloads(self, grants: Sequence[tuple[int, PayloadRef]]) -> None: ...
+    def revoke_payloads(self, message_id: int, refs: Sequence[str]) -> None: ...
+    def payload_grant(self, ref: str, conversation_ids: Sequence[int] | None) -> PayloadGrant | None: ...
+    def granted_refs(self, message_ids: Sequence[int]) -> dict[int, set[str]]: ...
+    def ref_aliases(self) -> dict[str, str]: ...
+    def put_ref_aliases(self, aliases: Mapping[str, str]) -> None: ...
+    def ref_rows_after(self, after_id: int, limit: int) -> list[tuple[StoredMessage, str, str]]: ...
+
+
 class VectorStore(Protocol):
     """Embedding vectors (storage/vectors.py; the blobs are made by vectors.py). The tables exist
     only once :meth:`ensure_vector_tables` ran: a database that never had embeddings enabled has
@@ -331,7 +355,7 @@ class ViewStore(Protocol):
 
 
 class Store(MessageStore, ConversationStore, SummaryStore, OperatorStore, RewriteStore, VectorStore, RollupStore,
-            AssertionStore, ViewStore, Protocol):
+            AssertionStore, ViewStore, PayloadRefStore, Protocol):
     """An opened store: everything the services use."""
 
     path: str

@@ -14,13 +14,14 @@ from typing import Any
 
 from ..display import ELLIPSIS, cut, iso
 from ..outputs import line_count
+from ..payloads import KIND_OUTPUT
 from ..records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")
 # A large tool output's stub (outputs.stub): its ref, chars and lines.
 _OUTPUT = re.compile(r"\[lcm-output ref=([0-9a-f]{24}) chars=(\d+) lines=(\d+)")
-OUTPUT_MIME = "text/plain"
+OUTPUT_MIME = "text/plain"  # payloads.OUTPUT_MIME: a large tool output
 BIG = 2**62
 MAX_REFS = 20
 PAYLOAD_FRAME = 1000  # ref, mime, counts, offsets and the format note of a payload page
@@ -204,28 +205,22 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
 
 
 def payload_owner(ctx: Ctx, args: Args, ref: str) -> tuple[StoredMessage, str]:
-    """A message in reach that references ``ref`` (payloads are scoped like messages), and its mime."""
+    """The row in reach the engine itself kept payload ``ref`` for (its grant), and its mime.
+
+    Payloads are scoped like messages, but by grant, never by text: a row that merely names the ref
+    (a user typing a placeholder, a tool printing someone's stub) grants nothing, and a ref in no
+    grant in reach answers exactly like one that does not exist, so none can be probed."""
     try:
         ctx.core.guard.path_for(ref)
     except ValueError as exc:
         raise ToolError(f"externalized_ref must be 24 hex characters, got {ref!r}") from exc
     everywhere = args.choice("session_scope", ("current", "all"), "current") == "all"
-    ids = ctx.core.store.message_ids_mentioning(ref, None, 20, conversation_ids=ctx.reach()) if everywhere \
-        else ctx.core.store.message_ids_mentioning(ref, ctx.conversation(), 20)
-    for message_id in ids:
-        message = ctx.core.store.message(message_id)
-        if message is None:
-            continue
-        text = message.content + (message.parts or "") + (message.tool_calls or "")
-        if message.role == "tool" and output_info(message.content + (message.parts or ""), ref) is not None:
-            return message, OUTPUT_MIME
-        mime = next((m[1] for m in _PLACEHOLDER.findall(text) if m[0] == ref), None)
-        if mime is not None:
-            return message, mime
-        # A message that only quotes the ref (a user typing a stub someone else was shown) is no
-        # reference: a payload is readable where the guard or the output step put it in a row.
-    raise ToolError(f"payload {ref} is not referenced in this conversation"
-                    + ("" if everywhere else "; pass session_scope='all' if it belongs to another"))
+    grant = ctx.core.store.payload_grant(ref, ctx.reach() if everywhere else (ctx.conversation(),))
+    message = ctx.core.store.message(grant.message_id) if grant is not None else None
+    if grant is None or message is None:
+        raise ToolError(f"payload {ref} is not referenced in this conversation"
+                        + ("" if everywhere else "; pass session_scope='all' if it belongs to another"))
+    return message, OUTPUT_MIME if grant.kind == KIND_OUTPUT else grant.mime
 
 
 def _expand_payload(ctx: Ctx, args: Args) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..records import MessageIn, StoredMessage
 from .connection import SqliteConnection
+from .payload_refs import record_grants
 from .rows import SESSION_IS, pack_fingerprint, row_to_message, seq_bound, unpack_fingerprint
 
 
@@ -132,7 +133,8 @@ def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: st
     Rows go in as multi-row INSERT statements, not one statement per row: the FTS5 trigger
     flushes the index's pending terms at every statement, and each flush does incremental merge
     work that re-reads any large segment, so per-row statements after one huge row (a turn with
-    100k tool calls) cost minutes; a few statements per call cost milliseconds.
+    100k tool calls) cost minutes; a few statements per call cost milliseconds. Each record's
+    payload grants go in with it (storage/payload_refs.py).
     """
     if not records:
         return []
@@ -159,9 +161,10 @@ def insert_messages(db: sqlite3.Connection, conversation_id: int, session_id: st
                 [value for row in batch for value in row],
             )
     db.execute("UPDATE conversations SET last_seq=? WHERE id=?", (last_seq + len(records), conversation_id))
-    ids = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
-                     (conversation_id, last_seq)).fetchall()
-    return [int(r[0]) for r in ids]
+    ids = [int(r[0]) for r in db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>? ORDER BY seq",
+                                         (conversation_id, last_seq)).fetchall()]
+    record_grants(db, ids, records)  # the payloads the engine kept for these rows, with them
+    return ids
 
 
 class MessageQueries(SqliteConnection):

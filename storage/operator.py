@@ -231,10 +231,15 @@ class OperatorQueries(SqliteConnection):
                  "THEN a.tool_calls ELSE '[]' END) j WHERE a.conversation_id=t.conversation_id "
                  "AND a.role='assistant' AND a.seq < t.seq AND json_extract(j.value, '$.id')=t.tool_call_id)")
 
+    def _call_exists(self) -> str:
+        """SQL: an earlier assistant call of ``t``'s conversation has ``t``'s tool_call_id (PostgreSQL's
+        names the rows whose JSON does not parse, known only at run time)."""
+        return self._CALL_EXISTS
+
     def tool_link_counts(self, limit: int = 10) -> dict[str, Any]:
         """Tool results and their links: how many have no tool_call_id, and how many name an id that no
         earlier assistant call in their conversation made (an orphan); a few sample ids of each."""
-        calls = self._CALL_EXISTS
+        calls = self._call_exists()
         unlinked = "coalesce(t.tool_call_id, '')=''"
         orphan = f"NOT {unlinked} AND NOT {calls}"
         with self.read() as db:

@@ -14,7 +14,7 @@ from .errors import ForeignDatabase, NewerSchema
 from .rows import pack_fingerprint
 
 APP_ID = "hermes-lcm"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -192,6 +192,27 @@ CREATE INDEX edges_child ON edges(child_kind, child_id);
 """
 
 
+# Version 5: who may read a payload. A row's grant (``payload_refs``) is written by the engine in
+# the same transaction as the row when it itself kept a payload for it (payloads.PayloadGuard
+# collecting); a row that merely names a ref gets none, and only a grant in the caller's reach
+# opens a payload (handlers/expand.py). ``payload_ref_aliases`` maps the old unkeyed refs of a
+# migrated database to their keyed ones (payload_rekey.py fills both for the rows written before:
+# it needs the files and the key, so it runs after this, at the engine's start). A grant goes with
+# its row (ON DELETE CASCADE: foreign keys are on for every connection).
+PAYLOAD_REF_TABLES = """
+CREATE TABLE IF NOT EXISTS payload_refs(
+  ref TEXT NOT NULL,
+  message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  mime TEXT NOT NULL,
+  PRIMARY KEY(ref, message_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS payload_refs_message ON payload_refs(message_id);
+CREATE TABLE IF NOT EXISTS payload_ref_aliases(old_ref TEXT PRIMARY KEY, new_ref TEXT NOT NULL) WITHOUT ROWID;
+"""
+_MIGRATIONS[5] = PAYLOAD_REF_TABLES
+
+
 def split_sql(script: str) -> list[str]:
     """Split a migration into statements, keeping trigger bodies whole."""
     statements, current = [], []
@@ -265,9 +286,15 @@ def shadow_older(conn: sqlite3.Connection) -> None:
     only (TEMP is searched before main; the file is never written): ``messages`` with its
     ``session_key`` (from a TEMP ``session_keys``, numbered here) and a packed ``fingerprint``,
     ``edges`` with integer kinds. Filters on those columns scan instead of seeking an index,
-    which is acceptable for the CLI until the next read-write open upgrades the file.
+    which is acceptable for the CLI until the next read-write open upgrades the file. A file
+    older than 5 gets empty TEMP grant tables: it holds no grant, so no payload opens through it.
     """
-    if schema_version(conn) >= 4:
+    version = schema_version(conn)
+    if version < 5:  # no grant was written yet: none reads as none (no payload opens)
+        for statement in split_sql(PAYLOAD_REF_TABLES.replace("EXISTS ", "EXISTS temp.").replace(
+                "REFERENCES messages(id) ON DELETE CASCADE", "")):
+            conn.execute(statement)
+    if version >= 4:
         return
     conn.create_function("lcm_pack_fingerprint", 1, pack_fingerprint, deterministic=True)
     columns = [r[1] for r in conn.execute("PRAGMA main.table_info(messages)")]

@@ -11,6 +11,7 @@ from .conversations import ConversationQueries
 from .message_search import MessageSearch
 from .messages import MessageQueries
 from .operator import OperatorQueries
+from .payload_refs import PayloadRefQueries
 from .rewrite import RewriteQueries
 from .rollups import RollupQueries
 from .summaries import SummaryQueries
@@ -19,5 +20,5 @@ from .views import ViewQueries
 
 
 class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-                  RewriteQueries, VectorQueries, RollupQueries, AssertionQueries, ViewQueries):
+                  RewriteQueries, VectorQueries, RollupQueries, AssertionQueries, ViewQueries, PayloadRefQueries):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

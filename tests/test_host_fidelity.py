@@ -293,7 +293,7 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     readonly.close()
 
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4  # 3: conversations.owner; 4: compact keys
+    assert store.schema_version() == SCHEMA_VERSION == 5  # 3: conversations.owner; 4: compact keys; 5: grants
     with sqlite3.connect(path) as raw:  # schema 4 stores a fingerprint as its 8 digest bytes
         assert raw.execute("SELECT id, seq, role, content, tool_calls, lower(hex(fingerprint)) FROM messages "
                            "ORDER BY id").fetchall() == rows_before

@@ -82,7 +82,7 @@ def test_step_writes_the_file_keeps_the_stub_and_is_a_fixed_point(tmp_path: Path
     draft = Draft(output, None, "tool")
     out = step(draft)
     info = parse_stub(out.content)
-    assert info is not None and info.ref == ref_for(output) and info.chars == len(output)
+    assert info is not None and info.ref == ref_for(output, guard.key) and info.chars == len(output)
     assert len(out.content) < 2000 and out.content.endswith("AssertionError: boom")
     path = tmp_path / "lcm-payloads" / f"{info.ref}.payload"
     assert path.read_bytes().decode() == output and stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -107,7 +107,7 @@ def test_step_stubs_text_parts_and_leaves_images(tmp_path: Path) -> None:
 
 def test_a_preview_bigger_than_the_threshold_is_clamped_so_the_stub_stays_below_it() -> None:
     text = "y" * 50_000
-    stub = clamped_stub(text, ref_for(text), 100_000, 1000)
+    stub = clamped_stub(text, ref_for(text, bytes(32)), 100_000, 1000)
     assert len(stub) < 1000 and is_stub(stub)
 
 
@@ -118,13 +118,14 @@ def test_the_shadow_step_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_the_draft_role_changes_no_fingerprint_of_todays_messages(tmp_path: Path) -> None:
-    """Values computed by main before Draft had a role: stored databases must keep aligning."""
-    normalizer = Normalizer(PayloadGuard(tmp_path / "p"))
+    """Values computed by main before Draft had a role: stored databases must keep aligning (the
+    first holds a placeholder, whose ref is keyed by the database: the value under this key)."""
+    normalizer = Normalizer(PayloadGuard(tmp_path / "p", key=bytes(32)))
     messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 20000},
                 {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
                 {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
-    assert [normalizer.fingerprint(m) for m in messages] == ["f1c33caa105eedcf", "f4febafbc1c1e774", "95293b1309cf59d1"]
+    assert [normalizer.fingerprint(m) for m in messages] == ["799f226e1eee3819", "f4febafbc1c1e774", "95293b1309cf59d1"]
 
 
 def test_with_externalization_on_the_identity_is_the_stub_whether_the_host_sends_it_or_the_text(
@@ -153,7 +154,7 @@ def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(make_engine: 
     assert len(tools) == 3
     for row, output in zip(tools, outputs, strict=True):
         info = parse_stub(row.content)
-        assert info is not None and info.ref == ref_for(output), row.content[:200]
+        assert info is not None and info.ref == engine.core.guard.ref_for(output), row.content[:200]
         assert read_all(engine, info.ref) == output
         described = ok(engine, "lcm_describe", externalized_ref=info.ref)
         assert described["mime"] == "text/plain" and described["chars"] == len(output)
@@ -286,7 +287,8 @@ def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path, backend_
     alice = engine_for(home, "alice", "alice-chat", **ON, **backend_env)
     secret = big_output(seed="alice-secret")
     alice.ingest_host(tool_turn("run", secret, "c1"))
-    ref = ref_for(secret)
+    assert alice.core is not None
+    ref = alice.core.guard.ref_for(secret)
     assert read_all(alice, ref) == secret
     mallory = engine_for(home, "mallory", "mallory-chat", **ON, **backend_env)
     # Mallory quotes Alice's stub (say she saw it over her shoulder): a quote is no reference.

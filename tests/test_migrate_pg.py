@@ -31,7 +31,8 @@ from .pgserver import fresh_url
 from .test_import_fixtures import build_lossless_claw
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = ("conversations", "sessions", "session_keys", "messages", "summaries", "edges", "context_items", "events")
+TABLES = ("conversations", "sessions", "session_keys", "messages", "payload_refs", "payload_ref_aliases", "summaries",
+          "edges", "context_items", "events")
 
 
 @pytest.fixture(autouse=True)

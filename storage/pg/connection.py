@@ -26,7 +26,7 @@ from typing import Any, Self, cast
 from ..connection import BUSY_TIMEOUT_MS, Checkpointer
 from ..errors import StoreError, StoreFault, WriteFailed
 from ..rows import message_columns
-from . import codec, redacted, schema
+from . import codec, redacted, schema, secrets
 from .dialect import translate
 
 # pg_advisory_xact_lock keys: (namespace, key). The namespace is ours ("lcm\0" as an int32).
@@ -104,16 +104,16 @@ def write_failure(exc: BaseException) -> WriteFailed | None:
     code = str(getattr(exc, "sqlstate", "") or "")
     for prefix, reason in _WRITE_FAILURES:
         if code.startswith(prefix):
-            return WriteFailed(reason, str(exc).strip())
+            return WriteFailed(reason, secrets.scrub(str(exc)).strip())
     if type(exc).__name__ in ("OperationalError", "PoolTimeout"):
-        return WriteFailed("cannot connect", str(exc).strip())
+        return WriteFailed("cannot connect", secrets.scrub(str(exc)).strip())
     return None
 
 
 def _as_sqlite_error(exc: Exception) -> sqlite3.Error:
     """The shared mixins catch sqlite3's types (``IntegrityError`` for a duplicate, ``Error`` for
     the rest): a PostgreSQL error reaches them as the matching one, its message kept."""
-    text = f"{exc} (SQLSTATE {getattr(exc, 'sqlstate', '')})".strip()
+    text = secrets.scrub(f"{exc} (SQLSTATE {getattr(exc, 'sqlstate', '')})".strip())
     if type(exc).__name__ in ("UniqueViolation", "IntegrityError", "ForeignKeyViolation", "CheckViolation",
                               "NotNullViolation", "RaiseException"):
         return sqlite3.IntegrityError(text)
@@ -216,7 +216,17 @@ class PgConnection:
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         _, psycopg_pool = _psycopg()
+        from psycopg.conninfo import conninfo_to_dict
+
         self.url, self.path = url, redacted(url)
+        # Before anything can log it: libpq's errors quote the token of a URL it cannot parse, and
+        # psycopg_pool logs each failed connection attempt (secrets.py).
+        secrets.remember(url)
+        secrets.guard_loggers()
+        try:
+            conninfo_to_dict(url)
+        except Exception as exc:  # noqa: BLE001 - libpq cannot parse it: it never connects, say so now (no pool retries)
+            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from None
         self.lock = threading.RLock()
         self._local = threading.local()
         self._readonly = readonly
@@ -232,9 +242,10 @@ class PgConnection:
             # program's, a newer layout), and the engine then trims its prompt as for an ignored
             # session, dropping messages nothing stored. A server that is down is an outage: the
             # engine keeps the host's list whole and tries again after its back-off.
-            raise WriteFailed("cannot connect", f"{self.path}: {str(exc).strip()}") from exc
+            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from exc
         try:
             with self.read() as db:
+                schema.check_server(cast(PgDb, db).raw.info.server_version, self.path)
                 schema.check_identity(cast(PgDb, db), self.path)
             if readonly:
                 if self.schema_version() == 0:
@@ -293,7 +304,7 @@ class PgConnection:
             conn_cm = self.pool.connection()
             conn = conn_cm.__enter__()
         except Exception as exc:
-            raise WriteFailed("cannot connect", f"{self.path}: {str(exc).strip()}") from exc
+            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from exc
         db = PgDb(conn)
         self._local.db = db
         try:
@@ -364,7 +375,7 @@ class PgConnection:
             conn_cm = self.pool.connection()
             conn = conn_cm.__enter__()
         except Exception as exc:
-            raise WriteFailed("cannot connect", f"{self.path}: {str(exc).strip()}") from exc
+            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from exc
         try:
             held = bool(conn.execute("SELECT pg_try_advisory_lock(%s, (%s %% 2147483648)::int)",
                                      (COMPACTION_NAMESPACE, conversation_id)).fetchone()[0])
@@ -417,5 +428,5 @@ def _mapped(exc: BaseException) -> BaseException:
     if failed is not None:
         return failed
     if isinstance(exc, sqlite3.Error) or _is_psycopg_error(exc):
-        return StoreFault(str(exc).strip())
+        return StoreFault(secrets.scrub(str(exc)).strip())
     return exc

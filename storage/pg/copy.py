@@ -39,7 +39,8 @@ class Table:
 
 
 TABLES = (Table("conversations", ("id",)), Table("sessions", ("rowid",)), Table("session_keys", ("id",)),
-          Table("messages", ("id",)), Table("summaries", ("id",)),
+          Table("messages", ("id",)), Table("payload_refs", ("message_id", "ref")),
+          Table("payload_ref_aliases", ("old_ref",)), Table("summaries", ("id",)),
           Table("edges", ("parent_id", "child_kind", "child_id")), Table("context_items", ("conversation_id", "ord")),
           Table("events", ("id",)))
 CHECKSUMMED = ("messages", "summaries")
@@ -59,9 +60,14 @@ class TargetState:
 
 
 def probe(url: str) -> TargetState:
-    """The target's state, read with a plain connection (nothing is created or written)."""
+    """The target's state, read with a plain connection (nothing is created or written). The URL's
+    passwords are remembered first: libpq's error for a URL it cannot parse quotes them (secrets.py)."""
     import psycopg
 
+    from . import secrets
+
+    secrets.remember(url)
+    secrets.guard_loggers()
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()}

@@ -49,6 +49,7 @@ from ..message_search import MessageSearch
 from ..rollups import RollupQueries
 from ..sidecar import has_tables, savepoint
 from ..vectors import KINDS, VectorQueries, _kind
+from .calls import UnparsableCalls, as_json_array
 from .dialect import translate
 
 _VECTOR_TABLES = """
@@ -165,21 +166,21 @@ CREATE OR REPLACE TRIGGER assertions_message_au AFTER UPDATE OF content ON messa
   EXECUTE FUNCTION lcm_assertions_drop();
 """
 
-# What a message is embedded as (storage/vectors.py's ``_MESSAGE_TEXT``): its text, then each tool
-# call's name and arguments, one call a line.
-_CALLS = ("(SELECT string_agg(coalesce(c.value->'function'->>'name', '') || ' ' || "
-          "coalesce(c.value->'function'->>'arguments', ''), chr(10) ORDER BY c.n) FROM json_array_elements("
-          "CASE WHEN m.tool_calls IS JSON ARRAY THEN m.tool_calls::json ELSE '[]'::json END) "
-          "WITH ORDINALITY AS c(value, n))")
-_MESSAGE_TEXT = f"btrim(m.content || chr(10) || coalesce({_CALLS}, ''), ' ' || chr(9) || chr(10) || chr(13))"
+def _message_text(excluded: Sequence[int]) -> str:
+    """What a message is embedded as (storage/vectors.py's ``_MESSAGE_TEXT``): its text, then each tool
+    call's name and arguments, one call a line; ``excluded``: rows whose calls do not parse (``calls``)."""
+    calls = ("(SELECT string_agg(coalesce(c.value->'function'->>'name', '') || ' ' || "
+             "coalesce(c.value->'function'->>'arguments', ''), chr(10) ORDER BY c.n) FROM json_array_elements("
+             f"{as_json_array('m.tool_calls', 'm.id', excluded, 'json')}) WITH ORDINALITY AS c(value, n))")
+    return f"btrim(m.content || chr(10) || coalesce({calls}, ''), ' ' || chr(9) || chr(10) || chr(13))"
 
 
-def _unembedded_sql(kind: str, probe: bool = True) -> str:
+def _unembedded_sql(kind: str, probe: bool = True, excluded: Sequence[int] = ()) -> str:
     """``vectors.unembedded_sql`` in PostgreSQL's spelling (arguments: after_id, model_id, limit)."""
     missing = (f"NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='{kind}' AND v.item_id=m.id)"
                if probe else "?::bigint IS NOT NULL")
     if kind == "m":
-        inner = (f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND {missing} AND "
+        inner = (f"SELECT m.id, {_message_text(excluded)} AS text FROM messages m WHERE m.id>? AND {missing} AND "
                  f"{MessageSearch._NOT_OWN_TOOLS}")
     else:
         inner = f"SELECT m.id, btrim(m.content) AS text FROM summaries m WHERE m.id>? AND {missing}"
@@ -253,7 +254,7 @@ def _ensure_hnsw(db: sqlite3.Connection, schema: str, model_id: int, kind: str, 
         return str(exc).split("\n")[0][:200]
 
 
-class PgVectorQueries(VectorQueries):
+class PgVectorQueries(VectorQueries, UnparsableCalls):
     """Vectors on PostgreSQL: pgvector's column and SQL nearest neighbours when the server has it."""
 
     _pgvector: str | None = None  # the schema holding the extension, once found
@@ -440,21 +441,27 @@ class PgVectorQueries(VectorQueries):
         return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
 
     def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
-        with self.read() as db:
-            self._need_vectors(db)
-            return [(int(r[0]), str(r[1])) for r in
-                    db.execute(_unembedded_sql(_kind(kind)), (after_id, model_id, limit)).fetchall()]
+        def run() -> list[tuple[int, str]]:
+            with self.read() as db:
+                self._need_vectors(db)
+                return [(int(r[0]), str(r[1])) for r in db.execute(
+                    _unembedded_sql(_kind(kind), excluded=self._bad_calls), (after_id, model_id, limit)).fetchall()]
+
+        return self.json_safe(run)
 
     def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
-        rows = chars = 0
-        with self.read() as db:
-            probe = model_id is not None and self._has_vectors(db)
-            for kind in KINDS:
-                found = db.execute(f"SELECT count(*), coalesce(sum(least(length(text), ?)), 0) FROM "
-                                   f"({_unembedded_sql(kind, probe)}) AS b",
-                                   (max_chars, 0, model_id or 0, -1)).fetchone()
-                rows, chars = rows + int(found[0]), chars + int(found[1])
-        return rows, chars
+        def run() -> tuple[int, int]:
+            rows = chars = 0
+            with self.read() as db:
+                probe = model_id is not None and self._has_vectors(db)
+                for kind in KINDS:
+                    found = db.execute(f"SELECT count(*), coalesce(sum(least(length(text), ?)), 0) FROM "
+                                       f"({_unembedded_sql(kind, probe, self._bad_calls)}) AS b",
+                                       (max_chars, 0, model_id or 0, -1)).fetchone()
+                    rows, chars = rows + int(found[0]), chars + int(found[1])
+            return rows, chars
+
+        return self.json_safe(run)
 
     def vector_stats(self) -> dict[str, Any]:
         """As on SQLite, with ``table_bytes`` from ``pg_total_relation_size`` and ``knn``: where the

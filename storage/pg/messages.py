@@ -25,6 +25,7 @@ from typing import Any, cast
 from ...records import MessageIn
 from ..conversations import ConversationQueries
 from ..messages import MessageQueries, SqlitePrints
+from ..payload_refs import record_grants
 from ..rows import unpack_fingerprint
 from .connection import PgDb
 
@@ -86,7 +87,9 @@ def insert_messages(db: PgDb, conversation_id: int, session_id: str, source: str
                                       "source": source, **columns})
     if len(rows) != len(records):
         raise sqlite3.OperationalError(f"conversation {conversation_id} does not exist")
-    return [int(r[0]) for r in sorted(rows, key=lambda r: int(r[1]))]
+    ids = [int(r[0]) for r in sorted(rows, key=lambda r: int(r[1]))]
+    record_grants(cast(sqlite3.Connection, db), ids, records)  # a statement more only for rows with payloads
+    return ids
 
 
 class PgMessageQueries(MessageQueries):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..operator import OperatorQueries
+from .calls import UnparsableCalls, as_json_array
 from .fulltext import to_tsquery_text
 
 # FTS "table" (the names doctor reports, as on SQLite) -> (content table, the text its tsv is computed from).
@@ -28,12 +29,19 @@ FUNCTIONS = ("instr", "lcm_fold", "lcm_words", "lcm_tsv", "lcm_tsq")
 INTEGRITY_SAMPLE = 2000
 
 
-class PgOperatorQueries(OperatorQueries):
+class PgOperatorQueries(OperatorQueries, UnparsableCalls):
     """:class:`OperatorQueries` with the SQLite-only methods answered by the server's catalogs."""
 
-    _CALL_EXISTS = ("EXISTS (SELECT 1 FROM messages a, jsonb_array_elements(CASE WHEN a.tool_calls IS JSON ARRAY "
-                    "THEN a.tool_calls::jsonb ELSE '[]'::jsonb END) j WHERE a.conversation_id=t.conversation_id "
-                    "AND a.role='assistant' AND a.seq < t.seq AND j.value->>'id'=t.tool_call_id)")
+    def _call_exists(self) -> str:
+        """PostgreSQL 12+: the calls' JSON guarded by ``calls.as_json_array`` (no ``IS JSON``, which is 16's)."""
+        calls = as_json_array("a.tool_calls", "a.id", self._bad_calls)
+        return (f"EXISTS (SELECT 1 FROM messages a, jsonb_array_elements({calls}) j "
+                "WHERE a.conversation_id=t.conversation_id AND a.role='assistant' AND a.seq < t.seq "
+                "AND j.value->>'id'=t.tool_call_id)")
+
+    def tool_link_counts(self, limit: int = 10) -> dict[str, Any]:
+        """As on SQLite; a row whose calls do not parse counts as calling nothing (``calls.py``)."""
+        return self.json_safe(lambda: super(PgOperatorQueries, self).tool_link_counts(limit))
 
     def database_header(self) -> dict[str, Any]:
         """Layout versions, server version and the bytes this schema's tables hold (page counts in

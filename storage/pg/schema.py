@@ -13,12 +13,16 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from ..errors import ForeignDatabase, NewerSchema
+from ..errors import ForeignDatabase, NewerSchema, StoreError
 from ..schema import APP_ID, SCHEMA_VERSION
 
 # The PostgreSQL layout's own version (its forward-only migrations below), beside the shared
 # SCHEMA_VERSION that says which columns the mixins may use.
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
+# The oldest server this layout runs on (``server_version_num``): the families' triggers are created
+# with CREATE OR REPLACE TRIGGER, which PostgreSQL 14 introduced. Everything else needs 12 (stored
+# generated columns, plan_cache_mode).
+MIN_SERVER_VERSION = 140000
 
 _FUNCTIONS = """
 CREATE OR REPLACE FUNCTION instr(haystack text, needle text) RETURNS integer
@@ -184,15 +188,44 @@ ALTER TABLE messages ENABLE TRIGGER USER;
 ALTER TABLE summaries ENABLE TRIGGER USER;
 """
 
+# 3: who may read a payload (storage/schema.py's version 5, in this server's types): a row's grants,
+# written with it, gone with it; the old unkeyed refs of a migrated database and their new names.
+_PAYLOAD_REFS = """
+CREATE TABLE IF NOT EXISTS payload_refs(
+  ref text NOT NULL,
+  message_id bigint NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+  kind text NOT NULL,
+  mime text NOT NULL,
+  PRIMARY KEY(ref, message_id)
+);
+CREATE INDEX IF NOT EXISTS payload_refs_message ON payload_refs(message_id);
+CREATE TABLE IF NOT EXISTS payload_ref_aliases(old_ref text PRIMARY KEY, new_ref text NOT NULL);
+"""
+
 _MIGRATIONS: dict[int, str] = {1: _FUNCTIONS.replace("%(accented)s", _folding()["accented"])
                                   .replace("%(plain)s", _folding()["plain"]) + _TABLES,
-                               2: _HEAD_AND_TAIL}
+                               2: _HEAD_AND_TAIL, 3: _PAYLOAD_REFS}
 
 
 def _tables(db: Any) -> set[str]:
     rows = db.execute("SELECT table_name FROM information_schema.tables "
                       "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'").fetchall()
     return {str(r[0]) for r in rows}
+
+
+def server_release(version: int) -> str:
+    """``server_version_num`` as people write it: 140011 -> 14.11, 90624 -> 9.6.24."""
+    if version >= 100000:
+        return f"{version // 10000}.{version % 10000}"
+    return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
+def check_server(version: int, where: str) -> None:
+    """Refuse, at connect and with one clear line, a server older than :data:`MIN_SERVER_VERSION`:
+    otherwise the failure comes later, as a syntax error in the middle of a write or a doctor check."""
+    if 0 < version < MIN_SERVER_VERSION:
+        raise StoreError(f"{where} is PostgreSQL {server_release(version)}: hermes-lcm needs PostgreSQL "
+                         f"{server_release(MIN_SERVER_VERSION).split('.')[0]} or newer")
 
 
 def check_identity(db: Any, where: str) -> None:

@@ -7,6 +7,7 @@ It implements ``store.Store``; ``store.open_store`` opens it for a ``postgresql:
 from __future__ import annotations
 
 from ..message_search import MessageSearch
+from ..payload_refs import PayloadRefQueries
 from ..summaries import SummaryQueries
 from ..views import ViewQueries
 from .connection import PgConnection
@@ -25,7 +26,7 @@ def _as_text(fingerprint: str) -> str | bytes:
 
 class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, PgMessageQueries, MessageSearch, PgConversationQueries,
               SummaryQueries, PgOperatorQueries, PgRewriteQueries, PgVectorQueries, PgRollupQueries,
-              PgAssertionQueries, ViewQueries, PgPayloadQueries):
+              PgAssertionQueries, ViewQueries, PgPayloadQueries, PayloadRefQueries):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
     pack_fingerprint = staticmethod(_as_text)

@@ -78,7 +78,7 @@ def test_upgrade_keeps_every_message_summary_and_edge(v3: Path) -> None:
     before = _raw(v3)
     store = open_store(v3)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5  # 4 (compact keys), then 5 (payload grants)
         for row in before["messages"]:
             got = store.message(row[0])
             assert got is not None
@@ -218,10 +218,10 @@ def test_killed_mid_upgrade_leaves_schema_3_intact(v3: Path, tmp_path: Path, fra
     proc = _kill_at(v3, max(1, int(total * fraction)))
     assert proc.returncode == -9, (proc.returncode, proc.stdout, proc.stderr[-2000:])  # killed, not finished
     # version 3, every row as it was (the last point may fall after the upgrade's COMMIT: then it is whole)
-    assert _digest(v3) == original or (fraction > 0.95 and _raw_version(v3) == 4)
+    assert _digest(v3) == original or (fraction > 0.95 and _raw_version(v3) == SCHEMA_VERSION)
     store = open_store(v3)  # and the next open upgrades it whole
     try:
-        assert store.schema_version() == 4 and store.lineage_problems() == {}
+        assert store.schema_version() == SCHEMA_VERSION and store.lineage_problems() == {}
         assert store.message_count() == len(_raw(FIXTURE)["messages"])
     finally:
         close_all()

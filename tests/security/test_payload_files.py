@@ -12,7 +12,6 @@ Attacks, each through a real engine (or the real importer) on real files:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -26,8 +25,14 @@ from ..conftest import new_engine
 from ..test_import_fixtures import openclaw_session
 
 IMAGE = "data:image/png;base64," + "iVBORw0KGgo" + "QUFB" * 1200
-REF = hashlib.sha256(IMAGE.encode()).hexdigest()[:24]
 ORIGINAL = "victim file: must stay exactly like this\n"
+
+
+def ref_of(engine: LcmEngine) -> str:
+    """The image's ref in the engine's database (keyed by its secret: known once it exists)."""
+    core = engine.ensure_core()
+    assert core is not None
+    return core.guard.ref_for(IMAGE)
 
 
 def send_image(engine: LcmEngine, text: str = "look at this") -> list[dict[str, str]]:
@@ -48,14 +53,15 @@ def test_symlink_at_predictable_temp_name_redirects_nothing(tmp_path: Path) -> N
     home = tmp_path / "home"
     target = victim(tmp_path)
     payloads = home / "lcm-payloads"
-    payloads.mkdir(parents=True)
-    os.symlink(target, payloads / f"{REF}.tmp{os.getpid()}")  # the old temp name
     engine = new_engine(home)
+    ref = ref_of(engine)
+    payloads.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, payloads / f"{ref}.tmp{os.getpid()}")  # the old temp name
     send_image(engine)
     assert target.read_text() == ORIGINAL, "the payload write followed the planted symlink"
-    stored = payloads / f"{REF}.payload"
+    stored = payloads / f"{ref}.payload"
     assert stored.is_file() and not stored.is_symlink() and stored.read_text() == IMAGE
-    answer = json.loads(engine.handle_tool_call("lcm_expand", {"externalized_ref": REF}))
+    answer = json.loads(engine.handle_tool_call("lcm_expand", {"externalized_ref": ref}))
     assert answer.get("content") == IMAGE[:len(answer.get("content", ""))] and answer.get("chars") == len(IMAGE), answer
     store_module.close_all()
 
@@ -64,12 +70,13 @@ def test_symlink_at_payload_name_is_replaced_not_followed(tmp_path: Path) -> Non
     home = tmp_path / "home"
     target = victim(tmp_path)
     payloads = home / "lcm-payloads"
-    payloads.mkdir(parents=True)
-    os.symlink(target, payloads / f"{REF}.payload")
     engine = new_engine(home)
+    ref = ref_of(engine)
+    payloads.mkdir(parents=True, exist_ok=True)
+    os.symlink(target, payloads / f"{ref}.payload")
     send_image(engine)
     assert target.read_text() == ORIGINAL
-    answer = json.loads(engine.handle_tool_call("lcm_expand", {"externalized_ref": REF}))
+    answer = json.loads(engine.handle_tool_call("lcm_expand", {"externalized_ref": ref}))
     assert "victim file" not in json.dumps(answer) and answer.get("chars") == len(IMAGE), answer
     store_module.close_all()
 
@@ -95,10 +102,11 @@ def test_symlinked_payload_directory_is_refused(tmp_path: Path) -> None:
     stored = core.store.messages_after(core.binding.conversation_id, 0)
     assert any(IMAGE in m.content for m in stored)
     # a file planted in the outside directory is not read back through the link either
-    (outside / f"{REF}.payload").write_text("SECRET FROM OUTSIDE")
+    ref = ref_of(engine)
+    (outside / f"{ref}.payload").write_text("SECRET FROM OUTSIDE")
     assert engine.compress(messages, current_tokens=100) is not None
     try:
-        core.guard.read(REF)
+        core.guard.read(ref)
         read_through = True
     except FileNotFoundError:
         read_through = False
@@ -111,14 +119,15 @@ def test_payload_directory_swapped_for_symlink_is_not_read(tmp_path: Path) -> No
     home = tmp_path / "home"
     engine = new_engine(home)
     send_image(engine)
+    ref = ref_of(engine)
     payloads = home / "lcm-payloads"
-    assert (payloads / f"{REF}.payload").is_file()
+    assert (payloads / f"{ref}.payload").is_file()
     outside = tmp_path / "outside"
     outside.mkdir()
-    (outside / f"{REF}.payload").write_text("SECRET FROM OUTSIDE")
+    (outside / f"{ref}.payload").write_text("SECRET FROM OUTSIDE")
     payloads.rename(home / "moved-away")
     os.symlink(outside, payloads)
-    answer = engine.handle_tool_call("lcm_expand", {"externalized_ref": REF})
+    answer = engine.handle_tool_call("lcm_expand", {"externalized_ref": ref})
     assert "SECRET FROM OUTSIDE" not in answer, answer
     store_module.close_all()
 
@@ -131,7 +140,8 @@ def test_a_fifo_or_a_hard_link_at_a_payload_name_is_refused_without_blocking(tmp
     home = tmp_path / "home"
     engine = new_engine(home)
     send_image(engine)
-    path = home / "lcm-payloads" / f"{REF}.payload"
+    ref = ref_of(engine)
+    path = home / "lcm-payloads" / f"{ref}.payload"
     for plant in ("fifo", "hardlink"):
         path.unlink()
         if plant == "fifo":
@@ -142,7 +152,7 @@ def test_a_fifo_or_a_hard_link_at_a_payload_name_is_refused_without_blocking(tmp
         answers: list[str] = []
 
         def ask(into: list[str] = answers) -> None:
-            into.append(engine.handle_tool_call("lcm_expand", {"externalized_ref": REF}))
+            into.append(engine.handle_tool_call("lcm_expand", {"externalized_ref": ref}))
 
         worker = threading.Thread(target=ask, daemon=True)
         worker.start()

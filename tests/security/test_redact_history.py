@@ -25,14 +25,15 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli, payload_gc, payloads, scrub
+from hermes_lcm import cli, payloads, scrub
 from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
 from hermes_lcm.assemble import plan_budget
 from hermes_lcm.config import load_config
 from hermes_lcm.core import LcmCore
-from hermes_lcm.outputs import ref_for, stub
-from hermes_lcm.private import write_new
+from hermes_lcm.outputs import stub
+from hermes_lcm.payloads import KIND_OUTPUT, OUTPUT_MIME
+from hermes_lcm.records import PayloadRef
 from hermes_lcm.tools import dispatch
 
 from ..backends import every_value, raw_sql
@@ -139,18 +140,16 @@ def build(home: Path, db: Path | str | None = None) -> tuple[Any, list[dict[str,
     db = db or db_of(home)
     payload_text = ("build log line\n" * 400) + f"OPENAI_API_KEY={SECRETS['payload_openai']}\n" + \
         f"vendor {SECRETS['acme']}\n" + ("more log\n" * 400)
-    ref = ref_for(payload_text)
-    if isinstance(db, Path):
-        (home / "lcm-payloads").mkdir(parents=True, exist_ok=True)
-        write_new(home / "lcm-payloads", f"{ref}.payload", payload_text.encode())
-    messages = history(ref, stub(payload_text, ref, 1200))
     core = LcmCore(_config(), db)
-    if not isinstance(db, Path):
-        store = core.store
-        payloads.put(payloads.PayloadGuard(payload_gc.directory_of(db), blobs=payload_gc.blobs_of(store)),
-                     ref, payload_text)
+    ref = core.guard.ref_for(payload_text)  # keyed by this database's secret, as the step names it
+    payloads.put(core.guard, ref, payload_text)  # its file (on PostgreSQL its row)
+    messages = history(ref, stub(payload_text, ref, 1200))
     core.bind("s1", platform="cli")
     assert core.ingest(messages) == len(messages)
+    assert core.binding.conversation_id is not None
+    row = next(m for m in core.store.messages_after(core.binding.conversation_id, 0) if m.content.startswith(
+        "[lcm-output ref="))
+    core.store.grant_payloads([(row.id, PayloadRef(ref, KIND_OUTPUT, OUTPUT_MIME))])  # and the grant it writes
     budget = plan_budget(1500, 0, 0, tail_count=4, tail_max_tokens=0, target_ratio=0.5, summary_ratio=0.3)
     core.compress(messages, budget, force=True)
     core.store.record_event("warn", "provider", f"upstream said: ticket {SECRETS['acme_event']} expired")
@@ -338,13 +337,17 @@ def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path:
     db, _, _ = build(tmp_path)
     old = _row_states(db)
     key = _open(db).secret("redaction")  # the key apply would create: the copy must share it
+    ref_key = _open(db).secret("payload_refs")  # and the one its payload refs are keyed by
     store_module.close_all()
     reference_home = tmp_path / "ref"
-    if WHERE:  # the same build in a second schema, given the same key
+    if WHERE:  # the same build in a second schema, given the same keys
         from ..pgserver import fresh_url
 
         reference_home.mkdir()
         reference_db: Path | str = fresh_url()
+        _open(reference_db)
+        raw_sql(str(reference_db), "INSERT INTO meta(key, value) VALUES ('secret:payload_refs', ?)", (ref_key.hex(),))
+        store_module.close_all()
         build(reference_home, reference_db)
         raw_sql(str(reference_db), "INSERT INTO meta(key, value) VALUES ('secret:redaction', ?)", (key.hex(),))
         assert _row_states(reference_db) == old

@@ -197,10 +197,10 @@ def test_old_rows_get_an_owner_and_the_migration_is_crash_safe(tmp_path: Path):
         assert "owner" not in {r[1] for r in raw.execute("PRAGMA table_info(conversations)")}
         raw.execute("DROP TABLE conversations_owner")
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4  # then version 4 (compact keys)
+    assert store.schema_version() == SCHEMA_VERSION == 5  # then 4 (compact keys), 5 (payload grants)
     owners = dict(sqlite3.connect(path).execute("SELECT key, owner FROM conversations").fetchall())
     assert owners.pop("agent:main:telegram:dm:7") == "chat:agent:main:telegram:dm:7"
     assert set(owners.values()) == {"local"}
     store_module.close_all()
-    assert open_store(path).schema_version() == 4  # reopening runs nothing twice
+    assert open_store(path).schema_version() == SCHEMA_VERSION  # reopening runs nothing twice
     store_module.close_all()
