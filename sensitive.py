@@ -480,9 +480,12 @@ class Redactor:
                 return text
             with self._lock:
                 self.tally.by_kind.update(item.kind.name for item in found)
-            text = _replaced(text, found, lambda item, seen=text: self.placeholder(item.kind,
-                                                                                    seen[item.start:item.end]))
+            text = _replaced(text, found, self._placeholder_in(text))
         return text
+
+    def _placeholder_in(self, text: str) -> Callable[[Found], str]:
+        """The placeholder of each secret found in ``text`` (its digest is of that text's span)."""
+        return lambda item: self.placeholder(item.kind, text[item.start:item.end])
 
     def redact_value(self, value: Any) -> Any:
         """Every string inside a JSON-like value redacted (dict keys stay: they name fields);
