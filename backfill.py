@@ -38,7 +38,7 @@ from .payloads import KIND_OUTPUT, OUTPUT_MIME, REF_SECRET, retarget
 from .progress import Tick, quiet_tick
 from .records import PayloadRef
 from .sensitive import UNSCANNED, Redactor
-from .store import Store, is_url
+from .store import Store, blobs_of, directory_of, is_url
 from .tokens import count_tokens
 
 FORMAT = "hermes-lcm backfill-outputs manifest"
@@ -93,7 +93,7 @@ def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progr
         if len(page) < BATCH:
             break
     return {"status": "ready" if rows else "noop", "database": store.path,
-            "payload_dir": str(payload_gc.directory_of(store.path)), "threshold_chars": threshold_chars,
+            "payload_dir": str(directory_of(store.path)), "threshold_chars": threshold_chars,
             "preview_chars": preview_chars, "rows": rows, "chars": chars, "estimated_tokens_saved": saved}
 
 
@@ -116,7 +116,7 @@ def _identity(store: Store) -> str:
 
 def _body(store: Store, preview_chars: int, entries: dict[int, Entry]) -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "database": _identity(store),
-            "payload_dir": str(payload_gc.directory_of(store.path)), "preview_chars": preview_chars,
+            "payload_dir": str(directory_of(store.path)), "preview_chars": preview_chars,
             "rows": [asdict(entries[i]) for i in sorted(entries)]}
 
 
@@ -162,7 +162,7 @@ def load_manifest(store: Store, path: Path) -> tuple[int, dict[int, Entry]]:
 def _write_payload(store: Store, directory: Path, ref: str, text: str) -> None:
     """The file (PostgreSQL: the row) of ``ref``, written once; one already there must hold exactly ``text``."""
     data = text.encode("utf-8", "surrogatepass")
-    blobs = payload_gc.blobs_of(store)
+    blobs = blobs_of(store)
     if blobs is not None:
         blobs.payload_put(ref, data)
         if blobs.payload_get(ref) != data:
@@ -190,7 +190,7 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
     progress(f"backup {saved.path}")
     payload_rekey.upgrade(store)
     key = store.secret(REF_SECRET)
-    directory = payload_gc.directory_of(store.path)
+    directory = directory_of(store.path)
     rewritten = files = 0
     after = 0
     while True:
@@ -230,7 +230,7 @@ def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *
              progress: Progress = _quiet, tick: Tick = quiet_tick) -> dict[str, Any]:
     """Each manifest row back to its text from the file, where the row still is exactly the stub."""
     _preview, entries = load_manifest(store, manifest)
-    directory = payload_gc.directory_of(store.path)
+    directory = directory_of(store.path)
     aliases = store.ref_aliases()
     ready: list[tuple[int, str, str, int]] = []
     refs: dict[int, str] = {}

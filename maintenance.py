@@ -39,7 +39,7 @@ from .progress import Tick
 from .redact import redact_value
 from .sensitive import Policy
 from .startup import local_home
-from .store import Store, is_url, open_readonly, verify_backup
+from .store import Store, database_tag, is_url, open_readonly, verify_backup
 
 ROTATE_SLOT = "rotate-latest"
 PROBE_ROWS = 24
@@ -85,7 +85,7 @@ def backup(store: Store, directory: str | os.PathLike[str], label: str = "", pro
 
 def _stem(store: Store) -> str:
     """Backup names: the file's stem, or ``lcm-pg-<tag>`` for a server's database (one tag per URL)."""
-    return f"lcm-pg-{payload_gc.database_tag(store.path)}" if is_url(store.path) else Path(store.path).stem
+    return f"lcm-pg-{database_tag(store.path)}" if is_url(store.path) else Path(store.path).stem
 
 
 def backup_before_import(target: Path, configured: str = "") -> str:

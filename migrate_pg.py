@@ -17,12 +17,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import payload_gc
 from .dag import Dag
 from .progress import Tick, quiet_tick
 from .query import build_query
 from .search import POOL, SUMMARY_POOL, Scope, Searcher, SearchRequest
-from .store import ForeignDatabase, NewerSchema, Store, StoreError, detect_source, open_readonly, open_store, redacted
+from .store import (
+    ForeignDatabase,
+    NewerSchema,
+    Store,
+    StoreError,
+    detect_source,
+    directory_of,
+    open_readonly,
+    open_store,
+    redacted,
+)
 
 DEFAULT_BATCH = 2000
 SAMPLE = 8
@@ -139,7 +148,7 @@ def copy_payloads(source_db: Path, url: str) -> dict[str, Any]:
     """Payload files beside the source go where the PostgreSQL store keeps them (under $HERMES_HOME);
     a file already there with the same size is skipped (a resumed run)."""
     origin = source_db.expanduser().parent / "lcm-payloads"
-    dest = payload_gc.directory_of(url)
+    dest = directory_of(url)
     copied = 0
     if origin.is_dir():
         for path in sorted(origin.rglob("*")):

@@ -23,7 +23,6 @@ that wrote (or re-used) a file and has not committed its row yet; three things c
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import secrets
@@ -34,9 +33,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from . import private
-from .payloads import Blobs
-from .startup import local_home
-from .store import Store, StoreFault, is_url, redacted
+from .storage.payload_dir import blobs_of, directory_of
+from .store import Store, StoreFault
 
 MENTION = re.compile(r"\[lcm-(?:payload|output) ref=([0-9a-f]{24})")
 OUTPUT_MENTION = re.compile(r"\[lcm-output ref=([0-9a-f]{24})")
@@ -44,25 +42,6 @@ FILE_NAME = re.compile(r"^([0-9a-f]{24})\.payload$")
 GRACE_SECONDS = 600.0
 PAGE = 500
 SAMPLE = 20
-
-
-def directory_of(db_path: str | os.PathLike[str]) -> Path:
-    """Where the payload guard and the large-output step keep files: ``lcm-payloads`` beside the
-    database; for a PostgreSQL URL, under the Hermes home, one directory per database."""
-    if is_url(db_path):
-        return local_home() / "lcm-payloads" / f"pg-{database_tag(str(db_path))}"
-    return Path(db_path).parent / "lcm-payloads"
-
-
-def blobs_of(store: Store) -> Blobs | None:
-    """Where a store's payload bytes live other than files: a PostgreSQL store itself (hosts
-    sharing it share no directory); None for SQLite, whose payloads are files beside it."""
-    return cast(Blobs, store) if is_url(store.path) else None
-
-
-def database_tag(url: str) -> str:
-    """A short stable name for one PostgreSQL database (its URL without the password)."""
-    return hashlib.sha256(redacted(url).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

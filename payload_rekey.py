@@ -52,10 +52,10 @@ from typing import Any
 from . import private
 from .normalize import fingerprint_of
 from .outputs import line_count, parse_stub, ref_for
-from .payload_gc import MENTION, blobs_of, bytes_of, directory_of
+from .payload_gc import MENTION, bytes_of
 from .payloads import KIND_OUTPUT, KIND_PAYLOAD, OUTPUT_MIME, REF_SECRET, PayloadGuard, retarget
 from .records import PayloadRef, StoredMessage
-from .store import Store, StoreError, StoreFault
+from .store import Store, StoreError, StoreFault, blobs_of, directory_of
 from .tokens import count_tokens
 
 log = logging.getLogger("hermes_lcm")

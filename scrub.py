@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from . import maintenance as mt
-from . import payload_gc, payload_rekey, payloads, private
+from . import payload_rekey, payloads, private
 from .ingest import Normalizer, RedactStep
 from .outputs import parse_stub, stub
 from .payloads import KIND_OUTPUT, OUTPUT_MIME, PayloadGuard
 from .records import PayloadRef, StoredMessage
 from .sensitive import PREFIX, Policy, Redactor
-from .store import Store, StoreError, StoreFault
+from .store import Store, StoreError, StoreFault, blobs_of, directory_of
 
 BATCH_ROWS = 200
 # After each batch the write lock is left free for about as long as the batch held it (at most
@@ -107,7 +107,7 @@ class Rewriter:
         self.store = store
         self.redactor = redactor
         self.preview_chars = preview_chars
-        self.guard = PayloadGuard(payload_gc.directory_of(store.path), blobs=payload_gc.blobs_of(store),
+        self.guard = PayloadGuard(directory_of(store.path), blobs=blobs_of(store),
                                   key=payload_rekey.ref_key(store))
         self.normalizer = Normalizer(self.guard, steps=[RedactStep(redactor)], redactor=redactor)
 

@@ -46,16 +46,43 @@ from .storage.claw import LCL_TABLES, ClawDatabase, detect_source
 from .storage.connection import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES
 from .storage.errors import ForeignDatabase, NewerSchema, StoreError, StoreFault, WriteFailed
 from .storage.operator import verify_backup
+from .storage.payload_dir import blobs_of, database_tag, directory_of
 from .storage.pg import is_url, redacted
 from .storage.schema import APP_ID, SCHEMA_VERSION
 from .storage.sqlite import SqliteStore
 
 __all__ = [
-    "APP_ID", "CHECKPOINT_EVERY_COMMITS", "LCL_TABLES", "SCHEMA_VERSION", "WAL_AUTOCHECKPOINT_PAGES", "ClawDatabase",
-    "ConversationStore", "ForeignDatabase", "MessageStore", "NewerSchema", "OperatorStore", "PayloadRefStore",
-    "RewriteStore", "Store",
-    "StoreError", "StoreFault", "StoredPrints", "SummaryStore", "VectorStore", "WriteFailed", "close_all",
-    "detect_source", "is_read_only_file", "is_url", "open_readonly", "open_store", "redacted", "verify_backup",
+    "APP_ID",
+    "CHECKPOINT_EVERY_COMMITS",
+    "LCL_TABLES",
+    "SCHEMA_VERSION",
+    "WAL_AUTOCHECKPOINT_PAGES",
+    "ClawDatabase",
+    "ConversationStore",
+    "ForeignDatabase",
+    "MessageStore",
+    "NewerSchema",
+    "OperatorStore",
+    "PayloadRefStore",
+    "RewriteStore",
+    "Store",
+    "StoreError",
+    "StoreFault",
+    "StoredPrints",
+    "SummaryStore",
+    "VectorStore",
+    "WriteFailed",
+    "blobs_of",
+    "close_all",
+    "database_tag",
+    "detect_source",
+    "directory_of",
+    "is_read_only_file",
+    "is_url",
+    "open_readonly",
+    "open_store",
+    "redacted",
+    "verify_backup",
     "writable_target",
 ]
 

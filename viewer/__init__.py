@@ -18,10 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..payload_gc import database_tag
 from ..progress import Tick, quiet_tick
 from ..startup import local_home
-from ..store import Store, is_url
+from ..store import Store, database_tag, is_url
 from .data import collect
 from .page import render
 

@@ -28,6 +28,8 @@ from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.normalize import fingerprint_of
 from hermes_lcm.store import Store, open_store
+from hermes_lcm.store import blobs_of as store_module_blobs
+from hermes_lcm.store import directory_of as store_module_dir
 
 from ..backends import matching_ids, raw_sql
 from ..tooltest import err, ok
@@ -267,7 +269,7 @@ def downgrade(path: str) -> dict[str, str]:
     sha256 of its content (files renamed, rows rewritten, fingerprints as the old stubs hashed them),
     no grants, no ref key, schema 4. Returns {keyed ref: old ref}."""
     store: Any = open_store(path)
-    directory, blobs = payload_gc.directory_of(path), payload_gc.blobs_of(store)
+    directory, blobs = store_module_dir(path), store_module_blobs(store)
     mapping: dict[str, str] = {}
     if blobs is None:
         for file in sorted(directory.glob("*.payload")):
@@ -354,8 +356,8 @@ def test_an_old_database_keeps_each_payload_its_rightful_owners_alone(tmp_path: 
         assert matching_ids(path, f'"{old}"', None) == set()
     assert any(r.role == "tool" for r in rows(bob) if r.id in matching_ids(path, f'"{new_ref}"', None))
     store: Store = bob.core.store  # type: ignore[union-attr]
-    assert payload_gc.bytes_of(store, payload_gc.directory_of(path), old_ref) is None
-    assert payload_gc.bytes_of(store, payload_gc.directory_of(path), new_ref) == OUTPUT.encode()
+    assert payload_gc.bytes_of(store, store_module_dir(path), old_ref) is None
+    assert payload_gc.bytes_of(store, store_module_dir(path), new_ref) == OUTPUT.encode()
     # The host's copies still align: the whole output, and the old stub a compress once handed it.
     before = len(rows(bob))
     bob.ingest_host(bob_history())
