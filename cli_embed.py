@@ -36,11 +36,6 @@ EXIT_INTERRUPTED = 130  # Ctrl-C: stopped after the batch under way
 RESUME = "run `lcm embed --apply` again to resume (rows already embedded are not sent again)"
 
 
-def progress_line(p: Progress) -> str:
-    eta = "?" if p.eta_seconds is None else f"{p.eta_seconds:.0f}s"
-    return f"embedded {p.done}/{p.total} rows, {p.rate:.1f} rows/s, ETA {eta}"
-
-
 def _stderr(line: str) -> None:
     sys.stderr.write(f"lcm: {line}\n")
     sys.stderr.flush()
@@ -118,7 +113,7 @@ def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int |
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
     if last and not isinstance(line, pg.LIVE):
-        write(progress_line(last[-1]))  # off a terminal: one summary line (the live line said it already)
+        write(last[-1].line())  # off a terminal: one summary line (the live line said it already)
     remaining = embedder.backlog().rows
     built = [] if stop["asked"] else _build_indexes(embedder, fail)
     out = {"applied": True, **info, "embedded": progress.done, "seconds": round(progress.seconds, 2),

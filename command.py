@@ -19,7 +19,6 @@ import yaml
 
 from . import fork_turns, presets, scrub
 from . import maintenance as mt
-from .cli_embed import progress_line
 from .embedder import Embedder
 from .engine import LcmEngine
 from .hostcalls import host_session_id
@@ -361,7 +360,7 @@ def _embed(t: Target, rest: list[str]) -> dict[str, Any]:
     if job is not None:
         progress = job.progress()
         out["job"] = {"backfilling": job.backfilling, "runs": job.runs, "errors": list(job.errors),
-                      "progress": progress_line(progress) if progress is not None else None}
+                      "progress": progress.line() if progress is not None else None}
     out["next"] = "/lcm embed (progress)" if job is not None and job.backfilling else "/lcm embed apply"
     return out
 

@@ -83,6 +83,11 @@ class Progress:
     def eta_seconds(self) -> float | None:
         return max(0.0, self.total - self.done) / self.rate if self.rate > 0 else None
 
+    def line(self) -> str:
+        """The one line ``lcm embed`` and ``/lcm embed`` show for it."""
+        eta = "?" if self.eta_seconds is None else f"{self.eta_seconds:.0f}s"
+        return f"embedded {self.done}/{self.total} rows, {self.rate:.1f} rows/s, ETA {eta}"
+
 
 class Embedder:
     """Embeds the rows without a vector of one provider's model, a batch at a time.
