@@ -37,12 +37,11 @@ from .normalize import (
     written,
 )
 from .patterns import MessagePatterns
-from .payload_rekey import ref_key
 from .payloads import PayloadGuard
 from .records import MessageIn, PayloadRef
 from .scaffold import BlockSeal, classify
 from .sensitive import Policy, Redactor
-from .store import Store
+from .store import Store, ref_key
 from .times import message_time
 from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 

@@ -73,15 +73,6 @@ def legacy_ref(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:24]
 
 
-def ref_key(store: Store) -> bytes:
-    """The database's ref key. A read-only view that cannot create it gets a throwaway key: it
-    writes no file and no row, so what it computes (a dry run's stub sizes) names nothing."""
-    try:
-        return store.secret(REF_SECRET)
-    except (StoreError, StoreFault):
-        return os.urandom(32)
-
-
 def open_guard(store: Store, min_base64_chars: int) -> PayloadGuard:
     """The engine's payload guard for ``store``: refs keyed by its secret, old refs known by their
     aliases; the database's old refs upgraded first (once). A failed upgrade is logged and tried

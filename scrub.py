@@ -45,7 +45,7 @@ from .outputs import parse_stub, stub
 from .payloads import KIND_OUTPUT, OUTPUT_MIME, PayloadGuard
 from .records import PayloadRef, StoredMessage
 from .sensitive import PREFIX, Policy, Redactor
-from .store import Store, StoreError, StoreFault, blobs_of, directory_of
+from .store import Store, StoreError, StoreFault, blobs_of, directory_of, ref_key
 
 BATCH_ROWS = 200
 # After each batch the write lock is left free for about as long as the batch held it (at most
@@ -108,7 +108,7 @@ class Rewriter:
         self.redactor = redactor
         self.preview_chars = preview_chars
         self.guard = PayloadGuard(directory_of(store.path), blobs=blobs_of(store),
-                                  key=payload_rekey.ref_key(store))
+                                  key=ref_key(store))
         self.normalizer = Normalizer(self.guard, steps=[RedactStep(redactor)], redactor=redactor)
 
     def message(self, m: StoredMessage) -> RowChange | None:

@@ -46,7 +46,7 @@ from .storage.claw import LCL_TABLES, ClawDatabase, detect_source
 from .storage.connection import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES
 from .storage.errors import ForeignDatabase, NewerSchema, StoreError, StoreFault, WriteFailed
 from .storage.operator import verify_backup
-from .storage.payload_dir import blobs_of, database_tag, directory_of
+from .storage.payload_dir import blobs_of, database_tag, directory_of, ref_key
 from .storage.pg import is_url, redacted
 from .storage.schema import APP_ID, SCHEMA_VERSION
 from .storage.sqlite import SqliteStore
@@ -82,6 +82,7 @@ __all__ = [
     "open_readonly",
     "open_store",
     "redacted",
+    "ref_key",
     "verify_backup",
     "writable_target",
 ]

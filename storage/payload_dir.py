@@ -1,4 +1,5 @@
-"""Where a database's payload files live: ``lcm-payloads`` beside a SQLite file, or one directory
+"""Where a database's payload files live and the key their refs are made with: ``lcm-payloads``
+beside a SQLite file, or one directory
 per PostgreSQL database under the Hermes home (whose payload bytes live in the database itself).
 
 The data layer owns this so the engine, the maintenance verbs and the viewer agree on one place
@@ -11,8 +12,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ..payloads import Blobs
+from ..payloads import REF_SECRET, Blobs
 from ..startup import local_home
+from .errors import StoreError, StoreFault
 from .pg import is_url, redacted
 
 if TYPE_CHECKING:
@@ -36,3 +38,12 @@ def blobs_of(store: Store) -> Blobs | None:
 def database_tag(url: str) -> str:
     """A short stable name for one PostgreSQL database (its URL without the password)."""
     return hashlib.sha256(redacted(url).encode()).hexdigest()[:12]
+
+
+def ref_key(store: Store) -> bytes:
+    """The database's ref key. A read-only view that cannot create it gets a throwaway key: it
+    writes no file and no row, so what it computes (a dry run's stub sizes) names nothing."""
+    try:
+        return store.secret(REF_SECRET)
+    except (StoreError, StoreFault):
+        return os.urandom(32)
