@@ -32,7 +32,7 @@ def register(ctx: Any) -> None:
     """
     try:
         from .engine import LcmEngine
-        from .hooks import register_hooks
+        from .host.hooks import register_hooks
     except ImportError as exc:
         message = _not_loaded(exc)
         _tell(message)
@@ -52,7 +52,7 @@ def register(ctx: Any) -> None:
 
 
 def _not_loaded(exc: ImportError) -> str:
-    from . import hostinstall
+    from .host import install as hostinstall
 
     missing = hostinstall.missing_dependencies(_checkout())
     lacks = f" (this Python lacks {', '.join(missing)})" if missing else ""
@@ -72,8 +72,8 @@ def check_host_config() -> None:
         return
     _CONFIG_CHECKED = True
     try:
-        from . import hostinstall
-        from .hostcalls import host_home
+        from .host import install as hostinstall
+        from .host.calls import host_home
 
         home = Path(host_home())
         problems = [p for p in hostinstall.config_problems(home, hostinstall.host_engines())

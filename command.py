@@ -17,15 +17,16 @@ from typing import Any
 
 import yaml
 
-from . import fork_turns, presets, scrub
-from . import maintenance as mt
-from .embedder import Embedder
+from .base.redact import redact
+from .base.registry import live_engines, live_session_ids
+from .compaction.rollups import command as rollup_command
+from .embed import Embedder
 from .engine import LcmEngine
-from .hostcalls import host_session_id
-from .redact import redact
-from .registry import live_engines, live_session_ids
-from .rollups import command as rollup_command
-from .status import engine_status
+from .handlers.status import engine_status
+from .host import presets
+from .host.calls import host_session_id
+from .maintenance import doctor as mt
+from .maintenance import fork_turns, scrub
 from .store import Store, StoreError, is_url, redacted
 from .viewer import ViewError, write_page
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import compat
-from .patterns import MessagePatterns, split_list
-from .sensitive import Policy
+from .base import peer_settings as compat
+from .base.patterns import MessagePatterns, split_list
+from .base.sensitive import Policy
 
 log = logging.getLogger("hermes_lcm")
 _TRUE = {"1", "true", "yes", "on"}
@@ -35,7 +35,8 @@ MAX_TOKENS = 100_000_000
 
 @dataclass(frozen=True)
 class LcmConfig:
-    """Defaults follow SPEC.md; each field is documented in docs/operator-guide.md."""
+    """Every setting with its default; each field is documented in docs/operator-guide.md
+    (a test compares the two)."""
 
     database_path: str = ""
     database_url: str = ""

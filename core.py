@@ -16,10 +16,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import timeline
-from .align import Seen, Selection
-from .assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
-from .binding import (
+from .base.outputs import PREFIX as OUTPUT_PREFIX
+from .base.outputs import settings_view as outputs_view
+from .base.patterns import MessagePatterns
+from .base.payloads import PLACEHOLDER_PREFIX
+from .base.records import ConversationState, StoredMessage
+from .base.scaffold import BlockSeal
+from .base.tokens import MESSAGE_OVERHEAD_TOKENS, content_text
+from .base.wire import problems
+from .compaction.passes import CompactionReport, CompactionSettings, Compactor
+from .compaction.rollups import Rollups
+from .compaction.summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
+from .config import LcmConfig, reserve_for
+from .dag import Dag
+from .embed import Semantic
+from .evidence import Assertions, PreAnswer
+from .ingest.align import Seen, Selection
+from .ingest.externalize import with_whole_outputs
+from .ingest.normalize import is_storable, last_storable, storable
+from .ingest.pipeline import pipeline_for
+from .ingest.steps import Normalizer
+from .maintenance.payload_rekey import open_guard
+from .prompt import timeline
+from .prompt.assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
+from .prompt.blocks import Item
+from .search.proactive import ProactiveRecall
+from .sessions.binding import (
     FORK_REASON,
     MODE_IGNORED,
     MODE_NORMAL,
@@ -30,31 +52,8 @@ from .binding import (
     Binding,
     storable_id,
 )
-from .blocks import Item
-from .compact import CompactionReport, CompactionSettings, Compactor
-from .config import LcmConfig, reserve_for
-from .dag import Dag
-from .evidence.assertions import Assertions
-from .evidence.preanswer import PreAnswer
-from .externalize import with_whole_outputs
-from .ingest import Normalizer
-from .normalize import is_storable, last_storable, storable
-from .outputs import PREFIX as OUTPUT_PREFIX
-from .outputs import settings_view as outputs_view
-from .patterns import MessagePatterns
-from .payload_rekey import open_guard
-from .payloads import PLACEHOLDER_PREFIX
-from .pipeline import pipeline_for
-from .proactive import ProactiveRecall
-from .records import ConversationState, StoredMessage
-from .rollups import Rollups
-from .scaffold import BlockSeal
-from .semantic import Semantic
+from .sessions.unstored import Other, unstored_prompt
 from .store import Store, WriteFailed, open_store
-from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
-from .tokens import MESSAGE_OVERHEAD_TOKENS, content_text
-from .unstored import Other, unstored_prompt
-from .wire import problems
 
 log = logging.getLogger("hermes_lcm")
 

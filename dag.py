@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .records import NewNode, StoredMessage, SummaryNode
+from .base.records import NewNode, StoredMessage, SummaryNode
 from .store import Store
 
 

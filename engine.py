@@ -22,20 +22,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import registry
-from .binding import MODE_NORMAL, ROLE_FORK, ROLE_USER
+from .base import registry
+from .base.hostagents import current_kind
+from .base.redact import redact, remember, remember_env
+from .base.sensitive import redaction_patterns
+from .base.startup import Opening, locate
 from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home, reserve_for
 from .core import LcmCore, budget_for, trim
-from .externalize import ActiveReplay
-from .hostagents import current_kind
-from .hostcalls import BuiltinCompressor, host_call_llm, host_home
-from .lcmx_import import prepare as prepare_path
-from .overhead import OverheadMeter
-from .redact import redact, remember, remember_env
+from .handlers.status import engine_status
+from .host.calls import BuiltinCompressor, host_call_llm, host_home
+from .host.overhead import OverheadMeter
+from .importers.lcmx import prepare as prepare_path
+from .ingest.externalize import ActiveReplay
 from .schemas import tool_schemas
-from .sensitive import redaction_patterns
-from .startup import Opening, locate
-from .status import engine_status
+from .sessions.binding import MODE_NORMAL, ROLE_FORK, ROLE_USER
 from .store import StoreError
 from .tools import dispatch
 
@@ -44,7 +44,7 @@ log = logging.getLogger("hermes_lcm")
 try:  # the host's base class when running inside Hermes; a local stand-in otherwise
     from agent.context_engine import ContextEngine as _Base
 except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
-    from .hostbase import ContextEngine as _Base
+    from .host.base import ContextEngine as _Base
 
 ENGINE_NAME = "lcm"
 _T = TypeVar("_T")

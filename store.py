@@ -1,10 +1,12 @@
 """The front door of the data layer: the interface the services use, and opening a store.
 
 :class:`Store` lists every method the services call, with plain records in and out
-(``records.py`` dataclasses, ints, strs, dicts); no service sees a connection or SQL.
-The one implementation today is SQLite (``storage/``: one connection per database file
-and process, WAL mode, ``BEGIN IMMEDIATE`` for every write, forward-only migrations);
-another backend implements the same protocols and raises the same error types.
+(``base/records.py`` dataclasses, ints, strs, dicts); no service sees a connection or SQL.
+Two implementations: SQLite, the embedded default (``storage/``: one connection per database
+file and process, WAL mode, ``BEGIN IMMEDIATE`` for every write, forward-only migrations), and
+PostgreSQL for a fleet sharing one memory (``storage/pg/``: a pool, an advisory write lock per
+database), chosen by ``open_store`` from the path or URL; both implement the same protocols and
+raise the same error types.
 
 Guarantees, in the manner of SQLite's own documentation:
 
@@ -31,7 +33,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from .records import (
+from .base.records import (
     ConversationState,
     MessageIn,
     NewNode,

@@ -15,15 +15,15 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .base.times import TimeError
 from .core import MODE_IGNORED
 from .handlers import describe, diagnostics, evidence, evidence_retrieve, expand, expand_query, grep
+from .handlers.status import EngineFacts, engine_status
 from .handlers.toolkit import Args, Ctx, Handler, ToolError, dumps
-from .hostcalls import host_result_chars
+from .host.calls import host_result_chars
 from .schemas import tool_names, tool_parameters
-from .search import SearchError
-from .status import EngineFacts, engine_status
+from .search.searcher import SearchError
 from .store import StoreFault
-from .times import TimeError
 
 if TYPE_CHECKING:
     from .core import LcmCore

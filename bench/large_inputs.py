@@ -33,10 +33,10 @@ from typing import Any
 
 from common import core_of, make_engine, print_table, save_result, temp_dir
 
-from hermes_lcm import hooks
+from hermes_lcm.base.payloads import PLACEHOLDER_PREFIX
+from hermes_lcm.base.tokens import count_messages, count_tokens
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.payloads import PLACEHOLDER_PREFIX
-from hermes_lcm.tokens import count_messages, count_tokens
+from hermes_lcm.host import hooks
 
 ODD = ["e\u0301", "\u200d", "👩\u200d👩\u200d👧", "\u202eevil\u202c", "中文字符", "ﷺ", "\ufeff", "\x00", "𝔘𝔫𝔦",
        "\u0300" * 5, "한국어", " ", "\n", "a"]

@@ -28,9 +28,9 @@ from typing import Any
 from common import core_of, make_engine, print_table, save_result, temp_dir
 
 from hermes_lcm import store as store_module
+from hermes_lcm.base.outputs import parse_stub
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.outputs import parse_stub
-from hermes_lcm.tokens import count_messages
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
 from log_heavy_session import session

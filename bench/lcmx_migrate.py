@@ -64,7 +64,7 @@ def grow(path: Path, target: int) -> dict[str, int]:
 def main(target: int = 100_000) -> dict[str, object]:
     from common import print_table, save_result  # sibling module; imports hermes_lcm
 
-    from hermes_lcm import lcmx_import
+    from hermes_lcm.importers import lcmx as lcmx_import
 
     work = Path(tempfile.mkdtemp(prefix="lcmx-bench-"))
     try:

@@ -156,7 +156,7 @@ class Tally:
 def grep_snippets(engine: Any, question: str) -> tuple[str, list[int]]:
     """The top-10 lcm_grep hits as the model reads them, cut to the budget (whole lines)."""
     from bench.locomo_recall import call
-    from hermes_lcm.tokens import count_tokens
+    from hermes_lcm.base.tokens import count_tokens
 
     answer = call(engine, "lcm_grep", {"query": question, "limit": TOP, "include_in_context": True})
     lines: list[str] = []
@@ -240,7 +240,7 @@ def evaluate(data: str, files: str) -> dict[str, Any]:
     import tempfile
 
     from bench.locomo_recall import ingest, load_selected
-    from hermes_lcm.tokens import count_tokens
+    from hermes_lcm.base.tokens import count_tokens
 
     conversations = load_selected(data, files)
     evidence = _evidence()

@@ -64,7 +64,7 @@ class LiveSession:
 
     def step(self, messages: list[dict[str, Any]]) -> None:
         """Append a host step's messages, store them, and compress when the prompt is over the threshold."""
-        from hermes_lcm.tokens import count_messages
+        from hermes_lcm.base.tokens import count_messages
 
         self.live.extend(messages)
         self.engine.ingest_host(list(self.live))

@@ -260,7 +260,7 @@ def _weighted(engine: Any, weight: float) -> Any:
 def _gate(tool: str) -> None:
     """``hybrid@w:c``: search.CONFIDENT_COVER set to c for this tool's questions (tuning only);
     plain ``hybrid@w`` uses the shipped value."""
-    from hermes_lcm import search
+    from hermes_lcm.search import searcher as search
 
     DEFAULT_COVER.setdefault("shipped", search.CONFIDENT_COVER)
     search.CONFIDENT_COVER = float(tool.split(":")[1]) if ":" in tool else DEFAULT_COVER["shipped"]

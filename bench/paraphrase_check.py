@@ -2,7 +2,7 @@
 
 Content words are what full-text search could match on: the text is split into words the way
 FTS5's ``unicode61`` tokenizer splits it (letters and digits; case and diacritics folded), the
-engine's own stop words are dropped (``hermes_lcm.query.STOPWORDS``, the words lcm_grep drops
+engine's own stop words are dropped (``hermes_lcm.search.query.STOPWORDS``, the words lcm_grep drops
 from a question, and single letters), and each remaining word is stemmed by SQLite's own FTS5
 ``porter`` tokenizer, the one the message index uses. So "settled"/"settle" and "batches"/"batch"
 count as the same word, and a question passes only if keyword search has nothing to hold on to.
@@ -31,7 +31,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 def _stopwords() -> frozenset[str]:
     try:
-        from hermes_lcm.query import STOPWORDS
+        from hermes_lcm.search.query import STOPWORDS
     except ImportError:  # run from a checkout whose directory is not named hermes_lcm
         sys.path.insert(0, str(ROOT))
         from query import STOPWORDS  # type: ignore[import-not-found, no-redef]

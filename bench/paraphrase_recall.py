@@ -86,7 +86,7 @@ def vector_arm_missing() -> str | None:
     A hybrid run on an engine without one would silently measure full text again, so it must
     refuse instead. The arm lands in arms.py beside FullTextArm (docs: "a vector arm plugs in
     beside it"); until a class or function named for vectors is there, there is none."""
-    from hermes_lcm import arms
+    from hermes_lcm.search import arms
 
     if any("vector" in name.lower() for name in dir(arms)):
         return None

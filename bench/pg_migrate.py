@@ -60,8 +60,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
-    from hermes_lcm import migrate_pg
     from hermes_lcm import store as store_module
+    from hermes_lcm.importers import postgres as migrate_pg
     from tests.pgserver import fresh_url
 
     path = build(args.messages)

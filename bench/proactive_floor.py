@@ -114,8 +114,8 @@ def _engine(home: Path, session: str, **env: str) -> Any:
 
 def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
     from bench.locomo_recall import add_data_arguments, ingest, load_selected
-    from hermes_lcm import turncontext
-    from hermes_lcm.tokens import count_tokens
+    from hermes_lcm.base.tokens import count_tokens
+    from hermes_lcm.host import turncontext
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(parser)

@@ -13,7 +13,7 @@ import json
 
 from common import make_engine, print_table, save_result, temp_dir
 
-from hermes_lcm.tokens import count_tokens
+from hermes_lcm.base.tokens import count_tokens
 
 TARGET_TOKENS = 4000
 

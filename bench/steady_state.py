@@ -25,7 +25,8 @@ from typing import Any
 
 from common import History, Timing, bulk_ingest, core_of, make_engine, print_table, save_result, summarize_ms, temp_dir
 
-from hermes_lcm import hooks, registry
+from hermes_lcm.base import registry
+from hermes_lcm.host import hooks
 
 TARGET_MS = 2.0
 TARGET_RATIO = 1.5

@@ -81,7 +81,7 @@ def main() -> None:
     from hermes_lcm import store as store_module
     from hermes_lcm.config import LcmConfig
     from hermes_lcm.embed import provider_for
-    from hermes_lcm.embedder import Embedder
+    from hermes_lcm.embed.embedder import Embedder
     from hermes_lcm.engine import LcmEngine
 
     work = Path(tempfile.mkdtemp(prefix="lcm-bench-growth-"))

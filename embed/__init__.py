@@ -14,67 +14,12 @@ providers send exactly the texts they are given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from ..config import LcmConfig
 from .base import Provider, ProviderError
+from .embedder import Embedder, Progress
 from .http import OllamaProvider, OpenAIProvider, is_loopback
-from .local import MODEL_NAME as LOCAL_MODEL
 from .local import LocalProvider
+from .providers import DEFAULT_BASE_URLS, DEFAULT_MODELS, api_key, provider_for
+from .semantic import Semantic
 
-__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "LocalProvider", "OllamaProvider", "OpenAIProvider", "Provider",
-           "ProviderError", "is_loopback", "provider_for"]
-
-DEFAULT_BASE_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "voyage": "https://api.voyageai.com/v1",
-    "ollama": "http://127.0.0.1:11434",
-}
-DEFAULT_MODELS = {
-    "openai": "text-embedding-3-small",
-    "voyage": "voyage-3.5-lite",
-    "ollama": "nomic-embed-text",
-}
-
-
-def api_key(config: LcmConfig, env: Mapping[str, str]) -> str | None:
-    """The key: ``embedding_api_key``, else the variable ``embedding_api_key_env`` names (which must exist)."""
-    if config.embedding_api_key:
-        return config.embedding_api_key
-    name = config.embedding_api_key_env.strip()
-    if not name:
-        return None
-    value = env.get(name, "").strip()
-    if not value:
-        raise ProviderError(f"LCM_EMBEDDING_API_KEY_ENV names {name}, which is not set")
-    return value
-
-
-def provider_for(config: LcmConfig, env: Mapping[str, str]) -> Provider | None:
-    """The provider the settings name; None when embeddings are off.
-
-    Raises ProviderError when they are on but cannot work as set (no provider named, a key
-    variable that is not set, Voyage without a key). The local provider loads its model on first
-    use, so building it is cheap and needs no extra installed; its first call says what is missing.
-    """
-    if not config.embeddings_enabled:
-        return None
-    kind = config.embedding_provider
-    batch = config.embedding_backfill_batch_size
-    if kind == "local":
-        if config.embedding_model and config.embedding_model.lower() not in ("all-minilm-l6-v2", LOCAL_MODEL):
-            raise ProviderError(f"the local provider has one model ({LOCAL_MODEL}), not {config.embedding_model!r}")
-        return LocalProvider(batch)
-    if kind not in DEFAULT_BASE_URLS:
-        raise ProviderError("LCM_EMBEDDINGS_ENABLED is on but LCM_EMBEDDING_PROVIDER is not set "
-                            "(openai, voyage, ollama or local)")
-    key = api_key(config, env)
-    model = config.embedding_model or DEFAULT_MODELS[kind]
-    if kind == "ollama":
-        base = config.ollama_base_url or config.embedding_base_url or DEFAULT_BASE_URLS[kind]
-        return OllamaProvider(base, model, key, batch)
-    if kind == "voyage" and not key:
-        raise ProviderError("the voyage provider needs a key: LCM_EMBEDDING_API_KEY or LCM_EMBEDDING_API_KEY_ENV")
-    base = config.embedding_base_url or DEFAULT_BASE_URLS[kind]
-    return OpenAIProvider(base, model, key, batch, kind=kind)
-
+__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "Embedder", "LocalProvider", "OllamaProvider", "OpenAIProvider",
+           "Progress", "Provider", "ProviderError", "Semantic", "api_key", "is_loopback", "provider_for"]

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..redact import clip
+from ..base.redact import clip
 
 
 class ProviderError(Exception):

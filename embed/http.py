@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from ..httpcall import CallTimeout, CallTooLarge, post_json
-from ..redact import remember
+from ..base.httpcall import CallTimeout, CallTooLarge, post_json
+from ..base.redact import remember
 from .base import DimensionGuard, ProviderError, batches
 
 # A call without a timeout of its own (a backfill batch) still ends: no provider answer is awaited forever.

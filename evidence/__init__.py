@@ -6,20 +6,28 @@ Callers import from here (the front door); the modules behind it may move.
 
 from __future__ import annotations
 
-from .assertions import AssertionJob, Assertions
+from .assertions import KINDS, AssertionJob, Assertions
 from .compile import check_claim, compile_brief, read_claims
 from .compute import OPERATIONS, compute
+from .limits import MAX_QUESTION_CHARS
 from .pack import DEFAULT_BUDGET, Pack, build_pack, sufficiency
+from .preanswer import PreAnswer
+from .preanswer import active as preanswer_active
 from .refs import Line, Missing, Ref, RefError, hydrate, hydrate_all, parse_ref, parse_refs, read_refs
+from .retrieve import PACK_TOKENS, retrieve
 
 __all__ = [
            "DEFAULT_BUDGET",
+           "KINDS",
+           "MAX_QUESTION_CHARS",
            "OPERATIONS",
+           "PACK_TOKENS",
            "AssertionJob",
            "Assertions",
            "Line",
            "Missing",
            "Pack",
+           "PreAnswer",
            "Ref",
            "RefError",
            "build_pack",
@@ -30,7 +38,9 @@ __all__ = [
            "hydrate_all",
            "parse_ref",
            "parse_refs",
+           "preanswer_active",
            "read_claims",
            "read_refs",
+           "retrieve",
            "sufficiency",
 ]

@@ -21,14 +21,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..base.jobs import BackgroundJob, JobOwner, read_stats
+from ..base.redact import clip
+from ..base.sensitive import Redactor
+from ..compaction.routes import CallGuard, LlmRoute
 from ..config import LcmConfig
-from ..jobs import BackgroundJob, JobOwner, read_stats
-from ..redact import clip
-from ..sensitive import Redactor
 from ..store import Store
-from ..summarizer.routes import CallGuard, LlmRoute
-from ..timeexpr import resolve_dates
 from .assertion_rules import Candidate, DateLike, canonical, extract
+from .timeexpr import resolve_dates
 
 MAX_MESSAGE_CHARS = 20_000  # what one message is read as, at most
 KINDS = ("event", "quantity", "state", "preference", "commitment")

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from ..timeexpr import DateMention, resolve_dates
 from .limits import MAX_CALL_REFS, MAX_CLAIM_CHARS, MAX_CLAIM_VALUES, MAX_COMPARE_CHARS, Budget
 from .pack import fit_lines, names, sufficiency
 from .refs import Line, Missing, Ref, RefError, dedupe, hydrate_all, limits_note, read_refs
+from .timeexpr import DateMention, resolve_dates
 
 if TYPE_CHECKING:
     from ..store import Store

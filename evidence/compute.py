@@ -26,9 +26,9 @@ from datetime import UTC, date, datetime
 from itertools import pairwise
 from typing import Any
 
-from ..timeexpr import DAY, MONTH, WEEK, YEAR, DateMention
 from .limits import MAX_NUMBER_RUN
 from .refs import Line, limits_note
+from .timeexpr import DAY, MONTH, WEEK, YEAR, DateMention
 
 OPERATIONS = ("date", "date_diff", "count", "sum", "difference", "order", "latest")
 Answer = dict[str, Any]

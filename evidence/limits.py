@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..timeexpr import DateMention, resolve_dates
+from .timeexpr import DateMention, resolve_dates
 
 # One cited line is read up to this many characters (about 5,000 tokens: a long message); at
 # 2.5 us a character that is 50 ms a line at worst. Cite a span to have another part read.

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from ..timeexpr import resolve_dates
+from .timeexpr import resolve_dates
 
 MAX_CHARS = 1000  # a longer message is a paste or a task, not a question about the past
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..tokens import count_tokens
+from ..base.tokens import count_tokens
 from .limits import MAX_CHARS_PER_TOKEN, Budget
 from .refs import Line, Missing, Ref, dedupe, hydrate_all, limits_note, read_refs
 

@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.scaffold import RecallSeal, closer
+from ..base.tokens import count_tokens
 from ..dag import Dag
-from ..proactive import defused
-from ..query import build_query
-from ..scaffold import RecallSeal, closer
-from ..search import Hit
+from ..search.proactive import defused
+from ..search.query import build_query
+from ..search.searcher import Hit
+from ..search.visible import Visible
 from ..store import Store, StoreError
-from ..tokens import count_tokens
-from ..visible import Visible
 from .need import Need, needs_recall
 from .retrieve import retrieve
 

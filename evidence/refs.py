@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..timeexpr import DateMention
 from .limits import MAX_CALL_CHARS, MAX_LINE_CHARS, MAX_LINE_DATES, MAX_NOTED, NOTE, Budget, cut_text
+from .timeexpr import DateMention
 
 if TYPE_CHECKING:
     from ..store import Store

@@ -31,15 +31,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..base.tokens import count_tokens
 from ..dag import Dag
-from ..query import Query, build_query
-from ..search import Filters, Hit, Scope, Searcher, SearchRequest
+from ..search.query import Query, build_query
+from ..search.searcher import Filters, Hit, Scope, Searcher, SearchRequest
+from ..search.visible import Visible
 from ..store import Store, StoreError
-from ..timeexpr import resolve_dates
-from ..tokens import count_tokens
-from ..visible import Visible
 from .limits import Budget
 from .pack import build_pack
+from .timeexpr import resolve_dates
 
 MAX_CALLS = 3
 MAX_REFS = 40

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..display import ELLIPSIS, cut, iso
-from ..records import SummaryNode
-from ..rollups import Served, serve, span
-from ..times import period
+from ..base.display import ELLIPSIS, cut, iso
+from ..base.records import SummaryNode
+from ..base.times import period
+from ..compaction.rollups import Served, serve, span
 from .expand import OUTPUT_MIME, find_node, output_info, payload_owner
 from .toolkit import Args, Ctx, ToolError, fit, share
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import maintenance
-from ..display import ELLIPSIS, cut, iso
-from ..registry import live_session_ids
+from ..base.display import ELLIPSIS, cut, iso
+from ..base.registry import live_session_ids
+from ..maintenance import doctor as maintenance
 from ..schemas import tool_names
 from .toolkit import Args, Ctx, fit
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..evidence.assertions import KINDS
+from ..evidence import KINDS
 from .evidence_tools import BODIES
 from .toolkit import Args, Ctx, Handler
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..evidence.limits import MAX_QUESTION_CHARS
-from ..evidence.retrieve import PACK_TOKENS, retrieve
+from ..evidence import MAX_QUESTION_CHARS, PACK_TOKENS, retrieve
 from .evidence import disabled_tool
 from .toolkit import Args, Ctx, ToolError
 

@@ -7,8 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..evidence import DEFAULT_BUDGET, OPERATIONS, RefError, build_pack, compile_brief, compute, hydrate_all, parse_refs
-from ..evidence.limits import MAX_QUESTION_CHARS
+from ..evidence import (
+    DEFAULT_BUDGET,
+    MAX_QUESTION_CHARS,
+    OPERATIONS,
+    RefError,
+    build_pack,
+    compile_brief,
+    compute,
+    hydrate_all,
+    parse_refs,
+)
 from .toolkit import Args, Ctx, Handler, ToolError, fit, share
 
 

@@ -12,10 +12,10 @@ import json
 import re
 from typing import Any
 
-from ..display import ELLIPSIS, cut, iso
-from ..outputs import line_count
-from ..payloads import KIND_OUTPUT
-from ..records import StoredMessage, SummaryNode, node_label, parse_node_label
+from ..base.display import ELLIPSIS, cut, iso
+from ..base.outputs import line_count
+from ..base.payloads import KIND_OUTPUT
+from ..base.records import StoredMessage, SummaryNode, node_label, parse_node_label
 from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")

@@ -11,11 +11,11 @@ import secrets
 import time
 from typing import Any
 
-from ..display import ELLIPSIS, cut, iso
-from ..query import build_query
-from ..records import StoredMessage
-from ..search import Filters, Scope, Searcher, SearchRequest
-from ..tokens import count_tokens
+from ..base.display import ELLIPSIS, cut, iso
+from ..base.records import StoredMessage
+from ..base.tokens import count_tokens
+from ..search.query import build_query
+from ..search.searcher import Filters, Scope, Searcher, SearchRequest
 from .expand import find_node
 from .toolkit import Args, Ctx, ToolError, fit, share
 

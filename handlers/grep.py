@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..display import iso, score
-from ..query import Query, build_query, plain_snippet
-from ..search import SNIPPET_TOKENS, Filters, Hit, Scope, Searcher, SearchPage, SearchRequest, whole_text
+from ..base.display import iso, score
+from ..search.query import Query, build_query, plain_snippet
+from ..search.searcher import SNIPPET_TOKENS, Filters, Hit, Scope, Searcher, SearchPage, SearchRequest, whole_text
 from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..search import Scope
-from ..times import TimeError, parse_time
-from ..visible import Visible, visible_now
+from ..base.times import TimeError, parse_time
+from ..search.searcher import Scope
+from ..search.visible import Visible, visible_now
 
 if TYPE_CHECKING:
     from ..config import LcmConfig

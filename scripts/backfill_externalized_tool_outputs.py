@@ -21,7 +21,7 @@ from checkout import load_package  # this folder is on sys.path when a script ru
 
 def main(argv: list[str] | None = None) -> int:
     load_package()
-    from hermes_lcm.cli import main as lcm
+    from hermes_lcm.cli.main import main as lcm
 
     return lcm(["backfill-outputs", *(sys.argv[1:] if argv is None else argv)])
 

@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --source-db or --source-jsonl / --source-jsonl-dir")
 
     load_package()
-    from hermes_lcm import progress
-    from hermes_lcm.claw_import import ImportFailure, run_import
-    from hermes_lcm.cli import CliError, failure, resolve_db
+    from hermes_lcm.base import progress
+    from hermes_lcm.cli.main import CliError, failure, resolve_db
+    from hermes_lcm.importers.claw import ImportFailure, run_import
 
     try:
         found = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _redaction() -> str | None:
     """LCM_SENSITIVE_PATTERNS when redaction is on in the settings the engine would use here."""
-    from hermes_lcm.cli import _loaded
-    from hermes_lcm.sensitive import redaction_patterns
+    from hermes_lcm.base.sensitive import redaction_patterns
+    from hermes_lcm.cli.main import _loaded
 
     return redaction_patterns(_loaded().config)
 

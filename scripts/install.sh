@@ -31,7 +31,7 @@ die() { echo "install.sh: $*" >&2; exit "${2:-1}"; }
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 SKILL_SRC="$SRC/skills/hermes-lcm"
-[ -f "$SRC/plugin.yaml" ] && [ -f "$SRC/__init__.py" ] && [ -f "$SRC/hostinstall.py" ] || die "$SRC does not look like a hermes-lcm checkout (no plugin.yaml)" 2
+[ -f "$SRC/plugin.yaml" ] && [ -f "$SRC/__init__.py" ] && [ -f "$SRC/host/install.py" ] || die "$SRC does not look like a hermes-lcm checkout (no plugin.yaml)" 2
 [ -f "$SKILL_SRC/SKILL.md" ] || die "bundled skill missing: $SKILL_SRC/SKILL.md" 2
 
 BASE="${HERMES_HOME:-$HOME/.hermes}"
@@ -111,14 +111,14 @@ fi
 BIN="$(dirname "$PY")"
 FIX="$(printf '%q -m pip install -e %q' "$PY" "$SRC")"
 
-probe() { "$PY" "$SRC/hostinstall.py" probe --plugin-dir "$PLUGIN_LINK" 2>/dev/null | tail -n 1; }
+probe() { "$PY" "$SRC/host/install.py" probe --plugin-dir "$PLUGIN_LINK" 2>/dev/null | tail -n 1; }
 field() {
   "$PY" -c 'import json, sys; v = json.loads(sys.argv[1]).get(sys.argv[2])
 print(",".join(v) if isinstance(v, list) else ("" if v is None else v))' "$1" "$2"
 }
 
 report="$(probe)"
-[ -n "$report" ] || die "$PY could not run the install check ($SRC/hostinstall.py)"
+[ -n "$report" ] || die "$PY could not run the install check ($SRC/host/install.py)"
 if [ "$(field "$report" ok)" = True ] && [ -x "$BIN/lcm" ]; then
   echo "ok: Hermes' Python loads the plugin: $PY"
 elif [ "$NO_PIP" = 1 ]; then
@@ -170,7 +170,7 @@ if [ -x "$BIN/lcm" ]; then
 fi
 
 # --- config.yaml -------------------------------------------------------------------------------
-problems="$("$PY" "$SRC/hostinstall.py" config "$TARGET_HOME" --engines "$(field "$report" engines)" 2>/dev/null || true)"
+problems="$("$PY" "$SRC/host/install.py" config "$TARGET_HOME" --engines "$(field "$report" engines)" 2>/dev/null || true)"
 if [ -z "$problems" ]; then
   echo "ok: $TARGET_HOME/config.yaml selects hermes-lcm (restart Hermes if it is running)"
   exit 0

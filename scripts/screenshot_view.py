@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hermes_lcm.replay import load_fixture, make_engine, replay  # noqa: E402
+from hermes_lcm.demo.replay import load_fixture, make_engine, replay  # noqa: E402
 from hermes_lcm.store import close_all  # noqa: E402
 from tests.browser.harness import launch, open_page, unavailable, write_page  # noqa: E402
 

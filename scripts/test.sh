@@ -33,7 +33,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # and its build backend): tests/integration/test_fresh_install.py installs from these, offline.
   # shellcheck disable=SC2046
   step .venv/bin/python -m pip download -q -d .venv/wheelhouse hermes-agent==0.19.0 \
-    $(.venv/bin/python hostinstall.py requirements) 'setuptools>=77' wheel
+    $(.venv/bin/python host/install.py requirements) 'setuptools>=77' wheel
   touch "$stamp"
 fi
 set +e

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote
 
-from .. import private
-from ..jobs import BackgroundJob
+from ..base import private
+from ..base.jobs import BackgroundJob
 from . import schema
 from .errors import StoreError, StoreFault, WriteFailed
 from .rows import message_columns, pack_fingerprint

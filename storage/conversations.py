@@ -6,8 +6,8 @@ import os
 import time
 from typing import Any
 
-from ..records import ConversationState, SessionInfo
-from ..redact import clip, redact
+from ..base.records import ConversationState, SessionInfo
+from ..base.redact import clip, redact
 from .connection import SqliteConnection
 
 # The integer key (schema 4) of the session ``s`` (a ``sessions`` row) in ``messages.session_key``.

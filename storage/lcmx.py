@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..records import MessageIn
+from ..base.records import MessageIn
 from .claw import readonly_uri
 from .connection import faults_mapped
 from .errors import StoreError

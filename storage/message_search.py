@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import StoredMessage
+from ..base.records import StoredMessage
 from .connection import SqliteConnection, faults_mapped
 from .rows import conversation_scope, id_list, row_to_message
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..records import MessageIn, StoredMessage
+from ..base.records import MessageIn, StoredMessage
 from .connection import SqliteConnection
 from .payload_refs import record_grants
 from .rows import SESSION_IS, pack_fingerprint, row_to_message, seq_bound, unpack_fingerprint

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ..payloads import REF_SECRET, Blobs
-from ..startup import local_home
+from ..base.payloads import REF_SECRET, Blobs
+from ..base.startup import local_home
 from .errors import StoreError, StoreFault
 from .pg import is_url, redacted
 

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..records import MessageIn, PayloadGrant, PayloadRef, StoredMessage
+from ..base.records import MessageIn, PayloadGrant, PayloadRef, StoredMessage
 from .connection import SqliteConnection
 from .rows import row_to_message, unpack_fingerprint
 

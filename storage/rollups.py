@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import Rollup, StoredMessage, SummaryNode
+from ..base.records import Rollup, StoredMessage, SummaryNode
 from .connection import SqliteConnection
 from .errors import StoreFault
 from .rows import NODE_COLUMNS, row_to_message, row_to_node

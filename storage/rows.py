@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import StoredMessage, SummaryNode
+from ..base.records import StoredMessage, SummaryNode
 
 _BASE_MESSAGE_COLUMNS = (
     "id, conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "

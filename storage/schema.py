@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..scaffold import HOST_USER_PREFIXES, prefix_label
+from ..base.scaffold import HOST_USER_PREFIXES, prefix_label
 from .errors import ForeignDatabase, NewerSchema
 from .rows import pack_fingerprint
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import NewNode, StoredMessage, SummaryNode
+from ..base.records import NewNode, StoredMessage, SummaryNode
 from .connection import SqliteConnection
 from .rows import KIND_VALUE, NODE_COLUMNS, NODE_COLUMNS_S, conversation_scope, id_list, row_to_message, row_to_node
 

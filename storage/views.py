@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..redact import redact
+from ..base.redact import redact
 from .connection import SqliteConnection
 
 

@@ -8,9 +8,9 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.normalize import is_synthetic
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.ingest.normalize import is_synthetic
 
 WORDS = """alpha beta gamma delta deploy config parser token budget cache index ledger
 module retry timeout socket schema vector kernel branch commit merge release ticket""".split()

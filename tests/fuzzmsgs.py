@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hermes_lcm.tokens import content_text
+from hermes_lcm.base.tokens import content_text
 
 from .convo import text
 

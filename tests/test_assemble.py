@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import SUMMARY_WRAPPER_TOKENS, build, plan_budget, tail_start
-from hermes_lcm.blocks import Item, group
-from hermes_lcm.records import SummaryNode
-from hermes_lcm.tokens import count_messages, count_tokens
+from hermes_lcm.base.records import SummaryNode
+from hermes_lcm.base.tokens import count_messages, count_tokens
+from hermes_lcm.prompt.assemble import SUMMARY_WRAPPER_TOKENS, build, plan_budget, tail_start
+from hermes_lcm.prompt.blocks import Item, group
 
 from .convo import assert_valid_sequence
 

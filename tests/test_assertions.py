@@ -19,7 +19,7 @@ from hermes_lcm.config import load_config
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.evidence.assertion_rules import extract
 from hermes_lcm.evidence.assertions import AssertionJob, Assertions
-from hermes_lcm.timeexpr import resolve_dates
+from hermes_lcm.evidence.timeexpr import resolve_dates
 
 from .backends import table_names
 from .conftest import database_env, new_engine

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import backfill, cli, outputs
 from hermes_lcm import store as store_module
-from hermes_lcm.query import build_query
+from hermes_lcm.base import outputs
+from hermes_lcm.cli import main as cli
+from hermes_lcm.maintenance import backfill
+from hermes_lcm.search.query import build_query
 
 from .backends import every_value, raw_sql, table_names
 from .conftest import new_engine

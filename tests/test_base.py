@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import tokens
+from hermes_lcm.base import tokens
+from hermes_lcm.base.patterns import MessagePatterns, SessionPatterns
+from hermes_lcm.base.payloads import PayloadGuard
 from hermes_lcm.config import LcmConfig, load_config, read_yaml_block
-from hermes_lcm.ingest import Normalizer
-from hermes_lcm.patterns import MessagePatterns, SessionPatterns
-from hermes_lcm.payloads import PayloadGuard
+from hermes_lcm.ingest.steps import Normalizer
 
 # -- config -------------------------------------------------------------------
 

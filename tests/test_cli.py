@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.cli import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, main, resolve_db
+from hermes_lcm.cli.main import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, main, resolve_db
 from hermes_lcm.storage.pg import redacted
 from hermes_lcm.store import is_url, open_readonly
 
@@ -284,7 +284,7 @@ def test_console_script_entry_point(db):
 
 
 def test_global_options_work_after_the_command_too(tmp_path):
-    from hermes_lcm.cli import parser
+    from hermes_lcm.cli.main import parser
 
     args = parser().parse_args(["status", "--db", str(tmp_path / "x.db"), "--format", "table"])
     assert args.db == str(tmp_path / "x.db") and args.format == "table"
@@ -301,7 +301,7 @@ def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(file_db, argv):
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli", "--db", str(file_db), *argv],
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(file_db), *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "80"})
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
@@ -427,8 +427,8 @@ def test_usage_errors_say_what_is_wanted_once(tmp_path):
 
 
 def test_grep_snippets_start_just_before_the_match_and_scores_are_never_negative_zero():
-    from hermes_lcm.cli import snippet
-    from hermes_lcm.display import score
+    from hermes_lcm.base.display import score
+    from hermes_lcm.cli.main import snippet
 
     text = "word " * 60 + "the quetzal\nledger  was   chosen " + "tail " * 80
     shown = snippet(text, ['"quetzal"'])

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.cli import main
+from hermes_lcm.cli.main import main
 from hermes_lcm.command import handle_command
 
 from .backends import raw_sql, table_names
@@ -180,7 +180,7 @@ def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub
     stub.answer = lambda r, p: (*openai_ok(r, p)[:2], 0.1)
     turn_on(monkeypatch, stub, LCM_EMBEDDING_BACKFILL_BATCH_SIZE="2")
     env = {**os.environ, "PYTHONPATH": str(ROOT / ".pyroot")}
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli", "embed", "--apply"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", "embed", "--apply"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while len(stub.requests) < 4 and time.monotonic() < deadline:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.cli import main
+from hermes_lcm.cli.main import main
 
 from .conftest import new_engine
 from .convo import conversation, host_run

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import tokens
+from hermes_lcm.base import tokens
 from hermes_lcm.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,8 @@ def test_lcm_status_imports_nothing_heavy_and_never_loads_the_ranks(tmp_path: Pa
     code = ("import io, json, sqlite3, sys\nsql = []\nreal = sqlite3.connect\n"
             "def connect(*a, **k):\n    c = real(*a, **k)\n    c.set_trace_callback(sql.append)\n    return c\n"
             "sqlite3.connect = connect\n"
-            "from hermes_lcm import cli, sensitive, tokens\nout = io.StringIO()\n"
+            "from hermes_lcm.base import sensitive, tokens\nfrom hermes_lcm.cli import main as cli\n"
+            "out = io.StringIO()\n"
             f"rc = cli.main(['--db', {str(db)!r}, '--format', 'json', 'status'], out=out)\n"
             f"print(json.dumps({{'rc': rc, 'report': json.loads(out.getvalue()), 'backend': tokens._backend, "
             f"'compiled': sensitive._compiled.cache_info().currsize, 'sql': sql, "
@@ -149,7 +150,7 @@ def test_a_fork_during_the_preload_does_not_deadlock_the_child() -> None:
     if not hasattr(os, "fork"):
         pytest.skip("no fork here")
     code = (
-        "import os, signal, sys\nfrom hermes_lcm import tokens\n"
+        "import os, signal, sys\nfrom hermes_lcm.base import tokens\n"
         "tokens._lock.acquire()  # as if the preload thread held it at the fork\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
@@ -164,7 +165,7 @@ def test_a_fork_during_the_preload_does_not_deadlock_the_child() -> None:
 
 def test_preload_starts_once_and_counts_wait_for_it(tmp_path: Path) -> None:
     code = (
-        "import threading\nfrom hermes_lcm import tokens\n"
+        "import threading\nfrom hermes_lcm.base import tokens\n"
         "tokens.preload(); tokens.preload()\n"
         "names = [t.name for t in threading.enumerate()].count('lcm-token-ranks')\n"
         "n = tokens.count_tokens('hello world')\n"
@@ -179,7 +180,7 @@ def test_the_first_turn_of_a_fresh_engine_stays_within_its_budget(tmp_path: Path
     """A fresh process: the engine starts (the preload begins) and compresses at once, while the ranks
     may still be loading; the prompt it returns is counted exactly and never exceeds the threshold."""
     code = (
-        "import json\nfrom hermes_lcm.engine import LcmEngine\nfrom hermes_lcm import tokens\n"
+        "import json\nfrom hermes_lcm.engine import LcmEngine\nfrom hermes_lcm.base import tokens\n"
         f"env = {{'HERMES_HOME': {str(tmp_path / 'home')!r}, 'LCM_SUMMARY_PROVIDER': 'extractive'}}\n"
         "e = LcmEngine(env=env); e.update_model('m', 64000); e.threshold_tokens = 3000\n"
         "e.on_session_start('s1', hermes_home=env['HERMES_HOME'], platform='cli')\n"

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 import hermes_lcm
+from hermes_lcm.base.registry import live_engines
 from hermes_lcm.command import handle_command
-from hermes_lcm.registry import live_engines
 
 from .conftest import new_engine
 from .convo import conversation, host_run
@@ -287,7 +287,7 @@ def test_doctor_finds_stored_harness_turns_and_apply_removes_them(tmp_path):
 
     import io
 
-    from hermes_lcm.cli import main as lcm_cli
+    from hermes_lcm.cli.main import main as lcm_cli
 
     out = io.StringIO()  # the shell command reads the same report, without a running agent
     lcm_cli(["--db", str(engine.database_path()), "doctor"], out=out)

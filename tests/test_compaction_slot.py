@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.store import open_store
-from hermes_lcm.tokens import count_messages
 
 from .convo import assert_valid_sequence, conversation
 

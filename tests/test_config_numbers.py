@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
-from hermes_lcm.assemble import plan_budget
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.config import _BOUNDS, LcmConfig, compute_threshold, env_name, load_config, reserve_for
 from hermes_lcm.core import budget_for
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.prompt.assemble import plan_budget
 
 from .convo import assert_valid_sequence, conversation
 
@@ -133,7 +133,7 @@ def test_bad_per_model_ratios_are_refused(yaml_text, tmp_path):
 def test_the_lcm_cli_doctor_names_bad_keys_from_env_and_yaml(tmp_path, monkeypatch):
     import io
 
-    from hermes_lcm.cli import main
+    from hermes_lcm.cli.main import main
 
     engine = _engine(tmp_path, {}, {"reserve_tokens": "-.inf"})
     _drive(engine)

@@ -1,4 +1,4 @@
-"""The main job (``python -m hermes_lcm.demo``): its fixture, its replay through the engine, its output.
+"""The main job (``python -m hermes_lcm.demo.main``): its fixture, its replay through the engine, its output.
 
 One replay of the shipped coding session is shared by the in-process tests (it takes about a
 second); the last test runs the demo as the README does, in a subprocess.
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from hermes_lcm.demo.replay import FIXTURE, ReplayResult, flatten, load_fixture, make_engine, recover, replay
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.replay import FIXTURE, ReplayResult, flatten, load_fixture, make_engine, recover, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm.assemble import Retention, summary_block
+from hermes_lcm.base.tokens import count_message, count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.normalize import is_synthetic
-from hermes_lcm.tokens import count_message, count_messages
+from hermes_lcm.ingest.normalize import is_synthetic
+from hermes_lcm.prompt.assemble import Retention, summary_block
 
 from .backends import raw_sql
 from .conftest import new_engine

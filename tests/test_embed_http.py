@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from hermes_lcm.base.redact import redact
 from hermes_lcm.config import LcmConfig
 from hermes_lcm.embed import OllamaProvider, OpenAIProvider, ProviderError, is_loopback, provider_for
-from hermes_lcm.redact import redact
 
 from .embedstub import Answer, Stub, ollama_ok, openai_ok, stub, vec
 

@@ -25,8 +25,8 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.config import LcmConfig
 from hermes_lcm.embed import OpenAIProvider, provider_for
-from hermes_lcm.embedder import Embedder, EmbedJob
-from hermes_lcm.semantic import Semantic
+from hermes_lcm.embed.embedder import Embedder, EmbedJob
+from hermes_lcm.embed.semantic import Semantic
 
 from .backends import raw_sql
 from .conftest import database_env, new_engine
@@ -128,7 +128,7 @@ from dataclasses import replace
 from hermes_lcm import store as store_module
 from hermes_lcm.config import LcmConfig
 from hermes_lcm.embed import provider_for
-from hermes_lcm.embedder import Embedder
+from hermes_lcm.embed.embedder import Embedder
 config = replace(LcmConfig(), embeddings_enabled=True, embedding_provider="openai", embedding_base_url=sys.argv[2],
                  embedding_backfill_batch_size=2)
 store = store_module.open_store(sys.argv[1])

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.tokens import count_messages
 
 from . import backends
 from .convo import assert_lineage_complete, assert_valid_sequence, conversation, host_run, stored_sequence

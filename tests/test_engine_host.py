@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from hermes_lcm import hooks
+from hermes_lcm.base.registry import live_engine
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.registry import live_engine
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.host import hooks
 
 from .convo import conversation
 
@@ -108,8 +108,8 @@ def _request_with_overhead(engine, system_tokens_approx: int) -> None:
 
 
 def test_a_threshold_below_the_hosts_overhead_is_said_in_status_doctor_and_the_log(make_engine, caplog, tmp_path):
-    from hermes_lcm import maintenance
-    from hermes_lcm.overhead import threshold_problem
+    from hermes_lcm.host.overhead import threshold_problem
+    from hermes_lcm.maintenance import doctor as maintenance
 
     engine = make_engine(threshold=6000)
     engine.ingest_host([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
@@ -142,7 +142,7 @@ def test_a_threshold_below_the_hosts_overhead_is_said_in_status_doctor_and_the_l
 
 
 def test_a_threshold_with_room_is_ok_in_doctor(make_engine):
-    from hermes_lcm import maintenance
+    from hermes_lcm.maintenance import doctor as maintenance
 
     engine = make_engine(threshold=60_000)
     engine.ingest_host([{"role": "user", "content": "hello"}])

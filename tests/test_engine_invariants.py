@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.base.tokens import count_messages
 
 from .conftest import fresh_database, new_engine
 from .convo import (
@@ -125,7 +125,7 @@ def test_new_session_keeps_deep_nodes_and_every_lineage(make_engine):
     before = engine.core.dag.nodes(engine.core.binding.conversation_id)
     engine.on_session_end("s1", history)
     engine.on_session_reset()
-    from hermes_lcm import hooks
+    from hermes_lcm.host import hooks
 
     fresh = [{"role": "user", "content": "new topic"}, {"role": "assistant", "content": "sure"}]
     hooks.post_llm_call(session_id="s2", conversation_history=fresh)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from hermes_lcm.evidence.compute import compute, months_between
 from hermes_lcm.evidence.refs import Line, Ref
-from hermes_lcm.timeexpr import resolve_dates
+from hermes_lcm.evidence.timeexpr import resolve_dates
 
 DAYS = st.dates(min_value=date(1990, 1, 1), max_value=date(2090, 12, 31))
 FORMS = st.sampled_from(["{d:%Y-%m-%d}", "{d:%B} {d.day}, {d.year}", "{d.day} {d:%B} {d.year}",

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
+from hermes_lcm.base.tokens import count_tokens
 from hermes_lcm.evidence import Ref, RefError, build_pack, hydrate, parse_refs
-from hermes_lcm.tokens import count_tokens
 
 from .conftest import fresh_database
 from .evidencetest import at, engine_for, place, reach, said

@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import hooks, hostagents
+from hermes_lcm.base import hostagents
+from hermes_lcm.base.registry import live_engine
+from hermes_lcm.base.tokens import count_messages
+from hermes_lcm.base.wire import problems
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.registry import live_engine
-from hermes_lcm.tokens import count_messages
-from hermes_lcm.wire import problems
+from hermes_lcm.host import hooks
 
 from . import fuzzmsgs
 from .convo import conversation

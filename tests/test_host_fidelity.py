@@ -24,13 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import cut_message
-from hermes_lcm.blocks import Item
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.normalize import is_synthetic
+from hermes_lcm.ingest.normalize import is_synthetic
+from hermes_lcm.prompt.assemble import cut_message
+from hermes_lcm.prompt.blocks import Item
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 from hermes_lcm.store import SCHEMA_VERSION, open_store
-from hermes_lcm.tokens import count_messages
 
 from .conftest import fresh_database, new_engine
 from .convo import assert_valid_sequence, conversation

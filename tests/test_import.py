@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.claw_import import ImportFailure, run_import
-from hermes_lcm.cli import main as lcm_main
+from hermes_lcm.cli.main import main as lcm_main
 from hermes_lcm.dag import Dag
+from hermes_lcm.importers.claw import ImportFailure, run_import
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 from hermes_lcm.store import detect_source
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import maintenance as mt
-from hermes_lcm.claw_import import ImportFailure, run_import
+from hermes_lcm.importers.claw import ImportFailure, run_import
+from hermes_lcm.maintenance import doctor as mt
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 
 from .dbutil import digest

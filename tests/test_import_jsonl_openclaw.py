@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from hermes_lcm.claw_import import run_import
+from hermes_lcm.importers.claw import run_import
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 
 from .test_import_fixtures import T0, _entry

@@ -88,7 +88,8 @@ def test_checkout_cloned_into_the_plugin_path_counts_as_installed(tmp_path):
     home = tmp_path / "hermes"
     clone = home / "plugins" / "hermes-lcm"
     clone.mkdir(parents=True)
-    for name in ("plugin.yaml", "__init__.py", "hostinstall.py"):
+    for name in ("plugin.yaml", "__init__.py", "host/install.py"):
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, clone / name)
     shutil.copytree(REPO / "scripts", clone / "scripts")
     shutil.copytree(REPO / "skills", clone / "skills")
@@ -200,7 +201,7 @@ def test_installed_plugin_is_listed_and_selected_by_the_real_host(tmp_path):
 
 # -- the install check (hostinstall.py) ----------------------------------------------------------
 
-from hermes_lcm import hostinstall  # noqa: E402 - the file install.sh runs with Hermes' Python
+from hermes_lcm.host import install as hostinstall  # noqa: E402 - the file install.sh runs with Hermes' Python
 
 
 def test_hermes_python_is_read_from_both_forms_of_pip_console_script(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from hermes_lcm.cli import parser
+from hermes_lcm.cli.main import parser
 from hermes_lcm.command import DOCTOR, VERBS
 from hermes_lcm.config import LcmConfig, env_name
 

@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import backfill, cli, outputs, progress
-from hermes_lcm import lcmx_import as li
 from hermes_lcm import store as store_module
+from hermes_lcm.base import outputs, progress
+from hermes_lcm.cli import main as cli
+from hermes_lcm.importers import lcmx as li
+from hermes_lcm.maintenance import backfill
 from hermes_lcm.storage.operator import verify_backup
 
 from .conftest import new_engine
@@ -343,7 +345,7 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
     # shell without job control ignores SIGINT, and Python then never installs KeyboardInterrupt
     # (both CI runs of one session failed here that way: the copy finished, exit 0).
     lcm_cli = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-               "runpy.run_module('hermes_lcm.cli', run_name='__main__', alter_sys=True)")
+               "runpy.run_module('hermes_lcm.cli.main', run_name='__main__', alter_sys=True)")
 
     def interrupt_backup() -> tuple[subprocess.Popen[bytes], bytes, bytes, bytes]:
         proc = subprocess.Popen([sys.executable, "-c", lcm_cli, "--db", str(db), "backup", "--dest", str(dest)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from hermes_lcm.jobs import BackgroundJob
+from hermes_lcm.base.jobs import BackgroundJob
 
 
 class Recorder(BackgroundJob):

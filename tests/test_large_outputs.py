@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
+from hermes_lcm.base.outputs import is_stub, parse_stub, ref_for
+from hermes_lcm.base.payloads import PayloadGuard
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.externalize import ExternalizeStep, clamped_stub
-from hermes_lcm.ingest import Normalizer
-from hermes_lcm.normalize import Draft
-from hermes_lcm.outputs import is_stub, parse_stub, ref_for
-from hermes_lcm.payloads import PayloadGuard
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.ingest.externalize import ExternalizeStep, clamped_stub
+from hermes_lcm.ingest.normalize import Draft
+from hermes_lcm.ingest.steps import Normalizer
 
 from .backends import allow_payloads, refuse_payloads
 from .conftest import database_env, new_engine

@@ -135,3 +135,78 @@ def test_every_subpackage_is_installed() -> None:
     found = {"hermes_lcm." + p.parent.relative_to(ROOT).as_posix().replace("/", ".")
              for p in _sources() if p.name == "__init__.py" and p.parent != ROOT}
     assert found - listed == set()
+
+
+FRONT_DOORS = {"__init__.py", "engine.py", "core.py", "tools.py", "schemas.py", "command.py", "store.py", "dag.py",
+               "config.py", "version.py"}
+
+
+def test_the_root_holds_only_the_front_doors_and_packages() -> None:
+    """Every other module lives in a package named for its job: a new module at the root (or a
+    name prefix standing in for a package) fails here."""
+    modules = {p.name for p in ROOT.glob("*.py")}
+    assert modules == FRONT_DOORS, sorted(modules ^ FRONT_DOORS)
+
+
+def test_every_package_is_installed_and_opens_with_what_it_is_for() -> None:
+    """A package directory is listed in pyproject's packages (else a wheel leaves it out) and its
+    ``__init__`` says what the package is for (its front door)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    for init in _sources():
+        if init.name != "__init__.py" or init.parent == ROOT:
+            continue
+        dotted = "hermes_lcm." + ".".join(init.parent.relative_to(ROOT).parts)
+        assert dotted in listed, f"{dotted} is not in pyproject's packages"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} has no docstring saying what the package is for"
+
+
+def _front_doors() -> dict[str, set[str]]:
+    """Packages whose ``__init__`` declares ``__all__``: their front door, and what it exports."""
+    doors = {}
+    for init in _sources():
+        if init.name != "__init__.py" or init.parent == ROOT:
+            continue
+        for node in ast.parse(init.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                    for t in node.targets):
+                names = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}  # type: ignore[attr-defined]
+                doors[".".join(init.parent.relative_to(ROOT).parts)] = names
+    return doors
+
+
+def test_a_package_with_a_front_door_is_entered_through_it() -> None:
+    """The way httpx tests its exported members: a module outside a package that declares
+    ``__all__`` imports only those names from the package itself, never from the modules behind
+    it (they may move), and every exported name exists."""
+    doors = _front_doors()
+    assert doors, "no package declares its front door"
+    wrong = []
+    for path in _sources():
+        rel = path.relative_to(ROOT)
+        here = ".".join(rel.with_suffix("").parts)
+        package_of_file = ".".join(rel.parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package_of_file.split(".") if package_of_file else []
+            if node.level:
+                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            elif node.module and node.module.startswith("hermes_lcm."):
+                target = node.module[len("hermes_lcm."):]
+            else:
+                continue
+            for door, names in doors.items():
+                inside = here == door or here.startswith(door + ".")
+                if inside:
+                    continue
+                if target.startswith(door + "."):
+                    wrong.append(f"{rel}:{node.lineno} imports {target} behind {door}/'s front door")
+                elif target == door:
+                    wrong += [f"{rel}:{node.lineno} imports {a.name}, not exported by {door}/"
+                              for a in node.names if a.name not in names]
+    assert not wrong, "\n".join(wrong)
+    for door, names in doors.items():
+        module = __import__(f"hermes_lcm.{door}", fromlist=["*"])
+        assert all(hasattr(module, name) for name in names), door

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
 from hermes_lcm.dag import Dag
-from hermes_lcm.query import build_query
+from hermes_lcm.maintenance import doctor as mt
+from hermes_lcm.search.query import build_query
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 from hermes_lcm.store import is_url
 
@@ -433,7 +433,7 @@ def test_a_backup_name_reads_as_a_time(tmp_path):
     """``lcm-20261201T214501.123456Z.sqlite3``: the seconds, then their fraction after a dot."""
     import re
 
-    from hermes_lcm import maintenance
+    from hermes_lcm.maintenance import doctor as maintenance
     from hermes_lcm.store import open_store
 
     store = open_store(tmp_path / "lcm.db")

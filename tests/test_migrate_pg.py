@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli, tools
 from hermes_lcm import store as store_module
+from hermes_lcm import tools
+from hermes_lcm.cli import main as cli
 
 from .conftest import new_engine
 from .convo import conversation, host_run
@@ -183,7 +184,7 @@ def test_killed_mid_copy_resumes_with_nothing_doubled(clean_home: Path, tmp_path
     path = os.pathsep.join([str(ROOT / ".pyroot"), str(ROOT.parent), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path, "HERMES_HOME": str(clean_home), "LCM_PROGRESS": "never"}
     # a batch of one row is one transaction each: kill the process once some are committed
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli", "migrate-to-postgres", "--source-db", str(db),
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", "migrate-to-postgres", "--source-db", str(db),
                              "--url", url, "--apply", "--batch", "1"], env=env, cwd=str(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -213,7 +214,7 @@ def test_killed_mid_copy_resumes_with_nothing_doubled(clean_home: Path, tmp_path
 
 
 def test_ctrl_c_exits_130_with_resume_hint(clean_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hermes_lcm import progress
+    from hermes_lcm.base import progress
 
     db = made_by_engine(clean_home, turns=8)
     url = fresh_url()

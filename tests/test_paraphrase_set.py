@@ -23,7 +23,7 @@ import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.config import load_config
-from hermes_lcm.replay import load_fixture, make_engine, replay
+from hermes_lcm.demo.replay import load_fixture, make_engine, replay
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "locomo"

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import cli, outputs, payload_gc, private
-from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
+from hermes_lcm.base import outputs, private
+from hermes_lcm.base.payloads import PLACEHOLDER_PREFIX
+from hermes_lcm.cli import main as cli
 from hermes_lcm.command import handle_command
-from hermes_lcm.payloads import PLACEHOLDER_PREFIX
+from hermes_lcm.maintenance import doctor as mt
+from hermes_lcm.maintenance import payload_gc
 
 from .conftest import new_engine
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psycopg
 
-from hermes_lcm import payload_gc
 from hermes_lcm import store as store_module
+from hermes_lcm.maintenance import payload_gc
 
 from .conftest import new_engine
 from .test_large_outputs import ON, big_output, read_all, tool_turn
@@ -80,7 +80,7 @@ def test_backfill_and_gc_through_the_cli_on_postgres(tmp_path, monkeypatch):
     import io
     import json
 
-    from hermes_lcm import cli
+    from hermes_lcm.cli import main as cli
 
     from .pgserver import binaries, fresh_url
 
@@ -115,7 +115,7 @@ def test_backfill_and_gc_through_the_cli_on_postgres(tmp_path, monkeypatch):
 
 
 def test_doctor_and_retention_count_payload_rows(tmp_path):
-    from hermes_lcm import maintenance as mt
+    from hermes_lcm.maintenance import doctor as mt
 
     from .pgserver import fresh_url
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.records import MessageIn
-from hermes_lcm.semantic import StoredIndex
+from hermes_lcm.base.records import MessageIn
+from hermes_lcm.base.vectors import VectorIndex, decode, encode
+from hermes_lcm.embed.semantic import StoredIndex
 from hermes_lcm.store import Store, StoreFault, open_store
-from hermes_lcm.vectors import VectorIndex, decode, encode
 
 psycopg = pytest.importorskip("psycopg")
 from .pgserver import fresh_url, server  # noqa: E402

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.records import MessageIn
+from hermes_lcm.base.records import MessageIn
+from hermes_lcm.base.vectors import encode
 from hermes_lcm.store import Store, open_store
-from hermes_lcm.vectors import encode
 
 from .backends import raw_sql
 

@@ -147,7 +147,7 @@ def pg15(tmp_path_factory) -> Iterator[Server]:
 def test_doctor_and_embedding_reads_run_on_postgresql_15(pg15, tmp_path, caplog):
     import psycopg
 
-    from hermes_lcm import maintenance as mt
+    from hermes_lcm.maintenance import doctor as mt
 
     with psycopg.connect(pg15.url(), autocommit=True) as pg:
         assert pg.info.server_version // 10000 == 15

@@ -10,13 +10,14 @@ from collections.abc import Callable
 
 import pytest
 
-from hermes_lcm import hooks, search
+from hermes_lcm.base.scaffold import RECALL_MARKER
+from hermes_lcm.base.tokens import count_tokens
 from hermes_lcm.config import load_config
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.evidence.need import needs_recall
 from hermes_lcm.evidence.preanswer import INTRO, PreAnswer
-from hermes_lcm.scaffold import RECALL_MARKER
-from hermes_lcm.tokens import count_tokens
+from hermes_lcm.host import hooks
+from hermes_lcm.search import searcher as search
 
 from .backends import raw_sql
 

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import hooks
-from hermes_lcm.arms import Hit
+from hermes_lcm.base.scaffold import RECALL_MARKER, BlockSeal, RecallSeal, without_recall
+from hermes_lcm.base.tokens import count_tokens
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.proactive import INTRO, relevant, render
-from hermes_lcm.query import build_query
-from hermes_lcm.scaffold import RECALL_MARKER, BlockSeal, RecallSeal, without_recall
-from hermes_lcm.tokens import count_tokens
+from hermes_lcm.host import hooks
+from hermes_lcm.search.arms import Hit
+from hermes_lcm.search.proactive import INTRO, relevant, render
+from hermes_lcm.search.query import build_query
 
 from .backends import raw_sql
 from .convo import host_run

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import cli_output, progress
 from hermes_lcm import store as store_module
+from hermes_lcm.base import progress
+from hermes_lcm.cli import output as cli_output
 
 from .conftest import new_engine
 from .convo import conversation, host_run
@@ -45,7 +46,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run_on_pty(argv: list[str], env: dict[str, str], stdout_tty: bool) -> tuple[int, str, str]:
     """Run ``lcm ARGV`` with stderr (and stdout when ``stdout_tty``) on a pseudo-terminal."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli", *argv], env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", *argv], env=env, stdin=subprocess.DEVNULL,
                             stdout=slave if stdout_tty else subprocess.PIPE, stderr=slave)
     os.close(slave)
     chunks: list[bytes] = []
@@ -103,7 +104,7 @@ def test_never_silences_even_notes_and_always_draws_the_line_anywhere() -> None:
 
 def test_rich_is_imported_only_to_draw() -> None:
     # (hermes_lcm.cli itself still pulls rich in through httpx's own CLI module; the cold-start work owns that.)
-    code = ("import sys, hermes_lcm.progress as p, hermes_lcm.cli_output as o, io; p.start('x', 1).update(1); "
+    code = ("import sys, hermes_lcm.base.progress as p, hermes_lcm.cli.output as o, io; p.start('x', 1).update(1); "
             "o.emit({'a': 1}, 'json', io.StringIO()); print(any(m.split('.')[0] == 'rich' for m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -114,7 +115,7 @@ def test_rich_is_imported_only_to_draw() -> None:
 
 
 def test_auto_is_json_into_a_stringio_and_a_table_can_be_forced(db: Path) -> None:
-    from hermes_lcm.cli import main
+    from hermes_lcm.cli.main import main
 
     out = io.StringIO()
     assert main(["--db", str(db), "conversations"], out=out) == 0
@@ -129,11 +130,11 @@ def test_auto_is_json_into_a_stringio_and_a_table_can_be_forced(db: Path) -> Non
 
 def test_piped_stdout_is_exactly_json_and_stderr_is_empty(db: Path) -> None:
     for argv in (["status"], ["conversations"], ["backup"]):
-        proc = subprocess.run([sys.executable, "-m", "hermes_lcm.cli", "--db", str(db), *argv], env=clean_env(),
+        proc = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), *argv], env=clean_env(),
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert isinstance(json.loads(proc.stdout), dict) and proc.stderr == "", argv
-    bad = subprocess.run([sys.executable, "-m", "hermes_lcm.cli", "--db", str(db), "summaries", "show", "S999"],
+    bad = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), "summaries", "show", "S999"],
                          env=clean_env(), capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and json.loads(bad.stdout)["exit_code"] == 1
     assert bad.stderr.startswith("lcm: error:") and bad.stderr.count("\n") == 1

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.query import Term, build_query, conversational, plain_snippet, plan_terms
-from hermes_lcm.rank import coverage, idf, is_exact, own_score, with_context
+from hermes_lcm.search.query import Term, build_query, conversational, plain_snippet, plan_terms
+from hermes_lcm.search.rank import coverage, idf, is_exact, own_score, with_context
 
 from .conftest import BACKENDS
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.cli import main as cli_main
+from hermes_lcm.cli.main import main as cli_main
 from hermes_lcm.engine import LcmEngine
 
 from .backends import matching_ids, raw_sql

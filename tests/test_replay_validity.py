@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.assemble import build, newest_request, plan_budget
-from hermes_lcm.blocks import Item
+from hermes_lcm.base.tokens import count_messages
+from hermes_lcm.base.wire import problems
 from hermes_lcm.core import trim
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.prompt.assemble import build, newest_request, plan_budget
+from hermes_lcm.prompt.blocks import Item
 from hermes_lcm.store import close_all
-from hermes_lcm.tokens import count_messages
-from hermes_lcm.wire import problems
 
 from .conftest import fresh_database, new_engine
 from .fuzzmsgs import is_storable, malformed_history, newest_request_text, shows, wide_history

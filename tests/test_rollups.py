@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
+from hermes_lcm.base.times import host_time
+from hermes_lcm.compaction.rollups import plan, serve, span
 from hermes_lcm.config import load_config
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.rollups import plan, serve, span
 from hermes_lcm.store import is_url
-from hermes_lcm.times import host_time
 
 from .backends import table_names
 from .conftest import fresh_database, new_engine
@@ -283,7 +283,7 @@ def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, ba
 
 
 def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys, backend_env):
-    from hermes_lcm import cli
+    from hermes_lcm.cli import main as cli
     from hermes_lcm.command import handle_command
 
     db = backend_env.get("LCM_DATABASE_URL") or clean_home / "lcm.db"
@@ -317,8 +317,8 @@ def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys, backend_
 
 
 def test_replays_and_lcmx_imports_keep_original_times(tmp_path, backend_env):
-    from hermes_lcm.lcmx_import import host_time as lcmx_time
-    from hermes_lcm.replay import flatten, make_engine, replay
+    from hermes_lcm.demo.replay import flatten, make_engine, replay
+    from hermes_lcm.importers.lcmx import host_time as lcmx_time
 
     assert lcmx_time({"observed_at": "2024-05-01T00:00:00Z", "timestamp": 5.0}) == MAY_1
     assert lcmx_time({"observed_at": math.nan, "timestamp": MAY_1 * 1000}) == MAY_1
@@ -358,7 +358,7 @@ def test_a_leaf_spanning_days_marks_only_days_with_messages(make_engine, tmp_pat
 
 
 def test_doctor_warns_about_failed_rollups(make_engine):
-    from hermes_lcm import maintenance
+    from hermes_lcm.maintenance import doctor as maintenance
 
     engine = make_engine(**ON)
     core = quiet(engine)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.scaffold import BLOCK_KEY, HOST_FLAGS, HOST_USER_PREFIXES, BlockSeal, classify
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.base.scaffold import BLOCK_KEY, HOST_FLAGS, HOST_USER_PREFIXES, BlockSeal, classify
+from hermes_lcm.base.tokens import count_messages
 
 from .backends import raw_sql
 from .conftest import new_engine

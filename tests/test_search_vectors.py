@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
-from hermes_lcm.arms import Filters, Scope
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.query import build_query
-from hermes_lcm.search import Searcher, SearchRequest
+from hermes_lcm.search.arms import Filters, Scope
+from hermes_lcm.search.query import build_query
+from hermes_lcm.search.searcher import Searcher, SearchRequest
 
 from .conftest import database_env
 from .embedstub import Stub, serve

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import compat
 from hermes_lcm import store as store_module
+from hermes_lcm.base import peer_settings as compat
 from hermes_lcm.config import LcmConfig, env_name, load_config
 from hermes_lcm.engine import LcmEngine
 
@@ -109,13 +109,14 @@ def test_the_totals_come_from_the_table_and_the_module_prints_them():
     counts = compat.totals()
     for peer in (compat.LCMX, compat.CLAW):
         assert sum(counts[peer].values()) == sum(1 for r in compat.TABLE if r.peer == peer)
-    out = subprocess.run([sys.executable, "-m", "hermes_lcm.compat"], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(Path(compat.__file__).parent.parent)}).stdout
+    out = subprocess.run([sys.executable, "-m", "hermes_lcm.base.peer_settings"], capture_output=True, text=True,
+                         check=True, env={**os.environ,
+                                          "PYTHONPATH": str(Path(compat.__file__).parent.parent.parent)}).stdout
     assert f"LCM-X: {sum(counts[compat.LCMX].values())} settings, honoured {counts[compat.LCMX]['same']}" in out
 
 
 def test_the_operator_guide_holds_the_table_as_generated():
-    guide = (Path(compat.__file__).resolve().parent / "docs" / "operator-guide.md").read_text(encoding="utf-8")
+    guide = (Path(compat.__file__).resolve().parent.parent / "docs" / "operator-guide.md").read_text(encoding="utf-8")
     assert compat.markdown_table() in guide
 
 
@@ -192,7 +193,7 @@ def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path, on_backen
 
 
 def test_the_cli_doctor_reports_settings_too(tmp_path, monkeypatch, on_backend):
-    from hermes_lcm.cli import main
+    from hermes_lcm.cli.main import main
 
     _engine(tmp_path).ensure_core()
     store_module.close_all()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 SCRIPT = textwrap.dedent("""
     import copy, os, sys
-    from hermes_lcm import hooks
+    from hermes_lcm.host import hooks
     from hermes_lcm.engine import LcmEngine
     home, finalize = sys.argv[1], sys.argv[2] == "finalize"
     engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": home, "LCM_SUMMARY_PROVIDER": "extractive"}))
@@ -77,7 +77,8 @@ def test_without_the_finalize_hook_the_rows_wait_in_the_wal(tmp_path):
 def test_a_session_bound_after_the_finalize_is_not_ending(tmp_path):
     """``/new``: the host finalizes the old session and the engine goes on with a new one, whose
     turns must not each pay for a full checkpoint."""
-    from hermes_lcm import hooks, store
+    from hermes_lcm import store
+    from hermes_lcm.host import hooks
 
     from .conftest import new_engine
 

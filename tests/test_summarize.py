@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.summarize import CallGuard, SourceItem, build_routes, summarize
-from hermes_lcm.summarizer.extractive import extractive_summary
-from hermes_lcm.summarizer.fitting import FOOTER_PREFIX, trim_to_tokens
-from hermes_lcm.summarizer.routes import HostAuxiliaryRoute, OpenAICompatibleRoute
-from hermes_lcm.tokens import count_tokens
+from hermes_lcm.base.tokens import count_tokens
+from hermes_lcm.compaction.extractive import extractive_summary
+from hermes_lcm.compaction.fitting import FOOTER_PREFIX, trim_to_tokens
+from hermes_lcm.compaction.routes import HostAuxiliaryRoute, OpenAICompatibleRoute
+from hermes_lcm.compaction.summarize import CallGuard, SourceItem, build_routes, summarize
 
 from .httpserve import reply, start
 from .workcount import measure

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.timeexpr import resolve_dates
+from hermes_lcm.evidence.timeexpr import resolve_dates
 
 
 def _at(*parts: int, tz=UTC) -> float:

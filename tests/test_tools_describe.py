@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from hermes_lcm.base.times import parse_time, period
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.times import parse_time, period
 
 from .tooltest import compacted, err, ok, walk
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from hermes_lcm.base.tokens import count_tokens
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.schemas import TOOLS, tool_parameters, tool_schemas
-from hermes_lcm.tokens import count_tokens
 
 from .backends import break_store, raw_sql
 from .tooltest import err, ok, tool

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.records import MessageIn, NewNode
+from hermes_lcm.base.records import MessageIn, NewNode
+from hermes_lcm.base.vectors import decode, encode
 from hermes_lcm.storage.vectors import KINDS, unembedded_sql
 from hermes_lcm.store import Store, StoreFault, open_readonly, open_store
-from hermes_lcm.vectors import decode, encode
 
 from .backends import table_names
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from hermes_lcm.vectors import VectorError, VectorIndex, decode, encode, prepared
+from hermes_lcm.base.vectors import VectorError, VectorIndex, decode, encode, prepared
 
 finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False, width=32)
 vectors = hnp.arrays(np.float32, st.integers(1, 96), elements=finite)
@@ -239,7 +239,7 @@ def test_building_holds_one_copy_not_several(dtype: str) -> None:
 
 
 def test_the_prescreen_in_steps_counts_every_row() -> None:
-    from hermes_lcm.vectors import _SCAN, _hamming
+    from hermes_lcm.base.vectors import _SCAN, _hamming
 
     rng = np.random.default_rng(9)
     bits = rng.integers(0, 2**63, size=(2 * _SCAN + 7, 6), dtype=np.uint64)

@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.cli import EXIT_NOT_FOUND, EXIT_WRITE, main
+from hermes_lcm.cli.main import EXIT_NOT_FOUND, EXIT_WRITE, main
 from hermes_lcm.command import handle_command
+from hermes_lcm.prompt.timeline import PARTS
 from hermes_lcm.store import is_url, open_readonly, open_store
-from hermes_lcm.timeline import PARTS
 from hermes_lcm.viewer import ViewError, write_page
 from hermes_lcm.viewer.data import MAX_TEXT_CHARS
 

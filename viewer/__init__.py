@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..progress import Tick, quiet_tick
-from ..startup import local_home
+from ..base.progress import Tick, quiet_tick
+from ..base.startup import local_home
 from ..store import Store, database_tag, is_url
 from .data import collect
 from .page import render

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..progress import Tick, quiet_tick
-from ..records import SummaryNode
+from ..base.progress import Tick, quiet_tick
+from ..base.records import SummaryNode
 from ..store import Store
 
 MESSAGE_CHUNK = 500  # messages per compressed chunk: a source page needs one or two

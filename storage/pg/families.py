@@ -42,7 +42,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...vectors import VectorError, decode
+from ...base.vectors import VectorError, decode
 from ..assertions import KINDS as ASSERTION_KINDS
 from ..assertions import AssertionQueries
 from ..message_search import MessageSearch

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from ...records import MessageIn
+from ...base.records import MessageIn
 from ..conversations import ConversationQueries
 from ..messages import MessageQueries, SqlitePrints
 from ..payload_refs import record_grants

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ...records import StoredMessage, SummaryNode
+from ...base.records import StoredMessage, SummaryNode
 from ..message_search import MessageSearch
 from ..rows import NODE_COLUMNS_S, id_list, row_to_message, row_to_node
 from ..summaries import SummaryQueries

@@ -17,8 +17,8 @@ import re
 import threading
 from urllib.parse import unquote
 
-from ...redact import guard_logger
-from ...redact import remember as remember_key
+from ...base.redact import guard_logger
+from ...base.redact import remember as remember_key
 from . import KEYWORD_SECRET, SECRET_PARAMETERS, is_url, redacted, userinfo_end, userinfo_ends
 
 MASK = "***"

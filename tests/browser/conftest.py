@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.replay import load_fixture, make_engine, replay
+from hermes_lcm.demo.replay import load_fixture, make_engine, replay
 
 from .harness import launch, unavailable, write_page
 

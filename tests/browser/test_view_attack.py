@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.replay import make_engine
+from hermes_lcm.demo.replay import make_engine
 
 from .harness import open_page, write_page
 

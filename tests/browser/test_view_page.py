@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm.records import node_label
+from hermes_lcm.base.records import node_label
 
 from .harness import artifacts_dir, open_page
 

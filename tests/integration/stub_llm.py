@@ -48,7 +48,7 @@ _DIRECTIVE = re.compile(r"\[\[tool\s+([A-Za-z0-9_\-]+)\s*(\{.*?\}|@[A-Za-z0-9_\-
 def _count_request_tokens(messages: list[dict[str, Any]], tools: list[Any] | None) -> int:
     """o200k count of a request, through hermes_lcm's offline counter when importable."""
     try:
-        from hermes_lcm.tokens import count_messages, count_tokens
+        from hermes_lcm.base.tokens import count_messages, count_tokens
     except Exception:  # pragma: no cover - fallback when the package is not importable
         text = json.dumps(messages, ensure_ascii=False) + json.dumps(tools or [], ensure_ascii=False)
         return max(1, len(text) // 4)

@@ -91,7 +91,7 @@ def test_readme_install_in_a_fresh_hermes_venv_stores_the_first_turn(tmp_path, f
         assert not hh.lcm_db.exists()
 
         # lcm doctor (this venv's, as the user has none yet) names the broken install and its fix
-        doctor = subprocess.run([sys.executable, "-m", "hermes_lcm.cli", "doctor", "--format", "json"],
+        doctor = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "doctor", "--format", "json"],
                                 capture_output=True, text=True, env={**env, "HERMES_PYTHON": str(python)},
                                 timeout=300, cwd=tmp_path)
         report = json.loads(doctor.stdout)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm.hostagents import is_harness_text
+from hermes_lcm.base.hostagents import is_harness_text
 
 from .harness import HostHome, run_host
 from .stub_llm import Recorded, Reply, StubLLM, make_directive_policy, text_of

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.base.tokens import count_messages
 
 from .harness import HostHome, HostRun, make_home, require_host, run_host
 from .stub_llm import Policy, Recorded, Reply, StubLLM, make_directive_policy, text_of

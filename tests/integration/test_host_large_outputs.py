@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm.outputs import PREFIX, parse_stub
+from hermes_lcm.base.outputs import PREFIX, parse_stub
 
 from .harness import make_home, require_host, run_host
 from .stub_llm import Recorded, Reply, StubLLM, make_directive_policy, stepped_policy, text_of

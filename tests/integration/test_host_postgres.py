@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.base.tokens import count_messages
 
 from ..convo import assert_lineage_complete
 from ..pgserver import fresh_url

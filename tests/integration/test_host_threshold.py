@@ -32,7 +32,7 @@ def test_a_threshold_below_the_hosts_overhead_is_reported_with_the_value_to_set(
     log = (hh.home / "logs" / "agent.log").read_text(encoding="utf-8", errors="replace")
     assert "hermes-lcm: the threshold (6,000 tokens) leaves" in log
 
-    doctor = subprocess.run([sys.executable, "-m", "hermes_lcm.cli", "--db", str(hh.lcm_db), "doctor",
+    doctor = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(hh.lcm_db), "doctor",
                              "--format", "json"], capture_output=True, text=True, timeout=300)
     check = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "threshold")
     assert check["status"] == "warn" and "every turn compacts" in check["detail"], check

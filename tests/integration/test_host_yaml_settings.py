@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm.tokens import count_tokens
+from hermes_lcm.base.tokens import count_tokens
 
 from ..backends import raw_sql
 from .harness import host_env, make_home, require_host, run_host

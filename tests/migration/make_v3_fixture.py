@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hermes_lcm.base.records import MessageIn
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.records import MessageIn
 from hermes_lcm.store import close_all, open_store
 
 

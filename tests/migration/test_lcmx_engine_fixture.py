@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import lcmx_import as li
 from hermes_lcm.dag import Dag
+from hermes_lcm.importers import lcmx as li
 from hermes_lcm.store import close_all, open_readonly
 
 FIXTURE = Path(__file__).resolve().parent.parent / "peers" / "lcm_x" / "lcmx.db"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import lcmx_import as li
 from hermes_lcm.dag import Dag
+from hermes_lcm.importers import lcmx as li
 from hermes_lcm.store import ForeignDatabase, close_all, open_readonly
 
 from ..conftest import new_engine

@@ -143,7 +143,7 @@ def test_new_rows_store_packed_keys_and_read_back_as_text(v3: Path) -> None:
     try:
         conv = store.ensure_conversation("session:new")
         store.upsert_session("new-session", conv)
-        from hermes_lcm.records import MessageIn
+        from hermes_lcm.base.records import MessageIn
         fp = "0123456789abcdef"
         ids, skipped = store.append_imported(conv, "new-session", "cli", [
             MessageIn("user", "hello compact", None, None, None, None, None, 2, fp)])

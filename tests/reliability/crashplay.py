@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
-from hermes_lcm.tokens import count_messages
 
 STEPS = ("user", "tool", "compaction", "compaction2", "compact", "reply", "persist")
 USER_SHORT = ("ok", "continue", "go on", "yes")

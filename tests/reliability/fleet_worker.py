@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from convo import assert_valid_sequence
 from worker import Guarded, history, make_engine, outcome, say, turn_messages
 
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.base.tokens import count_messages
 
 
 def _leader_turn(progress: Path) -> tuple[int, bool]:

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import hooks
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.host import hooks
 from hermes_lcm.store import close_all, is_url
-from hermes_lcm.tokens import count_messages
 
 from ..conftest import BACKENDS, database_env
 from ..workcount import Work, measure

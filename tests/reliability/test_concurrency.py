@@ -78,8 +78,8 @@ def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Pa
     that content alignment could not see across). The replayer may send a turn before A's own ingest."""
     import random
 
+    from hermes_lcm.base.tokens import count_messages
     from hermes_lcm.store import close_all
-    from hermes_lcm.tokens import count_messages
 
     from .worker import make_engine, turn_messages
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
-from hermes_lcm.tokens import count_messages
 
 from ..conftest import database_env
 from .helpers import dag_problems, expected_markers, integrity, marker_counts, start

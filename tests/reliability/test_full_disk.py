@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import hooks
 from hermes_lcm import store as store_module
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.tokens import count_messages
+from hermes_lcm.host import hooks
 
 from .. import backends
 from ..conftest import database_env, new_engine

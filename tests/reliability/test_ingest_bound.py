@@ -20,10 +20,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import hooks
+from hermes_lcm.base.wire import problems
 from hermes_lcm.core import LcmCore
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.wire import problems
+from hermes_lcm.host import hooks
 
 from ..fuzzmsgs import valid_history
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all, is_url
-from hermes_lcm.tokens import count_messages
 
 from ..workcount import measure
 from .helpers import grow, msg

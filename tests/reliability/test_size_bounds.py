@@ -22,13 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm import compact, hooks
-from hermes_lcm.assemble import cut_message
-from hermes_lcm.blocks import Item, group
-from hermes_lcm.compact import fit_sources
+from hermes_lcm.base.tokens import EXACT_COUNT_MAX_CHARS, _ensure_encoder, count_message, count_messages, count_tokens
+from hermes_lcm.compaction import passes as compact
+from hermes_lcm.compaction.passes import fit_sources
+from hermes_lcm.compaction.summarize import SourceItem
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.summarize import SourceItem
-from hermes_lcm.tokens import EXACT_COUNT_MAX_CHARS, _ensure_encoder, count_message, count_messages, count_tokens
+from hermes_lcm.host import hooks
+from hermes_lcm.prompt.assemble import cut_message
+from hermes_lcm.prompt.blocks import Item, group
 
 from ..convo import assert_valid_sequence
 
@@ -334,8 +335,8 @@ def test_large_inputs_complete_and_stay_lossless(make_engine: MakeEngine, kind: 
 def test_a_large_message_edited_in_place_is_seen_as_changed(tmp_path: Any) -> None:
     """Large texts keep their fingerprint across host calls while the content is the same string
     object; the host replacing the content (or the role) of the same dict must still be seen."""
-    from hermes_lcm.ingest import LARGE_CHARS, Normalizer
-    from hermes_lcm.payloads import PayloadGuard
+    from hermes_lcm.base.payloads import PayloadGuard
+    from hermes_lcm.ingest.steps import LARGE_CHARS, Normalizer
 
     normalizer = Normalizer(PayloadGuard(tmp_path / "payloads"))
     message: dict[str, Any] = {"role": "user", "content": "a" * LARGE_CHARS + " first"}

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
-from hermes_lcm.tokens import count_messages
 
 from ..backends import raw_sql
 from .stub_summarizer import INJECTION, StubSummarizer

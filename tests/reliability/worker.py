@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.tokens import count_messages
 
 CONTEXT_LENGTH = 64_000
 

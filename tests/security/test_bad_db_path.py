@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import hooks
 from hermes_lcm import store as store_module
+from hermes_lcm.base.startup import Opening
 from hermes_lcm.command import handle_command
-from hermes_lcm.startup import Opening
+from hermes_lcm.host import hooks
 
 from ..conftest import new_engine
 

@@ -40,7 +40,7 @@ def _env() -> dict[str, str]:
 
 
 def lcm(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hermes_lcm.cli", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", *argv], capture_output=True, text=True,
                           env=_env(), timeout=120)
 
 
@@ -149,7 +149,7 @@ def test_table_format_errors_are_one_line_only(home):
 
 
 def test_every_exit_code_is_documented():
-    import hermes_lcm.cli as cli
+    import hermes_lcm.cli.main as cli
 
     doc = cli.__doc__ or ""
     assert (cli.EXIT_WRITE, cli.EXIT_INTERNAL) == (EXIT_WRITE, EXIT_INTERNAL)

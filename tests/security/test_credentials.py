@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli, command
+from hermes_lcm import command
+from hermes_lcm.base.redact import MASK, redact
+from hermes_lcm.cli import main as cli
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.redact import MASK, redact
 from hermes_lcm.store import close_all
 
 from ..backends import break_store, raw_sql, with_password

@@ -23,9 +23,8 @@ from typing import Any, TypeVar
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm import timeexpr
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.evidence import assertion_rules
+from hermes_lcm.evidence import assertion_rules, timeexpr
 from hermes_lcm.evidence.compile import MAX_CLAIMS
 from hermes_lcm.evidence.limits import (
     MAX_CALL_CHARS,

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
-from hermes_lcm.claw_import import run_import
-from hermes_lcm.cli import main as lcm_main
+from hermes_lcm.cli.main import main as lcm_main
+from hermes_lcm.importers.claw import run_import
+from hermes_lcm.maintenance import doctor as mt
 
 from ..conftest import new_engine
 from ..test_import_fixtures import openclaw_session

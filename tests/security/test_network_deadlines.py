@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from hermes_lcm.base.httpcall import CallTimeout, CallTooLarge, post_json
+from hermes_lcm.compaction.routes import OpenAICompatibleRoute
 from hermes_lcm.embed.base import ProviderError
 from hermes_lcm.embed.http import OpenAIProvider
-from hermes_lcm.httpcall import CallTimeout, CallTooLarge, post_json
-from hermes_lcm.summarizer.routes import OpenAICompatibleRoute
 
 from ..httpserve import start
 

@@ -18,8 +18,8 @@ import sqlite3
 from pathlib import Path
 
 from hermes_lcm import store as store_module
-from hermes_lcm.claw_import import run_import
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.importers.claw import run_import
 
 from ..conftest import new_engine
 from ..test_import_fixtures import openclaw_session

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import payload_gc
 from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.normalize import fingerprint_of
+from hermes_lcm.ingest.normalize import fingerprint_of
+from hermes_lcm.maintenance import payload_gc
 from hermes_lcm.store import Store, open_store
 from hermes_lcm.store import blobs_of as store_module_blobs
 from hermes_lcm.store import directory_of as store_module_dir
@@ -229,7 +229,7 @@ def test_the_owner_still_reads_every_payload_of_her_own(tmp_path: Path, backend_
 
 
 def test_redact_moves_the_grant_and_a_quote_keeps_no_secret_at_rest(tmp_path: Path) -> None:
-    from hermes_lcm import scrub
+    from hermes_lcm.maintenance import scrub
 
     secret = "sk-proj-" + "Q7rT2mX9vL4pZ8kW1nB6cY3hJ5dF0gS2aE7uI9oR"
     output = OUTPUT.replace(MIDDLE, f"{MIDDLE} OPENAI_API_KEY={secret}")
@@ -371,7 +371,7 @@ def test_an_old_database_keeps_each_payload_its_rightful_owners_alone(tmp_path: 
 
 @pytest.mark.both_backends
 def test_an_interrupted_upgrade_finishes_on_the_next_start(tmp_path: Path, backend_env: dict[str, str]) -> None:
-    from hermes_lcm import payload_rekey
+    from hermes_lcm.maintenance import payload_rekey
 
     path, mapping, facts = old_database(tmp_path, backend_env)
     store: Any = open_store(path)

@@ -18,10 +18,10 @@ from urllib.parse import quote
 import pytest
 
 from hermes_lcm import store as store_module
+from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.storage.pg import schema as pg_schema
 from hermes_lcm.store import ForeignDatabase, NewerSchema, StoreError, WriteFailed, open_store
-from hermes_lcm.tokens import count_messages
 
 from ..backends import raw_sql
 from ..convo import assert_valid_sequence, conversation

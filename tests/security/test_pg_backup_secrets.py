@@ -22,9 +22,9 @@ from urllib.parse import quote
 
 import pytest
 
-from hermes_lcm import pg_backup
 from hermes_lcm import store as store_module
-from hermes_lcm.cli import main
+from hermes_lcm.cli.main import main
+from hermes_lcm.maintenance import pg_backup
 
 from ..conftest import new_engine
 from ..pgserver import Server, binaries

@@ -118,7 +118,7 @@ def test_a_driver_log_line_with_a_traceback_is_scrubbed(caplog):
 def lcm(home: Path, db: str, verb: str) -> subprocess.CompletedProcess[str]:
     """The installed ``lcm`` command (else the module), as an operator runs it."""
     found = shutil.which("lcm", path=str(Path(sys.executable).parent))
-    argv = [found] if found else [sys.executable, "-m", "hermes_lcm.cli"]
+    argv = [found] if found else [sys.executable, "-m", "hermes_lcm.cli.main"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LCM_")}
     env["HERMES_HOME"] = str(home)
     return subprocess.run([*argv, "--db", db, "--format", "json", verb], capture_output=True, text=True, env=env,

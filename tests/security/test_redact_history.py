@@ -25,15 +25,17 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli, payloads, scrub
-from hermes_lcm import maintenance as mt
 from hermes_lcm import store as store_module
-from hermes_lcm.assemble import plan_budget
+from hermes_lcm.base import payloads
+from hermes_lcm.base.outputs import stub
+from hermes_lcm.base.payloads import KIND_OUTPUT, OUTPUT_MIME
+from hermes_lcm.base.records import PayloadRef
+from hermes_lcm.cli import main as cli
 from hermes_lcm.config import load_config
 from hermes_lcm.core import LcmCore
-from hermes_lcm.outputs import stub
-from hermes_lcm.payloads import KIND_OUTPUT, OUTPUT_MIME
-from hermes_lcm.records import PayloadRef
+from hermes_lcm.maintenance import doctor as mt
+from hermes_lcm.maintenance import scrub
+from hermes_lcm.prompt.assemble import plan_budget
 from hermes_lcm.tools import dispatch
 
 from ..backends import every_value, raw_sql
@@ -427,7 +429,7 @@ def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path, where: A
 def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
     """A database written by LCM-X's own code, with a secret planted in one of its messages,
     upgraded by the importer, then redacted: the secret leaves, the rest is untouched."""
-    from hermes_lcm.lcmx_import import run_import
+    from hermes_lcm.importers.lcmx import run_import
 
     source = tmp_path / "lcmx.db"
     shutil.copy(ROOT / "tests" / "peers" / "lcm_x" / "lcmx.db", source)

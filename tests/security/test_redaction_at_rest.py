@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli
+from hermes_lcm.cli import main as cli
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all, is_url
 
@@ -228,9 +228,9 @@ def test_ignore_patterns_look_at_tool_call_arguments_and_drop_the_call_with_its_
                                                                                         backend: str) -> None:
     """A heartbeat tool call matches by its arguments only: the call and the results that answer it
     are not stored; the turn around them is, and the prompt stays valid."""
+    from hermes_lcm.base.wire import problems
     from hermes_lcm.config import LcmConfig
     from hermes_lcm.core import LcmCore
-    from hermes_lcm.wire import problems
 
     core = LcmCore(LcmConfig(ignore_message_patterns='"kind": "heartbeat",^never$'),
                    WHERE.get("LCM_DATABASE_URL") or tmp_path / "lcm.db")

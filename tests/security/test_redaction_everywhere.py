@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm import cli
+from hermes_lcm.cli import main as cli
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.redact import MASK, redact
-from hermes_lcm.secretscan import secret_name
-from hermes_lcm.sensitive import PREFIX, Policy, Redactor
+from hermes_lcm.base.redact import MASK, redact
+from hermes_lcm.base.secretscan import secret_name
+from hermes_lcm.base.sensitive import PREFIX, Policy, Redactor
 
 from ..secretforms import FORMS, Planted, leaked, plant
 

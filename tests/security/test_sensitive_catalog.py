@@ -12,9 +12,9 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hermes_lcm.base.patterns import MessagePatterns
+from hermes_lcm.base.sensitive import BY_NAME, CATALOG, PREFIX, UNSCANNED, Policy, Redactor, split_entries
 from hermes_lcm.config import load_config
-from hermes_lcm.patterns import MessagePatterns
-from hermes_lcm.sensitive import BY_NAME, CATALOG, PREFIX, UNSCANNED, Policy, Redactor, split_entries
 
 KEY = b"k" * 32
 # (kind, text, the secret in it); every kind of the catalog appears at least once.

@@ -15,10 +15,10 @@ import secrets
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.assemble import SUMMARY_WRAPPER_TOKENS, block_nonce, summary_block
-from hermes_lcm.records import SummaryNode
-from hermes_lcm.scaffold import BLOCK_KEY, closer, is_own_block, own_block_rest
-from hermes_lcm.tokens import count_tokens
+from hermes_lcm.base.records import SummaryNode
+from hermes_lcm.base.scaffold import BLOCK_KEY, closer, is_own_block, own_block_rest
+from hermes_lcm.base.tokens import count_tokens
+from hermes_lcm.prompt.assemble import SUMMARY_WRAPPER_TOKENS, block_nonce, summary_block
 
 from ..convo import host_run
 

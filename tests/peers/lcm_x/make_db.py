@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import hermes_lcm.engine as lcmx_engine  # LCM-X's package, not ours
+from hermes_lcm.base.tokens import count_messages_tokens
 from hermes_lcm.config import LCMConfig
 from hermes_lcm.engine import LCMEngine
-from hermes_lcm.tokens import count_messages_tokens
 
 CONTEXT_LENGTH = 1000  # tokens: LCM-X's threshold is 35% of it, so three turns fill it
 SYSTEM = "You are a careful operations assistant."

@@ -1,0 +1,89 @@
+"""``lcm gc-payloads`` and ``lcm backfill-outputs``: the operator's tools for payload files.
+
+Both preview by default and write only with ``--apply``, after a verified backup of the database.
+They open their own writable connection (the rest of ``lcm`` is read-only); progress goes to stderr
+through progress.py (one live line on a terminal; the backfill's plain ``lcm: ...`` lines when stderr
+is not one, which scripts read; ``--quiet`` or ``LCM_PROGRESS=never``: nothing), the result to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..base import progress as pg
+from ..store import Store, open_store
+from . import pg as cli_pg
+
+Add = Callable[[str, Callable[[Store, argparse.Namespace], "dict[str, Any] | None"], str], argparse.ArgumentParser]
+ConfigOf = Callable[[argparse.Namespace], Any]
+Fail = Callable[[str], Exception]
+
+
+def reporter(label: str, quiet: bool = False, notes: bool = True) -> pg.Reporter:
+    """The verb's progress on stderr (``quiet``: none at all)."""
+    return pg.start(label, env={pg.ENV: "never"} if quiet else None, notes=notes)
+
+
+def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
+    """Register both verbs on the ``lcm`` parser (cli.parser calls this)."""
+
+    def gc(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from ..maintenance import doctor as mt  # lazy: registering a verb must not import its work (`lcm status` speed)
+
+        grace = float(args.grace_seconds)
+        if not args.apply:
+            return mt.gc_payloads_scan(store, grace)
+        writable = open_store(cli_pg.target_of(store))
+        try:
+            with reporter("gc-payloads: backup", notes=False) as line:
+                return mt.gc_payloads_apply(writable, mt.backup_dir(store.path, config_of(args).backup_dir), grace,
+                                            line.update)
+        except mt.MaintenanceError as exc:
+            raise fail(str(exc)) from exc
+
+    def fill(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+        from ..base.sensitive import redactor_for
+        from ..maintenance import backfill
+        from ..maintenance import doctor as mt
+
+        config = config_of(args)
+        threshold = config.large_output_externalization_threshold_chars if args.threshold_chars is None \
+            else args.threshold_chars
+        if threshold < 1:
+            raise fail("--threshold-chars must be at least 1")
+        preview = config.large_output_preview_chars
+        directory = mt.backup_dir(store.path, config.backup_dir)
+        try:
+            with reporter("backfill-outputs", args.quiet) as line:
+                if args.rollback:
+                    return backfill.rollback(open_store(cli_pg.target_of(store)), Path(args.rollback), directory,
+                                             do_apply=args.apply, progress=line.note, tick=line.update)
+                if not args.apply:
+                    return backfill.scan(store, threshold, preview, line.note, line.update)
+                if not args.manifest:
+                    raise fail("--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)")
+                writable = open_store(cli_pg.target_of(store))
+                redactor = redactor_for(config.sensitive_patterns_enabled, config.sensitive_patterns,
+                                        writable.secret("redaction")) if config.sensitive_patterns_enabled else None
+                return backfill.apply(writable, Path(args.manifest), directory, threshold, preview, redactor,
+                                      line.note, line.update)
+        except mt.MaintenanceError as exc:
+            raise fail(str(exc)) from exc
+
+    g = add("gc-payloads", gc, "payload files no message or summary references: preview, or --apply (WRITES: "
+            "a backup, then removes them)")
+    g.add_argument("--apply", action="store_true", help="back the database up, then remove the orphan files")
+    g.add_argument("--grace-seconds", type=float, default=600.0,
+                   help="keep files younger than this (a writer may be about to reference them; default 600)")
+    b = add("backfill-outputs", fill, "move large inline tool results to payload files: dry run, --apply --manifest "
+            "PATH (WRITES, backup first), --rollback PATH [--apply]")
+    b.add_argument("--threshold-chars", type=int,
+                   help="rows of at least this many characters (default: large_output_externalization_threshold_chars)")
+    b.add_argument("--apply", action="store_true", help="write (default: a dry run)")
+    b.add_argument("--manifest", help="the manifest to write (resumable: the same path continues a run)")
+    b.add_argument("--rollback", metavar="PATH", help="restore the rows a manifest lists (dry run without --apply)")
+    b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+

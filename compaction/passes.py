@@ -1,0 +1,381 @@
+"""Compaction: plan and run leaf and condensation passes until the prompt fits.
+
+Each pass either moves the frontier forward (a leaf pass turns the oldest raw
+chunk outside the fresh tail into a depth-0 node), shrinks the summary prefix
+(a condensation pass turns a run of same-depth nodes into one node a level
+deeper), or takes the oldest summary out of the active context (only when
+nothing can be condensed at the depth cap; the node stays in the DAG). A call
+makes at most ``max_passes`` passes and each pass makes progress or the loop
+stops and says why, so compaction never loops.
+
+Time is bounded too: no pass starts once the call's deadline (``max_seconds``
+after the host call began) has passed, except the first, which then summarizes
+deterministically (the summarizer skips LLM routes after the deadline). What a
+pass reads and summarizes is bounded in size (row windows, MAX_SUMMARY_INPUT_CHARS),
+so the overshoot is one bounded pass; assembly then trims whatever is still over.
+
+Summarizing happens outside any transaction. The result is published only if
+the conversation's context did not change meanwhile (another process may be
+compacting the same conversation); otherwise it is dropped and the loop re-plans.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..base.records import NewNode, StoredMessage, SummaryNode
+from ..base.tokens import count_tokens
+from ..dag import Dag
+from ..prompt.assemble import SUMMARY_WRAPPER_TOKENS, Budget, tail_start
+from ..prompt.blocks import Item, group
+from ..store import Store
+from .summarize import SourceItem, SummaryOutcome
+
+SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome]
+
+# One source item's text is cut to this many characters before summarizing.
+MAX_SOURCE_CHARS = 60_000
+# All source items of one summary together: past this, each gets a fair share (short ones stay
+# whole), so a leaf over 2,000 huge tool results costs what one over a few does.
+MAX_SUMMARY_INPUT_CHARS = 400_000
+MAX_CONDENSE_FANOUT = 8
+# Rows a pass reads from the oldest end of the raw backlog (a leaf chunk comes from these).
+OLDEST_WINDOW = 2048
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    leaf_chunk_tokens: int
+    max_depth: int
+    condense_min_nodes: int
+    max_passes: int
+    max_seconds: float
+
+
+@dataclass
+class CompactionReport:
+    leaf_passes: int = 0
+    condense_passes: int = 0
+    evicted: int = 0
+    conflicts: int = 0
+    stop_reason: str = ""
+    nodes: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def passes(self) -> int:
+        return self.leaf_passes + self.condense_passes + self.evicted
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One pass's view: the context, the size of the raw backlog, and its oldest rows
+    outside the fresh tail (read in a bounded window, whatever the backlog's length)."""
+
+    frontier: int
+    context: list[SummaryNode]
+    raw_tokens: int
+    oldest: list[StoredMessage]
+    compactable: list[list[Item]]
+
+    @property
+    def summary_tokens(self) -> int:
+        return sum(n.tokens for n in self.context)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.summary_tokens + self.raw_tokens
+
+
+def _cut_block_start(oldest: Sequence[StoredMessage]) -> int | None:
+    """Where the tool-call block the window's edge cuts starts, when something comes before it.
+
+    That block cannot be summarized from this window and is left for a later pass; it is not
+    grouped at all, since checking a call message with 100k calls takes longer than a pass may.
+    """
+    k = len(oldest)
+    while k and oldest[k - 1].role == "tool":
+        k -= 1
+    if 0 < k < len(oldest) and oldest[k - 1].role == "assistant" and oldest[k - 1].tool_calls:
+        return k - 1 if k > 1 else None
+    return None
+
+
+class Compactor:
+    def __init__(self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn) -> None:
+        self.store, self.dag, self.settings, self.summarize = store, dag, settings, summarize
+        self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
+
+    def run(self, conversation_id: int, session_id: str, budget: Budget, *, force: bool = False,
+            focus: str | None = None, upto: int | None = None,
+            deadline: float | None = None) -> CompactionReport:
+        """Passes until the context is within the goal, stuck, out of passes or out of time.
+
+        With ``upto``, the conversation is taken to end at that seq: the fresh tail is counted
+        back from it and nothing after it is summarized (the host keeps those messages itself).
+        ``deadline`` (a ``time.monotonic()`` value) is when the host call must be done;
+        by default ``max_seconds`` from now.
+        """
+        with self.store.compaction_slot(conversation_id) as ours:
+            if not ours:  # another writer is compacting it: the prompt is assembled from the store
+                return CompactionReport(stop_reason="another writer is compacting this conversation")
+            return self._run(conversation_id, session_id, budget, force, focus, upto, deadline)
+
+    def _run(self, conversation_id: int, session_id: str, budget: Budget, force: bool, focus: str | None,
+             upto: int | None, deadline: float | None) -> CompactionReport:
+        report = CompactionReport()
+        self._budget = budget
+        deadline = time.monotonic() + self.settings.max_seconds if deadline is None else deadline
+        longest = 0.0  # a pass is not started unless one as long as the longest so far still fits
+        while report.passes + report.conflicts < self.settings.max_passes:
+            started = time.monotonic()
+            if report.passes + report.conflicts and started + longest >= deadline:
+                report.stop_reason = (f"time limit {self.settings.max_seconds:g}s reached; "
+                                      "assembly trims the rest to the budget")
+                return report
+            plan = self._sized(conversation_id, upto)
+            over = plan.total_tokens > budget.goal
+            if not over and not (force and report.passes == 0):
+                report.stop_reason = "within budget"  # the usual last pass: no backlog rows read
+                return report
+            plan = self._with_backlog(plan, conversation_id, budget, upto)
+            step = self._next_step(plan, budget, force and report.passes == 0)
+            if step is None:
+                report.stop_reason = self._stuck_reason(plan, over)
+                return report
+            step(conversation_id, session_id, plan, report, focus, deadline)
+            longest = max(longest, time.monotonic() - started)
+        report.stop_reason = f"pass limit {self.settings.max_passes} reached"
+        return report
+
+    # -- planning ---------------------------------------------------------------
+
+    def _plan(self, conversation_id: int, budget: Budget, upto: int | None = None) -> _Plan:
+        return self._with_backlog(self._sized(conversation_id, upto), conversation_id, budget, upto)
+
+    def _sized(self, conversation_id: int, upto: int | None) -> _Plan:
+        """The plan's sizes only (context and raw backlog tokens): enough to tell whether a pass is due."""
+        frontier = self.store.conversation(conversation_id).frontier_seq
+        return _Plan(frontier, self.dag.context(conversation_id),
+                     self.store.raw_tokens(conversation_id, frontier, upto), [], [])
+
+    def _with_backlog(self, plan: _Plan, conversation_id: int, budget: Budget, upto: int | None) -> _Plan:
+        """``plan`` with the oldest rows outside the fresh tail and their groups (what a leaf pass takes)."""
+        frontier = plan.frontier
+        tail_first = self._tail_first_seq(conversation_id, frontier, budget, upto)
+        oldest = self.store.messages_after(conversation_id, frontier, OLDEST_WINDOW)
+        complete = len(oldest) < OLDEST_WINDOW
+        oldest = [m for m in oldest if m.seq < tail_first]
+        cut = None if complete else _cut_block_start(oldest)
+        groups = group([Item.stored(m) for m in oldest[:cut]])
+        if not complete and cut is None and len(groups) > 1:
+            groups = groups[:-1]  # the window may end inside a tool-call group
+        return replace(plan, oldest=oldest, compactable=groups)
+
+    def _tail_first_seq(self, conversation_id: int, frontier: int, budget: Budget, upto: int | None = None) -> int:
+        """Where the protected fresh tail starts, from a window of the newest rows (up to ``upto``)."""
+        newest = self.store.messages_newest(conversation_id, frontier, budget.tail_count * 2 + 64, upto)
+        while newest and newest[0].role == "tool":
+            newest = newest[1:]  # a group cut by the window's edge cannot be in the tail
+        groups = group([Item.stored(m) for m in newest])
+        start = tail_start(groups, budget.tail_count, budget.tail_tokens)
+        if start < len(groups):
+            seq_of = {m.id: m.seq for m in newest}
+            return min(seq_of[item.store_id] for item in groups[start] if item.store_id in seq_of)
+        return newest[-1].seq + 1 if newest else frontier + 1
+
+    def _next_step(self, plan: _Plan, budget: Budget, forced: bool) -> Callable[..., None] | None:
+        if plan.summary_tokens > budget.summaries and self._condensable(plan.context) is not None:
+            return self._condense
+        if plan.compactable:
+            return self._leaf
+        if (plan.summary_tokens > budget.summaries or forced) and self._condensable(plan.context) is not None:
+            return self._condense
+        if plan.summary_tokens > budget.summaries and len(plan.context) > 1:
+            return self._evict
+        return None
+
+    def _stuck_reason(self, plan: _Plan, over: bool) -> str:
+        if not over:
+            return "forced, but nothing outside the fresh tail to compact"
+        if not plan.raw_tokens and not plan.context:
+            return "nothing stored for this conversation"
+        return ("over goal, but the rest is the protected fresh tail and the summaries fit their budget; "
+                "assembly trims the tail to the hard budget")
+
+    def _condensable(self, context: Sequence[SummaryNode]) -> tuple[int, int] | None:
+        """(start, end) of the nodes to condense, all below the depth cap: the oldest run
+        of at least ``condense_min_nodes`` same-depth nodes, else the oldest such run of
+        2, else the oldest adjacent pair of any depths (better than evicting one)."""
+        runs = []
+        i = 0
+        while i < len(context):
+            j = i
+            while j < len(context) and context[j].depth == context[i].depth:
+                j += 1
+            if j - i >= 2 and not self._capped(context[i].depth):
+                runs.append((i, j))
+            i = j
+        if runs:
+            start, end = next((r for r in runs if r[1] - r[0] >= self.settings.condense_min_nodes), runs[0])
+            return start, min(end, start + MAX_CONDENSE_FANOUT)
+        for k in range(len(context) - 1):
+            if not self._capped(max(context[k].depth, context[k + 1].depth)):
+                return k, k + 2
+        return None
+
+    def _capped(self, depth: int) -> bool:
+        return 0 <= self.settings.max_depth <= depth
+
+    # -- passes -------------------------------------------------------------------
+
+    def _leaf(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
+              focus: str | None, deadline: float) -> None:
+        chunk: list[Item] = []
+        tokens = 0
+        for g in plan.compactable:
+            if chunk and tokens + sum(i.tokens for i in g) > self.settings.leaf_chunk_tokens:
+                break
+            chunk.extend(g)
+            tokens += sum(i.tokens for i in g)
+        ids = {i.store_id for i in chunk}
+        last_seq = max(m.seq for m in plan.oldest if m.id in ids)
+        # Everything up to last_seq leaves the raw context, including rows no group replays
+        # (orphan tool results, unknown roles), so each one is linked to this node.
+        covered = [m for m in plan.oldest if m.seq <= last_seq]
+        target = _target(tokens, 4, self._budget.summaries // 4)
+        sources = fit_sources([_message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
+        outcome = self.summarize(sources, 0, target, focus, deadline)
+        node = NewNode.over_messages(covered, conversation_id=conversation_id, session_id=session_id,
+                                     content=outcome.text, tokens=_node_tokens(outcome.text), level=outcome.level,
+                                     route=outcome.route)
+        context_ids = [n.id for n in plan.context]
+        if self._publish(conversation_id, plan, node, lambda nid: [*context_ids, nid], last_seq, report):
+            report.leaf_passes += 1
+        report.errors.extend(outcome.errors)
+
+    def _condense(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
+                  focus: str | None, deadline: float) -> None:
+        span = self._condensable(plan.context)
+        assert span is not None
+        start, end = span
+        run = plan.context[start:end]
+        sources = fit_sources([SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content)
+                               for n in run], MAX_SUMMARY_INPUT_CHARS)
+        tokens = sum(n.tokens for n in run)
+        depth = max(n.depth for n in run) + 1
+        outcome = self.summarize(sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline)
+        node = NewNode.over_nodes(run, conversation_id=conversation_id, session_id=session_id, content=outcome.text,
+                                  tokens=_node_tokens(outcome.text), level=outcome.level, route=outcome.route)
+        ids = [n.id for n in plan.context]
+        if self._publish(conversation_id, plan, node, lambda nid: [*ids[:start], nid, *ids[end:]],
+                         plan.frontier, report):
+            report.condense_passes += 1
+        report.errors.extend(outcome.errors)
+
+    def _evict(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
+               focus: str | None, deadline: float) -> None:
+        """Take the oldest summary out of the active context; the DAG keeps it."""
+        with self.store.write():
+            if not self._unchanged(conversation_id, plan):
+                report.conflicts += 1
+                return
+            self.dag.publish(conversation_id, [n.id for n in plan.context[1:]], plan.frontier)
+        report.evicted += 1
+        self.store.record_event("info", "context_evict",
+                                f"{plan.context[0].node_id} left the active context: the summaries are over "
+                                "budget and none can be condensed below the depth cap (still stored, searchable)",
+                                conversation_id)
+
+    def _publish(self, conversation_id: int, plan: _Plan, node: NewNode, items: Callable[[int], list[int]],
+                 frontier: int, report: CompactionReport) -> bool:
+        with self.store.write():
+            if not self._unchanged(conversation_id, plan):
+                report.conflicts += 1
+                return False
+            node_id = self.dag.add_node(node)
+            self.dag.publish(conversation_id, items(node_id), frontier)
+        report.nodes.append(node_id)
+        return True
+
+    def _unchanged(self, conversation_id: int, plan: _Plan) -> bool:
+        state = self.store.conversation(conversation_id)
+        current = [n.id for n in self.dag.context(conversation_id)]
+        return state.frontier_seq == plan.frontier and current == [n.id for n in plan.context]
+
+
+def _target(source_tokens: int, ratio: int, share: int) -> int:
+    """Summary size: 1/ratio of the source, at most 2,400 tokens and at most ``share``
+    (a slice of the summary budget, so several summaries fit the prompt together)."""
+    return max(64, min(2400, source_tokens // ratio, share))
+
+
+def _node_tokens(text: str) -> int:
+    """What the node costs in the prompt, wrapper included."""
+    return count_tokens(text) + SUMMARY_WRAPPER_TOKENS
+
+
+def _calls_text(stored: str) -> str:
+    """The calls as ``name(arguments)``; the stored JSON as it is when it holds anything else
+    (malformed host tool_calls are stored verbatim)."""
+    try:
+        calls = json.loads(stored)
+    except ValueError:
+        return stored
+    if not isinstance(calls, list):
+        return stored
+    shown = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if isinstance(fn, dict) and is_own_tool(fn.get("name")):
+            shown.append(f"{fn.get('name')}(…)")  # a memory search: its words are the request's
+        elif isinstance(fn, dict):
+            shown.append(f"{fn.get('name')}({fn.get('arguments', '')})")
+        else:
+            shown.append(json.dumps(c, ensure_ascii=False, default=str))
+    return "; ".join(shown)
+
+
+def is_own_tool(name: object) -> bool:
+    """An lcm_* tool: its calls and results are LCM's own traffic (copies of stored rows)."""
+    return isinstance(name, str) and name.startswith("lcm_")
+
+
+def _message_source(m: StoredMessage) -> SourceItem:
+    """A message as the summarizer reads it; an lcm_* result is named, not copied: its text is
+    stored rows already, and a summary restating them would be a second hit for one source."""
+    text = m.content
+    if m.role == "tool" and is_own_tool(m.tool_name):
+        text = f"[{m.tool_name} result: {len(m.content)} chars of stored history, not restated]"
+    if m.tool_calls:
+        text = f"{text}\n[tool calls] {_calls_text(m.tool_calls)}".strip()
+    label = f"#{m.id} {m.role}" + (f" {m.tool_name}" if m.tool_name else "")
+    return SourceItem(label, _middle_cut(text, MAX_SOURCE_CHARS))
+
+
+def _middle_cut(text: str, chars: int) -> str:
+    """``text`` cut to about ``chars`` characters: head and tail kept, the middle named."""
+    if len(text) <= chars:
+        return text
+    half = chars // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} chars omitted ...]\n{text[len(text) - half:]}"
+
+
+def fit_sources(sources: Sequence[SourceItem], limit: int) -> list[SourceItem]:
+    """Sources whose texts total about ``limit`` characters: every text longer than a common
+    share is cut to it, the share being the largest that fits (shorter texts stay whole)."""
+    total = sum(len(s.text) for s in sources)
+    if total <= limit:
+        return list(sources)
+    lengths = sorted(len(s.text) for s in sources)
+    remaining, share = limit, lengths[-1]
+    for i, length in enumerate(lengths):
+        fair = remaining // (len(lengths) - i)
+        if length > fair:
+            share = fair
+            break
+        remaining -= length
+    return [s if len(s.text) <= share else SourceItem(s.label, _middle_cut(s.text, share)) for s in sources]

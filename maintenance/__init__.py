@@ -1,0 +1,6 @@
+"""The operator's work on a store: doctor, backup, rotate and repair (``doctor``), secrets in old
+history rewritten (``scrub``), large tool rows moved to files afterwards (``backfill``), payload
+files no row names (``payload_gc``), the payload refs' upgrade to keyed, granted refs
+(``payload_rekey``), PostgreSQL backups (``pg_backup``) and the host's review-fork turns removed
+(``fork_turns``).
+"""

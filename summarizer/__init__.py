@@ -1,1 +1,0 @@
-"""The parts of summarization; ``summarize.py`` is its front door and holds the escalation."""
