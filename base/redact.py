@@ -23,7 +23,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .sensitive import mask
@@ -96,20 +96,26 @@ def redact_value(value: Any) -> Any:
 
 
 class RedactingFilter(logging.Filter):
-    """Masks credentials in a record's message, arguments and traceback before any handler sees it."""
+    """Masks credentials in a record's message, arguments and traceback before any handler sees it.
+    ``clean``: the masking (``redact`` here; the PostgreSQL store adds its own for URL passwords)."""
+
+    def __init__(self, clean: Callable[[str], str] | None = None, withheld: str = "log line") -> None:
+        super().__init__()
+        self.clean = clean or redact
+        self.withheld = f"hermes-lcm: ({withheld} withheld: could not be redacted)"
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            record.msg = redact(record.getMessage())
+            record.msg = self.clean(record.getMessage())
             record.args = None
             if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
-                record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-            elif record.exc_text:
-                record.exc_text = redact(record.exc_text)
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = self.clean(record.exc_text)
             if record.stack_info:
-                record.stack_info = redact(record.stack_info)
+                record.stack_info = self.clean(record.stack_info)
         except Exception:  # noqa: BLE001 - a log line must never fail the caller
-            record.msg, record.args = "hermes-lcm: (log line withheld: could not be redacted)", None
+            record.msg, record.args = self.withheld, None
         return True
 
 

@@ -12,12 +12,11 @@ appear, by :func:`scrub` and by a filter on psycopg's and psycopg_pool's loggers
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from urllib.parse import unquote
 
-from ...base.redact import guard_logger
+from ...base.redact import RedactingFilter, guard_logger
 from ...base.redact import remember as remember_key
 from . import KEYWORD_SECRET, SECRET_PARAMETERS, is_url, redacted, userinfo_end, userinfo_ends
 
@@ -112,26 +111,9 @@ def shown(target: object) -> str:
     return redacted(str(target)) if is_url(target) else scrub(str(target))
 
 
-class ScrubbingFilter(logging.Filter):
-    """Runs :func:`scrub` over a record's message, arguments, traceback and stack before any handler
-    formats it: psycopg_pool logs libpq's connection errors, which may quote a URL's password."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            record.msg = scrub(record.getMessage())
-            record.args = None
-            if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            if record.exc_text:
-                record.exc_text = scrub(record.exc_text)
-            if record.stack_info:
-                record.stack_info = scrub(record.stack_info)
-        except Exception:  # noqa: BLE001 - a log line must never fail the caller
-            record.msg, record.args = "hermes-lcm: (a database log line withheld: it could not be scrubbed)", None
-        return True
-
-
-_FILTER = ScrubbingFilter()
+# :func:`scrub` over a record's message, arguments, traceback and stack before any handler formats
+# it: psycopg_pool logs libpq's connection errors, which may quote a URL's password.
+_FILTER = RedactingFilter(scrub, "a database log line")
 
 
 def guard_loggers() -> None:
