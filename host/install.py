@@ -7,7 +7,7 @@ before it says "installed", and the one ``lcm doctor`` runs against an existing 
 
 It uses the standard library only and no relative imports, because install.sh runs this very
 file with Hermes' interpreter, which may lack every dependency hermes-lcm has (that is what it
-checks). ``python hostinstall.py probe`` prints one JSON line about the running interpreter.
+checks). ``python host/install.py probe`` prints one JSON line about the running interpreter.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def host_python(env: dict[str, str] | None = None) -> str | None:
 
 def check_python(python: str, plugin_dir: Path | None, *, timeout: float = 120) -> dict[str, Any]:
     """:func:`probe` run in ``python``, in a clean process (nothing of this one leaks in)."""
-    argv = [python, str(ROOT / "hostinstall.py"), "probe"]
+    argv = [python, str(ROOT / "host" / "install.py"), "probe"]
     if plugin_dir is not None:
         argv += ["--plugin-dir", str(plugin_dir)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -272,7 +272,7 @@ def main(argv: list[str]) -> int:
         for problem in config_problems(Path(argv[1]), engines):
             print(problem)
         return 0
-    print("usage: hostinstall.py probe [--plugin-dir DIR] | config HOME [--engines a,b] | requirements",
+    print("usage: host/install.py probe [--plugin-dir DIR] | config HOME [--engines a,b] | requirements",
           file=sys.stderr)
     return 2
 

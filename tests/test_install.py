@@ -199,7 +199,7 @@ def test_installed_plugin_is_listed_and_selected_by_the_real_host(tmp_path):
     assert "hermes-lcm" in seen["skills"]
 
 
-# -- the install check (hostinstall.py) ----------------------------------------------------------
+# -- the install check (host/install.py) ---------------------------------------------------------
 
 from hermes_lcm.host import install as hostinstall  # noqa: E402 - the file install.sh runs with Hermes' Python
 
