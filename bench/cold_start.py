@@ -99,7 +99,7 @@ def stats(values: list[float]) -> dict[str, float]:
 def importtime_top(env: dict[str, str], db: Path, n: int = 10) -> list[list[Any]]:
     """The n modules with the largest own import time under `lcm status` (-X importtime), with their
     cumulative time (what importing them and everything they pulled in cost)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes_lcm.cli.main", "--db", str(db),
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hermes_lcm.cli", "--db", str(db),
                            "--format", "json", "status"], env=env, capture_output=True, text=True, check=False)
     rows: list[tuple[str, float, float]] = []
     for line in proc.stderr.splitlines():
@@ -147,7 +147,7 @@ def main() -> None:
                            ".execute('select count(*) from messages').fetchone()", str(db)], base_env),
     }
     for label, env in candidates.items():
-        commands[f"lcm status ({label})"] = ([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), "--format",
+        commands[f"lcm status ({label})"] = ([sys.executable, "-m", "hermes_lcm.cli", "--db", str(db), "--format",
                                               "json", "status"], env)
     for cmd, env in commands.values():  # warm the bytecode cache and the page cache
         wall(cmd, env)
