@@ -153,7 +153,8 @@ _NO_VECTORS = ("not used here: semantic recall takes LCM_EMBEDDINGS_ENABLED, LCM
                "local), LCM_EMBEDDING_MODEL and LCM_RECALL_VECTOR_WEIGHT; see docs/operator-guide.md, Semantic recall")
 _SUMMARY_SIZE = "summary sizes follow LCM_SUMMARY_BUDGET_RATIO"
 _SPEND = "use LCM_SUMMARY_MAX_CALLS_PER_HOUR (= max calls x 3600 / window seconds)"
-_NO_SUBAGENT = "no expansion sub-agent: lcm_expand returns the stored text, sized by LCM_EXPANSION_CONTEXT_TOKENS"
+_NO_SUBAGENT = ("no expansion sub-agent: lcm_expand returns the stored text, sized by LCM_EXPANSION_CONTEXT_TOKENS; "
+                "lcm_expand_query answers through the summary routes (LCM_SUMMARY_*)")
 _LARGE = ("large tool results go to payload files with LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED (threshold "
           "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS); base64 payloads always do (LCM_PAYLOAD_MIN_BASE64_CHARS)")
 _CACHE = "no prompt-cache-aware scheduling: compaction starts at LCM_CONTEXT_THRESHOLD"
