@@ -90,13 +90,19 @@ _PLAIN_WORDS = frozenset({"pass", "auth", "credential", "credentials"})
 
 
 @functools.lru_cache(maxsize=4096)
+def _words(name: str) -> tuple[str, ...]:
+    """A key name's words in lower case, in any case style (``DB_PASSWORD``, ``userPassword``)."""
+    return tuple(w.lower() for w in _SPLIT.split(name.strip("-_.")) if w)
+
+
+@functools.lru_cache(maxsize=4096)
 def secret_name(name: str) -> str | None:
     """The family (:data:`PASSWORD` or :data:`KEY`) of a value assigned to ``name``, or None.
 
     The name is split into words in any case style; its last word decides, because a qualifier
     in front narrows (``db_password``) while a word behind changes the meaning
     (``password_length``, ``token_count``)."""
-    words = [w.lower() for w in _SPLIT.split(name.strip("-_.")) if w]
+    words = _words(name)
     if not words:
         return None
     last, before = words[-1], (words[-2] if len(words) > 1 else "")
@@ -122,7 +128,7 @@ def secret_name(name: str) -> str | None:
 def secret_number(name: str) -> bool:
     """Is a number assigned to ``name`` a secret (a PIN or a numeric password)? Only under a
     password's own name: ``builds_per_pass: 3`` or ``auth: 1`` are settings."""
-    words = [w.lower() for w in _SPLIT.split(name.strip("-_.")) if w]
+    words = _words(name)
     return bool(words) and secret_name(name) == PASSWORD and words[-1] != "pass"
 
 
