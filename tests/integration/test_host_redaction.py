@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ..secretforms import leaked, plant
 from ..security.test_sensitive_catalog import PLANTED
 from .harness import make_home, require_host, run_host
 from .stub_llm import StubLLM, make_directive_policy
@@ -18,6 +19,10 @@ from .stub_llm import StubLLM, make_directive_policy
 pytestmark = pytest.mark.host
 
 SECRETS = [secret for _, _, secret in PLANTED]
+# Secrets a name or a format marks (an .env line, compose YAML, escaped JSON, a flag, base64, a
+# hidden character in a name), typed by the user in the real host.
+FORMS = [plant(random.Random(7), form) for form in ("env", "yaml", "ini", "escaped_json", "url", "hidden",
+                                                    "lookalike", "base64", "xml")]
 ASKED = PLANTED[0][2]  # the model searches for this one: it is in the tool call's arguments
 WORDS = "ledger shard replica quota tenant socket parser queue retry budget canary schema rollback".split()
 
@@ -30,6 +35,7 @@ def turns() -> list[str]:
         planted = PLANTED[i % len(PLANTED)][1] if i < 11 else ""
         out.append(f"turn {i}: {planted} keep this. {body}")
     out.append("turn 12: and the remaining ones: " + " | ".join(text for _, text, _ in PLANTED[11:]))
+    out.append("turn 12b: my settings as they are:\n" + "\n\n".join(item.text for item in FORMS))
     out.append("turn 13: find the key [[tool lcm_grep @find]]")
     out.append("turn 14: thanks, carry on")
     return out
@@ -41,12 +47,16 @@ def ours(home: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in files if p.is_file()}
 
 
-def test_no_secret_reaches_our_files_in_the_real_host(tmp_path: Path) -> None:
+@pytest.mark.parametrize("host_defaults", [False, True], ids=["quiet", "host-defaults"])
+def test_no_secret_reaches_our_files_in_the_real_host(tmp_path: Path, host_defaults: bool) -> None:
+    """Also with the host as a user has it (every toolset, memory and skill reviews on): a review
+    fork sees the same history and must not put a secret into our files either."""
     require_host()
     policy = make_directive_policy({"find": {"query": ASKED}})
     with StubLLM(policy, context_length=64_000) as stub:
         hh = make_home(tmp_path, stub, env={"LCM_SENSITIVE_PATTERNS_ENABLED": "true", "LCM_CONTEXT_THRESHOLD": "0.08",
-                                            "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_CHUNK_TOKENS": "1200"})
+                                            "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_CHUNK_TOKENS": "1200"},
+                       host_defaults=host_defaults)
         run = run_host(hh, turns(), timeout=200)
         mains = stub.requests_of("main")
     assert all(t["completed"] and not t["failed"] for t in run.report["turns"]), run.describe()
@@ -55,8 +65,10 @@ def test_no_secret_reaches_our_files_in_the_real_host(tmp_path: Path) -> None:
     assert any(json.loads(tc["function"]["arguments"]) == {"query": ASKED} for tc in calls)
     files = ours(hh.home)
     assert "lcm.db" in files
-    leaked = [(name, s) for name, data in files.items() for s in SECRETS if s.encode() in data]
-    assert not leaked
+    found = [(name, s) for name, data in files.items() for s in SECRETS if s.encode() in data]
+    found += [(name, item.form) for name, data in files.items() for item in FORMS
+              if leaked(item, data.decode("utf-8", "replace"))]
+    assert not found
     assert b"[lcm-redacted:openai_key #" in files["lcm.db"] + files.get("lcm.db-wal", b"")
     hosts = b"".join(p.read_bytes() for p in hh.home.rglob("*") if p.is_file() and "lcm" not in p.name
                      and not p.is_symlink() and "plugins" not in p.parts)
