@@ -45,10 +45,13 @@ def register(ctx: Any) -> None:
     if engine.config.enable_slash_command and hasattr(ctx, "register_command"):
         from .command import handle_command
 
-        ctx.register_command("lcm", handle_command,
-                             description="hermes-lcm: status, doctor (clean, repair, source, retention), backup, "
-                                         "rotate, preset",
-                             args_hint="[status|doctor|backup|rotate|preset|help]")
+        ctx.register_command(
+            "lcm",
+            handle_command,
+            description="hermes-lcm: status, doctor (clean, repair, source, retention), backup, "
+            "rotate, preset",
+            args_hint="[status|doctor|backup|rotate|preset|help]",
+        )
 
 
 def _not_loaded(exc: ImportError) -> str:
@@ -56,9 +59,11 @@ def _not_loaded(exc: ImportError) -> str:
 
     missing = hostinstall.missing_dependencies(_checkout())
     lacks = f" (this Python lacks {', '.join(missing)})" if missing else ""
-    return (f"hermes-lcm: plugin installed but not loaded: {exc}{lacks}. Hermes falls back to its built-in "
-            f"compressor and stores nothing. Fix: {hostinstall.fix_command(sys.executable, _checkout())}  "
-            f"(or run scripts/install.sh in the checkout), then restart Hermes.")
+    return (
+        f"hermes-lcm: plugin installed but not loaded: {exc}{lacks}. Hermes falls back to its built-in "
+        f"compressor and stores nothing. Fix: {hostinstall.fix_command(sys.executable, _checkout())}  "
+        f"(or run scripts/install.sh in the checkout), then restart Hermes."
+    )
 
 
 def _checkout() -> Path:
@@ -76,8 +81,11 @@ def check_host_config() -> None:
         from .host.calls import host_home
 
         home = Path(host_home())
-        problems = [p for p in hostinstall.config_problems(home, hostinstall.host_engines())
-                    if "plugins." not in p]  # we are loaded: the plugin settings are fine
+        problems = [
+            p
+            for p in hostinstall.config_problems(home, hostinstall.host_engines())
+            if "plugins." not in p
+        ]  # we are loaded: the plugin settings are fine
     except Exception:  # noqa: BLE001 - a check, never a reason to fail loading
         return
     for problem in problems:
@@ -86,7 +94,9 @@ def check_host_config() -> None:
 
 def _tell(message: str) -> None:
     logging.getLogger("hermes_lcm").error(message)
-    with contextlib.suppress(OSError, ValueError):  # no usable stderr (a service): the log line is the record
+    with contextlib.suppress(
+        OSError, ValueError
+    ):  # no usable stderr (a service): the log line is the record
         print(message, file=sys.stderr, flush=True)
 
 

@@ -70,7 +70,9 @@ class Target:
     template: LcmEngine
     db_path: Path | str  # a file, or a postgresql:// URL
     asked: str | None = None  # the command's session=<id>
-    caller: str = ""  # the session the command came from (the host's HERMES_SESSION_ID); "" when unnamed
+    caller: str = (
+        ""  # the session the command came from (the host's HERMES_SESSION_ID); "" when unnamed
+    )
     caller_engine: LcmEngine | None = None  # the live engine of ``caller``
 
     @property
@@ -91,7 +93,9 @@ class Target:
     def store(self) -> Store:
         engine = self.engine or self.template
         if self.engine is None and not self.db_exists:
-            raise UsageError(f"no database yet at {shown(self.db_path)} (send one normal message first)")
+            raise UsageError(
+                f"no database yet at {shown(self.db_path)} (send one normal message first)"
+            )
         core = engine.ensure_core()
         if core is None:
             raise UsageError(engine.startup_error or "hermes-lcm store unavailable")
@@ -153,15 +157,22 @@ def run(words: Sequence[str]) -> dict[str, Any] | str:
 def target(session: str | None) -> Target:
     """The engine acted on: ``session``'s, else the caller's (the session the host says sent this),
     else the newest live one."""
-    engines = [e for e in live_engines() if isinstance(e, LcmEngine)]  # the registry knows engines by protocol
+    engines = [
+        e for e in live_engines() if isinstance(e, LcmEngine)
+    ]  # the registry knows engines by protocol
     caller = host_session_id()
     caller_engine = next((e for e in reversed(engines) if caller and e.session_id == caller), None)
     if session is not None:
         chosen = [e for e in engines if e.session_id == session]
-        if chosen and caller:  # the owner rule of every verb: another owner's session reads as a missing one
+        if (
+            chosen and caller
+        ):  # the owner rule of every verb: another owner's session reads as a missing one
             reach = reach_of(caller_engine)
-            chosen = [e for e in chosen if reach is None or
-                      (e.core is not None and e.core.binding.conversation_id in reach)]
+            chosen = [
+                e
+                for e in chosen
+                if reach is None or (e.core is not None and e.core.binding.conversation_id in reach)
+            ]
         if not chosen:
             raise UsageError(no_session(session, engines, caller, caller_engine))
         engine: LcmEngine | None = chosen[-1]
@@ -179,12 +190,17 @@ def reach_of(engine: LcmEngine | None) -> tuple[int, ...] | None:
     return engine.core.reach(bool(engine.config.shared_memory))
 
 
-def no_session(session: str, engines: Sequence[LcmEngine], caller: str, caller_engine: LcmEngine | None) -> str:
+def no_session(
+    session: str, engines: Sequence[LcmEngine], caller: str, caller_engine: LcmEngine | None
+) -> str:
     """The answer for a session that is not live, or (the same words) one the caller may not see:
     the live sessions listed are the caller's owner's only, when the host names the caller."""
     reach = reach_of(caller_engine) if caller else None
-    live = [e.session_id for e in engines if reach is None or
-            (e.core is not None and e.core.binding.conversation_id in reach)]
+    live = [
+        e.session_id
+        for e in engines
+        if reach is None or (e.core is not None and e.core.binding.conversation_id in reach)
+    ]
     return f"no live engine for session {session!r}; live: {live}"
 
 
@@ -193,10 +209,15 @@ def no_session(session: str, engines: Sequence[LcmEngine], caller: str, caller_e
 
 def _status(t: Target, rest: list[str]) -> dict[str, Any]:
     if t.engine is None:
-        return {"session_id": "(unbound)", "threshold_tokens": "(uninitialized)",
-                "note": "no live engine in this process yet: send one normal message, then /lcm status again",
-                "database_path": shown(t.db_path), "database_exists": t.db_exists,
-                "slash_command": True, "doctor_clean_apply_enabled": t.config.doctor_clean_apply_enabled}
+        return {
+            "session_id": "(unbound)",
+            "threshold_tokens": "(uninitialized)",
+            "note": "no live engine in this process yet: send one normal message, then /lcm status again",
+            "database_path": shown(t.db_path),
+            "database_exists": t.db_exists,
+            "slash_command": True,
+            "doctor_clean_apply_enabled": t.config.doctor_clean_apply_enabled,
+        }
     info = engine_status(t.engine)
     if t.engine.core is not None:
         info.update(mt.last_rotate(t.engine.core.store, t.backup_dir))
@@ -213,8 +234,14 @@ def _doctor(t: Target, rest: list[str]) -> dict[str, Any] | str:
         return sub(t, rest[1:])
     engine = t.engine or t.template
     store = t.store()
-    return mt.doctor_report(store, deep=True, config=t.config, config_problems=engine.config_problems,
-                            live_sessions=t.live_sessions, semantic=engine.core.semantic if engine.core else None)
+    return mt.doctor_report(
+        store,
+        deep=True,
+        config=t.config,
+        config_problems=engine.config_problems,
+        live_sessions=t.live_sessions,
+        semantic=engine.core.semantic if engine.core else None,
+    )
 
 
 def _apply_flag(rest: list[str], allowed: tuple[str, ...] = ()) -> bool:
@@ -231,16 +258,22 @@ def _clean(t: Target, rest: list[str]) -> dict[str, Any]:
         return _harness(t, rest[1:])
     store, patterns = t.store(), t.config.ignore_session_patterns
     if _apply_flag(rest):
-        return mt.clean_apply(store, t.backup_dir, patterns, t.live_sessions,
-                              allowed=t.config.doctor_clean_apply_enabled)
+        return mt.clean_apply(
+            store,
+            t.backup_dir,
+            patterns,
+            t.live_sessions,
+            allowed=t.config.doctor_clean_apply_enabled,
+        )
     return mt.clean_scan(store, patterns, t.live_sessions)
 
 
 def _lifecycle(t: Target, rest: list[str]) -> dict[str, Any]:
     store, age = t.store(), t.config.empty_lifecycle_min_age_hours
     if _apply_flag(rest):
-        return mt.lifecycle_apply(store, t.backup_dir, age, t.live_sessions,
-                                  allowed=t.config.doctor_clean_apply_enabled)
+        return mt.lifecycle_apply(
+            store, t.backup_dir, age, t.live_sessions, allowed=t.config.doctor_clean_apply_enabled
+        )
     return mt._public(mt.lifecycle_scan(store, age, t.live_sessions))
 
 
@@ -253,9 +286,13 @@ def _harness(t: Target, rest: list[str]) -> dict[str, Any]:
     core = t.engine.core if t.engine is not None else None
     rebuild = None
     if core is not None:
+
         def rebuild(sources: Sequence[tuple[str, str]], target: int) -> str:
             return core.summarize_text(sources, target)
-    return mt.harness_apply(store, t.backup_dir, allowed=t.config.doctor_clean_apply_enabled, rebuild=rebuild)
+
+    return mt.harness_apply(
+        store, t.backup_dir, allowed=t.config.doctor_clean_apply_enabled, rebuild=rebuild
+    )
 
 
 def _repair(t: Target, rest: list[str]) -> dict[str, Any]:
@@ -271,7 +308,9 @@ def _source(t: Target, rest: list[str]) -> dict[str, Any]:
 def _retention(t: Target, rest: list[str]) -> dict[str, Any]:
     _apply_flag(rest)
     if "apply" in rest:
-        raise UsageError("retention is read-only; its guidance names the commands that change things")
+        raise UsageError(
+            "retention is read-only; its guidance names the commands that change things"
+        )
     return mt.retention_report(t.store())
 
 
@@ -285,13 +324,24 @@ def _backup(t: Target, rest: list[str]) -> dict[str, Any]:
 def _redact(t: Target, rest: list[str]) -> dict[str, Any]:
     """Secrets stored before redaction was on (scrub.py): counts, or with ``apply`` the rewrite."""
     c = t.config
-    return scrub.command(t.store(), c.sensitive_patterns, c.large_output_preview_chars, t.backup_dir,
-                         _apply_flag(rest), c.sensitive_patterns_enabled, c.sensitive_patterns)
+    return scrub.command(
+        t.store(),
+        c.sensitive_patterns,
+        c.large_output_preview_chars,
+        t.backup_dir,
+        _apply_flag(rest),
+        c.sensitive_patterns_enabled,
+        c.sensitive_patterns,
+    )
 
 
 def _gc_payloads(t: Target, rest: list[str]) -> dict[str, Any]:
     store = t.store()
-    return mt.gc_payloads_apply(store, t.backup_dir) if _apply_flag(rest) else mt.gc_payloads_scan(store)
+    return (
+        mt.gc_payloads_apply(store, t.backup_dir)
+        if _apply_flag(rest)
+        else mt.gc_payloads_scan(store)
+    )
 
 
 def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
@@ -302,15 +352,25 @@ def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
         raise UsageError("rotate acts on the live session: send one normal message first")
     binding = core.binding
     if binding.mode != "normal":
-        raise mt.MaintenanceError(f"rotate refuses session {binding.session_id!r}: it is {binding.mode} "
-                                  f"(matched {binding.matched_pattern!r}) and stores nothing of its own")
+        raise mt.MaintenanceError(
+            f"rotate refuses session {binding.session_id!r}: it is {binding.mode} "
+            f"(matched {binding.matched_pattern!r}) and stores nothing of its own"
+        )
     if binding.conversation_id is None:
         raise UsageError("this session has no stored conversation yet")
     config = t.config
     if apply:
-        return mt.rotate_apply(core.store, binding.conversation_id, binding.mode, t.backup_dir,
-                               config.fresh_tail_count, config.fresh_tail_max_tokens)
-    plan = mt.rotate_scan(core.store, binding.conversation_id, config.fresh_tail_count, config.fresh_tail_max_tokens)
+        return mt.rotate_apply(
+            core.store,
+            binding.conversation_id,
+            binding.mode,
+            t.backup_dir,
+            config.fresh_tail_count,
+            config.fresh_tail_max_tokens,
+        )
+    plan = mt.rotate_scan(
+        core.store, binding.conversation_id, config.fresh_tail_count, config.fresh_tail_max_tokens
+    )
     return {**plan, "apply": "/lcm rotate apply" if plan["status"] == "ready" else None}
 
 
@@ -324,8 +384,10 @@ def _preset(t: Target, rest: list[str]) -> dict[str, Any]:
     if sub == "apply":
         names = [w for w in rest[1:] if w != "--dry-run"]
         if "--dry-run" not in rest:
-            raise UsageError("presets are never applied live: use /lcm preset apply NAME --dry-run and copy the "
-                             "lines it prints")
+            raise UsageError(
+                "presets are never applied live: use /lcm preset apply NAME --dry-run and copy the "
+                "lines it prints"
+            )
         if len(names) != 1:
             raise UsageError("usage: /lcm preset apply NAME --dry-run")
         return presets.dry_run(names[0], engine.config, engine._loaded.sources, engine._env)
@@ -342,8 +404,14 @@ def _embed(t: Target, rest: list[str]) -> dict[str, Any]:
     semantic = engine.core.semantic if engine.core is not None else None
     if semantic is None or semantic.embedder is None:
         note = semantic.problem if semantic is not None and semantic.problem else None
-        return {"enabled": False, **({"problem": note} if note else
-                                     {"note": "off: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER"})}
+        return {
+            "enabled": False,
+            **(
+                {"problem": note}
+                if note
+                else {"note": "off: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER"}
+            ),
+        }
     live = semantic.embedder
     if rest == ["warmup"]:
         try:
@@ -354,15 +422,26 @@ def _embed(t: Target, rest: list[str]) -> dict[str, Any]:
         if semantic.job is None:
             raise UsageError("the database is read-only here: nothing can be embedded")
         semantic.job.request_backfill()
-    plan = Embedder(store, live.provider, t.config)  # a view of its own: the dry run calls no provider
+    plan = Embedder(
+        store, live.provider, t.config
+    )  # a view of its own: the dry run calls no provider
     plan.adopt_known_model()
-    out: dict[str, Any] = {"backlog": plan.backlog().as_dict(), "provider_copy_redacted": live.redactor is not None}
+    out: dict[str, Any] = {
+        "backlog": plan.backlog().as_dict(),
+        "provider_copy_redacted": live.redactor is not None,
+    }
     job = semantic.job
     if job is not None:
         progress = job.progress()
-        out["job"] = {"backfilling": job.backfilling, "runs": job.runs, "errors": list(job.errors),
-                      "progress": progress.line() if progress is not None else None}
-    out["next"] = "/lcm embed (progress)" if job is not None and job.backfilling else "/lcm embed apply"
+        out["job"] = {
+            "backfilling": job.backfilling,
+            "runs": job.runs,
+            "errors": list(job.errors),
+            "progress": progress.line() if progress is not None else None,
+        }
+    out["next"] = (
+        "/lcm embed (progress)" if job is not None and job.backfilling else "/lcm embed apply"
+    )
     return out
 
 
@@ -383,27 +462,43 @@ def _view(t: Target, rest: list[str]) -> dict[str, Any] | str:
     path answered. One owner rule for both forms: the caller's owner (``Target.viewer``) must own the
     conversation, whether named by id or by a session; another owner's reads as a missing one."""
     viewer = t.viewer
-    if t.engine is None or t.engine.core is None or t.engine.core.binding.conversation_id is None \
-            or viewer is None or viewer.core is None or viewer.core.binding.conversation_id is None:
+    if (
+        t.engine is None
+        or t.engine.core is None
+        or t.engine.core.binding.conversation_id is None
+        or viewer is None
+        or viewer.core is None
+        or viewer.core.binding.conversation_id is None
+    ):
         raise UsageError("no live session yet: send one normal message, then /lcm view")
     core = t.engine.core
     reach = reach_of(viewer)
     wanted = core.binding.conversation_id
     if t.asked is not None and reach is not None and wanted not in reach:
-        raise UsageError(no_session(t.asked, [e for e in live_engines() if isinstance(e, LcmEngine)], t.caller,
-                                    t.caller_engine))
+        raise UsageError(
+            no_session(
+                t.asked,
+                [e for e in live_engines() if isinstance(e, LcmEngine)],
+                t.caller,
+                t.caller_engine,
+            )
+        )
     if rest:
         if len(rest) > 1 or not rest[0].isdigit():
             raise UsageError("usage: /lcm view [conversation id]")
         wanted = int(rest[0])
-    if reach is not None and wanted not in reach:  # another owner's conversation reads as a missing one
+    if (
+        reach is not None and wanted not in reach
+    ):  # another owner's conversation reads as a missing one
         raise UsageError(f"no conversation {wanted}")
     try:
         written = write_page(core.store, None, wanted, growth_of=reach)
     except ViewError as exc:
         raise UsageError(str(exc)) from exc
-    return (f"Wrote {written['path']} ({written['messages']:,} messages, {written['summaries']:,} summaries, "
-            f"{written['bytes'] / 1024:,.0f} KB). Open it in a browser: {Path(written['path']).as_uri()}")
+    return (
+        f"Wrote {written['path']} ({written['messages']:,} messages, {written['summaries']:,} summaries, "
+        f"{written['bytes'] / 1024:,.0f} KB). Open it in a browser: {Path(written['path']).as_uri()}"
+    )
 
 
 def _help(t: Target, rest: list[str]) -> str:

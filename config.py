@@ -77,7 +77,9 @@ class LcmConfig:
     # Assertions (evidence/assertions.py): the summary route refines the rule-based extraction when on.
     assertion_extraction_enabled: bool = False
     assertion_extraction_max_sources_per_pass: int = 4  # clamped to 1..8 where it is used (LCM-X)
-    assertion_extraction_timeout_seconds: float = 30.0  # clamped to 0.1..120 where it is used (LCM-X)
+    assertion_extraction_timeout_seconds: float = (
+        30.0  # clamped to 0.1..120 where it is used (LCM-X)
+    )
     evidence_tools_enabled: bool = True
     adaptive_retrieval_enabled: bool = False
     enable_slash_command: bool = False
@@ -106,7 +108,9 @@ class LcmConfig:
     large_output_active_replay_stub_threshold_tokens: int = 25000
     # Semantic recall (embed/, vectors): off by default; its tables exist only once it is on.
     embeddings_enabled: bool = False
-    embedding_provider: str = ""  # openai (any OpenAI-compatible /v1/embeddings), voyage, ollama, local
+    embedding_provider: str = (
+        ""  # openai (any OpenAI-compatible /v1/embeddings), voyage, ollama, local
+    )
     embedding_model: str = ""
     embedding_base_url: str = ""
     embedding_api_key: str = ""
@@ -121,7 +125,9 @@ class LcmConfig:
     knn_prescreen_multiplier: int = 8
     ollama_base_url: str = ""
     # lcm_recall's fusion: the weight of the vector arm against full text (0: full text alone).
-    recall_vector_weight: float = 0.2  # tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once
+    recall_vector_weight: float = (
+        0.2  # tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once
+    )
     proactive_recall_enabled: bool = False
     proactive_recall_budget_tokens: int = 500
     # The pre-answer evidence hook (evidence/preanswer.py): a sealed brief of exact cited lines before
@@ -198,11 +204,15 @@ def compute_threshold(config: LcmConfig, model: str, context_length: int) -> Thr
     if absolute > 0 and (not known or absolute <= window):
         tokens = absolute
     elif absolute > 0:
-        problems.append(f"absolute_threshold_tokens={absolute} is above the context length {window} of "
-                        f"{model or 'the model'}; using {tokens}")
+        problems.append(
+            f"absolute_threshold_tokens={absolute} is above the context length {window} of "
+            f"{model or 'the model'}; using {tokens}"
+        )
     if config.reserve_tokens and reserve_for(config, tokens) != config.reserve_tokens:
-        problems.append(f"reserve_tokens={config.reserve_tokens} leaves less than half of the threshold "
-                        f"{tokens}; using {reserve_for(config, tokens)}")
+        problems.append(
+            f"reserve_tokens={config.reserve_tokens} leaves less than half of the threshold "
+            f"{tokens}; using {reserve_for(config, tokens)}"
+        )
     return Threshold(tokens, tuple(problems))
 
 
@@ -214,12 +224,20 @@ def reserve_for(config: LcmConfig, threshold_tokens: int) -> int:
     With proactive recall on, its block's budget on top (at most half of the threshold in all).
     """
     configured = config.reserve_tokens
-    reserve = configured if 0 < configured <= threshold_tokens // 2 else min(4096, max(256, threshold_tokens // 10))
-    if config.proactive_recall_enabled:  # the recall block rides in the next turn's message (proactive.py)
+    reserve = (
+        configured
+        if 0 < configured <= threshold_tokens // 2
+        else min(4096, max(256, threshold_tokens // 10))
+    )
+    if (
+        config.proactive_recall_enabled
+    ):  # the recall block rides in the next turn's message (proactive.py)
         reserve = min(threshold_tokens // 2, reserve + config.proactive_recall_budget_tokens)
     if config.preanswer_evidence_enabled:  # so does the evidence brief (evidence/preanswer.py)
         reserve = min(threshold_tokens // 2, reserve + config.preanswer_evidence_budget_tokens)
-    return max(1, reserve)  # a threshold of 1 token (a window of 1) would halve to 0: keep one token free
+    return max(
+        1, reserve
+    )  # a threshold of 1 token (a window of 1) would halve to 0: keep one token free
 
 
 @dataclass(frozen=True)
@@ -318,14 +336,20 @@ def _validate(name: str, value: Any) -> None:
     if name == "summary_provider" and value not in SUMMARY_PROVIDERS:
         raise ValueError(f"{value!r} is not one of {', '.join(SUMMARY_PROVIDERS)}")
     if name == "embedding_provider" and value not in EMBEDDING_PROVIDERS:
-        hint = " (fastembed: use local, the offline ONNX model of hermes-lcm[local])" if value == "fastembed" else ""
+        hint = (
+            " (fastembed: use local, the offline ONNX model of hermes-lcm[local])"
+            if value == "fastembed"
+            else ""
+        )
         raise ValueError(f"{value!r} is not one of openai, voyage, ollama, local{hint}")
     if name == "embedding_storage_dtype" and value not in EMBEDDING_DTYPES:
         raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_DTYPES)}")
     if name == "model_thresholds":
         parse_model_thresholds(value)
     if name == "preanswer_evidence_mode" and value.strip().lower() not in PREANSWER_MODES:
-        raise ValueError(f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)")
+        raise ValueError(
+            f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)"
+        )
     if name == "timezone" and value:
         check_timezone(value)
     if name == "database_url" and value and not value.startswith(("postgresql://", "postgres://")):
@@ -341,14 +365,18 @@ def check_timezone(name: str) -> None:
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ValueError(f"{name!r} is not a known IANA time zone (e.g. Europe/Paris, Asia/Tokyo)") from exc
+        raise ValueError(
+            f"{name!r} is not a known IANA time zone (e.g. Europe/Paris, Asia/Tokyo)"
+        ) from exc
 
 
 def env_name(field_name: str) -> str:
     return "LCM_" + field_name.upper()
 
 
-def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, Any] | None = None) -> LoadedConfig:
+def load_config(
+    env: Mapping[str, str] | None = None, yaml_block: Mapping[str, Any] | None = None
+) -> LoadedConfig:
     """Merge defaults, the ``lcm:`` YAML block, then ``LCM_*`` env (env wins).
 
     Every ``LCM_*`` variable and every key of the block is classified (:mod:`compat`): ours, a
@@ -364,7 +392,10 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
     from_yaml, from_env = compat.sort_yaml(yaml_block, known), compat.sort_env(env, known)
     problems.extend((*from_yaml.notes, *from_env.notes))
     for spec in dataclasses.fields(LcmConfig):
-        for origin, found in (("yaml", from_yaml.values.get(spec.name)), ("env", from_env.values.get(spec.name))):
+        for origin, found in (
+            ("yaml", from_yaml.values.get(spec.name)),
+            ("env", from_env.values.get(spec.name)),
+        ):
             if found is None or found[0] is None:
                 continue
             raw, label = found
@@ -374,15 +405,24 @@ def load_config(env: Mapping[str, str] | None = None, yaml_block: Mapping[str, A
                 parsed = _PARSERS[_field_type(spec)](raw)
                 _validate(spec.name, parsed)
             except (TypeError, ValueError, ArithmeticError) as exc:
-                problems.append(f"{label}={raw!r} is invalid ({exc}); using {values.get(spec.name, spec.default)!r}")
+                problems.append(
+                    f"{label}={raw!r} is invalid ({exc}); using {values.get(spec.name, spec.default)!r}"
+                )
                 continue
             values[spec.name] = parsed
-            sources[spec.name] = "fastembed" if raw == "local" and str(found[0]).strip().lower() == "fastembed" \
+            sources[spec.name] = (
+                "fastembed"
+                if raw == "local" and str(found[0]).strip().lower() == "fastembed"
                 else origin
+            )
     if sources.get("embedding_provider") == "fastembed":
-        values.pop("embedding_model", None)  # a fastembed model name means nothing to the local provider
+        values.pop(
+            "embedding_model", None
+        )  # a fastembed model name means nothing to the local provider
         sources.pop("embedding_model", None)
-        sources["embedding_provider"] = "env" if from_env.values.get("embedding_provider") else "yaml"
+        sources["embedding_provider"] = (
+            "env" if from_env.values.get("embedding_provider") else "yaml"
+        )
     config = LcmConfig(**values)
     return LoadedConfig(config, (*problems, *pattern_problems(config)), sources)
 
@@ -391,8 +431,10 @@ def _fastembed(label: str, problems: list[str]) -> str:
     """LCM-X's in-process ``fastembed`` provider is served by ours, ``local`` (an offline ONNX
     model too), so a switching user keeps semantic recall; its model is all-MiniLM-L6-v2 whatever
     fastembed model was named, and LCM-X's vectors are not reused (``lcm embed --apply``)."""
-    problems.append(f"setting {label}=fastembed read as local (the offline all-MiniLM-L6-v2 of hermes-lcm[local]; "
-                    "LCM_EMBEDDING_MODEL is not used with it; run `lcm embed --apply` to embed the history)")
+    problems.append(
+        f"setting {label}=fastembed read as local (the offline all-MiniLM-L6-v2 of hermes-lcm[local]; "
+        "LCM_EMBEDDING_MODEL is not used with it; run `lcm embed --apply` to embed the history)"
+    )
     return "local"
 
 
@@ -424,7 +466,9 @@ def _field_type(spec: dataclasses.Field[Any]) -> type:
     return names[declared]
 
 
-def read_yaml_block(hermes_home: str | os.PathLike[str] | None) -> tuple[dict[str, Any], str | None]:
+def read_yaml_block(
+    hermes_home: str | os.PathLike[str] | None,
+) -> tuple[dict[str, Any], str | None]:
     """The ``lcm:`` block of ``$HERMES_HOME/config.yaml``; ``({}, problem)`` when unreadable."""
     if not hermes_home:
         return {}, None
@@ -445,7 +489,9 @@ def read_yaml_block(hermes_home: str | os.PathLike[str] | None) -> tuple[dict[st
     return {str(key).lower(): value for key, value in block.items()}, None
 
 
-def load_for_home(env: Mapping[str, str], hermes_home: str | os.PathLike[str] | None) -> LoadedConfig:
+def load_for_home(
+    env: Mapping[str, str], hermes_home: str | os.PathLike[str] | None
+) -> LoadedConfig:
     """``load_config`` over env and ``$HERMES_HOME/config.yaml``; an unreadable file is one more problem."""
     block, problem = read_yaml_block(hermes_home)
     loaded = load_config(env, block)

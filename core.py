@@ -38,7 +38,15 @@ from .ingest.pipeline import pipeline_for
 from .ingest.steps import Normalizer
 from .maintenance.payload_rekey import open_guard
 from .prompt import timeline
-from .prompt.assemble import Budget, Retention, build, is_block, newest_request, plan_budget, same_block
+from .prompt.assemble import (
+    Budget,
+    Retention,
+    build,
+    is_block,
+    newest_request,
+    plan_budget,
+    same_block,
+)
 from .prompt.blocks import Item
 from .search.proactive import ProactiveRecall
 from .sessions.binding import (
@@ -88,42 +96,75 @@ class Stats:
 
     def write_failed(self, operation: str, exc: WriteFailed) -> str:
         self.write_failures += 1
-        self.last_write_failure = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {operation}: {exc}"
+        self.last_write_failure = (
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {operation}: {exc}"
+        )
         self.error(f"store write failed during {operation}: {exc}")
         return self.last_write_failure
 
 
 class LcmCore:
-    def __init__(self, config: LcmConfig, database_path: str | Path, *,
-                 host_call_llm: Callable[..., Any] | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: LcmConfig,
+        database_path: str | Path,
+        *,
+        host_call_llm: Callable[..., Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
         self.store: Store = open_store(database_path)
         self.dag = Dag(self.store)
-        self.guard = open_guard(self.store, config.payload_min_base64_chars)  # keyed refs, old ones upgraded
+        self.guard = open_guard(
+            self.store, config.payload_min_base64_chars
+        )  # keyed refs, old ones upgraded
         self.message_patterns = MessagePatterns.parse(config.ignore_message_patterns)
         # Seals our summary blocks so ingest knows them in any copy the host hands back.
         self.seal = BlockSeal(self.store.secret("summary_block"))
-        pipeline = pipeline_for(config, self.store, self.guard)  # optional ingest steps: redaction, outputs
+        pipeline = pipeline_for(
+            config, self.store, self.guard
+        )  # optional ingest steps: redaction, outputs
         self.redactor = pipeline.redactor
-        self.normalizer = Normalizer(self.guard, self.message_patterns, self.seal, pipeline.steps, pipeline.shadow,
-                                     self.redactor)
+        self.normalizer = Normalizer(
+            self.guard,
+            self.message_patterns,
+            self.seal,
+            pipeline.steps,
+            pipeline.shadow,
+            self.redactor,
+        )
         self.routes = self._routes(host_call_llm)
-        self.semantic = Semantic(config, self.store, env or {})  # LCM_EMBEDDINGS_ENABLED: vectors, their job
-        self.rollups = Rollups(config, self.store, self._summarize)  # LCM_TEMPORAL_ROLLUPS_ENABLED: their job
-        self.proactive = ProactiveRecall(self.store, self.dag, self.seal.recall(),
-                                         config.proactive_recall_budget_tokens)  # turncontext.py uses both
+        self.semantic = Semantic(
+            config, self.store, env or {}
+        )  # LCM_EMBEDDINGS_ENABLED: vectors, their job
+        self.rollups = Rollups(
+            config, self.store, self._summarize
+        )  # LCM_TEMPORAL_ROLLUPS_ENABLED: their job
+        self.proactive = ProactiveRecall(
+            self.store, self.dag, self.seal.recall(), config.proactive_recall_budget_tokens
+        )  # turncontext.py uses both
         self.preanswer = PreAnswer(self.store, self.dag, self.seal.recall())
         self.call_guard = CallGuard(
             failure_threshold=config.summary_circuit_breaker_failure_threshold,
             cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
-            max_calls=config.summary_max_calls_per_hour, window_s=3600.0,
+            max_calls=config.summary_max_calls_per_hour,
+            window_s=3600.0,
         )
-        self.assertions = Assertions(config, self.store, self.redactor, self.routes, self.call_guard)
-        self.compactor = Compactor(self.store, self.dag, CompactionSettings(
-            leaf_chunk_tokens=config.leaf_chunk_tokens, max_depth=config.incremental_max_depth,
-            condense_min_nodes=config.condense_min_nodes, max_passes=config.max_passes_per_compress,
-            max_seconds=config.compaction_max_seconds,
-        ), self._summarize)
+        self.assertions = Assertions(
+            config, self.store, self.redactor, self.routes, self.call_guard
+        )
+        self.compactor = Compactor(
+            self.store,
+            self.dag,
+            CompactionSettings(
+                leaf_chunk_tokens=config.leaf_chunk_tokens,
+                max_depth=config.incremental_max_depth,
+                condense_min_nodes=config.condense_min_nodes,
+                max_passes=config.max_passes_per_compress,
+                max_seconds=config.compaction_max_seconds,
+            ),
+            self._summarize,
+        )
         self.binder = Binder(config, self.store)
         self.stats = Stats()
         self._fresh_start = False
@@ -157,7 +198,9 @@ class LcmCore:
         host = host_call_llm if provider in ("auto", "auxiliary") else None
         model = self.config.summary_model if provider in ("auto", "openai") else ""
         base_url = self.config.summary_base_url if provider in ("auto", "openai") else ""
-        return build_routes(model, base_url, self.config.summary_api_key, list(self.config.fallback_models), host)
+        return build_routes(
+            model, base_url, self.config.summary_api_key, list(self.config.fallback_models), host
+        )
 
     @property
     def summarizer_name(self) -> str:
@@ -224,7 +267,9 @@ class LcmCore:
             return Retention.STATELESS
         return Retention.STORED if self.writable else Retention.UNCERTAIN
 
-    def ingest(self, messages: Sequence[Any], source: str = "", deadline: float | None = None) -> int:
+    def ingest(
+        self, messages: Sequence[Any], source: str = "", deadline: float | None = None
+    ) -> int:
         """Store the messages not stored yet; returns how many were stored.
 
         Also sets :attr:`position`, the stored seq the list ends at: compress bounds its answer there,
@@ -272,7 +317,9 @@ class LcmCore:
         so the next chunk, or the next host call, extends exactly that prefix: nothing is stored
         twice, skipped or reordered. What is left is :attr:`_pending` (see :meth:`compress`).
         """
-        end = time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
+        end = (
+            time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
+        )
         self.stats.ingest_calls += 1
         self.position = None
         self._pending = None
@@ -295,13 +342,23 @@ class LcmCore:
         return stored
 
     def _selection(self, messages: Sequence[Any], strict: bool) -> Selection:
-        return Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=strict,
-                         limit=self.ingest_chunk_rows, handed=self._handed, also=self._seen_also)
+        return Selection(
+            self.normalizer,
+            messages,
+            self._seen,
+            fresh_start=self._fresh_start,
+            strict=strict,
+            limit=self.ingest_chunk_rows,
+            handed=self._handed,
+            also=self._seen_also,
+        )
 
     def _store_selected(self, select: Selection, source: str) -> int:
         """One transaction: store what ``select`` picks and remember how far the host's list is stored."""
         assert self.binding.conversation_id is not None
-        ids = self.store.append(self.binding.conversation_id, self.binding.session_id, source, select)
+        ids = self.store.append(
+            self.binding.conversation_id, self.binding.session_id, source, select
+        )
         self.position = select.end_seq
         self._fresh_start = False
         if ids or select.extended or self._seen is None:
@@ -320,26 +377,48 @@ class LcmCore:
         is not enough: a list of the same length ending in another "ok" is another list.
         """
         now = select.seen_now()
-        return (not self._fresh_start and self._seen is not None and now == self._seen
-                and now is not None and now.anchor is self._seen.anchor)
+        return (
+            not self._fresh_start
+            and self._seen is not None
+            and now == self._seen
+            and now is not None
+            and now.anchor is self._seen.anchor
+        )
 
     # -- compaction and assembly ----------------------------------------------
 
     def budget(self, threshold_tokens: int, overhead_tokens: int) -> Budget:
         return budget_for(self.config, threshold_tokens, overhead_tokens)
 
-    def compact(self, budget: Budget, *, force: bool = False, focus: str | None = None,
-                upto: int | None = None, deadline: float | None = None) -> CompactionReport:
+    def compact(
+        self,
+        budget: Budget,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        upto: int | None = None,
+        deadline: float | None = None,
+    ) -> CompactionReport:
         """Compact toward the budget's goal; nothing after seq ``upto`` is summarized.
         ``deadline`` (monotonic) bounds the passes, by default LCM_COMPACTION_MAX_SECONDS from now."""
         assert self.binding.conversation_id is not None
-        report = self.compactor.run(self.binding.conversation_id, self.binding.session_id, budget,
-                                    force=force, focus=focus, upto=upto, deadline=deadline)
+        report = self.compactor.run(
+            self.binding.conversation_id,
+            self.binding.session_id,
+            budget,
+            force=force,
+            focus=focus,
+            upto=upto,
+            deadline=deadline,
+        )
         self.stats.compactions += 1
         self.stats.last_compaction = {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "leaf_passes": report.leaf_passes,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "leaf_passes": report.leaf_passes,
             "condense_passes": report.condense_passes,
-            "evicted": report.evicted, "conflicts": report.conflicts, "stop_reason": report.stop_reason,
+            "evicted": report.evicted,
+            "conflicts": report.conflicts,
+            "stop_reason": report.stop_reason,
             "errors": report.errors[-5:],
         }
         for error in report.errors:
@@ -347,8 +426,9 @@ class LcmCore:
         self.rollups.after_ingest()  # new summaries re-stale the days they cover
         return report
 
-    def assemble(self, budget: Budget, upto: int | None = None,
-                 state: ConversationState | None = None) -> list[dict[str, Any]]:
+    def assemble(
+        self, budget: Budget, upto: int | None = None, state: ConversationState | None = None
+    ) -> list[dict[str, Any]]:
         """The prompt from the store: context summaries, pinned request, fresh tail;
         with ``upto``, no raw message (nor request) stored after that seq.
         ``state``: the conversation's row when the caller read it already."""
@@ -360,14 +440,23 @@ class LcmCore:
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
         raw = self._raw_items(conversation_id, state.frontier_seq, window, upto)
         nodes, pinned = self.dag.context(conversation_id), self._newest_user(state, upto)
-        return with_whole_outputs(lambda items: build(nodes, items, budget, pinned, header=self.seal.header()),
-                                  raw, self.guard, self.store.granted_refs)
+        return with_whole_outputs(
+            lambda items: build(nodes, items, budget, pinned, header=self.seal.header()),
+            raw,
+            self.guard,
+            self.store.granted_refs,
+        )
 
-    def _raw_items(self, conversation_id: int, after_seq: int, window: int, upto: int | None) -> list[Item]:
+    def _raw_items(
+        self, conversation_id: int, after_seq: int, window: int, upto: int | None
+    ) -> list[Item]:
         """The newest ``window`` raw rows as prompt items; only rows not cached yet are read whole."""
         ids = self.store.message_ids_newest(conversation_id, after_seq, window, upto)
         items = {i: self._items[i] for i in ids if i in self._items}
-        fetched = {m.id: Item.stored(m) for m in self.store.messages_by_ids([i for i in ids if i not in items])}
+        fetched = {
+            m.id: Item.stored(m)
+            for m in self.store.messages_by_ids([i for i in ids if i not in items])
+        }
         items.update(fetched)
         if len(self._items) + len(fetched) > ITEM_CACHE_SIZE:
             self._items.clear()
@@ -390,8 +479,15 @@ class LcmCore:
         message = self.store.newest_request(state.id, upto)
         return self._item(message) if message is not None else None
 
-    def compress(self, messages: Sequence[Any], budget: Budget, *, force: bool = False,
-                 focus: str | None = None, deadline: float | None = None) -> list[dict[str, Any]]:
+    def compress(
+        self,
+        messages: Sequence[Any],
+        budget: Budget,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
         """Ingest, compact to the goal, and return the bounded prompt.
 
         The answer covers the list it was given and nothing stored after it: the
@@ -423,34 +519,61 @@ class LcmCore:
             upto = self.store.conversation(self._conversation()).frontier_seq
         report = None
         try:  # the passes leave the time the last assembly took
-            report = self.compact(budget, force=force, focus=focus, upto=upto,
-                                  deadline=deadline - self._assembly_seconds)
-        except WriteFailed as exc:  # every message is stored: the prompt comes from what the store has
+            report = self.compact(
+                budget,
+                force=force,
+                focus=focus,
+                upto=upto,
+                deadline=deadline - self._assembly_seconds,
+            )
+        except (
+            WriteFailed
+        ) as exc:  # every message is stored: the prompt comes from what the store has
             self._write_failed("compaction", exc)
         started = time.monotonic()
-        state = self.store.conversation(self._conversation())  # read once: assembly and what it ends at
+        state = self.store.conversation(
+            self._conversation()
+        )  # read once: assembly and what it ends at
         result = self.assemble(budget, upto, state)
         self._assembly_seconds = time.monotonic() - started
         same = self.same_prompt(result, messages)
         if report is not None:  # the record lcm view draws: the prompt before and after
-            timeline.record(self.store, state.id, messages, result, self.seal, report, budget, force, not same)
+            timeline.record(
+                self.store, state.id, messages, result, self.seal, report, budget, force, not same
+            )
         if same:
             return list(messages)
         self._remember_output(result, upto, state.last_seq)
         return result
 
-    def compress_unstored(self, messages: Sequence[Any], budget: Budget, *, focus: str | None = None,
-                          deadline: float | None = None) -> list[dict[str, Any]]:
+    def compress_unstored(
+        self,
+        messages: Sequence[Any],
+        budget: Budget,
+        *,
+        focus: str | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
         """The bounded prompt of a session that stores nothing (ignored, stateless, a host fork):
         summarized, never silently trimmed, and nothing written (unstored.py); the other compressor
         (:attr:`unstored_compressor`) is tried first."""
-        end = time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
+        end = (
+            time.monotonic() + self.config.compaction_max_seconds if deadline is None else deadline
+        )
 
         def summary(sources: Sequence[SourceItem], target: int) -> SummaryOutcome:
             return self._summarize(sources, 0, target, focus, end)
 
-        return unstored_prompt(messages, budget, self.retention, self.seal, summary, self.unstored_compressor,
-                               focus, self.stats.error)
+        return unstored_prompt(
+            messages,
+            budget,
+            self.retention,
+            self.seal,
+            summary,
+            self.unstored_compressor,
+            focus,
+            self.stats.error,
+        )
 
     def same_prompt(self, ours: Sequence[dict[str, Any]], theirs: Sequence[Any]) -> bool:
         """Is the prompt we built the host's list already? Same summaries, and the same
@@ -461,11 +584,17 @@ class LcmCore:
         if len(ours) != len(theirs) or problems(theirs):
             return False  # a list a provider would reject is never handed back as it is
         try:
-            return all(same_block(mine, host) if is_block(mine) else
-                       is_storable(host) and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
-                       and not any(names_payload(mine, p) and not names_payload(host, p)
-                                   for p in (PLACEHOLDER_PREFIX, OUTPUT_PREFIX))
-                       for mine, host in zip(ours, theirs, strict=True))
+            return all(
+                same_block(mine, host)
+                if is_block(mine)
+                else is_storable(host)
+                and self.normalizer.fingerprint(mine) == self.normalizer.fingerprint(host)
+                and not any(
+                    names_payload(mine, p) and not names_payload(host, p)
+                    for p in (PLACEHOLDER_PREFIX, OUTPUT_PREFIX)
+                )
+                for mine, host in zip(ours, theirs, strict=True)
+            )
         finally:
             self.normalizer.forget()
 
@@ -483,8 +612,14 @@ class LcmCore:
         """
         conversation_id = self.binding.conversation_id
         assert conversation_id is not None
-        select = Selection(self.normalizer, messages, self._seen, fresh_start=self._fresh_start, strict=True,
-                           also=self._seen_also)
+        select = Selection(
+            self.normalizer,
+            messages,
+            self._seen,
+            fresh_start=self._fresh_start,
+            strict=True,
+            also=self._seen_also,
+        )
         unstored = self.store.probe(conversation_id, select)
         if not unstored:
             return self.assemble(budget)
@@ -492,13 +627,18 @@ class LcmCore:
         # as it was), so while the host keeps its list the next ingest resumes exactly there.
         self.stats.unstored_messages = len(unstored)
         if select.start is not None and select.follows_newest:
-            out = self._with_unstored(conversation_id, messages[select.start:], budget)
+            out = self._with_unstored(conversation_id, messages[select.start :], budget)
             if out is not None:
                 return out
-        return self._kept(messages, f"hermes-lcm could not store {len(unstored)} new messages "
-                                    f"({self.stats.last_write_failure or 'store unavailable'}); none was dropped")
+        return self._kept(
+            messages,
+            f"hermes-lcm could not store {len(unstored)} new messages "
+            f"({self.stats.last_write_failure or 'store unavailable'}); none was dropped",
+        )
 
-    def _keep_backlog(self, messages: Sequence[Any], pending: Selection, budget: Budget) -> list[dict[str, Any]]:
+    def _keep_backlog(
+        self, messages: Sequence[Any], pending: Selection, budget: Budget
+    ) -> list[dict[str, Any]]:
         """The prompt while a huge list is stored over several calls: the store's context with the
         messages not stored yet appended verbatim, else the list unchanged (the host keeps it and
         the next call stores more). Not a failure: nothing is recorded as an error.
@@ -508,24 +648,37 @@ class LcmCore:
         """
         assert pending.cut is not None
         waiting = self.stats.ingest_backlog
-        out = self._with_unstored(self._conversation(), messages[pending.cut:], budget)
+        out = self._with_unstored(self._conversation(), messages[pending.cut :], budget)
         if out is not None:
             return out
-        return self._kept(messages, f"hermes-lcm is still storing {waiting} new messages (each call stores what "
-                                    "LCM_COMPACTION_MAX_SECONDS allows); none was dropped")
+        return self._kept(
+            messages,
+            f"hermes-lcm is still storing {waiting} new messages (each call stores what "
+            "LCM_COMPACTION_MAX_SECONDS allows); none was dropped",
+        )
 
-    def _with_unstored(self, conversation_id: int, rest: Sequence[Any], budget: Budget) -> list[dict[str, Any]] | None:
+    def _with_unstored(
+        self, conversation_id: int, rest: Sequence[Any], budget: Budget
+    ) -> list[dict[str, Any]] | None:
         """The store's prompt followed by the unstored messages ``rest``, all of them verbatim, within
         ``budget``; None when that cannot be. The store's newest row must stay in it too, so the next
         ingest anchors there and stores exactly ``rest``."""
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
-        if len(rest) > window:  # cannot all fit (each costs at least the overhead): do not count them
+        if (
+            len(rest) > window
+        ):  # cannot all fit (each costs at least the overhead): do not count them
             return None
         pending = [Item.host(dict(m)) for m in storable(rest, self.seal)]
         state = self.store.conversation(conversation_id)
         raw = self._raw_items(conversation_id, state.frontier_seq, window, None)
         pinned = None if any(item.role == "user" for item in pending) else self._newest_user(state)
-        out = build(self.dag.context(conversation_id), raw + pending, budget, pinned, header=self.seal.header())
+        out = build(
+            self.dag.context(conversation_id),
+            raw + pending,
+            budget,
+            pinned,
+            header=self.seal.header(),
+        )
         shown = {id(m) for m in out}
         if not raw or not all(id(item.message) in shown for item in pending + raw[-1:]):
             return None
@@ -537,8 +690,14 @@ class LcmCore:
         the next ingest stores what follows, by position rather than by content (repeated replies
         would make content alignment take an unstored message for a stored one)."""
         count = next(i for i, m in enumerate(out) if m is newest) + 1
-        stored = self.store.last_fingerprint(self.binding.conversation_id) if self.binding.conversation_id else None
-        self._seen_also = self._seen  # the host may also go on with its own list (a discarded prompt)
+        stored = (
+            self.store.last_fingerprint(self.binding.conversation_id)
+            if self.binding.conversation_id
+            else None
+        )
+        self._seen_also = (
+            self._seen
+        )  # the host may also go on with its own list (a discarded prompt)
         self._seen = Seen(count, self.normalizer.fingerprint(newest), stored or "", anchor=newest)
 
     def _kept(self, messages: Sequence[Any], reason: str) -> list[dict[str, Any]]:
@@ -553,7 +712,9 @@ class LcmCore:
         """
         self.kept_reason = None
         if not self.writable:
-            return trim(messages, budget, self.retention, self.seal)  # no summary after an error: no new failure
+            return trim(
+                messages, budget, self.retention, self.seal
+            )  # no summary after an error: no new failure
         try:
             return self.keep_unstored(messages, budget)
         except Exception as exc:  # noqa: BLE001 - the store or the assembler is what failed
@@ -561,7 +722,9 @@ class LcmCore:
             self.stats.error(reason)
             return self._kept(messages, reason)
 
-    def _remember_output(self, result: list[dict[str, Any]], upto: int | None, last_seq: int) -> None:
+    def _remember_output(
+        self, result: list[dict[str, Any]], upto: int | None, last_seq: int
+    ) -> None:
         """The host continues from the list we return: the next ingest extends it.
 
         Only when that list ends at the newest stored row: an answer bounded before
@@ -570,8 +733,11 @@ class LcmCore:
         ``last_seq``: the conversation's newest seq when ``result`` was assembled.
         """
         by_object = {id(item.message): item for item in self._items.values()}
-        self._handed = {id(m): (m, by_object[id(m)].store_id or 0) for m in result
-                        if id(m) in by_object and by_object[id(m)].message is m}
+        self._handed = {
+            id(m): (m, by_object[id(m)].store_id or 0)
+            for m in result
+            if id(m) in by_object and by_object[id(m)].message is m
+        }
         seen = Selection(self.normalizer, result, None).seen_now()
         conversation_id = self._conversation()
         self._seen_also = None
@@ -579,16 +745,26 @@ class LcmCore:
             self._seen = None
             return
         stored = self.store.last_fingerprint(conversation_id)
-        self._seen = Seen(seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=last_seq)
+        self._seen = Seen(
+            seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=last_seq
+        )
 
     def summarize_text(self, sources: Sequence[tuple[str, str]], target: int) -> str:
         """A summary of ``(label, text)`` sources within ``target`` tokens, through this core's
         summarizer (maintenance rebuilds a summary with it)."""
         deadline = time.monotonic() + self.config.compaction_max_seconds
-        return self._summarize([SourceItem(label, text) for label, text in sources], 0, target, None, deadline).text
+        return self._summarize(
+            [SourceItem(label, text) for label, text in sources], 0, target, None, deadline
+        ).text
 
-    def _summarize(self, sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
-                   deadline: float | None) -> SummaryOutcome:
+    def _summarize(
+        self,
+        sources: Sequence[SourceItem],
+        depth: int,
+        target: int,
+        focus: str | None,
+        deadline: float | None,
+    ) -> SummaryOutcome:
         """A summary of ``sources``. With redaction on, the summarizer's input is redacted too (rows
         stored before it was turned on still hold their secrets, and the input may go to a remote
         model), and so is what it answers, before it is stored."""
@@ -596,8 +772,16 @@ class LcmCore:
         if redactor is not None:
             sources = [SourceItem(s.label, redactor.redact(s.text)) for s in sources]
             focus = redactor.redact(focus) if focus else focus
-        outcome = summarize(sources, depth=depth, target_tokens=target, focus=focus, routes=self.routes,
-                            guard=self.call_guard, deadline=deadline, timeout_s=self.config.summary_timeout_ms / 1000)
+        outcome = summarize(
+            sources,
+            depth=depth,
+            target_tokens=target,
+            focus=focus,
+            routes=self.routes,
+            guard=self.call_guard,
+            deadline=deadline,
+            timeout_s=self.config.summary_timeout_ms / 1000,
+        )
         if redactor is None:
             return outcome
         return dataclasses.replace(outcome, text=redactor.redact(outcome.text))
@@ -612,12 +796,20 @@ class LcmCore:
     def privacy(self) -> dict[str, Any]:
         """What status and doctor show of the ingest filters: redaction's policy and counts, the
         message patterns; never a secret or a message."""
-        redaction = self.redactor.describe() if self.redactor is not None else {
-            "enabled": False, "note": "off (LCM_SENSITIVE_PATTERNS_ENABLED): messages are stored as sent"}
-        return {"redaction": redaction,
-                "ignore_message_patterns": len(self.message_patterns.compiled),
-                "ignore_message_pattern_problems": list(self.message_patterns.problems),
-                "ignored_messages_this_process": self.normalizer.ignored_count}
+        redaction = (
+            self.redactor.describe()
+            if self.redactor is not None
+            else {
+                "enabled": False,
+                "note": "off (LCM_SENSITIVE_PATTERNS_ENABLED): messages are stored as sent",
+            }
+        )
+        return {
+            "redaction": redaction,
+            "ignore_message_patterns": len(self.message_patterns.compiled),
+            "ignore_message_pattern_problems": list(self.message_patterns.problems),
+            "ignored_messages_this_process": self.normalizer.ignored_count,
+        }
 
     def status(self) -> dict[str, Any]:
         state = self.conversation_state()
@@ -651,16 +843,18 @@ class LcmCore:
             info["linked_parent"] = self.binder.linked_parent()
         if state is not None:
             context = self.dag.context(state.id)
-            info.update({
-                "conversation_id": state.id,
-                "conversation_key": state.key,
-                "messages_in_conversation": self.store.message_count(state.id),
-                "frontier_seq": state.frontier_seq,
-                "last_seq": state.last_seq,
-                "context_summaries": [n.node_id for n in context],
-                "context_summary_tokens": sum(n.tokens for n in context),
-                "summaries_by_depth": self.dag.depth_counts(state.id),
-            })
+            info.update(
+                {
+                    "conversation_id": state.id,
+                    "conversation_key": state.key,
+                    "messages_in_conversation": self.store.message_count(state.id),
+                    "frontier_seq": state.frontier_seq,
+                    "last_seq": state.last_seq,
+                    "context_summaries": [n.node_id for n in context],
+                    "context_summary_tokens": sum(n.tokens for n in context),
+                    "summaries_by_depth": self.dag.depth_counts(state.id),
+                }
+            )
         return info
 
 
@@ -668,7 +862,13 @@ def names_payload(message: Any, prefix: str = PLACEHOLDER_PREFIX) -> bool:
     """Does the message name a payload file (the payload guard moved an inline payload out, or,
     with outputs.PREFIX, a large tool output is its stub)?"""
     content = message.get("content") if isinstance(message, dict) else None
-    text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
+    text = (
+        content
+        if isinstance(content, str)
+        else content_text(content)
+        if isinstance(content, list)
+        else ""
+    )
     calls = message.get("tool_calls") if isinstance(message, dict) else None
     return prefix in text or (bool(calls) and prefix in json.dumps(calls, default=str))
 
@@ -679,19 +879,34 @@ def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -
     ``threshold_tokens`` comes from :func:`config.compute_threshold` (or the host's own lowering
     of it); the reserve from :func:`config.reserve_for`, which refuses one that eats the threshold.
     """
-    return plan_budget(threshold_tokens, overhead_tokens, reserve_for(config, threshold_tokens),
-                       tail_count=config.fresh_tail_count, tail_max_tokens=config.fresh_tail_max_tokens,
-                       target_ratio=config.compaction_target_ratio, summary_ratio=config.summary_budget_ratio)
+    return plan_budget(
+        threshold_tokens,
+        overhead_tokens,
+        reserve_for(config, threshold_tokens),
+        tail_count=config.fresh_tail_count,
+        tail_max_tokens=config.fresh_tail_max_tokens,
+        target_ratio=config.compaction_target_ratio,
+        summary_ratio=config.summary_budget_ratio,
+    )
 
 
-def trim(messages: Sequence[Any], budget: Budget, retention: Retention = Retention.UNCERTAIN,
-         seal: BlockSeal | None = None) -> list[dict[str, Any]]:
+def trim(
+    messages: Sequence[Any],
+    budget: Budget,
+    retention: Retention = Retention.UNCERTAIN,
+    seal: BlockSeal | None = None,
+) -> list[dict[str, Any]]:
     """Deterministic bounded fallback without the store: the newest valid tail that fits.
 
     ``retention`` is what the caller knows of the messages it drops (nothing, by default).
     Our own earlier block is left out (known by ``seal`` when the host dropped its key).
     """
     items = [Item.host(dict(m), ref=i + 1) for i, m in enumerate(storable(messages, seal))]
-    return build([], items, budget, newest_request(items), retention=retention,
-                 header=seal.header() if seal is not None else None)
-
+    return build(
+        [],
+        items,
+        budget,
+        newest_request(items),
+        retention=retention,
+        header=seal.header() if seal is not None else None,
+    )

@@ -44,7 +44,9 @@ class Dag:
     def node(self, node_id: int) -> SummaryNode | None:
         return self.store.summary(node_id)
 
-    def nodes(self, conversation_id: int, limit: int = 1000, after_id: int = 0) -> list[SummaryNode]:
+    def nodes(
+        self, conversation_id: int, limit: int = 1000, after_id: int = 0
+    ) -> list[SummaryNode]:
         return self.store.summaries(conversation_id, limit, after_id)
 
     def children(self, node_id: int) -> list[SummaryNode]:
@@ -69,7 +71,9 @@ class Dag:
 
     # -- operator surface (cli.py, maintenance.py, claw_import.py) -----------------
 
-    def nodes_page(self, conversation_id: int, depth: int | None, after_id: int, limit: int) -> list[SummaryNode]:
+    def nodes_page(
+        self, conversation_id: int, depth: int | None, after_id: int, limit: int
+    ) -> list[SummaryNode]:
         return self.store.summaries_page(conversation_id, depth, after_id, limit)
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:
@@ -89,27 +93,60 @@ class Dag:
 
     # -- retrieval for the lcm_* tools (search.py, handlers/describe.py) ------------------------------
 
-    def summary_id_bounds(self, conversation_id: int | None,
-                          conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
+    def summary_id_bounds(
+        self, conversation_id: int | None, conversation_ids: Sequence[int] | None = None
+    ) -> tuple[int, int]:
         """First and last node id of a conversation, of several (an owner's), or of the whole store."""
         return self.store.summary_id_bounds(conversation_id, conversation_ids)
 
-    def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
-                     conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
-                     exclude_ids: Sequence[int] = (),
-                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
+    def summary_hits(
+        self,
+        match: str,
+        *,
+        order: str,
+        limit: int,
+        bounds: tuple[int, int] | None,
+        conversation_id: int | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+        exclude_ids: Sequence[int] = (),
+        conversation_ids: Sequence[int] | None = None,
+    ) -> list[tuple[SummaryNode, float]]:
         """Summaries matching ``match`` in scope, "rank" (bm25) or "recent" order. A ``source``
         keeps nodes with at least one descendant raw message from that source (lineage)."""
-        return self.store.summary_hits(match, order=order, limit=limit, bounds=bounds,
-                                       conversation_id=conversation_id, session_id=session_id, source=source,
-                                       exclude_ids=exclude_ids, conversation_ids=conversation_ids)
+        return self.store.summary_hits(
+            match,
+            order=order,
+            limit=limit,
+            bounds=bounds,
+            conversation_id=conversation_id,
+            session_id=session_id,
+            source=source,
+            exclude_ids=exclude_ids,
+            conversation_ids=conversation_ids,
+        )
 
-    def summaries_in_period(self, conversation_id: int | None, since: float, until: float, *, depth: int | None,
-                            after: tuple[float, int] | None, limit: int,
-                            conversation_ids: Sequence[int] | None = None) -> list[SummaryNode]:
+    def summaries_in_period(
+        self,
+        conversation_id: int | None,
+        since: float,
+        until: float,
+        *,
+        depth: int | None,
+        after: tuple[float, int] | None,
+        limit: int,
+        conversation_ids: Sequence[int] | None = None,
+    ) -> list[SummaryNode]:
         """Nodes whose time span overlaps [since, until), oldest first, keyset-paged by (earliest_at, id)."""
-        return self.store.summaries_in_period(conversation_id, since, until, depth=depth, after=after, limit=limit,
-                                              conversation_ids=conversation_ids)
+        return self.store.summaries_in_period(
+            conversation_id,
+            since,
+            until,
+            depth=depth,
+            after=after,
+            limit=limit,
+            conversation_ids=conversation_ids,
+        )
 
     def roots(self, conversation_id: int, after_id: int, limit: int) -> list[SummaryNode]:
         """Nodes no other node points at (the tops of the DAG), in id order."""

@@ -27,7 +27,14 @@ from .base.hostagents import current_kind
 from .base.redact import redact, remember, remember_env
 from .base.sensitive import redaction_patterns
 from .base.startup import Opening, locate
-from .config import LoadedConfig, announce, compute_threshold, load_config, load_for_home, reserve_for
+from .config import (
+    LoadedConfig,
+    announce,
+    compute_threshold,
+    load_config,
+    load_for_home,
+    reserve_for,
+)
 from .core import LcmCore, budget_for, trim
 from .handlers.status import engine_status
 from .host.calls import BuiltinCompressor, host_call_llm, host_home
@@ -49,6 +56,7 @@ except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
 ENGINE_NAME = "lcm"
 _T = TypeVar("_T")
 
+
 def _guarded(fallback: Callable[..., _T]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
     """Run a host-facing method; on any error record it and return ``fallback(...)``."""
 
@@ -69,8 +77,13 @@ def _guarded(fallback: Callable[..., _T]) -> Callable[[Callable[..., _T]], Calla
 class LcmEngine(_Base):
     """hermes-lcm as a Hermes context engine. The registered object is a template."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, host_call_llm: Callable[..., Any] | None = None,
-                 *, hermes_home: str | None = None) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        host_call_llm: Callable[..., Any] | None = None,
+        *,
+        hermes_home: str | None = None,
+    ) -> None:
         self._env = dict(os.environ if env is None else env)
         remember_env(self._env)  # keys in the environment are masked in every status, log and event
         self._host_call_llm = host_call_llm
@@ -78,17 +91,25 @@ class LcmEngine(_Base):
         self.hermes_home: str | None = hermes_home or self._env.get("HERMES_HOME")
         self.session_id = ""
         self.platform = ""
-        self.user_id = ""  # the person the host names for this agent, if it does (owner of new conversations)
+        self.user_id = (
+            ""  # the person the host names for this agent, if it does (owner of new conversations)
+        )
         self.role = ROLE_USER  # whose agent this copy serves (hostagents.py): the user's, a fork, a subagent
         self.model = ""
         self.context_length = 0
-        self.builtin = BuiltinCompressor()  # for a session that stores nothing (update_model sets it up)
-        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = self.compression_count = 0
+        self.builtin = (
+            BuiltinCompressor()
+        )  # for a session that stores nothing (update_model sets it up)
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = (
+            self.compression_count
+        ) = 0
         # Read by the host (getattr) after each compress: did the list change, did we abort.
         self._last_compression_made_progress = self._last_compress_aborted = False
         self.protect_first_n = 0
         self.meter = OverheadMeter()
-        self.startup_error: str | None = None  # why the database cannot be used (``opening`` decides retries)
+        self.startup_error: str | None = (
+            None  # why the database cannot be used (``opening`` decides retries)
+        )
         self.opening = Opening()
         self.errors: list[str] = []
         self._last_summary_error: str | None = None
@@ -181,10 +202,20 @@ class LcmEngine(_Base):
             return None
         try:
             self.opening.begin(path, setting)
-            if upgraded := prepare_path(path, self.config.migrate_on_start, redaction_patterns(self.config)):
-                log.warning("hermes-lcm upgraded the LCM-X database %s (original kept as %s)", path, upgraded["backup"])
-            self.core = LcmCore(self.config, path, host_call_llm=self._resolve_call_llm(), env=self._env)
-            self.core.unstored_compressor = self.builtin if self.builtin.usable(self.core.routes) else None
+            if upgraded := prepare_path(
+                path, self.config.migrate_on_start, redaction_patterns(self.config)
+            ):
+                log.warning(
+                    "hermes-lcm upgraded the LCM-X database %s (original kept as %s)",
+                    path,
+                    upgraded["backup"],
+                )
+            self.core = LcmCore(
+                self.config, path, host_call_llm=self._resolve_call_llm(), env=self._env
+            )
+            self.core.unstored_compressor = (
+                self.builtin if self.builtin.usable(self.core.routes) else None
+            )
         except Exception as exc:  # noqa: BLE001 - whatever the open raised, it is one startup error
             self.startup_error = self.opening.failed(exc, for_good=isinstance(exc, StoreError))
             log.error("%s", self.startup_error)
@@ -201,11 +232,19 @@ class LcmEngine(_Base):
     def _bind(self, session_id: str, **kwargs: Any) -> None:
         core = self.ensure_core()
         self.session_id = session_id
-        if self.role != ROLE_FORK:  # a fork's hooks carry the user's session id: none may reach it here
+        if (
+            self.role != ROLE_FORK
+        ):  # a fork's hooks carry the user's session id: none may reach it here
             registry.register(session_id, self)
         if core is not None:
-            core.bind(session_id, platform=self.platform, user_id=self.user_id or None, role=self.role,
-                      linked_parent=core.binding.parent_session_id, **kwargs)
+            core.bind(
+                session_id,
+                platform=self.platform,
+                user_id=self.user_id or None,
+                role=self.role,
+                linked_parent=core.binding.parent_session_id,
+                **kwargs,
+            )
 
     def link_parent(self, parent_session_id: str) -> None:  # hooks.subagent_start
         if self.core is not None:
@@ -230,15 +269,23 @@ class LcmEngine(_Base):
         if kwargs.get("context_length"):
             self._set_window(int(kwargs["context_length"]))
         old = kwargs.get("old_session_id")
-        self.role = self.role if old else current_kind(self.platform, session_id).value  # whose agent, at its start
+        self.role = (
+            self.role if old else current_kind(self.platform, session_id).value
+        )  # whose agent, at its start
         if old and old != session_id:
             self.ingest_host(kwargs.get("messages") or [])
-        self._bind(session_id, conversation_key=kwargs.get("conversation_id"), wait_for_parent=True,
-                   parent_session_id=old if old != session_id else None, reason=kwargs.get("boundary_reason"))
+        self._bind(
+            session_id,
+            conversation_key=kwargs.get("conversation_id"),
+            wait_for_parent=True,
+            parent_session_id=old if old != session_id else None,
+            reason=kwargs.get("boundary_reason"),
+        )
 
     @_guarded(lambda self, *a, **k: None)
-    def bind_session_state(self, session_db: Any = None, session_id: str | None = None, *args: Any,
-                           **kwargs: Any) -> None:
+    def bind_session_state(
+        self, session_db: Any = None, session_id: str | None = None, *args: Any, **kwargs: Any
+    ) -> None:
         if session_id and not self.session_id:
             self.session_id = str(session_id)
 
@@ -250,7 +297,9 @@ class LcmEngine(_Base):
     @_guarded(lambda self, *a, **k: None)
     def on_session_reset(self) -> None:
         """``/new``: the next session keeps deep summaries only; it announces itself via hooks."""
-        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = self.compression_count = 0
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = (
+            self.compression_count
+        ) = 0
         core = self.ensure_core()
         if core is not None:
             core.start_fresh_context()
@@ -263,16 +312,29 @@ class LcmEngine(_Base):
         threshold = compute_threshold(self.config, self.model, context_length)
         self.context_length = context_length
         self.threshold_tokens = threshold.tokens
-        self.threshold_percent = threshold.tokens / context_length if context_length > 0 \
+        self.threshold_percent = (
+            threshold.tokens / context_length
+            if context_length > 0
             else self.config.threshold_ratio_for(self.model)
+        )
         self._window_problems = threshold.problems
 
     @_guarded(lambda self, *a, **k: None)
-    def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
-                     provider: str = "", api_mode: str = "", **kwargs: Any) -> None:
+    def update_model(
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+        api_mode: str = "",
+        **kwargs: Any,
+    ) -> None:
         self.model = model or ""
         remember(api_key)  # the host's key: never shown, whatever a provider's error quotes
-        self.builtin.update(self.model, int(context_length or 0), base_url, api_key, provider, api_mode)
+        self.builtin.update(
+            self.model, int(context_length or 0), base_url, api_key, provider, api_mode
+        )
         self._load_settings()
         self._set_window(int(context_length or 0))
 
@@ -291,8 +353,12 @@ class LcmEngine(_Base):
         self.meter.observe_request(request_messages, tools)
         self._replay.observe(request_messages, self.config)
         watch, reserve = self.meter.watch, reserve_for(self.config, self.threshold_tokens)
-        if watch.observe(self.threshold_tokens, self.meter.measured(), reserve, self.context_length):
-            self.note("warning" if watch.problem else "info", "threshold", watch.problem or watch.fine)
+        if watch.observe(
+            self.threshold_tokens, self.meter.measured(), reserve, self.context_length
+        ):
+            self.note(
+                "warning" if watch.problem else "info", "threshold", watch.problem or watch.fine
+            )
 
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
         return self.meter.overhead(self.threshold_tokens, messages, current_tokens)
@@ -319,7 +385,9 @@ class LcmEngine(_Base):
         self._bind(self.session_id or f"anon-{uuid.uuid4().hex[:12]}")
         return core.binding.conversation_id is not None
 
-    def _fallback_compress(self, messages: Sequence[Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    def _fallback_compress(
+        self, messages: Sequence[Any], *args: Any, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """After an error: a bounded prompt that still holds every message not yet stored.
 
         Without a core nothing is known to be stored, so the list stays as it is, except when
@@ -331,8 +399,14 @@ class LcmEngine(_Base):
             return self._told(self.core.fallback(messages, budget), self.core.kept_reason)
         if self.opening.refused:
             return trim(messages, budget)
-        last = f" ({self.startup_error or self.errors[-1]})" if self.startup_error or self.errors else ""
-        return self._told(list(messages), f"hermes-lcm store unavailable{last}; no message was dropped")
+        last = (
+            f" ({self.startup_error or self.errors[-1]})"
+            if self.startup_error or self.errors
+            else ""
+        )
+        return self._told(
+            list(messages), f"hermes-lcm store unavailable{last}; no message was dropped"
+        )
 
     def _told(self, result: list[dict[str, Any]], kept_reason: str | None) -> list[dict[str, Any]]:
         """Tell the host (it reads these attributes after compress) that its list came back unchanged
@@ -343,12 +417,23 @@ class LcmEngine(_Base):
 
     def _threshold(self) -> int:
         """The threshold in force: the host may have lowered ``threshold_tokens`` itself."""
-        return self.threshold_tokens or compute_threshold(self.config, self.model, self.context_length).tokens
+        return (
+            self.threshold_tokens
+            or compute_threshold(self.config, self.model, self.context_length).tokens
+        )
 
     @_guarded(_fallback_compress)
-    def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
-                 focus_topic: str | None = None, force: bool = False, memory_context: str = "") -> list[dict[str, Any]]:
-        started = time.monotonic()  # the time bound covers the whole host call (metering the list included)
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        memory_context: str = "",
+    ) -> list[dict[str, Any]]:
+        started = (
+            time.monotonic()
+        )  # the time bound covers the whole host call (metering the list included)
         core = self.ensure_core()
         if core is None:
             return self._fallback_compress(messages)
@@ -356,8 +441,13 @@ class LcmEngine(_Base):
             self._bind_lazily(core)
         budget = core.budget(self._threshold(), self.overhead(messages, current_tokens))
         self._last_compression_made_progress = False
-        result = core.compress(messages, budget, force=force, focus=focus_topic or None,
-                               deadline=started + core.config.compaction_max_seconds)
+        result = core.compress(
+            messages,
+            budget,
+            force=force,
+            focus=focus_topic or None,
+            deadline=started + core.config.compaction_max_seconds,
+        )
         self._count_compression(result != messages)
         return self._told(result, core.kept_reason)
 
@@ -394,4 +484,7 @@ class LcmEngine(_Base):
         try:
             return engine_status(self)
         except Exception as exc:  # noqa: BLE001
-            return {"error": redact(str(exc)), "last_prompt_tokens": max(0, self.last_prompt_tokens)}
+            return {
+                "error": redact(str(exc)),
+                "last_prompt_tokens": max(0, self.last_prompt_tokens),
+            }

@@ -46,11 +46,15 @@ class ToolHost(EngineFacts, Protocol):
 
 
 HANDLERS: dict[str, Handler] = {
-    "lcm_grep": grep.lcm_grep, "lcm_recall": grep.lcm_recall,
-    "lcm_expand": expand.lcm_expand, "lcm_load_session": expand.lcm_load_session,
+    "lcm_grep": grep.lcm_grep,
+    "lcm_recall": grep.lcm_recall,
+    "lcm_expand": expand.lcm_expand,
+    "lcm_load_session": expand.lcm_load_session,
     "lcm_expand_query": expand_query.lcm_expand_query,
-    "lcm_describe": describe.lcm_describe, "lcm_recent": describe.lcm_recent,
-    "lcm_status": diagnostics.lcm_status, "lcm_inspect": diagnostics.lcm_inspect,
+    "lcm_describe": describe.lcm_describe,
+    "lcm_recent": describe.lcm_recent,
+    "lcm_status": diagnostics.lcm_status,
+    "lcm_inspect": diagnostics.lcm_inspect,
     "lcm_doctor": diagnostics.lcm_doctor,
     **{tool: evidence.disabled_tool(tool) for tool in evidence.EVIDENCE_TOOLS},
     "lcm_retrieve": evidence_retrieve.lcm_retrieve,
@@ -79,12 +83,16 @@ def answer_cap(config: Any, context_length: int, threshold_tokens: int, tool: st
         caps.append(int(config.large_output_externalization_threshold_chars) - 1)
     if threshold_tokens > 0 and tool in RECOVERY_TOOLS:
         caps.append(threshold_tokens * CHARS_PER_TOKEN // 4)
-    return min(own, max(MIN_ANSWER_CHARS, min(caps)))  # the floor never lifts the operator's own cap
+    return min(
+        own, max(MIN_ANSWER_CHARS, min(caps))
+    )  # the floor never lifts the operator's own cap
 
 
 def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str:
     """Run one tool call; always a JSON object string within the size cap."""
-    cap = answer_cap(engine.config, int(engine.context_length or 0), int(engine.threshold_tokens or 0), name)
+    cap = answer_cap(
+        engine.config, int(engine.context_length or 0), int(engine.threshold_tokens or 0), name
+    )
     try:
         return finish(_run(engine, name, args, cap), cap)
     except ToolError as exc:
@@ -93,10 +101,14 @@ def dispatch(engine: ToolHost, name: str, args: Mapping[str, Any] | None) -> str
         return finish({"error": str(exc), "tool": name}, cap)
     except StoreFault as exc:
         log.warning("hermes-lcm: %s database error: %s", name, exc)
-        return finish({"error": f"database error: {exc}", "tool": name, "hint": "run lcm_doctor"}, cap)
+        return finish(
+            {"error": f"database error: {exc}", "tool": name, "hint": "run lcm_doctor"}, cap
+        )
     except Exception as exc:  # noqa: BLE001 - a tool failure is an answer, never an exception into the host
         engine.record_error(f"tool {name}: {exc.__class__.__name__}: {exc}")
-        return finish({"error": f"{name} failed: {exc.__class__.__name__}: {exc}", "tool": name}, cap)
+        return finish(
+            {"error": f"{name} failed: {exc.__class__.__name__}: {exc}", "tool": name}, cap
+        )
 
 
 def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None, cap: int) -> dict[str, Any]:
@@ -108,10 +120,14 @@ def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None, cap: int) -
         raise ToolError("arguments must be a JSON object")
     core = engine.ensure_core()
     if core is None:
-        raise ToolError(engine.startup_error or "the hermes-lcm store is unavailable; run lcm_doctor")
+        raise ToolError(
+            engine.startup_error or "the hermes-lcm store is unavailable; run lcm_doctor"
+        )
     if core.binding.mode == MODE_IGNORED and name not in READ_ONLY_DIAGNOSTICS:
-        raise ToolError(f"this session matches LCM_IGNORE_SESSION_PATTERNS ({core.binding.matched_pattern}): "
-                        "LCM stores nothing for it and serves no recall")
+        raise ToolError(
+            f"this session matches LCM_IGNORE_SESSION_PATTERNS ({core.binding.matched_pattern}): "
+            "LCM stores nothing for it and serves no recall"
+        )
     args = Args(name, dict(raw or {}))
     answer = HANDLERS[name](_context(engine, core, cap), args)
     if args.clamped:
@@ -124,8 +140,15 @@ def _run(engine: ToolHost, name: str, raw: Mapping[str, Any] | None, cap: int) -
 
 def _context(engine: ToolHost, core: LcmCore, cap: int) -> Ctx:
     """What the bodies may know of the engine, read once per call; the status report on demand."""
-    return Ctx(core, cap, engine.config, engine.config_problems, engine.last_prompt_tokens,
-               engine.threshold_tokens, functools.partial(engine_status, engine))
+    return Ctx(
+        core,
+        cap,
+        engine.config,
+        engine.config_problems,
+        engine.last_prompt_tokens,
+        engine.threshold_tokens,
+        functools.partial(engine_status, engine),
+    )
 
 
 def finish(answer: dict[str, Any], cap: int) -> str:
@@ -133,5 +156,10 @@ def finish(answer: dict[str, Any], cap: int) -> str:
     text = dumps(answer)
     if len(text) <= cap:
         return text
-    return dumps({"error": "answer over the size cap (LCM_TOOL_RESPONSE_MAX_CHARS); narrow the request",
-                  "cap_chars": cap, "tool": answer.get("tool")})
+    return dumps(
+        {
+            "error": "answer over the size cap (LCM_TOOL_RESPONSE_MAX_CHARS); narrow the request",
+            "cap_chars": cap,
+            "tool": answer.get("tool"),
+        }
+    )

@@ -51,7 +51,10 @@ HARNESS_STARTS = (
     "You are running as Hermes' background skill CURATOR",
 )
 _HOST_PROMPTS = (
-    ("agent.background_review", ("_MEMORY_REVIEW_PROMPT", "_SKILL_REVIEW_PROMPT", "_COMBINED_REVIEW_PROMPT")),
+    (
+        "agent.background_review",
+        ("_MEMORY_REVIEW_PROMPT", "_SKILL_REVIEW_PROMPT", "_COMBINED_REVIEW_PROMPT"),
+    ),
     ("agent.curator", ("CURATOR_REVIEW_PROMPT",)),
 )
 # How much of a message's start is compared with a prompt's start.
@@ -88,15 +91,22 @@ def current_kind(platform: str | None = None, session_id: str | None = None) -> 
     if not platform:
         return AgentKind.USER
     platform = platform.strip().lower()
-    if platform in FORK_PLATFORMS or (platform in _HELPER_PLATFORMS and isinstance(session_id, str) and any(
-            platform == p and session_id.startswith(prefix) for p, prefix in HELPER_SESSIONS)):
+    if platform in FORK_PLATFORMS or (
+        platform in _HELPER_PLATFORMS
+        and isinstance(session_id, str)
+        and any(platform == p and session_id.startswith(prefix) for p, prefix in HELPER_SESSIONS)
+    ):
         return AgentKind.FORK
     if platform in SUBAGENT_PLATFORMS:
         return AgentKind.SUBAGENT
     return AgentKind.USER
 
 
-_known: list[Any] = [None, None, ()]  # the two host modules last seen, and the prompts read from them
+_known: list[Any] = [
+    None,
+    None,
+    (),
+]  # the two host modules last seen, and the prompts read from them
 
 
 def harness_prompts() -> tuple[str, ...]:
@@ -105,8 +115,13 @@ def harness_prompts() -> tuple[str, ...]:
     review, curator = (sys.modules.get(name) for name, _ in _HOST_PROMPTS)
     if _known[2] and review is _known[0] and curator is _known[1]:
         return tuple(_known[2])
-    texts = [getattr(module, name)[:_PEEK] for module, (_, names) in zip((review, curator), _HOST_PROMPTS, strict=True)
-             if module is not None for name in names if isinstance(getattr(module, name, None), str)]
+    texts = [
+        getattr(module, name)[:_PEEK]
+        for module, (_, names) in zip((review, curator), _HOST_PROMPTS, strict=True)
+        if module is not None
+        for name in names
+        if isinstance(getattr(module, name, None), str)
+    ]
     _known[:] = [review, curator, tuple(dict.fromkeys((*HARNESS_STARTS, *texts)))]
     return tuple(_known[2])
 

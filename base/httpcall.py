@@ -44,8 +44,15 @@ class Answer:
         return json.loads(self.body)
 
 
-def post_json(client: httpx.Client, url: str, payload: Any, headers: dict[str, str], *, seconds: float,
-              max_bytes: int) -> Answer:
+def post_json(
+    client: httpx.Client,
+    url: str,
+    payload: Any,
+    headers: dict[str, str],
+    *,
+    seconds: float,
+    max_bytes: int,
+) -> Answer:
     """POST ``payload`` and read the answer within ``seconds`` in all and ``max_bytes`` of body.
 
     Raises :class:`CallTimeout`, :class:`CallTooLarge`, or httpx's own errors (cannot connect)."""
@@ -58,7 +65,9 @@ def post_json(client: httpx.Client, url: str, payload: Any, headers: dict[str, s
         return remaining
 
     try:
-        with client.stream("POST", url, json=payload, headers=headers, timeout=httpx.Timeout(left())) as response:
+        with client.stream(
+            "POST", url, json=payload, headers=headers, timeout=httpx.Timeout(left())
+        ) as response:
             # a read that stalls after the last chunk would wait its whole timeout: close it at the deadline
             watchdog = threading.Timer(left(), response.close)
             watchdog.daemon = True

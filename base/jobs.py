@@ -91,7 +91,9 @@ class JobOwner:
 
     def job_view(self) -> dict[str, Any] | None:
         """The job's runs and last errors for status (None: the family has no job)."""
-        return None if self.job is None else {"runs": self.job.runs, "errors": list(self.job.errors)}
+        return (
+            None if self.job is None else {"runs": self.job.runs, "errors": list(self.job.errors)}
+        )
 
 
 def read_stats(read: Callable[[], dict[str, Any]]) -> dict[str, Any]:

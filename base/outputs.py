@@ -35,7 +35,9 @@ REF_CHARS = 24
 def ref_for(text: str, key: bytes) -> str:
     """The content address of ``text`` in the database whose ref key is ``key`` (the payload guard's
     scheme: its file is ``<ref>.payload``). Keyed, so knowing a content tells nobody its ref."""
-    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:REF_CHARS]
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[
+        :REF_CHARS
+    ]
 
 
 def line_count(text: str) -> int:
@@ -47,11 +49,13 @@ def stub(text: str, ref: str, preview_chars: int) -> str:
     head_chars = int(preview_chars * HEAD_SHARE)
     tail_chars = max(0, preview_chars - head_chars)
     omitted = max(0, len(text) - head_chars - tail_chars)
-    header = (f"{PREFIX}{ref} chars={len(text)} lines={line_count(text)}: the whole output is in a file; "
-              f"lcm_expand externalized_ref={ref} pages it]")
+    header = (
+        f"{PREFIX}{ref} chars={len(text)} lines={line_count(text)}: the whole output is in a file; "
+        f"lcm_expand externalized_ref={ref} pages it]"
+    )
     if omitted == 0:
         return f"{header}\n{text}"
-    tail = text[len(text) - tail_chars:] if tail_chars else ""
+    tail = text[len(text) - tail_chars :] if tail_chars else ""
     return f"{header}\n{text[:head_chars]}\n[... {omitted} chars not shown ...]\n{tail}"
 
 
@@ -76,8 +80,10 @@ def is_stub(text: object) -> bool:
 
 def settings_view(config: LcmConfig) -> dict[str, Any]:
     """The large-output settings as status shows them."""
-    return {"externalization": config.large_output_externalization_enabled,
-            "threshold_chars": config.large_output_externalization_threshold_chars,
-            "preview_chars": config.large_output_preview_chars,
-            "active_replay": config.large_output_active_replay_stubbing_enabled,
-            "active_replay_threshold_tokens": config.large_output_active_replay_stub_threshold_tokens}
+    return {
+        "externalization": config.large_output_externalization_enabled,
+        "threshold_chars": config.large_output_externalization_threshold_chars,
+        "preview_chars": config.large_output_preview_chars,
+        "active_replay": config.large_output_active_replay_stubbing_enabled,
+        "active_replay_threshold_tokens": config.large_output_active_replay_stub_threshold_tokens,
+    }

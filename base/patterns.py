@@ -95,7 +95,9 @@ class MessagePatterns:
         for text in texts:
             if self.combined is not None:
                 try:
-                    if self.combined.search(text, timeout=MESSAGE_PATTERN_TIMEOUT_S * len(self.compiled)):
+                    if self.combined.search(
+                        text, timeout=MESSAGE_PATTERN_TIMEOUT_S * len(self.compiled)
+                    ):
                         return True
                     continue
                 except TimeoutError:
@@ -117,7 +119,7 @@ def _combine(sources: list[str]) -> regex.Pattern[str] | None:
     parts = []
     for source in sources:
         flags = _LEADING_FLAGS.match(source)
-        rest = source[flags.end():] if flags else source
+        rest = source[flags.end() :] if flags else source
         if _GLOBAL_FLAGS.search(rest):
             return None  # a flag further in applies to the whole pattern: keep each on its own
         parts.append(f"(?{flags.group(1)}:{rest})" if flags else f"(?:{rest})")

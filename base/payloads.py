@@ -29,7 +29,9 @@ log = guard_logger(__name__)
 
 # Possessive quantifiers: each part's alphabet excludes the delimiter after it, so giving back
 # characters can never help a match; without them a near-miss costs a backtrack per character.
-_DATA_URI = re.compile(r"data:([\w.+-]++/[\w.+-]++)?+((?:;[\w-]++=[\w.-]++)*+);base64,([A-Za-z0-9+/=_-]{16,})")
+_DATA_URI = re.compile(
+    r"data:([\w.+-]++/[\w.+-]++)?+((?:;[\w-]++=[\w.-]++)*+);base64,([A-Za-z0-9+/=_-]{16,})"
+)
 _REF = re.compile(r"^[0-9a-f]{24}$")
 PLACEHOLDER_PREFIX = "[lcm-payload ref="
 # The name of the database secret refs are keyed by (store.secret).
@@ -42,8 +44,10 @@ OUTPUT_MIME = "text/plain"
 MENTION = re.compile(r"(\[lcm-(?:output|payload) ref=|externalized_ref=)([0-9a-f]{24})")
 # Bytes of the base64 alphabet map to "A", every other byte to a space: a long run in the text is
 # then a plain substring search, which C does at memory speed (the regex costs ~10 ns a character).
-_RUN_TABLE = bytes(ord("A") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/") else ord(" ")
-                   for b in range(256))
+_RUN_TABLE = bytes(
+    ord("A") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/") else ord(" ")
+    for b in range(256)
+)
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,14 @@ def retarget(text: str, aliases: Mapping[str, str]) -> str:
 
 
 class PayloadGuard:
-    def __init__(self, directory: str | os.PathLike[str], min_base64_chars: int = 2048,
-                 blobs: Blobs | None = None, key: bytes | None = None,
-                 aliases: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        min_base64_chars: int = 2048,
+        blobs: Blobs | None = None,
+        key: bytes | None = None,
+        aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.blobs = blobs  # set: the bytes go to the database, never to ``directory``
         # The database's ref key (store.secret("payload_refs")); a guard of no database (a scratch
@@ -86,7 +95,9 @@ class PayloadGuard:
         # A run may only start where the previous character is outside the alphabet: without
         # that, every position inside a shorter run (say 2,000 letters) is tried again, which is
         # quadratic (minutes on a few megabytes of such runs). Matches are the same either way.
-        self._long_run = re.compile(rf"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}")
+        self._long_run = re.compile(
+            rf"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{{{min_base64_chars},}}={{0,2}}"
+        )
         self.failures = 0
         # Why payload files cannot be written (a symlinked directory), for status and doctor.
         self.problem: str | None = None
@@ -105,12 +116,16 @@ class PayloadGuard:
         if "base64," in text:
             text = _DATA_URI.sub(self._replace_uri, text)
         if len(text) >= self.min_chars and self._may_have_long_run(text):
-            text = self._long_run.sub(lambda m: self._externalize(m.group(0), "application/base64"), text)
+            text = self._long_run.sub(
+                lambda m: self._externalize(m.group(0), "application/base64"), text
+            )
         return text
 
     def _may_have_long_run(self, text: str) -> bool:
         """A cheap pre-check for the long-run regex (exact: no false negatives)."""
-        probe = text.encode("ascii", "replace").translate(_RUN_TABLE)  # non-ASCII becomes "?", then " "
+        probe = text.encode("ascii", "replace").translate(
+            _RUN_TABLE
+        )  # non-ASCII becomes "?", then " "
         return b"A" * self.min_chars in probe
 
     def guard_value(self, value: Any) -> Any:
@@ -179,8 +194,9 @@ class PayloadGuard:
             return
         try:
             private.make_dir(self.directory, refuse_link=True)
-            private.write_new(self.directory, self.path_for(ref).name,
-                              payload.encode("utf-8", "surrogatepass"))
+            private.write_new(
+                self.directory, self.path_for(ref).name, payload.encode("utf-8", "surrogatepass")
+            )
         except private.UnsafePath as exc:
             self.problem = str(exc)
             raise
@@ -202,11 +218,13 @@ class PayloadGuard:
             data = found
         else:
             try:
-                data = private.read_in(self.directory, path.name)  # no symlink followed, at the file or its directory
+                data = private.read_in(
+                    self.directory, path.name
+                )  # no symlink followed, at the file or its directory
             except OSError as exc:
                 raise FileNotFoundError(f"no payload {ref}") from exc
         text = data.decode("utf-8", "surrogatepass")
-        return text[offset:offset + limit], len(text)
+        return text[offset : offset + limit], len(text)
 
 
 def put(guard: PayloadGuard, ref: str, text: str) -> None:

@@ -24,9 +24,13 @@ from typing import Any
 LCMX = "LCM-X"
 CLAW = "lossless-claw"
 
-LCMX_SOURCE = ("github.com/electricsheephq/lcm-x @07b73e5: config.py (_ENV_FIELD_SPECS, os.environ reads, "
-               "_SUPPORTED_LCM_CONFIG_YAML_KEYS), command.py, diagnostics.py; README and operator guide tables")
-LCMX_ENV = tuple("LCM_" + name for name in """
+LCMX_SOURCE = (
+    "github.com/electricsheephq/lcm-x @07b73e5: config.py (_ENV_FIELD_SPECS, os.environ reads, "
+    "_SUPPORTED_LCM_CONFIG_YAML_KEYS), command.py, diagnostics.py; README and operator guide tables"
+)
+LCMX_ENV = tuple(
+    "LCM_" + name
+    for name in """
 ABSOLUTE_THRESHOLD_TOKENS ADAPTIVE_RETRIEVAL_ENABLED ASSERTIONS_ENABLED ASSERTION_EXTRACTION_ENABLED
 ASSERTION_EXTRACTION_MAX_SOURCES_PER_PASS ASSERTION_EXTRACTION_MODEL ASSERTION_EXTRACTION_TIMEOUT_SECONDS
 CACHE_FRIENDLY_CONDENSATION_ENABLED CACHE_FRIENDLY_MIN_DEBT_GROUPS CONDENSATION_FANIN CONTEXT_THRESHOLD
@@ -55,13 +59,23 @@ SENSITIVE_PATTERNS SENSITIVE_PATTERNS_ENABLED STATELESS_SESSION_PATTERNS SUMMARY
 SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD SUMMARY_FALLBACK_MODELS SUMMARY_MODEL SUMMARY_PREFIX_TARGET_TOKENS
 SUMMARY_REASONING_EFFORT SUMMARY_SPEND_BACKOFF_SECONDS SUMMARY_SPEND_MAX_CALLS SUMMARY_SPEND_WINDOW_SECONDS
 SUMMARY_TIMEOUT_MS TEMPORAL_ROLLUPS_ENABLED THRESHOLD_FULL_SWEEP_ENABLED
-""".split())
+""".split()
+)
 # LCM-X's own config.yaml keys under ``lcm:`` (it ignores every other key there).
-LCMX_YAML = ("context_threshold", "model_thresholds", "summary_reasoning_effort", "expansion_reasoning_effort")
+LCMX_YAML = (
+    "context_threshold",
+    "model_thresholds",
+    "summary_reasoning_effort",
+    "expansion_reasoning_effort",
+)
 
-CLAW_SOURCE = ("github.com/Martian-Engineering/lossless-claw @4214b480: src/db/config.ts (env), "
-               "openclaw.plugin.json configSchema.properties (plugin config keys)")
-CLAW_ENV = tuple("LCM_" + name for name in """
+CLAW_SOURCE = (
+    "github.com/Martian-Engineering/lossless-claw @4214b480: src/db/config.ts (env), "
+    "openclaw.plugin.json configSchema.properties (plugin config keys)"
+)
+CLAW_ENV = tuple(
+    "LCM_" + name
+    for name in """
 AUTO_ROTATE_SESSION_FILES_CREATE_BACKUPS AUTO_ROTATE_SESSION_FILES_ENABLED AUTO_ROTATE_SESSION_FILES_RUNTIME
 AUTO_ROTATE_SESSION_FILES_SIZE_BYTES AUTO_ROTATE_SESSION_FILES_STARTUP BOOTSTRAP_MAX_TOKENS
 CACHE_AWARE_COMPACTION_ENABLED CACHE_TTL_SECONDS CIRCUIT_BREAKER_COOLDOWN_MS CIRCUIT_BREAKER_THRESHOLD
@@ -80,8 +94,10 @@ STATELESS_SESSION_PATTERNS STRIP_INJECTED_CONTEXT_TAGS STUB_LARGE_TOOL_PAYLOADS 
 SUMMARY_MAX_CALLS_PER_WINDOW SUMMARY_MAX_OVERAGE_FACTOR SUMMARY_MODEL SUMMARY_PREFIX_TARGET_TOKENS
 SUMMARY_PROVIDER SUMMARY_SPEND_BACKOFF_MS SUMMARY_TIMEOUT_MS SWEEP_DEADLINE_MS SWEEP_MAX_DEPTH
 TRANSCRIPT_GC_ENABLED
-""".split())
-CLAW_PLUGIN = tuple("""
+""".split()
+)
+CLAW_PLUGIN = tuple(
+    """
 enabled hostFallbackMode contextThreshold contextThresholdOverrides sweepMaxDepth incrementalMaxDepth
 freshTailCount freshTailMaxTokens promptAwareEviction stubLargeToolPayloads leafChunkTokens
 summaryPrefixTargetTokens maxSweepIterations sweepDeadlineMs compactUntilUnderDeadlineMs bootstrapMaxTokens
@@ -94,15 +110,19 @@ fallbackMaxTokens customInstructions circuitBreakerThreshold circuitBreakerCoold
 replayFloodThresholdInternal cacheAwareCompaction dynamicLeafChunkTokens timezone pruneHeartbeatOk
 transcriptGcEnabled enableSummaryThinking proactiveThresholdCompactionMode autoRotateSessionFiles
 independentLogFile databasePath largeFilesDir fallbackProviders stripInjectedContextTags
-""".split())
+""".split()
+)
 
 # Environment variables hermes-lcm reads that are not LcmConfig fields (tools, benchmarks, start-up).
-OTHER_OURS = frozenset({"LCM_BENCH_TMP", "LCM_BENCH_KEEP", "LCM_CRASH_TURNS",
-                        "LCM_CRASH_SEEDS", "LCM_CRASH_KILLS"})
+OTHER_OURS = frozenset(
+    {"LCM_BENCH_TMP", "LCM_BENCH_KEEP", "LCM_CRASH_TURNS", "LCM_CRASH_SEEDS", "LCM_CRASH_KILLS"}
+)
 
 # Peer names with our key and our meaning (the env name is ours: LCM_ + field in capitals).
 SAME = {
-    LCMX: frozenset("LCM_" + n for n in """
+    LCMX: frozenset(
+        "LCM_" + n
+        for n in """
         ABSOLUTE_THRESHOLD_TOKENS ADAPTIVE_RETRIEVAL_ENABLED ASSERTIONS_ENABLED CONTEXT_THRESHOLD DATABASE_PATH
         DISABLED_TOOLS DOCTOR_CLEAN_APPLY_ENABLED ENABLE_SLASH_COMMAND EXPANSION_CONTEXT_TOKENS FRESH_TAIL_COUNT
         FRESH_TAIL_MAX_TOKENS IGNORE_MESSAGE_PATTERNS IGNORE_SESSION_PATTERNS INCREMENTAL_MAX_DEPTH
@@ -118,11 +138,15 @@ SAME = {
         SUMMARY_MODEL SUMMARY_TIMEOUT_MS TEMPORAL_ROLLUPS_ENABLED ROLLUP_DAILY_TARGET_TOKENS
         ROLLUP_DAILY_MAX_TOKENS ROLLUP_AGGREGATE_MAX_TOKENS ROLLUP_BUILDS_PER_PASS
         ASSERTION_EXTRACTION_ENABLED ASSERTION_EXTRACTION_MAX_SOURCES_PER_PASS
-        ASSERTION_EXTRACTION_TIMEOUT_SECONDS""".split()),
-    CLAW: frozenset("LCM_" + n for n in """
+        ASSERTION_EXTRACTION_TIMEOUT_SECONDS""".split()
+    ),
+    CLAW: frozenset(
+        "LCM_" + n
+        for n in """
         CONTEXT_THRESHOLD DATABASE_PATH FRESH_TAIL_COUNT FRESH_TAIL_MAX_TOKENS IGNORE_SESSION_PATTERNS
         INCREMENTAL_MAX_DEPTH LEAF_CHUNK_TOKENS NEW_SESSION_RETAIN_DEPTH STATELESS_SESSION_PATTERNS SUMMARY_MODEL
-        SUMMARY_TIMEOUT_MS""".split()),
+        SUMMARY_TIMEOUT_MS""".split()
+    ),
 }
 
 
@@ -141,7 +165,9 @@ ALIASES: dict[str, dict[str, Alias]] = {
     },
     CLAW: {
         "LCM_CIRCUIT_BREAKER_THRESHOLD": Alias("summary_circuit_breaker_failure_threshold"),
-        "LCM_CIRCUIT_BREAKER_COOLDOWN_MS": Alias("summary_circuit_breaker_cooldown_seconds", "ms_to_s"),
+        "LCM_CIRCUIT_BREAKER_COOLDOWN_MS": Alias(
+            "summary_circuit_breaker_cooldown_seconds", "ms_to_s"
+        ),
         "LCM_CONDENSED_MIN_FANOUT": Alias("condense_min_nodes"),
         "LCM_MAX_SWEEP_ITERATIONS": Alias("max_passes_per_compress"),
         "LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS": Alias("compaction_max_seconds", "ms_to_s"),
@@ -149,67 +175,103 @@ ALIASES: dict[str, dict[str, Alias]] = {
     },
 }
 
-_NO_VECTORS = ("not used here: semantic recall takes LCM_EMBEDDINGS_ENABLED, LCM_EMBEDDING_PROVIDER (openai, ollama, "
-               "local), LCM_EMBEDDING_MODEL and LCM_RECALL_VECTOR_WEIGHT; see docs/operator-guide.md, Semantic recall")
+_NO_VECTORS = (
+    "not used here: semantic recall takes LCM_EMBEDDINGS_ENABLED, LCM_EMBEDDING_PROVIDER (openai, ollama, "
+    "local), LCM_EMBEDDING_MODEL and LCM_RECALL_VECTOR_WEIGHT; see docs/operator-guide.md, Semantic recall"
+)
 _SUMMARY_SIZE = "summary sizes follow LCM_SUMMARY_BUDGET_RATIO"
 _SPEND = "use LCM_SUMMARY_MAX_CALLS_PER_HOUR (= max calls x 3600 / window seconds)"
-_NO_SUBAGENT = ("no expansion sub-agent: lcm_expand returns the stored text, sized by LCM_EXPANSION_CONTEXT_TOKENS; "
-                "lcm_expand_query answers through the summary routes (LCM_SUMMARY_*)")
-_LARGE = ("large tool results go to payload files with LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED (threshold "
-          "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS); base64 payloads always do (LCM_PAYLOAD_MIN_BASE64_CHARS)")
+_NO_SUBAGENT = (
+    "no expansion sub-agent: lcm_expand returns the stored text, sized by LCM_EXPANSION_CONTEXT_TOKENS; "
+    "lcm_expand_query answers through the summary routes (LCM_SUMMARY_*)"
+)
+_LARGE = (
+    "large tool results go to payload files with LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED (threshold "
+    "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS); base64 payloads always do (LCM_PAYLOAD_MIN_BASE64_CHARS)"
+)
 _CACHE = "no prompt-cache-aware scheduling: compaction starts at LCM_CONTEXT_THRESHOLD"
 _ASSEMBLY = "the prompt budget follows the host's window; cap it with LCM_ABSOLUTE_THRESHOLD_TOKENS"
 
 # What to do instead, by the name's start (the first match wins); then the exact names.
 FAMILIES: tuple[tuple[str, str], ...] = (
-    ("LCM_ASSERTION_EXTRACTION_", "assertion refinement uses the summary model (LCM_SUMMARY_MODEL); "
-                                  "LCM_ASSERTION_EXTRACTION_ENABLED turns it on"),
-    ("LCM_EMBEDDING", _NO_VECTORS), ("LCM_EMBED_", _NO_VECTORS), ("LCM_KNN_", _NO_VECTORS),
-    ("LCM_OLLAMA_", _NO_VECTORS), ("LCM_RERANK_", _NO_VECTORS),
+    (
+        "LCM_ASSERTION_EXTRACTION_",
+        "assertion refinement uses the summary model (LCM_SUMMARY_MODEL); "
+        "LCM_ASSERTION_EXTRACTION_ENABLED turns it on",
+    ),
+    ("LCM_EMBEDDING", _NO_VECTORS),
+    ("LCM_EMBED_", _NO_VECTORS),
+    ("LCM_KNN_", _NO_VECTORS),
+    ("LCM_OLLAMA_", _NO_VECTORS),
+    ("LCM_RERANK_", _NO_VECTORS),
     ("LCM_RECALL_", "recall scans and weights are fixed here (lcm_grep, lcm_recall); remove it"),
     ("LCM_ROLLUP_", "rollup maintenance is bounded by LCM_ROLLUP_BUILDS_PER_PASS builds per pass"),
     ("LCM_TEMPORAL_ROLLUPS_", "LCM_TEMPORAL_ROLLUPS_ENABLED turns temporal rollups on"),
-    ("LCM_PROACTIVE_RECALL_", "the relevance floor and the search are fixed here (see Proactive "
-                               "recall); LCM_PROACTIVE_RECALL_ENABLED and _BUDGET_TOKENS are honoured"),
+    (
+        "LCM_PROACTIVE_RECALL_",
+        "the relevance floor and the search are fixed here (see Proactive "
+        "recall); LCM_PROACTIVE_RECALL_ENABLED and _BUDGET_TOKENS are honoured",
+    ),
     ("LCM_SELECTIVE_COMPILER_", "no selective compiler; remove it"),
-    ("LCM_LARGE_OUTPUT_", _LARGE), ("LCM_LARGE_FILE", _LARGE), ("LCM_STUB_LARGE_", _LARGE),
+    ("LCM_LARGE_OUTPUT_", _LARGE),
+    ("LCM_LARGE_FILE", _LARGE),
+    ("LCM_STUB_LARGE_", _LARGE),
     ("LCM_EXTRACTION_", "no extraction side-output; remove it"),
     ("LCM_FRESH_TAIL_PRESSURE_", "bound the fresh tail with LCM_FRESH_TAIL_MAX_TOKENS"),
     ("LCM_DYNAMIC_LEAF_CHUNK_", "leaf chunks are fixed: LCM_LEAF_CHUNK_TOKENS"),
     ("LCM_CACHE_FRIENDLY_", "condensation starts at LCM_CONDENSE_MIN_NODES nodes"),
-    ("LCM_DEFERRED_MAINTENANCE_", "compaction runs inside compress, bounded by LCM_COMPACTION_MAX_SECONDS and "
-                                  "LCM_MAX_PASSES_PER_COMPRESS"),
-    ("LCM_EMPTY_LIFECYCLE_GC_", "nothing is deleted automatically: /lcm doctor clean lifecycle (preview, then "
-                                "apply) with LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS"),
-    ("LCM_SUMMARY_SPEND_", _SPEND), ("LCM_SUMMARY_CALL_WINDOW_", _SPEND), ("LCM_SUMMARY_MAX_CALLS_PER_WINDOW", _SPEND),
+    (
+        "LCM_DEFERRED_MAINTENANCE_",
+        "compaction runs inside compress, bounded by LCM_COMPACTION_MAX_SECONDS and "
+        "LCM_MAX_PASSES_PER_COMPRESS",
+    ),
+    (
+        "LCM_EMPTY_LIFECYCLE_GC_",
+        "nothing is deleted automatically: /lcm doctor clean lifecycle (preview, then "
+        "apply) with LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS",
+    ),
+    ("LCM_SUMMARY_SPEND_", _SPEND),
+    ("LCM_SUMMARY_CALL_WINDOW_", _SPEND),
+    ("LCM_SUMMARY_MAX_CALLS_PER_WINDOW", _SPEND),
     ("LCM_AUTO_ROTATE_SESSION_FILES", "Hermes owns its session files; remove it"),
-    ("LCM_CACHE_", _CACHE), ("LCM_COLD_CACHE_", _CACHE), ("LCM_HOT_CACHE_", _CACHE), ("LCM_MAX_COLD_CACHE_", _CACHE),
+    ("LCM_CACHE_", _CACHE),
+    ("LCM_COLD_CACHE_", _CACHE),
+    ("LCM_HOT_CACHE_", _CACHE),
+    ("LCM_MAX_COLD_CACHE_", _CACHE),
     ("LCM_LOG_", "hermes-lcm logs to the host's log (logger hermes_lcm)"),
-    ("LCM_REPLAY_FLOOD_", "not needed: messages are aligned by fingerprint, a replay is never stored twice"),
+    (
+        "LCM_REPLAY_FLOOD_",
+        "not needed: messages are aligned by fingerprint, a replay is never stored twice",
+    ),
     ("LCM_EXPANSION_", _NO_SUBAGENT),
 )
 INSTEAD: dict[str, str] = {
     "LCM_CRITICAL_BUDGET_PRESSURE_RATIO": "compaction starts at LCM_CONTEXT_THRESHOLD; the prompt never exceeds "
-                                          "the budget",
+    "the budget",
     "LCM_CUSTOM_INSTRUCTIONS": "summary prompts are fixed; remove it",
     "LCM_SUMMARY_REASONING_EFFORT": "the summary route uses the model's default effort",
     "LCM_FTS_INTEGRITY_CHECK_INTERVAL_HOURS": "no check at start; run lcm doctor --deep when you want one",
     "LCM_HERMES_BASE_DIR": "payload files live beside the database; not needed",
     "LCM_LARGE_OUTPUT_EXTERNALIZATION_PATH": "payload files live beside the database (lcm-payloads); not needed",
     "LCM_LARGE_OUTPUT_TRANSCRIPT_GC_ENABLED": "rows of externalized outputs keep only a stub from the start; "
-                                              "payload files no row references: lcm gc-payloads (preview, then "
-                                              "--apply)",
-    "LCM_L2_BUDGET_RATIO": _SUMMARY_SIZE, "LCM_L3_TRUNCATE_TOKENS": _SUMMARY_SIZE,
-    "LCM_SUMMARY_PREFIX_TARGET_TOKENS": _SUMMARY_SIZE, "LCM_CONDENSED_TARGET_TOKENS": _SUMMARY_SIZE,
-    "LCM_LEAF_TARGET_TOKENS": _SUMMARY_SIZE, "LCM_SUMMARY_MAX_OVERAGE_FACTOR": _SUMMARY_SIZE,
+    "payload files no row references: lcm gc-payloads (preview, then "
+    "--apply)",
+    "LCM_L2_BUDGET_RATIO": _SUMMARY_SIZE,
+    "LCM_L3_TRUNCATE_TOKENS": _SUMMARY_SIZE,
+    "LCM_SUMMARY_PREFIX_TARGET_TOKENS": _SUMMARY_SIZE,
+    "LCM_CONDENSED_TARGET_TOKENS": _SUMMARY_SIZE,
+    "LCM_LEAF_TARGET_TOKENS": _SUMMARY_SIZE,
+    "LCM_SUMMARY_MAX_OVERAGE_FACTOR": _SUMMARY_SIZE,
     "LCM_FALLBACK_MAX_TOKENS": _SUMMARY_SIZE,
-    "LCM_MAX_ASSEMBLY_TOKENS": _ASSEMBLY, "LCM_MAX_ASSEMBLY_TOKEN_BUDGET": _ASSEMBLY,
+    "LCM_MAX_ASSEMBLY_TOKENS": _ASSEMBLY,
+    "LCM_MAX_ASSEMBLY_TOKEN_BUDGET": _ASSEMBLY,
     "LCM_NATIVE_RECOVERY": "not applicable: a failed compaction leaves the host's list as it was",
     "LCM_QUERY_VIEWS_ENABLED": "no query views; remove it",
     "LCM_RESERVE_TOKENS_FLOOR": "closest: LCM_RESERVE_TOKENS (kept free below the threshold, not the window)",
     "LCM_THRESHOLD_FULL_SWEEP_ENABLED": "compress runs passes until the goal: LCM_MAX_PASSES_PER_COMPRESS",
     "LCM_BOOTSTRAP_MAX_TOKENS": "no start-up import: run lcm import (see docs/operator-guide.md, Migration)",
-    "LCM_CONDENSED_MIN_FANOUT_HARD": "use LCM_CONDENSE_MIN_NODES", "LCM_LEAF_MIN_FANOUT": "use LCM_CONDENSE_MIN_NODES",
+    "LCM_CONDENSED_MIN_FANOUT_HARD": "use LCM_CONDENSE_MIN_NODES",
+    "LCM_LEAF_MIN_FANOUT": "use LCM_CONDENSE_MIN_NODES",
     "LCM_DELEGATION_TIMEOUT_MS": _NO_SUBAGENT,
     "LCM_ENABLED": "choose the engine in Hermes' config (context engine); hermes-lcm has no off switch of its own",
     "LCM_ENABLE_SUMMARY_THINKING": "summaries use the model's default; remove it",
@@ -221,11 +283,12 @@ INSTEAD: dict[str, str] = {
     "LCM_SKIP_STATELESS_SESSIONS": "always on: sessions matching LCM_STATELESS_SESSION_PATTERNS never write",
     "LCM_STRIP_INJECTED_CONTEXT_TAGS": "not needed: our block is recognised by its seal and never stored",
     "LCM_SUMMARY_PROVIDER": "here it picks the route (auto, auxiliary, openai, extractive); put a provider's model "
-                            "in LCM_SUMMARY_MODEL and its endpoint in LCM_SUMMARY_BASE_URL",
-    "LCM_SWEEP_DEADLINE_MS": "use LCM_COMPACTION_MAX_SECONDS", "LCM_SWEEP_MAX_DEPTH": "use LCM_INCREMENTAL_MAX_DEPTH",
+    "in LCM_SUMMARY_MODEL and its endpoint in LCM_SUMMARY_BASE_URL",
+    "LCM_SWEEP_DEADLINE_MS": "use LCM_COMPACTION_MAX_SECONDS",
+    "LCM_SWEEP_MAX_DEPTH": "use LCM_INCREMENTAL_MAX_DEPTH",
     "LCM_TRANSCRIPT_GC_ENABLED": "Hermes owns its session files; remove it",
     "LCM_STUB_LARGE_TOOL_PAYLOADS": "use LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED and "
-                                    "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED",
+    "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED",
     # lossless-claw plugin keys without an environment twin, and LCM-X's YAML-only keys:
     "contextThresholdOverrides": "use LCM_MODEL_THRESHOLDS (model substring:ratio, ...)",
     "timezone": "times are stored in UTC and shown in local time; not needed",
@@ -235,8 +298,10 @@ INSTEAD: dict[str, str] = {
 PLUGIN_TWIN = {
     "promptAwareEviction": "LCM_PROMPT_AWARE_EVICTION_ENABLED",
     "largeFileThresholdTokens": "LCM_LARGE_FILE_TOKEN_THRESHOLD",
-    "cacheAwareCompaction": "LCM_CACHE_AWARE_COMPACTION_ENABLED", "dbPath": "LCM_DATABASE_PATH",
-    "dynamicLeafChunkTokens": "LCM_DYNAMIC_LEAF_CHUNK_TOKENS_ENABLED", "independentLogFile": "LCM_LOG_FILE",
+    "cacheAwareCompaction": "LCM_CACHE_AWARE_COMPACTION_ENABLED",
+    "dbPath": "LCM_DATABASE_PATH",
+    "dynamicLeafChunkTokens": "LCM_DYNAMIC_LEAF_CHUNK_TOKENS_ENABLED",
+    "independentLogFile": "LCM_LOG_FILE",
     "autoRotateSessionFiles": "LCM_AUTO_ROTATE_SESSION_FILES_ENABLED",
 }
 
@@ -267,8 +332,15 @@ def _env_row(peer: str, kind: str, name: str, env: str) -> PeerSetting:
     alias = ALIASES[peer].get(env)
     if alias is not None:
         how = "milliseconds / 1000" if alias.convert == "ms_to_s" else "same value"
-        return PeerSetting(peer, kind, name, "alias", alias.ours, f"read as LCM_{alias.ours.upper()} ({how})",
-                           alias.convert)
+        return PeerSetting(
+            peer,
+            kind,
+            name,
+            "alias",
+            alias.ours,
+            f"read as LCM_{alias.ours.upper()} ({how})",
+            alias.convert,
+        )
     return PeerSetting(peer, kind, name, "unsupported", "", instead(env))
 
 
@@ -285,17 +357,26 @@ def plugin_twin(key: str) -> str:
 def _build() -> tuple[PeerSetting, ...]:
     rows = [_env_row(LCMX, "env", name, name) for name in LCMX_ENV]
     for key in LCMX_YAML:
-        rows.append(_env_row(LCMX, "yaml", key, "LCM_" + key.upper()) if key not in INSTEAD
-                    else PeerSetting(LCMX, "yaml", key, "unsupported", "", INSTEAD[key]))
+        rows.append(
+            _env_row(LCMX, "yaml", key, "LCM_" + key.upper())
+            if key not in INSTEAD
+            else PeerSetting(LCMX, "yaml", key, "unsupported", "", INSTEAD[key])
+        )
     rows.extend(_env_row(CLAW, "env", name, name) for name in CLAW_ENV)
     for key in CLAW_PLUGIN:
         twin = plugin_twin(key)
         if key in INSTEAD or twin not in CLAW_ENV:
-            rows.append(PeerSetting(CLAW, "plugin", key, "unsupported", "", instead(key) or instead(twin)))
+            rows.append(
+                PeerSetting(CLAW, "plugin", key, "unsupported", "", instead(key) or instead(twin))
+            )
         else:
             row = _env_row(CLAW, "plugin", key, twin)
-            if row.status == "same" and norm(key) != norm(row.ours):  # dbPath: another name for our key
-                row = dataclasses.replace(row, status="alias", note=f"read as LCM_{row.ours.upper()} (same value)")
+            if row.status == "same" and norm(key) != norm(
+                row.ours
+            ):  # dbPath: another name for our key
+                row = dataclasses.replace(
+                    row, status="alias", note=f"read as LCM_{row.ours.upper()} (same value)"
+                )
             rows.append(row)
     return tuple(rows)
 
@@ -349,14 +430,25 @@ def closest(written: str, candidates: Collection[str], most: int = 3) -> list[st
     (``LCM_THRESHOLD``: ``LCM_CONTEXT_THRESHOLD``, shortest first), then the spellings nearest it."""
     stem = re.sub(r"^lcm_", "", written, flags=re.I)
     word = re.compile(rf"(^|_){re.escape(stem)}(_|$)", re.I) if stem else None
-    holding = sorted((c for c in candidates if word and c.lower() != written.lower()
-                      and word.search(re.sub(r"^lcm_", "", c, flags=re.I))), key=len)
+    holding = sorted(
+        (
+            c
+            for c in candidates
+            if word
+            and c.lower() != written.lower()
+            and word.search(re.sub(r"^lcm_", "", c, flags=re.I))
+        ),
+        key=len,
+    )
     near = difflib.get_close_matches(written, candidates, n=most, cutoff=0.75)
     return list(dict.fromkeys([*holding, *near]))[:most]
 
 
-def _sort(items: list[tuple[str, Any, str, list[PeerSetting]]], ours: Mapping[str, str],
-          candidates: Collection[str]) -> Sorted:
+def _sort(
+    items: list[tuple[str, Any, str, list[PeerSetting]]],
+    ours: Mapping[str, str],
+    candidates: Collection[str],
+) -> Sorted:
     """``items``: (what the user wrote, value, label, peer rows); ``ours``: what they wrote -> our field."""
     values: dict[str, tuple[Any, str]] = {}
     notes: list[str] = []
@@ -369,11 +461,16 @@ def _sort(items: list[tuple[str, Any, str, list[PeerSetting]]], ours: Mapping[st
         if alias is not None:
             aliased.append((written, raw, label, alias))
         elif rows:
-            notes.append(f"setting {label} ({_peers(rows)}): not supported, ignored; {rows[0].note}")
+            notes.append(
+                f"setting {label} ({_peers(rows)}): not supported, ignored; {rows[0].note}"
+            )
         else:
             close = closest(written, candidates)
-            hint = f"; did you mean {' or '.join([', '.join(close[:-1]), close[-1]] if len(close) > 1 else close)}?" \
-                if close else ""
+            hint = (
+                f"; did you mean {' or '.join([', '.join(close[:-1]), close[-1]] if len(close) > 1 else close)}?"
+                if close
+                else ""
+            )
             notes.append(f"setting {label}: unknown key, ignored{hint}")
     for _written, raw, label, row in aliased:
         target = f"LCM_{row.ours.upper()}"  # "same" rows of another spelling (dbPath) have no note
@@ -388,8 +485,11 @@ def _sort(items: list[tuple[str, Any, str, list[PeerSetting]]], ours: Mapping[st
 def sort_env(env: Mapping[str, str], fields: Collection[str]) -> Sorted:
     """Every ``LCM_*`` variable: ours, a peer's alias (applied), a peer's unsupported setting or unknown."""
     ours = {"LCM_" + name.upper(): name for name in fields}
-    items = [(name, raw, name, _BY_ENV.get(name, [])) for name, raw in env.items()
-             if name.startswith("LCM_") and name not in OTHER_OURS]
+    items = [
+        (name, raw, name, _BY_ENV.get(name, []))
+        for name, raw in env.items()
+        if name.startswith("LCM_") and name not in OTHER_OURS
+    ]
     aliases = {row.name for rows in _BY_ENV.values() for row in rows if row.status == "alias"}
     return _sort(items, ours, [*ours, *sorted(aliases), *sorted(OTHER_OURS)])
 
@@ -399,9 +499,16 @@ def sort_yaml(block: Mapping[str, Any], fields: Collection[str]) -> Sorted:
     fresh_tail_count): ours, a peer's alias (applied), a peer's unsupported setting or unknown."""
     by_norm = {norm(name): name for name in fields}
     ours = {str(key): by_norm[norm(key)] for key in block if norm(key) in by_norm}
-    items = [(str(key), raw, f"config.yaml lcm.{key}", _BY_KEY.get(norm(key), [])) for key, raw in block.items()]
-    aliases = {row.name if row.kind != "env" else row.name[4:].lower()
-               for rows in _BY_KEY.values() for row in rows if row.status == "alias"}
+    items = [
+        (str(key), raw, f"config.yaml lcm.{key}", _BY_KEY.get(norm(key), []))
+        for key, raw in block.items()
+    ]
+    aliases = {
+        row.name if row.kind != "env" else row.name[4:].lower()
+        for rows in _BY_KEY.values()
+        for row in rows
+        if row.status == "alias"
+    }
     return _sort(items, ours, [*fields, *sorted(aliases)])
 
 
@@ -419,12 +526,16 @@ def markdown_table() -> str:
     """The migration table of docs/operator-guide.md."""
     lines = ["| peer | kind | setting | here | note |", "| --- | --- | --- | --- | --- |"]
     for row in TABLE:
-        here = {"same": f"same: `{row.ours}`", "alias": f"alias of `{row.ours}`"}.get(row.status, "reported")
+        here = {"same": f"same: `{row.ours}`", "alias": f"alias of `{row.ours}`"}.get(
+            row.status, "reported"
+        )
         lines.append(f"| {row.peer} | {row.kind} | `{row.name}` | {here} | {row.note} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     for peer, counts in totals().items():
-        print(f"{peer}: {sum(counts.values())} settings, honoured {counts['same']}, alias {counts['alias']}, "
-              f"reported {counts['unsupported']}")
+        print(
+            f"{peer}: {sum(counts.values())} settings, honoured {counts['same']}, alias {counts['alias']}, "
+            f"reported {counts['unsupported']}"
+        )

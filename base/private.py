@@ -55,7 +55,9 @@ def open_dir(path: str | os.PathLike[str]) -> int:
         return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOFOLLOW)
     except OSError as exc:
         if Path(path).is_symlink():
-            raise UnsafePath(f"{path} is a symlink; refusing to use it (replace it with a directory)") from exc
+            raise UnsafePath(
+                f"{path} is a symlink; refusing to use it (replace it with a directory)"
+            ) from exc
         raise
 
 
@@ -89,7 +91,9 @@ def write_new(directory: str | os.PathLike[str], name: str, data: bytes) -> bool
                 handle.write(data)
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
-            with contextlib.suppress(OSError):  # a partial file would hold the space a full disk needs
+            with contextlib.suppress(
+                OSError
+            ):  # a partial file would hold the space a full disk needs
                 os.unlink(tmp, dir_fd=dfd)
             raise
         return True
@@ -114,7 +118,9 @@ def read_in(directory: str | os.PathLike[str], name: str, *, single_link: bool =
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise UnsafePath(f"{name} is not a regular file")
-            if single_link and info.st_nlink > 1:  # ours are written once, never linked (a peer's file may be)
+            if (
+                single_link and info.st_nlink > 1
+            ):  # ours are written once, never linked (a peer's file may be)
                 raise UnsafePath(f"{name} has {info.st_nlink} hard links; not read")
             return handle.read()
     finally:
@@ -143,7 +149,9 @@ def create_empty(path: str | os.PathLike[str]) -> bool:
     return True
 
 
-def temp_file(directory: str | os.PathLike[str], prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+def temp_file(
+    directory: str | os.PathLike[str], prefix: str, suffix: str = ".tmp"
+) -> tuple[int, Path]:
     """A new 0600 file in ``directory`` with an unpredictable name, created exclusively (no planted
     file or symlink can be it); returns its open descriptor and path."""
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)

@@ -119,10 +119,20 @@ class _Plain(Reporter):
 class _Live(Reporter):
     """One line redrawn in place by rich.progress: label, bar, done/total, rate and ETA."""
 
-    def __init__(self, label: str, total: int | None, stream: TextIO, unit: str, force: bool) -> None:
+    def __init__(
+        self, label: str, total: int | None, stream: TextIO, unit: str, force: bool
+    ) -> None:
         super().__init__(label, total)
-        from rich.console import Console  # lazily: only a terminal that shows progress pays for rich
-        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+        from rich.console import (
+            Console,
+        )  # lazily: only a terminal that shows progress pays for rich
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            ProgressColumn,
+            TextColumn,
+            TimeRemainingColumn,
+        )
         from rich.text import Text
 
         class Rate(ProgressColumn):
@@ -136,14 +146,25 @@ class _Live(Reporter):
                 return Text(f"{int(task.completed):,}/{total}")
 
         console = Console(file=stream, force_terminal=True if force else None, highlight=False)
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), Count(), Rate(), TextColumn("ETA"),
-                            TimeRemainingColumn(), console=console, transient=False, refresh_per_second=8)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            Count(),
+            Rate(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            refresh_per_second=8,
+        )
         self.task = self.bar.add_task(label, total=total)
         self.shown = False
 
     def _draw(self) -> None:
         self.bar.update(self.task, completed=self.done, total=self.total, description=self.label)
-        if not self.shown:  # drawn at the first update: a dry run or a quick verb shows no empty line
+        if (
+            not self.shown
+        ):  # drawn at the first update: a dry run or a quick verb shows no empty line
             self.bar.start()
             self.shown = True
 
@@ -159,8 +180,15 @@ class _Live(Reporter):
 LIVE = _Live  # isinstance(reporter, LIVE): a live line is drawn (it already shows what a summary would say)
 
 
-def start(label: str, total: int | None = None, *, stream: TextIO | None = None,
-          env: Mapping[str, str] | None = None, notes: bool = False, unit: str = "rows") -> Reporter:
+def start(
+    label: str,
+    total: int | None = None,
+    *,
+    stream: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
+    notes: bool = False,
+    unit: str = "rows",
+) -> Reporter:
     """The reporter for this process: live on a terminal (or ``LCM_PROGRESS=always``), else plain
     (``notes=True``) or silent. Use it as a context manager so the line is closed on every exit."""
     import sys

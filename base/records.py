@@ -164,27 +164,57 @@ class NewNode:
     child_ids: tuple[int, ...] = ()
 
     @classmethod
-    def over_messages(cls, messages: Sequence[StoredMessage], *, earliest_at: float | None = None,
-                      latest_at: float | None = None, source_tokens: int | None = None, **fields: Any) -> NewNode:
+    def over_messages(
+        cls,
+        messages: Sequence[StoredMessage],
+        *,
+        earliest_at: float | None = None,
+        latest_at: float | None = None,
+        source_tokens: int | None = None,
+        **fields: Any,
+    ) -> NewNode:
         """A leaf over ``messages``: its seq span, time range and source size follow from them, so
         compaction and the importers derive them alike; a time or size the source gave wins."""
-        return cls(depth=0, first_seq=min(m.seq for m in messages), last_seq=max(m.seq for m in messages),
-                   earliest_at=min(m.created_at for m in messages) if earliest_at is None else earliest_at,
-                   latest_at=max(m.created_at for m in messages) if latest_at is None else latest_at,
-                   source_tokens=sum(m.tokens for m in messages) if source_tokens is None else source_tokens,
-                   message_ids=tuple(m.id for m in messages), **fields)
+        return cls(
+            depth=0,
+            first_seq=min(m.seq for m in messages),
+            last_seq=max(m.seq for m in messages),
+            earliest_at=min(m.created_at for m in messages) if earliest_at is None else earliest_at,
+            latest_at=max(m.created_at for m in messages) if latest_at is None else latest_at,
+            source_tokens=sum(m.tokens for m in messages)
+            if source_tokens is None
+            else source_tokens,
+            message_ids=tuple(m.id for m in messages),
+            **fields,
+        )
 
     @classmethod
-    def over_nodes(cls, children: Sequence[SummaryNode], *, depth: int | None = None, earliest_at: float | None = None,
-                   latest_at: float | None = None, source_tokens: int | None = None, **fields: Any) -> NewNode:
+    def over_nodes(
+        cls,
+        children: Sequence[SummaryNode],
+        *,
+        depth: int | None = None,
+        earliest_at: float | None = None,
+        latest_at: float | None = None,
+        source_tokens: int | None = None,
+        **fields: Any,
+    ) -> NewNode:
         """A condensed node over ``children``: one level above the deepest unless ``depth`` says
         more; span, time range and source size (the children's tokens) follow from them."""
-        return cls(depth=max(c.depth for c in children) + 1 if depth is None else depth,
-                   first_seq=min(c.first_seq for c in children), last_seq=max(c.last_seq for c in children),
-                   earliest_at=min(c.earliest_at for c in children) if earliest_at is None else earliest_at,
-                   latest_at=max(c.latest_at for c in children) if latest_at is None else latest_at,
-                   source_tokens=sum(c.tokens for c in children) if source_tokens is None else source_tokens,
-                   child_ids=tuple(c.id for c in children), **fields)
+        return cls(
+            depth=max(c.depth for c in children) + 1 if depth is None else depth,
+            first_seq=min(c.first_seq for c in children),
+            last_seq=max(c.last_seq for c in children),
+            earliest_at=min(c.earliest_at for c in children)
+            if earliest_at is None
+            else earliest_at,
+            latest_at=max(c.latest_at for c in children) if latest_at is None else latest_at,
+            source_tokens=sum(c.tokens for c in children)
+            if source_tokens is None
+            else source_tokens,
+            child_ids=tuple(c.id for c in children),
+            **fields,
+        )
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ _known_pattern: re.Pattern[str] | None = None
 def remember(*secrets: str | None) -> None:
     """Add keys the engine was given; from now on they are masked wherever they appear."""
     global _known_pattern
-    fresh = {s.strip() for s in secrets if isinstance(s, str) and len(s.strip()) >= MIN_SECRET_CHARS}
+    fresh = {
+        s.strip() for s in secrets if isinstance(s, str) and len(s.strip()) >= MIN_SECRET_CHARS
+    }
     with _lock:
         if fresh - _known:
             _known.update(fresh)
@@ -54,7 +56,13 @@ def remember_env(env: Any) -> None:
         items = list(env.items())
     except Exception:  # noqa: BLE001 - an odd mapping must not stop the engine
         return
-    remember(*(str(v) for k, v in items if isinstance(k, str) and _ENV_NAME.search(k) and isinstance(v, str)))
+    remember(
+        *(
+            str(v)
+            for k, v in items
+            if isinstance(k, str) and _ENV_NAME.search(k) and isinstance(v, str)
+        )
+    )
 
 
 def _known_secrets() -> re.Pattern[str] | None:
@@ -99,7 +107,9 @@ class RedactingFilter(logging.Filter):
     """Masks credentials in a record's message, arguments and traceback before any handler sees it.
     ``clean``: the masking (``redact`` here; the PostgreSQL store adds its own for URL passwords)."""
 
-    def __init__(self, clean: Callable[[str], str] | None = None, withheld: str = "log line") -> None:
+    def __init__(
+        self, clean: Callable[[str], str] | None = None, withheld: str = "log line"
+    ) -> None:
         super().__init__()
         self.clean = clean or redact
         self.withheld = f"hermes-lcm: ({withheld} withheld: could not be redacted)"

@@ -25,7 +25,9 @@ class LiveEngine(Protocol):
 
     def ingest_host(self, messages: Sequence[Any]) -> int: ...
 
-    def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None: ...
+    def observe_request(
+        self, request_messages: Sequence[Any], tools: Sequence[Any] | None
+    ) -> None: ...
 
 
 _live_lock = threading.Lock()

@@ -89,7 +89,9 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(p.get("text") or p.get("content") or "") for p in content if isinstance(p, dict))
+        return "\n".join(
+            str(p.get("text") or p.get("content") or "") for p in content if isinstance(p, dict)
+        )
     return ""
 
 
@@ -135,7 +137,9 @@ class BlockSeal:
         self._key = key
 
     def _tag(self, nonce: str) -> str:
-        digest = hashlib.blake2b(nonce.encode("ascii"), key=self._key, digest_size=self.TAG_HEX // 2)
+        digest = hashlib.blake2b(
+            nonce.encode("ascii"), key=self._key, digest_size=self.TAG_HEX // 2
+        )
         return digest.hexdigest()
 
     def header(self) -> str:
@@ -171,8 +175,10 @@ def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | 
     """
     keyed = bool(message.get(BLOCK_KEY))
     content = message.get("content")
-    if not isinstance(content, str) or not (content.startswith(BLOCK_MARKER) or (
-            content[:1].isspace() and content[:_PEEK].lstrip().startswith(BLOCK_MARKER))):
+    if not isinstance(content, str) or not (
+        content.startswith(BLOCK_MARKER)
+        or (content[:1].isspace() and content[:_PEEK].lstrip().startswith(BLOCK_MARKER))
+    ):
         return "" if keyed else None
     text = content.lstrip()
     if not keyed and (message.get("role") != "user" or seal is None or not seal.sealed(text)):
@@ -184,7 +190,7 @@ def own_block_rest(message: Mapping[str, Any], seal: BlockSeal | None) -> str | 
     end = text.find(end_line, header.end()) if header else -1
     if end < 0:
         return ""
-    rest = text[end + len(end_line):]
+    rest = text[end + len(end_line) :]
     rest = rest[2:] if rest.startswith("\n\n") else rest
     return rest if rest.strip() else ""
 
@@ -213,7 +219,9 @@ class RecallSeal:
         self._key = hashlib.blake2b(b"lcm-recall-seal", key=key, digest_size=32).digest()
 
     def _tag(self, nonce: str) -> str:
-        digest = hashlib.blake2b(nonce.encode("ascii"), key=self._key, digest_size=BlockSeal.TAG_HEX // 2)
+        digest = hashlib.blake2b(
+            nonce.encode("ascii"), key=self._key, digest_size=BlockSeal.TAG_HEX // 2
+        )
         return digest.hexdigest()
 
     def header(self) -> str:
@@ -241,7 +249,7 @@ def without_recall(text: str, seal: RecallSeal | None) -> str:
         if header is None or end < 0:
             start = text.find(RECALL_MARKER, start + 1)
             continue
-        cut = start - 2 if text[max(0, start - 2):start] == "\n\n" else start
+        cut = start - 2 if text[max(0, start - 2) : start] == "\n\n" else start
         out.append(text[pos:cut])
         pos = end + len(closer(header.group(0)))
         start = text.find(RECALL_MARKER, pos)

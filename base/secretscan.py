@@ -55,34 +55,134 @@ _STEM_TO_SIGN = re.compile(
     r"(?:[Pp][Aa][Ss][Ss]|[Pp][Ww][Dd]|[Ss][Ee][Cc][Rr][Ee][Tt]|[Tt][Oo][Kk][Ee][Nn]|[Kk][Ee][Yy]|[Aa][Uu][Tt][Hh]"
     r"|[Cc][Rr][Ee][Dd][Ee][Nn][Tt][Ii][Aa][Ll]|[Cc][Oo][Oo][Kk][Ii][Ee]|--user|--proxy-user|-u)"
     r"[A-Za-z0-9_.\-]{0,48}+(?P<close>\\{0,7}[\"'])?"
-    r"(?P<op>[ \t]{0,8}(?:=>|:=|[:=])[ \t]{0,8}|[ \t]{1,8}|>)")
+    r"(?P<op>[ \t]{0,8}(?:=>|:=|[:=])[ \t]{0,8}|[ \t]{1,8}|>)"
+)
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 MAX_NAME = 64
 _SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CODE_VALUE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)([(\[].*)?,?$")
-_TYPE_NAMES = frozenset({"str", "string", "int", "bool", "bytes", "Optional", "None", "Any", "SecretStr", "String"})
+_TYPE_NAMES = frozenset(
+    {"str", "string", "int", "bool", "bytes", "Optional", "None", "Any", "SecretStr", "String"}
+)
 _VARIABLE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
 _QUOTE = re.compile(r"(\\{0,7})([\"'])")
-_LINE_START = re.compile(r"(?:^|\n|\r|\\n|\\r)[ \t]*(?:(?:export|set|ENV|ARG|-)[ \t]+)?\\{0,7}[\"']?$")
+_LINE_START = re.compile(
+    r"(?:^|\n|\r|\\n|\\r)[ \t]*(?:(?:export|set|ENV|ARG|-)[ \t]+)?\\{0,7}[\"']?$"
+)
 # Where a bare value ends: white space, quotes, separators, closing brackets, an escape sequence.
 _BARE_END = re.compile(r"""[\s'"`,;&})\]<>]|\\[nrt"'\\/u]""")
 _EOL = re.compile(r"\n|\r|\\n|\\r|[ \t]+#")
-_NOT_VALUES = frozenset({"null", "none", "nil", "true", "false", "undefined", "required", "optional", "string",
-                         "str", "redacted", "[redacted]", "<redacted>"})
+_NOT_VALUES = frozenset(
+    {
+        "null",
+        "none",
+        "nil",
+        "true",
+        "false",
+        "undefined",
+        "required",
+        "optional",
+        "string",
+        "str",
+        "redacted",
+        "[redacted]",
+        "<redacted>",
+    }
+)
 
 _PASSWORD_WORDS = frozenset({"pass", "pwd", "passcode", "passwd", "password", "passphrase"})
 _KEY_WORDS = frozenset({"auth", "authorization", "credential", "credentials", "cookie", "apikey"})
 # ``<qualifier>_key`` names a secret; ``primary_key``, ``sort_key`` or ``cache_key`` do not.
-_KEY_QUALIFIERS = frozenset({"api", "secret", "private", "access", "encryption", "signing", "master", "client",
-                             "auth", "license", "ssh", "service", "app", "admin", "account",
-                             "subscription", "shared", "hmac", "webhook", "deploy", "consumer", "crypt"})
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api",
+        "secret",
+        "private",
+        "access",
+        "encryption",
+        "signing",
+        "master",
+        "client",
+        "auth",
+        "license",
+        "ssh",
+        "service",
+        "app",
+        "admin",
+        "account",
+        "subscription",
+        "shared",
+        "hmac",
+        "webhook",
+        "deploy",
+        "consumer",
+        "crypt",
+    }
+)
 # ``<word>_token`` that counts or marks text rather than grants access.
-_NOT_TOKENS = frozenset({"max", "min", "num", "total", "input", "output", "prompt", "completion", "eos", "bos",
-                         "pad", "unk", "sep", "cls", "mask", "special", "start", "end", "stop", "next", "page",
-                         "continuation", "cancel", "cancellation", "count", "sync", "resume", "cursor", "last",
-                         "first", "image", "reasoning", "cached", "cache", "new", "per"})
-_TOKEN_PREFIXES = frozenset({"auth", "access", "refresh", "api", "bearer", "csrf", "xsrf", "session", "id", "github",
-                             "gh", "gitlab", "slack", "bot", "oauth", "private", "personal", "service", "secret"})
+_NOT_TOKENS = frozenset(
+    {
+        "max",
+        "min",
+        "num",
+        "total",
+        "input",
+        "output",
+        "prompt",
+        "completion",
+        "eos",
+        "bos",
+        "pad",
+        "unk",
+        "sep",
+        "cls",
+        "mask",
+        "special",
+        "start",
+        "end",
+        "stop",
+        "next",
+        "page",
+        "continuation",
+        "cancel",
+        "cancellation",
+        "count",
+        "sync",
+        "resume",
+        "cursor",
+        "last",
+        "first",
+        "image",
+        "reasoning",
+        "cached",
+        "cache",
+        "new",
+        "per",
+    }
+)
+_TOKEN_PREFIXES = frozenset(
+    {
+        "auth",
+        "access",
+        "refresh",
+        "api",
+        "bearer",
+        "csrf",
+        "xsrf",
+        "session",
+        "id",
+        "github",
+        "gh",
+        "gitlab",
+        "slack",
+        "bot",
+        "oauth",
+        "private",
+        "personal",
+        "service",
+        "secret",
+    }
+)
 _USER_FLAGS = frozenset({"u", "user", "proxy-user"})
 # Names that are also plain words ("Tests pass: all 42"): alone, they count only when written as
 # code writes a key (a flag, a quoted key, ``=``), not as prose writes a heading.
@@ -196,12 +296,14 @@ def assignments(text: str, lowered: str, families: frozenset[str]) -> list[tuple
     return spans
 
 
-def _value_span(text: str, start: int, found: re.Match[str], families: frozenset[str]) -> tuple[int, int, str] | None:
+def _value_span(
+    text: str, start: int, found: re.Match[str], families: frozenset[str]
+) -> tuple[int, int, str] | None:
     """The value assigned to the name at ``text[start:]`` that ``found`` runs to the sign of."""
     close, op = found.group("close") or "", found.group("op")
-    ident = text[start:found.end() - len(op) - len(close)]
+    ident = text[start : found.end() - len(op) - len(close)]
     name = ident.lstrip("-")
-    flag = ident[:len(ident) - len(name)]
+    flag = ident[: len(ident) - len(name)]
     sign = op.strip()
     if not name[:1].isalpha() or len(flag) > 2:
         return None
@@ -233,8 +335,15 @@ def _value_span(text: str, start: int, found: re.Match[str], families: frozenset
         return None  # ``--no-password -h db``: the next word is another flag
     line_start = not flag and bool(_LINE_START.search(text, max(0, opened - 48), opened))
     to_line_end = line_start and (":" in sign or op != sign)
-    return _checked(text, value_at, _bare_end(text, value_at, to_line_end), family, quoted=False, name=name,
-                    keyed=bool(close))
+    return _checked(
+        text,
+        value_at,
+        _bare_end(text, value_at, to_line_end),
+        family,
+        quoted=False,
+        name=name,
+        keyed=bool(close),
+    )
 
 
 def _code(value: str, name: str, keyed: bool) -> bool:
@@ -249,8 +358,9 @@ def _code(value: str, name: str, keyed: bool) -> bool:
     return bool(found.group(2)) or "." in word or word == name or keyed or word in _TYPE_NAMES
 
 
-def _checked(text: str, start: int, end: int, family: str, *, quoted: bool, name: str,
-             keyed: bool = False) -> tuple[int, int, str] | None:
+def _checked(
+    text: str, start: int, end: int, family: str, *, quoted: bool, name: str, keyed: bool = False
+) -> tuple[int, int, str] | None:
     value = text[start:end]
     if not value or (not quoted and len(value) < MIN_BARE[family]) or is_reference(value):
         return None
@@ -265,20 +375,27 @@ def _user_flag(text: str, start: int) -> tuple[int, int, str] | None:
     """``-u user:password`` (curl, and tools like it): the part after the first colon."""
     end = _bare_end(text, start, False)
     colon = text.find(":", start, end)
-    if colon < 0 or colon + 1 >= end or is_reference(text[colon + 1:end]):
+    if colon < 0 or colon + 1 >= end or is_reference(text[colon + 1 : end]):
         return None
     return colon + 1, end, PASSWORD
 
 
 # --- hidden characters -----------------------------------------------------------------------
 
-_HIDDEN_CHARS = "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b\u200c\u200d\u200e\u200f" \
-                "\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
+_HIDDEN_CHARS = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b\u200c\u200d\u200e\u200f"
+    "\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\u2066\u2067\u2068\u2069\ufeff"
+)
 _HIDDEN = re.compile("[" + _HIDDEN_CHARS + "]")
 # Look-alikes that are not compatibility characters (NFKC keeps them): Cyrillic and Greek letters
 # drawn like Latin ones.
-_LOOKALIKES = dict(zip("аеорсуххіјѕԁһԛԝкАВЕКМНОРСТХУІЈЅαοιρνκτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
-                       "aeopcyxxijsdhqwkABEKMHOPCTXYIJSaoipvktuxABEZHIKMNOPTYX", strict=True))
+_LOOKALIKES = dict(
+    zip(
+        "аеорсуххіјѕԁһԛԝкАВЕКМНОРСТХУІЈЅαοιρνκτυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+        "aeopcyxxijsdhqwkABEKMHOPCTXYIJSaoipvktuxABEZHIKMNOPTYX",
+        strict=True,
+    )
+)
 
 
 @functools.cache
@@ -354,16 +471,22 @@ def base64_runs(text: str) -> Iterator[tuple[int, int, str]]:
     for found in _BASE64_RUN.finditer(text):
         run = found.group(0)
         body = run.rstrip("=")
-        if len(body) % 4 == 1 or (body.isalnum() and (body.isdigit() or all(c in "0123456789abcdefABCDEF"
-                                                                             for c in body))):
+        if len(body) % 4 == 1 or (
+            body.isalnum() and (body.isdigit() or all(c in "0123456789abcdefABCDEF" for c in body))
+        ):
             continue
         try:
-            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_" if "-" in body or "_" in body
-                                   else None, validate=True)
+            raw = base64.b64decode(
+                body + "=" * (-len(body) % 4),
+                altchars=b"-_" if "-" in body or "_" in body else None,
+                validate=True,
+            )
             decoded = raw.decode("utf-8")
         except (binascii.Error, ValueError):
             continue
-        if not decoded or sum(ch.isprintable() or ch in "\n\t\r" for ch in decoded) < MIN_READABLE * len(decoded):
+        if not decoded or sum(
+            ch.isprintable() or ch in "\n\t\r" for ch in decoded
+        ) < MIN_READABLE * len(decoded):
             continue
         budget -= len(decoded)
         if budget < 0:
@@ -377,7 +500,9 @@ _NAME_FIELDS = ("name", "key", "Name", "Key", "variable", "env", "id", "paramete
 _VALUE_FIELDS = ("value", "Value", "secret", "ParameterValue", "default")
 
 
-def structured_values(value: Any, families: frozenset[str], depth: int = 0) -> Iterator[tuple[str, str]]:
+def structured_values(
+    value: Any, families: frozenset[str], depth: int = 0
+) -> Iterator[tuple[str, str]]:
     """``(secret, family)`` for values whose secrecy only the structure shows: the value of a
     ``{"name": "DB_PASSWORD", "value": ...}`` pair, and the item after a flag in an argument list
     (``["psql", "--password", "..."]``)."""
@@ -396,8 +521,16 @@ def structured_values(value: Any, families: frozenset[str], depth: int = 0) -> I
             yield from structured_values(item, families, depth + 1)
     elif isinstance(value, list):
         for before, item in itertools.pairwise(value):
-            if isinstance(before, str) and isinstance(item, str) and before.startswith("-") and "=" not in before \
-                    and len(before) <= 64 and item and not item.startswith("-") and not is_reference(item):
+            if (
+                isinstance(before, str)
+                and isinstance(item, str)
+                and before.startswith("-")
+                and "=" not in before
+                and len(before) <= 64
+                and item
+                and not item.startswith("-")
+                and not is_reference(item)
+            ):
                 family = secret_name(before.lstrip("-"))
                 if family is not None and family in families:
                     yield item, family

@@ -44,8 +44,10 @@ import regex
 from . import secretscan
 
 PREFIX = "[lcm-redacted:"
-_DATA_URI = regex.compile(r"data:[\w.+-]{1,100}/[\w.+-]{1,100}(?:;[\w-]{1,100}=[\w.-]{1,100}){0,8};base64,"
-                          r"[A-Za-z0-9+/=_-]+")
+_DATA_URI = regex.compile(
+    r"data:[\w.+-]{1,100}/[\w.+-]{1,100}(?:;[\w-]{1,100}=[\w.-]{1,100}){0,8};base64,"
+    r"[A-Za-z0-9+/=_-]+"
+)
 UNSCANNED = PREFIX + "unscanned"
 DIGEST_HEX = 8
 # Time a pattern may take on a text: a base plus a budget per character (a linear pattern needs
@@ -103,7 +105,7 @@ class Kind:
             while start >= 0:
                 if not self.assigned:
                     return True
-                after = lowered[start + len(tell):start + len(tell) + ASSIGN_REACH]
+                after = lowered[start + len(tell) : start + len(tell) + ASSIGN_REACH]
                 if ":" in after or "=" in after:
                     return True
                 start = lowered.find(tell, start + 1)
@@ -137,8 +139,16 @@ def _compiled(source: str) -> regex.Pattern[str]:
     return regex.compile(source)
 
 
-def _kind(name: str, groups: str, pattern: str, *, digest: bool = True, tells: str = "",
-          assigned: bool = False, scan: bool = False) -> Kind:
+def _kind(
+    name: str,
+    groups: str,
+    pattern: str,
+    *,
+    digest: bool = True,
+    tells: str = "",
+    assigned: bool = False,
+    scan: bool = False,
+) -> Kind:
     return Kind(name, tuple(groups.split()), pattern, digest, tuple(tells.split()), assigned, scan)
 
 
@@ -151,33 +161,86 @@ _PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*+(?:-----END (?:[A-Z0-9]{1,20}
 
 CATALOG: tuple[Kind, ...] = (
     _kind("private_key", "private_key", _PEM + _PEM_BODY, tells="private key-----"),
-    _kind("anthropic_key", "api_key", r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,512}", tells="sk-ant-"),
-    _kind("openai_key", "api_key", r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,512}",
-          tells="sk-"),
+    _kind(
+        "anthropic_key",
+        "api_key",
+        r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,512}",
+        tells="sk-ant-",
+    ),
+    _kind(
+        "openai_key",
+        "api_key",
+        r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,512}",
+        tells="sk-",
+    ),
     _kind("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_-]{35}", tells="aiza"),
-    _kind("aws_access_key", "api_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
-          tells="akia asia agpa aida aroa anpa anva aipa"),
-    _kind("aws_secret_key", "api_key",
-          r"(?i)\baws_?secret_?(?:access_?)?key" + _ASSIGN + r"""['"]?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])""",
-          tells="key", assigned=True),
-    _kind("github_token", "api_key", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
-          tells="ghp_ gho_ ghu_ ghs_ ghr_ github_pat_"),
-    _kind("gitlab_token", "api_key", r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,255}",
-          tells="glpat- gldt- glrt- glptt- glcbt- gloas-"),
-    _kind("slack_token", "api_key",
-          r"\bxox[abposre]-[A-Za-z0-9-]{10,255}|https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,255}",
-          tells="xox hooks.slack.com"),
-    _kind("stripe_key", "api_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}", tells="_live_ _test_"),
-    _kind("jwt", "bearer_token", r"\beyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,2048}",
-          tells="eyj"),
-    _kind("authorization_header", "bearer_token",
-          r"(?i)authorization['\"]?\s{0,8}[:=]\s{0,8}['\"]?(?:(?:bearer|basic|token|digest)\s{1,8})?+"
-          + _NOT_MASKED + r"([^\s'\",;}\]]{6,4096})", tells="authorization", assigned=True),
-    _kind("bearer_token", "bearer_token", r"(?i)\bbearer\s{1,8}" + _NOT_MASKED + r"([A-Za-z0-9._~+/=-]{8,4096})",
-          tells="bearer"),
-    _kind("connection_string", "password_assignment",
-          r"(?i)\b[a-z][a-z0-9+.-]{0,30}://[^\s/@:\[\]]{0,256}:" + _NOT_MASKED + r"([^\s/@]{1,256})@", digest=False,
-          tells="://"),
+    _kind(
+        "aws_access_key",
+        "api_key",
+        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
+        tells="akia asia agpa aida aroa anpa anva aipa",
+    ),
+    _kind(
+        "aws_secret_key",
+        "api_key",
+        r"(?i)\baws_?secret_?(?:access_?)?key"
+        + _ASSIGN
+        + r"""['"]?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])""",
+        tells="key",
+        assigned=True,
+    ),
+    _kind(
+        "github_token",
+        "api_key",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+        tells="ghp_ gho_ ghu_ ghs_ ghr_ github_pat_",
+    ),
+    _kind(
+        "gitlab_token",
+        "api_key",
+        r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,255}",
+        tells="glpat- gldt- glrt- glptt- glcbt- gloas-",
+    ),
+    _kind(
+        "slack_token",
+        "api_key",
+        r"\bxox[abposre]-[A-Za-z0-9-]{10,255}|https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,255}",
+        tells="xox hooks.slack.com",
+    ),
+    _kind(
+        "stripe_key",
+        "api_key",
+        r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}",
+        tells="_live_ _test_",
+    ),
+    _kind(
+        "jwt",
+        "bearer_token",
+        r"\beyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,2048}",
+        tells="eyj",
+    ),
+    _kind(
+        "authorization_header",
+        "bearer_token",
+        r"(?i)authorization['\"]?\s{0,8}[:=]\s{0,8}['\"]?(?:(?:bearer|basic|token|digest)\s{1,8})?+"
+        + _NOT_MASKED
+        + r"([^\s'\",;}\]]{6,4096})",
+        tells="authorization",
+        assigned=True,
+    ),
+    _kind(
+        "bearer_token",
+        "bearer_token",
+        r"(?i)\bbearer\s{1,8}" + _NOT_MASKED + r"([A-Za-z0-9._~+/=-]{8,4096})",
+        tells="bearer",
+    ),
+    _kind(
+        "connection_string",
+        "password_assignment",
+        r"(?i)\b[a-z][a-z0-9+.-]{0,30}://[^\s/@:\[\]]{0,256}:" + _NOT_MASKED + r"([^\s/@]{1,256})@",
+        digest=False,
+        tells="://",
+    ),
     # The value after a secret's name in any format (secretscan.py), and after a flag or a
     # name/value pair: passwords get no digest, every other value assigned a secret's name does.
     _kind("password_assignment", "password_assignment", "", digest=False, scan=True),
@@ -192,6 +255,8 @@ def tells_in(lowered: str) -> frozenset[str]:
     """The catalog's tells that occur in ``lowered``: one pass of substring checks per text, so a
     kind whose tells are all absent costs nothing more."""
     return frozenset(tell for tell in _ALL_TELLS if tell in lowered)
+
+
 GROUPS: dict[str, tuple[str, ...]] = {}
 for _k in CATALOG:
     for _g in _k.groups:
@@ -273,12 +338,19 @@ class Policy:
             elif name.lower() == "all":
                 chosen.update((k.name, k) for k in CATALOG)
             elif name in GROUPS or name in BY_NAME:
-                chosen.update((n, BY_NAME[n]) for n in (*GROUPS.get(name, ()), *(() if name in GROUPS else (name,))))
+                chosen.update(
+                    (n, BY_NAME[n])
+                    for n in (*GROUPS.get(name, ()), *(() if name in GROUPS else (name,)))
+                )
             else:
-                problems.append(f"LCM_SENSITIVE_PATTERNS: {name!r} is not a known kind or group (known: all, "
-                                f"{', '.join(sorted({*GROUPS, *BY_NAME}))}); ignored")
+                problems.append(
+                    f"LCM_SENSITIVE_PATTERNS: {name!r} is not a known kind or group (known: all, "
+                    f"{', '.join(sorted({*GROUPS, *BY_NAME}))}); ignored"
+                )
         order = {kind.name: i for i, kind in enumerate(CATALOG)}
-        kinds = sorted(chosen.values(), key=lambda k: (order.get(k.name, -1), k.name))  # user patterns first
+        kinds = sorted(
+            chosen.values(), key=lambda k: (order.get(k.name, -1), k.name)
+        )  # user patterns first
         if not kinds:
             problems.append("LCM_SENSITIVE_PATTERNS selects no pattern; using all")
             kinds = list(CATALOG)
@@ -286,14 +358,22 @@ class Policy:
 
 
 def _user_kind(name: str, source: str, problems: list[str]) -> Kind | None:
-    if not regex.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,39}", name) or name in BY_NAME or name in GROUPS:
-        problems.append(f"LCM_SENSITIVE_PATTERNS: user pattern name {name!r} must be a new word "
-                        "(letters, digits, _); ignored")
+    if (
+        not regex.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,39}", name)
+        or name in BY_NAME
+        or name in GROUPS
+    ):
+        problems.append(
+            f"LCM_SENSITIVE_PATTERNS: user pattern name {name!r} must be a new word "
+            "(letters, digits, _); ignored"
+        )
         return None
     try:
         pattern = _compiled(source)
     except regex.error as exc:
-        problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name}={source!r} is invalid ({exc}); ignored")
+        problems.append(
+            f"LCM_SENSITIVE_PATTERNS: pattern {name}={source!r} is invalid ({exc}); ignored"
+        )
         return None
     if pattern.search("", timeout=TIMEOUT_BASE_S) is not None:  # (also: it compiles and runs)
         problems.append(f"LCM_SENSITIVE_PATTERNS: pattern {name} matches the empty text; ignored")
@@ -347,7 +427,10 @@ class Finder:
         folded reading this is (one level only: a decoded text is not decoded again)."""
         lowered = text.lower()
         found = self._patterns(text, lowered, strict)
-        found += [Found(s, e, BY_NAME[f]) for s, e, f in secretscan.assignments(text, lowered, self.families)]
+        found += [
+            Found(s, e, BY_NAME[f])
+            for s, e, f in secretscan.assignments(text, lowered, self.families)
+        ]
         if depth == 0:
             found += self._structured(text, lowered)
             shadow = secretscan.Shadow.of(text)
@@ -359,7 +442,9 @@ class Finder:
                 for start, end, decoded in secretscan.base64_runs(text):
                     inner = self.find(decoded, strict=strict, depth=1)
                     if inner:
-                        found.append(Found(start, end, min((f.kind for f in inner), key=self._order)))
+                        found.append(
+                            Found(start, end, min((f.kind for f in inner), key=self._order))
+                        )
         return self._merged(text, found)
 
     def _order(self, kind: Kind) -> int:
@@ -386,8 +471,11 @@ class Finder:
     def _structured(self, text: str, lowered: str) -> list[Found]:
         """Values only a JSON text's structure marks (``{"name": "DB_PASSWORD", "value": ...}``,
         ``["--password", ...]``), located in the text by their JSON spelling."""
-        if not self.families or text.lstrip()[:1] not in ("{", "[") or ('"value"' not in lowered
-                                                                        and '"--' not in lowered):
+        if (
+            not self.families
+            or text.lstrip()[:1] not in ("{", "[")
+            or ('"value"' not in lowered and '"--' not in lowered)
+        ):
             return []
         try:
             parsed = json.loads(text)
@@ -437,7 +525,9 @@ class Redactor:
     def placeholder(self, kind: Kind, secret: str) -> str:
         if not kind.digest:
             return f"{PREFIX}{kind.name}]"
-        digest = hmac.new(self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        digest = hmac.new(
+            self._key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256
+        ).hexdigest()
         return f"{PREFIX}{kind.name} #{digest[:DIGEST_HEX]}]"
 
     def redact(self, text: str) -> str:
@@ -454,7 +544,7 @@ class Redactor:
         pieces: list[str] = []
         last = 0
         for found in _DATA_URI.finditer(text):
-            pieces.extend((self._redact(text[last:found.start()]), found.group(0)))
+            pieces.extend((self._redact(text[last : found.start()]), found.group(0)))
             last = found.end()
         pieces.append(self._redact(text[last:]))
         if any(p.startswith(UNSCANNED) for p in pieces):
@@ -485,7 +575,7 @@ class Redactor:
 
     def _placeholder_in(self, text: str) -> Callable[[Found], str]:
         """The placeholder of each secret found in ``text`` (its digest is of that text's span)."""
-        return lambda item: self.placeholder(item.kind, text[item.start:item.end])
+        return lambda item: self.placeholder(item.kind, text[item.start : item.end])
 
     def redact_value(self, value: Any) -> Any:
         """Every string inside a JSON-like value redacted (dict keys stay: they name fields);
@@ -519,8 +609,12 @@ class Redactor:
     def _json_value(self, value: Any, key: str | None, marked: dict[str, str], depth: int) -> Any:
         if isinstance(value, str):
             family = marked.get(value) or (secretscan.secret_name(key) if key is not None else None)
-            if family is not None and family in self._finder.families and value \
-                    and not secretscan.is_reference(value):
+            if (
+                family is not None
+                and family in self._finder.families
+                and value
+                and not secretscan.is_reference(value)
+            ):
                 with self._lock:
                     self.tally.by_kind[family] += 1
                 return self.placeholder(BY_NAME[family], value)
@@ -532,15 +626,20 @@ class Redactor:
         if depth > MAX_JSON_DEPTH:
             return self.redact_value(value)
         if isinstance(value, list):
-            items = self._split_secrets(value, [self._json_value(v, None, marked, depth + 1) for v in value])
+            items = self._split_secrets(
+                value, [self._json_value(v, None, marked, depth + 1) for v in value]
+            )
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
         if isinstance(value, dict):
             keys = list(value)
             names = [self.redact(k) if isinstance(k, str) else k for k in keys]
-            items = self._split_secrets([value[k] for k in keys],
-                                        [self._json_value(value[k], str(k), marked, depth + 1) for k in keys])
-            if all(a is b for a, b in zip(names, keys, strict=True)) and \
-                    all(items[i] is value[k] for i, k in enumerate(keys)):
+            items = self._split_secrets(
+                [value[k] for k in keys],
+                [self._json_value(value[k], str(k), marked, depth + 1) for k in keys],
+            )
+            if all(a is b for a, b in zip(names, keys, strict=True)) and all(
+                items[i] is value[k] for i, k in enumerate(keys)
+            ):
                 return value
             return dict(zip(names, items, strict=True))
         return value
@@ -550,8 +649,13 @@ class Redactor:
         two neighbouring strings replaced: each half alone may be too short for its shape."""
         for i in range(len(before) - 1):
             one, two = before[i], before[i + 1]
-            if not (isinstance(one, str) and isinstance(two, str) and one and two
-                    and len(one) + len(two) <= MAX_SPLIT_CHARS):
+            if not (
+                isinstance(one, str)
+                and isinstance(two, str)
+                and one
+                and two
+                and len(one) + len(two) <= MAX_SPLIT_CHARS
+            ):
                 continue
             joined = one + two
             spans = self._finder.find(joined, strict=False, depth=1)
@@ -577,18 +681,23 @@ class Redactor:
 
     def describe(self) -> dict[str, Any]:
         """What status and doctor show: the policy, never a secret."""
-        return {"enabled": True, "kinds": list(self.policy.names), "problems": list(self.policy.problems),
-                "placeholder": f"{PREFIX}<kind> #<{DIGEST_HEX} hex keyed digest>] ({PREFIX}password] for "
-                               "passwords and connection strings)",
-                "redacted_this_process": dict(self.tally.by_kind), "unscanned_this_process": self.tally.unscanned,
-                "timeouts": dict(self.tally.timeouts)}
+        return {
+            "enabled": True,
+            "kinds": list(self.policy.names),
+            "problems": list(self.policy.problems),
+            "placeholder": f"{PREFIX}<kind> #<{DIGEST_HEX} hex keyed digest>] ({PREFIX}password] for "
+            "passwords and connection strings)",
+            "redacted_this_process": dict(self.tally.by_kind),
+            "unscanned_this_process": self.tally.unscanned,
+            "timeouts": dict(self.tally.timeouts),
+        }
 
 
 def _replaced(text: str, found: list[Found], replacement: Callable[[Found], str]) -> str:
     pieces: list[str] = []
     last = 0
     for item in found:
-        pieces.extend((text[last:item.start], replacement(item)))
+        pieces.extend((text[last : item.start], replacement(item)))
         last = item.end
     pieces.append(text[last:])
     return "".join(pieces)

@@ -26,13 +26,18 @@ BACKOFF_MAX_SECONDS = 3600.0
 MEMORY = ":memory:"
 
 
-def locate(env: Mapping[str, str], config: Any, sources: Mapping[str, str], home: str) -> tuple[Path | str, str]:
+def locate(
+    env: Mapping[str, str], config: Any, sources: Mapping[str, str], home: str
+) -> tuple[Path | str, str]:
     """(database, the setting that chose it): a ``postgresql://`` URL from LCM_DATABASE_URL or
     config.yaml's ``lcm.database_url``, else a file from LCM_DATABASE_PATH, config.yaml, or the home
     default. A URL stays a string: as a Path its ``//`` would collapse."""
     if config.database_url:
-        return config.database_url, ("LCM_DATABASE_URL" if sources.get("database_url") == "env"
-                                     else "lcm.database_url in config.yaml")
+        return config.database_url, (
+            "LCM_DATABASE_URL"
+            if sources.get("database_url") == "env"
+            else "lcm.database_url in config.yaml"
+        )
     configured, source = config.database_path, sources.get("database_path")
     if env.get("LCM_DATABASE_PATH"):
         return Path(env["LCM_DATABASE_PATH"]).expanduser(), "LCM_DATABASE_PATH"
@@ -76,11 +81,15 @@ def path_problem(path: Path | str) -> str | None:
 def fix_for(setting: str, path: Path | str) -> str:
     """The one change that helps, naming the setting that chose ``path``."""
     if isinstance(path, str):
-        return (f"the URL comes from {setting}: check that the server is up and reachable, the database "
-                "exists and its user may create tables (see docs/operator-guide.md, PostgreSQL)")
+        return (
+            f"the URL comes from {setting}: check that the server is up and reachable, the database "
+            "exists and its user may create tables (see docs/operator-guide.md, PostgreSQL)"
+        )
     if setting == "HERMES_HOME":
-        return (f"the path is the default {path.parent}/lcm.db: set LCM_DATABASE_PATH to a writable file "
-                "path, or fix HERMES_HOME")
+        return (
+            f"the path is the default {path.parent}/lcm.db: set LCM_DATABASE_PATH to a writable file "
+            "path, or fix HERMES_HOME"
+        )
     return f"the path comes from {setting}: set it to a writable file path (e.g. ~/.hermes/lcm.db)"
 
 
@@ -94,7 +103,9 @@ class Opening:
 
     clock: Callable[[], float] = time.monotonic
     error: str | None = None
-    refused: bool = False  # the file is another program's or newer: kept unwritten, the prompt trimmed
+    refused: bool = (
+        False  # the file is another program's or newer: kept unwritten, the prompt trimmed
+    )
     attempts: int = 0
     _key: tuple[str, str] | None = field(default=None, repr=False)
     _path: Path | str = field(default=Path(), repr=False)
@@ -103,7 +114,11 @@ class Opening:
 
     def due(self, path: Path | str, setting: str) -> bool:
         """Try (again)? The first time, when the path or its setting changed, or after the back-off."""
-        return self.error is None or (str(path), setting) != self._key or self.clock() >= self._retry_at
+        return (
+            self.error is None
+            or (str(path), setting) != self._key
+            or self.clock() >= self._retry_at
+        )
 
     def begin(self, path: Path | str, setting: str) -> None:
         """Count an attempt; refuse a path that cannot be a database before anything touches it."""
@@ -134,9 +149,11 @@ class Opening:
         self._retry_at = self.clock() + self._backoff
         self._backoff = min(BACKOFF_MAX_SECONDS, self._backoff * 2)
         # redact(): a database URL's password must not reach status, doctor or the tools' answers
-        self.error = redact(f"hermes-lcm cannot use its database: {what}. {fix_for(setting, path)[0].upper()}"
-                            f"{fix_for(setting, path)[1:]}. Nothing is stored until then; the engine tries again "
-                            f"when the setting changes, or in {wait} s.")
+        self.error = redact(
+            f"hermes-lcm cannot use its database: {what}. {fix_for(setting, path)[0].upper()}"
+            f"{fix_for(setting, path)[1:]}. Nothing is stored until then; the engine tries again "
+            f"when the setting changes, or in {wait} s."
+        )
         return self.error
 
     def opened(self) -> None:

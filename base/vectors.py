@@ -119,9 +119,11 @@ def _hamming(bits: np.ndarray, qbits: np.ndarray) -> np.ndarray:
     distance = np.empty(bits.shape[0], dtype=np.int32)
     scratch = np.empty((min(_SCAN, bits.shape[0]), bits.shape[1]), dtype=np.uint64)
     for start in range(0, bits.shape[0], _SCAN):
-        part = bits[start:start + _SCAN]
-        xor = np.bitwise_xor(part, qbits, out=scratch[:part.shape[0]])
-        np.bitwise_count(xor).sum(axis=1, dtype=np.int32, out=distance[start:start + part.shape[0]])
+        part = bits[start : start + _SCAN]
+        xor = np.bitwise_xor(part, qbits, out=scratch[: part.shape[0]])
+        np.bitwise_count(xor).sum(
+            axis=1, dtype=np.int32, out=distance[start : start + part.shape[0]]
+        )
     return distance
 
 
@@ -155,18 +157,27 @@ class VectorIndex:
             self._rows = np.empty((count, self.dim), dtype=np.float32)
         total = np.zeros(self.dim, dtype=np.float64)
         for start in range(0, count, _BLOCK):
-            unit = _normalized_block(source[start:start + _BLOCK])
+            unit = _normalized_block(source[start : start + _BLOCK])
             total += unit.sum(axis=0, dtype=np.float64)
             self._keep(start, unit)
-        self._mean = (total / count).astype(np.float32) if count else np.zeros(self.dim, dtype=np.float32)
+        self._mean = (
+            (total / count).astype(np.float32) if count else np.zeros(self.dim, dtype=np.float32)
+        )
         width = -(-self.dim // 64) * 8  # sign bytes per row, padded to whole uint64 words
         packed = np.zeros((count, width), dtype=np.uint8)
         for start in range(0, count, _BLOCK):
-            unit = self._rows[start:start + _BLOCK] if self._scales is None \
-                else _normalized_block(source[start:start + _BLOCK])  # the signs of the exact rows
-            packed[start:start + unit.shape[0], :-(-self.dim // 8)] = np.packbits((unit - self._mean) > 0, axis=-1)
+            unit = (
+                self._rows[start : start + _BLOCK]
+                if self._scales is None
+                else _normalized_block(source[start : start + _BLOCK])
+            )  # the signs of the exact rows
+            packed[start : start + unit.shape[0], : -(-self.dim // 8)] = np.packbits(
+                (unit - self._mean) > 0, axis=-1
+            )
         self._bits = packed.view(np.uint64)
-        self._position = {int(i): n for n, i in enumerate(self.ids)} if len(self.ids) < 4096 else None
+        self._position = (
+            {int(i): n for n, i in enumerate(self.ids)} if len(self.ids) < 4096 else None
+        )
 
     def _keep(self, start: int, unit: np.ndarray) -> None:
         """One block of unit rows into the index's arrays: as they are, or as int8 codes and scales."""
@@ -174,8 +185,11 @@ class VectorIndex:
         if self._scales is None:
             self._rows[start:stop] = unit
             return
-        scales = (np.max(np.abs(unit), axis=1) / _INT8_MAX).astype(np.float32) if unit.size \
+        scales = (
+            (np.max(np.abs(unit), axis=1) / _INT8_MAX).astype(np.float32)
+            if unit.size
             else np.ones(unit.shape[0], dtype=np.float32)
+        )
         scales[~(scales > 0)] = 1.0
         self._rows[start:stop] = np.clip(np.rint(unit / scales[:, None]), -_INT8_MAX, _INT8_MAX)
         self._scales[start:stop] = scales
@@ -195,8 +209,11 @@ class VectorIndex:
         out = copy.copy(self)
         out.ids = np.concatenate([self.ids, more.ids])
         out._rows = np.concatenate([self._rows, more._rows])
-        out._scales = None if self._scales is None or more._scales is None \
+        out._scales = (
+            None
+            if self._scales is None or more._scales is None
             else np.concatenate([self._scales, more._scales])
+        )
         out._bits = np.concatenate([self._bits, self._signs(unit)])
         out._position = {int(i): n for n, i in enumerate(out.ids)} if len(out.ids) < 4096 else None
         return out
@@ -229,12 +246,20 @@ class VectorIndex:
     def _allowed_positions(self, allowed: np.ndarray) -> np.ndarray:
         wanted = np.asarray(allowed, dtype=np.int64).reshape(-1)
         if self._position is not None:
-            return np.array(sorted({self._position[i] for i in wanted.tolist() if i in self._position}),
-                            dtype=np.int64)
+            return np.array(
+                sorted({self._position[i] for i in wanted.tolist() if i in self._position}),
+                dtype=np.int64,
+            )
         return np.flatnonzero(np.isin(self.ids, wanted))
 
-    def search(self, query: np.ndarray, k: int, multiplier: int = 8,
-               allowed: np.ndarray | None = None, min_shortlist: int = MIN_SHORTLIST) -> list[tuple[int, float]]:
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        multiplier: int = 8,
+        allowed: np.ndarray | None = None,
+        min_shortlist: int = MIN_SHORTLIST,
+    ) -> list[tuple[int, float]]:
         """The ``k`` ids most similar to ``query`` as ``(id, cosine)``, best first.
 
         The prescreen keeps ``multiplier * k`` candidates, and at least ``min_shortlist``: the

@@ -185,7 +185,9 @@ def _check_block(messages: Sequence[Any], i: int, used: set[str], found: list[st
         wanted.add(call["id"])
     j = i + 1
     answered: set[str] = set()
-    while j < len(messages) and isinstance(messages[j], Mapping) and messages[j].get("role") == "tool":
+    while (
+        j < len(messages) and isinstance(messages[j], Mapping) and messages[j].get("role") == "tool"
+    ):
         result = messages[j]
         cid = result.get("tool_call_id")
         problem = content_problem(result)

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from report import RESULTS, render_doc  # sibling module: bench/ is on sys.path when a bench script runs
+from report import (
+    RESULTS,
+    render_doc,
+)  # sibling module: bench/ is on sys.path when a bench script runs
 
 from hermes_lcm.core import LcmCore
 from hermes_lcm.engine import LcmEngine
@@ -55,7 +58,9 @@ _PROSE = _words(
     "decided agreed migration rollback deploy staging latency throughput benchmark profile regression "
     "customer invoice billing report dashboard metric alert incident postmortem schedule deadline"
 )
-_MODULES = _words("auth billing search storage scheduler gateway payments ingest export metrics worker")
+_MODULES = _words(
+    "auth billing search storage scheduler gateway payments ingest export metrics worker"
+)
 _VERBS = _words("load save parse render fetch validate compute merge flush resolve")
 _NOUNS = _words("user token invoice session record batch index cursor payload config")
 
@@ -64,13 +69,17 @@ def _identifiers(rng: random.Random, n: int) -> list[str]:
     out = []
     for _ in range(n):
         mod, verb, noun = rng.choice(_MODULES), rng.choice(_VERBS), rng.choice(_NOUNS)
-        out.append(rng.choice((
-            f"src/{mod}/{noun}_{verb}.py",
-            f"{verb}{noun.capitalize()}ById",
-            f"{mod.upper()}_{noun.upper()}_LIMIT",
-            f"{mod}.{verb}_{noun}",
-            f"tests/test_{mod}_{noun}.py",
-        )))
+        out.append(
+            rng.choice(
+                (
+                    f"src/{mod}/{noun}_{verb}.py",
+                    f"{verb}{noun.capitalize()}ById",
+                    f"{mod.upper()}_{noun.upper()}_LIMIT",
+                    f"{mod}.{verb}_{noun}",
+                    f"tests/test_{mod}_{noun}.py",
+                )
+            )
+        )
     return sorted(set(out))
 
 
@@ -121,13 +130,27 @@ class History:
         call_id = f"call_{turn}"
         if kind == 1:
             rng = random.Random(i)
-            args = json.dumps({"path": rng.choice(self.identifiers), "pattern": rng.choice(_COMMON)})
-            return {"role": "assistant", "content": "",
-                    "tool_calls": [{"id": call_id, "type": "function",
-                                    "function": {"name": "search_files", "arguments": args}}]}
+            args = json.dumps(
+                {"path": rng.choice(self.identifiers), "pattern": rng.choice(_COMMON)}
+            )
+            return {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "search_files", "arguments": args},
+                    }
+                ],
+            }
         if kind == 2:
-            return {"role": "tool", "tool_call_id": call_id, "name": "search_files",
-                    "content": f"[{i}] " + self._text(i, 3, 10)}
+            return {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": "search_files",
+                "content": f"[{i}] " + self._text(i, 3, 10),
+            }
         return {"role": "assistant", "content": f"[{i}] " + self._text(i, 2, 6)}
 
     def messages(self, start: int, stop: int) -> list[dict[str, Any]]:
@@ -146,8 +169,13 @@ class History:
 ENV_OFFLINE = {"LCM_SUMMARY_PROVIDER": "extractive"}
 
 
-def make_engine(home: Path, session: str = "bench", *, context_length: int = 128_000,
-                extra_env: dict[str, str] | None = None) -> LcmEngine:
+def make_engine(
+    home: Path,
+    session: str = "bench",
+    *,
+    context_length: int = 128_000,
+    extra_env: dict[str, str] | None = None,
+) -> LcmEngine:
     """An engine copy the way the host makes one, bound to ``session`` in ``home``."""
     env = {"HERMES_HOME": str(home), **ENV_OFFLINE, **(extra_env or {})}
     engine = copy.deepcopy(LcmEngine(env=env))
@@ -165,8 +193,15 @@ def core_of(engine: LcmEngine) -> LcmCore:
 OVERLAP = 8
 
 
-def bulk_ingest(core: LcmCore, history: History, start: int, stop: int, batch: int = 1000,
-                compact_every: int = 0, budget: Any = None) -> float:
+def bulk_ingest(
+    core: LcmCore,
+    history: History,
+    start: int,
+    stop: int,
+    batch: int = 1000,
+    compact_every: int = 0,
+    budget: Any = None,
+) -> float:
     """Append messages [start, stop) in batches through the engine's own ingest; seconds spent in the engine.
 
     Generating the synthetic messages is not timed. Like a host's or importer's list, each batch
@@ -265,14 +300,21 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}"
+    )
 
 
 def git_rev() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -284,8 +326,14 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
     ``rows`` are table rows: target, ours, reference, (optional) verdict.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {"name": name, "date": time.strftime("%Y-%m-%d"), "machine": machine(), "commit": git_rev(),
-               "rows": rows, "details": details}
+    payload = {
+        "name": name,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "commit": git_rev(),
+        "rows": rows,
+        "details": details,
+    }
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     render_doc()
@@ -295,4 +343,6 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
 def print_table(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         verdict = f"  [{row['verdict']}]" if row.get("verdict") else ""
-        print(f"- {row['target']}: {row['ours']}  (reference: {row.get('reference', '-')}){verdict}")
+        print(
+            f"- {row['target']}: {row['ours']}  (reference: {row.get('reference', '-')}){verdict}"
+        )

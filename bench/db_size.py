@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".pyroot"))  # this checkout's hermes_lcm
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / ".pyroot")
+)  # this checkout's hermes_lcm
 
 from common import (
     History,
@@ -69,7 +71,9 @@ def vacuum(path: str) -> None:
 def per_part(path: str, count: int) -> dict[str, float]:
     con = sqlite3.connect(path)
     try:
-        rows = con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+        rows = con.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
     finally:
         con.close()
     return {name: round(size / count, 1) for name, size in rows}
@@ -94,16 +98,23 @@ def baseline(path: str, directory: Path) -> dict[str, float]:
     con = sqlite3.connect(str(plain))
     try:
         con.execute("ATTACH DATABASE ? AS lcm", (path,))
-        count, raw = con.execute("SELECT count(*), sum(length(CAST(content AS BLOB)) + "
-                                 "coalesce(length(CAST(tool_calls AS BLOB)), 0)) FROM lcm.messages").fetchone()
+        count, raw = con.execute(
+            "SELECT count(*), sum(length(CAST(content AS BLOB)) + "
+            "coalesce(length(CAST(tool_calls AS BLOB)), 0)) FROM lcm.messages"
+        ).fetchone()
         con.execute("CREATE TABLE plain(text TEXT NOT NULL)")
-        con.execute("INSERT INTO plain(text) SELECT content || coalesce(tool_calls, '') FROM lcm.messages")
+        con.execute(
+            "INSERT INTO plain(text) SELECT content || coalesce(tool_calls, '') FROM lcm.messages"
+        )
         con.commit()
         con.execute("DETACH DATABASE lcm")
         con.execute("VACUUM")
     finally:
         con.close()
-    return {"raw_text": round(raw / count, 1), "plain_table": round(plain.stat().st_size / count, 1)}
+    return {
+        "raw_text": round(raw / count, 1),
+        "plain_table": round(plain.stat().st_size / count, 1),
+    }
 
 
 def time_migration(source: str, directory: Path) -> dict[str, Any]:
@@ -122,24 +133,39 @@ def time_migration(source: str, directory: Path) -> dict[str, Any]:
     store.close()
     con = sqlite3.connect(str(copy))
     after = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    fts_check = con.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)") and "ok"
+    fts_check = (
+        con.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+        and "ok"
+    )
     con.close()
     unvacuumed = file_size(copy) / messages
     vacuum(str(copy))
-    return {"from_version": int(before), "to_version": int(after), "messages": messages,
-            "seconds": round(seconds, 2), "fts_integrity_check": fts_check,
-            "bytes_per_message_before_vacuum": round(unvacuumed, 1),
-            "bytes_per_message_after_vacuum": round(file_size(copy) / messages, 1)}
+    return {
+        "from_version": int(before),
+        "to_version": int(after),
+        "messages": messages,
+        "seconds": round(seconds, 2),
+        "fts_integrity_check": fts_check,
+        "bytes_per_message_before_vacuum": round(unvacuumed, 1),
+        "bytes_per_message_after_vacuum": round(file_size(copy) / messages, 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--migrate-from", default=None, help="an older database to time the upgrade on")
-    parser.add_argument("--before", default=None,
-                        help="a db_size.json written by the older schema's code: shown beside this run")
-    parser.add_argument("--keep", default=None, help="copy the built database here (a fixture for --migrate-from)")
+    parser.add_argument(
+        "--migrate-from", default=None, help="an older database to time the upgrade on"
+    )
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="a db_size.json written by the older schema's code: shown beside this run",
+    )
+    parser.add_argument(
+        "--keep", default=None, help="copy the built database here (a fixture for --migrate-from)"
+    )
     args = parser.parse_args()
     history = History(args.seed)
     print(f"building {args.size:,} messages ...", flush=True)
@@ -157,27 +183,47 @@ def main() -> None:
     version = int(con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
     con.close()
     details: dict[str, Any] = {
-        "size": args.size, "schema_version": version, "build_seconds": round(seconds, 1),
-        "bytes_per_message": round(per_message, 1), "fts_bytes_per_message": round(fts, 1),
+        "size": args.size,
+        "schema_version": version,
+        "build_seconds": round(seconds, 1),
+        "bytes_per_message": round(per_message, 1),
+        "fts_bytes_per_message": round(fts, 1),
         "ratio": round(per_message / base["raw_text"], 2),
         "ratio_without_fts": round((per_message - fts) / base["raw_text"], 2),
         "ratio_to_plain_table": round(per_message / base["plain_table"], 2),
-        "baseline": base, "parts": parts, "row_budget": budget,
+        "baseline": base,
+        "parts": parts,
+        "row_budget": budget,
     }
     if args.before:
         import json
 
         old = json.loads(Path(args.before).read_text(encoding="utf-8"))["details"]
-        details["before"] = {k: old[k] for k in ("schema_version", "bytes_per_message", "fts_bytes_per_message",
-                                                  "ratio", "ratio_without_fts", "baseline", "parts", "row_budget")}
+        details["before"] = {
+            k: old[k]
+            for k in (
+                "schema_version",
+                "bytes_per_message",
+                "fts_bytes_per_message",
+                "ratio",
+                "ratio_without_fts",
+                "baseline",
+                "parts",
+                "row_budget",
+            )
+        }
     if args.migrate_from:
         details["migration"] = time_migration(args.migrate_from, Path(path).parent)
     ratio = details["ratio_without_fts"]
-    rows = [{"target": f"database size at {args.size:,} msgs <= {TARGET_RATIO}x raw text without FTS",
-             "ours": f"{details['bytes_per_message']} bytes/msg (schema {version}; raw text {base['raw_text']}, "
-                     f"plain text table {base['plain_table']}); {details['ratio']}x raw with FTS, {ratio}x without",
-             "reference": "plain one-column table of the same text, same process",
-             "verdict": "met" if ratio <= TARGET_RATIO else f"missed by {ratio - TARGET_RATIO:.2f}x"}]
+    rows = [
+        {
+            "target": f"database size at {args.size:,} msgs <= {TARGET_RATIO}x raw text without FTS",
+            "ours": f"{details['bytes_per_message']} bytes/msg (schema {version}; raw text {base['raw_text']}, "
+            f"plain text table {base['plain_table']}); {details['ratio']}x raw with FTS, {ratio}x without",
+            "reference": "plain one-column table of the same text, same process",
+            "verdict": "met" if ratio <= TARGET_RATIO else f"missed by {ratio - TARGET_RATIO:.2f}x",
+        }
+    ]
     print_table(rows)
     for name, value in parts.items():
         print(f"  {name:32} {value:8.1f} B/msg")

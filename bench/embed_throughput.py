@@ -61,25 +61,47 @@ def main() -> None:
     rate = statistics.median(rates)
     p50 = statistics.median(query_ms)
     p95 = sorted(query_ms)[int(0.95 * (len(query_ms) - 1))]
-    rows = [{"target": f"local embedding throughput ({THREADS} threads, batch {BATCH}, {WORDS}-word messages)",
-             "ours": f"{rate:,.0f} texts/s (best pass {max(rates):,.0f}); "
-                     f"one 8-word query {p50:.1f} ms median, {p95:.1f} ms p95",
-             "reference": "a backfill of 100k messages takes 100,000 / rate seconds"}]
+    rows = [
+        {
+            "target": f"local embedding throughput ({THREADS} threads, batch {BATCH}, {WORDS}-word messages)",
+            "ours": f"{rate:,.0f} texts/s (best pass {max(rates):,.0f}); "
+            f"one 8-word query {p50:.1f} ms median, {p95:.1f} ms p95",
+            "reference": "a backfill of 100k messages takes 100,000 / rate seconds",
+        }
+    ]
     mixed = mixed_backfill(provider)
-    rows.append({"target": f"lcm embed --apply on mixed lengths ({mixed['rows']} rows: LoCoMo turns, a 300-word "
-                           "tool output every sixth)",
-                 "ours": f"{mixed['backfill_rows_per_s']:,.0f} rows/s (each window of 256 sent shortest first)",
-                 "reference": f"stored order, batches of 32: {mixed['stored_order_rows_per_s']:,.0f} rows/s "
-                              f"({mixed['speedup']}x)"})
+    rows.append(
+        {
+            "target": f"lcm embed --apply on mixed lengths ({mixed['rows']} rows: LoCoMo turns, a 300-word "
+            "tool output every sixth)",
+            "ours": f"{mixed['backfill_rows_per_s']:,.0f} rows/s (each window of 256 sent shortest first)",
+            "reference": f"stored order, batches of 32: {mixed['stored_order_rows_per_s']:,.0f} rows/s "
+            f"({mixed['speedup']}x)",
+        }
+    )
     print_table(rows)
-    save_result("embed_throughput", rows, {"mixed_backfill": mixed,
-        "model": provider.name, "dim": provider.dim, "threads": THREADS, "batch": BATCH, "words_per_text": WORDS,
-        "texts": TEXTS, "passes": PASSES, "texts_per_s_median": round(rate, 1),
-        "texts_per_s_best": round(max(rates), 1),
-        "texts_per_s_all": [round(r, 1) for r in rates], "load_s": round(load_s, 3),
-        "query_ms_median": round(p50, 2), "query_ms_p95": round(p95, 2),
-        "backfill_100k_messages_s": round(100_000 / rate, 1),
-        "load_average_1m_after": round(os.getloadavg()[0], 2)})
+    save_result(
+        "embed_throughput",
+        rows,
+        {
+            "mixed_backfill": mixed,
+            "model": provider.name,
+            "dim": provider.dim,
+            "threads": THREADS,
+            "batch": BATCH,
+            "words_per_text": WORDS,
+            "texts": TEXTS,
+            "passes": PASSES,
+            "texts_per_s_median": round(rate, 1),
+            "texts_per_s_best": round(max(rates), 1),
+            "texts_per_s_all": [round(r, 1) for r in rates],
+            "load_s": round(load_s, 3),
+            "query_ms_median": round(p50, 2),
+            "query_ms_p95": round(p95, 2),
+            "backfill_100k_messages_s": round(100_000 / rate, 1),
+            "load_average_1m_after": round(os.getloadavg()[0], 2),
+        },
+    )
 
 
 def mixed_backfill(provider: LocalProvider) -> dict[str, float]:
@@ -98,15 +120,21 @@ def mixed_backfill(provider: LocalProvider) -> dict[str, float]:
     from hermes_lcm.engine import LcmEngine
 
     rng = random.Random(5)
-    words = "def return self.store config path error: Traceback line 42 import json assert None".split()
+    words = (
+        "def return self.store config path error: Traceback line 42 import json assert None".split()
+    )
     messages = []
     for i, m in enumerate(turns_of(DEFAULT_DATA / "conv-30.json")):
         messages.append(m)
         if i % 6 == 0:
-            messages.append({"role": "assistant", "content": " ".join(rng.choice(words) for _ in range(300))})
+            messages.append(
+                {"role": "assistant", "content": " ".join(rng.choice(words) for _ in range(300))}
+            )
     work = Path(tempfile.mkdtemp(prefix="lcm-bench-embed-"))
     try:
-        engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(work), "LCM_SUMMARY_PROVIDER": "extractive"}))
+        engine = copy.deepcopy(
+            LcmEngine(env={"HERMES_HOME": str(work), "LCM_SUMMARY_PROVIDER": "extractive"})
+        )
         engine.update_model("bench-model", 1_000_000)
         engine.on_session_start("mixed", hermes_home=str(work), platform="bench")
         rows = engine.ingest_host(messages)
@@ -114,7 +142,7 @@ def mixed_backfill(provider: LocalProvider) -> dict[str, float]:
         texts = [m["content"] for m in messages]
         started = time.perf_counter()
         for i in range(0, len(texts), 64):
-            provider.embed(texts[i:i + 64])
+            provider.embed(texts[i : i + 64])
         stored_order = len(texts) / (time.perf_counter() - started)
         config = replace(LcmConfig(), embeddings_enabled=True, embedding_provider="local")
         store = store_module.open_store(work / "lcm.db")
@@ -123,9 +151,12 @@ def mixed_backfill(provider: LocalProvider) -> dict[str, float]:
         progress = embedder.backfill()
         store_module.close_all()
         assert progress.done == rows
-        return {"rows": rows, "backfill_rows_per_s": round(progress.rate, 1),
-                "stored_order_rows_per_s": round(stored_order, 1),
-                "speedup": round(progress.rate / stored_order, 2)}
+        return {
+            "rows": rows,
+            "backfill_rows_per_s": round(progress.rate, 1),
+            "stored_order_rows_per_s": round(stored_order, 1),
+            "speedup": round(progress.rate / stored_order, 2),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -50,8 +50,13 @@ def _apply(spec: str, engines: list[Any]) -> dict[tuple[Any, str], Any]:
             mod = importlib.import_module(f"hermes_lcm.{mod_name}")
             if hasattr(mod, name):
                 old[(mod, name)] = getattr(mod, name)
-                setattr(mod, name, type(getattr(mod, name))(float(value)) if not isinstance(
-                    getattr(mod, name), bool) else value.lower() in ("1", "true"))
+                setattr(
+                    mod,
+                    name,
+                    type(getattr(mod, name))(float(value))
+                    if not isinstance(getattr(mod, name), bool)
+                    else value.lower() in ("1", "true"),
+                )
                 break
         else:
             raise SystemExit(f"no constant {name} in {MODULES}")
@@ -72,25 +77,35 @@ def main(argv: list[str]) -> None:
     home = Path(tempfile.mkdtemp(prefix="lcm-lab-"))
     loaded = [(c, *locomo_recall.ingest(home / "locomo", c)) for c in conversations]
     hybrid = locomo_recall.hybrid_engines(home / "locomo", conversations, locomo_recall.HYBRID_ENV)
-    mode = paraphrase_recall.Mode(True, {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"})
+    mode = paraphrase_recall.Mode(
+        True, {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
+    )
     questions = paraphrase_recall.load_questions()
     para: dict[tuple[str, str], tuple[Any, dict[int, str]]] = {
-        ("demo", "coding_session"): paraphrase_recall.ingest_demo(home / "pdemo", mode)}
+        ("demo", "coding_session"): paraphrase_recall.ingest_demo(home / "pdemo", mode)
+    }
     names = [q["conversation"] for q in questions if q["source"] == "locomo"]
-    for name, pair in paraphrase_recall.ingest_locomo(home / "plocomo", locomo_recall.DEFAULT_DATA, names,
-                                                      mode).items():
+    for name, pair in paraphrase_recall.ingest_locomo(
+        home / "plocomo", locomo_recall.DEFAULT_DATA, names, mode
+    ).items():
         para[("locomo", name)] = pair
     fts: dict[str, list[tuple[int, int, int]]] = {}
     for c, engine, to_dia in loaded:
         fts[c.name] = [_hits(_ranked(engine, q.text, to_dia), q.evidence) for q in c.questions]
-    print(f"{'config':28} LoCoMo R@1   R@5   R@10  minΔconv      | para demo  locomo  all R@1  R@5   R@10")
+    print(
+        f"{'config':28} LoCoMo R@1   R@5   R@10  minΔconv      | para demo  locomo  all R@1  R@5   R@10"
+    )
     _report("fts", fts, fts, None)
     for spec in argv or [""]:
         label, _, consts = spec.rpartition(":") if ":" in spec else (spec or "shipped", "", spec)
         old = _apply(consts, [*hybrid.values(), *(e for e, _ in para.values())])
         try:
-            got = {c.name: [_hits(_ranked(hybrid[c.name], q.text, to_dia), q.evidence) for q in c.questions]
-                   for c, _, to_dia in loaded}
+            got = {
+                c.name: [
+                    _hits(_ranked(hybrid[c.name], q.text, to_dia), q.evidence) for q in c.questions
+                ]
+                for c, _, to_dia in loaded
+            }
             pr: dict[str, list[tuple[int, int, int]]] = {"demo": [], "locomo": []}
             for q in questions:
                 engine, to_id = para[(q["source"], q["conversation"])]
@@ -105,17 +120,25 @@ def _rate(rows: list[tuple[int, int, int]], i: int) -> float:
     return sum(r[i] for r in rows) / max(1, len(rows))
 
 
-def _report(label: str, got: dict[str, list[tuple[int, int, int]]], fts: dict[str, list[tuple[int, int, int]]],
-            para: dict[str, list[tuple[int, int, int]]] | None) -> None:
+def _report(
+    label: str,
+    got: dict[str, list[tuple[int, int, int]]],
+    fts: dict[str, list[tuple[int, int, int]]],
+    para: dict[str, list[tuple[int, int, int]]] | None,
+) -> None:
     every = [r for rows in got.values() for r in rows]
     deltas = {n: _rate(got[n], 2) - _rate(fts[n], 2) for n in got}
     worst = min(deltas, key=lambda n: deltas[n])
-    line = (f"{label[:28]:28} {_rate(every, 0):.3f} {_rate(every, 1):.3f} {_rate(every, 2):.3f} "
-            f"{deltas[worst]:+.3f} {worst:8}")
+    line = (
+        f"{label[:28]:28} {_rate(every, 0):.3f} {_rate(every, 1):.3f} {_rate(every, 2):.3f} "
+        f"{deltas[worst]:+.3f} {worst:8}"
+    )
     if para:
         both = para["demo"] + para["locomo"]
-        line += (f" | {_rate(para['demo'], 2):.3f} {_rate(para['locomo'], 2):.3f}  "
-                 f"{_rate(both, 0):.3f} {_rate(both, 1):.3f} {_rate(both, 2):.3f}")
+        line += (
+            f" | {_rate(para['demo'], 2):.3f} {_rate(para['locomo'], 2):.3f}  "
+            f"{_rate(both, 0):.3f} {_rate(both, 1):.3f} {_rate(both, 2):.3f}"
+        )
     print(line, " ".join(f"{n[5:]}{d:+.3f}" for n, d in deltas.items()), flush=True)
 
 

@@ -44,9 +44,15 @@ def measure(size: int, history: History, turns: int) -> dict[str, Any]:
         lo = size + 4 * turn
         host.extend(history.messages(lo, lo + 4))
         request = host[-4].get("content")
-        path = ("direct", "hook")[(turn + turn // 2) % 2]  # alternate, and swap which goes first per pair
-        kwargs = {"session_id": engine.session_id, "platform": "cli", "user_message": request,
-                  "conversation_history": list(host)}
+        path = ("direct", "hook")[
+            (turn + turn // 2) % 2
+        ]  # alternate, and swap which goes first per pair
+        kwargs = {
+            "session_id": engine.session_id,
+            "platform": "cli",
+            "user_message": request,
+            "conversation_history": list(host),
+        }
         t0 = time.perf_counter()
         if path == "hook":
             hooks.post_llm_call(**kwargs)
@@ -60,11 +66,18 @@ def measure(size: int, history: History, turns: int) -> dict[str, Any]:
     stored = core.store.message_count(core.binding.conversation_id)
     assert stored == len(host), (stored, len(host))  # both paths stored every message, once
     direct, hook = summarize_ms(samples["direct"]), summarize_ms(samples["hook"])
-    check = time_calls(lambda: is_fork_hook({"session_id": "s", "platform": "cli", "user_message": request}),
-                       repeat=20000)
-    return {"build_seconds": round(seconds, 1), "direct": direct.as_dict(), "hook": hook.as_dict(),
-            "ratio": round(hook.median_ms / direct.median_ms, 3), "check_us": round(check.median_ms * 1000, 2),
-            "turns_each": turns}
+    check = time_calls(
+        lambda: is_fork_hook({"session_id": "s", "platform": "cli", "user_message": request}),
+        repeat=20000,
+    )
+    return {
+        "build_seconds": round(seconds, 1),
+        "direct": direct.as_dict(),
+        "hook": hook.as_dict(),
+        "ratio": round(hook.median_ms / direct.median_ms, 3),
+        "check_us": round(check.median_ms * 1000, 2),
+        "turns_each": turns,
+    }
 
 
 def main() -> None:
@@ -74,15 +87,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     history = History(args.seed)
-    results = {size: measure(size, history, args.turns) for size in (int(s) for s in args.sizes.split(","))}
+    results = {
+        size: measure(size, history, args.turns) for size in (int(s) for s in args.sizes.split(","))
+    }
     for size, entry in results.items():
-        print(f"{size:>7} msgs: direct {entry['direct']['median_ms']} ms, hook {entry['hook']['median_ms']} ms, "
-              f"ratio {entry['ratio']}x, the check alone {entry['check_us']} us")
+        print(
+            f"{size:>7} msgs: direct {entry['direct']['median_ms']} ms, hook {entry['hook']['median_ms']} ms, "
+            f"ratio {entry['ratio']}x, the check alone {entry['check_us']} us"
+        )
     worst = max(entry["ratio"] for entry in results.values())
-    rows = [{"target": f"post_llm_call with the host-agent check / without it, median <= {TARGET_RATIO}x",
-             "ours": ", ".join(f"{size // 1000}k {e['ratio']}x" for size, e in results.items())
-             + f"; the check alone {max(e['check_us'] for e in results.values())} us",
-             "reference": "LCM-X: -", "verdict": "met" if worst <= TARGET_RATIO else f"missed ({worst}x)"}]
+    rows = [
+        {
+            "target": f"post_llm_call with the host-agent check / without it, median <= {TARGET_RATIO}x",
+            "ours": ", ".join(f"{size // 1000}k {e['ratio']}x" for size, e in results.items())
+            + f"; the check alone {max(e['check_us'] for e in results.values())} us",
+            "reference": "LCM-X: -",
+            "verdict": "met" if worst <= TARGET_RATIO else f"missed ({worst}x)",
+        }
+    ]
     print_table(rows)
     save_result("hook_filter", rows, {"sizes": {str(k): v for k, v in results.items()}})
 

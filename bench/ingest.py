@@ -28,8 +28,10 @@ from hermes_lcm.storage.schema import migrate
 TARGET_RATE = 20_000
 
 
-_COLUMNS = ("conversation_id, seq, session_key, role, content, parts, tool_calls, tool_call_id, tool_name, source, "
-            "host_ts, created_at, tokens, fingerprint, synthetic, extra")
+_COLUMNS = (
+    "conversation_id, seq, session_key, role, content, parts, tool_calls, tool_call_id, tool_name, source, "
+    "host_ts, created_at, tokens, fingerprint, synthetic, extra"
+)
 
 
 def import_rate(history: History, count: int, batch: int) -> tuple[float, Path]:
@@ -53,13 +55,19 @@ def floor_rate(rows: list[tuple[Any, ...]], batch: int, fts: bool, directory: Pa
     False), with the store's own pragmas. Rows/s, from the first insert to the last commit."""
     path = directory / f"floor-{batch}-{'fts' if fts else 'plain'}-{time.monotonic_ns()}.db"
     db = sqlite3.connect(path, isolation_level=None)
-    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "cache_size=-32768", "foreign_keys=ON"):
+    for pragma in (
+        "journal_mode=WAL",
+        "synchronous=NORMAL",
+        "cache_size=-32768",
+        "foreign_keys=ON",
+    ):
         db.execute(f"PRAGMA {pragma}")
     db.execute("BEGIN IMMEDIATE")
     migrate(db)
     if not fts:
-        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='trigger' AND tbl_name='messages'")\
-                .fetchall():
+        for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type='trigger' AND tbl_name='messages'"
+        ).fetchall():
             db.execute(f"DROP TRIGGER {name}")
     db.execute("INSERT INTO conversations(key, created_at) VALUES ('floor', 0)")
     db.execute("COMMIT")
@@ -68,7 +76,7 @@ def floor_rate(rows: list[tuple[Any, ...]], batch: int, fts: bool, directory: Pa
     t0 = time.perf_counter()
     for lo in range(0, len(rows), batch):
         db.execute("BEGIN IMMEDIATE")
-        db.executemany(sql, rows[lo:lo + batch])
+        db.executemany(sql, rows[lo : lo + batch])
         db.execute("COMMIT")
     seconds = time.perf_counter() - t0
     db.close()
@@ -87,16 +95,29 @@ def import_against_floor(history: History, count: int, batch: int, repeats: int)
         with_fts.append(floor_rate(rows, batch, True, path.parent))
         without_fts.append(floor_rate(rows, batch, False, path.parent))
     med = statistics.median
-    return {"batch": batch, "ours": round(med(ours)), "floor_fts": round(med(with_fts)),
-            "floor_plain": round(med(without_fts)), "ratio_fts": round(med(ours) / med(with_fts), 3),
-            "ratio_plain": round(med(ours) / med(without_fts), 3), "runs": repeats}
+    return {
+        "batch": batch,
+        "ours": round(med(ours)),
+        "floor_fts": round(med(with_fts)),
+        "floor_plain": round(med(without_fts)),
+        "ratio_fts": round(med(ours) / med(with_fts), 3),
+        "ratio_plain": round(med(ours) / med(without_fts), 3),
+        "runs": repeats,
+    }
 
 
 def source_tokens(core: Any, since_node: int) -> tuple[int, int, int]:
     """(source tokens summarized, leaf nodes, condensed nodes) for nodes made after ``since_node``."""
-    nodes = [n for n in core.dag.nodes(core.binding.conversation_id, limit=1_000_000) if n.id > since_node]
-    return (sum(n.source_tokens for n in nodes), sum(1 for n in nodes if n.depth == 0),
-            sum(1 for n in nodes if n.depth > 0))
+    nodes = [
+        n
+        for n in core.dag.nodes(core.binding.conversation_id, limit=1_000_000)
+        if n.id > since_node
+    ]
+    return (
+        sum(n.source_tokens for n in nodes),
+        sum(1 for n in nodes if n.depth == 0),
+        sum(1 for n in nodes if n.depth > 0),
+    )
 
 
 def compaction_steady(history: History, count: int) -> dict[str, Any]:
@@ -110,8 +131,14 @@ def compaction_steady(history: History, count: int) -> dict[str, Any]:
         core.compact(budget)
         spent += time.perf_counter() - t0
     tokens, leaves, condensed = source_tokens(core, 0)
-    return {"messages": count, "seconds": round(spent, 2), "source_tokens": tokens, "leaf_nodes": leaves,
-            "condensed_nodes": condensed, "ms_per_1k_tokens": round(spent * 1000 / (tokens / 1000), 3)}
+    return {
+        "messages": count,
+        "seconds": round(spent, 2),
+        "source_tokens": tokens,
+        "leaf_nodes": leaves,
+        "condensed_nodes": condensed,
+        "ms_per_1k_tokens": round(spent * 1000 / (tokens / 1000), 3),
+    }
 
 
 def compaction_backlog(history: History, count: int) -> dict[str, Any]:
@@ -129,10 +156,18 @@ def compaction_backlog(history: History, count: int) -> dict[str, Any]:
         if report.passes == 0 or "pass limit" not in report.stop_reason:
             break
     tokens, leaves, condensed = source_tokens(core, 0)
-    return {"messages": count, "seconds": round(spent, 2), "compact_calls": calls, "passes": passes,
-            "ms_per_pass": round(spent * 1000 / max(1, passes), 1), "source_tokens": tokens, "leaf_nodes": leaves,
-            "condensed_nodes": condensed, "ms_per_1k_tokens": round(spent * 1000 / (tokens / 1000), 3),
-            "stop_reason": report.stop_reason}
+    return {
+        "messages": count,
+        "seconds": round(spent, 2),
+        "compact_calls": calls,
+        "passes": passes,
+        "ms_per_pass": round(spent * 1000 / max(1, passes), 1),
+        "source_tokens": tokens,
+        "leaf_nodes": leaves,
+        "condensed_nodes": condensed,
+        "ms_per_1k_tokens": round(spent * 1000 / (tokens / 1000), 3),
+        "stop_reason": report.stop_reason,
+    }
 
 
 def main() -> None:
@@ -140,7 +175,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--import-only", action="store_true", help="skip the compaction part (no result saved)")
+    parser.add_argument(
+        "--import-only", action="store_true", help="skip the compaction part (no result saved)"
+    )
     args = parser.parse_args()
     history = History(args.seed)
     rates, floors = {}, {}
@@ -148,37 +185,61 @@ def main() -> None:
         floors[batch] = import_against_floor(history, args.messages, batch, args.repeats)
         rates[batch] = floors[batch]["ours"]
         f = floors[batch]
-        print(f"  import, {batch:>6}-message batches: {f['ours']:,} messages/s; floor {f['floor_fts']:,} rows/s "
-              f"with FTS ({f['ratio_fts']:.2f}x), {f['floor_plain']:,} without ({f['ratio_plain']:.2f}x)",
-              flush=True)
+        print(
+            f"  import, {batch:>6}-message batches: {f['ours']:,} messages/s; floor {f['floor_fts']:,} rows/s "
+            f"with FTS ({f['ratio_fts']:.2f}x), {f['floor_plain']:,} without ({f['ratio_plain']:.2f}x)",
+            flush=True,
+        )
     if args.import_only:
         return
     steady = compaction_steady(history, 20_000)
     print(f"  compaction, steady: {steady['ms_per_1k_tokens']} ms per 1k source tokens", flush=True)
     backlog = compaction_backlog(history, 20_000)
-    print(f"  compaction, 20k backlog: {backlog['ms_per_1k_tokens']} ms per 1k source tokens, "
-          f"{backlog['ms_per_pass']} ms/pass", flush=True)
+    print(
+        f"  compaction, 20k backlog: {backlog['ms_per_1k_tokens']} ms per 1k source tokens, "
+        f"{backlog['ms_per_pass']} ms/pass",
+        flush=True,
+    )
     best = max(rates.values())
-    rows = [*({"target": f"bulk import, {b:,}-message batches, vs the SQLite floor (same rows, executemany)",
-               "ours": f"{f['ours']:,} msg/s = {f['ratio_fts']:.2f}x of {f['floor_fts']:,} rows/s with the FTS "
-                       f"triggers, {f['ratio_plain']:.2f}x of {f['floor_plain']:,} without",
-               "reference": "raw inserts in the same process",
-               "verdict": "met" if f["ratio_fts"] >= 1 else f"missed by {1 - f['ratio_fts']:.0%} of the FTS floor"}
-              for b, f in floors.items()),
-        {"target": f"bulk import >= {TARGET_RATE:,} messages/s",
-         "ours": ", ".join(f"{rate:,.0f} msg/s ({batch:,}-msg batches)" for batch, rate in rates.items()),
-         "reference": "not published",
-         "verdict": "met" if best >= TARGET_RATE else f"missed by {TARGET_RATE - best:,.0f} msg/s"},
-        {"target": "compaction cost, offline summarizer (ms per 1k source tokens)",
-         "ours": f"{steady['ms_per_1k_tokens']} ms steady; {backlog['ms_per_1k_tokens']} ms for a 20k-message "
-                 "backlog", "reference": "not published (LLM summarizers: seconds per call)", "verdict": "-"},
+    rows = [
+        *(
+            {
+                "target": f"bulk import, {b:,}-message batches, vs the SQLite floor (same rows, executemany)",
+                "ours": f"{f['ours']:,} msg/s = {f['ratio_fts']:.2f}x of {f['floor_fts']:,} rows/s with the FTS "
+                f"triggers, {f['ratio_plain']:.2f}x of {f['floor_plain']:,} without",
+                "reference": "raw inserts in the same process",
+                "verdict": "met"
+                if f["ratio_fts"] >= 1
+                else f"missed by {1 - f['ratio_fts']:.0%} of the FTS floor",
+            }
+            for b, f in floors.items()
+        ),
+        {
+            "target": f"bulk import >= {TARGET_RATE:,} messages/s",
+            "ours": ", ".join(
+                f"{rate:,.0f} msg/s ({batch:,}-msg batches)" for batch, rate in rates.items()
+            ),
+            "reference": "not published",
+            "verdict": "met"
+            if best >= TARGET_RATE
+            else f"missed by {TARGET_RATE - best:,.0f} msg/s",
+        },
+        {
+            "target": "compaction cost, offline summarizer (ms per 1k source tokens)",
+            "ours": f"{steady['ms_per_1k_tokens']} ms steady; {backlog['ms_per_1k_tokens']} ms for a 20k-message "
+            "backlog",
+            "reference": "not published (LLM summarizers: seconds per call)",
+            "verdict": "-",
+        },
     ]
     print_table(rows)
-    details = {"messages_imported": args.messages,
-               **{f"import_rate_batch_{b}": round(r) for b, r in rates.items()},
-               **{f"floor_batch_{b}": f for b, f in floors.items()},
-               **{f"steady_{k}": v for k, v in steady.items()},
-               **{f"backlog_{k}": v for k, v in backlog.items()}}
+    details = {
+        "messages_imported": args.messages,
+        **{f"import_rate_batch_{b}": round(r) for b, r in rates.items()},
+        **{f"floor_batch_{b}": f for b, f in floors.items()},
+        **{f"steady_{k}": v for k, v in steady.items()},
+        **{f"backlog_{k}": v for k, v in backlog.items()},
+    }
     save_result("ingest", rows, details)
 
 

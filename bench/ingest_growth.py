@@ -77,8 +77,14 @@ class Replica:
             self.engine.ingest_host(self.host)
             wall1, cpu1, io1 = time.perf_counter(), time.thread_time(), _io()
             if keep:
-                self.samples.append({"wall": wall1 - wall0, "cpu": cpu1 - cpu0,
-                                     "written": io1[1] - io0[1], "read": io1[0] - io0[0]})
+                self.samples.append(
+                    {
+                        "wall": wall1 - wall0,
+                        "cpu": cpu1 - cpu0,
+                        "written": io1[1] - io0[1],
+                        "read": io1[0] - io0[0],
+                    }
+                )
 
     def vm_steps(self, count: int, history: History) -> float:
         """Median SQLite VM instructions per turn (counted by a progress handler; not timed)."""
@@ -117,7 +123,9 @@ def figures(samples: list[dict[str, float]]) -> dict[str, float]:
         "wall_p999_ms": round(wall[int(len(wall) * 0.999)] * 1000, 2),
         "wall_max_ms": round(wall[-1] * 1000, 2),
         "turns_over_20ms": sum(1 for w in wall if w > SLOW_S),
-        "pages_written_per_turn": round(statistics.mean(s["written"] for s in samples) / FRAME_BYTES, 2),
+        "pages_written_per_turn": round(
+            statistics.mean(s["written"] for s in samples) / FRAME_BYTES, 2
+        ),
         "pages_read_per_turn": round(statistics.mean(s["read"] for s in samples) / 4096, 2),
         "turns": len(samples),
     }
@@ -127,14 +135,19 @@ def measure(sizes: list[int], history: History, turns: int) -> dict[str, Any]:
     """Every size under both policies, alternating blocks of turns across all six copies, so load
     on the shared machine drifts over every size and policy alike."""
     grown = {size: grow(size, history) for size in sizes}
-    replicas = {(size, policy): Replica(grown[size][0], size, policy, history)
-                for size in sizes for policy in ("before", "after")}
+    replicas = {
+        (size, policy): Replica(grown[size][0], size, policy, history)
+        for size in sizes
+        for policy in ("before", "after")
+    }
     for replica in replicas.values():
         replica.turns(20, history, keep=False)  # warm-up
     for _ in range(max(1, turns // BLOCK)):
         for replica in replicas.values():
             replica.turns(BLOCK, history, keep=True)
-    results: dict[str, Any] = {str(size): {"build_seconds": round(grown[size][1], 1)} for size in sizes}
+    results: dict[str, Any] = {
+        str(size): {"build_seconds": round(grown[size][1], 1)} for size in sizes
+    }
     for (size, policy), replica in replicas.items():
         results[str(size)][policy] = figures(replica.samples)
         results[str(size)][policy]["vm_steps_per_turn"] = replica.vm_steps(50, history)
@@ -155,33 +168,59 @@ def main() -> None:
         entry = results[str(size)]
         for policy in ("before", "after"):
             f = entry[policy]
-            print(f"{size:>7} msgs {policy:>6}: wall median {f['wall_median_ms']:.3f} ms, mean {f['wall_mean_ms']:.3f} "
-                  f"ms, p99.9 {f['wall_p999_ms']} ms, >20 ms {f['turns_over_20ms']}, cpu median "
-                  f"{f['cpu_median_ms']:.3f} ms, cpu mean {f['cpu_mean_ms']:.3f} ms, p99 {f['wall_p99_ms']} ms, "
-                  f"max {f['wall_max_ms']} ms, pages written {f['pages_written_per_turn']}, read "
-                  f"{f['pages_read_per_turn']}, vm steps {f['vm_steps_per_turn']}", flush=True)
+            print(
+                f"{size:>7} msgs {policy:>6}: wall median {f['wall_median_ms']:.3f} ms, mean {f['wall_mean_ms']:.3f} "
+                f"ms, p99.9 {f['wall_p999_ms']} ms, >20 ms {f['turns_over_20ms']}, cpu median "
+                f"{f['cpu_median_ms']:.3f} ms, cpu mean {f['cpu_mean_ms']:.3f} ms, p99 {f['wall_p99_ms']} ms, "
+                f"max {f['wall_max_ms']} ms, pages written {f['pages_written_per_turn']}, read "
+                f"{f['pages_read_per_turn']}, vm steps {f['vm_steps_per_turn']}",
+                flush=True,
+            )
     rows = table(results, sizes)
     print_table(rows)
-    save_result("ingest_growth", rows, {"sizes": results, "turns": args.turns, "seed": args.seed,
-                                        "turn_messages": TURN_MESSAGES, "block": BLOCK})
+    save_result(
+        "ingest_growth",
+        rows,
+        {
+            "sizes": results,
+            "turns": args.turns,
+            "seed": args.seed,
+            "turn_messages": TURN_MESSAGES,
+            "block": BLOCK,
+        },
+    )
 
 
 def table(results: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
     lo, hi = str(min(sizes)), str(max(sizes))
     rows = []
     for policy in ("before", "after"):
-        med = ", ".join(f"{int(s) // 1000}k {results[s][policy]['wall_median_ms']:.2f}" for s in results)
-        mean = ", ".join(f"{int(s) // 1000}k {results[s][policy]['wall_mean_ms']:.2f}" for s in results)
+        med = ", ".join(
+            f"{int(s) // 1000}k {results[s][policy]['wall_median_ms']:.2f}" for s in results
+        )
+        mean = ", ".join(
+            f"{int(s) // 1000}k {results[s][policy]['wall_mean_ms']:.2f}" for s in results
+        )
         ratio = results[hi][policy]["wall_median_ms"] / results[lo][policy]["wall_median_ms"]
         mean_ratio = results[hi][policy]["wall_mean_ms"] / results[lo][policy]["wall_mean_ms"]
-        slow = ", ".join(f"{int(s) // 1000}k {results[s][policy]['turns_over_20ms']}" for s in results)
-        label = "checkpoint inside a COMMIT (before)" if policy == "before" else "background checkpoint (after)"
-        rows.append({"target": f"ingest-only turn, raw history, {label}: median and mean ms, growth "
-                               f"{int(hi) // 1000}k/{int(lo) // 1000}k",
-                     "ours": f"median {med} ({ratio:.2f}x); mean {mean} ({mean_ratio:.2f}x); turns over 20 ms "
-                             f"{slow} of {results[hi][policy]['turns']}",
-                     "reference": "the target: 1.1 ms at 1k, 1.7-2.4 ms at 100k",
-                     "verdict": "-"})
+        slow = ", ".join(
+            f"{int(s) // 1000}k {results[s][policy]['turns_over_20ms']}" for s in results
+        )
+        label = (
+            "checkpoint inside a COMMIT (before)"
+            if policy == "before"
+            else "background checkpoint (after)"
+        )
+        rows.append(
+            {
+                "target": f"ingest-only turn, raw history, {label}: median and mean ms, growth "
+                f"{int(hi) // 1000}k/{int(lo) // 1000}k",
+                "ours": f"median {med} ({ratio:.2f}x); mean {mean} ({mean_ratio:.2f}x); turns over 20 ms "
+                f"{slow} of {results[hi][policy]['turns']}",
+                "reference": "the target: 1.1 ms at 1k, 1.7-2.4 ms at 100k",
+                "verdict": "-",
+            }
+        )
     return rows
 
 

@@ -41,7 +41,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / ".pyroot"))  # this checkout's hermes_lcm (a worktree has .pyroot/hermes_lcm)
+sys.path.insert(
+    0, str(ROOT / ".pyroot")
+)  # this checkout's hermes_lcm (a worktree has .pyroot/hermes_lcm)
 
 DIM = 384
 TOPICS = 2000
@@ -59,23 +61,34 @@ def sentences(n: int, seed: int, chunk: int = 8192) -> np.ndarray:
     out = np.empty((n, DIM), dtype=np.float32)
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
-        latent = centers[rng.integers(0, TOPICS, m)] + rng.normal(scale=0.75, size=(m, LATENT)).astype(np.float32)
-        rows = common + latent @ basis + rng.normal(scale=0.6 / np.sqrt(DIM), size=(m, DIM)).astype(np.float32)
-        out[start:start + m] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        latent = centers[rng.integers(0, TOPICS, m)] + rng.normal(
+            scale=0.75, size=(m, LATENT)
+        ).astype(np.float32)
+        rows = (
+            common
+            + latent @ basis
+            + rng.normal(scale=0.6 / np.sqrt(DIM), size=(m, DIM)).astype(np.float32)
+        )
+        out[start : start + m] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
     return out
 
 
-def exact_top(matrix: np.ndarray, queries: np.ndarray, k: int, block: int = 100_000) -> list[set[int]]:
+def exact_top(
+    matrix: np.ndarray, queries: np.ndarray, k: int, block: int = 100_000
+) -> list[set[int]]:
     """The exact top-k row numbers of each query, by blocks so 1M rows never make a 1M x Q matrix."""
     best_s = np.full((len(queries), k), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(queries), k), dtype=np.int64)
     for start in range(0, len(matrix), block):
-        scores = queries @ matrix[start:start + block].T
+        scores = queries @ matrix[start : start + block].T
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         cand_s = np.concatenate([best_s, np.take_along_axis(scores, top, axis=1)], axis=1)
         cand_i = np.concatenate([best_i, top + start], axis=1)
         keep = np.argpartition(-cand_s, k - 1, axis=1)[:, :k]
-        best_s, best_i = np.take_along_axis(cand_s, keep, axis=1), np.take_along_axis(cand_i, keep, axis=1)
+        best_s, best_i = (
+            np.take_along_axis(cand_s, keep, axis=1),
+            np.take_along_axis(cand_i, keep, axis=1),
+        )
     return [set(row.tolist()) for row in best_i]
 
 
@@ -107,10 +120,15 @@ def prepare(size: int, queries: int, seed: int, folder: Path) -> None:
     np.save(folder / "matrix.npy", matrix)
     np.save(folder / "queries.npy", asked)
     np.save(folder / "truth.npy", np.array([sorted(t) for t in truth], dtype=np.int64))
-    (folder / "cosines.json").write_text(json.dumps({
-        "random_pair_cosine": round(float(pair[np.triu_indices(50, 1)].mean()), 3),
-        "nearest_cosine": round(float(np.median([s[-1] for s in near_scores])), 3),
-        "tenth_cosine": round(float(np.median([s[0] for s in near_scores])), 3)}))
+    (folder / "cosines.json").write_text(
+        json.dumps(
+            {
+                "random_pair_cosine": round(float(pair[np.triu_indices(50, 1)].mean()), 3),
+                "nearest_cosine": round(float(np.median([s[-1] for s in near_scores])), 3),
+                "tenth_cosine": round(float(np.median([s[0] for s in near_scores])), 3),
+            }
+        )
+    )
 
 
 def child(size: int, dtype: str, folder: Path) -> dict[str, Any]:
@@ -135,13 +153,21 @@ def child(size: int, dtype: str, folder: Path) -> dict[str, Any]:
         got = index.search(query, 10)
         times.append((time.perf_counter() - start) * 1000)
         hits += len(exact & {i for i, _ in got})
-    return {"size": size, "dtype": dtype, "median_ms": round(float(np.median(times)), 2),
-            "p95_ms": round(float(np.percentile(times, 95)), 2), "recall_at_10": round(hits / (10 * len(asked)), 4),
-            "index_mb": round(index.nbytes / 1e6, 1), "rss_mb": round(rss_mb, 1),
-            "rss_untrimmed_mb": round(untrimmed_mb, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
-            "rss_after_searches_mb": round(status_mb("VmRSS"), 1),
-            "python_numpy_mb": round(base_mb, 1), "build_s": round(build_s, 2),
-            **json.loads((folder / "cosines.json").read_text())}
+    return {
+        "size": size,
+        "dtype": dtype,
+        "median_ms": round(float(np.median(times)), 2),
+        "p95_ms": round(float(np.percentile(times, 95)), 2),
+        "recall_at_10": round(hits / (10 * len(asked)), 4),
+        "index_mb": round(index.nbytes / 1e6, 1),
+        "rss_mb": round(rss_mb, 1),
+        "rss_untrimmed_mb": round(untrimmed_mb, 1),
+        "peak_rss_mb": round(status_mb("VmHWM"), 1),
+        "rss_after_searches_mb": round(status_mb("VmRSS"), 1),
+        "python_numpy_mb": round(base_mb, 1),
+        "build_s": round(build_s, 2),
+        **json.loads((folder / "cosines.json").read_text()),
+    }
 
 
 def db_bytes(count: int, seed: int) -> dict[str, Any]:
@@ -152,13 +178,19 @@ def db_bytes(count: int, seed: int) -> dict[str, Any]:
 
     data = sentences(count, seed)
     out: dict[str, Any] = {}
-    for label, dtype, dim in (("float32", "float32", 0), ("int8", "int8", 0), ("int8_dim256", "int8", 256)):
+    for label, dtype, dim in (
+        ("float32", "float32", 0),
+        ("int8", "int8", 0),
+        ("int8_dim256", "int8", 256),
+    ):
         with tempfile.TemporaryDirectory(prefix="lcm-bench-knn-") as home:
             path = Path(home) / "lcm.db"
             store = store_module.open_store(path)
             conv = store.ensure_conversation("bench")
-            records = [MessageIn("user", f"sentence {i}", None, None, None, None, None, 3, f"fp{i}")
-                       for i in range(count)]
+            records = [
+                MessageIn("user", f"sentence {i}", None, None, None, None, None, 3, f"fp{i}")
+                for i in range(count)
+            ]
             ids = store.append(conv, "s", "bench", lambda _p, r=records: r)  # type: ignore[misc]
             store_module.close_all()  # the last close checkpoints the WAL into the file
             plain = path.stat().st_size
@@ -166,13 +198,18 @@ def db_bytes(count: int, seed: int) -> dict[str, Any]:
             store.ensure_vector_tables()
             rows = prepared(data, dtype, dim)
             model = store.vector_model(f"bench:{label}", rows.shape[1], dtype)
-            store.put_vectors(model, "m", [(i, *encode(row, dtype)) for i, row in zip(ids, rows, strict=True)])
+            store.put_vectors(
+                model, "m", [(i, *encode(row, dtype)) for i, row in zip(ids, rows, strict=True)]
+            )
             stats = store.vector_stats()
             store_module.close_all()
             grown = path.stat().st_size
-        out[label] = {"dim": int(rows.shape[1]), "blob_bytes_per_vector": stats["models"][0]["blob_bytes"] / count,
-                      "table_bytes_per_vector": round(stats["table_bytes"] / count, 1),
-                      "file_growth_per_vector": round((grown - plain) / count, 1)}
+        out[label] = {
+            "dim": int(rows.shape[1]),
+            "blob_bytes_per_vector": stats["models"][0]["blob_bytes"] / count,
+            "table_bytes_per_vector": round(stats["table_bytes"] / count, 1),
+            "file_growth_per_vector": round((grown - plain) / count, 1),
+        }
     return out
 
 
@@ -185,7 +222,9 @@ def _earlier_runs(sizes: set[int]) -> list[dict[str, Any]]:
     saved = json.loads(path.read_text(encoding="utf-8"))
     commit = saved.get("commit")
     runs = saved.get("details", {}).get("runs", [])
-    return [{**run, "commit": run.get("commit", commit)} for run in runs if run["size"] not in sizes]
+    return [
+        {**run, "commit": run.get("commit", commit)} for run in runs if run["size"] not in sizes
+    ]
 
 
 def main() -> None:
@@ -205,11 +244,27 @@ def main() -> None:
     runs = []
     for size in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="lcm-bench-knn-") as folder:
-            subprocess.run([sys.executable, __file__, "--prepare", str(size), folder, "--queries", str(args.queries),
-                            "--seed", str(args.seed)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--prepare",
+                    str(size),
+                    folder,
+                    "--queries",
+                    str(args.queries),
+                    "--seed",
+                    str(args.seed),
+                ],
+                check=True,
+            )
             for dtype in ("float32", "int8"):
-                done = subprocess.run([sys.executable, __file__, "--child", str(size), dtype, folder],
-                                      check=True, capture_output=True, text=True)
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", str(size), dtype, folder],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(runs[-1], flush=True)
     earlier = _earlier_runs({run["size"] for run in runs})
@@ -223,23 +278,45 @@ def main() -> None:
         if run["size"] != 100_000:
             continue
         tag = f"100k x {DIM} {run['dtype']}"
-        rss = max(run["rss_mb"], run.get("rss_after_searches_mb", 0.0))  # in use: the searches' pages count
+        rss = max(
+            run["rss_mb"], run.get("rss_after_searches_mb", 0.0)
+        )  # in use: the searches' pages count
         queries = args.queries
         rows += [
-            {"target": f"vector top-10 median latency, {tag}", "ours": f"{run['median_ms']} ms",
-             "reference": f"<= {TARGET_MS:g} ms", "verdict": "met" if run["median_ms"] <= TARGET_MS else "missed"},
-            {"target": f"vector recall@10 vs exact, {tag}", "ours": f"{run['recall_at_10']}",
-             "reference": f">= {TARGET_RECALL}",
-             "verdict": "met" if run["recall_at_10"] >= TARGET_RECALL else "missed"},
-            {"target": f"process RSS with the index, after {queries} searches, {tag}", "ours": f"{rss} MB",
-             "reference": f"<= {TARGET_RSS_MB:g} MB", "verdict": "met" if rss <= TARGET_RSS_MB else "missed"},
+            {
+                "target": f"vector top-10 median latency, {tag}",
+                "ours": f"{run['median_ms']} ms",
+                "reference": f"<= {TARGET_MS:g} ms",
+                "verdict": "met" if run["median_ms"] <= TARGET_MS else "missed",
+            },
+            {
+                "target": f"vector recall@10 vs exact, {tag}",
+                "ours": f"{run['recall_at_10']}",
+                "reference": f">= {TARGET_RECALL}",
+                "verdict": "met" if run["recall_at_10"] >= TARGET_RECALL else "missed",
+            },
+            {
+                "target": f"process RSS with the index, after {queries} searches, {tag}",
+                "ours": f"{rss} MB",
+                "reference": f"<= {TARGET_RSS_MB:g} MB",
+                "verdict": "met" if rss <= TARGET_RSS_MB else "missed",
+            },
         ]
-    rows.append({"target": "database bytes per vector, dim 384 (float32 / int8)",
-                 "ours": " / ".join(str(storage[t]["table_bytes_per_vector"]) for t in ("float32", "int8")),
-                 "reference": "blob 1536 / 384"})
+    rows.append(
+        {
+            "target": "database bytes per vector, dim 384 (float32 / int8)",
+            "ours": " / ".join(
+                str(storage[t]["table_bytes_per_vector"]) for t in ("float32", "int8")
+            ),
+            "reference": "blob 1536 / 384",
+        }
+    )
     print_table(rows)
-    save_result("knn", rows, {"runs": runs, "storage": storage, "queries": args.queries, "seed": args.seed,
-                              "dim": DIM})
+    save_result(
+        "knn",
+        rows,
+        {"runs": runs, "storage": storage, "queries": args.queries, "seed": args.seed, "dim": DIM},
+    )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,11 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
     store: Any = open_store(url)
     conv = store.ensure_conversation("bench")
     with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute("INSERT INTO messages(id, conversation_id, seq, role, content, created_at, tokens, fingerprint) "
-                   "SELECT g, %s, g, 'user', 'm' || g, 0, 1, 'f' || g FROM generate_series(1, %s) g", (conv, size))
+        pg.execute(
+            "INSERT INTO messages(id, conversation_id, seq, role, content, created_at, tokens, fingerprint) "
+            "SELECT g, %s, g, 'user', 'm' || g, 0, 1, 'f' || g FROM generate_series(1, %s) g",
+            (conv, size),
+        )
     store.ensure_vector_tables()
     model = store.vector_model("bench:sentences", matrix.shape[1], dtype)
     # The first 95% without the index (as a database whose vectors predate it), then the build
@@ -68,7 +71,10 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
     cap, families.HNSW_MAX_DIM = families.HNSW_MAX_DIM, 0
     started = time.perf_counter()
     for start in range(0, bulk, BATCH):
-        rows = [(start + i + 1, *encode(row, dtype)) for i, row in enumerate(matrix[start:min(start + BATCH, bulk)])]
+        rows = [
+            (start + i + 1, *encode(row, dtype))
+            for i, row in enumerate(matrix[start : min(start + BATCH, bulk)])
+        ]
         store.put_vectors(model, "m", rows)
     load_s = time.perf_counter() - started
     families.HNSW_MAX_DIM = cap
@@ -79,13 +85,21 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
     store.put_vectors(model, "m", [(bulk + 1, *encode(matrix[bulk], dtype))])
     started = time.perf_counter()
     for start in range(bulk + 1, size, 64):  # the backfill's batch (embedding_backfill_batch_size)
-        store.put_vectors(model, "m", [(start + i + 1, *encode(row, dtype))
-                                       for i, row in enumerate(matrix[start:min(start + 64, size)])])
+        store.put_vectors(
+            model,
+            "m",
+            [
+                (start + i + 1, *encode(row, dtype))
+                for i, row in enumerate(matrix[start : min(start + 64, size)])
+            ],
+        )
     indexed_ms = (time.perf_counter() - started) * 1000 / max(size - bulk - 1, 1)
     with psycopg.connect(url, autocommit=True) as pg:
         pg.execute("VACUUM ANALYZE vectors")
     ids, blobs, scales = store.load_vectors(model, "m")
-    index = VectorIndex(np.asarray(ids, dtype=np.int64), decode(blobs, scales, matrix.shape[1], dtype), dtype)
+    index = VectorIndex(
+        np.asarray(ids, dtype=np.int64), decode(blobs, scales, matrix.shape[1], dtype), dtype
+    )
     half = list(range(1, size // 2 + 1))
     half_truth = exact_top(matrix[: size // 2], asked, 10)
     ms: dict[str, list[float]] = {"hnsw": [], "exact": [], "scoped": [], "memory": []}
@@ -100,7 +114,9 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
                 families.EXACT_BELOW = float("inf") if key == "exact" else below
                 got = store.nearest_vectors(model, "m", q, 10, half if key == "scoped" else None)
             ms[key].append((time.perf_counter() - t) * 1000)
-            recall[key].append(len({i - 1 for i, _ in got} & (want_half if key == "scoped" else want)) / 10)
+            recall[key].append(
+                len({i - 1 for i, _ in got} & (want_half if key == "scoped" else want)) / 10
+            )
     families.EXACT_BELOW = below
     stats = store.vector_stats()
     store.close()
@@ -109,13 +125,19 @@ def run(size: int, queries: int, seed: int, dtype: str) -> dict[str, Any]:
         out[f"{key}_median_ms"], out[f"{key}_p95_ms"] = _ms(ms[key])
         out[f"{key}_recall_at_10"] = round(float(np.mean(recall[key])), 3)
     mem = out["memory_median_ms"]
-    out.update({"hnsw_vs_exact": round(out["exact_median_ms"] / out["hnsw_median_ms"], 1),
-                "hnsw_vs_memory": round(out["hnsw_median_ms"] / mem, 2) if mem else None,
-                "ef_search": families.EF_SEARCH,
-                "put_vectors_ms_per_vector": round(load_s * 1000 / bulk, 2),
-                "put_vectors_indexed_ms_per_vector": round(indexed_ms, 2), "index_build_s": round(build_s, 1),
-                "knn": stats["knn"],
-                "knn_queries": stats["knn_queries"], "table_bytes_per_vector": round(stats["table_bytes"] / size)})
+    out.update(
+        {
+            "hnsw_vs_exact": round(out["exact_median_ms"] / out["hnsw_median_ms"], 1),
+            "hnsw_vs_memory": round(out["hnsw_median_ms"] / mem, 2) if mem else None,
+            "ef_search": families.EF_SEARCH,
+            "put_vectors_ms_per_vector": round(load_s * 1000 / bulk, 2),
+            "put_vectors_indexed_ms_per_vector": round(indexed_ms, 2),
+            "index_build_s": round(build_s, 1),
+            "knn": stats["knn"],
+            "knn_queries": stats["knn_queries"],
+            "table_bytes_per_vector": round(stats["table_bytes"] / size),
+        }
+    )
     return out
 
 
@@ -129,10 +151,15 @@ def main() -> None:
     runs = [run(args.size, args.queries, args.seed, dtype) for dtype in args.dtypes.split(",")]
     from common import print_table, save_result
 
-    rows = [{"target": f"PostgreSQL top-10 at {r['size']:,} x 384 {r['dtype']} (pgvector HNSW)",
-             "ours": f"median {r['hnsw_median_ms']} ms, recall@10 {r['hnsw_recall_at_10']}",
-             "reference": f"exact scan {r['exact_median_ms']} ms ({r['hnsw_vs_exact']}x slower); in-memory index "
-                          f"(SQLite path) {r['memory_median_ms']} ms"} for r in runs]
+    rows = [
+        {
+            "target": f"PostgreSQL top-10 at {r['size']:,} x 384 {r['dtype']} (pgvector HNSW)",
+            "ours": f"median {r['hnsw_median_ms']} ms, recall@10 {r['hnsw_recall_at_10']}",
+            "reference": f"exact scan {r['exact_median_ms']} ms ({r['hnsw_vs_exact']}x slower); in-memory index "
+            f"(SQLite path) {r['memory_median_ms']} ms",
+        }
+        for r in runs
+    ]
     print_table(rows)
     save_result("knn_pg", rows, {"runs": runs, "queries": args.queries, "seed": args.seed})
 

@@ -38,8 +38,22 @@ from hermes_lcm.base.tokens import count_messages, count_tokens
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.host import hooks
 
-ODD = ["e\u0301", "\u200d", "👩\u200d👩\u200d👧", "\u202eevil\u202c", "中文字符", "ﷺ", "\ufeff", "\x00", "𝔘𝔫𝔦",
-       "\u0300" * 5, "한국어", " ", "\n", "a"]
+ODD = [
+    "e\u0301",
+    "\u200d",
+    "👩\u200d👩\u200d👧",
+    "\u202eevil\u202c",
+    "中文字符",
+    "ﷺ",
+    "\ufeff",
+    "\x00",
+    "𝔘𝔫𝔦",
+    "\u0300" * 5,
+    "한국어",
+    " ",
+    "\n",
+    "a",
+]
 BLOCK = 1_000_000
 
 
@@ -57,21 +71,37 @@ def huge_text(kind: str, chars: int, rng: random.Random) -> str:
     if kind == "base64":
         return _repeat_to(base64.b64encode(rng.randbytes(BLOCK)).decode(), chars)
     if kind == "data-uris":
-        uris = " ".join(f"data:image/png;base64,{base64.b64encode(rng.randbytes(3000 + i)).decode()}"
-                        for i in range(250))
+        uris = " ".join(
+            f"data:image/png;base64,{base64.b64encode(rng.randbytes(3000 + i)).decode()}"
+            for i in range(250)
+        )
         return _repeat_to(uris + " ", chars)
     return _repeat_to("".join(rng.choice(ODD) for _ in range(BLOCK // 3)), chars)
 
 
 def wide_turn(calls: int) -> list[dict[str, Any]]:
-    tool_calls = [{"id": f"c{i}", "type": "function",
-                   "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/f{i}.py"})}}
-                  for i in range(calls)]
+    tool_calls = [
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/f{i}.py"})},
+        }
+        for i in range(calls)
+    ]
     big = "".join(f"row {i}: status=ok value={i * 7919 % 10007}\n" for i in range(40_000))[:BLOCK]
-    history: list[dict[str, Any]] = [{"role": "user", "content": "read every file under src"},
-                                     {"role": "assistant", "content": "", "tool_calls": tool_calls}]
-    history += [{"role": "tool", "tool_call_id": f"c{i}", "name": "read_file",
-                 "content": big if i == calls // 2 else f"f{i}.py: {i % 97} lines, ok"} for i in range(calls)]
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "read every file under src"},
+        {"role": "assistant", "content": "", "tool_calls": tool_calls},
+    ]
+    history += [
+        {
+            "role": "tool",
+            "tool_call_id": f"c{i}",
+            "name": "read_file",
+            "content": big if i == calls // 2 else f"f{i}.py: {i % 97} lines, ok",
+        }
+        for i in range(calls)
+    ]
     return [*history, {"role": "assistant", "content": "read them all"}]
 
 
@@ -128,39 +158,76 @@ def _expand(engine: LcmEngine, text: str) -> str:
 
 def run_case(name: str, history: list[dict[str, Any]], max_seconds: float) -> dict[str, Any]:
     home = temp_dir(f"large-{name}")
-    engine = make_engine(home, session=name, extra_env={"LCM_COMPACTION_MAX_SECONDS": str(max_seconds)})
+    engine = make_engine(
+        home, session=name, extra_env={"LCM_COMPACTION_MAX_SECONDS": str(max_seconds)}
+    )
     core = core_of(engine)
     times: dict[str, float] = {}
     huge_tokens = 2_000_000
-    _timed(times, "ingest (post_llm_call hook)", lambda: hooks.post_llm_call(session_id=name,
-                                                                             conversation_history=history))
+    _timed(
+        times,
+        "ingest (post_llm_call hook)",
+        lambda: hooks.post_llm_call(session_id=name, conversation_history=history),
+    )
     _timed(times, "should_compress", lambda: engine.should_compress(huge_tokens))
     out = _timed(times, "compress", lambda: engine.compress(history, current_tokens=huge_tokens))
-    _timed(times, "handle_tool_call lcm_grep", lambda: engine.handle_tool_call(
-        "lcm_grep", {"query": "config"}, messages=history))
-    biggest = max(core.store.messages_after(core.binding.conversation_id or 0, 0, 100_000),
-                  key=lambda m: len(m.content) + len(m.tool_calls or ""))
-    _timed(times, "handle_tool_call lcm_expand", lambda: engine.handle_tool_call(
-        "lcm_expand", {"store_id": biggest.id, "content_offset": 0}))
+    _timed(
+        times,
+        "handle_tool_call lcm_grep",
+        lambda: engine.handle_tool_call("lcm_grep", {"query": "config"}, messages=history),
+    )
+    biggest = max(
+        core.store.messages_after(core.binding.conversation_id or 0, 0, 100_000),
+        key=lambda m: len(m.content) + len(m.tool_calls or ""),
+    )
+    _timed(
+        times,
+        "handle_tool_call lcm_expand",
+        lambda: engine.handle_tool_call(
+            "lcm_expand", {"store_id": biggest.id, "content_offset": 0}
+        ),
+    )
     budget = core.budget(engine.threshold_tokens, engine.overhead(history, huge_tokens)).total
     first = _outcome(engine, out, history, budget)
-    history = [*history, {"role": "user", "content": "thanks, now fix the loader"},
-               {"role": "assistant", "content": "fixed in config.py"}]
-    _timed(times, "ingest, next turn", lambda: hooks.post_llm_call(session_id=name, conversation_history=history))
-    out = _timed(times, "compress, next turn", lambda: engine.compress(history, current_tokens=huge_tokens))
-    _timed(times, "on_session_end hook", lambda: hooks.on_session_end(session_id=name, messages=history))
+    history = [
+        *history,
+        {"role": "user", "content": "thanks, now fix the loader"},
+        {"role": "assistant", "content": "fixed in config.py"},
+    ]
+    _timed(
+        times,
+        "ingest, next turn",
+        lambda: hooks.post_llm_call(session_id=name, conversation_history=history),
+    )
+    out = _timed(
+        times, "compress, next turn", lambda: engine.compress(history, current_tokens=huge_tokens)
+    )
+    _timed(
+        times,
+        "on_session_end hook",
+        lambda: hooks.on_session_end(session_id=name, messages=history),
+    )
     second = _outcome(engine, out, history, budget)
     later = _until_stored(name, history, core, times)
     slowest = max(times, key=lambda k: times[k])
-    return {"case": name, "times_s": times, "slowest_call": slowest, "slowest_s": times[slowest],
-            "later_hooks_until_stored": later,
-            "prompts_valid_and_bounded": "FAIL" not in (first, second), "compress_outcomes": [first, second],
-            "stored_exactly": _stored_exactly(engine, history),
-            "last_compaction": core.stats.last_compaction.get("stop_reason"), "errors": engine.errors[-3:]}
+    return {
+        "case": name,
+        "times_s": times,
+        "slowest_call": slowest,
+        "slowest_s": times[slowest],
+        "later_hooks_until_stored": later,
+        "prompts_valid_and_bounded": "FAIL" not in (first, second),
+        "compress_outcomes": [first, second],
+        "stored_exactly": _stored_exactly(engine, history),
+        "last_compaction": core.stats.last_compaction.get("stop_reason"),
+        "errors": engine.errors[-3:],
+    }
 
 
-def _outcome(engine: LcmEngine, out: list[dict[str, Any]], history: list[dict[str, Any]], budget: int) -> str:
-    """"bounded" (a valid prompt within budget); "kept" (the host's list handed back unchanged, the host
+def _outcome(
+    engine: LcmEngine, out: list[dict[str, Any]], history: list[dict[str, Any]], budget: int
+) -> str:
+    """ "bounded" (a valid prompt within budget); "kept" (the host's list handed back unchanged, the host
     told why: messages not stored yet stay in it); else "FAIL"."""
     if _valid([m for m in out if not m.get("_lcm_synthetic")]) and count_messages(out) <= budget:
         return "bounded"
@@ -169,7 +236,9 @@ def _outcome(engine: LcmEngine, out: list[dict[str, Any]], history: list[dict[st
     return "FAIL"
 
 
-def _until_stored(name: str, history: list[dict[str, Any]], core: Any, times: dict[str, float]) -> int:
+def _until_stored(
+    name: str, history: list[dict[str, Any]], core: Any, times: dict[str, float]
+) -> int:
     """Each call stores what its time bound allows: call the hook again until the whole list is
     stored (at most 50 times); the slowest of these calls goes into ``times``. Returns how many."""
     conversation = core.binding.conversation_id or 0
@@ -192,31 +261,51 @@ def main() -> None:
     count_tokens("load the o200k ranks once (a one-time cost of the process, not of a size)")
     rng = random.Random(args.seed)
     cases: list[tuple[str, Callable[[], list[dict[str, Any]]]]] = [
-        (f"{args.calls // 1000}k tool calls + 1 MB result", lambda: wide_turn(args.calls))]
+        (f"{args.calls // 1000}k tool calls + 1 MB result", lambda: wide_turn(args.calls))
+    ]
     for kind in ("prose", "base64", "data-uris", "odd-unicode"):
-        cases.append((f"{args.mb} MB {kind}", lambda kind=kind: [  # type: ignore[misc]
-            {"role": "user", "content": "here it is"},
-            {"role": "user", "content": huge_text(kind, args.mb * 1_000_000, rng)}]))
+        cases.append(
+            (
+                f"{args.mb} MB {kind}",
+                lambda kind=kind: [  # type: ignore[misc]
+                    {"role": "user", "content": "here it is"},
+                    {"role": "user", "content": huge_text(kind, args.mb * 1_000_000, rng)},
+                ],
+            )
+        )
     results = []
     for name, build in cases:
         result = run_case(name.replace(" ", "-"), build(), args.max_seconds)
         result["case"] = name
         results.append(result)
-        print(f"  {name}: slowest {result['slowest_call']} {result['slowest_s']} s; "
-              f"valid+bounded={result['prompts_valid_and_bounded']} exact={result['stored_exactly']}", flush=True)
+        print(
+            f"  {name}: slowest {result['slowest_call']} {result['slowest_s']} s; "
+            f"valid+bounded={result['prompts_valid_and_bounded']} exact={result['stored_exactly']}",
+            flush=True,
+        )
         for call, seconds in result["times_s"].items():
             print(f"      {call}: {seconds} s", flush=True)
     worst = max(results, key=lambda r: r["slowest_s"])
-    compress_worst = max(max(v for k, v in r["times_s"].items() if k.startswith("compress")) for r in results)
-    rows = [{"target": f"slowest host call on large inputs (LCM_COMPACTION_MAX_SECONDS={args.max_seconds:g})",
-             "ours": f"{worst['slowest_s']} s ({worst['slowest_call']}, {worst['case']}); slowest compress "
-                     f"{compress_worst} s",
-             "reference": "before: 100k calls 117 s compress; 50 MB message 16 s ingest, 35 s compress",
-             "verdict": "all prompts valid and bounded, all stored exactly"
-             if all(r["prompts_valid_and_bounded"] and r["stored_exactly"] for r in results) else "CHECK FAILED"}]
+    compress_worst = max(
+        max(v for k, v in r["times_s"].items() if k.startswith("compress")) for r in results
+    )
+    rows = [
+        {
+            "target": f"slowest host call on large inputs (LCM_COMPACTION_MAX_SECONDS={args.max_seconds:g})",
+            "ours": f"{worst['slowest_s']} s ({worst['slowest_call']}, {worst['case']}); slowest compress "
+            f"{compress_worst} s",
+            "reference": "before: 100k calls 117 s compress; 50 MB message 16 s ingest, 35 s compress",
+            "verdict": "all prompts valid and bounded, all stored exactly"
+            if all(r["prompts_valid_and_bounded"] and r["stored_exactly"] for r in results)
+            else "CHECK FAILED",
+        }
+    ]
     print_table(rows)
-    save_result("large_inputs", rows, {"max_seconds": args.max_seconds, "mb": args.mb, "calls": args.calls,
-                                       "cases": results})
+    save_result(
+        "large_inputs",
+        rows,
+        {"max_seconds": args.max_seconds, "mb": args.mb, "calls": args.calls, "cases": results},
+    )
 
 
 if __name__ == "__main__":

@@ -43,10 +43,17 @@ CONFIGS: dict[str, tuple[dict[str, str], bool]] = {
     "host-driven, off": ({}, False),
     "host-driven, externalized": (ON, False),
     "host-driven, externalized + active replay": (
-        {**ON, "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true"}, False),
+        {**ON, "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true"},
+        False,
+    ),
     "host-driven, externalized + active replay at 2,000 tokens": (
-        {**ON, "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true",
-         "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS": "2000"}, False),
+        {
+            **ON,
+            "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true",
+            "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS": "2000",
+        },
+        False,
+    ),
 }
 EARLY = 20  # turns before the budget (and so compaction) bounds every configuration alike
 
@@ -79,8 +86,11 @@ def recovered(engine: LcmEngine, turns: list[list[dict[str, Any]]]) -> tuple[int
         found += 1
         text, offset = "", 0
         while offset is not None:
-            page = json.loads(engine.handle_tool_call("lcm_expand", {"externalized_ref": info.ref,
-                                                                      "content_offset": offset}))
+            page = json.loads(
+                engine.handle_tool_call(
+                    "lcm_expand", {"externalized_ref": info.ref, "content_offset": offset}
+                )
+            )
             text += page["content"]
             offset = page["next_content_offset"]
         same += text == originals[row.tool_call_id]
@@ -104,39 +114,78 @@ def main() -> None:
         assert core.binding.conversation_id is not None
         summaries = sum(core.dag.depth_counts(core.binding.conversation_id).values())
         early = sizes[:EARLY]
-        results[name] = {"tokens_per_turn": sizes, "mean": round(sum(sizes) / len(sizes)), "max": max(sizes),
-                         "mean_first_turns": round(sum(early) / len(early)),
-                         "last": sizes[-1], "compactions": engine.compression_count, "summaries": summaries,
-                         "externalized": found, "recovered_byte_identical": same,
-                         "threshold_tokens": engine.threshold_tokens}
+        results[name] = {
+            "tokens_per_turn": sizes,
+            "mean": round(sum(sizes) / len(sizes)),
+            "max": max(sizes),
+            "mean_first_turns": round(sum(early) / len(early)),
+            "last": sizes[-1],
+            "compactions": engine.compression_count,
+            "summaries": summaries,
+            "externalized": found,
+            "recovered_byte_identical": same,
+            "threshold_tokens": engine.threshold_tokens,
+        }
         store_module.close_all()
-        print(f"{name}: mean {results[name]['mean']:,} (first {EARLY} turns {results[name]['mean_first_turns']:,}) "
-              f"max {max(sizes):,} tokens/turn, "
-              f"{engine.compression_count} list changes, {summaries} summaries, {same}/{found} outputs recovered")
+        print(
+            f"{name}: mean {results[name]['mean']:,} (first {EARLY} turns {results[name]['mean_first_turns']:,}) "
+            f"max {max(sizes):,} tokens/turn, "
+            f"{engine.compression_count} list changes, {summaries} summaries, {same}/{found} outputs recovered"
+        )
     off, on = results["every turn, off"], results["every turn, externalized"]
-    hoff, hon = results["host-driven, off"], results["host-driven, externalized + active replay at 2,000 tokens"]
+    hoff, hon = (
+        results["host-driven, off"],
+        results["host-driven, externalized + active replay at 2,000 tokens"],
+    )
     rows = [
-        {"target": f"prompt tokens per turn, compress every turn (mean of the first {EARLY} turns)",
-         "ours": f"{on['mean_first_turns']:,} externalized", "reference": f"{off['mean_first_turns']:,} off",
-         "verdict": f"{1 - on['mean_first_turns'] / off['mean_first_turns']:.0%} smaller"},
-        {"target": f"prompt tokens per turn, compress every turn (mean of all {args.turns} turns)",
-         "ours": f"{on['mean']:,} externalized", "reference": f"{off['mean']:,} off",
-         "verdict": f"{1 - on['mean'] / off['mean']:.0%} smaller"},
-        {"target": "prompt tokens per turn, host-driven, active replay at 2,000 tokens (mean)",
-         "ours": f"{hon['mean']:,}", "reference": f"{hoff['mean']:,} off",
-         "verdict": f"{1 - hon['mean'] / hoff['mean']:.0%} smaller"},
-        {"target": "summaries made over the session, compress every turn", "ours": f"{on['summaries']}",
-         "reference": f"{off['summaries']} off"},
-        {"target": "summaries made, host-driven, active replay at 2,000 tokens", "ours": f"{hon['summaries']}",
-         "reference": f"{hoff['summaries']} off"},
-        {"target": "externalized outputs recovered byte-identical",
-         "ours": f"{on['recovered_byte_identical']}/{on['externalized']}",
-         "reference": f"{big} outputs >= 12,000 chars", "verdict":
-         "pass" if on["recovered_byte_identical"] == on["externalized"] == big else "FAIL"},
+        {
+            "target": f"prompt tokens per turn, compress every turn (mean of the first {EARLY} turns)",
+            "ours": f"{on['mean_first_turns']:,} externalized",
+            "reference": f"{off['mean_first_turns']:,} off",
+            "verdict": f"{1 - on['mean_first_turns'] / off['mean_first_turns']:.0%} smaller",
+        },
+        {
+            "target": f"prompt tokens per turn, compress every turn (mean of all {args.turns} turns)",
+            "ours": f"{on['mean']:,} externalized",
+            "reference": f"{off['mean']:,} off",
+            "verdict": f"{1 - on['mean'] / off['mean']:.0%} smaller",
+        },
+        {
+            "target": "prompt tokens per turn, host-driven, active replay at 2,000 tokens (mean)",
+            "ours": f"{hon['mean']:,}",
+            "reference": f"{hoff['mean']:,} off",
+            "verdict": f"{1 - hon['mean'] / hoff['mean']:.0%} smaller",
+        },
+        {
+            "target": "summaries made over the session, compress every turn",
+            "ours": f"{on['summaries']}",
+            "reference": f"{off['summaries']} off",
+        },
+        {
+            "target": "summaries made, host-driven, active replay at 2,000 tokens",
+            "ours": f"{hon['summaries']}",
+            "reference": f"{hoff['summaries']} off",
+        },
+        {
+            "target": "externalized outputs recovered byte-identical",
+            "ours": f"{on['recovered_byte_identical']}/{on['externalized']}",
+            "reference": f"{big} outputs >= 12,000 chars",
+            "verdict": "pass"
+            if on["recovered_byte_identical"] == on["externalized"] == big
+            else "FAIL",
+        },
     ]
     print_table(rows)
-    path = save_result("large_outputs_prompt", rows, {"turns": args.turns, "context_length": args.context,
-                                                      "overhead_tokens": OVERHEAD, "configs": results})
+    path = save_result(
+        "large_outputs_prompt",
+        rows,
+        {
+            "turns": args.turns,
+            "context_length": args.context,
+            "overhead_tokens": OVERHEAD,
+            "configs": results,
+        },
+    )
     print(f"wrote {path}")
 
 

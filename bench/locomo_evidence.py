@@ -41,12 +41,49 @@ ROOT = Path(__file__).resolve().parents[1]
 BUDGET = 1500
 TOP = 10
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
-                                          "september", "october", "november", "december"))}
-NUMBERS = {w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-                                            "nine", "ten", "eleven", "twelve"))}
-STOP = frozenset("a an the of and or to in on at for with by is was were be been his her their its it he she they "
-                 "them this that as from".split())
+MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        )
+    )
+}
+NUMBERS = {
+    w: str(i)
+    for i, w in enumerate(
+        (
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        )
+    )
+}
+STOP = frozenset(
+    "a an the of and or to in on at for with by is was were be been his her their its it he she they "
+    "them this that as from".split()
+)
 _MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december)"
 _DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH},?\s+(\d{{4}})\b")
 _MDY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
@@ -106,8 +143,11 @@ class Asked:
 
 def load_questions(path: Path) -> list[Asked]:
     data = json.loads(path.read_text(encoding="utf-8"))
-    return [Asked(qa["question"], str(qa["answer"]), int(qa["category"])) for qa in data["qa"]
-            if qa.get("category") in CATEGORIES and qa.get("answer") not in (None, "")]
+    return [
+        Asked(qa["question"], str(qa["answer"]), int(qa["category"]))
+        for qa in data["qa"]
+        if qa.get("category") in CATEGORIES and qa.get("answer") not in (None, "")
+    ]
 
 
 @dataclass
@@ -119,7 +159,9 @@ class Tally:
     words: dict[int, int] = field(default_factory=dict)
     dated: int = 0  # temporal questions whose gold is one date
     date_ok: int = 0
-    top_ok: int = 0  # the date of the best-ranked line alone (its resolved day, else its time) is right
+    top_ok: int = (
+        0  # the date of the best-ranked line alone (its resolved day, else its time) is right
+    )
     compute_ok: int = 0
     compute_answered: int = 0
     tokens: list[int] = field(default_factory=list)
@@ -134,17 +176,25 @@ class Tally:
         self.tokens.append(tokens)
 
     def figures(self) -> dict[str, Any]:
-        per = {CATEGORIES[c]: {"questions": n, "exact": round(self.exact[c] / n, 3),
-                               "words": round(self.words[c] / n, 3)} for c, n in sorted(self.asked.items())}
+        per = {
+            CATEGORIES[c]: {
+                "questions": n,
+                "exact": round(self.exact[c] / n, 3),
+                "words": round(self.words[c] / n, 3),
+            }
+            for c, n in sorted(self.asked.items())
+        }
         total = sum(self.asked.values())
         out: dict[str, Any] = {
-            "questions": total, "per_category": per,
+            "questions": total,
+            "per_category": per,
             "exact": round(sum(self.exact.values()) / max(1, total), 3),
             "words": round(sum(self.words.values()) / max(1, total), 3),
             "tokens_median": sorted(self.tokens)[len(self.tokens) // 2] if self.tokens else 0,
             "tokens_max": max(self.tokens, default=0),
             "ms_per_question": round(self.seconds / max(1, total) * 1000, 2),
-            "dated_questions": self.dated, "date_right": round(self.date_ok / max(1, self.dated), 3),
+            "dated_questions": self.dated,
+            "date_right": round(self.date_ok / max(1, self.dated), 3),
             "top_date_right": round(self.top_ok / max(1, self.dated), 3),
         }
         if self.compute_answered or self.compute_ok:
@@ -186,7 +236,9 @@ def pack_text(pack: Any) -> tuple[str, str]:
     dates: list[str] = []
     for line in shown.get("lines", []):
         dates += [str(line.get(k, "")) for k in ("at", "timestamp")]
-        dates += [json.dumps(d, default=str) for d in line.get("dates", line.get("resolved_dates", []))]
+        dates += [
+            json.dumps(d, default=str) for d in line.get("dates", line.get("resolved_dates", []))
+        ]
     dates += [json.dumps(d, default=str) for d in shown.get("resolved_dates", [])]
     return json.dumps(shown, ensure_ascii=False, default=str), " ".join(dates)
 
@@ -199,8 +251,11 @@ def top_date(pack: Any, ranked: list[int]) -> str:
         line = lines.get(ref)
         if line is not None:
             dates = line.get("dates") or []
-            return str(dates[0]["first"]) if dates and dates[0].get("first") == dates[0].get("last") \
+            return (
+                str(dates[0]["first"])
+                if dates and dates[0].get("first") == dates[0].get("last")
                 else str(line.get("at", ""))
+            )
     return ""
 
 
@@ -216,6 +271,7 @@ def gate(store: Any, conversations: list[Any], data: str) -> dict[str, Any]:
 
     from hermes_lcm.evidence.need import needs_recall
     from hermes_lcm.evidence.preanswer import known_in
+
     known = known_in(store)
     anchor = time.time()
     fired: dict[int, list[int]] = {}
@@ -225,15 +281,26 @@ def gate(store: Any, conversations: list[Any], data: str) -> dict[str, Any]:
             fired[asked.category][0] += 1
             fired[asked.category][1] += needs_recall(asked.text, anchor, known).recall
     ordinary = [m for m in UNRELATED + CHAT if needs_recall(m, anchor, known).recall]
-    bare = [needs_recall(a.text, anchor).recall for c in conversations
-            for a in load_questions(Path(data) / f"{c.name}.json")]
+    bare = [
+        needs_recall(a.text, anchor).recall
+        for c in conversations
+        for a in load_questions(Path(data) / f"{c.name}.json")
+    ]
     total = sum(n for n, _ in fired.values())
-    return {"questions": total, "fired": round(sum(f for _, f in fired.values()) / max(1, total), 3),
-            "per_category": {CATEGORIES[c]: round(f / max(1, n), 3) for c, (n, f) in sorted(fired.items())},
-            "ordinary_requests": len(UNRELATED + CHAT), "ordinary_fired": len(ordinary),
-            "ordinary_fired_examples": ordinary[:5],
-            "without_store_lookup": {"fired": round(sum(bare) / max(1, len(bare)), 3),
-                                     "ordinary_fired": sum(needs_recall(m, anchor).recall for m in UNRELATED + CHAT)}}
+    return {
+        "questions": total,
+        "fired": round(sum(f for _, f in fired.values()) / max(1, total), 3),
+        "per_category": {
+            CATEGORIES[c]: round(f / max(1, n), 3) for c, (n, f) in sorted(fired.items())
+        },
+        "ordinary_requests": len(UNRELATED + CHAT),
+        "ordinary_fired": len(ordinary),
+        "ordinary_fired_examples": ordinary[:5],
+        "without_store_lookup": {
+            "fired": round(sum(bare) / max(1, len(bare)), 3),
+            "ordinary_fired": sum(needs_recall(m, anchor).recall for m in UNRELATED + CHAT),
+        },
+    }
 
 
 def evaluate(data: str, files: str) -> dict[str, Any]:
@@ -262,11 +329,15 @@ def evaluate(data: str, files: str) -> dict[str, Any]:
             tally.add(asked, text, count_tokens(text))
             if gold is not None:
                 tally.dated += 1
-                tally.date_ok += _date_right(gold, " ".join(line.split(": ", 1)[0] for line in text.splitlines()))
+                tally.date_ok += _date_right(
+                    gold, " ".join(line.split(": ", 1)[0] for line in text.splitlines())
+                )
                 tally.top_ok += _date_right(gold, text.split(": ", 1)[0] if text else "")
             if evidence is None:
                 continue
-            builders = _builders(evidence, engine.core, refs, asked.text, "pack_retrieve" in tallies)
+            builders = _builders(
+                evidence, engine.core, refs, asked.text, "pack_retrieve" in tallies
+            )
             for name, build in builders.items():
                 started = time.perf_counter()
                 pack, ranked = build()
@@ -283,19 +354,31 @@ def evaluate(data: str, files: str) -> dict[str, Any]:
     return {"tallies": tallies, "gate": gate(engine.core.store, conversations, data)}
 
 
-def _builders(evidence: Any, core: Any, refs: list[int], question: str,
-              controller: bool) -> dict[str, Callable[[], Any]]:
+def _builders(
+    evidence: Any, core: Any, refs: list[int], question: str, controller: bool
+) -> dict[str, Callable[[], Any]]:
     """The pack systems for one question: the pack of grep's refs, and lcm_retrieve's pack."""
     reach = core.reach(False)
     out: dict[str, Callable[[], Any]] = {
-        "pack_grep": lambda: (evidence.build_pack(core.store, refs, reach, budget_tokens=BUDGET, question=question),
-                              refs)}
+        "pack_grep": lambda: (
+            evidence.build_pack(core.store, refs, reach, budget_tokens=BUDGET, question=question),
+            refs,
+        )
+    }
     if controller:
         from hermes_lcm.evidence.retrieve import retrieve
 
         current = core.binding.conversation_id
+
         def controlled() -> tuple[Any, list[int]]:
-            found = retrieve(core.store, core.dag, question, conversation_id=current, reach=reach, budget_tokens=BUDGET)
+            found = retrieve(
+                core.store,
+                core.dag,
+                question,
+                conversation_id=current,
+                reach=reach,
+                budget_tokens=BUDGET,
+            )
             return found.pack, list(found.refs)
 
         out["pack_retrieve"] = controlled
@@ -308,7 +391,9 @@ def _pack_tokens(pack: Any, count: Callable[[str], int]) -> int:
     return int(shown.get("used_tokens") or count(text))
 
 
-def _compute(evidence: Any, pack: Any, ranked: list[int], asked: Asked, gold: str, tally: Tally) -> None:
+def _compute(
+    evidence: Any, pack: Any, ranked: list[int], asked: Asked, gold: str, tally: Tally
+) -> None:
     """lcm_compute(operation="date") over the best-ranked line of the pack that names a date (the
     operation takes exactly one line): answered at all (it fails closed otherwise), and right."""
     if not hasattr(evidence, "compute"):
@@ -324,8 +409,12 @@ def _compute(evidence: Any, pack: Any, ranked: list[int], asked: Asked, gold: st
     found = result.get("result")
     if isinstance(found, str):
         tally.compute_ok += _date_right(gold, found)
-    elif isinstance(found, dict) and not gold.startswith("d"):  # a range answers a month or year only
-        tally.compute_ok += _date_right(gold, str(found.get("first"))) and _date_right(gold, str(found.get("last")))
+    elif isinstance(found, dict) and not gold.startswith(
+        "d"
+    ):  # a range answers a month or year only
+        tally.compute_ok += _date_right(gold, str(found.get("first"))) and _date_right(
+            gold, str(found.get("last"))
+        )
 
 
 def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
@@ -349,17 +438,27 @@ def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
         for name in ("pack_retrieve", "pack_grep"):
             if name in result:
                 best = result[name]
-                rows.append({"target": f"LoCoMo evidence: gold answer in the {BUDGET}-token {name}",
-                             "ours": f"words {best['words']} exact {best['exact']}; temporal date "
-                                     f"{best['date_right']}" + (f", compute {best['compute_right']}"
-                                                                if "compute_right" in best else ""),
-                             "reference": f"top-10 lcm_grep snippets: words {base['words']} exact {base['exact']}; "
-                                          f"date {base['date_right']}", "verdict": "measured"})
+                rows.append(
+                    {
+                        "target": f"LoCoMo evidence: gold answer in the {BUDGET}-token {name}",
+                        "ours": f"words {best['words']} exact {best['exact']}; temporal date "
+                        f"{best['date_right']}"
+                        + (f", compute {best['compute_right']}" if "compute_right" in best else ""),
+                        "reference": f"top-10 lcm_grep snippets: words {base['words']} exact {base['exact']}; "
+                        f"date {base['date_right']}",
+                        "verdict": "measured",
+                    }
+                )
                 break
         else:
-            rows.append({"target": f"LoCoMo evidence: gold answer in top-10 lcm_grep snippets ({BUDGET} tokens)",
-                         "ours": f"words {base['words']} exact {base['exact']}; temporal date {base['date_right']}",
-                         "reference": "the evidence pack: not in this build yet", "verdict": "measured"})
+            rows.append(
+                {
+                    "target": f"LoCoMo evidence: gold answer in top-10 lcm_grep snippets ({BUDGET} tokens)",
+                    "ours": f"words {base['words']} exact {base['exact']}; temporal date {base['date_right']}",
+                    "reference": "the evidence pack: not in this build yet",
+                    "verdict": "measured",
+                }
+            )
         save_result("locomo_evidence", rows, result)
     return result
 

@@ -81,14 +81,22 @@ class LiveSession:
             if end == len(turns) or ids[end].split(":")[0] != ids[start].split(":")[0]:
                 self.step(turns[start:end])
                 start = end
-        stored = session_store_ids(self.engine, self.session)[:len(turns)]
+        stored = session_store_ids(self.engine, self.session)[: len(turns)]
         self.to_dia = dict(zip(stored, ids, strict=True))
 
     def ranks(self, answer: dict[str, Any]) -> list[str | None]:
-        return [self.to_dia.get(h["store_id"]) if "store_id" in h else None for h in answer["hits"]][:max(KS)]
+        return [
+            self.to_dia.get(h["store_id"]) if "store_id" in h else None for h in answer["hits"]
+        ][: max(KS)]
 
-    def ask(self, n: int, question: str, at: float, tallies: dict[tuple[str, str], Tally],
-            evidence: frozenset[str]) -> None:
+    def ask(
+        self,
+        n: int,
+        question: str,
+        at: float,
+        tallies: dict[tuple[str, str], Tally],
+        evidence: frozenset[str],
+    ) -> None:
         """One turn: the question stored, both tools called from inside it, their traffic and an answer stored."""
         self.step([{"role": "user", "content": question, "timestamp": at}])
         answers = {}
@@ -97,20 +105,45 @@ class LiveSession:
             tallies[(tool, "in-use")].add(self.ranks(answers[tool]), evidence)
             off = call(self.engine, tool, {"query": question, "limit": max(KS), **DEFAULTS_OFF})
             tallies[(tool, "in-use, defaults off")].add(self.ranks(off), evidence)
-        calls = [{"id": f"call_{n}_{tool}", "type": "function",
-                  "function": {"name": tool, "arguments": json.dumps({"query": question})}} for tool in TOOLS]
+        calls = [
+            {
+                "id": f"call_{n}_{tool}",
+                "type": "function",
+                "function": {"name": tool, "arguments": json.dumps({"query": question})},
+            }
+            for tool in TOOLS
+        ]
         top = next((h["snippet"] for h in answers["lcm_grep"]["hits"]), "nothing relevant")
-        self.step([{"role": "assistant", "content": "", "tool_calls": calls, "timestamp": at + 1},
-                   *({"role": "tool", "name": tool, "tool_call_id": f"call_{n}_{tool}",
-                      "content": json.dumps(answers[tool]), "timestamp": at + 2} for tool in TOOLS),
-                   {"role": "assistant", "content": f"From our earlier conversation: {top[:160]}",
-                    "timestamp": at + 3}])
+        self.step(
+            [
+                {"role": "assistant", "content": "", "tool_calls": calls, "timestamp": at + 1},
+                *(
+                    {
+                        "role": "tool",
+                        "name": tool,
+                        "tool_call_id": f"call_{n}_{tool}",
+                        "content": json.dumps(answers[tool]),
+                        "timestamp": at + 2,
+                    }
+                    for tool in TOOLS
+                ),
+                {
+                    "role": "assistant",
+                    "content": f"From our earlier conversation: {top[:160]}",
+                    "timestamp": at + 3,
+                },
+            ]
+        )
 
 
-def in_use(conversations: list[Conversation], context: int) -> tuple[dict[tuple[str, str], Tally], dict[str, Any]]:
+def in_use(
+    conversations: list[Conversation], context: int
+) -> tuple[dict[tuple[str, str], Tally], dict[str, Any]]:
     """Replay every conversation into one database, then ask each one's questions inside its session."""
     home = Path(tempfile.mkdtemp(prefix="lcm-locomo-inuse-"))
-    tallies = {(tool, mode): Tally() for tool in TOOLS for mode in ("in-use", "in-use, defaults off")}
+    tallies = {
+        (tool, mode): Tally() for tool in TOOLS for mode in ("in-use", "in-use, defaults off")
+    }
     sessions = []
     started = time.perf_counter()
     for conversation in conversations:
@@ -123,22 +156,35 @@ def in_use(conversations: list[Conversation], context: int) -> tuple[dict[tuple[
         for n, question in enumerate(live.conversation.questions):
             live.ask(n, question.text, at + 60 * n, tallies, question.evidence)
     asked = time.perf_counter() - started - replayed
-    info = {"replay_seconds": round(replayed, 1), "questions_seconds": round(asked, 1),
-            "compactions": {s.conversation.name: s.compactions for s in sessions},
-            "stored_messages": {s.conversation.name: len(s.conversation.turns) + 5 * len(s.conversation.questions)
-                                for s in sessions}}
+    info = {
+        "replay_seconds": round(replayed, 1),
+        "questions_seconds": round(asked, 1),
+        "compactions": {s.conversation.name: s.compactions for s in sessions},
+        "stored_messages": {
+            s.conversation.name: len(s.conversation.turns) + 5 * len(s.conversation.questions)
+            for s in sessions
+        },
+    }
     return tallies, info
 
 
 def _figures(tally: Tally) -> dict[str, Any]:
-    return {"questions": tally.questions, "lenient": tally.rates("lenient"), "strict": tally.rates("strict")}
+    return {
+        "questions": tally.questions,
+        "lenient": tally.rates("lenient"),
+        "strict": tally.rates("strict"),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     offline.add_data_arguments(parser)
-    parser.add_argument("--context", type=int, default=CONTEXT, help="the model's context window in tokens")
-    parser.add_argument("--no-save", action="store_true", help="print only; do not write bench/results")
+    parser.add_argument(
+        "--context", type=int, default=CONTEXT, help="the model's context window in tokens"
+    )
+    parser.add_argument(
+        "--no-save", action="store_true", help="print only; do not write bench/results"
+    )
     args = parser.parse_args(argv)
     conversations = offline.load_selected(args.data, args.files)
     results: dict[str, dict[str, Any]] = {}
@@ -155,18 +201,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(json.dumps(info))
     rows = []
     for tool in TOOLS:
-        base, used = results[f"{tool} offline"]["lenient"][10], results[f"{tool} in-use"]["lenient"][10]
+        base, used = (
+            results[f"{tool} offline"]["lenient"][10],
+            results[f"{tool} in-use"]["lenient"][10],
+        )
         off = results[f"{tool} in-use, defaults off"]["lenient"][10]
         gap = base - used
-        rows.append({"target": f"LoCoMo in-use R@10 via {tool} within {TARGET_GAP} of offline",
-                     "ours": f"{used:.3f} in use ({off:.3f} with the defaults off), offline {base:.3f} "
-                             f"({results[f'{tool} in-use']['questions']} questions, context {args.context})",
-                     "reference": "offline: questions asked from outside (bench/locomo_recall.py)",
-                     "verdict": "met" if gap <= TARGET_GAP else f"missed by {gap - TARGET_GAP:.3f}"})
+        rows.append(
+            {
+                "target": f"LoCoMo in-use R@10 via {tool} within {TARGET_GAP} of offline",
+                "ours": f"{used:.3f} in use ({off:.3f} with the defaults off), offline {base:.3f} "
+                f"({results[f'{tool} in-use']['questions']} questions, context {args.context})",
+                "reference": "offline: questions asked from outside (bench/locomo_recall.py)",
+                "verdict": "met" if gap <= TARGET_GAP else f"missed by {gap - TARGET_GAP:.3f}",
+            }
+        )
     print_table(rows)
     if not args.no_save:
-        save_result("recall_inuse", rows, {"systems": results, "context": args.context, **info,
-                                           "conversations": len(conversations)})
+        save_result(
+            "recall_inuse",
+            rows,
+            {
+                "systems": results,
+                "context": args.context,
+                **info,
+                "conversations": len(conversations),
+            },
+        )
     return results
 
 

@@ -87,7 +87,9 @@ def load_conversation(path: Path) -> Conversation:
     known = set(dia_ids)
     questions = []
     for qa in data["qa"]:
-        evidence = frozenset(d for d in (_dia(e) for e in qa.get("evidence", [])) if d is not None and d in known)
+        evidence = frozenset(
+            d for d in (_dia(e) for e in qa.get("evidence", [])) if d is not None and d in known
+        )
         if qa.get("category") != 5 and evidence:
             questions.append(Question(qa["question"], evidence))
     return Conversation(path.stem, turns, dia_ids, questions)
@@ -120,7 +122,11 @@ def session_store_ids(engine: Any, session: str) -> list[int]:
     ids: list[int] = []
     cursor = 0
     while True:
-        page = call(engine, "lcm_load_session", {"session_id": session, "after_store_id": cursor, "limit": 100})
+        page = call(
+            engine,
+            "lcm_load_session",
+            {"session_id": session, "after_store_id": cursor, "limit": 100},
+        )
         ids += [m["store_id"] for m in page["messages"]]
         if page["next_cursor"] is None:
             return ids
@@ -134,17 +140,22 @@ def ingest(home: Path, conversation: Conversation) -> tuple[Any, dict[int, str]]
     stored = engine.ingest_host(conversation.turns)
     ids = session_store_ids(engine, session)
     if stored != len(conversation.turns) or len(ids) != len(conversation.dia_ids):
-        raise RuntimeError(f"{conversation.name}: stored {stored}, walked {len(ids)}, turns {len(conversation.turns)}")
+        raise RuntimeError(
+            f"{conversation.name}: stored {stored}, walked {len(ids)}, turns {len(conversation.turns)}"
+        )
     return engine, dict(zip(ids, conversation.dia_ids, strict=True))
 
 
-def ranked_turns(engine: Any, tool: str, question: str, to_dia: dict[int, str], k: int,
-                 **flags: Any) -> list[str | None]:
+def ranked_turns(
+    engine: Any, tool: str, question: str, to_dia: dict[int, str], k: int, **flags: Any
+) -> list[str | None]:
     """The first ``k`` hits as dia_ids (None for a hit outside this conversation, or a summary).
 
     Asked from outside: no turn is in the asker's prompt (``include_in_context``), although the
     engine that stored them, which asks here, has them all in its uncompacted context."""
-    answer = call(engine, tool, {"query": question, "limit": k, "include_in_context": True, **flags})
+    answer = call(
+        engine, tool, {"query": question, "limit": k, "include_in_context": True, **flags}
+    )
     return [to_dia.get(h["store_id"]) if "store_id" in h else None for h in answer["hits"]][:k]
 
 
@@ -223,7 +234,9 @@ class CachedProvider:
         return np.stack([self.cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32)
 
 
-def hybrid_engines(home: Path, conversations: list[Conversation], env: dict[str, str]) -> dict[str, Any]:
+def hybrid_engines(
+    home: Path, conversations: list[Conversation], env: dict[str, str]
+) -> dict[str, Any]:
     """A second engine per conversation on the same database with embeddings on, after one
     backfill embedded every stored turn (progress on stderr; vectors cached by text, see
     ``CachedProvider``)."""
@@ -232,18 +245,28 @@ def hybrid_engines(home: Path, conversations: list[Conversation], env: dict[str,
     CachedProvider.load()
     engines = {}
     for conversation in conversations:
-        engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env}))
+        engine = copy.deepcopy(
+            LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env})
+        )
         engine.update_model("bench-model", 1_000_000)
-        engine.on_session_start(f"locomo-{conversation.name}", hermes_home=str(home), platform="locomo")
+        engine.on_session_start(
+            f"locomo-{conversation.name}", hermes_home=str(home), platform="locomo"
+        )
         engines[conversation.name] = engine
         if engine.core.semantic.embedder is not None:
-            engine.core.semantic.embedder.provider = CachedProvider(engine.core.semantic.embedder.provider)
+            engine.core.semantic.embedder.provider = CachedProvider(
+                engine.core.semantic.embedder.provider
+            )
     embedder = next(iter(engines.values())).core.semantic.embedder
     if embedder is None:
-        raise SystemExit(f"embeddings did not start: {next(iter(engines.values())).core.semantic.problem}")
+        raise SystemExit(
+            f"embeddings did not start: {next(iter(engines.values())).core.semantic.problem}"
+        )
     embedder.warmup()
     started = time.perf_counter()
-    done = embedder.backfill(on_progress=lambda p: print(f"\rembedded {p.done}/{p.total}", end="", file=sys.stderr))
+    done = embedder.backfill(
+        on_progress=lambda p: print(f"\rembedded {p.done}/{p.total}", end="", file=sys.stderr)
+    )
     print(f"\nembedded {done.done} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     CachedProvider.save()
     return engines
@@ -266,9 +289,13 @@ def _gate(tool: str) -> None:
     search.CONFIDENT_COVER = float(tool.split(":")[1]) if ":" in tool else DEFAULT_COVER["shipped"]
 
 
-def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_grep", "lcm_recall"),
-             home: Path | None = None, weights: tuple[str, ...] = (),
-             env: dict[str, str] | None = None) -> Iterator[tuple[str, str, Tally]]:
+def evaluate(
+    conversations: list[Conversation],
+    tools: tuple[str, ...] = ("lcm_grep", "lcm_recall"),
+    home: Path | None = None,
+    weights: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, str, Tally]]:
     """Yields (conversation, tool, tally) for each conversation and tool, then ("all", tool, total).
     With ``weights``, lcm_recall is also asked with embeddings on at each vector weight
     (tool "hybrid@<weight>"; "<weight>:<cover>" also sets search.CONFIDENT_COVER, for tuning)."""
@@ -302,13 +329,19 @@ def evaluate(conversations: list[Conversation], tools: tuple[str, ...] = ("lcm_g
 def _row(name: str, tool: str, tally: Tally) -> str:
     lenient, strict = tally.rates("lenient"), tally.rates("strict")
     ms = tally.seconds / max(1, tally.questions) * 1000
-    cells = " ".join(f"{lenient[k]:5.3f}" for k in KS) + "  " + " ".join(f"{strict[k]:5.3f}" for k in KS)
+    cells = (
+        " ".join(f"{lenient[k]:5.3f}" for k in KS)
+        + "  "
+        + " ".join(f"{strict[k]:5.3f}" for k in KS)
+    )
     return f"{name:9} {tool:10} {tally.questions:5}  {cells}  {ms:6.1f}"
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=str(DEFAULT_DATA))
-    parser.add_argument("--files", default="", help="comma-separated conversation names (default: all)")
+    parser.add_argument(
+        "--files", default="", help="comma-separated conversation names (default: all)"
+    )
 
 
 def load_selected(data_dir: str, files: str) -> list[Conversation]:
@@ -317,15 +350,24 @@ def load_selected(data_dir: str, files: str) -> list[Conversation]:
     if not data.is_dir():
         raise SystemExit(f"LoCoMo data not found at {data}")
     wanted = {f.strip() for f in files.split(",") if f.strip()}
-    return [load_conversation(p) for p in sorted(data.glob("conv-*.json")) if not wanted or p.stem in wanted]
+    return [
+        load_conversation(p)
+        for p in sorted(data.glob("conv-*.json"))
+        if not wanted or p.stem in wanted
+    ]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_arguments(parser)
-    parser.add_argument("--hybrid", action="store_true",
-                        help="also lcm_recall with local embeddings (every turn embedded first)")
-    parser.add_argument("--weights", default="0.3", help="vector weights to measure with --hybrid, comma-separated")
+    parser.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="also lcm_recall with local embeddings (every turn embedded first)",
+    )
+    parser.add_argument(
+        "--weights", default="0.3", help="vector weights to measure with --hybrid, comma-separated"
+    )
     args = parser.parse_args(argv)
     conversations = load_selected(args.data, args.files)
     weights = tuple(w.strip() for w in args.weights.split(",") if w.strip()) if args.hybrid else ()
@@ -336,21 +378,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     per_conversation: dict[str, dict[str, Any]] = {}
     for name, tool, tally in evaluate(conversations, weights=weights):
         print(_row(name, tool, tally), flush=True)
-        figures = {"questions": tally.questions, "lenient": tally.rates("lenient"), "strict": tally.rates("strict"),
-                   "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2)}
+        figures = {
+            "questions": tally.questions,
+            "lenient": tally.rates("lenient"),
+            "strict": tally.rates("strict"),
+            "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2),
+        }
         if name == "all":
             result[tool] = figures
         else:
             per_conversation.setdefault(name, {})[tool] = figures
     if weights:
         result["per_conversation"] = per_conversation
-    print(f"baseline (plain FTS5 bm25 OR, data README): lenient {BASELINE['lenient']}, strict {BASELINE['strict']}")
+    print(
+        f"baseline (plain FTS5 bm25 OR, data README): lenient {BASELINE['lenient']}, strict {BASELINE['strict']}"
+    )
     for tool, figures in result.items():
         if tool == "per_conversation":
             continue
         r10 = figures["lenient"][10]
         verdict = "met" if r10 >= TARGET_R10 else "missed"
-        print(f"{tool}: R@10 lenient {r10:.3f} vs baseline 0.68 (target >= {TARGET_R10}: {verdict})")
+        print(
+            f"{tool}: R@10 lenient {r10:.3f} vs baseline 0.68 (target >= {TARGET_R10}: {verdict})"
+        )
     return result
 
 

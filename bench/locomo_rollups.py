@@ -37,8 +37,9 @@ def run(conversation: Any, home: Path, timezone: str) -> dict[str, Any]:
 
         from hermes_lcm.engine import LcmEngine
 
-        engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home_), "LCM_SUMMARY_PROVIDER": "extractive",
-                                              **env}))
+        engine = copy.deepcopy(
+            LcmEngine(env={"HERMES_HOME": str(home_), "LCM_SUMMARY_PROVIDER": "extractive", **env})
+        )
         engine.update_model("bench-model", context)
         engine.on_session_start(session, hermes_home=str(home_), platform="locomo")
         return engine
@@ -56,21 +57,37 @@ def run(conversation: Any, home: Path, timezone: str) -> dict[str, Any]:
         built = core.rollups.drain()
     finally:
         locomo_inuse.make_engine = original
-    days = {datetime.fromtimestamp(t["timestamp"] // 1, UTC).date().isoformat() for t in conversation.turns}
+    days = {
+        datetime.fromtimestamp(t["timestamp"] // 1, UTC).date().isoformat()
+        for t in conversation.turns
+    }
     with sqlite3.connect(home / "lcm.db") as con:
-        ready = con.execute("SELECT kind, tz, count(*), sum(tokens) FROM rollups WHERE status='ready' "
-                            "GROUP BY 1, 2").fetchall()
-        utc_days = [r[0] for r in con.execute("SELECT period_start FROM rollups WHERE kind='day' AND tz='UTC' "
-                                              "AND status='ready'")]
+        ready = con.execute(
+            "SELECT kind, tz, count(*), sum(tokens) FROM rollups WHERE status='ready' GROUP BY 1, 2"
+        ).fetchall()
+        utc_days = [
+            r[0]
+            for r in con.execute(
+                "SELECT period_start FROM rollups WHERE kind='day' AND tz='UTC' AND status='ready'"
+            )
+        ]
     day_seconds = [b.seconds for b in built if b.kind == "day" and b.status == "ready"]
-    return {"conversation": conversation.name, "messages": len(conversation.turns), "compactions": live.compactions,
-            "replay_s": round(replay_s, 2), "utc_days_with_messages": len(days),
-            "exactly_one_day_rollup_per_day": sorted(utc_days) == sorted(days),
-            "ready": {f"{kind}/{tz}": {"count": n, "tokens": tokens} for kind, tz, n, tokens in ready},
-            "builds": len(built), "failed": sum(b.status == "failed" for b in built),
-            "day_rollup_ms_median": round(statistics.median(day_seconds) * 1000, 2) if day_seconds else None,
-            "day_rollup_ms_max": round(max(day_seconds) * 1000, 2) if day_seconds else None,
-            "all_builds_s": round(sum(b.seconds for b in built), 3)}
+    return {
+        "conversation": conversation.name,
+        "messages": len(conversation.turns),
+        "compactions": live.compactions,
+        "replay_s": round(replay_s, 2),
+        "utc_days_with_messages": len(days),
+        "exactly_one_day_rollup_per_day": sorted(utc_days) == sorted(days),
+        "ready": {f"{kind}/{tz}": {"count": n, "tokens": tokens} for kind, tz, n, tokens in ready},
+        "builds": len(built),
+        "failed": sum(b.status == "failed" for b in built),
+        "day_rollup_ms_median": round(statistics.median(day_seconds) * 1000, 2)
+        if day_seconds
+        else None,
+        "day_rollup_ms_max": round(max(day_seconds) * 1000, 2) if day_seconds else None,
+        "all_builds_s": round(sum(b.seconds for b in built), 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

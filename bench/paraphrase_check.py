@@ -120,8 +120,9 @@ def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
     return questions
 
 
-def evidence_texts(question: dict[str, Any], demo: dict[str, str],
-                   locomo: dict[tuple[str, str], str] | None) -> list[str] | None:
+def evidence_texts(
+    question: dict[str, Any], demo: dict[str, str], locomo: dict[tuple[str, str], str] | None
+) -> list[str] | None:
     """The texts of a question's evidence; None when its source is not available here."""
     if question["source"] == "demo":
         return [demo[e] for e in question["evidence"]]
@@ -155,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     bad, checked = violations(questions, Path(args.data))
     for line in bad:
         print(line)
-    print(f"{checked} of {len(questions)} questions checked, {len(bad)} share a content word with their evidence")
+    print(
+        f"{checked} of {len(questions)} questions checked, {len(bad)} share a content word with their evidence"
+    )
     return 1 if bad else 0
 
 

@@ -65,13 +65,16 @@ class Mode:
 def hybrid_mode(args: argparse.Namespace) -> Mode:
     """The embedding settings from the command line, as the engine reads them (LCM_* names)."""
     env = {"LCM_EMBEDDINGS_ENABLED": "true"}
-    for option, name in (("embedding_provider", "LCM_EMBEDDING_PROVIDER"), ("embedding_model", "LCM_EMBEDDING_MODEL"),
-                         ("embedding_base_url", "LCM_EMBEDDING_BASE_URL"),
-                         ("embedding_api_key_env", "LCM_EMBEDDING_API_KEY_ENV"),
-                         ("embedding_storage_dtype", "LCM_EMBEDDING_STORAGE_DTYPE"),
-                         ("embedding_store_dim", "LCM_EMBEDDING_STORE_DIM"),
-                         ("ollama_base_url", "LCM_OLLAMA_BASE_URL"),
-                         ("recall_vector_weight", "LCM_RECALL_VECTOR_WEIGHT")):
+    for option, name in (
+        ("embedding_provider", "LCM_EMBEDDING_PROVIDER"),
+        ("embedding_model", "LCM_EMBEDDING_MODEL"),
+        ("embedding_base_url", "LCM_EMBEDDING_BASE_URL"),
+        ("embedding_api_key_env", "LCM_EMBEDDING_API_KEY_ENV"),
+        ("embedding_storage_dtype", "LCM_EMBEDDING_STORAGE_DTYPE"),
+        ("embedding_store_dim", "LCM_EMBEDDING_STORE_DIM"),
+        ("ollama_base_url", "LCM_OLLAMA_BASE_URL"),
+        ("recall_vector_weight", "LCM_RECALL_VECTOR_WEIGHT"),
+    ):
         value = getattr(args, option)
         if value not in (None, ""):
             env[name] = str(value)
@@ -90,8 +93,10 @@ def vector_arm_missing() -> str | None:
 
     if any("vector" in name.lower() for name in dir(arms)):
         return None
-    return ("--hybrid: lcm_recall has no vector arm yet (hermes_lcm/arms.py has only the full-text arm; "
-            "the hybrid recall work adds it). Refusing to run: the figures would be full-text ones labelled hybrid.")
+    return (
+        "--hybrid: lcm_recall has no vector arm yet (hermes_lcm/arms.py has only the full-text arm; "
+        "the hybrid recall work adds it). Refusing to run: the figures would be full-text ones labelled hybrid."
+    )
 
 
 # ---------------------------------------------------------------------------- stores
@@ -115,7 +120,11 @@ def demo_messages(path: Path = FIXTURE) -> tuple[list[dict[str, Any]], list[str]
 
 
 def make_engine(home: Path, session: str, mode: Mode) -> Any:
-    engine = locomo_recall.make_engine(home, session) if not mode.env else _engine_with(home, session, mode)
+    engine = (
+        locomo_recall.make_engine(home, session)
+        if not mode.env
+        else _engine_with(home, session, mode)
+    )
     return engine
 
 
@@ -161,7 +170,9 @@ def ingest_demo(home: Path, mode: Mode) -> tuple[Any, dict[int, str]]:
     return engine, dict(zip(walked, ids, strict=True))
 
 
-def ingest_locomo(home: Path, data: Path, names: Sequence[str], mode: Mode) -> dict[str, tuple[Any, dict[int, str]]]:
+def ingest_locomo(
+    home: Path, data: Path, names: Sequence[str], mode: Mode
+) -> dict[str, tuple[Any, dict[int, str]]]:
     """The named LoCoMo conversations in one database (locomo_recall's loader and walk)."""
     out = {}
     for name in sorted(set(names)):
@@ -193,15 +204,20 @@ class Tally:
         self.questions += 1
         for k in KS:
             self.found[k] += bool(set(ranked[:k]) & set(evidence))
-        if not set(ranked[:max(KS)]) & set(evidence):
+        if not set(ranked[: max(KS)]) & set(evidence):
             self.missed.append(qid)
 
     def rates(self) -> dict[int, float]:
         return {k: round(self.found[k] / max(1, self.questions), 3) for k in KS}
 
 
-def evaluate(questions: Sequence[dict[str, Any]], sources: Sequence[str], data: Path, mode: Mode,
-             home: Path | None = None) -> dict[str, dict[str, Tally]]:
+def evaluate(
+    questions: Sequence[dict[str, Any]],
+    sources: Sequence[str],
+    data: Path,
+    mode: Mode,
+    home: Path | None = None,
+) -> dict[str, dict[str, Tally]]:
     """{source or "all": {tool: Tally}} for every question of the chosen sources."""
     base = home or Path(tempfile.mkdtemp(prefix="lcm-paraphrase-"))
     engines: dict[tuple[str, str], tuple[Any, dict[int, str]]] = {}
@@ -211,7 +227,9 @@ def evaluate(questions: Sequence[dict[str, Any]], sources: Sequence[str], data: 
         names = [q["conversation"] for q in questions if q["source"] == "locomo"]
         for name, pair in ingest_locomo(base / "locomo", data, names, mode).items():
             engines[("locomo", name)] = pair
-    result: dict[str, dict[str, Tally]] = {s: {t: Tally() for t in TOOLS} for s in [*sources, "all"]}
+    result: dict[str, dict[str, Tally]] = {
+        s: {t: Tally() for t in TOOLS} for s in [*sources, "all"]
+    }
     for q in questions:
         if q["source"] not in sources:
             continue
@@ -228,10 +246,18 @@ def evaluate(questions: Sequence[dict[str, Any]], sources: Sequence[str], data: 
 
 def figures(result: Mapping[str, Mapping[str, Tally]]) -> dict[str, dict[str, Any]]:
     """JSON-ready: {source: {tool: {"questions", "recall": {"1","5","10"}, "ms_per_query", "missed"}}}."""
-    return {source: {tool: {"questions": t.questions, "recall": {str(k): v for k, v in t.rates().items()},
-                            "ms_per_query": round(t.seconds / max(1, t.questions) * 1000, 2), "missed": t.missed}
-                     for tool, t in tools.items()}
-            for source, tools in result.items()}
+    return {
+        source: {
+            tool: {
+                "questions": t.questions,
+                "recall": {str(k): v for k, v in t.rates().items()},
+                "ms_per_query": round(t.seconds / max(1, t.questions) * 1000, 2),
+                "missed": t.missed,
+            }
+            for tool, t in tools.items()
+        }
+        for source, tools in result.items()
+    }
 
 
 def available_sources(wanted: Sequence[str], data: Path) -> list[str]:
@@ -249,18 +275,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sources", default="demo,locomo", help="comma-separated: demo, locomo")
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--questions", default=str(QUESTIONS))
-    parser.add_argument("--hybrid", action="store_true",
-                        help="embeddings on (LCM_EMBEDDINGS_ENABLED and the settings below); every stored row is "
-                             "embedded before the questions")
-    parser.add_argument("--embedding-provider", default="local", help="openai | voyage | ollama | local")
+    parser.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="embeddings on (LCM_EMBEDDINGS_ENABLED and the settings below); every stored row is "
+        "embedded before the questions",
+    )
+    parser.add_argument(
+        "--embedding-provider", default="local", help="openai | voyage | ollama | local"
+    )
     parser.add_argument("--embedding-model", default="")
     parser.add_argument("--embedding-base-url", default="")
-    parser.add_argument("--embedding-api-key-env", default="", help="name of the variable holding the key")
+    parser.add_argument(
+        "--embedding-api-key-env", default="", help="name of the variable holding the key"
+    )
     parser.add_argument("--embedding-storage-dtype", default="")
     parser.add_argument("--embedding-store-dim", default="")
     parser.add_argument("--ollama-base-url", default="")
     parser.add_argument("--recall-vector-weight", default="")
-    parser.add_argument("--no-save", action="store_true", help="print only; leave bench/results alone")
+    parser.add_argument(
+        "--no-save", action="store_true", help="print only; leave bench/results alone"
+    )
     return parser
 
 
@@ -287,7 +322,9 @@ def main(argv: list[str] | None = None, *, save: bool = True) -> dict[str, Any]:
     for source, tools in result.items():
         for tool, entry in tools.items():
             cells = "  ".join(f"{entry['recall'][str(k)]:5.3f}" for k in KS)
-            print(f"{source:8} {tool:10} {entry['questions']:4}  {cells}  {entry['ms_per_query']:5.1f}")
+            print(
+                f"{source:8} {tool:10} {entry['questions']:4}  {cells}  {entry['ms_per_query']:5.1f}"
+            )
     out = {"mode": mode.name, "sources": sources, "seconds": seconds, "results": result}
     if save and not args.no_save:
         _save(out, mode)
@@ -301,12 +338,23 @@ def _save(out: dict[str, Any], mode: Mode) -> None:
     for tool in TOOLS:
         entry = out["results"]["all"][tool]
         r10 = entry["recall"]["10"]
-        per = ", ".join(f"{s} {out['results'][s][tool]['recall']['10']:.3f}" for s in out["sources"])
+        per = ", ".join(
+            f"{s} {out['results'][s][tool]['recall']['10']:.3f}" for s in out["sources"]
+        )
         target = f"paraphrase R@10 via {tool}, hybrid >= {TARGET_HYBRID_R10}"
-        verdict = ("met" if r10 >= TARGET_HYBRID_R10 else f"missed by {TARGET_HYBRID_R10 - r10:.3f}") \
-            if mode.hybrid else "baseline (FTS-only floor)"
-        rows.append({"target": target, "ours": f"{mode.name}: {r10:.3f} ({per}; {entry['questions']} questions)",
-                     "reference": "questions share no content word with their evidence", "verdict": verdict})
+        verdict = (
+            ("met" if r10 >= TARGET_HYBRID_R10 else f"missed by {TARGET_HYBRID_R10 - r10:.3f}")
+            if mode.hybrid
+            else "baseline (FTS-only floor)"
+        )
+        rows.append(
+            {
+                "target": target,
+                "ours": f"{mode.name}: {r10:.3f} ({per}; {entry['questions']} questions)",
+                "reference": "questions share no content word with their evidence",
+                "verdict": verdict,
+            }
+        )
     name = "paraphrase_recall" if not mode.hybrid else "paraphrase_recall_hybrid"
     save_result(name, rows, out)
 

@@ -90,13 +90,22 @@ def build(size: int, history: SearchHistory, base_url: str, home: str | None) ->
         if reused:
             seconds = float(marker.read_text())
         else:
-            seconds = bulk_ingest(core, history, 0, size, batch=1000, compact_every=1000, budget=budget)
+            seconds = bulk_ingest(
+                core, history, 0, size, batch=1000, compact_every=1000, budget=budget
+            )
             core.compact(budget)
             marker.write_text(str(seconds))
-        print(f"  {backend:8} {size:,} built in {seconds:.1f} s ({size / seconds:,.0f} msg/s incl. compaction)",
-              flush=True)
-        out[backend] = {"engine": engine, "budget": budget, "build_seconds": round(seconds, 1),
-                        "build_rate": round(size / seconds), "build_reused": reused}
+        print(
+            f"  {backend:8} {size:,} built in {seconds:.1f} s ({size / seconds:,.0f} msg/s incl. compaction)",
+            flush=True,
+        )
+        out[backend] = {
+            "engine": engine,
+            "budget": budget,
+            "build_seconds": round(seconds, 1),
+            "build_rate": round(size / seconds),
+            "build_reused": reused,
+        }
     return out
 
 
@@ -112,18 +121,28 @@ def import_rate(history: SearchHistory, base_url: str) -> dict[str, Any]:
     return rates
 
 
-def per_turn(built: dict[str, Any], history: SearchHistory, size: int, turns: int) -> dict[str, Any]:
+def per_turn(
+    built: dict[str, Any], history: SearchHistory, size: int, turns: int
+) -> dict[str, Any]:
     """Host turns on both engines, interleaved turn by turn; median ms of ingest+should_compress+assemble."""
     out: dict[str, Any] = {}
     for shape in ("cli", "api"):
         start = size if shape == "cli" else size + 4 * (WARMUP_TURNS + turns)
-        players = {b: HostTurns(built[b]["engine"], built[b]["budget"], history, start, shape) for b in BACKENDS}
+        players = {
+            b: HostTurns(built[b]["engine"], built[b]["budget"], history, start, shape)
+            for b in BACKENDS
+        }
         for turn in range(WARMUP_TURNS + turns):
             for player in players.values():
                 player.turn(turn, timed=turn >= WARMUP_TURNS)
         res = {b: p.result() for b, p in players.items()}
-        out[shape] = {b: {k: res[b][k]["median_ms"] for k in ("total", "ingest", "assemble")} for b in BACKENDS}
-        out[shape]["ratio"] = round(out[shape]["postgres"]["total"] / out[shape]["sqlite"]["total"], 2)
+        out[shape] = {
+            b: {k: res[b][k]["median_ms"] for k in ("total", "ingest", "assemble")}
+            for b in BACKENDS
+        }
+        out[shape]["ratio"] = round(
+            out[shape]["postgres"]["total"] / out[shape]["sqlite"]["total"], 2
+        )
         print(f"  per turn {shape}: {out[shape]}", flush=True)
     return out
 
@@ -135,20 +154,35 @@ def grep(built: dict[str, Any], history: SearchHistory) -> dict[str, Any]:
         hits: dict[str, list[int]] = {b: [] for b in BACKENDS}
         for text in texts:
             for b in BACKENDS:
-                answer = json.loads(built[b]["engine"].handle_tool_call("lcm_grep", {"query": text}))
+                answer = json.loads(
+                    built[b]["engine"].handle_tool_call("lcm_grep", {"query": text})
+                )
                 if "error" in answer:
                     raise SystemExit(f"{b}: lcm_grep {text!r} failed: {answer['error']}")
                 hits[b].append(len(answer.get("hits", [])))
-            sq, pg = interleaved(*(lambda e=built[b]["engine"], t=text: e.handle_tool_call("lcm_grep", {"query": t})
-                                   for b in BACKENDS))
+            sq, pg = interleaved(
+                *(
+                    lambda e=built[b]["engine"], t=text: e.handle_tool_call(
+                        "lcm_grep", {"query": t}
+                    )
+                    for b in BACKENDS
+                )
+            )
             meds["sqlite"].append(sq)
             meds["postgres"].append(pg)
-            print(f"    {kind:17} {text[:40]!r:44} sqlite {sq:8.2f} ms  postgres {pg:8.2f} ms  "
-                  f"ratio {pg / sq:5.1f}x", flush=True)
+            print(
+                f"    {kind:17} {text[:40]!r:44} sqlite {sq:8.2f} ms  postgres {pg:8.2f} ms  "
+                f"ratio {pg / sq:5.1f}x",
+                flush=True,
+            )
         out[kind] = {b: round(sorted(meds[b])[len(meds[b]) // 2], 2) for b in BACKENDS}
         out[kind]["worst_postgres"] = round(max(meds["postgres"]), 2)
-        out[kind]["ratio"] = round(sorted(p / max(s, 1e-6) for s, p in zip(meds["sqlite"], meds["postgres"],
-                                                                          strict=True))[len(texts) // 2], 1)
+        out[kind]["ratio"] = round(
+            sorted(p / max(s, 1e-6) for s, p in zip(meds["sqlite"], meds["postgres"], strict=True))[
+                len(texts) // 2
+            ],
+            1,
+        )
         out[kind]["hits"] = {b: min(hits[b]) for b in BACKENDS}
     return out
 
@@ -156,19 +190,40 @@ def grep(built: dict[str, Any], history: SearchHistory) -> dict[str, Any]:
 def table(details: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     imp = details["import"]
-    rows.append({"target": f"{details['server']} import rate next to SQLite (20k messages, no compaction)",
-                 "ours": f"PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s ({imp['ratio']}x)",
-                 "reference": "-", "verdict": "-"})
+    rows.append(
+        {
+            "target": f"{details['server']} import rate next to SQLite (20k messages, no compaction)",
+            "ours": f"PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s ({imp['ratio']}x)",
+            "reference": "-",
+            "verdict": "-",
+        }
+    )
     for size, entry in details["sizes"].items():
         if "per_turn" in entry:
             pt = entry["per_turn"]
-            rows.append({"target": f"PostgreSQL per-turn overhead at {int(size):,} msgs (median)",
-                         "ours": "; ".join(f"{shape} {pt[shape]['postgres']['total']} ms vs SQLite "
-                                           f"{pt[shape]['sqlite']['total']} ms ({pt[shape]['ratio']}x)"
-                                           for shape in ("cli", "api")), "reference": "-", "verdict": "-"})
-        rows.append({"target": f"PostgreSQL lcm_grep at {int(size):,} msgs (median per kind)",
-                     "ours": "; ".join(f"{kind} {q['postgres']} ms vs {q['sqlite']} ms ({q['ratio']}x)"
-                                       for kind, q in entry["grep"].items()), "reference": "-", "verdict": "-"})
+            rows.append(
+                {
+                    "target": f"PostgreSQL per-turn overhead at {int(size):,} msgs (median)",
+                    "ours": "; ".join(
+                        f"{shape} {pt[shape]['postgres']['total']} ms vs SQLite "
+                        f"{pt[shape]['sqlite']['total']} ms ({pt[shape]['ratio']}x)"
+                        for shape in ("cli", "api")
+                    ),
+                    "reference": "-",
+                    "verdict": "-",
+                }
+            )
+        rows.append(
+            {
+                "target": f"PostgreSQL lcm_grep at {int(size):,} msgs (median per kind)",
+                "ours": "; ".join(
+                    f"{kind} {q['postgres']} ms vs {q['sqlite']} ms ({q['ratio']}x)"
+                    for kind, q in entry["grep"].items()
+                ),
+                "reference": "-",
+                "verdict": "-",
+            }
+        )
     return rows
 
 
@@ -178,22 +233,32 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--url", help="a PostgreSQL server to use (default: a throwaway one)")
-    parser.add_argument("--home", help="keep the built databases here (and schemas bench_<size>) and reuse them")
+    parser.add_argument(
+        "--home", help="keep the built databases here (and schemas bench_<size>) and reuse them"
+    )
     args = parser.parse_args()
     base_url = args.url or start_server()
     history = SearchHistory(args.seed)
     sizes = [int(s) for s in args.sizes.split(",")]
-    details: dict[str, Any] = {"seed": args.seed, "turns": args.turns, "sizes": {},
-                               "server": server_version(base_url)}
+    details: dict[str, Any] = {
+        "seed": args.seed,
+        "turns": args.turns,
+        "sizes": {},
+        "server": server_version(base_url),
+    }
     details["import"] = import_rate(history, base_url)
     for size in sizes:
         print(f"building {size:,} messages on both ...", flush=True)
         t0 = time.perf_counter()
         built = build(size, history, base_url, args.home)
-        entry: dict[str, Any] = {b: {k: built[b][k] for k in ("build_seconds", "build_rate", "build_reused")}
-                                 for b in BACKENDS}
+        entry: dict[str, Any] = {
+            b: {k: built[b][k] for k in ("build_seconds", "build_rate", "build_reused")}
+            for b in BACKENDS
+        }
         entry["grep"] = grep(built, history)
-        if size == min(sizes):  # per-turn overhead where the API shape's full history is still cheap to send
+        if size == min(
+            sizes
+        ):  # per-turn overhead where the API shape's full history is still cheap to send
             entry["per_turn"] = per_turn(built, history, size, args.turns)
         details["sizes"][str(size)] = entry
         print(f"  {size:,} done in {time.perf_counter() - t0:.0f} s", flush=True)

@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".pyroot"))  # this checkout's hermes_lcm
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / ".pyroot")
+)  # this checkout's hermes_lcm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.pgserver
 
 from common import History, bulk_ingest, core_of, make_engine, print_table, save_result, temp_dir
@@ -45,8 +47,11 @@ def baseline(path: Path, url: str, batch: int = 2000) -> float:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE bare(id bigint, content text)")
         after = 0
-        while rows := con.execute("SELECT id, replace(content, char(0), '') FROM messages WHERE id > ? "
-                                  "ORDER BY id LIMIT ?", (after, batch)).fetchall():
+        while rows := con.execute(
+            "SELECT id, replace(content, char(0), '') FROM messages WHERE id > ? "
+            "ORDER BY id LIMIT ?",
+            (after, batch),
+        ).fetchall():
             with conn.transaction(), conn.cursor() as cur:
                 cur.executemany("INSERT INTO bare VALUES (%s, %s)", rows)
             after = rows[-1][0]
@@ -81,22 +86,34 @@ def main() -> None:
         verify.append(time.perf_counter() - started)
         counts = out["verify"]["counts"]
         store_module.close_all()
-    med, med_verify, med_base = statistics.median(ours), statistics.median(verify), statistics.median(base)
+    med, med_verify, med_base = (
+        statistics.median(ours),
+        statistics.median(verify),
+        statistics.median(base),
+    )
     copy_only = max(med - med_verify, 1e-9)
     details: dict[str, Any] = {
-        "messages": counts.get("messages", 0), "rows_all_tables": sum(counts.values()),
-        "summaries": counts.get("summaries", 0), "runs": args.runs,
-        "apply_s_median": round(med, 2), "verify_s_median": round(med_verify, 2),
-        "copy_s_median": round(copy_only, 2), "baseline_bare_insert_s_median": round(med_base, 2),
+        "messages": counts.get("messages", 0),
+        "rows_all_tables": sum(counts.values()),
+        "summaries": counts.get("summaries", 0),
+        "runs": args.runs,
+        "apply_s_median": round(med, 2),
+        "verify_s_median": round(med_verify, 2),
+        "copy_s_median": round(copy_only, 2),
+        "baseline_bare_insert_s_median": round(med_base, 2),
         "messages_per_s_apply": round(counts.get("messages", 0) / med),
         "rows_per_s_copy": round(sum(counts.values()) / copy_only),
         "copy_over_bare_insert": round(copy_only / med_base, 2),
         "file_bytes": path.stat().st_size,
     }
-    rows = [{"target": f"migrate-to-postgres at {details['messages']:,} messages (copy + verify)",
-             "ours": f"{med:.1f} s, {details['messages_per_s_apply']:,} messages/s",
-             "reference": f"bare insert of (id, content): {med_base:.1f} s; copy is "
-                          f"{details['copy_over_bare_insert']}x that"}]
+    rows = [
+        {
+            "target": f"migrate-to-postgres at {details['messages']:,} messages (copy + verify)",
+            "ours": f"{med:.1f} s, {details['messages_per_s_apply']:,} messages/s",
+            "reference": f"bare insert of (id, content): {med_base:.1f} s; copy is "
+            f"{details['copy_over_bare_insert']}x that",
+        }
+    ]
     print_table(rows)
     save_result("pg_migrate", rows, details)
 

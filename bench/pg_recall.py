@@ -27,11 +27,16 @@ def run(conversations: list[Any], env: dict[str, str]) -> dict[str, Any]:
     locomo_recall.EXTRA_ENV.clear()
     locomo_recall.EXTRA_ENV.update(env)
     out: dict[str, Any] = {}
-    for name, tool, tally in locomo_recall.evaluate(conversations, TOOLS, Path(tempfile.mkdtemp(prefix="pgrec-"))):
+    for name, tool, tally in locomo_recall.evaluate(
+        conversations, TOOLS, Path(tempfile.mkdtemp(prefix="pgrec-"))
+    ):
         if name == "all":
-            out[tool] = {"questions": tally.questions, "lenient": tally.rates("lenient"),
-                         "strict": tally.rates("strict"),
-                         "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2)}
+            out[tool] = {
+                "questions": tally.questions,
+                "lenient": tally.rates("lenient"),
+                "strict": tally.rates("strict"),
+                "ms_per_query": round(tally.seconds / max(1, tally.questions) * 1000, 2),
+            }
     return out
 
 
@@ -42,20 +47,42 @@ def main() -> None:
     args = parser.parse_args()
     conversations = locomo_recall.load_selected(args.data, args.files or "conv-30")
     url = schema_url(args.url or start_server(), f"recall_{uuid.uuid4().hex[:8]}")
-    results = {"sqlite": run(conversations, {}), "postgres": run(conversations, {"LCM_DATABASE_URL": url})}
+    results = {
+        "sqlite": run(conversations, {}),
+        "postgres": run(conversations, {"LCM_DATABASE_URL": url}),
+    }
     rows = []
     for tool in TOOLS:
         sq, pg = results["sqlite"][tool], results["postgres"][tool]
-        rows.append({"target": f"LoCoMo R@10 via {tool} on PostgreSQL, comparable to SQLite",
-                     "ours": f"PostgreSQL {pg['lenient'][10]:.3f} lenient, {pg['strict'][10]:.3f} strict; "
-                             f"SQLite {sq['lenient'][10]:.3f}, {sq['strict'][10]:.3f} ({sq['questions']} questions)",
-                     "reference": "-", "verdict": f"{pg['lenient'][10] - sq['lenient'][10]:+.3f}"})
+        rows.append(
+            {
+                "target": f"LoCoMo R@10 via {tool} on PostgreSQL, comparable to SQLite",
+                "ours": f"PostgreSQL {pg['lenient'][10]:.3f} lenient, {pg['strict'][10]:.3f} strict; "
+                f"SQLite {sq['lenient'][10]:.3f}, {sq['strict'][10]:.3f} ({sq['questions']} questions)",
+                "reference": "-",
+                "verdict": f"{pg['lenient'][10] - sq['lenient'][10]:+.3f}",
+            }
+        )
         print(f"{tool}: sqlite {sq['lenient']} | postgres {pg['lenient']}")
     print_table(rows)
-    save_result("pg_recall", rows, {"files": args.files or "conv-30",
-                                    "backends": {b: {t: {**f, "lenient": {str(k): v for k, v in f["lenient"].items()},
-                                                         "strict": {str(k): v for k, v in f["strict"].items()}}
-                                                     for t, f in r.items()} for b, r in results.items()}})
+    save_result(
+        "pg_recall",
+        rows,
+        {
+            "files": args.files or "conv-30",
+            "backends": {
+                b: {
+                    t: {
+                        **f,
+                        "lenient": {str(k): v for k, v in f["lenient"].items()},
+                        "strict": {str(k): v for k, v in f["strict"].items()},
+                    }
+                    for t, f in r.items()
+                }
+                for b, r in results.items()
+            },
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,11 @@ _log: list[str] = []
 
 def _caller() -> str:
     """The package functions that sent a statement (for --show)."""
-    frames = [f for f in traceback.extract_stack()[:-2] if "/hermes_lcm/" in f.filename or "wt16" in f.filename]
+    frames = [
+        f
+        for f in traceback.extract_stack()[:-2]
+        if "/hermes_lcm/" in f.filename or "wt16" in f.filename
+    ]
     return " < ".join(f"{f.name}" for f in reversed(frames[-6:]))
 
 
@@ -59,8 +63,9 @@ def counting(fn: Any) -> tuple[int, int, list[str]]:
     return len(sql), sum(1 for s in sql if s.startswith("BEGIN")), sql
 
 
-def turn_counts(engine: Any, budget: Any, history: SearchHistory, start: int, shape: str, turns: int,
-                show: bool) -> dict[str, Any]:
+def turn_counts(
+    engine: Any, budget: Any, history: SearchHistory, start: int, shape: str, turns: int, show: bool
+) -> dict[str, Any]:
     player = HostTurns(engine, budget, history, start, shape)
     core = player.core
     per: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
@@ -69,7 +74,9 @@ def turn_counts(engine: Any, budget: Any, history: SearchHistory, start: int, sh
         player.host.extend(history.messages(lo, lo + 4))
         n, b, sql_i = counting(lambda: engine.ingest_host(player.host))
         per["ingest"].append((n, b))
-        reported = context_tokens(core) + PROMPT_OVERHEAD  # outside the count, as outside the timing
+        reported = (
+            context_tokens(core) + PROMPT_OVERHEAD
+        )  # outside the count, as outside the timing
         over: list[bool] = []
         n, b, sql_s = counting(lambda r=reported, o=over: o.append(engine.should_compress(r)))
         per["should_compress"].append((n, b))
@@ -110,7 +117,10 @@ def main() -> None:
     _install()
     for shape in ("cli", "api"):
         start = args.size if shape == "cli" else args.size + 4 * args.turns
-        print(shape, json.dumps(turn_counts(engine, budget, history, start, shape, args.turns, args.show)))
+        print(
+            shape,
+            json.dumps(turn_counts(engine, budget, history, start, shape, args.turns, args.show)),
+        )
     for kind, texts in queries(history).items():
         n, b, sql = counting(lambda t=texts[0]: engine.handle_tool_call("lcm_grep", {"query": t}))
         print(f"lcm_grep {kind}: {n} statements, {b} BEGIN")

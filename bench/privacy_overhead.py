@@ -23,11 +23,22 @@ from common import History, core_of, make_engine, print_table, save_result, temp
 from steady_state import WARMUP_TURNS, HostTurns, build
 
 TARGET_RATIO = 1.5
-IGNORE = ",".join(["^HEARTBEAT_OK$", "^Cronjob Response:", "^>>>Cronjob Response<<<:", '"kind": "heartbeat"',
-                   r"(?i)^\s*ping\s*$"])
+IGNORE = ",".join(
+    [
+        "^HEARTBEAT_OK$",
+        "^Cronjob Response:",
+        "^>>>Cronjob Response<<<:",
+        '"kind": "heartbeat"',
+        r"(?i)^\s*ping\s*$",
+    ]
+)
 PRIVACY_ENV = {"LCM_SENSITIVE_PATTERNS_ENABLED": "true", "LCM_IGNORE_MESSAGE_PATTERNS": IGNORE}
-SECRETS = ["api_key=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w", "password=hunter2", "AKIAIOSFODNN7EXAMPLE",
-           "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_X"]
+SECRETS = [
+    "api_key=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w",
+    "password=hunter2",
+    "AKIAIOSFODNN7EXAMPLE",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_X",
+]
 
 
 class SecretHistory(History):
@@ -37,7 +48,9 @@ class SecretHistory(History):
         out = super().messages(lo, hi)
         for offset, message in enumerate(out):
             if (lo + offset) % 10 == 0 and isinstance(message.get("content"), str):
-                message["content"] = f"{message['content']} {SECRETS[(lo + offset) // 10 % len(SECRETS)]}"
+                message["content"] = (
+                    f"{message['content']} {SECRETS[(lo + offset) // 10 % len(SECRETS)]}"
+                )
         return out
 
 
@@ -70,31 +83,54 @@ def main() -> None:
         entry: dict[str, Any] = {"build_seconds": round(seconds, 1)}
         for shape in ("cli", "api"):
             start = size if shape == "cli" else size + 4 * 220
-            players = {name: HostTurns(*pair[name], history, start, shape) for name in ("base", "privacy")}
+            players = {
+                name: HostTurns(*pair[name], history, start, shape) for name in ("base", "privacy")
+            }
             gc.collect()
-            for turn in range(WARMUP_TURNS + args.turns):  # interleaved, each goes first every other turn
+            for turn in range(
+                WARMUP_TURNS + args.turns
+            ):  # interleaved, each goes first every other turn
                 order = ("base", "privacy") if turn % 2 else ("privacy", "base")
                 for name in order:
                     players[name].turn(turn, timed=turn >= WARMUP_TURNS)
             for name, player in players.items():
                 entry[f"{shape}_{name}"] = player.result()
-            ratio = entry[f"{shape}_privacy"]["total"]["median_ms"] / entry[f"{shape}_base"]["total"]["median_ms"]
+            ratio = (
+                entry[f"{shape}_privacy"]["total"]["median_ms"]
+                / entry[f"{shape}_base"]["total"]["median_ms"]
+            )
             entry[f"{shape}_ratio"] = round(ratio, 3)
-            print(f"{size:>7} msgs {shape}: base {entry[f'{shape}_base']['total']['median_ms']:.3f} ms, "
-                  f"privacy {entry[f'{shape}_privacy']['total']['median_ms']:.3f} ms, ratio {ratio:.2f}x", flush=True)
+            print(
+                f"{size:>7} msgs {shape}: base {entry[f'{shape}_base']['total']['median_ms']:.3f} ms, "
+                f"privacy {entry[f'{shape}_privacy']['total']['median_ms']:.3f} ms, ratio {ratio:.2f}x",
+                flush=True,
+            )
         redaction = core_of(pair["privacy"][0]).privacy()["redaction"]
         entry["redacted"] = redaction["redacted_this_process"]
-        assert sum(entry["redacted"].values()) > 0, "the privacy engine redacted nothing: the run proves nothing"
+        assert sum(entry["redacted"].values()) > 0, (
+            "the privacy engine redacted nothing: the run proves nothing"
+        )
         results[str(size)] = entry
-    rows = [{"target": f"per-turn overhead with redaction + 5 ignore patterns, {label} <= {TARGET_RATIO}x",
-             "ours": ", ".join(f"{int(s) // 1000}k {r[f'{shape}_ratio']:.2f}x "
-                               f"({r[f'{shape}_privacy']['total']['median_ms']:.2f} vs "
-                               f"{r[f'{shape}_base']['total']['median_ms']:.2f} ms)" for s, r in results.items()),
-             "reference": "LCM-X: 39 ms/turn at 4k messages, 111 ms with one ignore regex",
-             "verdict": "met" if max(r[f"{shape}_ratio"] for r in results.values()) <= TARGET_RATIO else "missed"}
-            for shape, label in (("cli", "CLI list"), ("api", "API full history"))]
+    rows = [
+        {
+            "target": f"per-turn overhead with redaction + 5 ignore patterns, {label} <= {TARGET_RATIO}x",
+            "ours": ", ".join(
+                f"{int(s) // 1000}k {r[f'{shape}_ratio']:.2f}x "
+                f"({r[f'{shape}_privacy']['total']['median_ms']:.2f} vs "
+                f"{r[f'{shape}_base']['total']['median_ms']:.2f} ms)"
+                for s, r in results.items()
+            ),
+            "reference": "LCM-X: 39 ms/turn at 4k messages, 111 ms with one ignore regex",
+            "verdict": "met"
+            if max(r[f"{shape}_ratio"] for r in results.values()) <= TARGET_RATIO
+            else "missed",
+        }
+        for shape, label in (("cli", "CLI list"), ("api", "API full history"))
+    ]
     print_table(rows)
-    save_result("privacy_overhead", rows, {"sizes": results, "turns": args.turns, "ignore_patterns": IGNORE})
+    save_result(
+        "privacy_overhead", rows, {"sizes": results, "turns": args.turns, "ignore_patterns": IGNORE}
+    )
 
 
 if __name__ == "__main__":

@@ -140,15 +140,22 @@ def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
                 shown = {to_dia.get(int(i)) for i in re.findall(r"store_id=(\d+)", block)}
                 with_evidence += bool(shown & question.evidence)
         related_ms = (time.perf_counter() - t0) / max(1, asked) * 1000
-        unrelated_blocks = [m for m in UNRELATED if turncontext.recall_block(core, m, False) is not None]
+        unrelated_blocks = [
+            m for m in UNRELATED if turncontext.recall_block(core, m, False) is not None
+        ]
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         kept, planted = _demo(home)
         demo_core = _engine(home, "demo-asker", LCM_PROACTIVE_RECALL_ENABLED="true").core
         demo_blocks = [turncontext.recall_block(demo_core, q, False) for q, _ in planted]
-        demo_found = sum(1 for b, (_, detail) in zip(demo_blocks, planted, strict=True)
-                         if b is not None and any(w in b for w in detail.split()[-3:]))
-        demo_unrelated = [m for m in CHAT if turncontext.recall_block(demo_core, m, False) is not None]
+        demo_found = sum(
+            1
+            for b, (_, detail) in zip(demo_blocks, planted, strict=True)
+            if b is not None and any(w in b for w in detail.split()[-3:])
+        )
+        demo_unrelated = [
+            m for m in CHAT if turncontext.recall_block(demo_core, m, False) is not None
+        ]
         assert kept.core is not None
     result = {
         "questions": asked,
@@ -173,18 +180,22 @@ def main(argv: list[str] | None = None, save: bool = True) -> dict[str, Any]:
         from common import save_result
 
         rows = [
-            {"target": "proactive recall: no block for unrelated messages",
-             "ours": f"LoCoMo {result['unrelated_with_block']}/{result['unrelated']}, demo "
-                     f"{result['demo_unrelated_with_block']}/{result['demo_unrelated']}",
-             "reference": "coding/ops/errand messages vs LoCoMo; small talk vs the demo fixture",
-             "verdict": "met" if not unrelated_blocks and not demo_unrelated else "missed"},
-            {"target": "proactive recall: related messages get a block",
-             "ours": f"LoCoMo {result['related_with_block']} with a block, {result['related_evidence_in_block']} "
-                     f"with an evidence turn in it ({asked} questions); demo planted "
-                     f"{result['demo_planted_detail_in_block']}/{result['demo_planted']}",
-             "reference": f"block tokens median {result['block_tokens_median']}, max {result['block_tokens_max']} "
-                          f"(budget 500); {result['ms_per_message']} ms per message",
-             "verdict": "measured"},
+            {
+                "target": "proactive recall: no block for unrelated messages",
+                "ours": f"LoCoMo {result['unrelated_with_block']}/{result['unrelated']}, demo "
+                f"{result['demo_unrelated_with_block']}/{result['demo_unrelated']}",
+                "reference": "coding/ops/errand messages vs LoCoMo; small talk vs the demo fixture",
+                "verdict": "met" if not unrelated_blocks and not demo_unrelated else "missed",
+            },
+            {
+                "target": "proactive recall: related messages get a block",
+                "ours": f"LoCoMo {result['related_with_block']} with a block, {result['related_evidence_in_block']} "
+                f"with an evidence turn in it ({asked} questions); demo planted "
+                f"{result['demo_planted_detail_in_block']}/{result['demo_planted']}",
+                "reference": f"block tokens median {result['block_tokens_median']}, max {result['block_tokens_max']} "
+                f"(budget 500); {result['ms_per_message']} ms per message",
+                "verdict": "measured",
+            },
         ]
         save_result("proactive_floor", rows, result)
     return result

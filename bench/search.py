@@ -78,7 +78,9 @@ def build(size: int, history: History, compact: bool, home: str | None = None) -
     if reuse:
         return engine, float((where / "built").read_text())
     budget = core.budget(engine.threshold_tokens, 3000)
-    seconds = bulk_ingest(core, history, 0, size, batch=1000, compact_every=1000 if compact else 0, budget=budget)
+    seconds = bulk_ingest(
+        core, history, 0, size, batch=1000, compact_every=1000 if compact else 0, budget=budget
+    )
     if home:
         (where / "built").write_text(str(seconds))
     return engine, seconds
@@ -115,25 +117,40 @@ def run_queries(engine: Any, base: sqlite3.Connection, history: History) -> dict
                 raise SystemExit(f"lcm_grep {text!r} failed: {answer['error']}")
             hits.append(int(answer.get("count", len(answer.get("hits", [])))))
             match = naive_or(text)
-            matching.append(base.execute("SELECT count(*) FROM base WHERE base MATCH ?", (match,)).fetchone()[0])
+            matching.append(
+                base.execute("SELECT count(*) FROM base WHERE base MATCH ?", (match,)).fetchone()[0]
+            )
             t_ours, t_base, t_text = interleaved(
                 lambda text=text: engine.handle_tool_call("lcm_grep", {"query": text}),
                 lambda match=match: base.execute(PLAIN, (match,)).fetchall(),
-                lambda match=match: base.execute(PLAIN_TEXT, (match,)).fetchall())
+                lambda match=match: base.execute(PLAIN_TEXT, (match,)).fetchall(),
+            )
             ours.append(t_ours)
             theirs.append(t_base)
             texts_read.append(t_text)
-            print(f"    {kind:17} {text[:40]!r:44} ours {t_ours:8.2f} ms  plain {t_base:8.2f} ms  "
-                  f"plain+text {t_text:8.2f} ms  ratio {t_ours / t_text:5.1f}x  rows {matching[-1]}", flush=True)
-        out[kind] = {"ours": _agg(ours), "baseline": _agg(theirs), "baseline_text": _agg(texts_read),
-                     "ratio_plain": _ratio(ours, theirs), "ratio_text": _ratio(ours, texts_read),
-                     "queries": texts, "hits": min(hits), "matching_rows": max(matching)}
+            print(
+                f"    {kind:17} {text[:40]!r:44} ours {t_ours:8.2f} ms  plain {t_base:8.2f} ms  "
+                f"plain+text {t_text:8.2f} ms  ratio {t_ours / t_text:5.1f}x  rows {matching[-1]}",
+                flush=True,
+            )
+        out[kind] = {
+            "ours": _agg(ours),
+            "baseline": _agg(theirs),
+            "baseline_text": _agg(texts_read),
+            "ratio_plain": _ratio(ours, theirs),
+            "ratio_text": _ratio(ours, texts_read),
+            "queries": texts,
+            "hits": min(hits),
+            "matching_rows": max(matching),
+        }
     return out
 
 
 PLAIN = "SELECT rowid, bm25(base) FROM base WHERE base MATCH ? ORDER BY bm25(base) LIMIT 10"
 # The fair baseline: any search tool also reads the text of the rows it shows.
-PLAIN_TEXT = "SELECT rowid, bm25(base), content FROM base WHERE base MATCH ? ORDER BY bm25(base) LIMIT 10"
+PLAIN_TEXT = (
+    "SELECT rowid, bm25(base), content FROM base WHERE base MATCH ? ORDER BY bm25(base) LIMIT 10"
+)
 
 
 def interleaved(*fns: Any) -> list[float]:
@@ -143,8 +160,9 @@ def interleaved(*fns: Any) -> list[float]:
     for fn in fns:
         fn()  # warm the page cache and statement cache
     started = time.perf_counter()
-    while len(samples[0]) < SAMPLES and (time.perf_counter() - started < MAX_SECONDS_PER_QUERY
-                                         or len(samples[0]) < 3):
+    while len(samples[0]) < SAMPLES and (
+        time.perf_counter() - started < MAX_SECONDS_PER_QUERY or len(samples[0]) < 3
+    ):
         for fn, out in zip(fns, samples, strict=True):
             t0 = time.perf_counter()
             fn()
@@ -168,18 +186,28 @@ def sizes_on_disk(path: str, history: History, count: int) -> dict[str, Any]:
     total = file_size(path)
     con = sqlite3.connect(path)
     try:
-        by_table = dict(con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
+        by_table = dict(
+            con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        )
     except sqlite3.Error:
         by_table = {}
     finally:
         con.close()
     fts = sum(v for k, v in by_table.items() if k.startswith(("messages_fts", "summaries_fts")))
-    sample = range(0, count, max(1, count // 20000) | 1)  # an odd step visits all four message kinds
+    sample = range(
+        0, count, max(1, count // 20000) | 1
+    )  # an odd step visits all four message kinds
     raw_per = sum(history.raw_bytes(history.message(i)) for i in sample) / len(sample)
-    return {"db_bytes_per_message": round(total / count), "raw_bytes_per_message": round(raw_per),
-            "ratio_without_fts": round((total - fts) / count / raw_per, 2) if by_table else None,
-            "size_breakdown": {k: round(v / count) for k, v in sorted(by_table.items(), key=lambda kv: -kv[1])
-                               if v / count >= 1}}
+    return {
+        "db_bytes_per_message": round(total / count),
+        "raw_bytes_per_message": round(raw_per),
+        "ratio_without_fts": round((total - fts) / count / raw_per, 2) if by_table else None,
+        "size_breakdown": {
+            k: round(v / count)
+            for k, v in sorted(by_table.items(), key=lambda kv: -kv[1])
+            if v / count >= 1
+        },
+    }
 
 
 def main() -> None:
@@ -187,10 +215,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--no-compact", action="store_true")
-    parser.add_argument("--home", help="keep the built databases here and reuse them on the next run")
-    parser.add_argument("--profile", metavar="QUERY", action="append",
-                        help="cProfile this lcm_grep query (repeatable; 'rare' and 'ident' name the bench's own) "
-                             "instead of the timed run")
+    parser.add_argument(
+        "--home", help="keep the built databases here and reuse them on the next run"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="QUERY",
+        action="append",
+        help="cProfile this lcm_grep query (repeatable; 'rare' and 'ident' name the bench's own) "
+        "instead of the timed run",
+    )
     args = parser.parse_args()
     history = SearchHistory(args.seed)
     results: dict[str, Any] = {}
@@ -198,23 +232,36 @@ def main() -> None:
         print(f"building {size:,} messages ...", flush=True)
         engine, seconds = build(size, history, not args.no_compact, args.home)
         if args.profile:
-            profile(engine, [{"rare": history.rare_terms[0], "ident": PLANTED_IDENT}.get(q, q) for q in args.profile])
+            profile(
+                engine,
+                [
+                    {"rare": history.rare_terms[0], "ident": PLANTED_IDENT}.get(q, q)
+                    for q in args.profile
+                ],
+            )
             continue
         core = core_of(engine)
         path = core.store.path
-        print(f"  built in {seconds:.1f} s ({size / seconds:,.0f} msg/s incl. compaction)", flush=True)
+        print(
+            f"  built in {seconds:.1f} s ({size / seconds:,.0f} msg/s incl. compaction)", flush=True
+        )
         t0 = time.perf_counter()
         base = baseline_db(path, Path(path).parent)
         print(f"  baseline FTS5 table built in {time.perf_counter() - t0:.1f} s", flush=True)
-        entry = {"build_seconds": round(seconds, 1), "queries": run_queries(engine, base, history),
-                 **sizes_on_disk(path, history, size)}
+        entry = {
+            "build_seconds": round(seconds, 1),
+            "queries": run_queries(engine, base, history),
+            **sizes_on_disk(path, history, size),
+        }
         base.close()
         results[str(size)] = entry
     if args.profile:
         return
     rows = table(results)
     print_table(rows)
-    save_result("search", rows, {"sizes": results, "seed": args.seed, "compacted": not args.no_compact})
+    save_result(
+        "search", rows, {"sizes": results, "seed": args.seed, "compacted": not args.no_compact}
+    )
 
 
 def profile(engine: Any, texts: list[str], repeat: int = 300) -> None:
@@ -230,7 +277,9 @@ def profile(engine: Any, texts: list[str], repeat: int = 300) -> None:
         for _ in range(repeat):
             engine.handle_tool_call("lcm_grep", {"query": text})
         prof.disable()
-        print(f"== {text!r}: {(time.perf_counter() - t0) / repeat * 1000:.2f} ms per call under the profiler")
+        print(
+            f"== {text!r}: {(time.perf_counter() - t0) / repeat * 1000:.2f} ms per call under the profiler"
+        )
         stats = pstats.Stats(prof)
         stats.sort_stats("tottime").print_stats(18)
         stats.sort_stats("cumulative").print_stats(30)
@@ -243,18 +292,29 @@ def table(results: dict[str, Any]) -> list[dict[str, Any]]:
         worst = max(v["ours"]["p90_ms"] for v in q.values())
         figures = "; ".join(f"{kind} {v['ours']['median_ms']} ms" for kind, v in q.items())
         base = "; ".join(f"{kind} {v['baseline']['median_ms']} ms" for kind, v in q.items())
-        rows.append({"target": f"lcm_grep at {int(size):,} msgs, any query <= {TARGET_MS:.0f} ms",
-                     "ours": f"{figures} (worst query {worst} ms)",
-                     "reference": f"plain FTS5 OR, same rows: {base}; reference systems: common terms take seconds "
-                                  "at 100k rows",
-                     "verdict": "met" if worst <= TARGET_MS else f"missed by {worst - TARGET_MS:.1f} ms"})
+        rows.append(
+            {
+                "target": f"lcm_grep at {int(size):,} msgs, any query <= {TARGET_MS:.0f} ms",
+                "ours": f"{figures} (worst query {worst} ms)",
+                "reference": f"plain FTS5 OR, same rows: {base}; reference systems: common terms take seconds "
+                "at 100k rows",
+                "verdict": "met" if worst <= TARGET_MS else f"missed by {worst - TARGET_MS:.1f} ms",
+            }
+        )
         ratio = entry.get("ratio_without_fts")
-        rows.append({"target": f"database size at {int(size):,} msgs <= {TARGET_SIZE_RATIO}x raw text plus FTS",
-                     "ours": f"{entry['db_bytes_per_message']} bytes/msg on disk (raw text "
-                             f"{entry['raw_bytes_per_message']} bytes/msg; without FTS {ratio}x raw)",
-                     "reference": "reference systems: databases of several GB, no retention",
-                     "verdict": "-" if ratio is None else "met" if ratio <= TARGET_SIZE_RATIO else
-                     f"missed by {ratio - TARGET_SIZE_RATIO:.2f}x"})
+        rows.append(
+            {
+                "target": f"database size at {int(size):,} msgs <= {TARGET_SIZE_RATIO}x raw text plus FTS",
+                "ours": f"{entry['db_bytes_per_message']} bytes/msg on disk (raw text "
+                f"{entry['raw_bytes_per_message']} bytes/msg; without FTS {ratio}x raw)",
+                "reference": "reference systems: databases of several GB, no retention",
+                "verdict": "-"
+                if ratio is None
+                else "met"
+                if ratio <= TARGET_SIZE_RATIO
+                else f"missed by {ratio - TARGET_SIZE_RATIO:.2f}x",
+            }
+        )
     return rows
 
 

@@ -23,7 +23,17 @@ import gc
 import time
 from typing import Any
 
-from common import History, Timing, bulk_ingest, core_of, make_engine, print_table, save_result, summarize_ms, temp_dir
+from common import (
+    History,
+    Timing,
+    bulk_ingest,
+    core_of,
+    make_engine,
+    print_table,
+    save_result,
+    summarize_ms,
+    temp_dir,
+)
 
 from hermes_lcm.base import registry
 from hermes_lcm.host import hooks
@@ -60,10 +70,23 @@ class HostTurns:
     be interleaved turn by turn, so machine drift hits both alike (bench/privacy_overhead.py)."""
 
     def __init__(self, engine: Any, budget: Any, history: History, start: int, shape: str) -> None:
-        self.engine, self.budget, self.history, self.start, self.shape = engine, budget, history, start, shape
+        self.engine, self.budget, self.history, self.start, self.shape = (
+            engine,
+            budget,
+            history,
+            start,
+            shape,
+        )
         self.core = core_of(engine)
-        self.host: list[dict[str, Any]] = history.messages(0, start) if shape == "api" else self.core.assemble(budget)
-        self.parts: dict[str, list[float]] = {"ingest": [], "should_compress": [], "assemble": [], "total": []}
+        self.host: list[dict[str, Any]] = (
+            history.messages(0, start) if shape == "api" else self.core.assemble(budget)
+        )
+        self.parts: dict[str, list[float]] = {
+            "ingest": [],
+            "should_compress": [],
+            "assemble": [],
+            "total": [],
+        }
         self.compactions = 0
 
     def turn(self, turn: int, timed: bool) -> None:
@@ -71,20 +94,32 @@ class HostTurns:
         lo = self.start + 4 * turn
         self.host.extend(self.history.messages(lo, lo + 4))
         request = self.history.messages(lo, lo + 1)[0].get("content")
-        registry.register(engine.session_id, engine)  # the hook reaches this copy (benches pair two on one id)
+        registry.register(
+            engine.session_id, engine
+        )  # the hook reaches this copy (benches pair two on one id)
         t0 = time.perf_counter()
-        hooks.post_llm_call(session_id=engine.session_id, platform="cli", user_message=request,
-                            conversation_history=list(self.host))  # the host's own path: a copy of its list
+        hooks.post_llm_call(
+            session_id=engine.session_id,
+            platform="cli",
+            user_message=request,
+            conversation_history=list(self.host),
+        )  # the host's own path: a copy of its list
         t1 = time.perf_counter()
-        reported = context_tokens(core) + PROMPT_OVERHEAD  # the host's usage figure, not engine work
+        reported = (
+            context_tokens(core) + PROMPT_OVERHEAD
+        )  # the host's usage figure, not engine work
         t1b = time.perf_counter()
         over = engine.should_compress(reported)
         t2 = time.perf_counter()
         core.assemble(self.budget)
         t3 = time.perf_counter()
         if timed:
-            for key, value in (("ingest", t1 - t0), ("should_compress", t2 - t1b), ("assemble", t3 - t2),
-                               ("total", (t1 - t0) + (t3 - t1b))):
+            for key, value in (
+                ("ingest", t1 - t0),
+                ("should_compress", t2 - t1b),
+                ("assemble", t3 - t2),
+                ("total", (t1 - t0) + (t3 - t1b)),
+            ):
                 self.parts[key].append(value)
         if over:  # the host would now call compress(): LLM time, outside the measurement
             core.compact(self.budget)
@@ -93,12 +128,19 @@ class HostTurns:
                 self.host = core.assemble(self.budget)
 
     def result(self) -> dict[str, Any]:
-        timings: dict[str, Timing] = {key: summarize_ms(values) for key, values in self.parts.items()}
-        return {**{key: t.as_dict() for key, t in timings.items()}, "compactions": self.compactions,
-                "turns": len(self.parts["total"])}
+        timings: dict[str, Timing] = {
+            key: summarize_ms(values) for key, values in self.parts.items()
+        }
+        return {
+            **{key: t.as_dict() for key, t in timings.items()},
+            "compactions": self.compactions,
+            "turns": len(self.parts["total"]),
+        }
 
 
-def measure(engine: Any, budget: Any, history: History, start: int, turns: int, shape: str) -> dict[str, Any]:
+def measure(
+    engine: Any, budget: Any, history: History, start: int, turns: int, shape: str
+) -> dict[str, Any]:
     """Run ``turns`` host turns of 4 messages; time ingest + should_compress + assemble."""
     player = HostTurns(engine, budget, history, start, shape)
     gc.collect()
@@ -119,37 +161,65 @@ def main() -> None:
     for size in sizes:
         engine, budget, seconds = build(size, history)
         state = core_of(engine).status()
-        entry: dict[str, Any] = {"build_seconds": round(seconds, 1),
-                                 "summaries_by_depth": {str(k): v for k, v in state["summaries_by_depth"].items()},
-                                 "raw_after_frontier": state["last_seq"] - state["frontier_seq"]}
+        entry: dict[str, Any] = {
+            "build_seconds": round(seconds, 1),
+            "summaries_by_depth": {str(k): v for k, v in state["summaries_by_depth"].items()},
+            "raw_after_frontier": state["last_seq"] - state["frontier_seq"],
+        }
         for shape in ("cli", "api"):
             # the API turns continue the same conversation after the CLI turns
             start = size if shape == "cli" else size + 4 * (WARMUP_TURNS + args.turns)
             entry[shape] = measure(engine, budget, history, start, args.turns, shape)
-            print(f"{size:>7} msgs {shape}: total median {entry[shape]['total']['median_ms']:.3f} ms "
-                  f"(ingest {entry[shape]['ingest']['median_ms']:.3f}, "
-                  f"should_compress {entry[shape]['should_compress']['median_ms']:.4f}, "
-                  f"assemble {entry[shape]['assemble']['median_ms']:.3f}); build {seconds:.1f}s", flush=True)
+            print(
+                f"{size:>7} msgs {shape}: total median {entry[shape]['total']['median_ms']:.3f} ms "
+                f"(ingest {entry[shape]['ingest']['median_ms']:.3f}, "
+                f"should_compress {entry[shape]['should_compress']['median_ms']:.4f}, "
+                f"assemble {entry[shape]['assemble']['median_ms']:.3f}); build {seconds:.1f}s",
+                flush=True,
+            )
         results[str(size)] = entry
     rows = table(results, sizes)
     print_table(rows)
-    save_result("steady_state", rows, {"sizes": results, "turns": args.turns, "seed": args.seed,
-                                       "threshold_tokens": 44800, "prompt_overhead": PROMPT_OVERHEAD})
+    save_result(
+        "steady_state",
+        rows,
+        {
+            "sizes": results,
+            "turns": args.turns,
+            "seed": args.seed,
+            "threshold_tokens": 44800,
+            "prompt_overhead": PROMPT_OVERHEAD,
+        },
+    )
 
 
 def table(results: dict[str, Any], sizes: list[int]) -> list[dict[str, Any]]:
     rows = []
     lo, hi = str(min(sizes)), str(max(sizes))
     for shape, label in (("cli", "CLI list"), ("api", "API full history")):
-        figures = ", ".join(f"{int(s) // 1000}k {results[s][shape]['total']['median_ms']:.2f} ms" for s in results)
+        figures = ", ".join(
+            f"{int(s) // 1000}k {results[s][shape]['total']['median_ms']:.2f} ms" for s in results
+        )
         worst = max(results[s][shape]["total"]["median_ms"] for s in results)
-        rows.append({"target": f"per-turn overhead, {label} (median) <= {TARGET_MS} ms", "ours": figures,
-                     "reference": "LCM-X: 39 ms/turn at 4k messages, 111 ms with one ignore regex",
-                     "verdict": "met" if worst <= TARGET_MS else f"missed by {worst - TARGET_MS:.2f} ms"})
+        rows.append(
+            {
+                "target": f"per-turn overhead, {label} (median) <= {TARGET_MS} ms",
+                "ours": figures,
+                "reference": "LCM-X: 39 ms/turn at 4k messages, 111 ms with one ignore regex",
+                "verdict": "met" if worst <= TARGET_MS else f"missed by {worst - TARGET_MS:.2f} ms",
+            }
+        )
         ratio = results[hi][shape]["total"]["median_ms"] / results[lo][shape]["total"]["median_ms"]
-        rows.append({"target": f"growth {int(hi) // 1000}k/{int(lo) // 1000}k, {label} <= {TARGET_RATIO}x",
-                     "ours": f"{ratio:.2f}x", "reference": "LCM-X: grows with history (39 ms at 4k)",
-                     "verdict": "met" if ratio <= TARGET_RATIO else f"missed by {ratio - TARGET_RATIO:.2f}x"})
+        rows.append(
+            {
+                "target": f"growth {int(hi) // 1000}k/{int(lo) // 1000}k, {label} <= {TARGET_RATIO}x",
+                "ours": f"{ratio:.2f}x",
+                "reference": "LCM-X: grows with history (39 ms at 4k)",
+                "verdict": "met"
+                if ratio <= TARGET_RATIO
+                else f"missed by {ratio - TARGET_RATIO:.2f}x",
+            }
+        )
     return rows
 
 

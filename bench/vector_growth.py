@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / ".pyroot"))  # this checkout's hermes_lcm (a worktree has .pyroot/hermes_lcm)
+sys.path.insert(
+    0, str(ROOT / ".pyroot")
+)  # this checkout's hermes_lcm (a worktree has .pyroot/hermes_lcm)
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
 
 
@@ -38,8 +40,12 @@ def turns_of(path: Path) -> list[dict[str, Any]]:
     first, out, n = data["speaker_a"], [], 1
     while f"session_{n}" in data:
         for turn in data[f"session_{n}"]:
-            out.append({"role": "user" if turn["speaker"] == first else "assistant",
-                        "content": f"{turn['speaker']}: {turn['text']}"})
+            out.append(
+                {
+                    "role": "user" if turn["speaker"] == first else "assistant",
+                    "content": f"{turn['speaker']}: {turn['text']}",
+                }
+            )
         n += 1
     return out
 
@@ -75,7 +81,9 @@ class Cached:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA))
-    parser.add_argument("--files", default="conv-30,conv-41", help="conversations (comma-separated stems)")
+    parser.add_argument(
+        "--files", default="conv-30,conv-41", help="conversations (comma-separated stems)"
+    )
     args = parser.parse_args()
 
     from hermes_lcm import store as store_module
@@ -90,7 +98,9 @@ def main() -> None:
         base.mkdir()
         messages = 0
         for stem in args.files.split(","):
-            engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(base), "LCM_SUMMARY_PROVIDER": "extractive"}))
+            engine = copy.deepcopy(
+                LcmEngine(env={"HERMES_HOME": str(base), "LCM_SUMMARY_PROVIDER": "extractive"})
+            )
             engine.update_model("bench-model", 1_000_000)
             engine.on_session_start(f"locomo-{stem}", hermes_home=str(base), platform="bench")
             messages += engine.ingest_host(turns_of(Path(args.data) / f"{stem}.json"))
@@ -98,7 +108,9 @@ def main() -> None:
         off = vacuumed_bytes(base / "lcm.db")
         settings = replace(LcmConfig(), embeddings_enabled=True, embedding_provider="local")
         provider = Cached(provider_for(settings, {}))
-        sizes: dict[str, Any] = {"off": {"bytes": off, "bytes_per_message": round(off / messages, 1)}}
+        sizes: dict[str, Any] = {
+            "off": {"bytes": off, "bytes_per_message": round(off / messages, 1)}
+        }
         for dtype in ("int8", "float32"):
             copy_dir = work / dtype
             copy_dir.mkdir()
@@ -110,10 +122,15 @@ def main() -> None:
             stats = store.vector_stats()
             store_module.close_all()
             total = vacuumed_bytes(copy_dir / "lcm.db")
-            sizes[dtype] = {"bytes": total, "bytes_per_message": round(total / messages, 1), "embedded": done,
-                            "growth_per_message": round((total - off) / messages, 1),
-                            "growth_ratio": round(total / off, 2), "dim": embedder.dim,
-                            "blob_bytes_per_vector": stats["models"][0]["blob_bytes"] / max(1, done)}
+            sizes[dtype] = {
+                "bytes": total,
+                "bytes_per_message": round(total / messages, 1),
+                "embedded": done,
+                "growth_per_message": round((total - off) / messages, 1),
+                "growth_ratio": round(total / off, 2),
+                "dim": embedder.dim,
+                "blob_bytes_per_vector": stats["models"][0]["blob_bytes"] / max(1, done),
+            }
             print(dtype, sizes[dtype], flush=True)
     finally:
         store_module.close_all()
@@ -121,13 +138,28 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from common import print_table, save_result
 
-    rows = [{"target": f"database bytes per message ({messages} LoCoMo messages, after VACUUM): off / int8 / float32",
-             "ours": " / ".join(str(sizes[k]["bytes_per_message"]) for k in ("off", "int8", "float32")),
-             "reference": f"growth int8 +{sizes['int8']['growth_per_message']}, "
-                          f"float32 +{sizes['float32']['growth_per_message']} bytes per message"}]
+    rows = [
+        {
+            "target": f"database bytes per message ({messages} LoCoMo messages, after VACUUM): off / int8 / float32",
+            "ours": " / ".join(
+                str(sizes[k]["bytes_per_message"]) for k in ("off", "int8", "float32")
+            ),
+            "reference": f"growth int8 +{sizes['int8']['growth_per_message']}, "
+            f"float32 +{sizes['float32']['growth_per_message']} bytes per message",
+        }
+    ]
     print_table(rows)
-    save_result("vector_growth", rows, {"files": args.files, "messages": messages, "sizes": sizes,
-                                        "model": provider.name, "embed_seconds": round(provider.seconds, 1)})
+    save_result(
+        "vector_growth",
+        rows,
+        {
+            "files": args.files,
+            "messages": messages,
+            "sizes": sizes,
+            "model": provider.name,
+            "embed_seconds": round(provider.seconds, 1),
+        },
+    )
 
 
 if __name__ == "__main__":

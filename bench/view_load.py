@@ -59,7 +59,9 @@ def build(size: int, history: History) -> tuple[Any, float]:
     engine = make_engine(temp_dir(f"view-{size}"), session=f"view-{size}")
     core = core_of(engine)
     budget = core.budget(engine.threshold_tokens, 3000)
-    return engine, bulk_ingest(core, history, 0, size, batch=1000, compact_every=1000, budget=budget)
+    return engine, bulk_ingest(
+        core, history, 0, size, batch=1000, compact_every=1000, budget=budget
+    )
 
 
 def measure(browser: Any, page_path: Path, query: str, loads: int) -> dict[str, Any]:
@@ -72,24 +74,38 @@ def measure(browser: Any, page_path: Path, query: str, loads: int) -> dict[str, 
         page.goto(page_path.resolve().as_uri(), timeout=120_000)
         wait_ready(page, timeout_ms=120_000)
         ready.append(float(page.evaluate("window.__lcmReadyAt")))
-        click.append(float(page.evaluate(UNTIL, ["click", "#sources .source", '#dag .node[data-depth="0"]'])))
+        click.append(
+            float(page.evaluate(UNTIL, ["click", "#sources .source", '#dag .node[data-depth="0"]']))
+        )
         search.append(float(page.evaluate(UNTIL, ["search", "#results .hit", query])))
         page.close()
         if errors or min(click) < 0 or min(search) < 0:
             raise SystemExit(f"the page failed: errors={errors} click={click} search={search}")
-    return {"ready_ms": _ms(ready), "click_ms": _ms(click), "search_ms": _ms(search), "loads": loads}
+    return {
+        "ready_ms": _ms(ready),
+        "click_ms": _ms(click),
+        "search_ms": _ms(search),
+        "loads": loads,
+    }
 
 
 def _ms(samples: list[float]) -> dict[str, Any]:
-    return {"median_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1),
-            "samples": [round(s, 1) for s in samples]}
+    return {
+        "median_ms": round(statistics.median(samples), 1),
+        "max_ms": round(max(samples), 1),
+        "samples": [round(s, 1) for s in samples],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,10000", help="comma-separated message counts")
-    parser.add_argument("--loads", type=int, default=5, help="page loads per size (median reported)")
-    parser.add_argument("--no-save", action="store_true", help="print only; keep bench/results as is")
+    parser.add_argument(
+        "--loads", type=int, default=5, help="page loads per size (median reported)"
+    )
+    parser.add_argument(
+        "--no-save", action="store_true", help="print only; keep bench/results as is"
+    )
     args = parser.parse_args()
     reason = unavailable()
     if reason:
@@ -109,25 +125,41 @@ def main() -> None:
                 core = core_of(engine)
                 page_path = temp_dir(f"view-page-{size}") / "lcm-view.html"
                 t0 = time.perf_counter()
-                info = write_page(core.store, page_path, conversation_id=core.binding.conversation_id)
+                info = write_page(
+                    core.store, page_path, conversation_id=core.binding.conversation_id
+                )
                 write_seconds = time.perf_counter() - t0
                 query = history.rare_terms[0]
-                entry = {"build_seconds": round(build_seconds, 1), "write_seconds": round(write_seconds, 2),
-                         "page_bytes": info["bytes"], "messages": info["messages"], "summaries": info["summaries"],
-                         "query": query, **measure(browser, page_path, query, args.loads)}
+                entry = {
+                    "build_seconds": round(build_seconds, 1),
+                    "write_seconds": round(write_seconds, 2),
+                    "page_bytes": info["bytes"],
+                    "messages": info["messages"],
+                    "summaries": info["summaries"],
+                    "query": query,
+                    **measure(browser, page_path, query, args.loads),
+                }
                 details["sizes"][str(size)] = entry
-                print(f"{size:>8,} messages: page {info['bytes']:,} B written in {write_seconds:.2f} s; "
-                      f"ready {entry['ready_ms']['median_ms']} ms, click {entry['click_ms']['median_ms']} ms, "
-                      f"search {entry['search_ms']['median_ms']} ms", flush=True)
+                print(
+                    f"{size:>8,} messages: page {info['bytes']:,} B written in {write_seconds:.2f} s; "
+                    f"ready {entry['ready_ms']['median_ms']} ms, click {entry['click_ms']['median_ms']} ms, "
+                    f"search {entry['search_ms']['median_ms']} ms",
+                    flush=True,
+                )
         finally:
             browser.close()
     for size, entry in details["sizes"].items():
         ready = entry["ready_ms"]["median_ms"]
-        rows.append({"target": f"lcm view page load at {int(size):,} messages (navigation start -> ready) < 2 s",
-                     "ours": f"{ready:,.0f} ms (page {entry['page_bytes'] / 1e6:.1f} MB; click "
-                             f"{entry['click_ms']['median_ms']:.0f} ms, "
-                             f"search {entry['search_ms']['median_ms']:.0f} ms)",
-                     "reference": "-", "verdict": "met" if ready < TARGET_MS else "missed"})
+        rows.append(
+            {
+                "target": f"lcm view page load at {int(size):,} messages (navigation start -> ready) < 2 s",
+                "ours": f"{ready:,.0f} ms (page {entry['page_bytes'] / 1e6:.1f} MB; click "
+                f"{entry['click_ms']['median_ms']:.0f} ms, "
+                f"search {entry['search_ms']['median_ms']:.0f} ms)",
+                "reference": "-",
+                "verdict": "met" if ready < TARGET_MS else "missed",
+            }
+        )
     print_table(rows)
     if not args.no_save:
         print(save_result("view_load", rows, details))

@@ -27,26 +27,39 @@ def status(store: Store, config: Any) -> dict[str, Any]:
     """What the sidecar holds; ``enabled`` is the setting, ``sidecar`` what the database has."""
     stats = store.assertion_stats()
     waiting = max(0, store.last_message_id() - int(stats.get("cursor", 0))) if stats else None
-    return {"enabled": bool(config.assertions_enabled), "llm_refinement": bool(config.assertion_extraction_enabled),
-            "sidecar": stats or None, "message_ids_not_read_yet": waiting}
+    return {
+        "enabled": bool(config.assertions_enabled),
+        "llm_refinement": bool(config.assertion_extraction_enabled),
+        "sidecar": stats or None,
+        "message_ids_not_read_yet": waiting,
+    }
 
 
 def rebuild(store: Store, config: Any, fail: Fail) -> dict[str, Any]:
     from ..base.sensitive import Policy, Redactor
     from ..evidence import Assertions  # lazy: its rules compile ~70 ms of regexes
+
     if not config.assertions_enabled:
         raise fail("assertions are off: set LCM_ASSERTIONS_ENABLED=true first", EXIT_NOT_ENABLED)
     if is_read_only_file(store):
-        raise fail(f"the database {store.path} is read-only: lcm assertions rebuild writes", EXIT_DATABASE)
+        raise fail(
+            f"the database {store.path} is read-only: lcm assertions rebuild writes", EXIT_DATABASE
+        )
     try:
         writable = open_store(writable_target(store))
     except Exception as exc:
-        raise fail(f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE) from exc
-    redactor = Redactor(Policy.parse(config.sensitive_patterns), writable.secret("redaction")) \
-        if config.sensitive_patterns_enabled else None
+        raise fail(
+            f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE
+        ) from exc
+    redactor = (
+        Redactor(Policy.parse(config.sensitive_patterns), writable.secret("redaction"))
+        if config.sensitive_patterns_enabled
+        else None
+    )
     sidecar = Assertions(config, writable, redactor)
     last = writable.last_message_id()
     with pg.start("assertions rebuild", last, unit="ids") as line:
+
         def between_steps() -> bool:  # each step commits its facts and the cursor together
             line.update(writable.assertion_cursor(), last)
             return False
@@ -63,6 +76,10 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
             return rebuild(store, config(args), fail)
         return status(store, config(args))
 
-    cmd = add("assertions", handler, "the assertion sidecar (lcm_query_state): status, or rebuild (WRITES: drops "
-              "the assertions and extracts them again from every stored message)")
+    cmd = add(
+        "assertions",
+        handler,
+        "the assertion sidecar (lcm_query_state): status, or rebuild (WRITES: drops "
+        "the assertions and extracts them again from every stored message)",
+    )
     cmd.add_argument("action", nargs="?", choices=("status", "rebuild"), default="status")

@@ -41,13 +41,26 @@ def _stderr(line: str) -> None:
     sys.stderr.flush()
 
 
-def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: bool = False,
-        warmup: bool = False, limit: int | None = None, write: Callable[[str], None] = _stderr) -> dict[str, Any]:
+def run(
+    store: Store,
+    settings: Any,
+    env: dict[str, str],
+    fail: Fail,
+    *,
+    apply: bool = False,
+    warmup: bool = False,
+    limit: int | None = None,
+    write: Callable[[str], None] = _stderr,
+) -> dict[str, Any]:
     """The verb's work; ``store`` is the CLI's read-only view (a writable one is opened to write)."""
     from ..embed import Embedder, ProviderError, provider_for  # lazy: numpy, httpx
+
     if not settings.embeddings_enabled:
-        raise fail("embeddings are not enabled: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER "
-                   "(openai, voyage, ollama or local)", EXIT_NOT_ENABLED)
+        raise fail(
+            "embeddings are not enabled: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER "
+            "(openai, voyage, ollama or local)",
+            EXIT_NOT_ENABLED,
+        )
     try:
         provider = provider_for(settings, env)
     except ProviderError as exc:
@@ -57,13 +70,20 @@ def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: 
         embedder = Embedder(store, provider, settings)
         known = embedder.adopt_known_model()
         plan = embedder.backlog().as_dict()
-        return {"dry_run": True, **plan, "provider_copy_redacted": embedder.redactor is not None,
-                "model_id": embedder.model_id if known else None, "vectors": store.vector_stats(),
-                "next": "lcm embed --apply (lcm embed --warmup only loads the model and creates the tables)"}
+        return {
+            "dry_run": True,
+            **plan,
+            "provider_copy_redacted": embedder.redactor is not None,
+            "model_id": embedder.model_id if known else None,
+            "vectors": store.vector_stats(),
+            "next": "lcm embed --apply (lcm embed --warmup only loads the model and creates the tables)",
+        }
     target = _writable(store, fail)
     embedder = Embedder(target, provider, settings, _key(target, fail))
     if apply and pg.mode() != "never":
-        write(f"loading {provider.name} and counting the rows without a vector")  # the first second says something
+        write(
+            f"loading {provider.name} and counting the rows without a vector"
+        )  # the first second says something
     try:
         info = embedder.warmup()
     except ProviderError as exc:
@@ -75,12 +95,18 @@ def run(store: Store, settings: Any, env: dict[str, str], fail: Fail, *, apply: 
     return _backfill(embedder, info, fail, limit, write)
 
 
-def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int | None,
-              write: Callable[[str], None]) -> dict[str, Any]:
+def _backfill(
+    embedder: Embedder,
+    info: dict[str, Any],
+    fail: Fail,
+    limit: int | None,
+    write: Callable[[str], None],
+) -> dict[str, Any]:
     from ..embed import (
         Progress,
         ProviderError,  # lazy: numpy, httpx
     )
+
     stop = {"asked": False}
     line = pg.start("embed", notes=True)
     say = line.note if isinstance(line, pg.LIVE) else write  # above the live line, not through it
@@ -100,13 +126,18 @@ def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int |
         line.update(p.done, p.total)
 
     try:
-        progress = embedder.backfill(on_progress=on_progress, should_stop=lambda: stop["asked"], limit=limit)
+        progress = embedder.backfill(
+            on_progress=on_progress, should_stop=lambda: stop["asked"], limit=limit
+        )
     except KeyboardInterrupt:
         stop["asked"] = True
         progress = Progress(embedder.embedded, embedder.embedded, 0.0)
     except ProviderError as exc:
-        raise fail(f"embedding provider problem after {embedder.embedded} rows: {clip(str(exc), 300)}; "
-                   f"{RESUME}", EXIT_PROVIDER) from exc
+        raise fail(
+            f"embedding provider problem after {embedder.embedded} rows: {clip(str(exc), 300)}; "
+            f"{RESUME}",
+            EXIT_PROVIDER,
+        ) from exc
     except (StoreError, StoreFault, OSError) as exc:
         raise fail(f"cannot write the database: {exc}; {RESUME}", EXIT_DATABASE) from exc
     finally:
@@ -117,11 +148,22 @@ def _backfill(embedder: Embedder, info: dict[str, Any], fail: Fail, limit: int |
         write(last[-1].line())  # off a terminal: one summary line (the live line said it already)
     remaining = embedder.backlog().rows
     built = [] if stop["asked"] else _build_indexes(embedder, fail)
-    out = {"applied": True, **info, "embedded": progress.done, "seconds": round(progress.seconds, 2),
-           "rows_per_second": round(progress.rate, 1), "remaining": remaining, "interrupted": stop["asked"],
-           "indexes_built": built}
+    out = {
+        "applied": True,
+        **info,
+        "embedded": progress.done,
+        "seconds": round(progress.seconds, 2),
+        "rows_per_second": round(progress.rate, 1),
+        "remaining": remaining,
+        "interrupted": stop["asked"],
+        "indexes_built": built,
+    }
     if stop["asked"]:  # the error line is the one line that says how to resume
-        raise fail(f"interrupted after {progress.done} rows, {remaining} left; {RESUME}", EXIT_INTERRUPTED, **out)
+        raise fail(
+            f"interrupted after {progress.done} rows, {remaining} left; {RESUME}",
+            EXIT_INTERRUPTED,
+            **out,
+        )
     return out
 
 
@@ -142,32 +184,45 @@ def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> di
         Embedder,
         provider_for,  # lazy, only when on: numpy and httpx
     )
+
     try:
         provider = provider_for(settings, dict(os.environ) if env is None else env)
         assert provider is not None
         embedder = Embedder(store, provider, settings)
         embedder.adopt_known_model()
-        return {"enabled": True, "model": provider.name, "sent_off_this_machine": not provider.local,
-                "model_id": embedder.model_id, "backlog_rows": embedder.backlog().rows,
-                "vectors": store.vector_stats()}
+        return {
+            "enabled": True,
+            "model": provider.name,
+            "sent_off_this_machine": not provider.local,
+            "model_id": embedder.model_id,
+            "backlog_rows": embedder.backlog().rows,
+            "vectors": store.vector_stats(),
+        }
     except Exception as exc:  # noqa: BLE001 - status never fails: the problem is what it shows
         return {"enabled": True, "problem": clip(str(exc), 300)}
 
 
 def _writable(store: Store, fail: Fail) -> Store:
     if is_read_only_file(store):
-        raise fail(f"the database {store.path} is read-only: lcm embed --apply writes vectors", EXIT_DATABASE)
+        raise fail(
+            f"the database {store.path} is read-only: lcm embed --apply writes vectors",
+            EXIT_DATABASE,
+        )
     try:
         return open_store(writable_target(store))
     except Exception as exc:
-        raise fail(f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE) from exc
+        raise fail(
+            f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE
+        ) from exc
 
 
 def _key(store: Store, fail: Fail) -> bytes:
     try:
         return store.secret("redaction")
     except Exception as exc:
-        raise fail(f"cannot write the database {store.path} (locked?): {exc}", EXIT_DATABASE) from exc
+        raise fail(
+            f"cannot write the database {store.path} (locked?): {exc}", EXIT_DATABASE
+        ) from exc
 
 
 def _positive(text: str) -> int:
@@ -184,14 +239,33 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
         if args.json:
             args.format = "json"
         if args.warmup and args.apply:
-            raise fail("--warmup and --apply: choose one (--apply warms up first)", EXIT_NOT_ENABLED)
-        return run(store, config(args), dict(os.environ), fail, apply=args.apply, warmup=args.warmup,
-                   limit=args.limit)
+            raise fail(
+                "--warmup and --apply: choose one (--apply warms up first)", EXIT_NOT_ENABLED
+            )
+        return run(
+            store,
+            config(args),
+            dict(os.environ),
+            fail,
+            apply=args.apply,
+            warmup=args.warmup,
+            limit=args.limit,
+        )
 
-    cmd = add("embed", handler, "semantic recall's vectors: a dry run (rows, tokens, cost, what leaves this "
-              "machine); WRITES with --apply (resumable backfill, progress on stderr) or --warmup")
-    cmd.add_argument("--apply", action="store_true", help="embed every row without a vector (Ctrl-C stops after "
-                     "the batch under way; run again to resume)")
-    cmd.add_argument("--warmup", action="store_true", help="only load the model and create the vector tables")
+    cmd = add(
+        "embed",
+        handler,
+        "semantic recall's vectors: a dry run (rows, tokens, cost, what leaves this "
+        "machine); WRITES with --apply (resumable backfill, progress on stderr) or --warmup",
+    )
+    cmd.add_argument(
+        "--apply",
+        action="store_true",
+        help="embed every row without a vector (Ctrl-C stops after "
+        "the batch under way; run again to resume)",
+    )
+    cmd.add_argument(
+        "--warmup", action="store_true", help="only load the model and create the vector tables"
+    )
     cmd.add_argument("--limit", type=_positive, help="embed at most this many rows")
     cmd.add_argument("--json", action="store_true", help="JSON output (the default format)")

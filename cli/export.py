@@ -23,11 +23,20 @@ PAGE_MAX = 500
 
 def node_row(n: SummaryNode, max_chars: int = 400) -> dict[str, Any]:
     content, truncated = cut(n.content, max_chars)
-    return {"node_id": n.node_id, "conversation_id": n.conversation_id, "depth": n.depth, "tokens": n.tokens,
-            "first_seq": n.first_seq, "last_seq": n.last_seq, "earliest_at": iso(n.earliest_at),
-            "latest_at": iso(n.latest_at), "level": n.level, "route": n.route, "content": content,
-            "truncated": truncated}
-
+    return {
+        "node_id": n.node_id,
+        "conversation_id": n.conversation_id,
+        "depth": n.depth,
+        "tokens": n.tokens,
+        "first_seq": n.first_seq,
+        "last_seq": n.last_seq,
+        "earliest_at": iso(n.earliest_at),
+        "latest_at": iso(n.latest_at),
+        "level": n.level,
+        "route": n.route,
+        "content": content,
+        "truncated": truncated,
+    }
 
 
 def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
@@ -41,8 +50,13 @@ def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     with _written(Path(args.output)) as out:
         count = writer(store, state.id, state.key, out, args.include_summaries)
-    return {"status": "ok", "conversation_id": state.id, "messages": count, "output": args.output,
-            "format": args.as_}
+    return {
+        "status": "ok",
+        "conversation_id": state.id,
+        "messages": count,
+        "output": args.output,
+        "format": args.as_,
+    }
 
 
 @contextlib.contextmanager
@@ -58,7 +72,9 @@ def _written(target: Path) -> Iterator[TextIO]:
         raise CliError(f"cannot write: {target.parent} is not a directory", EXIT_WRITE)
     if target.is_symlink():
         raise CliError(f"cannot write: {target} is a symlink", EXIT_WRITE)
-    fd, temp = private.temp_file(target.parent, f".{target.name}.")  # 0600, unpredictable, exclusive
+    fd, temp = private.temp_file(
+        target.parent, f".{target.name}."
+    )  # 0600, unpredictable, exclusive
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yield handle
@@ -89,24 +105,54 @@ def _all_nodes(store: Store, conversation_id: int) -> Iterator[SummaryNode]:
         after = page[-1].id
 
 
-def _export_jsonl(store: Store, conversation_id: int, key: str, out: TextIO, summaries: bool) -> int:
+def _export_jsonl(
+    store: Store, conversation_id: int, key: str, out: TextIO, summaries: bool
+) -> int:
     count = 0
     for m in _all_messages(store, conversation_id):
-        out.write(json.dumps({"type": "message", "store_id": m.id, "seq": m.seq, "session_id": m.session_id,
-                              "created_at": iso(m.created_at), "source": m.source, "message": m.to_host()},
-                             ensure_ascii=False) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "store_id": m.id,
+                    "seq": m.seq,
+                    "session_id": m.session_id,
+                    "created_at": iso(m.created_at),
+                    "source": m.source,
+                    "message": m.to_host(),
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         count += 1
     if summaries:
         dag = Dag(store)
         for n in _all_nodes(store, conversation_id):
             kind = "message" if n.depth == 0 else "summary"
-            children = dag.descendant_message_ids(n.id) if n.depth == 0 else [c.id for c in dag.children(n.id)]
-            out.write(json.dumps({"type": "summary", **node_row(n, 0), "children_kind": kind,
-                                  "children": children}, ensure_ascii=False) + "\n")
+            children = (
+                dag.descendant_message_ids(n.id)
+                if n.depth == 0
+                else [c.id for c in dag.children(n.id)]
+            )
+            out.write(
+                json.dumps(
+                    {
+                        "type": "summary",
+                        **node_row(n, 0),
+                        "children_kind": kind,
+                        "children": children,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return count
 
 
-def _export_markdown(store: Store, conversation_id: int, key: str, out: TextIO, summaries: bool) -> int:
+def _export_markdown(
+    store: Store, conversation_id: int, key: str, out: TextIO, summaries: bool
+) -> int:
     out.write(f"# Conversation {conversation_id}: {key}\n\n")
     count = 0
     for m in _all_messages(store, conversation_id):
@@ -116,9 +162,15 @@ def _export_markdown(store: Store, conversation_id: int, key: str, out: TextIO, 
         if m.content:
             out.write(m.content.rstrip() + "\n\n")
         if m.tool_calls:
-            out.write("```json\n" + json.dumps(json.loads(m.tool_calls), indent=2, ensure_ascii=False) + "\n```\n\n")
+            out.write(
+                "```json\n"
+                + json.dumps(json.loads(m.tool_calls), indent=2, ensure_ascii=False)
+                + "\n```\n\n"
+            )
     if summaries:
         out.write("# Summaries\n\n")
         for n in _all_nodes(store, conversation_id):
-            out.write(f"## {n.node_id} (depth {n.depth}, seq {n.first_seq}-{n.last_seq})\n\n{n.content.rstrip()}\n\n")
+            out.write(
+                f"## {n.node_id} (depth {n.depth}, seq {n.first_seq}-{n.last_seq})\n\n{n.content.rstrip()}\n\n"
+            )
     return count

@@ -78,7 +78,9 @@ if TYPE_CHECKING:
     from ..search.query import Query
     from ..search.searcher import Hit
 
-ID_MAX = (1 << 63) - 1  # SQLite's INTEGER range: an id or cursor beyond it names nothing we could store
+ID_MAX = (
+    1 << 63
+) - 1  # SQLite's INTEGER range: an id or cursor beyond it names nothing we could store
 PAGE_MAX = 500
 GREP_PAGES = 8  # pages of lcm_grep's walk `lcm grep` reads to find --limit hits of each kind
 
@@ -94,8 +96,10 @@ def failure(exc: BaseException, opening: Path | str | None = None) -> CliError:
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         text = f"{exc.strerror or exc}{where}"
-        return CliError(f"cannot read the database {opening}: {text}" if opening else f"cannot write: {text}",
-                        EXIT_DATABASE if opening else EXIT_WRITE)
+        return CliError(
+            f"cannot read the database {opening}: {text}" if opening else f"cannot write: {text}",
+            EXIT_DATABASE if opening else EXIT_WRITE,
+        )
     if opening is not None:
         return CliError(f"cannot read the database {opening}: {exc}", EXIT_DATABASE)
     if isinstance(exc, StoreError | StoreFault):
@@ -139,7 +143,6 @@ def bounded(low: int, high: int = ID_MAX) -> Callable[[str], int]:
 ID, COUNT, OFFSET = bounded(0), bounded(0, PAGE_MAX * 1000), bounded(0)
 
 
-
 def hermes_home(env: dict[str, str]) -> Path:
     """``HERMES_HOME`` (or ``~/.hermes``), narrowed to ``profiles/<HERMES_PROFILE>`` when set."""
     base = Path(env.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
@@ -157,10 +160,13 @@ def resolve_db(explicit: str | None, env: dict[str, str]) -> tuple[Path | str, s
     home = hermes_home(env)
     loaded = load_config(env, read_yaml_block(home)[0])
     if loaded.config.database_url:
-        return loaded.config.database_url, \
-            "LCM_DATABASE_URL" if loaded.sources.get("database_url") == "env" else "config.yaml"
+        return loaded.config.database_url, "LCM_DATABASE_URL" if loaded.sources.get(
+            "database_url"
+        ) == "env" else "config.yaml"
     if loaded.config.database_path:
-        origin = "LCM_DATABASE_PATH" if loaded.sources.get("database_path") == "env" else "config.yaml"
+        origin = (
+            "LCM_DATABASE_PATH" if loaded.sources.get("database_path") == "env" else "config.yaml"
+        )
         return Path(loaded.config.database_path).expanduser(), origin
     return home / "lcm.db", "HERMES_HOME" if env.get("HERMES_HOME") else "~/.hermes"
 
@@ -169,30 +175,41 @@ def no_database(path: Path, origin: str) -> CliError:
     """A database that does not exist yet: which setting chose the path, and how to choose another."""
     chosen = f"HERMES_HOME={os.environ.get('HERMES_HOME')}" if origin == "HERMES_HOME" else origin
     # scrubbed: a keyword/value connection string given to --db is taken for a path, password and all
-    return CliError(f"no database at {cli_pg.scrubbed(str(path))}", EXIT_DATABASE,
-                    hint=f"the path comes from {chosen}; Hermes creates it at the first turn it stores with "
-                         "context.engine: lcm (lcm doctor says whether it can); to read another, give --db PATH "
-                         "or set HERMES_HOME or LCM_DATABASE_PATH")
+    return CliError(
+        f"no database at {cli_pg.scrubbed(str(path))}",
+        EXIT_DATABASE,
+        hint=f"the path comes from {chosen}; Hermes creates it at the first turn it stores with "
+        "context.engine: lcm (lcm doctor says whether it can); to read another, give --db PATH "
+        "or set HERMES_HOME or LCM_DATABASE_PATH",
+    )
 
 
 def open_db(path: Path | str, origin: str = "--db") -> Store:
     if cli_pg.is_url(path):
         try:  # read-only: this store refuses every write() (doctor --deep and backup say otherwise)
             return open_readonly(path)
-        except (StoreError, StoreFault) as exc:  # ForeignDatabase, NewerSchema, cannot connect (URL without password)
+        except (
+            StoreError,
+            StoreFault,
+        ) as exc:  # ForeignDatabase, NewerSchema, cannot connect (URL without password)
             raise CliError(str(exc), EXIT_DATABASE) from exc
     path = Path(path)
     if not path.exists():
         raise no_database(path, origin)
     if path.is_dir():
-        raise CliError(f"{path} is a directory, not a database file", EXIT_DATABASE,
-                       hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it")
+        raise CliError(
+            f"{path} is a directory, not a database file",
+            EXIT_DATABASE,
+            hint="give --db the file (e.g. DIR/lcm.db) or set LCM_DATABASE_PATH to it",
+        )
     try:
         return open_readonly(path)
     except ForeignDatabase as exc:
         raise CliError(str(exc), EXIT_DATABASE, hint=foreign_hint(path)) from exc
     except NewerSchema as exc:
-        raise CliError(str(exc), EXIT_DATABASE, hint="upgrade hermes-lcm to read this database") from exc
+        raise CliError(
+            str(exc), EXIT_DATABASE, hint="upgrade hermes-lcm to read this database"
+        ) from exc
     except StoreError as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
 
@@ -201,13 +218,17 @@ def foreign_hint(path: Path) -> str:
     from ..importers.lcmx import command_for, is_lcmx  # lazy: the error path only
 
     if is_lcmx(path):
-        return (f"{path} is an LCM-X database: upgrade it in place with `{command_for(path)}` (dry run without "
-                "--apply; the original is kept as <db>.lcm-x-backup), or let the engine do it at start "
-                "(LCM_MIGRATE_ON_START=1, the default)")
+        return (
+            f"{path} is an LCM-X database: upgrade it in place with `{command_for(path)}` (dry run without "
+            "--apply; the original is kept as <db>.lcm-x-backup), or let the engine do it at start "
+            "(LCM_MIGRATE_ON_START=1, the default)"
+        )
     kind = detect_source(path)
     if kind == "lossless-claw":
-        return (f"{path} is a lossless-claw/OpenClaw database: import it with `python scripts/import_lossless_claw.py "
-                f"--source-db {path} --target-db NEW.db` (dry-run first), and point LCM_DATABASE_PATH elsewhere")
+        return (
+            f"{path} is a lossless-claw/OpenClaw database: import it with `python scripts/import_lossless_claw.py "
+            f"--source-db {path} --target-db NEW.db` (dry-run first), and point LCM_DATABASE_PATH elsewhere"
+        )
     return f"{path} was written by another program; hermes-lcm never writes to it. Set LCM_DATABASE_PATH to a new file"
 
 
@@ -222,10 +243,19 @@ def page_limit(value: int) -> int:
 
 def message_row(m: StoredMessage, max_chars: int) -> dict[str, Any]:
     content, truncated = cut(m.content, max_chars)
-    row: dict[str, Any] = {"store_id": m.id, "conversation_id": m.conversation_id, "seq": m.seq,
-                           "session_id": m.session_id, "role": m.role, "created_at": iso(m.created_at),
-                           "source": m.source, "tokens": m.tokens, "content": content, "truncated": truncated,
-                           "content_chars": len(m.content)}
+    row: dict[str, Any] = {
+        "store_id": m.id,
+        "conversation_id": m.conversation_id,
+        "seq": m.seq,
+        "session_id": m.session_id,
+        "role": m.role,
+        "created_at": iso(m.created_at),
+        "source": m.source,
+        "tokens": m.tokens,
+        "content": content,
+        "truncated": truncated,
+        "content_chars": len(m.content),
+    }
     if m.tool_calls:
         row["tool_calls"] = json.loads(m.tool_calls)
     if m.tool_call_id:
@@ -247,7 +277,11 @@ def snippet(text: str, terms: Sequence[Any], width: int = 200, lead: int = 24) -
     if start:  # begin on a word
         space = flat.find(" ", start, min(hits))
         start = space + 1 if space >= 0 else start
-    return ("…" if start else "") + flat[start:start + width] + ("…" if start + width < len(flat) else "")
+    return (
+        ("…" if start else "")
+        + flat[start : start + width]
+        + ("…" if start + width < len(flat) else "")
+    )
 
 
 # -- verbs ------------------------------------------------------------------------------------------
@@ -259,12 +293,23 @@ def cmd_status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     counts = store.table_counts()
     depth = store.depth_counts(None)
     newest = store.recent_events(5)
-    return {"database_path": store.path, "chosen_by": args.db_origin, "lcm_version": __version__,
-            **cli_pg.sizes(store, facts), "schema_version": facts["schema_version"],
-            "journal_mode": facts["journal_mode"], "counts": counts, "summaries_by_depth": depth,
-            "lineage_problems": sorted(dag.lineage_problems()), "embeddings": cli_embed.status(store, _config(args)),
-            "temporal_rollups": store.rollup_stats(), "assertions": cli_assertions.status(store, _config(args)),
-            "recent_events": [{"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest]}
+    return {
+        "database_path": store.path,
+        "chosen_by": args.db_origin,
+        "lcm_version": __version__,
+        **cli_pg.sizes(store, facts),
+        "schema_version": facts["schema_version"],
+        "journal_mode": facts["journal_mode"],
+        "counts": counts,
+        "summaries_by_depth": depth,
+        "lineage_problems": sorted(dag.lineage_problems()),
+        "embeddings": cli_embed.status(store, _config(args)),
+        "temporal_rollups": store.rollup_stats(),
+        "assertions": cli_assertions.status(store, _config(args)),
+        "recent_events": [
+            {"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest
+        ],
+    }
 
 
 def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -331,29 +376,42 @@ def cmd_summaries(store: Store, args: argparse.Namespace) -> dict[str, Any]:
             raise CliError("summaries list needs --conversation", EXIT_USAGE)
         limit = page_limit(args.limit)
         nodes = dag.nodes_page(args.conversation, args.depth, args.after or 0, limit)
-        return {"items": [node_row(n, args.max_chars) for n in nodes],
-                "next_cursor": nodes[-1].id if len(nodes) == limit else None}
+        return {
+            "items": [node_row(n, args.max_chars) for n in nodes],
+            "next_cursor": nodes[-1].id if len(nodes) == limit else None,
+        }
     if not args.node:
         raise CliError("summaries show needs a node id (S12)", EXIT_USAGE)
     return expand_node(store, dag, _node_or_fail(dag, args.node), args)
 
 
-def expand_node(store: Store, dag: Dag, node: SummaryNode, args: argparse.Namespace) -> dict[str, Any]:
+def expand_node(
+    store: Store, dag: Dag, node: SummaryNode, args: argparse.Namespace
+) -> dict[str, Any]:
     offset, limit = max(0, args.source_offset), page_limit(args.source_limit)
     if node.depth == 0:
-        children: list[dict[str, Any]] = [message_row(m, args.max_chars)
-                                          for m in dag.sources(node.id, offset, limit)]
+        children: list[dict[str, Any]] = [
+            message_row(m, args.max_chars) for m in dag.sources(node.id, offset, limit)
+        ]
     else:
-        children = [node_row(c, args.max_chars) for c in dag.children(node.id)[offset:offset + limit]]
+        children = [
+            node_row(c, args.max_chars) for c in dag.children(node.id)[offset : offset + limit]
+        ]
     total = dag.edge_count(node.id)
     nxt = offset + len(children)
     return {
-        "node": {**node_row(node, 0), "in_context": dag.in_context(node.id),
-                 "descendant_messages": len(dag.descendant_message_ids(node.id))},
+        "node": {
+            **node_row(node, 0),
+            "in_context": dag.in_context(node.id),
+            "descendant_messages": len(dag.descendant_message_ids(node.id)),
+        },
         "lineage_up": [{"node_id": a.node_id, "depth": a.depth} for a in dag.ancestors(node.id)],
         "children_kind": "message" if node.depth == 0 else "summary",
-        "children": children, "source_offset": offset, "source_count": total,
-        "next_source_offset": nxt if nxt < total else None}
+        "children": children,
+        "source_offset": offset,
+        "source_count": total,
+        "next_source_offset": nxt if nxt < total else None,
+    }
 
 
 def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -364,29 +422,52 @@ def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     if query.empty:
         raise CliError("query has no searchable terms", EXIT_USAGE)
     limit = page_limit(args.limit)
-    kinds = {"all": ("message", "summary"), "messages": ("message",), "summaries": ("summary",)}[args.kind]
+    kinds = {"all": ("message", "summary"), "messages": ("message",), "summaries": ("summary",)}[
+        args.kind
+    ]
     hits: list[dict[str, Any]] = []
     for h in _ranked_hits(store, query, args, kinds, limit):
         if h.kind == "message":
-            item = {"kind": "message", "store_id": h.id, "conversation_id": h.conversation_id, "seq": h.seq,
-                    "role": h.role, "created_at": iso(h.created_at), "score": score(h.score),
-                    "snippet": snippet(h.text, query.terms)}
+            item = {
+                "kind": "message",
+                "store_id": h.id,
+                "conversation_id": h.conversation_id,
+                "seq": h.seq,
+                "role": h.role,
+                "created_at": iso(h.created_at),
+                "score": score(h.score),
+                "snippet": snippet(h.text, query.terms),
+            }
         elif h.node is not None:
-            item = {"kind": "summary", "node_id": h.node.node_id, "conversation_id": h.conversation_id,
-                    "depth": h.node.depth, "score": score(h.score), "snippet": snippet(h.text, query.terms)}
+            item = {
+                "kind": "summary",
+                "node_id": h.node.node_id,
+                "conversation_id": h.conversation_id,
+                "depth": h.node.depth,
+                "score": score(h.score),
+                "snippet": snippet(h.text, query.terms),
+            }
         else:
             continue
         hits.append({**item, "in_context": True} if h.in_context else item)
-    return {"query": query.match, **({"excluded": query.excluded_match} if query.excluded else {}),
-            "count": len(hits), "items": hits,
-            "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind" + GREP_NOTE}
+    return {
+        "query": query.match,
+        **({"excluded": query.excluded_match} if query.excluded else {}),
+        "count": len(hits),
+        "items": hits,
+        "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind" + GREP_NOTE,
+    }
 
 
-GREP_NOTE = ("; with --conversation, what its prompt shows now is marked in_context and listed last "
-             "(--include-in-context ranks it in place); lcm_* tool traffic is left out (--include-lcm-traffic)")
+GREP_NOTE = (
+    "; with --conversation, what its prompt shows now is marked in_context and listed last "
+    "(--include-in-context ranks it in place); lcm_* tool traffic is left out (--include-lcm-traffic)"
+)
 
 
-def _ranked_hits(store: Store, query: Query, args: argparse.Namespace, kinds: Sequence[str], limit: int) -> list[Hit]:
+def _ranked_hits(
+    store: Store, query: Query, args: argparse.Namespace, kinds: Sequence[str], limit: int
+) -> list[Hit]:
     """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES), by lcm_grep's
     rules: with one conversation, the rows its prompt shows are listed last."""
     from ..search.searcher import Scope, Searcher, SearchRequest
@@ -400,8 +481,15 @@ def _ranked_hits(store: Store, query: Query, args: argparse.Namespace, kinds: Se
             return []  # nothing to find in a conversation that does not exist
         visible = visible_now(store, Dag(store), conversation)
     scope = Scope("all") if conversation is None else Scope("current", conversation)
-    request = SearchRequest(query, scope, limit=PAGE_MAX, summaries="summary" in kinds, visible=visible,
-                            rank_visible=args.include_in_context, own_tools=args.include_lcm_traffic)
+    request = SearchRequest(
+        query,
+        scope,
+        limit=PAGE_MAX,
+        summaries="summary" in kinds,
+        visible=visible,
+        rank_visible=args.include_in_context,
+        own_tools=args.include_lcm_traffic,
+    )
     taken: dict[str, list[Hit]] = {kind: [] for kind in kinds}
     for _ in range(GREP_PAGES):
         page = Searcher(store, Dag(store), request).page()
@@ -425,11 +513,16 @@ def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"no message {args.message}")
     page = args.max_chars if args.max_chars > 0 else 1 << 62
     offset = max(0, args.content_offset)
-    text = message.content[offset:offset + page]
+    text = message.content[offset : offset + page]
     row = message_row(message, 0)
-    row.update(content=text, truncated=offset + page < len(message.content), content_offset=offset,
-               next_content_offset=offset + page if offset + page < len(message.content) else None,
-               exact=message.to_host(), summarized_by=[node_label(p) for p in dag.parents("message", message.id)])
+    row.update(
+        content=text,
+        truncated=offset + page < len(message.content),
+        content_offset=offset,
+        next_content_offset=offset + page if offset + page < len(message.content) else None,
+        exact=message.to_host(),
+        summarized_by=[node_label(p) for p in dag.parents("message", message.id)],
+    )
     if offset or row["truncated"]:
         row.pop("exact")
     return row
@@ -443,17 +536,28 @@ def cmd_doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
     if store is None:  # no database yet: whether Hermes can make one is the news
         missing = no_database(Path(args.db_path), args.db_origin)
         args.exit_code = EXIT_DATABASE
-        args.error_line = f"{missing} ({missing.extra['hint']})"  # the one stderr line every failure has
-        report = mt.checks_report([mt.Check("host", **host),
-                                   mt.Check("database", "fail", str(missing), str(missing.extra["hint"]))],
-                                  {"path": cli_pg.scrubbed(str(args.db_path)), "exists": False})
+        args.error_line = (
+            f"{missing} ({missing.extra['hint']})"  # the one stderr line every failure has
+        )
+        report = mt.checks_report(
+            [
+                mt.Check("host", **host),
+                mt.Check("database", "fail", str(missing), str(missing.extra["hint"])),
+            ],
+            {"path": cli_pg.scrubbed(str(args.db_path)), "exists": False},
+        )
         return {"error": str(missing), "exit_code": EXIT_DATABASE, **report}
     report_store = store
     if args.deep:
         report_store = open_store(cli_pg.target_of(store))
     loaded = _loaded()
-    report = mt.doctor_report(report_store, deep=args.deep, config=loaded.config, config_problems=loaded.problems,
-                              host=host)
+    report = mt.doctor_report(
+        report_store,
+        deep=args.deep,
+        config=loaded.config,
+        config_problems=loaded.problems,
+        host=host,
+    )
     if report["status"] == "fail":
         args.exit_code = EXIT_NOT_FOUND
     return report
@@ -462,17 +566,28 @@ def cmd_doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
 def cmd_backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     from ..maintenance import doctor as mt
 
-    directory = Path(args.dest) if args.dest else mt.backup_dir(store.path, _config(args).backup_dir)
-    blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+    directory = (
+        Path(args.dest) if args.dest else mt.backup_dir(store.path, _config(args).backup_dir)
+    )
+    blocker = next(
+        (p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None
+    )
     if blocker is not None:
         raise CliError(f"cannot write the backup: {blocker} is not a directory", EXIT_WRITE)
     if cli_pg.is_url(store.path):
         result, args.exit_code = cli_pg.backup(store, directory)
         return result
-    with pg.start("backup", unit="pages") as line:  # Ctrl-C mid-copy: the temp file goes, no backup is left
+    with pg.start(
+        "backup", unit="pages"
+    ) as line:  # Ctrl-C mid-copy: the temp file goes, no backup is left
         saved = mt.backup(store, directory, progress=line.update)
-    return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds,
-            "restore": "stop Hermes, move lcm.db, lcm.db-wal, lcm.db-shm aside, copy the backup to lcm.db, start it"}
+    return {
+        "status": "ok",
+        "backup": saved.path,
+        "bytes": saved.bytes,
+        "seconds": saved.seconds,
+        "restore": "stop Hermes, move lcm.db, lcm.db-wal, lcm.db-shm aside, copy the backup to lcm.db, start it",
+    }
 
 
 def cmd_retention(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -497,19 +612,31 @@ Handler = Callable[[Store, argparse.Namespace], "dict[str, Any] | None"]
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="lcm", description="Read the hermes-lcm database without a running agent "
-                                "(read-only unless a command says otherwise).")
-    p.add_argument("--db", help="database file or postgresql:// URL (default: LCM_DATABASE_URL, config.yaml "
-                   "lcm.database_url, LCM_DATABASE_PATH, lcm.database_path, $HERMES_HOME/lcm.db; HERMES_PROFILE "
-                   "selects a profile)")
-    p.add_argument("--format", choices=FORMATS, default="auto",
-                   help="output format (default auto: a table on a terminal, JSON when piped)")
+    p = _Parser(
+        prog="lcm",
+        description="Read the hermes-lcm database without a running agent "
+        "(read-only unless a command says otherwise).",
+    )
+    p.add_argument(
+        "--db",
+        help="database file or postgresql:// URL (default: LCM_DATABASE_URL, config.yaml "
+        "lcm.database_url, LCM_DATABASE_PATH, lcm.database_path, $HERMES_HOME/lcm.db; HERMES_PROFILE "
+        "selects a profile)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="auto",
+        help="output format (default auto: a table on a terminal, JSON when piped)",
+    )
     p.add_argument("--version", action="version", version=f"hermes-lcm {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     # --db and --format are also accepted after the command (``lcm status --db x.db``).
     shared = _Parser(add_help=False)
     shared.add_argument("--db", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    shared.add_argument("--format", choices=FORMATS, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    shared.add_argument(
+        "--format", choices=FORMATS, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[shared])
@@ -521,17 +648,30 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--after", type=ID, help="cursor: the previous page's next_cursor")
 
     add("status", cmd_status, "database path, sizes, counts, recent engine events")
-    paged(add("conversations", cmd_conversations, "conversations with message/summary/session counts"))
+    paged(
+        add("conversations", cmd_conversations, "conversations with message/summary/session counts")
+    )
     s = add("sessions", cmd_sessions, "sessions (host session ids), optionally of one conversation")
     s.add_argument("--conversation", type=ID)
     paged(s)
-    m = add("messages", cmd_messages, "raw messages: 'tail' (newest) or 'page' (keyset, oldest first)")
+    m = add(
+        "messages", cmd_messages, "raw messages: 'tail' (newest) or 'page' (keyset, oldest first)"
+    )
     m.add_argument("mode", choices=("tail", "page"), metavar="tail|page")
     m.add_argument("--conversation", type=ID)
     m.add_argument("--session")
-    m.add_argument("--max-chars", type=OFFSET, default=2000, help="cut content to this many characters (0 = all)")
+    m.add_argument(
+        "--max-chars",
+        type=OFFSET,
+        default=2000,
+        help="cut content to this many characters (0 = all)",
+    )
     paged(m, 20)
-    sm = add("summaries", cmd_summaries, "summary nodes: 'list' a conversation's, or 'show' one with lineage")
+    sm = add(
+        "summaries",
+        cmd_summaries,
+        "summary nodes: 'list' a conversation's, or 'show' one with lineage",
+    )
     sm.add_argument("mode", choices=("list", "show"), metavar="list|show")
     sm.add_argument("node", nargs="?", help="node id for show (S12)")
     sm.add_argument("--conversation", type=ID)
@@ -545,8 +685,14 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--conversation", type=ID)
     g.add_argument("--limit", type=COUNT, default=20, help="hits per kind")
     g.add_argument("--kind", choices=("all", "messages", "summaries"), default="all")
-    g.add_argument("--include-in-context", action="store_true", help="rank what the prompt shows in place")
-    g.add_argument("--include-lcm-traffic", action="store_true", help="also search lcm_* tool calls and results")
+    g.add_argument(
+        "--include-in-context", action="store_true", help="rank what the prompt shows in place"
+    )
+    g.add_argument(
+        "--include-lcm-traffic",
+        action="store_true",
+        help="also search lcm_* tool calls and results",
+    )
     e = add("expand", cmd_expand, "one node's sources or one message's exact content, paged")
     e.add_argument("--node")
     e.add_argument("--message", type=ID)
@@ -555,25 +701,52 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--content-offset", type=OFFSET, default=0)
     e.add_argument("--max-chars", type=OFFSET, default=20000)
     d = add("doctor", cmd_doctor, "read-only health checks with guidance")
-    d.add_argument("--deep", action="store_true", help="also run FTS5 integrity-check (writable, rolled back)")
-    b = add("backup", cmd_backup, "WRITES one verified backup file (online backup API); the database is untouched")
+    d.add_argument(
+        "--deep", action="store_true", help="also run FTS5 integrity-check (writable, rolled back)"
+    )
+    b = add(
+        "backup",
+        cmd_backup,
+        "WRITES one verified backup file (online backup API); the database is untouched",
+    )
     b.add_argument("--dest", help="directory (default LCM_BACKUP_DIR or <db dir>/lcm-backups)")
     x = add("export", cmd_export, "a conversation as JSONL (exact messages) or Markdown")
     x.add_argument("--conversation", type=ID, required=True)
     x.add_argument("--as", dest="as_", choices=("jsonl", "markdown"), default="jsonl")
     x.add_argument("--output", help="file to write (default stdout)")
     x.add_argument("--include-summaries", action="store_true")
-    r = add("retention", cmd_retention, "what the database holds by conversation and age, and how to bound it")
+    r = add(
+        "retention",
+        cmd_retention,
+        "what the database holds by conversation and age, and how to bound it",
+    )
     r.add_argument("--top", type=bounded(1, PAGE_MAX), default=20)
     cli_redact.register(add, _config)
-    for verbs in (cli_embed, cli_rollups, cli_assertions, view_verb, cli_migrate):  # embed ... migrate-to-postgres
+    for verbs in (
+        cli_embed,
+        cli_rollups,
+        cli_assertions,
+        view_verb,
+        cli_migrate,
+    ):  # embed ... migrate-to-postgres
         verbs.register(add, _config, CliError)
-    i = add("import", cmd_import, "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
-            "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup")
+    i = add(
+        "import",
+        cmd_import,
+        "import an LCM-X database (dry run unless --apply; WRITES with --apply): without "
+        "--target-db it is upgraded in place, the original kept as <db>.lcm-x-backup",
+    )
     i.add_argument("kind", choices=("lcm-x",))
     i.add_argument("--source-db", required=True, help="the LCM-X database")
-    i.add_argument("--target-db", help="a hermes-lcm database to import into (default: upgrade the source in place)")
-    i.add_argument("--apply", action="store_true", help="write (default: a dry run with the reconciliation report)")
+    i.add_argument(
+        "--target-db",
+        help="a hermes-lcm database to import into (default: upgrade the source in place)",
+    )
+    i.add_argument(
+        "--apply",
+        action="store_true",
+        help="write (default: a dry run with the reconciliation report)",
+    )
     i.add_argument("--json", action="store_true", help="JSON output (the default format)")
     cli_payloads.add_verbs(add, _config, CliError)  # gc-payloads, backfill-outputs
     return p
@@ -590,8 +763,14 @@ def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]
     try:
         settings = _config(args)
         with pg.start("import lcm-x", unit="msgs") as line:
-            out = run_lcmx_import(args.source_db, args.target_db, apply=args.apply, backup_dir=settings.backup_dir,
-                                  redact_patterns=sensitive.redaction_patterns(settings), progress=line.update)
+            out = run_lcmx_import(
+                args.source_db,
+                args.target_db,
+                apply=args.apply,
+                backup_dir=settings.backup_dir,
+                redact_patterns=sensitive.redaction_patterns(settings),
+                progress=line.update,
+            )
     except ImportFailure as exc:
         raise CliError(str(exc), EXIT_DATABASE) from exc
     if not out.get("balanced", True) or not out.get("verify", {"ok": True})["ok"]:
@@ -599,7 +778,9 @@ def cmd_import(_store: Store | None, args: argparse.Namespace) -> dict[str, Any]
     return out
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     """Run one verb. Every failure, whichever layer raised it, leaves here as one CliError:
     its exit code, one line on stderr and (``--format json``) an ``{"error": ...}`` object."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -612,7 +793,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         path, args.db_origin = resolve_db(args.db, dict(os.environ))
         args.db_path = path
         absent = args.verb == "doctor" and not cli_pg.is_url(path) and not Path(path).exists()
-        if args.verb not in ("import", cli_migrate.VERB) and not absent:  # these name their own source
+        if (
+            args.verb not in ("import", cli_migrate.VERB) and not absent
+        ):  # these name their own source
             try:
                 store = open_db(path, args.db_origin)
             except Exception as exc:
@@ -621,7 +804,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         if result is not None:
             try:
                 emit(result, args.format, out)
-            except SystemExit:  # rich ends a print whose reader left this way (stdout already /dev/null)
+            except (
+                SystemExit
+            ):  # rich ends a print whose reader left this way (stdout already /dev/null)
                 return reader_gone(out)
         out.flush()  # a reader that left shows here, inside the try
         if getattr(args, "error_line", None):
@@ -634,9 +819,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         # driver's message quoting a URL's token) with its password
         message, extra = cli_pg.scrubbed(str(error)), cli_pg.scrubbed_value(error.extra)
         if fmt == "json":
-            out.write(json.dumps({"error": message, "exit_code": error.code, **extra}, indent=2, default=str) + "\n")
+            out.write(
+                json.dumps(
+                    {"error": message, "exit_code": error.code, **extra}, indent=2, default=str
+                )
+                + "\n"
+            )
         hint = extra.get("hint")
-        err.write(f"lcm: error: {_one_line(message)}{' (' + _one_line(str(hint)) + ')' if hint else ''}\n")
+        err.write(
+            f"lcm: error: {_one_line(message)}{' (' + _one_line(str(hint)) + ')' if hint else ''}\n"
+        )
         return error.code
     finally:
         if store is not None:
@@ -648,8 +840,13 @@ def _asked_format(argv: Sequence[str] | None) -> str:
     """``--format X`` in the raw arguments: the error format before parsing succeeded."""
     words = list(sys.argv[1:] if argv is None else argv)
     for i, w in enumerate(words):
-        value = w[len("--format="):] if w.startswith("--format=") else (words[i + 1:i + 2] or [""])[0] \
-            if w == "--format" else ""
+        value = (
+            w[len("--format=") :]
+            if w.startswith("--format=")
+            else (words[i + 1 : i + 2] or [""])[0]
+            if w == "--format"
+            else ""
+        )
         if value in FORMATS:
             return value
     return "auto"

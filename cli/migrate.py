@@ -42,10 +42,20 @@ def register(add: Add, _config_of: Callable[[argparse.Namespace], Any], fail: Fa
             args.exit_code = 1
         return out
 
-    m = add(VERB, run, "copy a hermes-lcm SQLite file into PostgreSQL, ids kept: dry run, --apply (WRITES the "
-            "target only; resumable), --verify")
-    m.add_argument("--source-db", required=True, help="the hermes-lcm SQLite file (opened read-only)")
+    m = add(
+        VERB,
+        run,
+        "copy a hermes-lcm SQLite file into PostgreSQL, ids kept: dry run, --apply (WRITES the "
+        "target only; resumable), --verify",
+    )
+    m.add_argument(
+        "--source-db", required=True, help="the hermes-lcm SQLite file (opened read-only)"
+    )
     m.add_argument("--url", required=True, help="postgresql://... of an empty database or schema")
-    m.add_argument("--apply", action="store_true", help="copy (default: a dry run); verifies at the end")
-    m.add_argument("--verify", action="store_true", help="compare counts, checksums and a search sample")
+    m.add_argument(
+        "--apply", action="store_true", help="copy (default: a dry run); verifies at the end"
+    )
+    m.add_argument(
+        "--verify", action="store_true", help="compare counts, checksums and a search sample"
+    )
     m.add_argument("--batch", type=int, default=2000, help="rows per transaction (default 2000)")

@@ -37,7 +37,9 @@ def emit(result: dict[str, Any], fmt: str, out: TextIO) -> None:
     console = _console(out)
     items = result.get("items")
     if isinstance(items, list):
-        console.print(table(items, console.is_terminal, console.width if console.is_terminal else None))
+        console.print(
+            table(items, console.is_terminal, console.width if console.is_terminal else None)
+        )
         rest = {k: v for k, v in result.items() if k != "items"}
         if rest:
             console.print()
@@ -51,18 +53,38 @@ def _console(out: TextIO) -> Any:
 
     probe = Console(file=out)
     # Off a terminal: no colour, no width limit (a pipe is not 80 columns wide).
-    return probe if probe.is_terminal else Console(file=out, width=1_000_000, color_system=None, highlight=False)
+    return (
+        probe
+        if probe.is_terminal
+        else Console(file=out, width=1_000_000, color_system=None, highlight=False)
+    )
 
 
 def cell(value: Any, width: int = CELL_WIDTH) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = text.replace("\n", " ")
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # The columns a person needs to name a row in the next command: never cut, never left out.
-KEY_COLUMNS = frozenset({"id", "store_id", "node_id", "seq", "role", "conversation_id", "session_id", "depth",
-                         "kind", "name", "status", "parent_id", "child_id", "ref"})
+KEY_COLUMNS = frozenset(
+    {
+        "id",
+        "store_id",
+        "node_id",
+        "seq",
+        "role",
+        "conversation_id",
+        "session_id",
+        "depth",
+        "kind",
+        "name",
+        "status",
+        "parent_id",
+        "child_id",
+        "ref",
+    }
+)
 # What a column other than those keeps at the least on a narrow terminal, and the room between columns.
 _MIN_OTHER = 8
 _GAP = 3
@@ -88,8 +110,11 @@ def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = 
     keys = {c for c in columns if c in KEY_COLUMNS} | {columns[0]}
     shown, left_out = list(columns), []
     if width is not None:
+
         def need(names: list[str]) -> int:
-            return sum(fits[c] if c in keys else min(fits[c], _MIN_OTHER) for c in names) + _GAP * len(names)
+            return sum(
+                fits[c] if c in keys else min(fits[c], _MIN_OTHER) for c in names
+            ) + _GAP * len(names)
 
         while need(shown) > width and any(c not in keys for c in shown):
             others = [c for c in reversed(shown) if c not in keys]
@@ -97,19 +122,47 @@ def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = 
             left_out.append(drop)
             shown.remove(drop)
         left_out = [c for c in columns if c in left_out]
-    rule = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)  # header, then a '-' rule
+    rule = box.Box(
+        "    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True
+    )  # header, then a '-' rule
     plural = "s" if len(left_out) > 1 else ""
-    caption = (f"({len(left_out)} column{plural} left out to fit {width} columns: {', '.join(left_out)}; "
-               "--format json has every column)") if left_out else None
-    grid = Table(box=rule, show_edge=False, pad_edge=False, header_style="bold cyan" if colour else "",
-                 highlight=False, caption=caption, caption_justify="left")
-    room = _share(width - sum(fits[c] + _GAP for c in shown if c in keys) - _GAP * sum(c not in keys for c in shown),
-                  {c: fits[c] for c in shown if c not in keys}) if width is not None else dict(fits)
+    caption = (
+        (
+            f"({len(left_out)} column{plural} left out to fit {width} columns: {', '.join(left_out)}; "
+            "--format json has every column)"
+        )
+        if left_out
+        else None
+    )
+    grid = Table(
+        box=rule,
+        show_edge=False,
+        pad_edge=False,
+        header_style="bold cyan" if colour else "",
+        highlight=False,
+        caption=caption,
+        caption_justify="left",
+    )
+    room = (
+        _share(
+            width
+            - sum(fits[c] + _GAP for c in shown if c in keys)
+            - _GAP * sum(c not in keys for c in shown),
+            {c: fits[c] for c in shown if c not in keys},
+        )
+        if width is not None
+        else dict(fits)
+    )
     for name in shown:  # a narrow terminal cuts long cells of the other columns, never a key column
         whole = name in keys
         size = fits[name] if whole else room[name]
-        grid.add_column(name, no_wrap=True, overflow="fold" if whole else "ellipsis", min_width=size,
-                        max_width=size)
+        grid.add_column(
+            name,
+            no_wrap=True,
+            overflow="fold" if whole else "ellipsis",
+            min_width=size,
+            max_width=size,
+        )
     for i in range(len(rows)):
         grid.add_row(*(Text(cells[c][i]) for c in shown))
     return grid
@@ -120,13 +173,19 @@ def _block(console: Any, key: Any, text: str, pad: str) -> None:
     verb's own paging says whether it is all): written past rich, which would expand tabs, and
     indented as YAML's ``|`` does; the terminal wraps long lines."""
     console.print(key, "|")
-    console.file.write("".join(pad + line for line in text.splitlines(keepends=True)).rstrip("\n") + "\n")
+    console.file.write(
+        "".join(pad + line for line in text.splitlines(keepends=True)).rstrip("\n") + "\n"
+    )
     console.file.flush()
 
 
 def _minor(column: str) -> bool:
     """A time or a count: what a narrow terminal leaves out first (the text and the names stay)."""
-    return column.endswith(("_at", "_chars", "_count", "tokens")) or column in ("truncated", "source", "sessions")
+    return column.endswith(("_at", "_chars", "_count", "tokens")) or column in (
+        "truncated",
+        "source",
+        "sessions",
+    )
 
 
 def _share(total: int, wants: dict[str, int]) -> dict[str, int]:
@@ -167,7 +226,11 @@ def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
             # not expanded: off a terminal the console is 1,000,000 columns wide, and an expanded
             # padding would fill every line of the nested table out to it with spaces
             width = max(20, console.width - 2 * indent) if console.is_terminal else None
-            console.print(Padding(table(value, console.is_terminal, width), (0, 0, 0, 2 * indent), expand=False))
+            console.print(
+                Padding(
+                    table(value, console.is_terminal, width), (0, 0, 0, 2 * indent), expand=False
+                )
+            )
             return
         for v in value:
             console.print(Text(f"{pad}- {cell(v, 200)}"))
@@ -176,22 +239,24 @@ def _keyvalues(console: Any, value: Any, indent: int = 0) -> None:
 
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
-EXIT_PIPE = 141  # the reader closed the pipe early (`lcm export | head`), as a shell reports SIGPIPE
+EXIT_PIPE = (
+    141  # the reader closed the pipe early (`lcm export | head`), as a shell reports SIGPIPE
+)
 RESUME = {
     "import": "each conversation is written in one transaction and an in-place upgrade swaps only at the end: "
-              "run the same command again to resume (conversations already imported are skipped)",
+    "run the same command again to resume (conversations already imported are skipped)",
     "backfill-outputs": "rows are rewritten batch by batch and listed in the manifest: run the same command "
-                        "(same --manifest) again to resume",
+    "(same --manifest) again to resume",
     "gc-payloads": "only orphan files were removed: run `lcm gc-payloads --apply` again to finish",
     "embed": "run `lcm embed --apply` again to resume (rows already embedded are not sent again)",
     "rollups": "each period is built in its own transaction: run `lcm rollups build` again to finish",
     "assertions": "the sidecar keeps its cursor: run `lcm assertions rebuild` again (or let the engine's job "
-                  "continue from the cursor)",
+    "continue from the cursor)",
     "redact": "rows are rewritten batch by batch: run `lcm redact --apply` again to finish (rows already "
-              "redacted are found clean)",
+    "redacted are found clean)",
     "backup": "no backup file was left behind: run `lcm backup` again",
     "migrate-to-postgres": "every batch is committed with its cursor: run the same command again to resume "
-                           "(rows already copied are not copied twice)",
+    "(rows already copied are not copied twice)",
 }
 
 

@@ -17,7 +17,10 @@ from ..base import progress as pg
 from ..store import Store, open_store
 from . import pg as cli_pg
 
-Add = Callable[[str, Callable[[Store, argparse.Namespace], "dict[str, Any] | None"], str], argparse.ArgumentParser]
+Add = Callable[
+    [str, Callable[[Store, argparse.Namespace], "dict[str, Any] | None"], str],
+    argparse.ArgumentParser,
+]
 ConfigOf = Callable[[argparse.Namespace], Any]
 Fail = Callable[[str], Exception]
 
@@ -31,7 +34,9 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
     """Register both verbs on the ``lcm`` parser (cli.parser calls this)."""
 
     def gc(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        from ..maintenance import doctor as mt  # lazy: registering a verb must not import its work (`lcm status` speed)
+        from ..maintenance import (
+            doctor as mt,
+        )  # lazy: registering a verb must not import its work (`lcm status` speed)
 
         grace = float(args.grace_seconds)
         if not args.apply:
@@ -39,8 +44,12 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         writable = open_store(cli_pg.target_of(store))
         try:
             with reporter("gc-payloads: backup", notes=False) as line:
-                return mt.gc_payloads_apply(writable, mt.backup_dir(store.path, config_of(args).backup_dir), grace,
-                                            line.update)
+                return mt.gc_payloads_apply(
+                    writable,
+                    mt.backup_dir(store.path, config_of(args).backup_dir),
+                    grace,
+                    line.update,
+                )
         except mt.MaintenanceError as exc:
             raise fail(str(exc)) from exc
 
@@ -50,8 +59,11 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         from ..maintenance import doctor as mt
 
         config = config_of(args)
-        threshold = config.large_output_externalization_threshold_chars if args.threshold_chars is None \
+        threshold = (
+            config.large_output_externalization_threshold_chars
+            if args.threshold_chars is None
             else args.threshold_chars
+        )
         if threshold < 1:
             raise fail("--threshold-chars must be at least 1")
         preview = config.large_output_preview_chars
@@ -59,31 +71,76 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         try:
             with reporter("backfill-outputs", args.quiet) as line:
                 if args.rollback:
-                    return backfill.rollback(open_store(cli_pg.target_of(store)), Path(args.rollback), directory,
-                                             do_apply=args.apply, progress=line.note, tick=line.update)
+                    return backfill.rollback(
+                        open_store(cli_pg.target_of(store)),
+                        Path(args.rollback),
+                        directory,
+                        do_apply=args.apply,
+                        progress=line.note,
+                        tick=line.update,
+                    )
                 if not args.apply:
                     return backfill.scan(store, threshold, preview, line.note, line.update)
                 if not args.manifest:
-                    raise fail("--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)")
+                    raise fail(
+                        "--apply needs --manifest PATH (where the rewritten rows are listed for --rollback)"
+                    )
                 writable = open_store(cli_pg.target_of(store))
-                redactor = redactor_for(config.sensitive_patterns_enabled, config.sensitive_patterns,
-                                        writable.secret("redaction")) if config.sensitive_patterns_enabled else None
-                return backfill.apply(writable, Path(args.manifest), directory, threshold, preview, redactor,
-                                      line.note, line.update)
+                redactor = (
+                    redactor_for(
+                        config.sensitive_patterns_enabled,
+                        config.sensitive_patterns,
+                        writable.secret("redaction"),
+                    )
+                    if config.sensitive_patterns_enabled
+                    else None
+                )
+                return backfill.apply(
+                    writable,
+                    Path(args.manifest),
+                    directory,
+                    threshold,
+                    preview,
+                    redactor,
+                    line.note,
+                    line.update,
+                )
         except mt.MaintenanceError as exc:
             raise fail(str(exc)) from exc
 
-    g = add("gc-payloads", gc, "payload files no message or summary references: preview, or --apply (WRITES: "
-            "a backup, then removes them)")
-    g.add_argument("--apply", action="store_true", help="back the database up, then remove the orphan files")
-    g.add_argument("--grace-seconds", type=float, default=600.0,
-                   help="keep files younger than this (a writer may be about to reference them; default 600)")
-    b = add("backfill-outputs", fill, "move large inline tool results to payload files: dry run, --apply --manifest "
-            "PATH (WRITES, backup first), --rollback PATH [--apply]")
-    b.add_argument("--threshold-chars", type=int,
-                   help="rows of at least this many characters (default: large_output_externalization_threshold_chars)")
+    g = add(
+        "gc-payloads",
+        gc,
+        "payload files no message or summary references: preview, or --apply (WRITES: "
+        "a backup, then removes them)",
+    )
+    g.add_argument(
+        "--apply", action="store_true", help="back the database up, then remove the orphan files"
+    )
+    g.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=600.0,
+        help="keep files younger than this (a writer may be about to reference them; default 600)",
+    )
+    b = add(
+        "backfill-outputs",
+        fill,
+        "move large inline tool results to payload files: dry run, --apply --manifest "
+        "PATH (WRITES, backup first), --rollback PATH [--apply]",
+    )
+    b.add_argument(
+        "--threshold-chars",
+        type=int,
+        help="rows of at least this many characters (default: large_output_externalization_threshold_chars)",
+    )
     b.add_argument("--apply", action="store_true", help="write (default: a dry run)")
-    b.add_argument("--manifest", help="the manifest to write (resumable: the same path continues a run)")
-    b.add_argument("--rollback", metavar="PATH", help="restore the rows a manifest lists (dry run without --apply)")
+    b.add_argument(
+        "--manifest", help="the manifest to write (resumable: the same path continues a run)"
+    )
+    b.add_argument(
+        "--rollback",
+        metavar="PATH",
+        help="restore the rows a manifest lists (dry run without --apply)",
+    )
     b.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-

@@ -30,8 +30,14 @@ def sizes(store: Store, facts: dict[str, Any]) -> dict[str, Any]:
     if not is_url(store.path):
         return file_sizes(store.path)
     by_table = store.database_sizes()["bytes_by_table"]
-    return {"backend": "postgresql", "db": facts["schema_bytes"], "database_bytes": facts["database_bytes"],
-            "bytes_by_table": by_table, "server_version": facts["server_version"], "pg_schema": facts["pg_schema"]}
+    return {
+        "backend": "postgresql",
+        "db": facts["schema_bytes"],
+        "database_bytes": facts["database_bytes"],
+        "bytes_by_table": by_table,
+        "server_version": facts["server_version"],
+        "pg_schema": facts["pg_schema"],
+    }
 
 
 def target_of(store: Store) -> str:
@@ -46,7 +52,16 @@ def backup(store: Store, directory: Path) -> tuple[dict[str, Any], int]:
 
     done = pg_backup.dump(store, directory)  # lcm backup: named by the schema, not the URL's tag
     if not done.path:
-        return {"status": "pg_dump not found", "run": done.command, "restore": done.restore,
-                "hint": "install the PostgreSQL client tools (pg_dump, pg_restore) or run the command above"}, 1
-    return {"status": "ok", "backup": done.path, "bytes": done.bytes, "seconds": done.seconds,
-            "restore": done.restore}, 0
+        return {
+            "status": "pg_dump not found",
+            "run": done.command,
+            "restore": done.restore,
+            "hint": "install the PostgreSQL client tools (pg_dump, pg_restore) or run the command above",
+        }, 1
+    return {
+        "status": "ok",
+        "backup": done.path,
+        "bytes": done.bytes,
+        "seconds": done.seconds,
+        "restore": done.restore,
+    }, 0

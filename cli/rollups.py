@@ -23,7 +23,12 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
     """Add the ``rollups`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
 
     def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        from ..compaction.rollups import Rollups, command, standalone_summarizer  # lazy: the summarizer's httpx
+        from ..compaction.rollups import (
+            Rollups,
+            command,
+            standalone_summarizer,
+        )  # lazy: the summarizer's httpx
+
         if args.json:
             args.format = "json"
         settings = config(args)
@@ -36,8 +41,14 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
         except ValueError as exc:
             raise fail(str(exc), EXIT_USAGE) from exc
 
-    cmd = add("rollups", handler, "temporal rollups (day/week/month summaries): status; WRITES with build "
-              "(builds every stale period now) or rebuild day|week|month|all [YYYY-MM-DD] (marks them stale)")
+    cmd = add(
+        "rollups",
+        handler,
+        "temporal rollups (day/week/month summaries): status; WRITES with build "
+        "(builds every stale period now) or rebuild day|week|month|all [YYYY-MM-DD] (marks them stale)",
+    )
     cmd.add_argument("action", nargs="?", default="status", choices=("status", "build", "rebuild"))
-    cmd.add_argument("rest", nargs="*", help="for rebuild: day|week|month|all, then an optional YYYY-MM-DD")
+    cmd.add_argument(
+        "rest", nargs="*", help="for rebuild: day|week|month|all, then an optional YYYY-MM-DD"
+    )
     cmd.add_argument("--json", action="store_true", help="JSON output (the default format)")

@@ -46,9 +46,20 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) 
         written["hint"] = "open it in a browser (it works from file://, offline)"
         return written
 
-    cmd = add("view", handler, "WRITES one self-contained HTML page (the summary DAG, compactions, search, database "
-              "growth) for a conversation; the database is untouched")
-    cmd.add_argument("--conversation", type=int, help="conversation id (default: the one with the newest message)")
-    cmd.add_argument("--output", help="file to write (default: lcm-views/lcm-view-<id>.html beside the database; "
-                     "under the Hermes home for a URL)")
+    cmd = add(
+        "view",
+        handler,
+        "WRITES one self-contained HTML page (the summary DAG, compactions, search, database "
+        "growth) for a conversation; the database is untouched",
+    )
+    cmd.add_argument(
+        "--conversation",
+        type=int,
+        help="conversation id (default: the one with the newest message)",
+    )
+    cmd.add_argument(
+        "--output",
+        help="file to write (default: lcm-views/lcm-view-<id>.html beside the database; "
+        "under the Hermes home for a URL)",
+    )
     cmd.add_argument("--open", action="store_true", help="open the page in the system's browser")

@@ -144,7 +144,12 @@ def _score_unit(words: list[str], keywords: dict[str, list[int]], position: int)
             counts[kind] += 1
         if kind == "word":
             decision = decision or word in _DECISION_WORDS
-            if len(word) >= 5 and word.isalpha() and word not in _STOPWORDS and word not in _DECISION_WORDS:
+            if (
+                len(word) >= 5
+                and word.isalpha()
+                and word not in _STOPWORDS
+                and word not in _DECISION_WORDS
+            ):
                 _tally(keywords, word, _PROSE, position)
         elif kind in ("path", "ident") and len(word) <= _KEYWORD_MAX_CHARS:
             _tally(keywords, word, _STRONG, position)

@@ -88,4 +88,3 @@ def split_footer(answer: str) -> tuple[str, str | None]:
     topics = rest[0].strip() if rest else ""
     body = answer[:at].rstrip().rstrip("*_ ").rstrip()
     return body, f"{FOOTER_PREFIX} {topics or 'the summarized messages'}"
-

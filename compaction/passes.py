@@ -34,7 +34,9 @@ from ..prompt.blocks import Item, group
 from ..store import Store
 from .summarize import SourceItem, SummaryOutcome
 
-SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome]
+SummarizeFn = Callable[
+    [Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome
+]
 
 # One source item's text is cut to this many characters before summarizing.
 MAX_SOURCE_CHARS = 60_000
@@ -105,13 +107,23 @@ def _cut_block_start(oldest: Sequence[StoredMessage]) -> int | None:
 
 
 class Compactor:
-    def __init__(self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn) -> None:
+    def __init__(
+        self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn
+    ) -> None:
         self.store, self.dag, self.settings, self.summarize = store, dag, settings, summarize
         self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
 
-    def run(self, conversation_id: int, session_id: str, budget: Budget, *, force: bool = False,
-            focus: str | None = None, upto: int | None = None,
-            deadline: float | None = None) -> CompactionReport:
+    def run(
+        self,
+        conversation_id: int,
+        session_id: str,
+        budget: Budget,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        upto: int | None = None,
+        deadline: float | None = None,
+    ) -> CompactionReport:
         """Passes until the context is within the goal, stuck, out of passes or out of time.
 
         With ``upto``, the conversation is taken to end at that seq: the fresh tail is counted
@@ -121,11 +133,21 @@ class Compactor:
         """
         with self.store.compaction_slot(conversation_id) as ours:
             if not ours:  # another writer is compacting it: the prompt is assembled from the store
-                return CompactionReport(stop_reason="another writer is compacting this conversation")
+                return CompactionReport(
+                    stop_reason="another writer is compacting this conversation"
+                )
             return self._run(conversation_id, session_id, budget, force, focus, upto, deadline)
 
-    def _run(self, conversation_id: int, session_id: str, budget: Budget, force: bool, focus: str | None,
-             upto: int | None, deadline: float | None) -> CompactionReport:
+    def _run(
+        self,
+        conversation_id: int,
+        session_id: str,
+        budget: Budget,
+        force: bool,
+        focus: str | None,
+        upto: int | None,
+        deadline: float | None,
+    ) -> CompactionReport:
         report = CompactionReport()
         self._budget = budget
         deadline = time.monotonic() + self.settings.max_seconds if deadline is None else deadline
@@ -133,8 +155,10 @@ class Compactor:
         while report.passes + report.conflicts < self.settings.max_passes:
             started = time.monotonic()
             if report.passes + report.conflicts and started + longest >= deadline:
-                report.stop_reason = (f"time limit {self.settings.max_seconds:g}s reached; "
-                                      "assembly trims the rest to the budget")
+                report.stop_reason = (
+                    f"time limit {self.settings.max_seconds:g}s reached; "
+                    "assembly trims the rest to the budget"
+                )
                 return report
             plan = self._sized(conversation_id, upto)
             over = plan.total_tokens > budget.goal
@@ -159,10 +183,17 @@ class Compactor:
     def _sized(self, conversation_id: int, upto: int | None) -> _Plan:
         """The plan's sizes only (context and raw backlog tokens): enough to tell whether a pass is due."""
         frontier = self.store.conversation(conversation_id).frontier_seq
-        return _Plan(frontier, self.dag.context(conversation_id),
-                     self.store.raw_tokens(conversation_id, frontier, upto), [], [])
+        return _Plan(
+            frontier,
+            self.dag.context(conversation_id),
+            self.store.raw_tokens(conversation_id, frontier, upto),
+            [],
+            [],
+        )
 
-    def _with_backlog(self, plan: _Plan, conversation_id: int, budget: Budget, upto: int | None) -> _Plan:
+    def _with_backlog(
+        self, plan: _Plan, conversation_id: int, budget: Budget, upto: int | None
+    ) -> _Plan:
         """``plan`` with the oldest rows outside the fresh tail and their groups (what a leaf pass takes)."""
         frontier = plan.frontier
         tail_first = self._tail_first_seq(conversation_id, frontier, budget, upto)
@@ -175,9 +206,13 @@ class Compactor:
             groups = groups[:-1]  # the window may end inside a tool-call group
         return replace(plan, oldest=oldest, compactable=groups)
 
-    def _tail_first_seq(self, conversation_id: int, frontier: int, budget: Budget, upto: int | None = None) -> int:
+    def _tail_first_seq(
+        self, conversation_id: int, frontier: int, budget: Budget, upto: int | None = None
+    ) -> int:
         """Where the protected fresh tail starts, from a window of the newest rows (up to ``upto``)."""
-        newest = self.store.messages_newest(conversation_id, frontier, budget.tail_count * 2 + 64, upto)
+        newest = self.store.messages_newest(
+            conversation_id, frontier, budget.tail_count * 2 + 64, upto
+        )
         while newest and newest[0].role == "tool":
             newest = newest[1:]  # a group cut by the window's edge cannot be in the tail
         groups = group([Item.stored(m) for m in newest])
@@ -192,7 +227,9 @@ class Compactor:
             return self._condense
         if plan.compactable:
             return self._leaf
-        if (plan.summary_tokens > budget.summaries or forced) and self._condensable(plan.context) is not None:
+        if (plan.summary_tokens > budget.summaries or forced) and self._condensable(
+            plan.context
+        ) is not None:
             return self._condense
         if plan.summary_tokens > budget.summaries and len(plan.context) > 1:
             return self._evict
@@ -203,8 +240,10 @@ class Compactor:
             return "forced, but nothing outside the fresh tail to compact"
         if not plan.raw_tokens and not plan.context:
             return "nothing stored for this conversation"
-        return ("over goal, but the rest is the protected fresh tail and the summaries fit their budget; "
-                "assembly trims the tail to the hard budget")
+        return (
+            "over goal, but the rest is the protected fresh tail and the summaries fit their budget; "
+            "assembly trims the tail to the hard budget"
+        )
 
     def _condensable(self, context: Sequence[SummaryNode]) -> tuple[int, int] | None:
         """(start, end) of the nodes to condense, all below the depth cap: the oldest run
@@ -220,7 +259,9 @@ class Compactor:
                 runs.append((i, j))
             i = j
         if runs:
-            start, end = next((r for r in runs if r[1] - r[0] >= self.settings.condense_min_nodes), runs[0])
+            start, end = next(
+                (r for r in runs if r[1] - r[0] >= self.settings.condense_min_nodes), runs[0]
+            )
             return start, min(end, start + MAX_CONDENSE_FANOUT)
         for k in range(len(context) - 1):
             if not self._capped(max(context[k].depth, context[k + 1].depth)):
@@ -232,8 +273,15 @@ class Compactor:
 
     # -- passes -------------------------------------------------------------------
 
-    def _leaf(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
-              focus: str | None, deadline: float) -> None:
+    def _leaf(
+        self,
+        conversation_id: int,
+        session_id: str,
+        plan: _Plan,
+        report: CompactionReport,
+        focus: str | None,
+        deadline: float,
+    ) -> None:
         chunk: list[Item] = []
         tokens = 0
         for g in plan.compactable:
@@ -249,35 +297,77 @@ class Compactor:
         target = _target(tokens, 4, self._budget.summaries // 4)
         sources = fit_sources([_message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
         outcome = self.summarize(sources, 0, target, focus, deadline)
-        node = NewNode.over_messages(covered, conversation_id=conversation_id, session_id=session_id,
-                                     content=outcome.text, tokens=_node_tokens(outcome.text), level=outcome.level,
-                                     route=outcome.route)
+        node = NewNode.over_messages(
+            covered,
+            conversation_id=conversation_id,
+            session_id=session_id,
+            content=outcome.text,
+            tokens=_node_tokens(outcome.text),
+            level=outcome.level,
+            route=outcome.route,
+        )
         context_ids = [n.id for n in plan.context]
-        if self._publish(conversation_id, plan, node, lambda nid: [*context_ids, nid], last_seq, report):
+        if self._publish(
+            conversation_id, plan, node, lambda nid: [*context_ids, nid], last_seq, report
+        ):
             report.leaf_passes += 1
         report.errors.extend(outcome.errors)
 
-    def _condense(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
-                  focus: str | None, deadline: float) -> None:
+    def _condense(
+        self,
+        conversation_id: int,
+        session_id: str,
+        plan: _Plan,
+        report: CompactionReport,
+        focus: str | None,
+        deadline: float,
+    ) -> None:
         span = self._condensable(plan.context)
         assert span is not None
         start, end = span
         run = plan.context[start:end]
-        sources = fit_sources([SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content)
-                               for n in run], MAX_SUMMARY_INPUT_CHARS)
+        sources = fit_sources(
+            [
+                SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content)
+                for n in run
+            ],
+            MAX_SUMMARY_INPUT_CHARS,
+        )
         tokens = sum(n.tokens for n in run)
         depth = max(n.depth for n in run) + 1
-        outcome = self.summarize(sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline)
-        node = NewNode.over_nodes(run, conversation_id=conversation_id, session_id=session_id, content=outcome.text,
-                                  tokens=_node_tokens(outcome.text), level=outcome.level, route=outcome.route)
+        outcome = self.summarize(
+            sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline
+        )
+        node = NewNode.over_nodes(
+            run,
+            conversation_id=conversation_id,
+            session_id=session_id,
+            content=outcome.text,
+            tokens=_node_tokens(outcome.text),
+            level=outcome.level,
+            route=outcome.route,
+        )
         ids = [n.id for n in plan.context]
-        if self._publish(conversation_id, plan, node, lambda nid: [*ids[:start], nid, *ids[end:]],
-                         plan.frontier, report):
+        if self._publish(
+            conversation_id,
+            plan,
+            node,
+            lambda nid: [*ids[:start], nid, *ids[end:]],
+            plan.frontier,
+            report,
+        ):
             report.condense_passes += 1
         report.errors.extend(outcome.errors)
 
-    def _evict(self, conversation_id: int, session_id: str, plan: _Plan, report: CompactionReport,
-               focus: str | None, deadline: float) -> None:
+    def _evict(
+        self,
+        conversation_id: int,
+        session_id: str,
+        plan: _Plan,
+        report: CompactionReport,
+        focus: str | None,
+        deadline: float,
+    ) -> None:
         """Take the oldest summary out of the active context; the DAG keeps it."""
         with self.store.write():
             if not self._unchanged(conversation_id, plan):
@@ -285,13 +375,23 @@ class Compactor:
                 return
             self.dag.publish(conversation_id, [n.id for n in plan.context[1:]], plan.frontier)
         report.evicted += 1
-        self.store.record_event("info", "context_evict",
-                                f"{plan.context[0].node_id} left the active context: the summaries are over "
-                                "budget and none can be condensed below the depth cap (still stored, searchable)",
-                                conversation_id)
+        self.store.record_event(
+            "info",
+            "context_evict",
+            f"{plan.context[0].node_id} left the active context: the summaries are over "
+            "budget and none can be condensed below the depth cap (still stored, searchable)",
+            conversation_id,
+        )
 
-    def _publish(self, conversation_id: int, plan: _Plan, node: NewNode, items: Callable[[int], list[int]],
-                 frontier: int, report: CompactionReport) -> bool:
+    def _publish(
+        self,
+        conversation_id: int,
+        plan: _Plan,
+        node: NewNode,
+        items: Callable[[int], list[int]],
+        frontier: int,
+        report: CompactionReport,
+    ) -> bool:
         with self.store.write():
             if not self._unchanged(conversation_id, plan):
                 report.conflicts += 1
@@ -361,7 +461,9 @@ def _middle_cut(text: str, chars: int) -> str:
     if len(text) <= chars:
         return text
     half = chars // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} chars omitted ...]\n{text[len(text) - half:]}"
+    return (
+        f"{text[:half]}\n[... {len(text) - 2 * half} chars omitted ...]\n{text[len(text) - half :]}"
+    )
 
 
 def fit_sources(sources: Sequence[SourceItem], limit: int) -> list[SourceItem]:
@@ -378,4 +480,7 @@ def fit_sources(sources: Sequence[SourceItem], limit: int) -> list[SourceItem]:
             share = fair
             break
         remaining -= length
-    return [s if len(s.text) <= share else SourceItem(s.label, _middle_cut(s.text, share)) for s in sources]
+    return [
+        s if len(s.text) <= share else SourceItem(s.label, _middle_cut(s.text, share))
+        for s in sources
+    ]

@@ -69,7 +69,10 @@ def build_messages(
         "",
         f"<{tag}>\n{render_transcript(sources)}\n</{tag}>",
     ]
-    return [{"role": "system", "content": _SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
+    return [
+        {"role": "system", "content": _SYSTEM_PROMPT},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
 
 
 # --------------------------------------------------------------------------- answer validation
@@ -77,7 +80,9 @@ def build_messages(
 _THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.S | re.I)
 _THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.I)
 _REASONING_LABEL = re.compile(r"\s*(?:reasoning|thinking|thoughts?)\s*:", re.I)
-_FINAL_MARKER = re.compile(r"^[#*\s]*(?:summary|final answer|final|answer)\b[*\s]*:?[ \t]*", re.I | re.M)
+_FINAL_MARKER = re.compile(
+    r"^[#*\s]*(?:summary|final answer|final|answer)\b[*\s]*:?[ \t]*", re.I | re.M
+)
 _REFUSAL = re.compile(
     r"\s*(?:i\s+(?:cannot|can't|can not|won't|will not|am unable|am not able)|i'm (?:sorry|unable)"
     r"|sorry\b|i apologi[sz]e|as an ai\b)",
@@ -102,7 +107,9 @@ def clean_answer(raw: str) -> str:
     return text.strip()
 
 
-def rejection(raw: str, answer: str, *, nonce: str, limit_tokens: int, input_tokens: int) -> str | None:
+def rejection(
+    raw: str, answer: str, *, nonce: str, limit_tokens: int, input_tokens: int
+) -> str | None:
     """Why an answer must not be stored as a summary, or None when it is acceptable."""
     if not answer:
         return "empty answer" if not raw.strip() else "reasoning-only answer"
@@ -118,4 +125,3 @@ def rejection(raw: str, answer: str, *, nonce: str, limit_tokens: int, input_tok
     if tokens < _MIN_ANSWER_TOKENS and input_tokens >= _LARGE_INPUT_TOKENS:
         return f"answer too short for its input ({tokens} tokens; followed injected text?)"
     return None
-

@@ -35,8 +35,12 @@ from ..store import Store
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 
 KINDS = ("day", "week", "month")
-SummarizeFn = Callable[[Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome]
-SCAN_ROWS = 5000  # rows read per scan (a scan is repeated until caught up, at most SCANS_PER_RUN times)
+SummarizeFn = Callable[
+    [Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome
+]
+SCAN_ROWS = (
+    5000  # rows read per scan (a scan is repeated until caught up, at most SCANS_PER_RUN times)
+)
 SCANS_PER_RUN = 20
 DAY_LEAVES = 400  # sources of one day, at most (leaf summaries, then unsummarized messages)
 DAY_MESSAGES = 400
@@ -104,11 +108,20 @@ class Built:
 class Rollups(JobOwner):
     """The rollups of one store: stale marks, bounded builds, status. Inert when turned off."""
 
-    def __init__(self, config: LcmConfig, store: Store, summarize: SummarizeFn, *, retry_after_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        config: LcmConfig,
+        store: Store,
+        summarize: SummarizeFn,
+        *,
+        retry_after_s: float = 60.0,
+    ) -> None:
         self.config, self.store, self.summarize = config, store, summarize
         self.retry_after_s = retry_after_s
         self.enabled = config.temporal_rollups_enabled
-        self.zones = ("UTC",) + ((config.timezone,) if config.timezone and config.timezone != "UTC" else ())
+        self.zones = ("UTC",) + (
+            (config.timezone,) if config.timezone and config.timezone != "UTC" else ()
+        )
         self.job: RollupJob | None = None
         self.problem: str | None = None
         self.last_error: str | None = None
@@ -125,16 +138,17 @@ class Rollups(JobOwner):
         """The zone lcm_recent serves (LCM_TIMEZONE when set, else UTC)."""
         return self.zones[-1]
 
-
     # -- stale marks ---------------------------------------------------------------------------
 
-    def _periods(self, conversation_id: int, first: float, last: float) -> set[tuple[int, str, str, str]]:
+    def _periods(
+        self, conversation_id: int, first: float, last: float
+    ) -> set[tuple[int, str, str, str]]:
         out: set[tuple[int, str, str, str]] = set()
         for tz in self.zones:
             lo, hi = day_of(first, tz), day_of(max(first, last), tz)
             found = list(days(lo, hi))
             if len(found) > MAX_SPAN_DAYS:
-                found = found[:MAX_SPAN_DAYS // 2] + found[-MAX_SPAN_DAYS // 2:]
+                found = found[: MAX_SPAN_DAYS // 2] + found[-MAX_SPAN_DAYS // 2 :]
             for day in found:
                 for kind in KINDS:
                     out.add((conversation_id, kind, period_start(kind, day).isoformat(), tz))
@@ -153,8 +167,13 @@ class Rollups(JobOwner):
                 periods |= self._periods(conversation_id, at, at)
             leaves = [node[0] for node in nodes if node[4] == 0]
             for conversation_id, at in self.store.leaf_message_times(leaves):
-                periods |= self._periods(conversation_id, at, at)  # the days of its messages, no day between
-            cursor = (messages[-1][0] if messages else message_after, nodes[-1][0] if nodes else summary_after)
+                periods |= self._periods(
+                    conversation_id, at, at
+                )  # the days of its messages, no day between
+            cursor = (
+                messages[-1][0] if messages else message_after,
+                nodes[-1][0] if nodes else summary_after,
+            )
             marked += self.store.mark_rollups_stale(sorted(periods), cursor)
         return marked
 
@@ -193,7 +212,9 @@ class Rollups(JobOwner):
             error = clip(f"{type(exc).__name__}: {exc}", 300)
             self.last_error = f"{row.kind} {row.start} {row.tz}: {error}"
             self.store.finish_rollup(row.id, row.generation, "failed", error=error)
-            return Built(row.kind, row.start, row.tz, "failed", time.perf_counter() - started, error=error)
+            return Built(
+                row.kind, row.start, row.tz, "failed", time.perf_counter() - started, error=error
+            )
         if status != "waiting":
             self.builds += 1
         return Built(row.kind, row.start, row.tz, status, time.perf_counter() - started, tokens)
@@ -202,8 +223,11 @@ class Rollups(JobOwner):
         start = date.fromisoformat(row.start)
         since, until = span(row.kind, start, row.tz)
         if row.kind == "day":
-            sources, ids, limit = self._day_sources(row.conversation_id, since, until), [], \
-                self.config.rollup_daily_max_tokens
+            sources, ids, limit = (
+                self._day_sources(row.conversation_id, since, until),
+                [],
+                self.config.rollup_daily_max_tokens,
+            )
             ids = [int(label.split()[1]) for label, _ in sources if label.startswith("summary ")]
             target, depth = self.config.rollup_daily_target_tokens, 1
             focus = f"what happened on {row.start} ({row.tz})"
@@ -220,33 +244,53 @@ class Rollups(JobOwner):
         if not sources:
             self.store.drop_rollup(row.id, row.generation)
             return "empty", 0
-        outcome = self.summarize([SourceItem(label, text) for label, text in sources], depth, target, focus,
-                                 time.monotonic() + max(30.0, self.config.summary_timeout_ms / 1000 * 2))
+        outcome = self.summarize(
+            [SourceItem(label, text) for label, text in sources],
+            depth,
+            target,
+            focus,
+            time.monotonic() + max(30.0, self.config.summary_timeout_ms / 1000 * 2),
+        )
         text = outcome.text.strip()
         if count_tokens(text) > limit:
             text = text[: limit * 3].rstrip() + "\n[cut at the rollup's token limit]"
         if not text:
             raise ValueError("the summarizer returned nothing")
         tokens = count_tokens(text)
-        self.store.finish_rollup(row.id, row.generation, "ready", content=text, tokens=tokens, source_ids=ids)
+        self.store.finish_rollup(
+            row.id, row.generation, "ready", content=text, tokens=tokens, source_ids=ids
+        )
         return "ready", tokens
 
-    def _day_sources(self, conversation_id: int, since: float, until: float) -> list[tuple[str, str]]:
+    def _day_sources(
+        self, conversation_id: int, since: float, until: float
+    ) -> list[tuple[str, str]]:
         """The leaves lying wholly in the day, and the day's messages no such leaf covers (not yet
         summarized, or under a leaf that spans other days: its text would bring them in)."""
         leaves = self.store.leaves_within(conversation_id, since, until, DAY_LEAVES)
         raw = self.store.messages_outside_leaves(conversation_id, since, until, DAY_MESSAGES)
-        out = [(f"summary {n.id} {_iso(n.earliest_at)}..{_iso(n.latest_at)}", n.content) for n in leaves]
-        out += [(f"message {m.id} {m.role} {_iso(m.created_at)}", m.content) for m in raw if m.content.strip()]
+        out = [
+            (f"summary {n.id} {_iso(n.earliest_at)}..{_iso(n.latest_at)}", n.content)
+            for n in leaves
+        ]
+        out += [
+            (f"message {m.id} {m.role} {_iso(m.created_at)}", m.content)
+            for m in raw
+            if m.content.strip()
+        ]
         return out
 
     # -- reading -------------------------------------------------------------------------------
 
-    def ready(self, conversation_ids: Sequence[int], kind: str, first: date, last: date) -> list[Rollup]:
+    def ready(
+        self, conversation_ids: Sequence[int], kind: str, first: date, last: date
+    ) -> list[Rollup]:
         """Rows of ``kind`` starting in [first, last] in the served zone (any status)."""
         if not self.enabled or not conversation_ids:
             return []
-        return self.store.rollups_in(conversation_ids, kind, self.zone_name, first.isoformat(), last.isoformat())
+        return self.store.rollups_in(
+            conversation_ids, kind, self.zone_name, first.isoformat(), last.isoformat()
+        )
 
     def rebuild(self, kinds: Sequence[str], start: str | None) -> int:
         """Mark rows stale again (``/lcm rollups rebuild``); the job rebuilds them."""
@@ -256,10 +300,15 @@ class Rollups(JobOwner):
 
     def status(self) -> dict[str, Any]:
         """The status block: present when off too, so an operator sees why nothing is built."""
-        info: dict[str, Any] = {"enabled": self.enabled, "timezone": self.config.timezone or "UTC",
-                                "zones": list(self.zones)}
+        info: dict[str, Any] = {
+            "enabled": self.enabled,
+            "timezone": self.config.timezone or "UTC",
+            "zones": list(self.zones),
+        }
         if not self.enabled:
-            info["note"] = "off: set LCM_TEMPORAL_ROLLUPS_ENABLED=true (lcm_recent reads leaf summaries meanwhile)"
+            info["note"] = (
+                "off: set LCM_TEMPORAL_ROLLUPS_ENABLED=true (lcm_recent reads leaf summaries meanwhile)"
+            )
         if self.problem:
             info["problem"] = self.problem
         stats = read_stats(self.store.rollup_stats)
@@ -269,8 +318,9 @@ class Rollups(JobOwner):
         oldest = stats.get("oldest_stale_at")
         info["oldest_stale_age_s"] = round(time.time() - oldest, 1) if oldest else None
         failure = stats.get("last_failure")
-        info["last_error"] = self.last_error or (f"{failure[0]} {failure[1]} {failure[2]}: {failure[3]}"
-                                                 if failure else None)
+        info["last_error"] = self.last_error or (
+            f"{failure[0]} {failure[1]} {failure[2]}: {failure[3]}" if failure else None
+        )
         info["builds_this_process"] = self.builds
         info["job_errors"] = list(self.job.errors) if self.job is not None else []
         return info
@@ -335,7 +385,9 @@ class Served:
     tz: str
 
 
-def serve(rollups: Rollups, conversation_ids: Sequence[int], name: str | None, now: float) -> Served | None:
+def serve(
+    rollups: Rollups, conversation_ids: Sequence[int], name: str | None, now: float
+) -> Served | None:
     """The rollups lcm_recent shows: the period's own week/month rollup when ready, else its
     ready day rollups, each day without one (or with a stale one) falling back to leaves."""
     if not rollups.enabled or not conversation_ids:
@@ -346,7 +398,9 @@ def serve(rollups: Rollups, conversation_ids: Sequence[int], name: str | None, n
         return None
     kind, first, last = wanted
     if kind != "day":
-        whole = [r for r in rollups.ready(conversation_ids, kind, first, first) if r.status == "ready"]
+        whole = [
+            r for r in rollups.ready(conversation_ids, kind, first, first) if r.status == "ready"
+        ]
         if whole and len(whole) == len(set(conversation_ids) & {r.conversation_id for r in whole}):
             return Served(tuple(whole), (), (), tz)
     rows = rollups.ready(conversation_ids, "day", first, last)
@@ -361,16 +415,41 @@ def standalone_summarizer(config: LcmConfig) -> SummarizeFn:
     """The summary route outside a host session (``lcm rollups build``): the configured model when
     LCM_SUMMARY_PROVIDER is openai or auto with a model, else the offline extractive summarizer."""
     provider = config.summary_provider
-    routes = [] if provider not in ("auto", "openai") or not config.summary_model else build_routes(
-        config.summary_model, config.summary_base_url, config.summary_api_key, list(config.fallback_models), None)
-    guard = CallGuard(failure_threshold=config.summary_circuit_breaker_failure_threshold,
-                      cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
-                      max_calls=config.summary_max_calls_per_hour, window_s=3600.0)
+    routes = (
+        []
+        if provider not in ("auto", "openai") or not config.summary_model
+        else build_routes(
+            config.summary_model,
+            config.summary_base_url,
+            config.summary_api_key,
+            list(config.fallback_models),
+            None,
+        )
+    )
+    guard = CallGuard(
+        failure_threshold=config.summary_circuit_breaker_failure_threshold,
+        cooldown_s=config.summary_circuit_breaker_cooldown_seconds,
+        max_calls=config.summary_max_calls_per_hour,
+        window_s=3600.0,
+    )
 
-    def run(sources: Sequence[SourceItem], depth: int, target: int, focus: str | None,
-            deadline: float | None) -> SummaryOutcome:
-        return summarize(sources, depth=depth, target_tokens=target, focus=focus, routes=routes, guard=guard,
-                         deadline=deadline, timeout_s=config.summary_timeout_ms / 1000)
+    def run(
+        sources: Sequence[SourceItem],
+        depth: int,
+        target: int,
+        focus: str | None,
+        deadline: float | None,
+    ) -> SummaryOutcome:
+        return summarize(
+            sources,
+            depth=depth,
+            target_tokens=target,
+            focus=focus,
+            routes=routes,
+            guard=guard,
+            deadline=deadline,
+            timeout_s=config.summary_timeout_ms / 1000,
+        )
 
     return run
 
@@ -389,11 +468,23 @@ def command(rollups: Rollups, words: Sequence[str], progress: Tick = quiet_tick)
         started = time.perf_counter()
         built = rollups.drain(progress=progress)
         ready = [b.seconds for b in built if b.status == "ready"]
-        return {"built": [{"kind": b.kind, "start": b.start, "tz": b.tz, "status": b.status, "tokens": b.tokens,
-                           "seconds": round(b.seconds, 3), **({"error": b.error} if b.error else {})} for b in built],
-                "seconds": round(time.perf_counter() - started, 3),
-                "mean_seconds_per_ready_build": round(sum(ready) / len(ready), 4) if ready else None,
-                "status": rollups.status()}
+        return {
+            "built": [
+                {
+                    "kind": b.kind,
+                    "start": b.start,
+                    "tz": b.tz,
+                    "status": b.status,
+                    "tokens": b.tokens,
+                    "seconds": round(b.seconds, 3),
+                    **({"error": b.error} if b.error else {}),
+                }
+                for b in built
+            ],
+            "seconds": round(time.perf_counter() - started, 3),
+            "mean_seconds_per_ready_build": round(sum(ready) / len(ready), 4) if ready else None,
+            "status": rollups.status(),
+        }
     if verb == "rebuild" and len(words) in (2, 3) and words[1] in (*KINDS, "all"):
         kinds = KINDS if words[1] == "all" else (words[1],)
         start: str | None = None
@@ -405,6 +496,10 @@ def command(rollups: Rollups, words: Sequence[str], progress: Tick = quiet_tick)
             if len(kinds) > 1:
                 raise ValueError("rebuild all takes no date; name day, week or month with a date")
             start = period_start(kinds[0], day).isoformat()
-        return {"marked_stale": rollups.rebuild(kinds, start), "kinds": list(kinds), "start": start,
-                "next": "the background job rebuilds them; `build` does it now"}
+        return {
+            "marked_stale": rollups.rebuild(kinds, start),
+            "kinds": list(kinds),
+            "start": start,
+            "next": "the background job rebuilds them; `build` does it now",
+        }
     raise ValueError("usage: rollups [status | build | rebuild day|week|month|all [YYYY-MM-DD]]")

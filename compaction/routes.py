@@ -120,7 +120,9 @@ class CallGuard:
         with self._lock:
             now = self._clock()
             self._prune(now)
-            routes = {name: self._route_view(state, now) for name, state in sorted(self._routes.items())}
+            routes = {
+                name: self._route_view(state, now) for name, state in sorted(self._routes.items())
+            }
             return {
                 "calls_in_window": len(self._calls),
                 "max_calls": self.max_calls,
@@ -158,7 +160,9 @@ def _extract_content(response: Any) -> str:
     try:
         content = _field(_field(_field(response, "choices")[0], "message"), "content")
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise RouteError(f"response has no choices[0].message.content ({type(exc).__name__})") from exc
+        raise RouteError(
+            f"response has no choices[0].message.content ({type(exc).__name__})"
+        ) from exc
     if isinstance(content, list):
         content = "".join(
             part.get("text", "")
@@ -210,15 +214,29 @@ class OpenAICompatibleRoute:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         # the whole call within timeout_s, however slowly the body trickles in, and at most MAX_ANSWER_BYTES
         if self._client is not None:
-            response = post_json(self._client, self.url, payload, headers, seconds=timeout_s,
-                                 max_bytes=MAX_ANSWER_BYTES)
+            response = post_json(
+                self._client,
+                self.url,
+                payload,
+                headers,
+                seconds=timeout_s,
+                max_bytes=MAX_ANSWER_BYTES,
+            )
         else:
             with httpx.Client() as client:
-                response = post_json(client, self.url, payload, headers, seconds=timeout_s,
-                                     max_bytes=MAX_ANSWER_BYTES)
+                response = post_json(
+                    client,
+                    self.url,
+                    payload,
+                    headers,
+                    seconds=timeout_s,
+                    max_bytes=MAX_ANSWER_BYTES,
+                )
         if not response.ok:
             # The body may echo the request (Authorization header, key in the JSON): redact first.
-            raise RouteError(f"HTTP {response.status:d}: {clip(response.text(), 120, [self._api_key])}")
+            raise RouteError(
+                f"HTTP {response.status:d}: {clip(response.text(), 120, [self._api_key])}"
+            )
         try:
             data = response.json()
         except ValueError as exc:
@@ -251,7 +269,10 @@ def describe_failure(exc: Exception, timeout_s: float) -> str:
     Redacted before it is cut: a host's SDK error (``AuthenticationError``) quotes its request too."""
     if isinstance(exc, CallTooLarge):
         return f"answer too large ({exc})"
-    if isinstance(exc, httpx.TimeoutException | CallTimeout) or "timeout" in type(exc).__name__.lower():
+    if (
+        isinstance(exc, httpx.TimeoutException | CallTimeout)
+        or "timeout" in type(exc).__name__.lower()
+    ):
         return f"timeout after {timeout_s:.1f}s ({type(exc).__name__})"
     if isinstance(exc, RouteError):
         return clip(str(exc), _ERROR_CHARS)

@@ -21,7 +21,14 @@ from dataclasses import dataclass, replace
 from ..base.redact import redact
 from ..base.tokens import count_tokens
 from .extractive import extractive_summary, keywords
-from .fitting import SourceItem, fit_with_footer, footer_cap, make_footer, split_footer, trim_to_tokens
+from .fitting import (
+    SourceItem,
+    fit_with_footer,
+    footer_cap,
+    make_footer,
+    split_footer,
+    trim_to_tokens,
+)
 from .prompts import build_messages, clean_answer, rejection, render_transcript
 from .routes import DEFAULT_TIMEOUT_S, CallGuard, LlmRoute, build_routes, describe_failure
 
@@ -148,11 +155,20 @@ def summarize(
     return outcome if safe == outcome.text else replace(outcome, text=safe)
 
 
-def _summarize(sources: Sequence[SourceItem], depth: int, target_tokens: int, focus: str | None,
-               routes: Sequence[LlmRoute], guard: CallGuard, deadline: float | None,
-               timeout_s: float) -> SummaryOutcome:
+def _summarize(
+    sources: Sequence[SourceItem],
+    depth: int,
+    target_tokens: int,
+    focus: str | None,
+    routes: Sequence[LlmRoute],
+    guard: CallGuard,
+    deadline: float | None,
+    timeout_s: float,
+) -> SummaryOutcome:
     if not routes:
-        return SummaryOutcome(extractive_summary(sources, target_tokens), "extractive", "extractive")
+        return SummaryOutcome(
+            extractive_summary(sources, target_tokens), "extractive", "extractive"
+        )
     errors: list[str] = []
     if deadline is not None and time.monotonic() >= deadline:
         errors.append("deadline passed: LLM routes skipped")
@@ -169,7 +185,9 @@ def _summarize(sources: Sequence[SourceItem], depth: int, target_tokens: int, fo
         outcome = _escalate(req, routes, guard, errors)
         if outcome is not None:
             return outcome
-    return SummaryOutcome(extractive_summary(sources, target_tokens), "truncate", "truncate", tuple(errors))
+    return SummaryOutcome(
+        extractive_summary(sources, target_tokens), "truncate", "truncate", tuple(errors)
+    )
 
 
 def _escalate(

@@ -25,13 +25,30 @@ from typing import Any
 from ..base.records import SummaryNode
 from ..engine import LcmEngine
 from ..viewer import write_page
-from .replay import FIXTURE, ReplayResult, TurnStats, flatten, load_fixture, make_engine, recover, replay
+from .replay import (
+    FIXTURE,
+    ReplayResult,
+    TurnStats,
+    flatten,
+    load_fixture,
+    make_engine,
+    recover,
+    replay,
+)
 
 
 def _key(message: Mapping[str, Any]) -> str:
     """What must survive storage exactly: role, content, tool calls, tool call id."""
-    return json.dumps([message.get("role"), message.get("content") or "", message.get("tool_calls") or None,
-                       message.get("tool_call_id") or None], ensure_ascii=False, sort_keys=True)
+    return json.dumps(
+        [
+            message.get("role"),
+            message.get("content") or "",
+            message.get("tool_calls") or None,
+            message.get("tool_call_id") or None,
+        ],
+        ensure_ascii=False,
+        sort_keys=True,
+    )
 
 
 def storage_check(engine: LcmEngine, fixture: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,9 +59,14 @@ def storage_check(engine: LcmEngine, fixture: Mapping[str, Any]) -> dict[str, An
     stored = [_key(m.to_host()) for m in core.store.messages_after(conversation, 0)]
     expected = [_key(m) for m in flatten(fixture)]
     have, want = Counter(stored), Counter(expected)
-    return {"conversation_id": conversation, "stored": core.store.message_count(conversation),
-            "fixture": len(expected), "identical_sequence": stored == expected,
-            "duplicates": sum((have - want).values()), "missing": sum((want - have).values())}
+    return {
+        "conversation_id": conversation,
+        "stored": core.store.message_count(conversation),
+        "fixture": len(expected),
+        "identical_sequence": stored == expected,
+        "duplicates": sum((have - want).values()),
+        "missing": sum((want - have).values()),
+    }
 
 
 def _ranges(ids: Sequence[int]) -> str:
@@ -72,11 +94,19 @@ def lineage(engine: LcmEngine, node: SummaryNode, max_lines: int = 12) -> list[s
         lines.append(prefix + branch + label)
         kids = dag.children(n.id) if n.depth > 0 else []
         for i, child in enumerate(kids):
-            walk(child, prefix + ("" if top else ("   " if last else "│  ")), i == len(kids) - 1, False)
+            walk(
+                child,
+                prefix + ("" if top else ("   " if last else "│  ")),
+                i == len(kids) - 1,
+                False,
+            )
 
     walk(node, "  ", True, True)
     if len(lines) > max_lines:
-        lines = [*lines[:max_lines - 1], f"  … {len(lines) - max_lines + 1} more lines (lcm_expand node_id=...)"]
+        lines = [
+            *lines[: max_lines - 1],
+            f"  … {len(lines) - max_lines + 1} more lines (lcm_expand node_id=...)",
+        ]
     return lines
 
 
@@ -90,22 +120,34 @@ def dag_report(engine: LcmEngine) -> dict[str, Any]:
     active = {n.id for n in context}
     # Top-level nodes that are not in the prompt any more: still stored and expandable, but the model
     # sees nothing of their span unless it searches.
-    dropped = [n for n in core.dag.nodes(conversation, limit=100000)
-               if n.id not in active and not core.dag.parents("summary", n.id)]
-    return {"by_depth": {str(d): n for d, n in sorted(core.dag.depth_counts(conversation).items())},
-            "context": [f"{n.node_id} (d{n.depth})" for n in context],
-            "context_covers": [context[0].first_seq, context[-1].last_seq] if context else None,
-            "dropped_from_context": [f"{n.node_id} (d{n.depth}, seq {n.first_seq}..{n.last_seq})" for n in dropped],
-            "frontier_seq": state.frontier_seq,
-            "last_seq": state.last_seq, "lineage_of": deepest.node_id if deepest else None,
-            "lineage": lineage(engine, deepest) if deepest else []}
+    dropped = [
+        n
+        for n in core.dag.nodes(conversation, limit=100000)
+        if n.id not in active and not core.dag.parents("summary", n.id)
+    ]
+    return {
+        "by_depth": {str(d): n for d, n in sorted(core.dag.depth_counts(conversation).items())},
+        "context": [f"{n.node_id} (d{n.depth})" for n in context],
+        "context_covers": [context[0].first_seq, context[-1].last_seq] if context else None,
+        "dropped_from_context": [
+            f"{n.node_id} (d{n.depth}, seq {n.first_seq}..{n.last_seq})" for n in dropped
+        ],
+        "frontier_seq": state.frontier_seq,
+        "last_seq": state.last_seq,
+        "lineage_of": deepest.node_id if deepest else None,
+        "lineage": lineage(engine, deepest) if deepest else [],
+    }
 
 
 def _window(line: str, detail: str, width: int = 110) -> str:
     if len(line) <= width:
         return line
     start = max(0, line.find(detail) - 20)
-    return ("…" if start else "") + line[start:start + width] + ("…" if start + width < len(line) else "")
+    return (
+        ("…" if start else "")
+        + line[start : start + width]
+        + ("…" if start + width < len(line) else "")
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,34 +160,78 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def on_turn(stats: TurnStats) -> None:
         if stats.turn == 1 or stats.turn % args.every == 0 or stats.turn == total:
             core = engine.core
-            depths = core.dag.depth_counts(core.binding.conversation_id) if core and core.binding.conversation_id \
+            depths = (
+                core.dag.depth_counts(core.binding.conversation_id)
+                if core and core.binding.conversation_id
                 else {}
-            samples.append({**asdict(stats), "summaries_by_depth": {str(d): n for d, n in sorted(depths.items())}})
+            )
+            samples.append(
+                {
+                    **asdict(stats),
+                    "summaries_by_depth": {str(d): n for d, n in sorted(depths.items())},
+                }
+            )
 
-    result: ReplayResult = replay(engine, fixture, session_id=f"demo-{uuid.uuid4().hex[:8]}",
-                                  overhead_tokens=args.overhead, on_turn=on_turn)
+    result: ReplayResult = replay(
+        engine,
+        fixture,
+        session_id=f"demo-{uuid.uuid4().hex[:8]}",
+        overhead_tokens=args.overhead,
+        on_turn=on_turn,
+    )
     recoveries = [recover(engine, fixture, planted) for planted in fixture.get("planted", [])]
     storage = storage_check(engine, fixture)
-    over = [(turn, tokens) for turn, tokens in result.compressed_prompts if tokens > engine.threshold_tokens]
+    over = [
+        (turn, tokens)
+        for turn, tokens in result.compressed_prompts
+        if tokens > engine.threshold_tokens
+    ]
     engine_ms = sorted(t.engine_ms for t in result.turns)
     compress_ms = sorted(t.compress_ms for t in result.turns if t.compress_ms)
-    page = write_page(engine.core.store, None, engine.core.binding.conversation_id) if engine.core else None
-    ok = (all(r.exact for r in recoveries) and storage["duplicates"] == 0 and storage["missing"] == 0
-          and storage["identical_sequence"] and not over and not engine.errors)
+    page = (
+        write_page(engine.core.store, None, engine.core.binding.conversation_id)
+        if engine.core
+        else None
+    )
+    ok = (
+        all(r.exact for r in recoveries)
+        and storage["duplicates"] == 0
+        and storage["missing"] == 0
+        and storage["identical_sequence"]
+        and not over
+        and not engine.errors
+    )
     return {
-        "ok": ok, "title": fixture.get("title"), "fixture": str(args.fixture or FIXTURE), "hermes_home": home,
-        "database": str(engine.database_path()), "session_id": result.session_id, "model_window": engine.context_length,
-        "threshold_tokens": engine.threshold_tokens, "threshold_ratio": args.threshold,
-        "overhead_tokens": args.overhead, "summarizer": engine.core.summarizer_name if engine.core else None,
-        "turns": total, "samples": samples, "storage": storage, "dag": dag_report(engine),
+        "ok": ok,
+        "title": fixture.get("title"),
+        "fixture": str(args.fixture or FIXTURE),
+        "hermes_home": home,
+        "database": str(engine.database_path()),
+        "session_id": result.session_id,
+        "model_window": engine.context_length,
+        "threshold_tokens": engine.threshold_tokens,
+        "threshold_ratio": args.threshold,
+        "overhead_tokens": args.overhead,
+        "summarizer": engine.core.summarizer_name if engine.core else None,
+        "turns": total,
+        "samples": samples,
+        "storage": storage,
+        "dag": dag_report(engine),
         "compactions": result.compactions,
         "largest_compacted_prompt": max((t for _, t in result.compressed_prompts), default=0),
         "compacted_prompts_over_threshold": over,
-        "peak_prompt": max(t.peak_prompt_tokens for t in result.turns), "raw_history": result.turns[-1].raw_tokens,
+        "peak_prompt": max(t.peak_prompt_tokens for t in result.turns),
+        "raw_history": result.turns[-1].raw_tokens,
         "recoveries": [{**asdict(r), "exact": r.exact} for r in recoveries],
-        "timing": {"seconds": round(result.seconds, 3), "engine_ms_median": round(engine_ms[len(engine_ms) // 2], 3),
-                   "engine_ms_max": round(engine_ms[-1], 3), "compress_calls": result.compactions,
-                   "compress_ms_median": round(compress_ms[len(compress_ms) // 2], 3) if compress_ms else 0.0},
+        "timing": {
+            "seconds": round(result.seconds, 3),
+            "engine_ms_median": round(engine_ms[len(engine_ms) // 2], 3),
+            "engine_ms_max": round(engine_ms[-1], 3),
+            "compress_calls": result.compactions,
+            "compress_ms_median": round(compress_ms[len(compress_ms) // 2], 3)
+            if compress_ms
+            else 0.0,
+        },
         "engine_errors": list(engine.errors),
         "view": page["path"] if page else None,
     }
@@ -153,32 +239,46 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(report: Mapping[str, Any]) -> str:
     s, dag, t = report["storage"], report["dag"], report["timing"]
-    out = [f"hermes-lcm demo: {report['title']}",
-           f"  {report['turns']} turns, {s['fixture']} messages · HERMES_HOME {report['hermes_home']}",
-           f"  window {report['model_window']:,} · threshold {report['threshold_ratio']} → "
-           f"{report['threshold_tokens']:,} tokens · host overhead {report['overhead_tokens']:,} · summarizer "
-           f"{report['summarizer']}", "",
-           " turn   raw history   prompt sent   saved   compactions   summaries by depth"]
+    out = [
+        f"hermes-lcm demo: {report['title']}",
+        f"  {report['turns']} turns, {s['fixture']} messages · HERMES_HOME {report['hermes_home']}",
+        f"  window {report['model_window']:,} · threshold {report['threshold_ratio']} → "
+        f"{report['threshold_tokens']:,} tokens · host overhead {report['overhead_tokens']:,} · summarizer "
+        f"{report['summarizer']}",
+        "",
+        " turn   raw history   prompt sent   saved   compactions   summaries by depth",
+    ]
     for row in report["samples"]:
         saved = 1 - row["prompt_tokens"] / row["raw_tokens"] if row["raw_tokens"] else 0
         depths = " ".join(f"d{d}={n}" for d, n in row["summaries_by_depth"].items()) or "-"
-        out.append(f" {row['turn']:>4}   {row['raw_tokens']:>11,}   {row['prompt_tokens']:>11,}   {saved:>5.0%}   "
-                   f"{row['compactions']:>11}   {depths}")
+        out.append(
+            f" {row['turn']:>4}   {row['raw_tokens']:>11,}   {row['prompt_tokens']:>11,}   {saved:>5.0%}   "
+            f"{row['compactions']:>11}   {depths}"
+        )
     mark = "✓" if not report["compacted_prompts_over_threshold"] else "✗"
-    out += ["", "Store",
-            f"  messages stored {s['stored']} / in fixture {s['fixture']} · same sequence: "
-            f"{'yes' if s['identical_sequence'] else 'NO'} · duplicates {s['duplicates']} · missing {s['missing']}",
-            f"  compactions {report['compactions']} · largest prompt after compaction "
-            f"{report['largest_compacted_prompt']:,} ≤ {report['threshold_tokens']:,} {mark} · peak prompt sent "
-            f"{report['peak_prompt']:,} vs raw history {report['raw_history']:,}", "",
-            "DAG  " + " ".join(f"d{d}={n}" for d, n in dag["by_depth"].items()) + f" · active context: "
-            f"{', '.join(dag['context']) or '-'} + raw tail after seq {dag['frontier_seq']} (of {dag['last_seq']})"]
+    out += [
+        "",
+        "Store",
+        f"  messages stored {s['stored']} / in fixture {s['fixture']} · same sequence: "
+        f"{'yes' if s['identical_sequence'] else 'NO'} · duplicates {s['duplicates']} · missing {s['missing']}",
+        f"  compactions {report['compactions']} · largest prompt after compaction "
+        f"{report['largest_compacted_prompt']:,} ≤ {report['threshold_tokens']:,} {mark} · peak prompt sent "
+        f"{report['peak_prompt']:,} vs raw history {report['raw_history']:,}",
+        "",
+        "DAG  " + " ".join(f"d{d}={n}" for d, n in dag["by_depth"].items()) + f" · active context: "
+        f"{', '.join(dag['context']) or '-'} + raw tail after seq {dag['frontier_seq']} (of {dag['last_seq']})",
+    ]
     if dag["context_covers"]:
         first, last = dag["context_covers"]
-        out.append(f"  the prompt's summaries cover seq {first}..{last}"
-                   + (f"; {len(dag['dropped_from_context'])} older top-level nodes left the prompt (still stored, "
-                      f"searchable): {', '.join(d.split(',')[0] + ')' for d in dag['dropped_from_context'])}"
-                      if dag["dropped_from_context"] else ""))
+        out.append(
+            f"  the prompt's summaries cover seq {first}..{last}"
+            + (
+                f"; {len(dag['dropped_from_context'])} older top-level nodes left the prompt (still stored, "
+                f"searchable): {', '.join(d.split(',')[0] + ')' for d in dag['dropped_from_context'])}"
+                if dag["dropped_from_context"]
+                else ""
+            )
+        )
     if dag["lineage_of"]:
         out += [f"  lineage of {dag['lineage_of']} down to raw store ids:", *dag["lineage"]]
     out += ["", "Planted details, recovered with lcm_grep(question) → lcm_expand"]
@@ -187,29 +287,47 @@ def render(report: Mapping[str, Any]) -> str:
         if r["line"] is None:
             out.append(f"      not found in {r['hits']} hits")
         else:
-            out.append(f"      hit {r['rank']}/{r['hits']} {r['via']} → {_window(r['line'], r['detail'])!r}"
-                       f" {'byte-identical' if r['exact'] else 'DIFFERS'}")
+            out.append(
+                f"      hit {r['rank']}/{r['hits']} {r['via']} → {_window(r['line'], r['detail'])!r}"
+                f" {'byte-identical' if r['exact'] else 'DIFFERS'}"
+            )
     found = sum(r["exact"] for r in report["recoveries"])
     if report.get("view"):
-        out += ["", f"See it: {report['view']} (open it in a browser; `lcm --db {report['database']} view` "
-                "writes it again)"]
-    out += ["", f"Time {t['seconds']:.2f} s · engine overhead per turn median {t['engine_ms_median']:.2f} ms "
-            f"(max {t['engine_ms_max']:.1f}) · compress median {t['compress_ms_median']:.1f} ms × "
-            f"{t['compress_calls']}",
-            f"{'OK' if report['ok'] else 'FAILED'}: {found}/{len(report['recoveries'])} details recovered exactly, "
-            f"{s['duplicates']} duplicates, {len(report['compacted_prompts_over_threshold'])} prompts over threshold"
-            + (f", engine errors: {report['engine_errors']}" if report["engine_errors"] else "")]
+        out += [
+            "",
+            f"See it: {report['view']} (open it in a browser; `lcm --db {report['database']} view` "
+            "writes it again)",
+        ]
+    out += [
+        "",
+        f"Time {t['seconds']:.2f} s · engine overhead per turn median {t['engine_ms_median']:.2f} ms "
+        f"(max {t['engine_ms_max']:.1f}) · compress median {t['compress_ms_median']:.1f} ms × "
+        f"{t['compress_calls']}",
+        f"{'OK' if report['ok'] else 'FAILED'}: {found}/{len(report['recoveries'])} details recovered exactly, "
+        f"{s['duplicates']} duplicates, {len(report['compacted_prompts_over_threshold'])} prompts over threshold"
+        + (f", engine errors: {report['engine_errors']}" if report["engine_errors"] else ""),
+    ]
     return "\n".join(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_lcm.demo.main", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m hermes_lcm.demo.main", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--home", help="HERMES_HOME to use (default: a fresh temp dir)")
     parser.add_argument("--json", action="store_true", help="machine-readable report")
-    parser.add_argument("--fixture", help="conversation to replay (default: the shipped coding session)")
-    parser.add_argument("--context-length", type=int, default=64000, help="model window (default 64000)")
-    parser.add_argument("--threshold", type=float, default=0.2, help="LCM_CONTEXT_THRESHOLD (default 0.2)")
-    parser.add_argument("--overhead", type=int, default=3000, help="system prompt + tool schema tokens (3000)")
+    parser.add_argument(
+        "--fixture", help="conversation to replay (default: the shipped coding session)"
+    )
+    parser.add_argument(
+        "--context-length", type=int, default=64000, help="model window (default 64000)"
+    )
+    parser.add_argument(
+        "--threshold", type=float, default=0.2, help="LCM_CONTEXT_THRESHOLD (default 0.2)"
+    )
+    parser.add_argument(
+        "--overhead", type=int, default=3000, help="system prompt + tool schema tokens (3000)"
+    )
     parser.add_argument("--every", type=int, default=15, help="print every N-th turn (default 15)")
     args = parser.parse_args(argv)
     report = run(args)

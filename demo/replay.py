@@ -57,11 +57,21 @@ def _user(turn: Mapping[str, Any]) -> dict[str, Any]:
     return user
 
 
-def make_engine(home: str | Path, *, context_length: int = 64000, threshold: float = 0.2,
-                model: str = "demo-model", env: Mapping[str, str] | None = None) -> LcmEngine:
+def make_engine(
+    home: str | Path,
+    *,
+    context_length: int = 64000,
+    threshold: float = 0.2,
+    model: str = "demo-model",
+    env: Mapping[str, str] | None = None,
+) -> LcmEngine:
     """A live engine copy as the host makes one: template, deepcopy, update_model. Offline summarizer."""
-    settings = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive",
-                "LCM_CONTEXT_THRESHOLD": str(threshold), **(env or {})}
+    settings = {
+        "HERMES_HOME": str(home),
+        "LCM_SUMMARY_PROVIDER": "extractive",
+        "LCM_CONTEXT_THRESHOLD": str(threshold),
+        **(env or {}),
+    }
     engine = copy.deepcopy(LcmEngine(env=settings))
     engine.update_model(model, context_length)
     return engine
@@ -84,7 +94,9 @@ class ReplayResult:
     session_id: str
     turns: list[TurnStats] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)  # the host's live list at exit
-    compressed_prompts: list[tuple[int, int]] = field(default_factory=list)  # (turn, tokens) after each compress
+    compressed_prompts: list[tuple[int, int]] = field(
+        default_factory=list
+    )  # (turn, tokens) after each compress
     seconds: float = 0.0
 
     @property
@@ -127,13 +139,24 @@ class _Clock:
                 self.engine += spent
 
 
-def replay(engine: LcmEngine, fixture: Mapping[str, Any], *, session_id: str = "demo-session",
-           overhead_tokens: int = 3000, on_turn: Callable[[TurnStats], None] | None = None) -> ReplayResult:
+def replay(
+    engine: LcmEngine,
+    fixture: Mapping[str, Any],
+    *,
+    session_id: str = "demo-session",
+    overhead_tokens: int = 3000,
+    on_turn: Callable[[TurnStats], None] | None = None,
+) -> ReplayResult:
     """Drive ``engine`` through every turn of ``fixture``; returns per-turn numbers and the final list."""
     started = time.perf_counter()
     result = ReplayResult(session_id)
-    engine.on_session_start(session_id, hermes_home=engine.hermes_home, platform="cli", model=engine.model,
-                            context_length=engine.context_length)
+    engine.on_session_start(
+        session_id,
+        hermes_home=engine.hermes_home,
+        platform="cli",
+        model=engine.model,
+        context_length=engine.context_length,
+    )
     messages: list[dict[str, Any]] = []
     raw = overhead_tokens
     for number, turn in enumerate(fixture["turns"], start=1):
@@ -144,21 +167,54 @@ def replay(engine: LcmEngine, fixture: Mapping[str, Any], *, session_id: str = "
         peak, calls, raw_request, prompt = 0, 0, raw, 0
         for step in _steps(turn["messages"]):
             raw_request = raw
-            messages, prompt = _before_request(engine, messages, overhead_tokens, clock, result, number, session_id)
+            messages, prompt = _before_request(
+                engine, messages, overhead_tokens, clock, result, number, session_id
+            )
             reply = step[0]
             completion = count_message(reply)
-            clock.run(engine.update_from_response, {"prompt_tokens": prompt, "completion_tokens": completion,
-                                                    "total_tokens": prompt + completion})
+            clock.run(
+                engine.update_from_response,
+                {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            )
             messages.extend(step)
             raw += sum(count_message(m) for m in step)
             peak, calls = max(peak, prompt), calls + 1
         final = messages[-1].get("content") or ""
-        clock.run(hooks.post_llm_call, session_id=session_id, task_id=session_id, turn_id=f"t{number}",
-                  user_message=turn["user"], assistant_response=final, conversation_history=list(messages),
-                  model=engine.model, platform="cli")
-        clock.run(hooks.on_session_end, session_id=session_id, task_id=session_id, turn_id=f"t{number}",
-                  completed=True, interrupted=False, model=engine.model, platform="cli")
-        stats = TurnStats(number, raw_request, prompt, peak, calls, result.compactions, clock.engine, clock.compress)
+        clock.run(
+            hooks.post_llm_call,
+            session_id=session_id,
+            task_id=session_id,
+            turn_id=f"t{number}",
+            user_message=turn["user"],
+            assistant_response=final,
+            conversation_history=list(messages),
+            model=engine.model,
+            platform="cli",
+        )
+        clock.run(
+            hooks.on_session_end,
+            session_id=session_id,
+            task_id=session_id,
+            turn_id=f"t{number}",
+            completed=True,
+            interrupted=False,
+            model=engine.model,
+            platform="cli",
+        )
+        stats = TurnStats(
+            number,
+            raw_request,
+            prompt,
+            peak,
+            calls,
+            result.compactions,
+            clock.engine,
+            clock.compress,
+        )
         result.turns.append(stats)
         if on_turn is not None:
             on_turn(stats)
@@ -168,16 +224,29 @@ def replay(engine: LcmEngine, fixture: Mapping[str, Any], *, session_id: str = "
     return result
 
 
-def _before_request(engine: LcmEngine, messages: list[dict[str, Any]], overhead: int, clock: _Clock,
-                    result: ReplayResult, turn: int, session_id: str) -> tuple[list[dict[str, Any]], int]:
+def _before_request(
+    engine: LcmEngine,
+    messages: list[dict[str, Any]],
+    overhead: int,
+    clock: _Clock,
+    result: ReplayResult,
+    turn: int,
+    session_id: str,
+) -> tuple[list[dict[str, Any]], int]:
     """The host's pre-request pressure check: compress (up to three passes) while over threshold."""
     prompt = _size(messages) + overhead
     for _ in range(MAX_COMPRESS_PASSES):
         if not clock.run(engine.should_compress, prompt):
             break
         messages = clock.run(engine.compress, messages, current_tokens=prompt, compress=True)
-        clock.run(engine.on_session_start, session_id, boundary_reason="compression", old_session_id=session_id,
-                  platform="cli", conversation_id=None)
+        clock.run(
+            engine.on_session_start,
+            session_id,
+            boundary_reason="compression",
+            old_session_id=session_id,
+            platform="cli",
+            conversation_id=None,
+        )
         engine.last_prompt_tokens = -1
         before, prompt = prompt, _size(messages) + overhead
         result.compressed_prompts.append((turn, prompt))
@@ -205,7 +274,11 @@ class Recovery:
 
     @property
     def exact(self) -> bool:
-        return self.line is not None and self.line.encode() == self.expected_line.encode() and self.message_exact
+        return (
+            self.line is not None
+            and self.line.encode() == self.expected_line.encode()
+            and self.message_exact
+        )
 
 
 def _tool(engine: LcmEngine, name: str, args: dict[str, Any], calls: list[str]) -> dict[str, Any]:
@@ -224,7 +297,9 @@ def _expand_message(engine: LcmEngine, store_id: int, calls: list[str]) -> str |
             args["content_offset"] = offset
         page = _tool(engine, "lcm_expand", args, calls)
         whole = page.get("message")
-        if isinstance(whole, dict) and not parts:  # the message fit one answer: its exact provider form
+        if (
+            isinstance(whole, dict) and not parts
+        ):  # the message fit one answer: its exact provider form
             content = whole.get("content")
             return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         if not isinstance(page.get("content"), str):
@@ -234,7 +309,9 @@ def _expand_message(engine: LcmEngine, store_id: int, calls: list[str]) -> str |
     return "".join(parts)
 
 
-def _raw_sources(engine: LcmEngine, hit: Mapping[str, Any], calls: list[str]) -> Iterator[tuple[int, str]]:
+def _raw_sources(
+    engine: LcmEngine, hit: Mapping[str, Any], calls: list[str]
+) -> Iterator[tuple[int, str]]:
     """(store_id, path) of the raw messages behind a hit: itself, or a summary's lineage walked down."""
     if hit.get("store_id") is not None:
         yield int(hit["store_id"]), f"store_id={hit['store_id']}"
@@ -245,8 +322,12 @@ def _raw_sources(engine: LcmEngine, hit: Mapping[str, Any], calls: list[str]) ->
         offset: int | None = 0
         children: list[tuple[str, str]] = []
         while offset is not None and len(calls) < MAX_EXPAND_CALLS:
-            page = _tool(engine, "lcm_expand", {"node_id": node_id, "source_offset": offset, "source_limit": 50},
-                         calls)
+            page = _tool(
+                engine,
+                "lcm_expand",
+                {"node_id": node_id, "source_offset": offset, "source_limit": 50},
+                calls,
+            )
             for source in page.get("sources") or []:
                 if source.get("store_id") is not None:
                     yield int(source["store_id"]), f"{path} > store_id={source['store_id']}"
@@ -261,7 +342,7 @@ def _line_with(text: str, detail: str) -> str | None:
     if start < 0:
         return None
     end = text.find("\n", start)
-    return text[text.rfind("\n", 0, start) + 1:end if end >= 0 else len(text)]
+    return text[text.rfind("\n", 0, start) + 1 : end if end >= 0 else len(text)]
 
 
 def expected_message(fixture: Mapping[str, Any], planted: Mapping[str, Any]) -> str:
@@ -273,7 +354,9 @@ def expected_message(fixture: Mapping[str, Any], planted: Mapping[str, Any]) -> 
     raise ValueError(f"planted detail not in turn {planted['turn']}: {planted['detail']!r}")
 
 
-def recover(engine: LcmEngine, fixture: Mapping[str, Any], planted: Mapping[str, Any], limit: int = 10) -> Recovery:
+def recover(
+    engine: LcmEngine, fixture: Mapping[str, Any], planted: Mapping[str, Any], limit: int = 10
+) -> Recovery:
     """Ask lcm_grep the planted question, expand hits (raw first, then summaries) until the detail appears."""
     calls: list[str] = []
     detail, question = str(planted["detail"]), str(planted["question"])
@@ -289,7 +372,29 @@ def recover(engine: LcmEngine, fixture: Mapping[str, Any], planted: Mapping[str,
             content = _expand_message(engine, store_id, calls)
             line = _line_with(content or "", detail)
             if content is not None and line is not None:
-                return Recovery(question, detail, int(planted["turn"]), len(hits), rank, via, store_id, line,
-                                expected_line, content == expected, calls)
-    return Recovery(question, detail, int(planted["turn"]), len(hits), None, "", None, None, expected_line, False,
-                    calls)
+                return Recovery(
+                    question,
+                    detail,
+                    int(planted["turn"]),
+                    len(hits),
+                    rank,
+                    via,
+                    store_id,
+                    line,
+                    expected_line,
+                    content == expected,
+                    calls,
+                )
+    return Recovery(
+        question,
+        detail,
+        int(planted["turn"]),
+        len(hits),
+        None,
+        "",
+        None,
+        None,
+        expected_line,
+        False,
+        calls,
+    )

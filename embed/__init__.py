@@ -21,5 +21,18 @@ from .local import LocalProvider
 from .providers import DEFAULT_BASE_URLS, DEFAULT_MODELS, api_key, provider_for
 from .semantic import Semantic
 
-__all__ = ["DEFAULT_BASE_URLS", "DEFAULT_MODELS", "Embedder", "LocalProvider", "OllamaProvider", "OpenAIProvider",
-           "Progress", "Provider", "ProviderError", "Semantic", "api_key", "is_loopback", "provider_for"]
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "DEFAULT_MODELS",
+    "Embedder",
+    "LocalProvider",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "Progress",
+    "Provider",
+    "ProviderError",
+    "Semantic",
+    "api_key",
+    "is_loopback",
+    "provider_for",
+]

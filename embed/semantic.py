@@ -40,8 +40,9 @@ class StoredIndex:
     def __len__(self) -> int:
         return self.size
 
-    def search(self, query: np.ndarray, k: int, multiplier: int = 8,
-               allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, query: np.ndarray, k: int, multiplier: int = 8, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
         """The ``k`` nearest ids as ``(id, cosine)``, best first (exact: ``multiplier`` is unused).
         A database that fails here gives nothing (recorded): the search goes on with full text."""
         if allowed is not None and len(allowed) == 0:
@@ -88,7 +89,6 @@ class Semantic(JobOwner):
     def enabled(self) -> bool:
         return self.embedder is not None
 
-
     # -- the query side ---------------------------------------------------------------------------
 
     def query_vector(self, text: str) -> np.ndarray | None:
@@ -123,12 +123,20 @@ class Semantic(JobOwner):
             after = cached.version[1] if cached is not None else 0
             ids, blobs, scales = self.store.load_vectors(model_id, kind, after_id=after)
             rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
-            if cached is not None and cached.version[2] == version[2] and len(cached.index) + len(ids) == version[0]:
-                index = cached.index.extended(np.asarray(ids, dtype=np.int64), rows)  # appended: no reload
+            if (
+                cached is not None
+                and cached.version[2] == version[2]
+                and len(cached.index) + len(ids) == version[0]
+            ):
+                index = cached.index.extended(
+                    np.asarray(ids, dtype=np.int64), rows
+                )  # appended: no reload
             else:
                 if cached is not None:  # rows were dropped or replaced: read them all again
                     ids, blobs, scales = self.store.load_vectors(model_id, kind)
-                    rows = decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
+                    rows = (
+                        decode(blobs, scales, dim, dtype) if ids else np.zeros((0, dim), np.float32)
+                    )
                 index = VectorIndex(np.asarray(ids, dtype=np.int64), rows, dtype)
             del rows
             self._cache[kind] = _Cached(version, index)
@@ -139,7 +147,11 @@ class Semantic(JobOwner):
         text is sent); a broken setting, a silent provider or job/query failures warn."""
         if self.embedder is None:
             if self.problem:
-                return "warn", f"on but unusable: {self.problem}", {"enabled": True, "problem": self.problem}
+                return (
+                    "warn",
+                    f"on but unusable: {self.problem}",
+                    {"enabled": True, "problem": self.problem},
+                )
             return "ok", "off (LCM_EMBEDDINGS_ENABLED)", {"enabled": False}
         embedder = self.embedder
         problems: list[str] = []
@@ -155,19 +167,31 @@ class Semantic(JobOwner):
             backlog, problems = -1, [*problems, f"backlog unknown: {clip(str(exc), 200)}"]
         missing = self._indexes_missing()
         if missing:
-            problems.append(f"vector index missing ({', '.join(missing)}): searches scan every vector until "
-                            "`lcm embed --apply` builds it (without blocking writers)")
+            problems.append(
+                f"vector index missing ({', '.join(missing)}): searches scan every vector until "
+                "`lcm embed --apply` builds it (without blocking writers)"
+            )
         errors = list(self.job.errors) if self.job is not None else []
         if errors:
             problems.append(f"embedding job errors: {errors[-1]}")
         if self.query_failures:
-            problems.append(f"{self.query_failures} query embeddings failed (search ran on full text): "
-                            f"{self.last_query_error}")
-        data = {"enabled": True, "model": embedder.model, "sent_off_this_machine": not embedder.provider.local,
-                "backlog_rows": backlog, "job_errors": errors, "query_failures": self.query_failures,
-                "indexes_missing": missing}
-        detail = f"{embedder.model}, {'local' if embedder.provider.local else 'sent off this machine'}; " \
-                 f"{backlog} rows without a vector"
+            problems.append(
+                f"{self.query_failures} query embeddings failed (search ran on full text): "
+                f"{self.last_query_error}"
+            )
+        data = {
+            "enabled": True,
+            "model": embedder.model,
+            "sent_off_this_machine": not embedder.provider.local,
+            "backlog_rows": backlog,
+            "job_errors": errors,
+            "query_failures": self.query_failures,
+            "indexes_missing": missing,
+        }
+        detail = (
+            f"{embedder.model}, {'local' if embedder.provider.local else 'sent off this machine'}; "
+            f"{backlog} rows without a vector"
+        )
         return ("warn" if problems else "ok"), "; ".join([detail, *problems]), data
 
     def _indexes_missing(self) -> list[str]:
@@ -188,7 +212,10 @@ class Semantic(JobOwner):
             return "", 0, 0
         cached = self._cache.get("m")
         version = self.store.vector_version(embedder.model_id, "m")
-        count, newest = int(version[0]), int(version[1])  # (count, newest id, ...): later fields not needed
+        count, newest = (
+            int(version[0]),
+            int(version[1]),
+        )  # (count, newest id, ...): later fields not needed
         try:
             waiting = len(self.store.unembedded(embedder.model_id, "m", newest, cap))
         except Exception:  # noqa: BLE001 - the note is informational
@@ -202,11 +229,16 @@ class Semantic(JobOwner):
             return {"enabled": False, "problem" if self.problem else "note": note}
         embedder = self.embedder
         info: dict[str, Any] = {
-            "enabled": True, "model": embedder.model, "local": embedder.provider.local,
+            "enabled": True,
+            "model": embedder.model,
+            "local": embedder.provider.local,
             "sent_off_this_machine": not embedder.provider.local,
             "provider_copy_redacted": embedder.redactor is not None,
-            "model_id": embedder.model_id, "dim": embedder.dim, "dtype": self.config.embedding_storage_dtype,
-            "embedded_this_process": embedder.embedded, "query_failures": self.query_failures,
+            "model_id": embedder.model_id,
+            "dim": embedder.dim,
+            "dtype": self.config.embedding_storage_dtype,
+            "embedded_this_process": embedder.embedded,
+            "query_failures": self.query_failures,
             "last_query_error": self.last_query_error,
         }
         if (job := self.job_view()) is not None:

@@ -21,7 +21,9 @@ import regex
 
 MAX_PER_MESSAGE = 20
 MAX_QUOTE_CHARS = 300
-PATTERN_TIMEOUT_S = 0.05  # per pattern and sentence: a pathological text loses its facts, not the job's time
+PATTERN_TIMEOUT_S = (
+    0.05  # per pattern and sentence: a pathological text loses its facts, not the job's time
+)
 MESSAGE_BUDGET_S = 0.25  # per message, all patterns together
 
 
@@ -50,25 +52,42 @@ class Candidate:
     date: dt.date | None = None
 
     def as_row(self) -> dict[str, Any]:
-        return {"kind": self.kind, "subject": self.subject, "value": self.value, "unit": self.unit,
-                "span_start": self.start, "span_end": self.end, "quote": self.quote,
-                "date_text": self.date.isoformat() if self.date else ""}
+        return {
+            "kind": self.kind,
+            "subject": self.subject,
+            "value": self.value,
+            "unit": self.unit,
+            "span_start": self.start,
+            "span_end": self.end,
+            "quote": self.quote,
+            "date_text": self.date.isoformat() if self.date else "",
+        }
 
 
 _F = regex.IGNORECASE | regex.VERSION1
 _SENTENCE = regex.compile(r"[^.!?\n]+(?:[.!?]+|$)", regex.MULTILINE)
-_CODE = regex.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|^(?: {4}|\t).*$|\"[^\"\n]*\"|“[^”\n]*”",
-                      regex.DOTALL | regex.MULTILINE)
+_CODE = regex.compile(
+    r"```.*?(?:```|\Z)|`[^`\n]*`|^(?: {4}|\t).*$|\"[^\"\n]*\"|“[^”\n]*”",
+    regex.DOTALL | regex.MULTILINE,
+)
 _CODEISH = regex.compile(r"[{};<>]|==|=>|::|\b(?:def|return|import|const|var|let)\b|\w\(|\w\.\w+\(")
-_QUESTION = regex.compile(r"^\W*(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|do|does|did|can|"
-                          r"could|should|would|will|shall|may|has|have|had)\b", _F)
-_HYPOTHETICAL = regex.compile(r"\b(?:if|suppose|supposing|imagine|hypothetically|pretend|unless|whether|would|"
-                              r"wouldn't|might|could|should|maybe|perhaps|wish|assuming)\b", _F)
+_QUESTION = regex.compile(
+    r"^\W*(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|do|does|did|can|"
+    r"could|should|would|will|shall|may|has|have|had)\b",
+    _F,
+)
+_HYPOTHETICAL = regex.compile(
+    r"\b(?:if|suppose|supposing|imagine|hypothetically|pretend|unless|whether|would|"
+    r"wouldn't|might|could|should|maybe|perhaps|wish|assuming)\b",
+    _F,
+)
 _NEGATION = regex.compile(r"\b(?:not|never|no longer|no|nobody|nothing)\b|n't\b", _F)
 
-_UNITS = (r"%|km|kilomet(?:er|re)s?|mi|miles?|m|met(?:er|re)s?|kg|kilos?|lbs?|pounds|g|grams?|hours?|hrs?|"
-          r"minutes?|mins?|seconds?|secs?|ms|days?|weeks?|months?|years?|gb|mb|kb|tb|usd|eur|gbp|dollars?|euros?|"
-          r"steps|pages|books|people|times")
+_UNITS = (
+    r"%|km|kilomet(?:er|re)s?|mi|miles?|m|met(?:er|re)s?|kg|kilos?|lbs?|pounds|g|grams?|hours?|hrs?|"
+    r"minutes?|mins?|seconds?|secs?|ms|days?|weeks?|months?|years?|gb|mb|kb|tb|usd|eur|gbp|dollars?|euros?|"
+    r"steps|pages|books|people|times"
+)
 _NUMBER = r"(?P<cur>[$€£])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 _NOUN = r"[a-z][\w\-]*(?: [a-z][\w\-]*){0,3}?"
 _OWNER = r"(?P<own>the|my|our|your|his|her|their|its|[A-Z][a-z]+'s)"
@@ -76,18 +95,28 @@ _OWNER = r"(?P<own>the|my|our|your|his|her|their|its|[A-Z][a-z]+'s)"
 _QUANTITY = regex.compile(
     rf"\b{_OWNER}\s+(?P<subj>{_NOUN})\s+(?:is|was|are|were|equals|costs?|weighs?|takes?|is now|has been|"
     rf"was set to|is set to|changed to)\s+(?:now\s+|about\s+|around\s+|roughly\s+|exactly\s+)?{_NUMBER}"
-    rf"(?:\s*(?P<unit>{_UNITS})\b)?", _F)
-_COST = regex.compile(rf"\b(?P<subj>it|that|this|[a-z][\w\-]*)\s+(?P<verb>costs?|cost me|was|is)\s+{_NUMBER}"
-                      rf"(?:\s*(?P<unit>{_UNITS})\b)?", _F)
+    rf"(?:\s*(?P<unit>{_UNITS})\b)?",
+    _F,
+)
+_COST = regex.compile(
+    rf"\b(?P<subj>it|that|this|[a-z][\w\-]*)\s+(?P<verb>costs?|cost me|was|is)\s+{_NUMBER}"
+    rf"(?:\s*(?P<unit>{_UNITS})\b)?",
+    _F,
+)
 _ACTIVITY = regex.compile(
     rf"\b(?P<subj>ran|run|walked|cycled|biked|rode|swam|drove|hiked|read|wrote|lost|gained|saved|spent|paid|earned|"
-    rf"slept|worked|lifted)\s+(?:about\s+|around\s+|over\s+|almost\s+)?{_NUMBER}\s*(?P<unit>{_UNITS})\b", _F)
+    rf"slept|worked|lifted)\s+(?:about\s+|around\s+|over\s+|almost\s+)?{_NUMBER}\s*(?P<unit>{_UNITS})\b",
+    _F,
+)
 _MOVED = regex.compile(
     r"\b(?P<subj>I|we|he|she|they|[A-Z][a-z]+(?: [A-Z][a-z]+)?)\s+(?:just\s+|recently\s+|finally\s+|have\s+|has\s+|"
-    r"had\s+)?(?:moved|relocated)\s+(?:back\s+)?to\s+(?P<val>[A-Z][\w\-]+(?:,? [A-Z][\w\-]+){0,3})")
+    r"had\s+)?(?:moved|relocated)\s+(?:back\s+)?to\s+(?P<val>[A-Z][\w\-]+(?:,? [A-Z][\w\-]+){0,3})"
+)
 _NOW = regex.compile(
     rf"\b{_OWNER}\s+(?P<subj>{_NOUN})\s+(?P<verb>is now|are now|has changed to|was changed to|changed to|"
-    rf"switched to|became|is|are)\s+(?P<val>[^\s,.;!?][^,.;!?\n]{{0,58}})", _F)
+    rf"switched to|became|is|are)\s+(?P<val>[^\s,.;!?][^,.;!?\n]{{0,58}})",
+    _F,
+)
 # A plain "is" states a fact only with an owner ("my goal is", "Jon's studio is"), and never an
 # opinion or a feeling ("is awesome", "are so excited"): those are conversation, not state.
 _CHANGE = regex.compile(r"now|changed|switched|became", _F)
@@ -96,20 +125,33 @@ _OPINION = regex.compile(
     r"awesome|amazing|great|gorgeous|beautiful|incredible|cool|nice|fun|key|lovely|fantastic|wonderful|perfect|"
     r"important|tough|hard|good|bad|better|best|worth|crazy|wild|huge|insane|special|different|unreal|"
     r"exciting|impressive|inspiring|stunning|adorable|cute|a blast|a lot|all|one of|like|the best|what|how|"
-    r"[a-z]+ing)\b", _F)
-_VAGUE = regex.compile(r"\b(?:when|and|or|but|that|which|who|if|because|than|as|they|it|i|we|you|he|she|this|"
-                       r"these|those|everyone|everything|something|anything|all|thing|things)\b", _F)
-_PREFER = regex.compile(r"\b(?P<subj>I|we)\s+(?:really\s+|still\s+)?(?P<verb>prefer|love|like|hate|dislike|enjoy)\s+"
-                        r"(?P<val>[^\s,.;!?][^,.;!?\n]{1,58})")
-_COMMIT = regex.compile(r"\b(?P<subj>I|we)\s+(?:will|'ll|promise to|am going to|are going to|plan to|commit to|"
-                        r"intend to)\s+(?P<val>[^\s,.;!?][^,.;!?\n]{2,78})", _F)
+    r"[a-z]+ing)\b",
+    _F,
+)
+_VAGUE = regex.compile(
+    r"\b(?:when|and|or|but|that|which|who|if|because|than|as|they|it|i|we|you|he|she|this|"
+    r"these|those|everyone|everything|something|anything|all|thing|things)\b",
+    _F,
+)
+_PREFER = regex.compile(
+    r"\b(?P<subj>I|we)\s+(?:really\s+|still\s+)?(?P<verb>prefer|love|like|hate|dislike|enjoy)\s+"
+    r"(?P<val>[^\s,.;!?][^,.;!?\n]{1,58})"
+)
+_COMMIT = regex.compile(
+    r"\b(?P<subj>I|we)\s+(?:will|'ll|promise to|am going to|are going to|plan to|commit to|"
+    r"intend to)\s+(?P<val>[^\s,.;!?][^,.;!?\n]{2,78})",
+    _F,
+)
 _EVENT = regex.compile(
     r"\b(?P<subj>I|we|he|she|they|[A-Z][a-z]+)\s+(?:just\s+|finally\s+|officially\s+)?(?P<verb>started|began|joined|"
     r"left|quit|finished|graduated|married|got married|got engaged|bought|sold|visited|went to|returned|arrived|"
-    r"launched|released|shipped|signed up for|adopted|moved|retired|attended|met)\b(?P<obj>[^,.;!?\n]{0,60})")
+    r"launched|released|shipped|signed up for|adopted|moved|retired|attended|met)\b(?P<obj>[^,.;!?\n]{0,60})"
+)
 
 _PRONOUNS = {"it", "that", "this", "which", "there", "what", "he", "she", "they", "we", "i", "you"}
-_TRAIL = regex.compile(r"(?:\s+(?:now|too|also|again|today|yesterday|anymore|though|then|here|there))+$", _F)
+_TRAIL = regex.compile(
+    r"(?:\s+(?:now|too|also|again|today|yesterday|anymore|though|then|here|there))+$", _F
+)
 
 
 def canonical(subject: str) -> str:
@@ -117,7 +159,7 @@ def canonical(subject: str) -> str:
     text = " ".join(subject.lower().split())
     for article in ("the ", "a ", "an "):
         if text.startswith(article):
-            text = text[len(article):]
+            text = text[len(article) :]
     return text[:200].strip()
 
 
@@ -156,8 +198,9 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return found
 
 
-def extract(text: str, role: str = "user",
-            dates: Callable[[str], Sequence[DateLike]] | None = None) -> list[Candidate]:
+def extract(
+    text: str, role: str = "user", dates: Callable[[str], Sequence[DateLike]] | None = None
+) -> list[Candidate]:
     """The facts one message states, each citing its sentence's span; ``dates`` resolves the
     date phrases of a text (offsets into it) so an event is dated by what it says."""
     import time
@@ -186,10 +229,12 @@ def extract(text: str, role: str = "user",
         if sentence.endswith("?") or len(sentence) > 2000:
             continue
         try:
-            if (_QUESTION.search(sentence, timeout=PATTERN_TIMEOUT_S) or
-                    _HYPOTHETICAL.search(sentence, timeout=PATTERN_TIMEOUT_S) or
-                    _NEGATION.search(sentence, timeout=PATTERN_TIMEOUT_S) or
-                    _CODEISH.search(sentence, timeout=PATTERN_TIMEOUT_S)):
+            if (
+                _QUESTION.search(sentence, timeout=PATTERN_TIMEOUT_S)
+                or _HYPOTHETICAL.search(sentence, timeout=PATTERN_TIMEOUT_S)
+                or _NEGATION.search(sentence, timeout=PATTERN_TIMEOUT_S)
+                or _CODEISH.search(sentence, timeout=PATTERN_TIMEOUT_S)
+            ):
                 continue
             found = _facts(sentence, role)
         except TimeoutError:
@@ -209,8 +254,18 @@ def extract(text: str, role: str = "user",
             subject = canonical(subject)
             if not value or not subject or "[lcm-" in value:
                 continue
-            out.append(Candidate(kind, subject, value, unit.lower(), q0, q1, text[q0:q1],
-                                 day if kind in ("event", "state", "quantity") else None))
+            out.append(
+                Candidate(
+                    kind,
+                    subject,
+                    value,
+                    unit.lower(),
+                    q0,
+                    q1,
+                    text[q0:q1],
+                    day if kind in ("event", "state", "quantity") else None,
+                )
+            )
             if len(out) >= MAX_PER_MESSAGE:
                 break
     return out
@@ -219,7 +274,7 @@ def extract(text: str, role: str = "user",
 def _whole_words(value: str, end: int, sentence: str) -> str:
     """A value the pattern's length limit cut inside a clause ends at its last whole word."""
     if end < len(sentence) and sentence[end].isalnum() and " " in value:
-        return value[:value.rindex(" ")]
+        return value[: value.rindex(" ")]
     return value
 
 
@@ -230,7 +285,9 @@ def _facts(sentence: str, role: str) -> list[tuple[str, str, str, str, int, int]
     found: list[tuple[str, str, str, str, int, int]] = []
     taken: list[tuple[int, int]] = []
 
-    def add(kind: str, subject: str, value: str, unit: str, v0: int, v1: int, whole: tuple[int, int]) -> None:
+    def add(
+        kind: str, subject: str, value: str, unit: str, v0: int, v1: int, whole: tuple[int, int]
+    ) -> None:
         if any(a < whole[1] and whole[0] < b for a, b in taken):
             return
         taken.append(whole)
@@ -242,8 +299,15 @@ def _facts(sentence: str, role: str) -> list[tuple[str, str, str, str, int, int]
             continue
         value = (m["cur"] or "") + m["num"]
         unit = m["unit"] or {"$": "usd", "€": "eur", "£": "gbp"}.get(m["cur"] or "", "")
-        add("quantity", _owner(m["own"], role) + subj, value, unit, m.start("num") - len(m["cur"] or ""),
-            m.end("num"), m.span())
+        add(
+            "quantity",
+            _owner(m["own"], role) + subj,
+            value,
+            unit,
+            m.start("num") - len(m["cur"] or ""),
+            m.end("num"),
+            m.span(),
+        )
     for m in _COST.finditer(sentence, timeout=t):
         if m["cur"] is None and m["unit"] is None:
             continue
@@ -252,33 +316,88 @@ def _facts(sentence: str, role: str) -> list[tuple[str, str, str, str, int, int]
             continue
         subj = "cost" if m["subj"].lower() in _PRONOUNS else m["subj"] + " cost"
         unit = m["unit"] or {"$": "usd", "€": "eur", "£": "gbp"}.get(m["cur"] or "", "")
-        add("quantity", subj, (m["cur"] or "") + m["num"], unit, m.start("num") - len(m["cur"] or ""),
-            m.end("num"), m.span())
+        add(
+            "quantity",
+            subj,
+            (m["cur"] or "") + m["num"],
+            unit,
+            m.start("num") - len(m["cur"] or ""),
+            m.end("num"),
+            m.span(),
+        )
     for m in _ACTIVITY.finditer(sentence, timeout=t):
-        add("quantity", m["subj"], (m["cur"] or "") + m["num"], m["unit"], m.start("num") - len(m["cur"] or ""),
-            m.end("num"), m.span())
+        add(
+            "quantity",
+            m["subj"],
+            (m["cur"] or "") + m["num"],
+            m["unit"],
+            m.start("num") - len(m["cur"] or ""),
+            m.end("num"),
+            m.span(),
+        )
     for m in _MOVED.finditer(sentence, timeout=t):
-        add("state", _who(m["subj"], role) + " location", m["val"], "", m.start("val"), m.end("val"), m.span())
+        add(
+            "state",
+            _who(m["subj"], role) + " location",
+            m["val"],
+            "",
+            m.start("val"),
+            m.end("val"),
+            m.span(),
+        )
     for m in _NOW.finditer(sentence, timeout=t):
         subj, own = m["subj"], m["own"].lower()
         changed = _CHANGE.search(m["verb"], timeout=t) is not None
-        if own == "its" or _VAGUE.search(subj, timeout=t) or (not changed and own in ("the", "your")):
+        if (
+            own == "its"
+            or _VAGUE.search(subj, timeout=t)
+            or (not changed and own in ("the", "your"))
+        ):
             continue
         value = _TRAIL.sub("", _whole_words(m["val"], m.end("val"), sentence), timeout=t).strip()
         if not value or (not changed and _OPINION.search(value, timeout=t)):
             continue
         kind = "preference" if regex.match(r"(?:favou?rite|preferred)\b", subj, _F) else "state"
-        add(kind, _owner(m["own"], role) + subj, value, "", m.start("val"), m.start("val") + len(value), m.span())
+        add(
+            kind,
+            _owner(m["own"], role) + subj,
+            value,
+            "",
+            m.start("val"),
+            m.start("val") + len(value),
+            m.span(),
+        )
     for m in _PREFER.finditer(sentence, timeout=t):
         value = _TRAIL.sub("", _whole_words(m["val"], m.end("val"), sentence), timeout=t).strip()
-        add("preference", f"{_who(m['subj'], role)} {m['verb'].lower()}s", value, "", m.start("val"),
-            m.start("val") + len(value), m.span())
+        add(
+            "preference",
+            f"{_who(m['subj'], role)} {m['verb'].lower()}s",
+            value,
+            "",
+            m.start("val"),
+            m.start("val") + len(value),
+            m.span(),
+        )
     for m in _COMMIT.finditer(sentence, timeout=t):
         value = _whole_words(m["val"], m.end("val"), sentence).strip()
-        add("commitment", f"{_who(m['subj'], role)} commitment", value, "", m.start("val"),
-            m.start("val") + len(value), m.span())
+        add(
+            "commitment",
+            f"{_who(m['subj'], role)} commitment",
+            value,
+            "",
+            m.start("val"),
+            m.start("val") + len(value),
+            m.span(),
+        )
     for m in _EVENT.finditer(sentence, timeout=t):
         value = _whole_words(m["verb"] + m["obj"], m.end("obj"), sentence).strip()
-        add("event", _who(m["subj"], role) + " " + m["verb"].lower(), value, "", m.start("verb"),
-            m.start("verb") + len(value), m.span())
+        add(
+            "event",
+            _who(m["subj"], role) + " " + m["verb"].lower(),
+            value,
+            "",
+            m.start("verb"),
+            m.start("verb") + len(value),
+            m.span(),
+        )
     return found

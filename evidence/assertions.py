@@ -42,22 +42,31 @@ def _clamp(value: float, low: float, high: float) -> float:
 class Assertions(JobOwner):
     """The sidecar of one store; ``job`` is None when it is off or the store is read-only."""
 
-    def __init__(self, config: LcmConfig, store: Store, redactor: Redactor | None = None,
-                 routes: Sequence[LlmRoute] = (), guard: CallGuard | None = None,
-                 dates: DateResolver | None = None) -> None:
+    def __init__(
+        self,
+        config: LcmConfig,
+        store: Store,
+        redactor: Redactor | None = None,
+        routes: Sequence[LlmRoute] = (),
+        guard: CallGuard | None = None,
+        dates: DateResolver | None = None,
+    ) -> None:
         self.config, self.store, self.redactor = config, store, redactor
         tz = config.timezone
         self.routes, self.guard = list(routes), guard
         self.dates: DateResolver | None = dates or (lambda text, at: resolve_dates(text, at, tz))
         self.enabled = bool(config.assertions_enabled)
-        self.refine = self.enabled and bool(config.assertion_extraction_enabled) and bool(self.routes)
+        self.refine = (
+            self.enabled and bool(config.assertion_extraction_enabled) and bool(self.routes)
+        )
         self.max_sources = int(_clamp(config.assertion_extraction_max_sources_per_pass, 1, 8))
         self.timeout_s = _clamp(config.assertion_extraction_timeout_seconds, 0.1, 120.0)
         self.job = AssertionJob(self) if self.enabled and not store.readonly else None
         self.extracted = 0
-        self.refused = 0  # candidates dropped: a secret in the quote, or an LLM answer not in the text
+        self.refused = (
+            0  # candidates dropped: a secret in the quote, or an LLM answer not in the text
+        )
         self.llm_errors: list[str] = []
-
 
     # -- extraction ---------------------------------------------------------------------------
 
@@ -97,15 +106,23 @@ class Assertions(JobOwner):
                 break
             read += count
         stats = self.store.assertion_stats()
-        return {"dropped": dropped, "messages_read": read, "assertions": stats.get("total", 0),
-                "seconds": round(time.monotonic() - started, 3)}
+        return {
+            "dropped": dropped,
+            "messages_read": read,
+            "assertions": stats.get("total", 0),
+            "seconds": round(time.monotonic() - started, 3),
+        }
 
     def _candidates(self, row: dict[str, Any]) -> list[Candidate]:
         resolver = self.dates
         at = float(row["at"])
-        return extract(row["text"], row["role"], (lambda text: resolver(text, at)) if resolver else None)
+        return extract(
+            row["text"], row["role"], (lambda text: resolver(text, at)) if resolver else None
+        )
 
-    def _rows(self, row: dict[str, Any], candidates: Sequence[Candidate], extractor: str) -> list[dict[str, Any]]:
+    def _rows(
+        self, row: dict[str, Any], candidates: Sequence[Candidate], extractor: str
+    ) -> list[dict[str, Any]]:
         out = []
         for cand in candidates:
             if self.redactor is not None and self.redactor.redact(cand.quote) != cand.quote:
@@ -113,9 +130,18 @@ class Assertions(JobOwner):
                 continue
             at = float(row["at"])
             if cand.date is not None:
-                at = dt.datetime(cand.date.year, cand.date.month, cand.date.day, tzinfo=dt.UTC).timestamp()
-            out.append({**cand.as_row(), "conversation_id": row["conversation_id"], "store_id": row["id"],
-                        "valid_from": at, "extractor": extractor})
+                at = dt.datetime(
+                    cand.date.year, cand.date.month, cand.date.day, tzinfo=dt.UTC
+                ).timestamp()
+            out.append(
+                {
+                    **cand.as_row(),
+                    "conversation_id": row["conversation_id"],
+                    "store_id": row["id"],
+                    "valid_from": at,
+                    "extractor": extractor,
+                }
+            )
         return out
 
     def _llm(self, row: dict[str, Any]) -> list[Candidate]:
@@ -124,8 +150,10 @@ class Assertions(JobOwner):
             text = row["text"]
             if self.redactor.redact(text) != text:
                 return []  # a message holding a secret is not sent
-        messages = [{"role": "system", "content": _PROMPT},
-                    {"role": "user", "content": row["text"][:8000]}]
+        messages = [
+            {"role": "system", "content": _PROMPT},
+            {"role": "user", "content": row["text"][:8000]},
+        ]
         for route in self.routes:
             if self.guard is not None and self.guard.acquire(route.name):
                 continue
@@ -134,7 +162,10 @@ class Assertions(JobOwner):
             except Exception as exc:  # noqa: BLE001 - a failed call costs this message's refinement only
                 if self.guard is not None:
                     self.guard.record_failure(route.name, clip(str(exc), 200))
-                self.llm_errors = [*self.llm_errors[-4:], clip(f"{route.name}: {type(exc).__name__}: {exc}", 300)]
+                self.llm_errors = [
+                    *self.llm_errors[-4:],
+                    clip(f"{route.name}: {type(exc).__name__}: {exc}", 300),
+                ]
                 continue
             if self.guard is not None:
                 self.guard.record_success(route.name)
@@ -146,30 +177,51 @@ class Assertions(JobOwner):
         in ``text`` and whose ``value`` is in that quote; anything else is counted and dropped."""
         try:
             start, end = raw.find("["), raw.rfind("]")
-            items = json.loads(raw[start:end + 1]) if 0 <= start < end else []
+            items = json.loads(raw[start : end + 1]) if 0 <= start < end else []
         except ValueError:
             items = []
         out: list[Candidate] = []
         for item in items if isinstance(items, list) else []:
             if not isinstance(item, dict):
                 continue
-            kind, quote, value = str(item.get("kind", "")), str(item.get("quote", "")), str(item.get("value", ""))
+            kind, quote, value = (
+                str(item.get("kind", "")),
+                str(item.get("quote", "")),
+                str(item.get("value", "")),
+            )
             subject = canonical(str(item.get("subject", "")))
             at = text.find(quote) if quote else -1
-            if kind not in KINDS or at < 0 or not value.strip() or value not in quote or not subject \
-                    or len(quote) > 300 or len(value) > 500:
+            if (
+                kind not in KINDS
+                or at < 0
+                or not value.strip()
+                or value not in quote
+                or not subject
+                or len(quote) > 300
+                or len(value) > 500
+            ):
                 self.refused += 1
                 continue
-            out.append(Candidate(kind, subject, value.strip(), str(item.get("unit", ""))[:20].lower(), at,
-                                 at + len(quote), quote))
+            out.append(
+                Candidate(
+                    kind,
+                    subject,
+                    value.strip(),
+                    str(item.get("unit", ""))[:20].lower(),
+                    at,
+                    at + len(quote),
+                    quote,
+                )
+            )
             if len(out) >= 20:
                 break
         return out
 
     # -- the read -------------------------------------------------------------------------------
 
-    def query(self, reach: Sequence[int] | None, subject: str, kind: str, as_of: float | None,
-              limit: int) -> dict[str, Any]:
+    def query(
+        self, reach: Sequence[int] | None, subject: str, kind: str, as_of: float | None, limit: int
+    ) -> dict[str, Any]:
         """The latest value of a subject's state as of ``as_of`` and its history, newest first;
         two values holding from the same time are both shown as a conflict."""
         rows = self.store.assertions_for(reach, canonical(subject), kind, as_of, limit * 4)
@@ -181,16 +233,30 @@ class Assertions(JobOwner):
             latest = history[0]
             tied = [h for h in history if h["valid_from"] == latest["valid_from"]]
             conflict = len({h["value"].lower() for h in tied}) > 1
-            states.append({"subject": subj, "kind": knd, "value": latest["value"], "unit": latest["unit"],
-                           "conflict": conflict, "conflicting": [_cite(h) for h in tied] if conflict else [],
-                           "current": _cite(latest), "history": [_cite(h) for h in history[:limit]]})
+            states.append(
+                {
+                    "subject": subj,
+                    "kind": knd,
+                    "value": latest["value"],
+                    "unit": latest["unit"],
+                    "conflict": conflict,
+                    "conflicting": [_cite(h) for h in tied] if conflict else [],
+                    "current": _cite(latest),
+                    "history": [_cite(h) for h in history[:limit]],
+                }
+            )
         return {"states": states, "count": len(states)}
 
     def status(self) -> dict[str, Any]:
         if not self.enabled:
             return {"enabled": False, "note": "off (LCM_ASSERTIONS_ENABLED)"}
-        info: dict[str, Any] = {"enabled": True, "llm_refinement": self.refine, "extracted_this_process":
-                                self.extracted, "refused_this_process": self.refused, "llm_errors": self.llm_errors}
+        info: dict[str, Any] = {
+            "enabled": True,
+            "llm_refinement": self.refine,
+            "extracted_this_process": self.extracted,
+            "refused_this_process": self.refused,
+            "llm_errors": self.llm_errors,
+        }
         if (job := self.job_view()) is not None:
             info["job"] = job
         info["sidecar"] = read_stats(self.store.assertion_stats)
@@ -198,16 +264,25 @@ class Assertions(JobOwner):
 
 
 def _cite(row: dict[str, Any]) -> dict[str, Any]:
-    return {"value": row["value"], "unit": row["unit"], "store_id": row["store_id"],
-            "span": [row["span_start"], row["span_end"]], "quote": row["quote"],
-            "time": dt.datetime.fromtimestamp(row["valid_from"], dt.UTC).isoformat(),
-            "date": row["date_text"] or None, "extractor": row["extractor"], "conversation_id": row["conversation_id"]}
+    return {
+        "value": row["value"],
+        "unit": row["unit"],
+        "store_id": row["store_id"],
+        "span": [row["span_start"], row["span_end"]],
+        "quote": row["quote"],
+        "time": dt.datetime.fromtimestamp(row["valid_from"], dt.UTC).isoformat(),
+        "date": row["date_text"] or None,
+        "extractor": row["extractor"],
+        "conversation_id": row["conversation_id"],
+    }
 
 
-_PROMPT = ("Extract typed facts stated in the user's text. Answer only with a JSON list of objects "
-           '{"subject", "kind", "value", "unit", "quote"}: kind is one of event, quantity, state, preference, '
-           "commitment; quote is copied exactly from the text (one sentence); value is copied exactly from the "
-           "quote. Leave out questions, hypotheticals, negations and code. No facts: [].")
+_PROMPT = (
+    "Extract typed facts stated in the user's text. Answer only with a JSON list of objects "
+    '{"subject", "kind", "value", "unit", "quote"}: kind is one of event, quantity, state, preference, '
+    "commitment; quote is copied exactly from the text (one sentence); value is copied exactly from the "
+    "quote. Leave out questions, hypotheticals, negations and code. No facts: []."
+)
 
 
 class AssertionJob(BackgroundJob):

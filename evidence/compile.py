@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 MAX_CLAIMS = 20
 _WORD = re.compile(r"[a-z][a-z']{3,}")
 _VALUE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
-_STOP = frozenset("that this with from have were they their there what when which would about been into than then "
-                  "them also just very said says told some will your user users assistant".split())
+_STOP = frozenset(
+    "that this with from have were they their there what when which would about been into than then "
+    "them also just very said says told some will your user users assistant".split()
+)
 _WORD_SHARE = 0.6
 
 
@@ -88,9 +90,13 @@ class Facts:
         least: list[date] = []
         for _, last in reversed(ranges):
             least.append(min(last, least[-1]) if least else last)
-        return cls(flat, frozenset(_stem(w) for w in _WORD.findall(flat)),
-                   frozenset(_numbers(text, [(m.start, m.end) for m in line.dates])),
-                   tuple(a for a, _ in ranges), tuple(reversed(least)))
+        return cls(
+            flat,
+            frozenset(_stem(w) for w in _WORD.findall(flat)),
+            frozenset(_numbers(text, [(m.start, m.end) for m in line.dates])),
+            tuple(a for a, _ in ranges),
+            tuple(reversed(least)),
+        )
 
     def holds(self, first: date, last: date) -> bool:
         """A date range of this line lies within [first, last]."""
@@ -102,13 +108,14 @@ def _blanked(text: str, dates: Sequence[DateMention]) -> str:
     """``text`` with its date phrases replaced by spaces (same length)."""
     parts, at = [], 0
     for m in dates:
-        parts += [text[at:m.start], " " * (m.end - m.start)]
+        parts += [text[at : m.start], " " * (m.end - m.start)]
         at = m.end
     return "".join(parts) + text[at:]
 
 
-def _values(text: str, facts: Sequence[Facts], flat: str, anchor: float
-            ) -> tuple[list[str], list[str], str] | None:
+def _values(
+    text: str, facts: Sequence[Facts], flat: str, anchor: float
+) -> tuple[list[str], list[str], str] | None:
     """The claim's dates, numbers and names found in the lines (checked) and not (problems), and
     its text with the date phrases blanked (for the word check); None when the claim states more
     values than a claim is checked for."""
@@ -124,62 +131,117 @@ def _values(text: str, facts: Sequence[Facts], flat: str, anchor: float
         if any(f.holds(mention.first, mention.last) for f in facts):  # the claim's range holds one
             checked.append(f"date {mention.phrase!r}")
         else:
-            problems.append(f"date {mention.phrase!r} ({mention.first.isoformat()}) is not in the cited lines")
+            problems.append(
+                f"date {mention.phrase!r} ({mention.first.isoformat()}) is not in the cited lines"
+            )
     for number in numbers:
         found = any(number in f.numbers for f in facts)
-        (checked if found else problems).append(f"value {number}" + ("" if found else " is not in the cited lines"))
+        (checked if found else problems).append(
+            f"value {number}" + ("" if found else " is not in the cited lines")
+        )
     for name in entities:
         (checked if name.lower() in flat else problems).append(
-            f"entity {name!r}" + ("" if name.lower() in flat else " is not in the cited lines"))
+            f"entity {name!r}" + ("" if name.lower() in flat else " is not in the cited lines")
+        )
     return checked, problems, undated
 
 
-def check_claim(claim: dict[str, Any], lines: Sequence[Line], anchor: float,
-                facts: Sequence[Facts] | None = None) -> dict[str, Any]:
+def check_claim(
+    claim: dict[str, Any],
+    lines: Sequence[Line],
+    anchor: float,
+    facts: Sequence[Facts] | None = None,
+) -> dict[str, Any]:
     """One claim's verdict against its own lines (``facts``: theirs, when read already). When a
     line was read only in part and the claim is not supported by what was read, it is
     ``unchecked``: the unread part might hold it."""
-    verdict = _verdict(claim, lines, anchor, facts if facts is not None else [Facts.of(line) for line in lines])
+    verdict = _verdict(
+        claim, lines, anchor, facts if facts is not None else [Facts.of(line) for line in lines]
+    )
     cut = [line for line in lines if line.read is not None]
     if cut and verdict["status"] == "unsupported":  # the limit first: it decides what to do next
-        verdict.update(status="unchecked", why="; ".join(line.cut_reason() for line in cut[:3]) +
-                       f"; in what was read: {verdict['why']}")
+        verdict.update(
+            status="unchecked",
+            why="; ".join(line.cut_reason() for line in cut[:3])
+            + f"; in what was read: {verdict['why']}",
+        )
     return verdict
 
 
-def _verdict(claim: dict[str, Any], lines: Sequence[Line], anchor: float, facts: Sequence[Facts]) -> dict[str, Any]:
+def _verdict(
+    claim: dict[str, Any], lines: Sequence[Line], anchor: float, facts: Sequence[Facts]
+) -> dict[str, Any]:
     text = str(claim.get("text") or "").strip()
     quote = str(claim.get("quote") or "").strip()
     verdict: dict[str, Any] = {"text": text, "refs": [line.ref.label for line in lines]}
     if len(text) > MAX_CLAIM_CHARS or len(quote) > MAX_CLAIM_CHARS:
-        return {**verdict, "status": "unchecked", "why": f"the claim or its quote is longer than {MAX_CLAIM_CHARS} "
-                "characters (a work limit): state one fact per claim, with a short quote"}
+        return {
+            **verdict,
+            "status": "unchecked",
+            "why": f"the claim or its quote is longer than {MAX_CLAIM_CHARS} "
+            "characters (a work limit): state one fact per claim, with a short quote",
+        }
     if not lines:
-        return {**verdict, "status": "unsupported", "why": "no cited line could be read (cite exact store ids)"}
+        return {
+            **verdict,
+            "status": "unsupported",
+            "why": "no cited line could be read (cite exact store ids)",
+        }
     flat = " ".join(f.flat for f in facts if f.flat)
     if quote and _flat(quote) not in flat:
-        return {**verdict, "status": "unsupported", "why": "the quote does not appear in the cited text"}
+        return {
+            **verdict,
+            "status": "unsupported",
+            "why": "the quote does not appear in the cited text",
+        }
     if text and _flat(text) in flat:
-        return {**verdict, "status": "supported", "basis": "quote", "why": "the claim's text appears verbatim"}
+        return {
+            **verdict,
+            "status": "supported",
+            "basis": "quote",
+            "why": "the claim's text appears verbatim",
+        }
     values = _values(text, facts, flat, anchor)
     if values is None:
-        return {**verdict, "status": "unchecked", "why": f"the claim states more than {MAX_CLAIM_VALUES} values "
-                "(dates, numbers, names; a work limit): split it into claims of one fact each"}
+        return {
+            **verdict,
+            "status": "unchecked",
+            "why": f"the claim states more than {MAX_CLAIM_VALUES} values "
+            "(dates, numbers, names; a work limit): split it into claims of one fact each",
+        }
     checked, problems, undated = values
     if quote:  # an exact quote, and every value the claim states beside it is in the lines too
         if problems:
-            return {**verdict, "status": "unsupported", "why": "the quote appears, but " + "; ".join(problems)}
-        return {**verdict, "status": "supported", "basis": "quote", "why": "the quote appears in the cited text"
-                + (" with " + ", ".join(checked) if checked else "")}
+            return {
+                **verdict,
+                "status": "unsupported",
+                "why": "the quote appears, but " + "; ".join(problems),
+            }
+        return {
+            **verdict,
+            "status": "supported",
+            "basis": "quote",
+            "why": "the quote appears in the cited text"
+            + (" with " + ", ".join(checked) if checked else ""),
+        }
     words = {_stem(w) for w in _WORD.findall(undated.casefold()) if w not in _STOP}
-    share = len({w for w in words if any(w in f.stems for f in facts)}) / len(words) if words else 1.0
+    share = (
+        len({w for w in words if any(w in f.stems for f in facts)}) / len(words) if words else 1.0
+    )
     if not checked:
-        problems.append("nothing in the claim can be checked exactly (give a quote, a value, a date or a name)")
+        problems.append(
+            "nothing in the claim can be checked exactly (give a quote, a value, a date or a name)"
+        )
     if share < _WORD_SHARE:
         problems.append(f"only {round(share * 100)}% of the claim's words are in the cited lines")
     if problems:
         return {**verdict, "status": "unsupported", "why": "; ".join(problems)}
-    return {**verdict, "status": "supported", "basis": "values", "why": "found: " + ", ".join(checked)}
+    return {
+        **verdict,
+        "status": "supported",
+        "basis": "values",
+        "why": "found: " + ", ".join(checked),
+    }
 
 
 def read_claims(claims: object) -> list[dict[str, Any]]:
@@ -187,7 +249,9 @@ def read_claims(claims: object) -> list[dict[str, Any]]:
     if claims is None or claims == "":
         return []
     if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
-        raise ValueError('claims must be a list of objects like {"text": "...", "refs": ["812:10-80"]}')
+        raise ValueError(
+            'claims must be a list of objects like {"text": "...", "refs": ["812:10-80"]}'
+        )
     if len(claims) > MAX_CLAIMS:
         raise ValueError(f"at most {MAX_CLAIMS} claims per call; got {len(claims)}")
     for i, claim in enumerate(claims):
@@ -196,8 +260,15 @@ def read_claims(claims: object) -> list[dict[str, Any]]:
     return claims
 
 
-def compile_brief(store: Store, question: str, claims: object, reach: Sequence[int] | None,
-                  budget_tokens: int = 1500, tz: str = "", work: Budget | None = None) -> dict[str, Any]:
+def compile_brief(
+    store: Store,
+    question: str,
+    claims: object,
+    reach: Sequence[int] | None,
+    budget_tokens: int = 1500,
+    tz: str = "",
+    work: Budget | None = None,
+) -> dict[str, Any]:
     """The brief: each claim supported/unsupported/unchecked and why, the lines that support them
     (bounded), the refs that gave nothing, the overall sufficiency, and ``limits`` when a work
     limit cut anything (``work``: the call's reading budget, a fresh one when None)."""
@@ -221,53 +292,87 @@ def compile_brief(store: Store, question: str, claims: object, reach: Sequence[i
         verdicts.append(verdict)
         if verdict["status"] == "supported":
             supporting += [by_ref[r.label] for r in refs if r.label in by_ref]
-    shown, omitted, used = fit_lines(sorted(dedupe(supporting), key=lambda line: (line.at, line.ref.store_id)),
-                                     budget_tokens, work)
-    counts = {status: sum(1 for v in verdicts if v["status"] == status)
-              for status in ("supported", "unsupported", "unchecked")}
+    shown, omitted, used = fit_lines(
+        sorted(dedupe(supporting), key=lambda line: (line.at, line.ref.store_id)),
+        budget_tokens,
+        work,
+    )
+    counts = {
+        status: sum(1 for v in verdicts if v["status"] == status)
+        for status in ("supported", "unsupported", "unchecked")
+    }
     supported = counts["supported"]
-    brief: dict[str, Any] = {"question": question, "claims": verdicts, **counts, "lines": shown, "used_tokens": used,
-                             "missing": [m.as_dict() for m in missing] + [m.as_dict() for _, bad in parsed
-                                                                        for m in bad]}
+    brief: dict[str, Any] = {
+        "question": question,
+        "claims": verdicts,
+        **counts,
+        "lines": shown,
+        "used_tokens": used,
+        "missing": [m.as_dict() for m in missing] + [m.as_dict() for _, bad in parsed for m in bad],
+    }
     if omitted:
         brief["omitted"] = omitted
     cover = sufficiency(question, dedupe(supporting)) if question.strip() else None
     brief["sufficiency"] = {
-        "sufficient": bool(verdicts) and supported == len(verdicts) and (cover is None or cover["sufficient"]),
+        "sufficient": bool(verdicts)
+        and supported == len(verdicts)
+        and (cover is None or cover["sufficient"]),
         "claims_supported": f"{supported}/{len(verdicts)}",
         **({"needs": cover["needs"], "lacking": cover["lacking"]} if cover else {}),
     }
     if not verdicts:
-        brief["sufficiency"]["why"] = "no claims given: cite lines as claims with refs to build a brief"
-    limits = limits_note(lines, claims_unchecked=counts["unchecked"], unread_refs=sorted(unread)[:16])
+        brief["sufficiency"]["why"] = (
+            "no claims given: cite lines as claims with refs to build a brief"
+        )
+    limits = limits_note(
+        lines, claims_unchecked=counts["unchecked"], unread_refs=sorted(unread)[:16]
+    )
     if limits is not None:
         limits["compared_chars"] = work.compared_chars
-        limits["max"].update(compare_chars=MAX_COMPARE_CHARS, call_refs=MAX_CALL_REFS, claim_chars=MAX_CLAIM_CHARS)
+        limits["max"].update(
+            compare_chars=MAX_COMPARE_CHARS, call_refs=MAX_CALL_REFS, claim_chars=MAX_CLAIM_CHARS
+        )
         brief["limits"] = limits
     return brief
 
 
-def _claim(claim: dict[str, Any], refs: Sequence[Ref], bad: Sequence[Missing], by_ref: dict[str, Line],
-           facts: dict[str, Facts], unread: set[str], work: Budget) -> dict[str, Any]:
+def _claim(
+    claim: dict[str, Any],
+    refs: Sequence[Ref],
+    bad: Sequence[Missing],
+    by_ref: dict[str, Line],
+    facts: dict[str, Facts],
+    unread: set[str],
+    work: Budget,
+) -> dict[str, Any]:
     """One claim's verdict within the call's limits: its refs past ``MAX_CALL_REFS`` were not
     read, and its lines' text is spent from the comparison budget (claims x refs)."""
     own = [by_ref[r.label] for r in refs if r.label in by_ref]
     skipped = [r.label for r in refs if r.label in unread]
     if not work.compare(sum(len(facts[line.ref.label].flat) for line in own)):
-        verdict = {"text": str(claim.get("text") or "").strip(), "refs": [line.ref.label for line in own],
-                   "status": "unchecked", "why": f"the call compared its claims with {MAX_COMPARE_CHARS} characters "
-                   "of cited text already (a work limit over claims x refs): check this claim in another call"}
+        verdict = {
+            "text": str(claim.get("text") or "").strip(),
+            "refs": [line.ref.label for line in own],
+            "status": "unchecked",
+            "why": f"the call compared its claims with {MAX_COMPARE_CHARS} characters "
+            "of cited text already (a work limit over claims x refs): check this claim in another call",
+        }
     else:
         anchor = max((line.at for line in own), default=0.0)
         verdict = check_claim(claim, own, anchor, [facts[line.ref.label] for line in own])
-    gone = [m.ref for m in bad] + [r.label for r in refs if r.label not in by_ref and r.label not in unread]
+    gone = [m.ref for m in bad] + [
+        r.label for r in refs if r.label not in by_ref and r.label not in unread
+    ]
     if gone:
         verdict["missing_refs"] = gone
     if skipped:
         verdict["unread_refs"] = skipped
         if verdict["status"] == "unsupported":
-            verdict.update(status="unchecked", why=f"refs past the call's {MAX_CALL_REFS} distinct refs were not read "
-                           f"(unread_refs): check this claim in another call; in what was read: {verdict['why']}")
+            verdict.update(
+                status="unchecked",
+                why=f"refs past the call's {MAX_CALL_REFS} distinct refs were not read "
+                f"(unread_refs): check this claim in another call; in what was read: {verdict['why']}",
+            )
     if not refs:
         verdict.update(status="unsupported", why="the claim cites no refs")
     return verdict

@@ -35,19 +35,69 @@ Answer = dict[str, Any]
 
 # "Not followed by more digits, through commas only": ``(?!,*\d)`` is ``(?![\d,]*\d)`` (the first
 # digit ahead can only be reached through commas) without rescanning a digit run at every start.
-_NUM = re.compile(r"(?P<cur>[$€£])?\s?(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?(?!,*\d)"
-                  r"(?:\s?(?P<unit>%|[a-zA-Z]{1,12}))?")
-_LONG_RUN = re.compile(rf"(?:\d,?){{{MAX_NUMBER_RUN + 1},}}")  # more digits than a number, single commas aside
-_UNIT_ALIASES = {"$": "usd", "dollar": "usd", "dollars": "usd", "usd": "usd", "bucks": "usd", "€": "eur",
-                 "euro": "eur", "euros": "eur", "eur": "eur", "£": "gbp", "pound": "gbp", "pounds": "gbp",
-                 "gbp": "gbp", "km": "km", "kilometers": "km", "kilometres": "km", "kilometer": "km", "mi": "mi",
-                 "mile": "mi", "miles": "mi", "%": "%", "percent": "%", "h": "hour", "hr": "hour", "hrs": "hour",
-                 "hour": "hour", "hours": "hour", "min": "minute", "mins": "minute", "minute": "minute",
-                 "minutes": "minute", "kg": "kg", "kilos": "kg", "lb": "lb", "lbs": "lb", "pounds-weight": "lb",
-                 "day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month", "months": "month",
-                 "year": "year", "years": "year"}
-_DIFF_UNITS = {"day": "days", "days": "days", "week": "weeks", "weeks": "weeks", "month": "months",
-               "months": "months", "year": "years", "years": "years"}
+_NUM = re.compile(
+    r"(?P<cur>[$€£])?\s?(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?(?!,*\d)"
+    r"(?:\s?(?P<unit>%|[a-zA-Z]{1,12}))?"
+)
+_LONG_RUN = re.compile(
+    rf"(?:\d,?){{{MAX_NUMBER_RUN + 1},}}"
+)  # more digits than a number, single commas aside
+_UNIT_ALIASES = {
+    "$": "usd",
+    "dollar": "usd",
+    "dollars": "usd",
+    "usd": "usd",
+    "bucks": "usd",
+    "€": "eur",
+    "euro": "eur",
+    "euros": "eur",
+    "eur": "eur",
+    "£": "gbp",
+    "pound": "gbp",
+    "pounds": "gbp",
+    "gbp": "gbp",
+    "km": "km",
+    "kilometers": "km",
+    "kilometres": "km",
+    "kilometer": "km",
+    "mi": "mi",
+    "mile": "mi",
+    "miles": "mi",
+    "%": "%",
+    "percent": "%",
+    "h": "hour",
+    "hr": "hour",
+    "hrs": "hour",
+    "hour": "hour",
+    "hours": "hour",
+    "min": "minute",
+    "mins": "minute",
+    "minute": "minute",
+    "minutes": "minute",
+    "kg": "kg",
+    "kilos": "kg",
+    "lb": "lb",
+    "lbs": "lb",
+    "pounds-weight": "lb",
+    "day": "day",
+    "days": "day",
+    "week": "week",
+    "weeks": "week",
+    "month": "month",
+    "months": "month",
+    "year": "year",
+    "years": "year",
+}
+_DIFF_UNITS = {
+    "day": "days",
+    "days": "days",
+    "week": "weeks",
+    "weeks": "weeks",
+    "month": "months",
+    "months": "months",
+    "year": "years",
+    "years": "years",
+}
 
 
 def insufficient(reason: str) -> Answer:
@@ -68,15 +118,23 @@ def _one_date(line: Line) -> DateMention | str:
     if not ranges:
         return f"ref {line.ref.label} names no date"
     if len(ranges) > 1:
-        phrases = ", ".join(repr(m.phrase) for m in list(ranges.values())[:5]) + (", ..." if len(ranges) > 5 else "")
+        phrases = ", ".join(repr(m.phrase) for m in list(ranges.values())[:5]) + (
+            ", ..." if len(ranges) > 5 else ""
+        )
         return f"ref {line.ref.label} names {len(ranges)} dates ({phrases}); cite a span (store_id:start-end) with one"
     return next(iter(ranges.values()))
 
 
 def _date_trace(line: Line, mention: DateMention) -> dict[str, Any]:
-    return {"ref": line.ref.label, "phrase": mention.phrase, "span": [mention.start, mention.end],
-            "said_at": datetime.fromtimestamp(line.at, UTC).isoformat(timespec="seconds"),
-            "first": mention.first.isoformat(), "last": mention.last.isoformat(), "granularity": mention.granularity}
+    return {
+        "ref": line.ref.label,
+        "phrase": mention.phrase,
+        "span": [mention.start, mention.end],
+        "said_at": datetime.fromtimestamp(line.at, UTC).isoformat(timespec="seconds"),
+        "first": mention.first.isoformat(),
+        "last": mention.last.isoformat(),
+        "granularity": mention.granularity,
+    }
 
 
 def op_date(lines: Sequence[Line], question: str = "") -> Answer:
@@ -85,8 +143,11 @@ def op_date(lines: Sequence[Line], question: str = "") -> Answer:
     mention = _one_date(lines[0])
     if isinstance(mention, str):
         return insufficient(mention)
-    result = mention.first.isoformat() if mention.first == mention.last else \
-        {"first": mention.first.isoformat(), "last": mention.last.isoformat()}
+    result = (
+        mention.first.isoformat()
+        if mention.first == mention.last
+        else {"first": mention.first.isoformat(), "last": mention.last.isoformat()}
+    )
     return ok(result, mention.granularity, [_date_trace(lines[0], mention)])
 
 
@@ -101,14 +162,21 @@ def _diff_unit(question: str) -> str:
     return _DIFF_UNITS[words[0]] if words else "days"
 
 
-_FINE_ENOUGH = {"days": (DAY,), "weeks": (DAY, WEEK), "months": (DAY, WEEK, MONTH), "years": (DAY, WEEK, MONTH, YEAR)}
+_FINE_ENOUGH = {
+    "days": (DAY,),
+    "weeks": (DAY, WEEK),
+    "months": (DAY, WEEK, MONTH),
+    "years": (DAY, WEEK, MONTH, YEAR),
+}
 
 
 def op_date_diff(lines: Sequence[Line], question: str = "") -> Answer:
     """The time from the first cited date to the second, in the unit the question asks for
     (days by default); a date coarser than the unit (a month, for days) is ambiguous."""
     if len(lines) != 2:
-        return insufficient(f"date_diff needs exactly two cited lines (one date each); got {len(lines)}")
+        return insufficient(
+            f"date_diff needs exactly two cited lines (one date each); got {len(lines)}"
+        )
     unit = _diff_unit(question)
     mentions: list[DateMention] = []
     for line in lines:
@@ -116,8 +184,10 @@ def op_date_diff(lines: Sequence[Line], question: str = "") -> Answer:
         if isinstance(mention, str):
             return insufficient(mention)
         if mention.granularity not in _FINE_ENOUGH[unit]:
-            return insufficient(f"ref {line.ref.label}: {mention.phrase!r} is a whole {mention.granularity}, too "
-                                f"coarse for a difference in {unit}")
+            return insufficient(
+                f"ref {line.ref.label}: {mention.phrase!r} is a whole {mention.granularity}, too "
+                f"coarse for a difference in {unit}"
+            )
         mentions.append(mention)
     a, b = mentions[0].first, mentions[1].first
     early, late = min(a, b), max(a, b)
@@ -129,12 +199,21 @@ def op_date_diff(lines: Sequence[Line], question: str = "") -> Answer:
         result = days // 7 if coarse else round(days / 7, 2)
     elif unit == "months":
         coarse = any(m.granularity in (WEEK, MONTH) for m in mentions)
-        result = (late.year - early.year) * 12 + late.month - early.month if coarse else months_between(early, late)
+        result = (
+            (late.year - early.year) * 12 + late.month - early.month
+            if coarse
+            else months_between(early, late)
+        )
     else:
-        result = late.year - early.year if any(m.granularity != DAY for m in mentions) else \
-            months_between(early, late) // 12
+        result = (
+            late.year - early.year
+            if any(m.granularity != DAY for m in mentions)
+            else months_between(early, late) // 12
+        )
     trace = [_date_trace(line, m) for line, m in zip(lines, mentions, strict=True)]
-    return ok(result, unit, trace, direction="second after first" if b >= a else "second before first")
+    return ok(
+        result, unit, trace, direction="second after first" if b >= a else "second before first"
+    )
 
 
 def _norm(text: str) -> str:
@@ -177,21 +256,31 @@ def _operands(lines: Sequence[Line]) -> list[tuple[float, str | None, dict[str, 
         run = _LONG_RUN.search(line.text)
         if run:
             digits = sum(c.isdigit() for c in run[0])
-            return (f"ref {line.ref.label} has a number too large to compute exactly (a run of {digits} digits, "
-                    f"more than the {MAX_NUMBER_RUN} of any number this computes); cite a span with one number")
+            return (
+                f"ref {line.ref.label} has a number too large to compute exactly (a run of {digits} digits, "
+                f"more than the {MAX_NUMBER_RUN} of any number this computes); cite a span with one number"
+            )
         numbers = _numbers(line)
         if not numbers:
             return f"ref {line.ref.label} has no number"
         if len({(v, u) for v, u, _ in numbers}) > 1:
             shown = ", ".join(repr(t) for _, _, t in numbers[:5])
-            return f"ref {line.ref.label} has {len(numbers)} numbers ({shown}); cite a span with one"
+            return (
+                f"ref {line.ref.label} has {len(numbers)} numbers ({shown}); cite a span with one"
+            )
         value, unit, text = numbers[0]
-        if not abs(value) < MAX_EXACT:  # beyond a float's exact integers (or not finite): no sum can be trusted
+        if (
+            not abs(value) < MAX_EXACT
+        ):  # beyond a float's exact integers (or not finite): no sum can be trusted
             return f"ref {line.ref.label} has a number too large to compute exactly ({text[:40]!r})"
-        operands.append((value, unit, {"ref": line.ref.label, "value": value, "unit": unit, "text": text}))
+        operands.append(
+            (value, unit, {"ref": line.ref.label, "value": value, "unit": unit, "text": text})
+        )
     units = {u for _, u, _ in operands}
     if len(units) > 1:
-        return "mixed units: " + ", ".join(sorted(str(u) for u in units)) + "; cite values in one unit"
+        return (
+            "mixed units: " + ", ".join(sorted(str(u) for u in units)) + "; cite values in one unit"
+        )
     return operands
 
 
@@ -217,7 +306,9 @@ def op_sum(lines: Sequence[Line], question: str = "") -> Answer:
 def op_difference(lines: Sequence[Line], question: str = "") -> Answer:
     """The first cited value minus the second."""
     if len(lines) != 2:
-        return insufficient(f"difference needs exactly two cited lines (one number each); got {len(lines)}")
+        return insufficient(
+            f"difference needs exactly two cited lines (one number each); got {len(lines)}"
+        )
     operands = _operands(lines)
     if isinstance(operands, str):
         return insufficient(operands)
@@ -229,15 +320,24 @@ def _when(line: Line) -> tuple[date, date, dict[str, Any]] | str:
     """When a line's event happened: its one date phrase, else the day it was said."""
     if not line.dates:
         day = _day(line.at)
-        return day, day, {"ref": line.ref.label, "basis": "said_at",
-                          "said_at": datetime.fromtimestamp(line.at, UTC).isoformat(timespec="seconds")}
+        return (
+            day,
+            day,
+            {
+                "ref": line.ref.label,
+                "basis": "said_at",
+                "said_at": datetime.fromtimestamp(line.at, UTC).isoformat(timespec="seconds"),
+            },
+        )
     mention = _one_date(line)
     if isinstance(mention, str):
         return mention
     return mention.first, mention.last, {**_date_trace(line, mention), "basis": "date phrase"}
 
 
-def _chronology(lines: Sequence[Line]) -> list[tuple[date, date, float, Line, dict[str, Any]]] | str:
+def _chronology(
+    lines: Sequence[Line],
+) -> list[tuple[date, date, float, Line, dict[str, Any]]] | str:
     keyed = []
     for line in lines:
         when = _when(line)
@@ -249,8 +349,10 @@ def _chronology(lines: Sequence[Line]) -> list[tuple[date, date, float, Line, di
     for (f1, l1, at1, a, t1), (f2, _l2, at2, b, t2) in pairwise(keyed):
         both_said = t1["basis"] == t2["basis"] == "said_at"
         if f2 <= l1 and not (both_said and at1 != at2):
-            return (f"refs {a.ref.label} and {b.ref.label} cannot be ordered: their dates overlap "
-                    f"({f1.isoformat()}..{l1.isoformat()} and {f2.isoformat()})")
+            return (
+                f"refs {a.ref.label} and {b.ref.label} cannot be ordered: their dates overlap "
+                f"({f1.isoformat()}..{l1.isoformat()} and {f2.isoformat()})"
+            )
     return keyed
 
 
@@ -276,8 +378,14 @@ def op_latest(lines: Sequence[Line], question: str = "") -> Answer:
 
 
 _OPS: dict[str, Callable[[Sequence[Line], str], Answer]] = {
-    "date": op_date, "date_diff": op_date_diff, "count": op_count, "sum": op_sum,
-    "difference": op_difference, "order": op_order, "latest": op_latest}
+    "date": op_date,
+    "date_diff": op_date_diff,
+    "count": op_count,
+    "sum": op_sum,
+    "difference": op_difference,
+    "order": op_order,
+    "latest": op_latest,
+}
 
 
 def compute(operation: str, lines: Sequence[Line], question: str = "") -> Answer:
@@ -287,8 +395,10 @@ def compute(operation: str, lines: Sequence[Line], question: str = "") -> Answer
         raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}; got {operation!r}")
     cut = [line for line in lines if line.read is not None]
     if cut:  # an unread part might hold another date or number: no operand can be trusted
-        answer = insufficient("; ".join(line.cut_reason() for line in cut[:3]) +
-                              (f" (and {len(cut) - 3} more)" if len(cut) > 3 else ""))
+        answer = insufficient(
+            "; ".join(line.cut_reason() for line in cut[:3])
+            + (f" (and {len(cut) - 3} more)" if len(cut) > 3 else "")
+        )
         answer["limits"] = limits_note(cut)
         return answer
     return op(lines, question)

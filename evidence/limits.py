@@ -64,9 +64,11 @@ _OPEN_TAIL = 24
 _WORDISH = frozenset(",.'’-_")
 
 BY_LINE, BY_DATES, BY_CALL = "line", "dates", "call"
-WHY = {BY_LINE: f"a line is read up to {MAX_LINE_CHARS} characters",
-       BY_DATES: f"a line keeps at most {MAX_LINE_DATES} dates",
-       BY_CALL: f"one call reads {MAX_CALL_CHARS} characters over all its refs"}
+WHY = {
+    BY_LINE: f"a line is read up to {MAX_LINE_CHARS} characters",
+    BY_DATES: f"a line keeps at most {MAX_LINE_DATES} dates",
+    BY_CALL: f"one call reads {MAX_CALL_CHARS} characters over all its refs",
+}
 
 
 @dataclass(frozen=True)
@@ -150,12 +152,16 @@ def cut_text(label: str, store_id: int, start: int, read: int, length: int, by: 
     """Why a line's unread part is unknown, and how to have it read (a span after the read part,
     or, when the call's reading ran out, the same ref in a call with fewer refs)."""
     after = start + read
-    how = (f"cite it in a call with fewer refs, or as a span such as {store_id}:{after}-{after + MAX_LINE_CHARS}"
-           if by == BY_CALL else
-           f"cite the part that matters as a span, e.g. {store_id}:{after}-{after + MAX_LINE_CHARS}")
+    how = (
+        f"cite it in a call with fewer refs, or as a span such as {store_id}:{after}-{after + MAX_LINE_CHARS}"
+        if by == BY_CALL
+        else f"cite the part that matters as a span, e.g. {store_id}:{after}-{after + MAX_LINE_CHARS}"
+    )
     return f"ref {label} was read only in its first {read} of {length} characters ({WHY.get(by, by)}); {how}"
 
 
-NOTE = ("work limits cut this answer: the lines listed were read only in their first read_chars characters, "
-        "so their dates, numbers and words beyond that are unknown here (not absent); cite the part that "
-        "matters as a span (store_id:start-end), or fewer refs per call")
+NOTE = (
+    "work limits cut this answer: the lines listed were read only in their first read_chars characters, "
+    "so their dates, numbers and words beyond that are unknown here (not absent); cite the part that "
+    "matters as a span (store_id:start-end), or fewer refs per call"
+)

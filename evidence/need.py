@@ -29,18 +29,26 @@ MAX_CHARS = 1000  # a longer message is a paste or a task, not a question about 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _SAYS_SO = re.compile(
     r"\b(remember|recall|remind me|mention(?:ed)?|told|said|say about|discuss(?:ed)?|talk(?:ed)? about|we decided|"
-    r"you suggested|we agreed|last time|earlier|previously|before that|the other day|ago|again what)\b", re.I)
+    r"you suggested|we agreed|last time|earlier|previously|before that|the other day|ago|again what)\b",
+    re.I,
+)
 _PAST_Q = re.compile(r"\b(did|was|were|had|has .+ ever|have .+ ever)\b", re.I)
-_ASKS = re.compile(r"^\s*(what|when|where|who|whom|which|why|how|did|does|do|is|are|was|were|has|have|had|can|could|"
-                   r"would|will|should)\b", re.I)
+_ASKS = re.compile(
+    r"^\s*(what|when|where|who|whom|which|why|how|did|does|do|is|are|was|were|has|have|had|can|could|"
+    r"would|will|should)\b",
+    re.I,
+)
 _IMPERATIVE = re.compile(
     r"^\s*(please\s+)?(write|explain|generate|convert|refactor|draft|plan|translate|compare|summari[sz]e|set up|"
-    r"give|debug|create|implement|fix|recommend|make|build|add|show me how|help me)\b", re.I)
+    r"give|debug|create|implement|fix|recommend|make|build|add|show me how|help me)\b",
+    re.I,
+)
 _NOT_NAMES = frozenset(
     "I I'm I've I'd I'll What When Where Who Which Why How Did Does Do Is Are Was Were Has Have Had Can Could Would "
     "Will Should The A An My Our Your Please Thanks Ok Okay Yes No Hi Hello Hey Remind Tell Also And But So If Then "
     "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July August "
-    "September October November December".split())
+    "September October November December".split()
+)
 
 
 @dataclass(frozen=True)
@@ -56,16 +64,19 @@ def names(text: str) -> list[str]:
     found: list[str] = []
     for m in _WORD.finditer(text):
         word = m.group(0).rstrip("'’s").rstrip("'’")
-        before = text[:m.start()].rstrip()
+        before = text[: m.start()].rstrip()
         if not word[:1].isupper() or word in _NOT_NAMES or not before or before[-1] in ".!?":
             continue
-        if len(word) > 2 and word[1:].islower() and word not in found:  # IPv4, JWTs, TypeScript: not names
+        if (
+            len(word) > 2 and word[1:].islower() and word not in found
+        ):  # IPv4, JWTs, TypeScript: not names
             found.append(word)
     return found
 
 
-def needs_recall(text: str, anchor: float,
-                 known: Callable[[Sequence[str]], Sequence[bool]] | None = None) -> Need:
+def needs_recall(
+    text: str, anchor: float, known: Callable[[Sequence[str]], Sequence[bool]] | None = None
+) -> Need:
     """Whether ``text`` (the newest user message) asks about the past; ``anchor`` is its time,
     ``known(words)`` says which of the words the store holds (None: no store lookup)."""
     head = " ".join(text.split())
@@ -82,8 +93,11 @@ def needs_recall(text: str, anchor: float,
     today = datetime.fromtimestamp(anchor, UTC).date() if anchor > 0 else None
     past = [d for d in resolve_dates(head, anchor) if today is None or d.first <= today]
     asks_past = bool(reasons) and reasons[-1] == "past event"
-    if any((d.relative or d.granularity != "year") and (asks_past or not d.phrase.lower().startswith("in "))
-           for d in past):  # "married in June; any ideas?" is the future's June, said loosely
+    if any(
+        (d.relative or d.granularity != "year")
+        and (asks_past or not d.phrase.lower().startswith("in "))
+        for d in past
+    ):  # "married in June; any ideas?" is the future's June, said loosely
         reasons.append("past date")
     candidates = names(head)
     if known is not None and candidates and any(known(candidates)):

@@ -35,20 +35,30 @@ DEFAULT_BUDGET = 1500
 MIN_BUDGET, MAX_BUDGET = 100, 8000
 _MIN_CUT_TOKENS = 24
 
-_DATE_NEED = re.compile(r"\b(when|what (?:date|day|year|month|time)|which (?:date|day|year|month)|how long|"
-                        r"since when|how (?:many|much) (?:days|weeks|months|years)|before or after|first|last time)\b",
-                        re.I)
-_NUMBER_NEED = re.compile(r"\b(how (?:many|much|old|far|long)|what (?:number|amount|price|age)|count|total|sum)\b",
-                          re.I)
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
-                     r"twelve|twenty|thirty|forty|fifty|hundred|thousand|dozen)\b", re.I)
+_DATE_NEED = re.compile(
+    r"\b(when|what (?:date|day|year|month|time)|which (?:date|day|year|month)|how long|"
+    r"since when|how (?:many|much) (?:days|weeks|months|years)|before or after|first|last time)\b",
+    re.I,
+)
+_NUMBER_NEED = re.compile(
+    r"\b(how (?:many|much|old|far|long)|what (?:number|amount|price|age)|count|total|sum)\b", re.I
+)
+_NUMBER = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+    r"twelve|twenty|thirty|forty|fifty|hundred|thousand|dozen)\b",
+    re.I,
+)
 _QUOTED = re.compile(r"\"([^\"]{2,60})\"|'([^']{2,60})'")
 _NAME = re.compile(r"\b([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
-_NOT_NAMES = frozenset(("what when where which who whom whose why how did does do is are was were has have had "
-                        "can could would should will the a an i in on at of for to and or if my your our their "
-                        "his her its he she they we you me them us it this that these those there then so but yes no "
-                        "user assistant january february march april may june july august september october november "
-                        "december monday tuesday wednesday thursday friday saturday sunday").split())
+_NOT_NAMES = frozenset(
+    (
+        "what when where which who whom whose why how did does do is are was were has have had "
+        "can could would should will the a an i in on at of for to and or if my your our their "
+        "his her its he she they we you me them us it this that these those there then so but yes no "
+        "user assistant january february march april may june july august september october november "
+        "december monday tuesday wednesday thursday friday saturday sunday"
+    ).split()
+)
 
 
 def iso(at: float) -> str:
@@ -63,15 +73,23 @@ def line_dict(line: Line, text: str | None = None, end: int | None = None) -> di
     """A line as the tools show it; ``text``/``end`` when the budget cut it short."""
     start = line.ref.start or 0
     shown = line.text if text is None else text
-    item: dict[str, Any] = {"ref": line.ref.label, "store_id": line.ref.store_id, "role": line.role,
-                            "session_id": line.session_id, "at": iso(line.at), "text": shown}
+    item: dict[str, Any] = {
+        "ref": line.ref.label,
+        "store_id": line.ref.store_id,
+        "role": line.role,
+        "session_id": line.session_id,
+        "at": iso(line.at),
+        "text": shown,
+    }
     if line.ref.start is not None or text is not None:
         item["span"] = [start, start + len(shown) if end is None else end]
     dates = [m.as_dict() for m in line.dates if m.end <= len(shown)]
     if dates:
         item["dates"] = dates
     if line.read is not None and len(shown) > line.read:
-        item["read_chars"] = line.read  # dates were resolved in this many characters only (limits.py)
+        item["read_chars"] = (
+            line.read
+        )  # dates were resolved in this many characters only (limits.py)
     if text is not None:
         item["truncated"] = True
     return item
@@ -102,7 +120,9 @@ def names(question: str) -> list[str]:
     """The named entities of a question: quoted phrases and capitalised words that are not
     question words (the first word of the question only when it is not one)."""
     found = [a or b for a, b in _QUOTED.findall(question)]
-    seen = {f.lower() for f in found}  # a set: a text of a thousand names is not a million comparisons
+    seen = {
+        f.lower() for f in found
+    }  # a set: a text of a thousand names is not a million comparisons
     for match in _NAME.finditer(question):
         words = [w for w in match.group(1).split() if w.lower().strip("'s") not in _NOT_NAMES]
         phrase = " ".join(words).removesuffix("'s")
@@ -123,8 +143,12 @@ def sufficiency(question: str, lines: Sequence[Line]) -> dict[str, Any]:
     for name in names(question):
         needs[f"entity:{name}"] = name.lower() in text
     lacking = [need for need, covered in needs.items() if not covered]
-    return {"needs": needs, "lacking": lacking, "sufficient": bool(lines) and not lacking,
-            "note": "coverage of the question's needs by the cited lines, not proof of the answer"}
+    return {
+        "needs": needs,
+        "lacking": lacking,
+        "sufficient": bool(lines) and not lacking,
+        "note": "coverage of the question's needs by the cited lines, not proof of the answer",
+    }
 
 
 @dataclass(frozen=True)
@@ -141,11 +165,17 @@ class Pack:
     limits: dict[str, Any] | None = None  # what a work limit left unread (limits.py); None: nothing
 
     def as_dict(self) -> dict[str, Any]:
-        answer: dict[str, Any] = {"lines": list(self.lines), "missing": [m.as_dict() for m in self.missing],
-                                  "budget_tokens": self.budget_tokens, "used_tokens": self.used_tokens}
+        answer: dict[str, Any] = {
+            "lines": list(self.lines),
+            "missing": [m.as_dict() for m in self.missing],
+            "budget_tokens": self.budget_tokens,
+            "used_tokens": self.used_tokens,
+        }
         if self.omitted:
             answer["omitted"] = list(self.omitted)
-            answer["omitted_hint"] = "over the budget: cite these refs again (or raise budget_tokens)"
+            answer["omitted_hint"] = (
+                "over the budget: cite these refs again (or raise budget_tokens)"
+            )
         if self.sufficiency is not None:
             answer["sufficiency"] = self.sufficiency
         if self.limits is not None:
@@ -153,8 +183,9 @@ class Pack:
         return answer
 
 
-def fit_lines(lines: Sequence[Line], budget_tokens: int,
-              work: Budget | None = None) -> tuple[list[dict[str, Any]], list[str], int]:
+def fit_lines(
+    lines: Sequence[Line], budget_tokens: int, work: Budget | None = None
+) -> tuple[list[dict[str, Any]], list[str], int]:
     """The line items within the budget (the first one that overflows is cut), the refs left
     out, and the tokens used. ``work`` keeps each whole line's count for the call: a retrieval
     fits the same lines again on every rebuild."""
@@ -167,7 +198,9 @@ def fit_lines(lines: Sequence[Line], budget_tokens: int,
             omitted.append(line.ref.label)
             continue
         room = budget_tokens - used
-        if len(line.text) > room * MAX_CHARS_PER_TOKEN:  # cannot fit whole: not worth counting whole
+        if (
+            len(line.text) > room * MAX_CHARS_PER_TOKEN
+        ):  # cannot fit whole: not worth counting whole
             size = room + 1
         else:
             key = ("tokens", line.ref, line.conversation_id)
@@ -187,18 +220,41 @@ def fit_lines(lines: Sequence[Line], budget_tokens: int,
     return items, omitted, used
 
 
-def build_pack(store: Store, refs: object, reach: Sequence[int] | None, budget_tokens: int = DEFAULT_BUDGET,
-               question: str = "", tz: str = "", work: Budget | None = None) -> Pack:
+def build_pack(
+    store: Store,
+    refs: object,
+    reach: Sequence[int] | None,
+    budget_tokens: int = DEFAULT_BUDGET,
+    question: str = "",
+    tz: str = "",
+    work: Budget | None = None,
+) -> Pack:
     """The bounded pack of ``refs`` (any accepted ref forms, or ``Ref`` values) within ``reach``;
     ``work`` is the call's reading budget (a fresh one when None: every read is bounded)."""
     budget = min(MAX_BUDGET, max(MIN_BUDGET, int(budget_tokens)))
     parsed, bad = read_refs(refs if not isinstance(refs, Ref) else [refs])
     found, missing = hydrate_all(store, parsed, reach, tz, work)
-    lines = sorted(dedupe(found), key=lambda line: (line.at, line.ref.store_id, line.ref.start or 0))
+    lines = sorted(
+        dedupe(found), key=lambda line: (line.at, line.ref.store_id, line.ref.start or 0)
+    )
     items, omitted, used = fit_lines(lines, budget, work)
-    shown = [replace(line, text=item["text"], dates=tuple(m for m in line.dates if m.end <= len(item["text"])))
-             for line, item in zip(lines, items, strict=False)]
+    shown = [
+        replace(
+            line,
+            text=item["text"],
+            dates=tuple(m for m in line.dates if m.end <= len(item["text"])),
+        )
+        for line, item in zip(lines, items, strict=False)
+    ]
     verdict = sufficiency(question, shown) if question.strip() else None
     unread = [line for line in shown if line.read is not None and len(line.text) > line.read]
-    return Pack(tuple(items), tuple(bad + missing), tuple(omitted), budget, used, verdict, tuple(lines),
-                limits_note(unread))
+    return Pack(
+        tuple(items),
+        tuple(bad + missing),
+        tuple(omitted),
+        budget,
+        used,
+        verdict,
+        tuple(lines),
+        limits_note(unread),
+    )

@@ -19,15 +19,25 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .limits import MAX_CALL_CHARS, MAX_LINE_CHARS, MAX_LINE_DATES, MAX_NOTED, NOTE, Budget, cut_text
+from .limits import (
+    MAX_CALL_CHARS,
+    MAX_LINE_CHARS,
+    MAX_LINE_DATES,
+    MAX_NOTED,
+    NOTE,
+    Budget,
+    cut_text,
+)
 from .timeexpr import DateMention
 
 if TYPE_CHECKING:
     from ..store import Store
 
 MAX_REFS = 64
-_FORMS = "use 812, \"812\", \"m812\", \"812:10-80\" or {\"store_id\": 812, \"start\": 10, \"end\": 80}"
-_TEXT_REF = re.compile(r"^\s*(?:m|store_id[:=]|#)?\s*(\d{1,18})\s*(?::\s*(\d{1,9})\s*-\s*(\d{1,9}))?\s*$", re.I)
+_FORMS = 'use 812, "812", "m812", "812:10-80" or {"store_id": 812, "start": 10, "end": 80}'
+_TEXT_REF = re.compile(
+    r"^\s*(?:m|store_id[:=]|#)?\s*(\d{1,18})\s*(?::\s*(\d{1,9})\s*-\s*(\d{1,9}))?\s*$", re.I
+)
 NOT_FOUND = "not found in your reach"
 
 
@@ -45,7 +55,9 @@ class Ref:
 
     @property
     def label(self) -> str:
-        return str(self.store_id) if self.start is None else f"{self.store_id}:{self.start}-{self.end}"
+        return (
+            str(self.store_id) if self.start is None else f"{self.store_id}:{self.start}-{self.end}"
+        )
 
     def covers(self, other: Ref) -> bool:
         """This ref shows everything ``other`` does (same message, wider or equal span)."""
@@ -53,7 +65,11 @@ class Ref:
             return False
         if self.start is None:
             return True
-        return other.start is not None and self.start <= other.start and (other.end or 0) <= (self.end or 0)
+        return (
+            other.start is not None
+            and self.start <= other.start
+            and (other.end or 0) <= (self.end or 0)
+        )
 
 
 @dataclass(frozen=True)
@@ -80,25 +96,39 @@ class Line:
     text: str
     dates: tuple[DateMention, ...]
     length: int  # characters of the whole message, so a span can be told from the whole
-    read: int | None = None  # characters of ``text`` read for dates (numbers, words); None: all of it
+    read: int | None = (
+        None  # characters of ``text`` read for dates (numbers, words); None: all of it
+    )
     cut: str = ""  # why it was read only in part (limits.BY_*)
 
     @property
     def examined(self) -> str:
         """The part of ``text`` that was read: what a check may rely on."""
-        return self.text if self.read is None else self.text[:self.read]
+        return self.text if self.read is None else self.text[: self.read]
 
     def cut_reason(self) -> str:
         """Why this line's unread part is unknown and how to have it read ("" when read whole)."""
         if self.read is None:
             return ""
-        return cut_text(self.ref.label, self.ref.store_id, self.ref.start or 0, self.read, len(self.text), self.cut)
+        return cut_text(
+            self.ref.label,
+            self.ref.store_id,
+            self.ref.start or 0,
+            self.read,
+            len(self.text),
+            self.cut,
+        )
 
 
 def _span(store_id: int, start: Any, end: Any, shown: str) -> Ref:
     if start is None and end is None:
         return Ref(store_id)
-    if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
+    if (
+        isinstance(start, bool)
+        or isinstance(end, bool)
+        or not isinstance(start, int)
+        or not isinstance(end, int)
+    ):
         raise RefError(f"ref {shown}: start and end must both be integers; {_FORMS}")
     if start < 0 or end <= start:
         raise RefError(f"ref {shown}: the span needs 0 <= start < end; {_FORMS}")
@@ -177,8 +207,13 @@ def message_text(content: str, tool_calls: str | None) -> str:
     return content if content or not tool_calls else tool_calls
 
 
-def hydrate_all(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None, tz: str = "",
-                work: Budget | None = None) -> tuple[list[Line], list[Missing]]:
+def hydrate_all(
+    store: Store,
+    refs: Sequence[Ref],
+    reach: Sequence[int] | None,
+    tz: str = "",
+    work: Budget | None = None,
+) -> tuple[list[Line], list[Missing]]:
     """The lines of ``refs`` readable within ``reach`` (conversation ids; None = the whole store),
     in the order of ``refs``, and the refs that gave none. ``work`` is the call's reading budget
     (a fresh one when None), so every read is bounded; a ref read before in the call is reused."""
@@ -193,18 +228,34 @@ def hydrate_all(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None, 
             continue
         whole = message_text(row.content, row.tool_calls)
         if ref.start is not None and ref.start >= len(whole):
-            missing.append(Missing(ref.label, f"span starts beyond the message ({len(whole)} characters)"))
+            missing.append(
+                Missing(ref.label, f"span starts beyond the message ({len(whole)} characters)")
+            )
             continue
-        shown_ref = ref if ref.start is None else Ref(ref.store_id, ref.start, min(ref.end or 0, len(whole)))
+        shown_ref = (
+            ref
+            if ref.start is None
+            else Ref(ref.store_id, ref.start, min(ref.end or 0, len(whole)))
+        )
         key = (shown_ref, row.conversation_id, tz)
         known = work.lines.get(key)
         if isinstance(known, Line):
             lines.append(known)
             continue
-        text = whole if ref.start is None else whole[shown_ref.start:shown_ref.end]
+        text = whole if ref.start is None else whole[shown_ref.start : shown_ref.end]
         scan = work.scan(text, row.created_at, tz)
-        line = Line(shown_ref, row.conversation_id, row.session_id, row.role, row.created_at, text, scan.dates,
-                    len(whole), scan.read, scan.by)
+        line = Line(
+            shown_ref,
+            row.conversation_id,
+            row.session_id,
+            row.role,
+            row.created_at,
+            text,
+            scan.dates,
+            len(whole),
+            scan.read,
+            scan.by,
+        )
         work.lines[key] = line
         lines.append(line)
     return lines, missing
@@ -217,16 +268,31 @@ def limits_note(lines: Iterable[Line], **extra: Any) -> dict[str, Any] | None:
     extra = {k: v for k, v in extra.items() if v}
     if not cut and not extra:
         return None
-    note: dict[str, Any] = {"lines_cut": len(cut),
-                            "lines": [{"ref": line.ref.label, "read_chars": line.read, "chars": len(line.text),
-                                       "by": line.cut} for line in cut[:MAX_NOTED]]}
+    note: dict[str, Any] = {
+        "lines_cut": len(cut),
+        "lines": [
+            {
+                "ref": line.ref.label,
+                "read_chars": line.read,
+                "chars": len(line.text),
+                "by": line.cut,
+            }
+            for line in cut[:MAX_NOTED]
+        ],
+    }
     note.update(extra)
-    note["max"] = {"line_chars": MAX_LINE_CHARS, "call_chars": MAX_CALL_CHARS, "line_dates": MAX_LINE_DATES}
+    note["max"] = {
+        "line_chars": MAX_LINE_CHARS,
+        "call_chars": MAX_CALL_CHARS,
+        "line_dates": MAX_LINE_DATES,
+    }
     note["note"] = NOTE
     return note
 
 
-def hydrate(store: Store, refs: Sequence[Ref], reach: Sequence[int] | None, tz: str = "") -> list[Line]:
+def hydrate(
+    store: Store, refs: Sequence[Ref], reach: Sequence[int] | None, tz: str = ""
+) -> list[Line]:
     """The lines of ``refs`` within ``reach``; refs beyond it give no line (see ``hydrate_all``)."""
     return hydrate_all(store, refs, reach, tz)[0]
 

@@ -61,7 +61,12 @@ class Call:
     hits: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"tool": self.tool, "args": self.args, "hits": self.hits, "new_refs": list(self.refs)}
+        return {
+            "tool": self.tool,
+            "args": self.args,
+            "hits": self.hits,
+            "new_refs": list(self.refs),
+        }
 
 
 @dataclass(frozen=True)
@@ -88,12 +93,19 @@ class Retrieved:
         if self.missing_terms:
             missing["terms_not_found"] = list(self.missing_terms)
         return {
-            "question": self.question, "status": "sufficient" if self.sufficient else "insufficient",
-            "stopped": self.stopped, "pack": pack, "calls": [c.as_dict() for c in self.calls], "missing": missing,
-            "budget": {"calls": f"{len(self.calls)}/{MAX_CALLS}", "candidate_refs": f"{len(self.refs)}/{MAX_REFS}",
-                       "context_tokens": f"{self.context_tokens}/{MAX_CONTEXT_TOKENS}"},
+            "question": self.question,
+            "status": "sufficient" if self.sufficient else "insufficient",
+            "stopped": self.stopped,
+            "pack": pack,
+            "calls": [c.as_dict() for c in self.calls],
+            "missing": missing,
+            "budget": {
+                "calls": f"{len(self.calls)}/{MAX_CALLS}",
+                "candidate_refs": f"{len(self.refs)}/{MAX_REFS}",
+                "context_tokens": f"{self.context_tokens}/{MAX_CONTEXT_TOKENS}",
+            },
             "next": "answer from the pack's lines only, citing store_ids; if it is insufficient say what is "
-                    "missing, or lcm_expand / lcm_grep for more",
+            "missing, or lcm_expand / lcm_grep for more",
             **({"limits": limits} if limits else {}),
         }
 
@@ -116,21 +128,34 @@ class _Run:
     reach: tuple[int, ...] | None
     visible: Visible | None
     novel_only: bool = False  # leave out the rows the prompt already shows (the pre-answer brief)
-    exclude: frozenset[int] = frozenset()  # store ids shown elsewhere already (proactive recall's block)
-    pool: Sequence[Hit] | None = None  # the lcm_recall step's hits when a search of the same scope ran already
+    exclude: frozenset[int] = (
+        frozenset()
+    )  # store ids shown elsewhere already (proactive recall's block)
+    pool: Sequence[Hit] | None = (
+        None  # the lcm_recall step's hits when a search of the same scope ran already
+    )
     refs: list[int] = field(default_factory=list)
     best: list[Hit] = field(default_factory=list)
     context_tokens: int = 0
 
     def search(self, scope: Scope, filters: Filters | None = None) -> list[Hit]:
-        request = SearchRequest(self.query, scope, filters or Filters(), "relevance", HITS_PER_CALL,
-                                visible=self.visible, rank_visible=not self.novel_only)
+        request = SearchRequest(
+            self.query,
+            scope,
+            filters or Filters(),
+            "relevance",
+            HITS_PER_CALL,
+            visible=self.visible,
+            rank_visible=not self.novel_only,
+        )
         try:
             hits = Searcher(self.store, self.dag, request).page().hits
         except StoreError:
             return []
         asked = _plain(self.question)
-        return [h for h in hits if _plain(h.text) != asked]  # the question itself, stored: no evidence
+        return [
+            h for h in hits if _plain(h.text) != asked
+        ]  # the question itself, stored: no evidence
 
     def keep(self, hits: Sequence[Hit], ids: Sequence[int] = ()) -> tuple[int, ...]:
         """Observed refs within the bounds: message hits (and ``ids`` read by an expansion)."""
@@ -138,7 +163,9 @@ class _Run:
         for hit in hits:
             if self.context_tokens >= MAX_CONTEXT_TOKENS:
                 break
-            if (self.novel_only and hit.in_context) or (hit.kind == "message" and hit.id in self.exclude):
+            if (self.novel_only and hit.in_context) or (
+                hit.kind == "message" and hit.id in self.exclude
+            ):
                 continue
             self.context_tokens += count_tokens(hit.text)
             if hit.kind == "message" and hit.id not in self.refs and len(self.refs) < MAX_REFS:
@@ -150,7 +177,11 @@ class _Run:
         for ref in ids:
             if ref in self.exclude:
                 continue
-            if ref not in self.refs and len(self.refs) < MAX_REFS and self.context_tokens < MAX_CONTEXT_TOKENS:
+            if (
+                ref not in self.refs
+                and len(self.refs) < MAX_REFS
+                and self.context_tokens < MAX_CONTEXT_TOKENS
+            ):
                 self.refs.append(ref)
                 new.append(ref)
         return tuple(new)
@@ -163,12 +194,16 @@ class _Run:
             if hit.kind == "summary" and hit.node is not None:
                 rows = self.store.summary_sources(hit.node.id, 0, 6)
             elif hit.kind == "message":
-                rows = self.store.messages_between(hit.conversation_id, hit.seq - NEIGHBOURS, hit.seq + NEIGHBOURS)
+                rows = self.store.messages_between(
+                    hit.conversation_id, hit.seq - NEIGHBOURS, hit.seq + NEIGHBOURS
+                )
             else:
                 continue
             for row in rows:
                 if self.reach is None or row.conversation_id in (*self.reach, self.conversation_id):
-                    read += row.tokens  # counted at ingest: recounting a 300 KB row costs more than a retrieval may
+                    read += (
+                        row.tokens
+                    )  # counted at ingest: recounting a 300 KB row costs more than a retrieval may
                     ids.append(row.id)
         self.context_tokens += read
         return ids, read
@@ -189,30 +224,57 @@ def fitting(store: Store, refs: Sequence[int], budget_tokens: int) -> list[int]:
     return chosen
 
 
-def _pack(store: Store, refs: Sequence[int], reach: tuple[int, ...] | None, budget_tokens: int, question: str,
-          tz: str, work: Budget) -> Any:
+def _pack(
+    store: Store,
+    refs: Sequence[int],
+    reach: tuple[int, ...] | None,
+    budget_tokens: int,
+    question: str,
+    tz: str,
+    work: Budget,
+) -> Any:
     """The pack of the best refs that fit whole: the estimate first, then the longest run of the
     best refs whose pack leaves none out (its lines carry dates and fields the estimate misses).
     The run is found by bisection (a longer run leaves out at least as much), so at most
     ``log2(MAX_REFS) + 2`` packs are built, not one per ref; ``work`` is the call's reading, so a
     line is read and counted once however many packs hold it."""
     chosen = fitting(store, refs, budget_tokens)
-    pack = build_pack(store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work)
+    pack = build_pack(
+        store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work
+    )
     if not pack.omitted or len(chosen) <= 1:
         return pack
     built: dict[int, Any] = {}
-    low, high, best = 1, len(chosen) - 1, 1  # the longest fitting run is in [low, high] (1 when none fits)
+    low, high, best = (
+        1,
+        len(chosen) - 1,
+        1,
+    )  # the longest fitting run is in [low, high] (1 when none fits)
     while low <= high:
         mid = (low + high) // 2
-        built[mid] = build_pack(store, chosen[:mid], reach, budget_tokens=budget_tokens, question=question, tz=tz,
-                                work=work)
+        built[mid] = build_pack(
+            store,
+            chosen[:mid],
+            reach,
+            budget_tokens=budget_tokens,
+            question=question,
+            tz=tz,
+            work=work,
+        )
         if built[mid].omitted:
             high = mid - 1
         else:
             best, low = mid, mid + 1
     if best not in built:
-        built[best] = build_pack(store, chosen[:best], reach, budget_tokens=budget_tokens, question=question, tz=tz,
-                                 work=work)
+        built[best] = build_pack(
+            store,
+            chosen[:best],
+            reach,
+            budget_tokens=budget_tokens,
+            question=question,
+            tz=tz,
+            work=work,
+        )
     return built[best]
 
 
@@ -229,24 +291,46 @@ def period_of(question: str, anchor: float, tz: str = "") -> tuple[str, float, f
     return None
 
 
-def retrieve(store: Store, dag: Dag, question: str, *, conversation_id: int | None,
-             reach: tuple[int, ...] | None, visible: Visible | None = None, budget_tokens: int = PACK_TOKENS,
-             anchor: float | None = None, steps: Sequence[str] = STEPS, max_calls: int = MAX_CALLS,
-             tz: str = "", novel_only: bool = False, exclude: frozenset[int] = frozenset(),
-             pool: Sequence[Hit] | None = None) -> Retrieved:
+def retrieve(
+    store: Store,
+    dag: Dag,
+    question: str,
+    *,
+    conversation_id: int | None,
+    reach: tuple[int, ...] | None,
+    visible: Visible | None = None,
+    budget_tokens: int = PACK_TOKENS,
+    anchor: float | None = None,
+    steps: Sequence[str] = STEPS,
+    max_calls: int = MAX_CALLS,
+    tz: str = "",
+    novel_only: bool = False,
+    exclude: frozenset[int] = frozenset(),
+    pool: Sequence[Hit] | None = None,
+) -> Retrieved:
     """Run the plan for ``question`` within the bounds; see the module docstring."""
     started = time.perf_counter()
     work = Budget()  # the call's reading, shared by every pack it builds (limits.py)
     query = build_query(question)
-    run = _Run(store, dag, question, query, conversation_id, reach, visible, novel_only, exclude, pool)
+    run = _Run(
+        store, dag, question, query, conversation_id, reach, visible, novel_only, exclude, pool
+    )
     calls: list[Call] = []
-    pack = build_pack(store, [], reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work)
+    pack = build_pack(
+        store, [], reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work
+    )
     if query.empty:
-        return Retrieved(question, pack, (), (), 0, "nothing", seconds=time.perf_counter() - started)
+        return Retrieved(
+            question, pack, (), (), 0, "nothing", seconds=time.perf_counter() - started
+        )
     period = period_of(question, anchor if anchor is not None else time.time(), tz)
     stopped = "exhausted"
     for step in steps:
-        if len(calls) >= max_calls or len(run.refs) >= MAX_REFS or run.context_tokens >= MAX_CONTEXT_TOKENS:
+        if (
+            len(calls) >= max_calls
+            or len(run.refs) >= MAX_REFS
+            or run.context_tokens >= MAX_CONTEXT_TOKENS
+        ):
             stopped = "budget"
             break
         call = _step(run, step, period)
@@ -263,8 +347,16 @@ def retrieve(store: Store, dag: Dag, question: str, *, conversation_id: int | No
             stopped = "budget"
     shown = " ".join(str(line.get("text", "")) for line in pack.as_dict().get("lines", [])).lower()
     missing = tuple(t.text for t in query.parts if not all(w in shown for w in t.words))
-    return Retrieved(question, pack, tuple(calls), tuple(run.refs), run.context_tokens, stopped, missing,
-                     time.perf_counter() - started)
+    return Retrieved(
+        question,
+        pack,
+        tuple(calls),
+        tuple(run.refs),
+        run.context_tokens,
+        stopped,
+        missing,
+        time.perf_counter() - started,
+    )
 
 
 def _step(run: _Run, step: str, period: tuple[str, float, float] | None) -> Call | None:
@@ -283,8 +375,11 @@ def _step(run: _Run, step: str, period: tuple[str, float, float] | None) -> Call
         return Call(step, {"query": words, "session_scope": "current"}, run.keep(hits), len(hits))
     if step == "lcm_recall":
         asked = _plain(run.question)
-        hits = [h for h in run.pool if _plain(h.text) != asked] if run.pool is not None \
+        hits = (
+            [h for h in run.pool if _plain(h.text) != asked]
+            if run.pool is not None
             else run.search(Scope("all", conversations=run.reach))
+        )
         return Call(step, {"query": words}, run.keep(hits), len(hits))
     if step == "lcm_expand":
         if not run.best:

@@ -43,18 +43,44 @@ class DateMention:
     relative: bool
 
     def as_dict(self) -> dict[str, object]:
-        return {"phrase": self.phrase, "span": [self.start, self.end], "first": self.first.isoformat(),
-                "last": self.last.isoformat(), "granularity": self.granularity, "relative": self.relative}
+        return {
+            "phrase": self.phrase,
+            "span": [self.start, self.end],
+            "first": self.first.isoformat(),
+            "last": self.last.isoformat(),
+            "granularity": self.granularity,
+            "relative": self.relative,
+        }
 
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 _MONTHS["sept"] = 9
 _WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "couple of": 2,
+}
 
-_MONTH = r"(?P<month>" + "|".join(sorted((re.escape(m) for m in _MONTHS), key=len, reverse=True)) + r")\.?"
+_MONTH = (
+    r"(?P<month>"
+    + "|".join(sorted((re.escape(m) for m in _MONTHS), key=len, reverse=True))
+    + r")\.?"
+)
 _WEEKDAY = r"(?P<weekday>" + "|".join(_WEEKDAYS) + r")"
 _DAYNUM = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
@@ -152,9 +178,20 @@ def _named_day(m: re.Match[str], today: date | None) -> Resolved:
     if today is None:
         return None
     word = " ".join(m[0].lower().split())
-    offset = {"today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0, "this evening": 0,
-              "yesterday": -1, "last night": -1, "tomorrow": 1, "the day before yesterday": -2,
-              "the day after tomorrow": 2, "the day before": -1, "the day after": 1}[word]
+    offset = {
+        "today": 0,
+        "tonight": 0,
+        "this morning": 0,
+        "this afternoon": 0,
+        "this evening": 0,
+        "yesterday": -1,
+        "last night": -1,
+        "tomorrow": 1,
+        "the day before yesterday": -2,
+        "the day after tomorrow": 2,
+        "the day before": -1,
+        "the day after": 1,
+    }[word]
     day = today + timedelta(days=offset)
     return day, day, DAY
 
@@ -210,22 +247,43 @@ def _in_month(m: re.Match[str], today: date | None) -> Resolved:
 _B = r"(?<![\w-])"
 _E = r"(?![\w-])"
 _PATTERNS: tuple[tuple[re.Pattern[str], Resolver, bool], ...] = tuple(
-    (re.compile(_B + pattern + (r"(?!\d)" if resolver is _iso else _E), re.IGNORECASE), resolver, relative)
+    (
+        re.compile(_B + pattern + (r"(?!\d)" if resolver is _iso else _E), re.IGNORECASE),
+        resolver,
+        relative,
+    )
     for pattern, resolver, relative in (
         (r"(?P<y>(?:19|20)\d\d)-(?P<m>[01]?\d)-(?P<d>[0-3]?\d)", _iso, False),
         (_MONTH + r"\s+" + _DAYNUM + r"(?:,?\s+" + _YEAR + r")?", _full, False),
-        (r"(?:the\s+)?" + _DAYNUM + r"\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+" + _YEAR + r")?", _full, False),
+        (
+            r"(?:the\s+)?" + _DAYNUM + r"\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+" + _YEAR + r")?",
+            _full,
+            False,
+        ),
         (_MONTH + r",?\s+(?:of\s+)?" + _YEAR, _month_year, False),
         (_YEAR, _year, False),
-        (r"the\s+day\s+(?:before\s+yesterday|after\s+tomorrow|before|after)|today|tonight|yesterday|tomorrow"
-         r"|last\s+night|this\s+(?:morning|afternoon|evening)", _named_day, True),
+        (
+            r"the\s+day\s+(?:before\s+yesterday|after\s+tomorrow|before|after)|today|tonight|yesterday|tomorrow"
+            r"|last\s+night|this\s+(?:morning|afternoon|evening)",
+            _named_day,
+            True,
+        ),
         (r"(?P<which>last|next|this)\s+" + _WEEKDAY, _weekday, True),
-        (r"(?:the\s+)?(?:this\s+)?(?P<which>this|last|next|past)\s+(?P<unit>week|month|year|weekend)", _period, True),
+        (
+            r"(?:the\s+)?(?:this\s+)?(?P<which>this|last|next|past)\s+(?P<unit>week|month|year|weekend)",
+            _period,
+            True,
+        ),
         (r"the\s+(?P<unit>week|month|year|weekend)\s+(?P<which>before|after)", _period, True),
         (_COUNT + r"\s+" + _UNIT + r"\s+ago", _ago, True),
         (r"in\s+" + _COUNT + r"\s+" + _UNIT, _ago, True),
-        (r"(?P<which>in|during|since|by|last|next|this|early|late|mid)\s+" + _MONTH
-         + r"(?![.,]?\s*(?:the\s+)?\d)", _in_month, True),
+        (
+            r"(?P<which>in|during|since|by|last|next|this|early|late|mid)\s+"
+            + _MONTH
+            + r"(?![.,]?\s*(?:the\s+)?\d)",
+            _in_month,
+            True,
+        ),
     )
 )
 

@@ -23,8 +23,14 @@ PREVIEW = 160
 
 def brief(node: SummaryNode) -> dict[str, Any]:
     """A node without its content: id, depth, time span, size and a one-line preview."""
-    return {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
-            "tokens": node.tokens, "preview": cut(" ".join(node.content.split()), PREVIEW, ELLIPSIS)[0]}
+    return {
+        "node_id": node.node_id,
+        "depth": node.depth,
+        "from": iso(node.earliest_at),
+        "to": iso(node.latest_at),
+        "tokens": node.tokens,
+        "preview": cut(" ".join(node.content.split()), PREVIEW, ELLIPSIS)[0],
+    }
 
 
 def _after(cursor: str | None) -> int:
@@ -52,14 +58,18 @@ def _describe_conversation(ctx: Ctx, args: Args) -> dict[str, Any]:
     state = store.conversation(conv)
     depths = dag.depth_counts(conv)
     answer: dict[str, Any] = {
-        "conversation_id": conv, "messages": state.last_seq, "frontier_seq": state.frontier_seq,
+        "conversation_id": conv,
+        "messages": state.last_seq,
+        "frontier_seq": state.frontier_seq,
         "raw_in_context_from_seq": state.frontier_seq + 1,
         "summaries_by_depth": {str(d): n for d, n in sorted(depths.items())},
         "context": [brief(n) for n in dag.context(conv)],
         **store.subagent_links(conv),  # a subagent stored as its own conversation, and its parent
     }
     if not depths:
-        answer["note"] = "no compaction yet: every message is still raw; use lcm_grep or lcm_load_session"
+        answer["note"] = (
+            "no compaction yet: every message is still raw; use lcm_grep or lcm_load_session"
+        )
         return answer
     after = _after(args.text("cursor"))
     roots = dag.roots(conv, after, 31)
@@ -75,19 +85,30 @@ def _describe_node(ctx: Ctx, args: Args) -> dict[str, Any]:
     count, first, last = dag.descendant_span(node.id)
     after = _after(args.text("cursor"))
     answer: dict[str, Any] = {
-        **brief(node), "conversation_id": node.conversation_id, "session_id": node.session_id,
-        "level": node.level, "route": node.route, "source_tokens": node.source_tokens,
+        **brief(node),
+        "conversation_id": node.conversation_id,
+        "session_id": node.session_id,
+        "level": node.level,
+        "route": node.route,
+        "source_tokens": node.source_tokens,
         "in_context": dag.in_context(node.id),
         "ancestors": [n.node_id for n in dag.ancestors(node.id)],
-        "descendant_messages": {"count": count, "first_store_id": first, "last_store_id": last,
-                                "first_seq": node.first_seq, "last_seq": node.last_seq},
+        "descendant_messages": {
+            "count": count,
+            "first_store_id": first,
+            "last_store_id": last,
+            "first_seq": node.first_seq,
+            "last_seq": node.last_seq,
+        },
     }
     if node.depth > 0:
         children = [c for c in dag.children(node.id) if c.id > after]
         shown = fit(answer, "children", [brief(c) for c in children], ctx.cap)
         answer["next_cursor"] = children[shown - 1].node_id if shown < len(children) else None
     else:
-        answer["sources"] = f"{dag.edge_count(node.id)} raw messages: lcm_expand node_id={node.node_id}"
+        answer["sources"] = (
+            f"{dag.edge_count(node.id)} raw messages: lcm_expand node_id={node.node_id}"
+        )
     return answer
 
 
@@ -100,13 +121,25 @@ def _describe_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
     except (FileNotFoundError, OSError):
         total, readable = 0, False
     info = output_info(owner.content + (owner.parts or ""), ref) if mime == OUTPUT_MIME else None
-    extra: dict[str, Any] = {"lines": info[1], "kind": "large tool output"} if info is not None else {}
-    return {"externalized_ref": ref, "mime": mime, "chars": total if readable or info is None else info[0],
-            **extra, "readable": readable,
-            "referenced_by": {"store_id": owner.id, "role": owner.role, "session_id": owner.session_id,
-                              "at": iso(owner.created_at)},
-            "next": f"lcm_expand externalized_ref={ref} (paged by content_offset)" if readable else
-            "payload file missing: run lcm_doctor"}
+    extra: dict[str, Any] = (
+        {"lines": info[1], "kind": "large tool output"} if info is not None else {}
+    )
+    return {
+        "externalized_ref": ref,
+        "mime": mime,
+        "chars": total if readable or info is None else info[0],
+        **extra,
+        "readable": readable,
+        "referenced_by": {
+            "store_id": owner.id,
+            "role": owner.role,
+            "session_id": owner.session_id,
+            "at": iso(owner.created_at),
+        },
+        "next": f"lcm_expand externalized_ref={ref} (paged by content_offset)"
+        if readable
+        else "payload file missing: run lcm_doctor",
+    }
 
 
 def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
@@ -117,8 +150,15 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
     limit = args.integer("limit", 10, 1, 30)
     after = _recent_cursor(args.text("cursor"))
     dag = ctx.core.dag
-    nodes = dag.summaries_in_period(conv, window.since, window.until, depth=0, after=after, limit=limit + 1,
-                                    conversation_ids=reach)
+    nodes = dag.summaries_in_period(
+        conv,
+        window.since,
+        window.until,
+        depth=0,
+        after=after,
+        limit=limit + 1,
+        conversation_ids=reach,
+    )
     each = share(ctx.cap, limit)
     items = []
     for n in nodes[:limit]:
@@ -127,12 +167,23 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
         if conv is None:
             item["conversation_id"] = n.conversation_id
         items.append(item)
-    answer: dict[str, Any] = {"period": {"name": window.label, "from": iso(window.since), "to": iso(window.until)},
-                              "session_scope": scope, "source": "leaves"}
+    answer: dict[str, Any] = {
+        "period": {"name": window.label, "from": iso(window.since), "to": iso(window.until)},
+        "session_scope": scope,
+        "source": "leaves",
+    }
     if not ctx.core.rollups.enabled:
         answer["note"] = "leaf summaries: temporal rollups are off (LCM_TEMPORAL_ROLLUPS_ENABLED)"
-    served = serve(ctx.core.rollups, [conv] if conv is not None else list(reach or []), args.text("period"),
-                   time.time()) if after is None else None
+    served = (
+        serve(
+            ctx.core.rollups,
+            [conv] if conv is not None else list(reach or []),
+            args.text("period"),
+            time.time(),
+        )
+        if after is None
+        else None
+    )
     if served is not None and served.rollups:
         items = _with_rollups(answer, served, items, nodes, each)
     elif served is not None and served.stale_days:
@@ -140,25 +191,49 @@ def lcm_recent(ctx: Ctx, args: Args) -> dict[str, Any]:
     shown = fit(answer, "summaries", items, ctx.cap)
     answer["count"] = shown
     last = nodes[shown - 1] if shown else None
-    answer["next_cursor"] = f"{last.earliest_at!r}:{last.id}" if last is not None and len(nodes) > shown else None
+    answer["next_cursor"] = (
+        f"{last.earliest_at!r}:{last.id}" if last is not None and len(nodes) > shown else None
+    )
     if not nodes and after is None:
-        raw = ctx.core.store.messages_in_period(conv, window.since, window.until, conversation_ids=reach)
+        raw = ctx.core.store.messages_in_period(
+            conv, window.since, window.until, conversation_ids=reach
+        )
         answer["raw_messages_in_period"] = raw if raw < 1000 else "1000+"
-        answer["hint"] = ("no summaries cover this period yet; use lcm_grep with time_from/time_to"
-                          if raw else "nothing stored in this period")
+        answer["hint"] = (
+            "no summaries cover this period yet; use lcm_grep with time_from/time_to"
+            if raw
+            else "nothing stored in this period"
+        )
     return answer
 
 
-def _with_rollups(answer: dict[str, Any], served: Served, items: list[dict[str, Any]], nodes: list[SummaryNode],
-                  each: int) -> list[dict[str, Any]]:
+def _with_rollups(
+    answer: dict[str, Any],
+    served: Served,
+    items: list[dict[str, Any]],
+    nodes: list[SummaryNode],
+    each: int,
+) -> list[dict[str, Any]]:
     """Put ready rollups in the answer; keep only the leaves of days that fall back to them."""
-    answer["rollups"] = [{"kind": r.kind, "start": r.start, "tz": r.tz, "conversation_id": r.conversation_id,
-                          "tokens": r.tokens, "built_at": iso(r.built_at) if r.built_at else None,
-                          "source_summary_ids": list(r.source_ids), "content": cut(r.content, each, ELLIPSIS)[0]}
-                         for r in served.rollups]
+    answer["rollups"] = [
+        {
+            "kind": r.kind,
+            "start": r.start,
+            "tz": r.tz,
+            "conversation_id": r.conversation_id,
+            "tokens": r.tokens,
+            "built_at": iso(r.built_at) if r.built_at else None,
+            "source_summary_ids": list(r.source_ids),
+            "content": cut(r.content, each, ELLIPSIS)[0],
+        }
+        for r in served.rollups
+    ]
     spans = [span("day", d, served.tz) for d in served.fallback_days]
-    kept = [i for i, n in zip(items, nodes, strict=False)
-            if any(n.earliest_at < until and n.latest_at >= since for since, until in spans)]
+    kept = [
+        i
+        for i, n in zip(items, nodes, strict=False)
+        if any(n.earliest_at < until and n.latest_at >= since for since, until in spans)
+    ]
     answer["source"] = "rollups" if not kept else "rollups+leaves"
     answer["rollup_timezone"] = served.tz
     answer["leaf_days"] = [d.isoformat() for d in served.fallback_days]
@@ -175,4 +250,3 @@ def _recent_cursor(cursor: str | None) -> tuple[float, int] | None:
         return float(at), int(node)
     except ValueError as exc:
         raise ToolError(f"malformed cursor {cursor!r}; pass next_cursor unchanged") from exc
-

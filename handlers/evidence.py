@@ -16,9 +16,21 @@ from .toolkit import Args, Ctx, Handler
 EVIDENCE_TOOLS: dict[str, tuple[str, str, str]] = {
     "lcm_query_state": ("assertions_enabled", "LCM_ASSERTIONS_ENABLED", "the assertion sidecar"),
     "lcm_compute": ("evidence_tools_enabled", "LCM_EVIDENCE_TOOLS_ENABLED", "the evidence tools"),
-    "lcm_compile_evidence": ("evidence_tools_enabled", "LCM_EVIDENCE_TOOLS_ENABLED", "the evidence tools"),
-    "lcm_evidence_pack": ("evidence_tools_enabled", "LCM_EVIDENCE_TOOLS_ENABLED", "the evidence tools"),
-    "lcm_retrieve": ("adaptive_retrieval_enabled", "LCM_ADAPTIVE_RETRIEVAL_ENABLED", "adaptive retrieval"),
+    "lcm_compile_evidence": (
+        "evidence_tools_enabled",
+        "LCM_EVIDENCE_TOOLS_ENABLED",
+        "the evidence tools",
+    ),
+    "lcm_evidence_pack": (
+        "evidence_tools_enabled",
+        "LCM_EVIDENCE_TOOLS_ENABLED",
+        "the evidence tools",
+    ),
+    "lcm_retrieve": (
+        "adaptive_retrieval_enabled",
+        "LCM_ADAPTIVE_RETRIEVAL_ENABLED",
+        "adaptive retrieval",
+    ),
 }
 
 
@@ -31,12 +43,21 @@ def disabled_tool(name: str) -> Handler:
         enabled = bool(getattr(ctx.config, flag, False))
         if enabled and body is not None:
             return body(ctx, args)
-        answer: dict[str, Any] = {"tool": name, "status": "disabled", "flag": env, "flag_on": enabled}
+        answer: dict[str, Any] = {
+            "tool": name,
+            "status": "disabled",
+            "flag": env,
+            "flag_on": enabled,
+        }
         if enabled:
-            answer["reason"] = f"{env} is on, but {feature} is not part of this hermes-lcm build yet"
+            answer["reason"] = (
+                f"{env} is on, but {feature} is not part of this hermes-lcm build yet"
+            )
         else:
             answer["reason"] = f"{feature} is off"
-            answer["enable"] = f"set {env}=true (or lcm: {{{flag}: true}} in config.yaml) and restart Hermes"
+            answer["enable"] = (
+                f"set {env}=true (or lcm: {{{flag}: true}} in config.yaml) and restart Hermes"
+            )
         answer["instead"] = "use lcm_grep / lcm_expand for exact evidence"
         return answer
 
@@ -54,12 +75,22 @@ def lcm_query_state(ctx: Ctx, args: Args) -> dict[str, Any]:
     as_of = args.time("as_of", end=True)
     limit = args.integer("limit", 10, 1, 50)
     sidecar = ctx.core.assertions
-    found = sidecar.query(ctx.reach(), subject, kind, None if as_of is None else as_of - 0.001, limit)
-    answer: dict[str, Any] = {"tool": "lcm_query_state", "status": "ok", "subject": subject, "kind": kind or None,
-                              "as_of": None if as_of is None else args.text("as_of"), **found}
+    found = sidecar.query(
+        ctx.reach(), subject, kind, None if as_of is None else as_of - 0.001, limit
+    )
+    answer: dict[str, Any] = {
+        "tool": "lcm_query_state",
+        "status": "ok",
+        "subject": subject,
+        "kind": kind or None,
+        "as_of": None if as_of is None else args.text("as_of"),
+        **found,
+    }
     if not found["states"]:
         stats = ctx.core.store.assertion_stats()
-        answer["note"] = ("no assertion matches; the sidecar holds facts the rules found in plain statements "
-                          f"({stats.get('total', 0)} in this store, extraction runs after each reply)")
+        answer["note"] = (
+            "no assertion matches; the sidecar holds facts the rules found in plain statements "
+            f"({stats.get('total', 0)} in this store, extraction runs after each reply)"
+        )
         answer["instead"] = "use lcm_grep / lcm_expand for exact evidence"
     return answer

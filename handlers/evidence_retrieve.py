@@ -20,8 +20,17 @@ def lcm_retrieve(ctx: Ctx, args: Args) -> dict[str, Any]:
         return disabled_tool("lcm_retrieve")(ctx, args)
     question = str(args.text("question", required=True))
     if len(question) > MAX_QUESTION_CHARS:
-        raise ToolError(f"question is longer than {MAX_QUESTION_CHARS} characters; ask one question")
-    found = retrieve(ctx.core.store, ctx.core.dag, question, conversation_id=ctx.conversation_id,
-                     reach=ctx.reach(), visible=ctx.visible(), budget_tokens=PACK_TOKENS,
-                     tz=ctx.config.timezone)
+        raise ToolError(
+            f"question is longer than {MAX_QUESTION_CHARS} characters; ask one question"
+        )
+    found = retrieve(
+        ctx.core.store,
+        ctx.core.dag,
+        question,
+        conversation_id=ctx.conversation_id,
+        reach=ctx.reach(),
+        visible=ctx.visible(),
+        budget_tokens=PACK_TOKENS,
+        tz=ctx.config.timezone,
+    )
     return {"tool": "lcm_retrieve", **found.as_dict()}

@@ -30,14 +30,18 @@ def _question(args: Args, required: bool = False) -> str:
     """The question argument, at most ``MAX_QUESTION_CHARS`` (its names and needs are read)."""
     question = args.text("question", required=required) or ""
     if len(question) > MAX_QUESTION_CHARS:
-        raise ToolError(f"question is longer than {MAX_QUESTION_CHARS} characters; ask one question")
+        raise ToolError(
+            f"question is longer than {MAX_QUESTION_CHARS} characters; ask one question"
+        )
     return question
 
 
 def _refs_arg(args: Args) -> object:
     value = args.raw.get("refs")
     if value is None or value == "" or value == []:
-        raise ToolError('refs is required: store ids from lcm_grep/lcm_expand, e.g. ["812", "812:10-80"]')
+        raise ToolError(
+            'refs is required: store ids from lcm_grep/lcm_expand, e.g. ["812", "812:10-80"]'
+        )
     return value
 
 
@@ -72,7 +76,9 @@ def lcm_evidence_pack(ctx: Ctx, args: Args) -> dict[str, Any]:
 def lcm_compile_evidence(ctx: Ctx, args: Args) -> dict[str, Any]:
     question = _question(args, required=True)
     try:
-        brief = compile_brief(ctx.core.store, question, args.raw.get("claims"), ctx.reach(), tz=_tz(ctx))
+        brief = compile_brief(
+            ctx.core.store, question, args.raw.get("claims"), ctx.reach(), tz=_tz(ctx)
+        )
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
     _bounded_claims(brief["claims"], ctx.cap)
@@ -85,10 +91,10 @@ def _bounded_claims(verdicts: list[dict[str, Any]], cap: int) -> None:
     many more were cited (``<list>_more``); the status is never cut."""
     room = max(600, (cap // 2) // max(1, len(verdicts)))
     for verdict in verdicts:
-        verdict["text"] = verdict["text"][:min(400, room // 4)]
+        verdict["text"] = verdict["text"][: min(400, room // 4)]
         why = str(verdict.get("why", ""))
         if len(why) > room // 3:
-            verdict["why"] = why[:room // 3 - 1] + "…"
+            verdict["why"] = why[: room // 3 - 1] + "…"
         for key in ("refs", "missing_refs", "unread_refs"):
             labels = [str(label) for label in verdict.get(key) or []]
             kept: list[str] = []
@@ -114,13 +120,21 @@ def lcm_compute(ctx: Ctx, args: Args) -> dict[str, Any]:
     lines, missing = hydrate_all(ctx.core.store, refs, ctx.reach(), _tz(ctx))
     answer: dict[str, Any] = {"tool": "lcm_compute", "operation": operation}
     if missing:
-        answer.update(status="insufficient", reason="cited refs could not be read: " + ", ".join(
-            f"{m.ref} ({m.reason})" for m in missing), missing=[m.as_dict() for m in missing])
+        answer.update(
+            status="insufficient",
+            reason="cited refs could not be read: "
+            + ", ".join(f"{m.ref} ({m.reason})" for m in missing),
+            missing=[m.as_dict() for m in missing],
+        )
         return answer
     answer.update(compute(operation, lines, question))
     result = answer.get("result")
-    if isinstance(result, dict) and isinstance(result.get("text"), str) and len(result["text"]) > ctx.cap // 3:
-        result["text"] = result["text"][:ctx.cap // 3]
+    if (
+        isinstance(result, dict)
+        and isinstance(result.get("text"), str)
+        and len(result["text"]) > ctx.cap // 3
+    ):
+        result["text"] = result["text"][: ctx.cap // 3]
         result["truncated"] = True
     if "trace" in answer:
         trace = answer["trace"]
@@ -130,5 +144,8 @@ def lcm_compute(ctx: Ctx, args: Args) -> dict[str, Any]:
     return answer
 
 
-BODIES: dict[str, Handler] = {"lcm_evidence_pack": lcm_evidence_pack, "lcm_compile_evidence": lcm_compile_evidence,
-                              "lcm_compute": lcm_compute}
+BODIES: dict[str, Handler] = {
+    "lcm_evidence_pack": lcm_evidence_pack,
+    "lcm_compile_evidence": lcm_compile_evidence,
+    "lcm_compute": lcm_compute,
+}

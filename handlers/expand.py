@@ -38,9 +38,9 @@ def _page(full: str, offset: int, chars: int) -> str:
     characters and backslashes encode to up to six characters each, so a page of ``chars``
     characters of such text would push the answer over the size cap and the text could not be
     paged back at all. Never empty before the end, so a paged walk always progresses."""
-    text = full[offset:offset + chars]
+    text = full[offset : offset + chars]
     while len(text) > 1 and (encoded := len(dumps(text))) > chars:
-        text = text[:max(1, len(text) * chars * 9 // (encoded * 10))]
+        text = text[: max(1, len(text) * chars * 9 // (encoded * 10))]
     return text
 
 
@@ -58,9 +58,13 @@ def compact_calls(raw: str | None, limit: int) -> list[dict[str, Any]] | None:
         arguments = function.get("arguments") if isinstance(function, dict) else None
         text = arguments if isinstance(arguments, str) else dumps(arguments)
         shown = _page(text, 0, limit)
-        out.append({"id": _short(call.get("id")) if isinstance(call, dict) else None,
-                    "name": _short(function.get("name")) if isinstance(function, dict) else None,
-                    "arguments": shown + (ELLIPSIS if len(shown) < len(text) else "")})
+        out.append(
+            {
+                "id": _short(call.get("id")) if isinstance(call, dict) else None,
+                "name": _short(function.get("name")) if isinstance(function, dict) else None,
+                "arguments": shown + (ELLIPSIS if len(shown) < len(text) else ""),
+            }
+        )
         if len(out) >= 8:  # the rest is one lcm_expand part='tool_calls' away
             out.append({"omitted_calls": len(calls) - len(out) if isinstance(calls, list) else 0})
             break
@@ -69,7 +73,13 @@ def compact_calls(raw: str | None, limit: int) -> list[dict[str, Any]] | None:
 
 def _short(value: Any) -> Any:
     """An id or name as the host gave it, cut when it is not a short string."""
-    return _page(value, 0, 120) if isinstance(value, str) else None if value is None else _page(dumps(value), 0, 120)
+    return (
+        _page(value, 0, 120)
+        if isinstance(value, str)
+        else None
+        if value is None
+        else _page(dumps(value), 0, 120)
+    )
 
 
 def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
@@ -77,8 +87,13 @@ def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
     included, so a listing of odd text stays within the cap) with the way to the rest."""
     text = _page(message.content, 0, limit)
     was_cut = len(text) < len(message.content)
-    item: dict[str, Any] = {"store_id": message.id, "seq": message.seq, "role": message.role,
-                            "at": iso(message.created_at), "content": text}
+    item: dict[str, Any] = {
+        "store_id": message.id,
+        "seq": message.seq,
+        "role": message.role,
+        "at": iso(message.created_at),
+        "content": text,
+    }
     calls = compact_calls(message.tool_calls, max(200, limit // 2))
     if calls:
         item["tool_calls"] = calls
@@ -96,8 +111,13 @@ def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
 
 def node_item(node: SummaryNode, limit: int) -> dict[str, Any]:
     text, was_cut = cut(node.content, limit, ELLIPSIS)
-    item = {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
-            "content": text}
+    item = {
+        "node_id": node.node_id,
+        "depth": node.depth,
+        "from": iso(node.earliest_at),
+        "to": iso(node.latest_at),
+        "content": text,
+    }
     if was_cut:
         item["more"] = f"lcm_expand node_id={node.node_id}"
     return item
@@ -124,8 +144,11 @@ def find_node(ctx: Ctx, args: Args, key: str = "node_id") -> SummaryNode:
     except ValueError as exc:
         raise ToolError(f"{key} must look like S12, got {label!r}") from exc
     node = ctx.core.dag.node(node_id)
-    hint = "" if ctx.conversation_id is None or ctx.core.dag.depth_counts(ctx.conversation_id) else \
-        " (no compaction has happened yet: nothing is summarized; use lcm_grep or lcm_load_session)"
+    hint = (
+        ""
+        if ctx.conversation_id is None or ctx.core.dag.depth_counts(ctx.conversation_id)
+        else " (no compaction has happened yet: nothing is summarized; use lcm_grep or lcm_load_session)"
+    )
     missing = f"no summary node {node_label(node_id)}{hint}"
     if node is None:
         raise ToolError(missing)
@@ -143,12 +166,16 @@ def _expand_node(ctx: Ctx, args: Args) -> dict[str, Any]:
     if node.depth == 0:
         items = [message_item(m, each) for m in dag.sources(node.id, offset, limit)]
     else:
-        items = [node_item(c, each) for c in dag.children(node.id)[offset:offset + limit]]
+        items = [node_item(c, each) for c in dag.children(node.id)[offset : offset + limit]]
     answer: dict[str, Any] = {
-        "node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at), "to": iso(node.latest_at),
+        "node_id": node.node_id,
+        "depth": node.depth,
+        "from": iso(node.earliest_at),
+        "to": iso(node.latest_at),
         "summary": cut(node.content, ctx.cap // 4, ELLIPSIS)[0],
         "parents": [node_label(p) for p in dag.parents("summary", node.id)],
-        "source_kind": "messages" if node.depth == 0 else "summaries", "source_count": total,
+        "source_kind": "messages" if node.depth == 0 else "summaries",
+        "source_count": total,
         "source_offset": offset,
     }
     shown = fit(answer, "sources", items, ctx.cap)
@@ -172,31 +199,54 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
     if offset > len(full):
         raise ToolError(f"content_offset {offset} is past the end ({len(full)} chars)")
     answer: dict[str, Any] = {
-        "store_id": message.id, "conversation_id": message.conversation_id, "session_id": message.session_id,
-        "seq": message.seq, "role": message.role, "at": iso(message.created_at), "source": message.source,
+        "store_id": message.id,
+        "conversation_id": message.conversation_id,
+        "session_id": message.session_id,
+        "seq": message.seq,
+        "role": message.role,
+        "at": iso(message.created_at),
+        "source": message.source,
         "summarized_in": [node_label(p) for p in ctx.core.dag.parents("message", message.id)],
     }
     page = _page_chars(ctx)
     # Rebuilding and dumping a 50 MB message for every page costs a fraction of a second each; its
     # stored form is at most 12x its dump (an astral character escaped as two \uXXXX).
     # The conversation as the model saw it, not provider replay data (extra=False).
-    host = message.to_host(extra=False) if offset == 0 and part == "content" and len(full) <= page * 12 else None
+    host = (
+        message.to_host(extra=False)
+        if offset == 0 and part == "content" and len(full) <= page * 12
+        else None
+    )
     if host is not None and len(dumps(host)) <= page:
         answer["message"] = host
         answer["complete"] = True
     else:
         text = _page(full, offset, page)
         nxt = offset + len(text)
-        answer.update({"part": part, "content_format": fmt, "content_offset": offset, "content": text,
-                       "content_chars": len(full), "next_content_offset": nxt if nxt < len(full) else None})
+        answer.update(
+            {
+                "part": part,
+                "content_format": fmt,
+                "content_offset": offset,
+                "content": text,
+                "content_chars": len(full),
+                "next_content_offset": nxt if nxt < len(full) else None,
+            }
+        )
         if part == "content" and message.tool_calls:
             answer["tool_calls_chars"] = len(message.tool_calls)
             answer["tool_calls_hint"] = "part='tool_calls' pages the exact tool-call JSON"
     # The payloads this page shows (a whole message's, or the page's own), at most MAX_REFS: a text
     # of many placeholders must not list them all on every page and overflow the cap.
     shown = full if "message" in answer else answer["content"]
-    refs = sorted({r[0] for r in _PLACEHOLDER.findall(shown)}) if "[lcm-payload ref=" in shown else []
-    refs += sorted({r[0] for r in _OUTPUT.findall(shown)} - set(refs)) if "[lcm-output ref=" in shown else []
+    refs = (
+        sorted({r[0] for r in _PLACEHOLDER.findall(shown)}) if "[lcm-payload ref=" in shown else []
+    )
+    refs += (
+        sorted({r[0] for r in _OUTPUT.findall(shown)} - set(refs))
+        if "[lcm-output ref=" in shown
+        else []
+    )
     if refs:
         answer["externalized_refs"] = refs[:MAX_REFS]
         if len(refs) > MAX_REFS:
@@ -218,8 +268,10 @@ def payload_owner(ctx: Ctx, args: Args, ref: str) -> tuple[StoredMessage, str]:
     grant = ctx.core.store.payload_grant(ref, ctx.reach() if everywhere else (ctx.conversation(),))
     message = ctx.core.store.message(grant.message_id) if grant is not None else None
     if grant is None or message is None:
-        raise ToolError(f"payload {ref} is not referenced in this conversation"
-                        + ("" if everywhere else "; pass session_scope='all' if it belongs to another"))
+        raise ToolError(
+            f"payload {ref} is not referenced in this conversation"
+            + ("" if everywhere else "; pass session_scope='all' if it belongs to another")
+        )
     return message, OUTPUT_MIME if grant.kind == KIND_OUTPUT else grant.mime
 
 
@@ -230,21 +282,38 @@ def _expand_payload(ctx: Ctx, args: Args) -> dict[str, Any]:
     try:
         text, total = ctx.core.guard.read(ref, offset, _page_chars(ctx, PAYLOAD_FRAME))
     except (FileNotFoundError, OSError) as exc:
-        raise ToolError(f"payload file for {ref} is missing or unreadable ({exc}); run lcm_doctor") from exc
+        raise ToolError(
+            f"payload file for {ref} is missing or unreadable ({exc}); run lcm_doctor"
+        ) from exc
     if offset > total:
         raise ToolError(f"content_offset {offset} is past the end ({total} chars)")
-    text = _page(text, 0, _page_chars(ctx, PAYLOAD_FRAME))  # odd text encodes longer: keep the answer within the cap
+    text = _page(
+        text, 0, _page_chars(ctx, PAYLOAD_FRAME)
+    )  # odd text encodes longer: keep the answer within the cap
     nxt = offset + len(text)
-    answer: dict[str, Any] = {"externalized_ref": ref, "mime": mime, "referenced_by": owner.id, "chars": total}
+    answer: dict[str, Any] = {
+        "externalized_ref": ref,
+        "mime": mime,
+        "referenced_by": owner.id,
+        "chars": total,
+    }
     info = output_info(owner.content + (owner.parts or ""), ref) if mime == OUTPUT_MIME else None
     if info is not None:
         answer["lines"] = info[1]
         inner = _wrapped_output_lines(ctx, ref, text, offset)
         if inner is not None:  # the host's {"output": ...} wrapper: its text is one line of JSON
             answer["output_lines"] = inner
-            answer["format"] = "JSON: the host's wrapper of a command's output; lines counts the JSON, " \
-                               "output_lines the output field's own lines (its \\n)"
-    answer.update({"content_offset": offset, "content": text, "next_content_offset": nxt if nxt < total else None})
+            answer["format"] = (
+                "JSON: the host's wrapper of a command's output; lines counts the JSON, "
+                "output_lines the output field's own lines (its \\n)"
+            )
+    answer.update(
+        {
+            "content_offset": offset,
+            "content": text,
+            "next_content_offset": nxt if nxt < total else None,
+        }
+    )
     return answer
 
 
@@ -282,9 +351,13 @@ def lcm_load_session(ctx: Ctx, args: Args) -> dict[str, Any]:
     each = share(ctx.cap, min(limit, max(1, len(rows))))
     items = [message_item(m, each) for m in rows[:limit]]
     answer: dict[str, Any] = {
-        "session_id": session_id, "conversation_id": facts["conversation_id"], "platform": facts["platform"],
-        "started_at": iso(facts["started_at"]), "ended_at": iso(facts["ended_at"]),
-        "messages_total": facts["messages"], "after_store_id": after,
+        "session_id": session_id,
+        "conversation_id": facts["conversation_id"],
+        "platform": facts["platform"],
+        "started_at": iso(facts["started_at"]),
+        "ended_at": iso(facts["ended_at"]),
+        "messages_total": facts["messages"],
+        "after_store_id": after,
     }
     shown = fit(answer, "messages", items, ctx.cap)
     answer["count"] = shown

@@ -14,12 +14,23 @@ from typing import Any
 
 from ..base.display import iso, score
 from ..search.query import Query, build_query, plain_snippet
-from ..search.searcher import SNIPPET_TOKENS, Filters, Hit, Scope, Searcher, SearchPage, SearchRequest, whole_text
+from ..search.searcher import (
+    SNIPPET_TOKENS,
+    Filters,
+    Hit,
+    Scope,
+    Searcher,
+    SearchPage,
+    SearchRequest,
+    whole_text,
+)
 from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")
 SNIPPET_CHARS = 260
-HIT_CHARS = 450  # a rendered hit is at most about this long: limits are clamped so a page always fits
+HIT_CHARS = (
+    450  # a rendered hit is at most about this long: limits are clamped so a page always fits
+)
 RECALL_HALF_LIFE_DAYS = 30.0
 RECALL_RECENCY_GAIN = 0.15
 
@@ -36,7 +47,9 @@ def _filters(args: Args) -> Filters:
     since, until = args.time("time_from"), args.time("time_to", end=True)
     if since is not None and until is not None and since >= until:
         raise ToolError("time_from must be before time_to")
-    return Filters(role=args.choice("role", ROLES, None), source=args.text("source"), since=since, until=until)
+    return Filters(
+        role=args.choice("role", ROLES, None), source=args.text("source"), since=since, until=until
+    )
 
 
 def _snippets(ctx: Ctx, hits: list[Hit], query: Query, page: SearchPage) -> dict[int, str]:
@@ -52,12 +65,17 @@ def _snippets(ctx: Ctx, hits: list[Hit], query: Query, page: SearchPage) -> dict
     todo = [h for h in hits if h.scratch_id not in known]
     index = [h for h in todo if page.index_snippets and whole_text(h)]
     if index:
-        snippets.update(ctx.core.store.fts_snippets(query.match, [h.scratch_id for h in index], SNIPPET_TOKENS))
+        snippets.update(
+            ctx.core.store.fts_snippets(query.match, [h.scratch_id for h in index], SNIPPET_TOKENS)
+        )
     done = {id(h) for h in index}
     rest = [h for h in todo if id(h) not in done]
     if rest:
-        snippets.update(ctx.core.store.scratch_fts([(h.scratch_id, h.text) for h in rest], [], query.match,
-                                                   SNIPPET_TOKENS)[1])
+        snippets.update(
+            ctx.core.store.scratch_fts(
+                [(h.scratch_id, h.text) for h in rest], [], query.match, SNIPPET_TOKENS
+            )[1]
+        )
     return snippets
 
 
@@ -68,16 +86,27 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
         text = text[:SNIPPET_CHARS] + "…"
     if hit.kind == "summary" and hit.node is not None:
         node = hit.node
-        item: dict[str, Any] = {"node_id": node.node_id, "depth": node.depth, "from": iso(node.earliest_at),
-                                "to": iso(node.latest_at)}
+        item: dict[str, Any] = {
+            "node_id": node.node_id,
+            "depth": node.depth,
+            "from": iso(node.earliest_at),
+            "to": iso(node.latest_at),
+        }
     else:
-        item = {"store_id": hit.id, "role": hit.role, "at": iso(hit.created_at), "session_id": hit.session_id}
+        item = {
+            "store_id": hit.id,
+            "role": hit.role,
+            "at": iso(hit.created_at),
+            "session_id": hit.session_id,
+        }
         if hit.tool_name:
             item["tool"] = hit.tool_name
         if not snippet and hit.cosine is not None and not hit.matched:
             item["semantic"] = True  # found by meaning: no query word in it
         elif not snippet and not hit.matched:
-            item["neighbour"] = True  # no query word: the turn next to a strong match, listed after the matches
+            item["neighbour"] = (
+                True  # no query word: the turn next to a strong match, listed after the matches
+            )
     if hit.conversation_id != current:
         item["conversation_id"] = hit.conversation_id
     item["snippet"] = text
@@ -92,7 +121,9 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
     return item
 
 
-def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str, Any]) -> dict[str, Any]:
+def _answer(
+    ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str, Any]
+) -> dict[str, Any]:
     """Hits first (what the model reads first), then how the query was understood."""
     query = request.query
     snippets = _snippets(ctx, page.hits, query, page)
@@ -101,7 +132,9 @@ def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str,
     if query.dropped:
         meta["dropped_words"] = list(query.dropped)
     if query.excluded:
-        meta["excluded_terms"] = [t.text for t in query.excluded]  # NOT word / -word: rows holding one are left out
+        meta["excluded_terms"] = [
+            t.text for t in query.excluded
+        ]  # NOT word / -word: rows holding one are left out
     if page.common_terms:
         meta["common_terms"] = page.common_terms
     if request.rank_visible:
@@ -128,7 +161,7 @@ def _answer(ctx: Ctx, request: SearchRequest, page: SearchPage, extra: dict[str,
 
 IN_CONTEXT_NOTE = {
     False: "hits your prompt already shows (marked in_context) are listed after the others; "
-           "include_in_context=true ranks them in place",
+    "include_in_context=true ranks them in place",
     True: "hits your prompt already shows are marked in_context",
 }
 
@@ -137,8 +170,11 @@ def visibility(ctx: Ctx, args: Args) -> dict[str, Any]:
     """The request fields every search tool shares: the caller's prompt (its rows marked, and
     listed last unless ``include_in_context``), and whether LCM's own tool traffic is searched
     (``include_lcm_traffic``); ``_answer`` says which of them the answer followed."""
-    return {"visible": ctx.visible(), "rank_visible": args.flag("include_in_context"),
-            "own_tools": args.flag("include_lcm_traffic")}
+    return {
+        "visible": ctx.visible(),
+        "rank_visible": args.flag("include_in_context"),
+        "own_tools": args.flag("include_lcm_traffic"),
+    }
 
 
 def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
@@ -148,8 +184,16 @@ def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
     sort = args.choice("sort", ("relevance", "recency"), "relevance") or "relevance"
     limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
     mode = args.choice("mode", GREP_MODES, "full_text") or "full_text"
-    request = SearchRequest(query, scope, filters, sort, limit, args.text("cursor"), **visibility(ctx, args),
-                            **grep_vectors(ctx, mode, sort, str(args.text("query"))))
+    request = SearchRequest(
+        query,
+        scope,
+        filters,
+        sort,
+        limit,
+        args.text("cursor"),
+        **visibility(ctx, args),
+        **grep_vectors(ctx, mode, sort, str(args.text("query"))),
+    )
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     extra: dict[str, Any] = {"scope": _scope_view(scope), "sort": sort}
     if mode != "full_text":
@@ -204,17 +248,33 @@ def lcm_recall(ctx: Ctx, args: Args) -> dict[str, Any]:
     # The whole store within the caller's reach (its owner's conversations unless memory is shared);
     # the boost favours the current conversation, so it is part of the walk's identity.
     semantic = ctx.core.semantic
-    request = SearchRequest(query, Scope("all", conversations=ctx.reach()), Filters(), "relevance", limit,
-                            args.text("cursor"), boost=recall_boost(ctx.conversation_id, bias),
-                            boost_key=f"recall:{bias}:{ctx.conversation_id}", **visibility(ctx, args),
-                            vectors=semantic if semantic.enabled else None,
-                            vector_weight=ctx.core.config.recall_vector_weight, text=str(args.text("query")))
+    request = SearchRequest(
+        query,
+        Scope("all", conversations=ctx.reach()),
+        Filters(),
+        "relevance",
+        limit,
+        args.text("cursor"),
+        boost=recall_boost(ctx.conversation_id, bias),
+        boost_key=f"recall:{bias}:{ctx.conversation_id}",
+        **visibility(ctx, args),
+        vectors=semantic if semantic.enabled else None,
+        vector_weight=ctx.core.config.recall_vector_weight,
+        text=str(args.text("query")),
+    )
     page = Searcher(ctx.core.store, ctx.core.dag, request).page()
     vectors = vector_arm_state(ctx, page)
-    arms = {"fts": "on", "vectors": vectors,
-            "summary_vectors": vectors if not vectors.startswith(("on", "partial")) else "on (when embedded)",
-            "chunk_vectors": "off (messages are embedded whole)"}
-    return _answer(ctx, request, page, {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms})
+    arms = {
+        "fts": "on",
+        "vectors": vectors,
+        "summary_vectors": vectors
+        if not vectors.startswith(("on", "partial"))
+        else "on (when embedded)",
+        "chunk_vectors": "off (messages are embedded whole)",
+    }
+    return _answer(
+        ctx, request, page, {"scope": {"session_scope": "all", "scope_bias": bias}, "arms": arms}
+    )
 
 
 def vector_arm_state(ctx: Ctx, page: SearchPage) -> str:
@@ -228,7 +288,9 @@ def vector_arm_state(ctx: Ctx, page: SearchPage) -> str:
     if not state.startswith("on"):
         return state
     model, searched, waiting = semantic.coverage()
-    if ctx.reach() is not None:  # the counts are store-wide: another owner's size is not this caller's to see
+    if (
+        ctx.reach() is not None
+    ):  # the counts are store-wide: another owner's size is not this caller's to see
         return f"partial ({model}; newer messages not embedded yet)" if waiting else f"on ({model})"
     if waiting:
         more = "+" if waiting >= 1000 else ""

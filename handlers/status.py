@@ -55,14 +55,17 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
         "threshold_tokens": engine.threshold_tokens,
         "context_length": engine.context_length,
         "usage_percent": round(min(100.0, last_prompt / engine.context_length * 100), 1)
-        if engine.context_length else 0,
+        if engine.context_length
+        else 0,
         "compression_count": engine.compression_count,
         "model": engine.model,
         "overhead_tokens": engine.meter.snapshot(),
         "threshold_problem": engine.meter.watch.problem,
         "over_threshold": _over(engine, last_prompt),
         "token_counter": backend_name(),
-        "config_problems": [p for p in engine.config_problems if not is_settings_note(p)],  # notes: below
+        "config_problems": [
+            p for p in engine.config_problems if not is_settings_note(p)
+        ],  # notes: below
         # peer settings read as ours, or ignored (LCM-X, lossless-claw, typos): docs/operator-guide.md, Migration
         "settings_notes": [p for p in engine.config_problems if is_settings_note(p)],
         "startup_error": engine.startup_error,
@@ -70,10 +73,14 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
     }
     if engine.core is not None:
         try:
-            info["payload_problem"] = engine.core.guard.problem  # a refused (symlinked) payload directory
+            info["payload_problem"] = (
+                engine.core.guard.problem
+            )  # a refused (symlinked) payload directory
             info.update(engine.core.status())
         except Exception as exc:  # noqa: BLE001 - status must work when the store does not
-            info["store_error"] = f"{exc.__class__.__name__}: {exc}"  # masked with the rest by engine_status
+            info["store_error"] = (
+                f"{exc.__class__.__name__}: {exc}"  # masked with the rest by engine_status
+            )
     return info
 
 
@@ -81,6 +88,9 @@ def _over(engine: EngineFacts, last_prompt: int) -> dict[str, Any] | None:
     """How far the last prompt went over the threshold, and why (None when it did not)."""
     if not engine.threshold_tokens or last_prompt <= engine.threshold_tokens:
         return None
-    cause = f"the host's own tokens: {engine.meter.watch.problem}" if engine.meter.watch.problem else \
-        "a turn crossed it: the prompt is rebuilt under the threshold at the compaction that follows"
+    cause = (
+        f"the host's own tokens: {engine.meter.watch.problem}"
+        if engine.meter.watch.problem
+        else "a turn crossed it: the prompt is rebuilt under the threshold at the compaction that follows"
+    )
     return {"tokens": last_prompt - engine.threshold_tokens, "cause": cause}

@@ -97,9 +97,16 @@ class Args:
         value = self.raw.get(key)
         if value is None or value == "":
             return []
-        items = value if isinstance(value, list | tuple) else str(value).split(",") if isinstance(value, str) \
+        items = (
+            value
+            if isinstance(value, list | tuple)
+            else str(value).split(",")
+            if isinstance(value, str)
             else None
-        if items is None or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in items):
+        )
+        if items is None or not all(
+            isinstance(v, str | int) and not isinstance(v, bool) for v in items
+        ):
             raise ToolError(f"{key} must be a list of strings")
         return [str(v).strip() for v in items if str(v).strip()]
 
@@ -147,8 +154,10 @@ class Ctx:
     def conversation(self) -> int:
         """The current conversation, or a clear error when nothing is stored for this session."""
         if self.conversation_id is None:
-            raise ToolError(f"nothing is stored for this session yet (mode {self.core.binding.mode}); "
-                            "the tools work once a turn has been stored")
+            raise ToolError(
+                f"nothing is stored for this session yet (mode {self.core.binding.mode}); "
+                "the tools work once a turn has been stored"
+            )
         return self.conversation_id
 
     def visible(self) -> Visible | None:
@@ -193,7 +202,9 @@ class Ctx:
         if not self.in_reach(conversation_id):
             raise ToolError(missing)
         if args.choice("session_scope", ("current", "all"), "current") != "all":
-            raise ToolError(f"{what} belongs to another conversation; pass session_scope='all' to read it")
+            raise ToolError(
+                f"{what} belongs to another conversation; pass session_scope='all' to read it"
+            )
 
 
 Handler = Callable[[Ctx, Args], dict[str, Any]]

@@ -33,9 +33,14 @@ class ContextEngine(ABC):
     def should_compress(self, prompt_tokens: int | None = None) -> bool: ...
 
     @abstractmethod
-    def compress(self, messages: list[dict[str, Any]], current_tokens: int | None = None,
-                 focus_topic: str | None = None, force: bool = False,
-                 memory_context: str = "") -> list[dict[str, Any]]: ...
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        memory_context: str = "",
+    ) -> list[dict[str, Any]]: ...
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         return None
@@ -53,7 +58,14 @@ class ContextEngine(ABC):
     def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
         return '{"error": "unknown tool"}'
 
-    def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
-                     provider: str = "", api_mode: str = "") -> None:
+    def update_model(
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+        api_mode: str = "",
+    ) -> None:
         self.context_length = context_length
         self.threshold_tokens = int(context_length * self.threshold_percent)

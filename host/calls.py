@@ -76,20 +76,37 @@ class BuiltinCompressor:
         self._endpoint: dict[str, str] = {}  # never shown: it holds the host's key
         self._compressor: Any = None
 
-    def update(self, model: str, context_length: int, base_url: str = "", api_key: str = "", provider: str = "",
-               api_mode: str = "") -> None:
+    def update(
+        self,
+        model: str,
+        context_length: int,
+        base_url: str = "",
+        api_key: str = "",
+        provider: str = "",
+        api_mode: str = "",
+    ) -> None:
         """What the host's update_model said: the compressor is built again for it when next needed."""
         self.model, self.context_length = model, context_length
-        self._endpoint = {"base_url": base_url or "", "api_key": api_key or "", "provider": provider or "",
-                          "api_mode": api_mode or ""}
+        self._endpoint = {
+            "base_url": base_url or "",
+            "api_key": api_key or "",
+            "provider": provider or "",
+            "api_mode": api_mode or "",
+        }
         self._compressor = None
 
     @staticmethod
     def usable(routes: Sequence[Any]) -> bool:
         """Inside a running host, with summaries going to its auxiliary LLM first."""
-        return "run_agent" in sys.modules and bool(routes) and str(routes[0].name).startswith("auxiliary")
+        return (
+            "run_agent" in sys.modules
+            and bool(routes)
+            and str(routes[0].name).startswith("auxiliary")
+        )
 
-    def __call__(self, messages: list[dict[str, Any]], budget: Any, focus: str | None) -> list[dict[str, Any]] | None:
+    def __call__(
+        self, messages: list[dict[str, Any]], budget: Any, focus: str | None
+    ) -> list[dict[str, Any]] | None:
         if self._compressor is None:
             try:
                 from agent.context_compressor import ContextCompressor
@@ -97,8 +114,13 @@ class BuiltinCompressor:
                 return None
             window = self.context_length or budget.total * 4
             self._compressor = ContextCompressor(
-                model=self.model, threshold_percent=max(0.05, min(0.95, budget.goal / window)),
-                protect_first_n=1, protect_last_n=2, quiet_mode=True, config_context_length=window,
-                **self._endpoint)
+                model=self.model,
+                threshold_percent=max(0.05, min(0.95, budget.goal / window)),
+                protect_first_n=1,
+                protect_last_n=2,
+                quiet_mode=True,
+                config_context_length=window,
+                **self._endpoint,
+            )
         result = self._compressor.compress(messages, focus_topic=focus)
         return list(result) if isinstance(result, list) else None

@@ -69,8 +69,11 @@ def import_name(dist: str) -> str:
 
 def missing_dependencies(root: Path = ROOT) -> list[str]:
     """The runtime dependencies this interpreter cannot import (distribution names)."""
-    return [d for d in (dist_name(r) for r in runtime_dependencies(root))
-            if importlib.util.find_spec(import_name(d)) is None]
+    return [
+        d
+        for d in (dist_name(r) for r in runtime_dependencies(root))
+        if importlib.util.find_spec(import_name(d)) is None
+    ]
 
 
 def dependency_table(root: Path = ROOT) -> str:
@@ -85,7 +88,11 @@ def dependency_table(root: Path = ROOT) -> str:
 def host_engines() -> list[str]:
     """The context engines this interpreter's Hermes can select (its bundled ones and ours)."""
     names = {"compressor"}
-    spec = importlib.util.find_spec("plugins.context_engine") if importlib.util.find_spec("plugins") else None
+    spec = (
+        importlib.util.find_spec("plugins.context_engine")
+        if importlib.util.find_spec("plugins")
+        else None
+    )
     for location in (spec.submodule_search_locations or []) if spec else []:
         names.update(p.name for p in Path(location).iterdir() if (p / "__init__.py").is_file())
     return sorted(names)
@@ -94,7 +101,11 @@ def host_engines() -> list[str]:
 def _load_like_the_host(plugin_dir: Path | None) -> str:
     """Import the plugin the way Hermes does (its entry point wins over a plugin directory), then
     the modules its ``register`` imports. Returns the route taken; raises what the host would hit."""
-    eps = [ep for ep in importlib.metadata.entry_points(group="hermes_agent.plugins") if ep.name == PLUGIN]
+    eps = [
+        ep
+        for ep in importlib.metadata.entry_points(group="hermes_agent.plugins")
+        if ep.name == PLUGIN
+    ]
     if eps:
         module = eps[0].load()
         route = f"pip install ({eps[0].value})"
@@ -105,15 +116,18 @@ def _load_like_the_host(plugin_dir: Path | None) -> str:
             namespace.__path__ = []
             sys.modules[parent] = namespace
         name = f"{parent}.hermes_lcm"
-        spec = importlib.util.spec_from_file_location(name, plugin_dir / "__init__.py",
-                                                      submodule_search_locations=[str(plugin_dir)])
+        spec = importlib.util.spec_from_file_location(
+            name, plugin_dir / "__init__.py", submodule_search_locations=[str(plugin_dir)]
+        )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
         route = f"plugin directory ({plugin_dir})"
     else:
-        where = f"linked at {plugin_dir}" if plugin_dir is not None else "linked into the Hermes home"
+        where = (
+            f"linked at {plugin_dir}" if plugin_dir is not None else "linked into the Hermes home"
+        )
         raise ImportError(f"{PLUGIN} is neither pip-installed in this Python nor {where}")
     for sub in ("engine", "host.hooks", "tools"):
         importlib.import_module(f"{module.__name__}.{sub}")
@@ -122,8 +136,15 @@ def _load_like_the_host(plugin_dir: Path | None) -> str:
 
 def probe(plugin_dir: Path | None) -> dict[str, Any]:
     """What the running interpreter makes of hermes-lcm (run inside the interpreter under test)."""
-    report: dict[str, Any] = {"python": sys.executable, "version": ".".join(map(str, sys.version_info[:3])),
-                              "ok": False, "route": None, "reason": None, "missing": [], "engines": []}
+    report: dict[str, Any] = {
+        "python": sys.executable,
+        "version": ".".join(map(str, sys.version_info[:3])),
+        "ok": False,
+        "route": None,
+        "reason": None,
+        "missing": [],
+        "engines": [],
+    }
     if sys.version_info < (3, 11):  # noqa: UP036 - this runs in Hermes' interpreter, whatever its version
         report["reason"] = f"Python {report['version']} is too old: hermes-lcm needs 3.11 or newer"
         return report
@@ -173,14 +194,27 @@ def check_python(python: str, plugin_dir: Path | None, *, timeout: float = 120) 
         argv += ["--plugin-dir", str(plugin_dir)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd="/")
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=env, cwd="/"
+        )
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"python": python, "ok": False, "reason": f"cannot run {python}: {exc}", "missing": [], "engines": []}
+        return {
+            "python": python,
+            "ok": False,
+            "reason": f"cannot run {python}: {exc}",
+            "missing": [],
+            "engines": [],
+        }
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"python": python, "ok": False, "reason": f"{python} could not run the check: {tail}",
-                "missing": [], "engines": []}
+        return {
+            "python": python,
+            "ok": False,
+            "reason": f"{python} could not run the check: {tail}",
+            "missing": [],
+            "engines": [],
+        }
     return dict(json.loads(lines[-1]))
 
 
@@ -208,18 +242,26 @@ def config_problems(home: Path, engines: list[str] | None = None) -> list[str]:
     if PLUGIN in (plugins.get("disabled") or []):
         problems.append(f"plugins.disabled lists {PLUGIN}: remove it there")
     if PLUGIN not in (plugins.get("enabled") or []):
-        problems.append(f"plugins.enabled does not include {PLUGIN}: Hermes loads no plugin it does not list")
+        problems.append(
+            f"plugins.enabled does not include {PLUGIN}: Hermes loads no plugin it does not list"
+        )
     context: dict[str, Any] = config["context"] if isinstance(config.get("context"), dict) else {}
     engine = str(context.get("engine") or "compressor")
     if engine == "compressor":
-        problems.append(f"context.engine is '{engine}' (Hermes' built-in): set context.engine: {ENGINE}")
+        problems.append(
+            f"context.engine is '{engine}' (Hermes' built-in): set context.engine: {ENGINE}"
+        )
     elif engine != ENGINE and engine not in (engines or []):
         near = difflib.get_close_matches(engine, [ENGINE, *(engines or [])], n=1, cutoff=0.5)
         hint = f" (did you mean '{near[0]}'?)" if near else ""
-        problems.append(f"context.engine '{engine}' names no registered engine{hint}: Hermes falls back to its "
-                        f"built-in compressor; hermes-lcm registers '{ENGINE}'")
+        problems.append(
+            f"context.engine '{engine}' names no registered engine{hint}: Hermes falls back to its "
+            f"built-in compressor; hermes-lcm registers '{ENGINE}'"
+        )
     elif engine != ENGINE:
-        problems.append(f"context.engine is '{engine}', another engine: set context.engine: {ENGINE}")
+        problems.append(
+            f"context.engine is '{engine}', another engine: set context.engine: {ENGINE}"
+        )
     return problems
 
 
@@ -230,30 +272,53 @@ def install_report(home: Path, env: dict[str, str] | None = None) -> dict[str, A
     python = host_python(env)
     if python is None:
         if not config.is_file():
-            return {"status": "ok", "detail": f"not checked: no Hermes here (no hermes command on PATH, "
-                                              f"HERMES_PYTHON unset, no {config})"}
-        return {"status": "warn", "detail": "cannot find Hermes' Python (no hermes command on PATH), so nothing "
-                                            "checked that it loads the plugin",
-                "action": "set HERMES_PYTHON to Hermes' interpreter and run lcm doctor again"}
+            return {
+                "status": "ok",
+                "detail": f"not checked: no Hermes here (no hermes command on PATH, "
+                f"HERMES_PYTHON unset, no {config})",
+            }
+        return {
+            "status": "warn",
+            "detail": "cannot find Hermes' Python (no hermes command on PATH), so nothing "
+            "checked that it loads the plugin",
+            "action": "set HERMES_PYTHON to Hermes' interpreter and run lcm doctor again",
+        }
     plugin_dir = home / "plugins" / PLUGIN
     probed = check_python(python, plugin_dir if plugin_dir.exists() else None)
     data = {"python": python, "route": probed.get("route"), "missing": probed.get("missing") or []}
     if not probed.get("ok"):
         installed = plugin_dir.exists() or "neither pip-installed" not in str(probed.get("reason"))
         lacks = f" (it lacks {', '.join(data['missing'])})" if data["missing"] else ""
-        what = "plugin installed but not loaded" if installed else f"hermes-lcm is not installed for {home}"
-        return {"status": "fail", "detail": f"{what}: {probed.get('reason')}{lacks}; Hermes runs its built-in "
-                                            f"compressor and stores nothing",
-                "action": "install the checkout into Hermes' Python (scripts/install.sh does it)",
-                "command": fix_command(python, ROOT if (ROOT / "pyproject.toml").is_file() else Path("hermes-lcm")),
-                "data": data}
+        what = (
+            "plugin installed but not loaded"
+            if installed
+            else f"hermes-lcm is not installed for {home}"
+        )
+        return {
+            "status": "fail",
+            "detail": f"{what}: {probed.get('reason')}{lacks}; Hermes runs its built-in "
+            f"compressor and stores nothing",
+            "action": "install the checkout into Hermes' Python (scripts/install.sh does it)",
+            "command": fix_command(
+                python, ROOT if (ROOT / "pyproject.toml").is_file() else Path("hermes-lcm")
+            ),
+            "data": data,
+        }
     problems = config_problems(home, list(probed.get("engines") or []))
     data["config_problems"] = problems
     if problems:
-        return {"status": "warn", "detail": "; ".join(problems), "action": f"edit {config}, then restart Hermes",
-                "data": data}
-    return {"status": "ok", "detail": f"Hermes' Python {python} loads the plugin ({probed.get('route')}) and "
-                                      f"{config} selects it", "data": data}
+        return {
+            "status": "warn",
+            "detail": "; ".join(problems),
+            "action": f"edit {config}, then restart Hermes",
+            "data": data,
+        }
+    return {
+        "status": "ok",
+        "detail": f"Hermes' Python {python} loads the plugin ({probed.get('route')}) and "
+        f"{config} selects it",
+        "data": data,
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -272,8 +337,10 @@ def main(argv: list[str]) -> int:
         for problem in config_problems(Path(argv[1]), engines):
             print(problem)
         return 0
-    print("usage: host/install.py probe [--plugin-dir DIR] | config HOME [--engines a,b] | requirements",
-          file=sys.stderr)
+    print(
+        "usage: host/install.py probe [--plugin-dir DIR] | config HOME [--engines a,b] | requirements",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -56,13 +56,17 @@ class OverheadMeter:
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         """Measure the system prompt and tool schemas (re-counted only when they change),
         and remember our estimate of the messages so the reported usage can correct it."""
-        system = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") == "system"]
+        system = [
+            m for m in request_messages if isinstance(m, Mapping) and m.get("role") == "system"
+        ]
         key = (sum(len(str(m.get("content"))) for m in system), len(tools or []))
         if key != self._key:
             tools_json = json.dumps(list(tools or []), ensure_ascii=False, default=str)
             self.direct = _estimate(system) + count_tokens(tools_json) + 16
             self._key = key
-        others = [m for m in request_messages if isinstance(m, Mapping) and m.get("role") != "system"]
+        others = [
+            m for m in request_messages if isinstance(m, Mapping) and m.get("role") != "system"
+        ]
         self._pending = self._count(others) if len(others) <= MAX_ESTIMATED_MESSAGES else None
 
     def observe_usage(self, prompt_tokens: int) -> None:
@@ -80,10 +84,14 @@ class OverheadMeter:
             guess = self.direct
         elif current_tokens and current_tokens > 0 and len(messages) <= MAX_ESTIMATED_MESSAGES:
             # Bounded like observe_request: counting a huge list here would cost a compress seconds.
-            return min(max(0, threshold // 2), max(0, current_tokens - self._count(messages)))  # a guess: capped
+            return min(
+                max(0, threshold // 2), max(0, current_tokens - self._count(messages))
+            )  # a guess: capped
         else:
             return int(threshold * DEFAULT_SHARE)
-        return max(0, guess)  # what the host really adds (plan_budget keeps half the threshold for the list)
+        return max(
+            0, guess
+        )  # what the host really adds (plan_budget keeps half the threshold for the list)
 
     def measured(self) -> int | None:
         """The host's overhead as measured (None before its first request)."""
@@ -103,7 +111,9 @@ def smallest_threshold(overhead: int) -> int:
     return -(-tokens // 1000) * 1000
 
 
-def threshold_problem(threshold: int, overhead: int | None, reserve: int, context_length: int) -> str | None:
+def threshold_problem(
+    threshold: int, overhead: int | None, reserve: int, context_length: int
+) -> str | None:
     """Why a threshold cannot work with this host's overhead, and what to set, or None when it can.
 
     Below the overhead plus a turn every request is over the threshold: each turn pays for a
@@ -111,12 +121,17 @@ def threshold_problem(threshold: int, overhead: int | None, reserve: int, contex
     if overhead is None or threshold >= overhead + reserve + TURN_ROOM:
         return None
     smallest = smallest_threshold(overhead)
-    share = f"LCM_CONTEXT_THRESHOLD={-(-smallest * 100 // context_length) / 100:.2f} or " \
-        if 0 < smallest < context_length else ""
-    return (f"the threshold ({threshold:,} tokens) leaves {max(0, threshold - overhead - reserve):,} for the "
-            f"conversation after the host's own {overhead:,} (its system prompt and tool schemas) and the "
-            f"{reserve:,} kept free for the next turn: every turn compacts and the prompt stays over the threshold; "
-            f"set {share}LCM_ABSOLUTE_THRESHOLD_TOKENS={smallest} at least (of a {context_length:,}-token window)")
+    share = (
+        f"LCM_CONTEXT_THRESHOLD={-(-smallest * 100 // context_length) / 100:.2f} or "
+        if 0 < smallest < context_length
+        else ""
+    )
+    return (
+        f"the threshold ({threshold:,} tokens) leaves {max(0, threshold - overhead - reserve):,} for the "
+        f"conversation after the host's own {overhead:,} (its system prompt and tool schemas) and the "
+        f"{reserve:,} kept free for the next turn: every turn compacts and the prompt stays over the threshold; "
+        f"set {share}LCM_ABSOLUTE_THRESHOLD_TOKENS={smallest} at least (of a {context_length:,}-token window)"
+    )
 
 
 class ThresholdWatch:
@@ -128,14 +143,18 @@ class ThresholdWatch:
         self._checked = False
         self._inputs: tuple[int, int, int, int] | None = None
 
-    def observe(self, threshold: int, overhead: int | None, reserve: int, context_length: int) -> bool:
+    def observe(
+        self, threshold: int, overhead: int | None, reserve: int, context_length: int
+    ) -> bool:
         """Re-check; True when the verdict changed (or was reached for the first time)."""
         if overhead is None or (threshold, overhead, reserve, context_length) == self._inputs:
             return False
         self._inputs = (threshold, overhead, reserve, context_length)
         problem = threshold_problem(threshold, overhead, reserve, context_length)
-        self.fine = (f"ok: the threshold ({threshold:,} tokens) leaves {threshold - overhead - reserve:,} for the "
-                     f"conversation after the host's own {overhead:,} and the reserve of {reserve:,}")
+        self.fine = (
+            f"ok: the threshold ({threshold:,} tokens) leaves {threshold - overhead - reserve:,} for the "
+            f"conversation after the host's own {overhead:,} and the reserve of {reserve:,}"
+        )
         changed = not self._checked or (problem is None) != (self.problem is None)
         self.problem, self._checked = problem, True
         return changed

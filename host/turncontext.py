@@ -35,7 +35,9 @@ def context(core: LcmCore, user_message: Any, on_error: Callable[[str], None]) -
 
 def _visible(core: LcmCore) -> Visible | None:
     conversation_id = core.binding.conversation_id
-    return visible_now(core.store, core.dag, conversation_id) if conversation_id is not None else None
+    return (
+        visible_now(core.store, core.dag, conversation_id) if conversation_id is not None else None
+    )
 
 
 def recall_block(core: LcmCore, user_message: Any, shared: bool | None = None) -> str | None:
@@ -45,8 +47,9 @@ def recall_block(core: LcmCore, user_message: Any, shared: bool | None = None) -
     if not config.proactive_recall_enabled or core.binding.mode != MODE_NORMAL:
         return None
     reach = core.reach(config.shared_memory if shared is None else shared)
-    return core.proactive.recall(content_text(user_message), core.binding.conversation_id, reach,
-                                 _visible(core)).block
+    return core.proactive.recall(
+        content_text(user_message), core.binding.conversation_id, reach, _visible(core)
+    ).block
 
 
 def evidence_block(core: LcmCore, user_message: Any) -> str | None:
@@ -57,9 +60,16 @@ def evidence_block(core: LcmCore, user_message: Any) -> str | None:
     text = content_text(user_message)
     recalled = core.proactive.last(text) if config.proactive_recall_enabled else None
     brief = core.preanswer.brief(
-        text, conversation_id=core.binding.conversation_id, reach=core.reach(config.shared_memory),
-        visible=_visible(core), budget_tokens=config.preanswer_evidence_budget_tokens, anchor=time.time(),
-        tz=config.timezone, pool=recalled.pool if recalled is not None else None,
-        exclude=frozenset(h.id for h in recalled.hits if h.kind == "message") if recalled is not None
-        else frozenset())
+        text,
+        conversation_id=core.binding.conversation_id,
+        reach=core.reach(config.shared_memory),
+        visible=_visible(core),
+        budget_tokens=config.preanswer_evidence_budget_tokens,
+        anchor=time.time(),
+        tz=config.timezone,
+        pool=recalled.pool if recalled is not None else None,
+        exclude=frozenset(h.id for h in recalled.hits if h.kind == "message")
+        if recalled is not None
+        else frozenset(),
+    )
     return brief.block

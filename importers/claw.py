@@ -44,7 +44,15 @@ from ..ingest.normalize import dump
 from ..ingest.steps import Normalizer, import_normalizer
 from ..maintenance import doctor as mt
 from ..storage.claw import ReadableCopy, SourceUnreadable, check_source
-from ..store import LCL_TABLES, ClawDatabase, Store, StoreError, detect_source, open_readonly, open_store
+from ..store import (
+    LCL_TABLES,
+    ClawDatabase,
+    Store,
+    StoreError,
+    detect_source,
+    open_readonly,
+    open_store,
+)
 from .claw_jsonl import active_branch, parent_session_id, text_blocks
 from .claw_parts import CORE_PART_TYPES, carry
 from .claw_report import ImportFailure, Report, SourceConversation, SourceMessage, SourceSummary
@@ -57,13 +65,17 @@ LCL_ROLES = {"system", "user", "assistant", "tool"}  # lossless-claw's messages.
 
 
 def default_import_id(kind: str, sources: Sequence[str | Path]) -> str:
-    digest = hashlib.blake2b("\n".join(sorted(str(Path(s).resolve()) for s in sources)).encode(),
-                             digest_size=6).hexdigest()
+    digest = hashlib.blake2b(
+        "\n".join(sorted(str(Path(s).resolve()) for s in sources)).encode(), digest_size=6
+    ).hexdigest()
     return f"{kind}-{digest}"
 
 
 def _fingerprint(import_kind: str, provenance: str) -> str:
-    return "import:" + hashlib.blake2b(f"{import_kind}\x00{provenance}".encode(), digest_size=16).hexdigest()
+    return (
+        "import:"
+        + hashlib.blake2b(f"{import_kind}\x00{provenance}".encode(), digest_size=16).hexdigest()
+    )
 
 
 def _parse_time(value: Any) -> float | None:
@@ -91,7 +103,9 @@ class LosslessClawReader:
         except SourceUnreadable as exc:
             raise ImportFailure(str(exc)) from exc
         if detect_source(path) != "lossless-claw":
-            raise ImportFailure(f"{path} is not a lossless-claw database (needs tables {sorted(LCL_TABLES)})")
+            raise ImportFailure(
+                f"{path} is not a lossless-claw database (needs tables {sorted(LCL_TABLES)})"
+            )
         self.db = ClawDatabase(path)
 
     def read_all(self, include_summaries: bool) -> list[SourceConversation]:
@@ -100,7 +114,9 @@ class LosslessClawReader:
         try:
             return list(self.conversations(include_summaries))
         except StoreError as exc:
-            raise ImportFailure(f"source {self.path} could not be read whole ({exc}); nothing imported") from exc
+            raise ImportFailure(
+                f"source {self.path} could not be read whole ({exc}); nothing imported"
+            ) from exc
 
     def conversations(self, include_summaries: bool) -> Iterator[SourceConversation]:
         rows = self.db.conversations()
@@ -108,8 +124,11 @@ class LosslessClawReader:
         for row in rows:
             cid, session = row["conversation_id"], str(row["session_id"] or "")
             label = row["session_key"] or session or str(cid)
-            conv = SourceConversation(key=f"lossless-claw:{cid}:{label}",
-                                      session_id=f"lossless-claw:{cid}:{session or 'unknown'}", parent_session_id=None)
+            conv = SourceConversation(
+                key=f"lossless-claw:{cid}:{label}",
+                session_id=f"lossless-claw:{cid}:{session or 'unknown'}",
+                parent_session_id=None,
+            )
             conv.messages = list(self._messages(cid, has_parts))
             if include_summaries:
                 conv.summaries = self._summaries(cid)
@@ -125,7 +144,9 @@ class LosslessClawReader:
                 self.report.tally(self.report.parts_reported, types)
             if role not in LCL_ROLES or not isinstance(content, str):
                 self.report.invalid_rows += 1
-                self.report.warn(f"lossless-claw message {mid}: invalid role {role!r} or non-text content; skipped")
+                self.report.warn(
+                    f"lossless-claw message {mid}: invalid role {role!r} or non-text content; skipped"
+                )
                 continue
             if role not in IMPORT_ROLES:
                 self.report.skipped_unsupported += 1
@@ -144,14 +165,20 @@ class LosslessClawReader:
                 # patch, file, subtask, step_*, snapshot, retry, agent: appended to the content
                 extra = carry(message, self.db.other_parts(mid, CORE_PART_TYPES))
                 for kind, n in (+dropped).items():
-                    self.report.warn(f"lossless-claw message {mid}: {n} {kind} part(s) without usable "
-                                     "content (no text, call id or input) not imported")
+                    self.report.warn(
+                        f"lossless-claw message {mid}: {n} {kind} part(s) without usable "
+                        "content (no text, call id or input) not imported"
+                    )
             ts = _parse_time(row["created_at"])
             if ts is None:
-                self.report.warn(f"lossless-claw message {mid}: unreadable created_at {row['created_at']!r}")
+                self.report.warn(
+                    f"lossless-claw message {mid}: unreadable created_at {row['created_at']!r}"
+                )
             yield SourceMessage(f"message:{mid}", message, ts, types - dropped, +dropped, extra)
 
-    def _tool_fields(self, message_id: int, role: str, message: dict[str, Any], tool_parts: int) -> int:
+    def _tool_fields(
+        self, message_id: int, role: str, message: dict[str, Any], tool_parts: int
+    ) -> int:
         """Sets the tool link / calls; returns how many of the message's ``tool`` parts it could not use."""
         parts = self.db.tool_parts(message_id)
         if role == "tool":
@@ -163,17 +190,34 @@ class LosslessClawReader:
             return 0
         calls = []
         for p in parts:
-            if role != "assistant" or p["part_type"] != "tool" or not p["tool_call_id"] or p["tool_input"] is None:
+            if (
+                role != "assistant"
+                or p["part_type"] != "tool"
+                or not p["tool_call_id"]
+                or p["tool_input"] is None
+            ):
                 continue
-            arguments = p["tool_input"] if isinstance(p["tool_input"], str) else json.dumps(p["tool_input"])
+            arguments = (
+                p["tool_input"] if isinstance(p["tool_input"], str) else json.dumps(p["tool_input"])
+            )
             try:
                 json.loads(arguments)
             except ValueError:
-                self.report.warn(f"lossless-claw message {message_id}: tool call {p['tool_call_id']} has "
-                                 "non-JSON input; kept as text")
+                self.report.warn(
+                    f"lossless-claw message {message_id}: tool call {p['tool_call_id']} has "
+                    "non-JSON input; kept as text"
+                )
                 arguments = json.dumps({"raw": arguments})
-            calls.append({"id": str(p["tool_call_id"]), "type": "function",
-                          "function": {"name": str(p["tool_name"] or "unknown_tool"), "arguments": arguments}})
+            calls.append(
+                {
+                    "id": str(p["tool_call_id"]),
+                    "type": "function",
+                    "function": {
+                        "name": str(p["tool_name"] or "unknown_tool"),
+                        "arguments": arguments,
+                    },
+                }
+            )
         if calls:
             message["tool_calls"] = calls
         return tool_parts - len(calls)
@@ -188,9 +232,15 @@ class LosslessClawReader:
                 self.report.summaries["invalid"] += 1
                 self.report.warn(f"lossless-claw summary {sid}: bad kind/content; skipped")
                 continue
-            node = SourceSummary(sid, row["kind"], int(row["depth"] or 0), row["content"],
-                                 int(row["token_count"] or 0), _parse_time(row["earliest_at"]),
-                                 _parse_time(row["latest_at"]))
+            node = SourceSummary(
+                sid,
+                row["kind"],
+                int(row["depth"] or 0),
+                row["content"],
+                int(row["token_count"] or 0),
+                _parse_time(row["earliest_at"]),
+                _parse_time(row["latest_at"]),
+            )
             node.message_ids = [f"message:{m}" for m in self.db.summary_message_ids(sid)]
             # lossless-claw names the summaries a condensed node was made from its "parents".
             node.child_ids = [str(p) for p in self.db.summary_parent_ids(sid)]
@@ -204,7 +254,9 @@ class LosslessClawReader:
 # -- OpenClaw JSONL source -------------------------------------------------------------------------
 
 
-def jsonl_scan(files: Iterable[str | Path], dirs: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+def jsonl_scan(
+    files: Iterable[str | Path], dirs: Iterable[str | Path]
+) -> tuple[list[Path], list[str]]:
     """The session files to read, and the symlinks skipped in the directories.
 
     A file named on the command line is read where it points (the operator chose it); inside a
@@ -238,7 +290,11 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
     """One session file -> one conversation (active branch only)."""
     try:
         # Never through a link: a file swapped for one after the scan is not read.
-        lines = private.read_in(path.parent, path.name, single_link=False).decode("utf-8", "replace").splitlines()
+        lines = (
+            private.read_in(path.parent, path.name, single_link=False)
+            .decode("utf-8", "replace")
+            .splitlines()
+        )
     except OSError as exc:
         report.invalid_rows += 1
         report.warn(f"{path}: unreadable ({exc})")
@@ -269,16 +325,23 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
     parent, problem = parent_session_id(header.get("parentSession"), path)
     if problem:
         report.warn(f"{path.name}: {problem}")
-    conv = SourceConversation(key=f"{prefix}{session}", session_id=f"{prefix}{session}",
-                              parent_session_id=f"{prefix}{parent}" if parent else None)
+    conv = SourceConversation(
+        key=f"{prefix}{session}",
+        session_id=f"{prefix}{session}",
+        parent_session_id=f"{prefix}{parent}" if parent else None,
+    )
     branch, dropped, idless = active_branch(entries)
     if dropped:
-        report.warn(f"{path.name}: {dropped} message entries are on abandoned branches and not imported")
+        report.warn(
+            f"{path.name}: {dropped} message entries are on abandoned branches and not imported"
+        )
     for number, _entry in idless:
         report.scanned += 1
         report.invalid_rows += 1
-        report.warn(f"{path.name}:{number}: message entry without an id in a file whose entries have ids "
-                    "(not on any branch); skipped")
+        report.warn(
+            f"{path.name}:{number}: message entry without an id in a file whose entries have ids "
+            "(not on any branch); skipped"
+        )
     compactions = 0
     for number, entry in branch:
         if entry.get("type") == "compaction":
@@ -295,12 +358,16 @@ def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversatio
                 report.thinking_kept += 1
     if compactions:
         report.compactions_reported += compactions
-        report.warn(f"{path.name}: {compactions} OpenClaw compaction entries (its own summaries) are not imported; "
-                    "the messages they summarized are, and hermes-lcm summarizes them itself")
+        report.warn(
+            f"{path.name}: {compactions} OpenClaw compaction entries (its own summaries) are not imported; "
+            "the messages they summarized are, and hermes-lcm summarizes them itself"
+        )
     return conv
 
 
-def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[str, Any], float | None] | None:
+def _convert(
+    entry: dict[str, Any], report: Report, where: str
+) -> tuple[dict[str, Any], float | None] | None:
     raw = entry.get("message")
     if not isinstance(raw, dict) or not isinstance(raw.get("role"), str):
         report.invalid_rows += 1
@@ -318,18 +385,36 @@ def _convert(entry: dict[str, Any], report: Report, where: str) -> tuple[dict[st
         return {"role": "user", "content": body}, ts
     if role == "assistant":
         message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
-        thinking = [str(b.get("thinking") or "") for b in content or [] if isinstance(b, dict)
-                    and b.get("type") == "thinking" and b.get("thinking")] if isinstance(content, list) else []
-        if thinking:  # kept as the host's reasoning field (stored with the message, not shown as content)
+        thinking = (
+            [
+                str(b.get("thinking") or "")
+                for b in content or []
+                if isinstance(b, dict) and b.get("type") == "thinking" and b.get("thinking")
+            ]
+            if isinstance(content, list)
+            else []
+        )
+        if (
+            thinking
+        ):  # kept as the host's reasoning field (stored with the message, not shown as content)
             message["reasoning_content"] = "\n".join(thinking)
-        calls = [b for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"] \
-            if isinstance(content, list) else []
+        calls = (
+            [b for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+            if isinstance(content, list)
+            else []
+        )
         if calls:
-            message["tool_calls"] = [{"id": str(c.get("id") or ""), "type": "function",
-                                      "function": {"name": str(c.get("name") or "unknown_tool"),
-                                                   "arguments": json.dumps(c.get("arguments") or {},
-                                                                           ensure_ascii=False)}}
-                                     for c in calls]
+            message["tool_calls"] = [
+                {
+                    "id": str(c.get("id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(c.get("name") or "unknown_tool"),
+                        "arguments": json.dumps(c.get("arguments") or {}, ensure_ascii=False),
+                    },
+                }
+                for c in calls
+            ]
         return message, ts
     if role == "toolResult":
         if not raw.get("toolCallId"):
@@ -383,7 +468,9 @@ class Importer:
     def _key(self, conv: SourceConversation) -> str:
         return f"import:{self.report.import_id}:{conv.key}"
 
-    def _existing(self, conv: SourceConversation) -> tuple[int | None, dict[str, int], dict[str, int]]:
+    def _existing(
+        self, conv: SourceConversation
+    ) -> tuple[int | None, dict[str, int], dict[str, int]]:
         if self.store is None:
             return None, {}, {}
         state = self.store.conversation_by_key(self._key(conv))
@@ -423,10 +510,19 @@ class Importer:
         assert self.store is not None
         with self.store.write():
             cid = conversation_id or self.store.ensure_conversation(self._key(conv))
-            self.store.upsert_session(conv.session_id, cid, platform="openclaw",
-                                      parent_session_id=conv.parent_session_id, reason=f"import {r.import_id}")
-            ids, _skipped = self.store.append_imported(cid, conv.session_id, f"import:{r.import_id}",
-                                                       [self._record(fp, m) for fp, m in fresh])
+            self.store.upsert_session(
+                conv.session_id,
+                cid,
+                platform="openclaw",
+                parent_session_id=conv.parent_session_id,
+                reason=f"import {r.import_id}",
+            )
+            ids, _skipped = self.store.append_imported(
+                cid,
+                conv.session_id,
+                f"import:{r.import_id}",
+                [self._record(fp, m) for fp, m in fresh],
+            )
             r.imported += len(ids)
             if new_summaries:
                 self._write_summaries(cid, conv, new_summaries, routes)
@@ -434,15 +530,25 @@ class Importer:
     def _record(self, fp: str, m: SourceMessage) -> MessageIn:
         assert self.normalizer is not None
         record = self.normalizer.normalize(m.message, fingerprint=fp)
-        if m.extra:  # private fields (normalize keeps only public ones): the exact lossless-claw parts
-            fields = {**(json.loads(record.extra) if record.extra else {}), **self.normalizer.scrub(m.extra)}
+        if (
+            m.extra
+        ):  # private fields (normalize keeps only public ones): the exact lossless-claw parts
+            fields = {
+                **(json.loads(record.extra) if record.extra else {}),
+                **self.normalizer.scrub(m.extra),
+            }
             return replace(record, host_ts=m.timestamp, extra=dump(fields))
         return replace(record, host_ts=m.timestamp)
 
     # -- summaries ---------------------------------------------------------------------------------
 
-    def _plan_summaries(self, conv: SourceConversation, known: dict[str, int], fresh: set[str],
-                        routes: dict[str, int]) -> list[SourceSummary]:
+    def _plan_summaries(
+        self,
+        conv: SourceConversation,
+        known: dict[str, int],
+        fresh: set[str],
+        routes: dict[str, int],
+    ) -> list[SourceSummary]:
         """Summaries whose lineage resolves to imported messages, children first."""
         r = self.report
         available = set(known) | fresh
@@ -478,17 +584,29 @@ class Importer:
         r.summaries["would_import"] += len(new)
         return new
 
-    def _write_summaries(self, conversation_id: int, conv: SourceConversation, todo: list[SourceSummary],
-                         routes: dict[str, int]) -> None:
+    def _write_summaries(
+        self,
+        conversation_id: int,
+        conv: SourceConversation,
+        todo: list[SourceSummary],
+        routes: dict[str, int],
+    ) -> None:
         """``todo`` written children first. Reads only what it links: the rows of its leaves, and the
         nodes of earlier runs its condensed summaries name (``routes``: those nodes by route)."""
         assert self.store is not None
         dag = Dag(self.store)
         by_fp = self.store.fingerprint_ids(conversation_id)
-        linked = {by_fp[fp] for s in todo for fp in (_fingerprint(self.kind, m) for m in s.message_ids) if fp in by_fp}
+        linked = {
+            by_fp[fp]
+            for s in todo
+            for fp in (_fingerprint(self.kind, m) for m in s.message_ids)
+            if fp in by_fp
+        }
         rows = {m.id: m for m in self.store.messages_by_ids(sorted(linked))}
         earlier = {c for s in todo for c in s.child_ids} - {s.source_id for s in todo}
-        nodes = {c: dag.node(routes[f"{self.kind}:{c}"]) for c in earlier if f"{self.kind}:{c}" in routes}
+        nodes = {
+            c: dag.node(routes[f"{self.kind}:{c}"]) for c in earlier if f"{self.kind}:{c}" in routes
+        }
         for s in todo:
             new = self._node(conversation_id, conv, s, by_fp, rows, nodes)
             if new is None:
@@ -496,35 +614,66 @@ class Importer:
             nodes[s.source_id] = dag.node(dag.add_node(new))
             self.report.summaries["imported"] += 1
 
-    def _node(self, conversation_id: int, conv: SourceConversation, s: SourceSummary, by_fp: dict[str, int],
-              rows: dict[int, StoredMessage], nodes: dict[str, Any]) -> NewNode | None:
+    def _node(
+        self,
+        conversation_id: int,
+        conv: SourceConversation,
+        s: SourceSummary,
+        by_fp: dict[str, int],
+        rows: dict[int, StoredMessage],
+        nodes: dict[str, Any],
+    ) -> NewNode | None:
         tokens = s.tokens if s.tokens > 0 else count_tokens(s.content)
         content = self.normalizer.scrub(s.content) if self.normalizer is not None else s.content
-        base: dict[str, Any] = {"conversation_id": conversation_id, "session_id": conv.session_id, "content": content,
-                "tokens": tokens, "level": "imported", "route": f"{self.kind}:{s.source_id}"}
+        base: dict[str, Any] = {
+            "conversation_id": conversation_id,
+            "session_id": conv.session_id,
+            "content": content,
+            "tokens": tokens,
+            "level": "imported",
+            "route": f"{self.kind}:{s.source_id}",
+        }
         if s.kind == "leaf":
-            msgs = [rows[by_fp[fp]] for fp in (_fingerprint(self.kind, m) for m in s.message_ids) if fp in by_fp]
+            msgs = [
+                rows[by_fp[fp]]
+                for fp in (_fingerprint(self.kind, m) for m in s.message_ids)
+                if fp in by_fp
+            ]
             if not msgs:
                 return None
-            return NewNode.over_messages(msgs, earliest_at=s.earliest_at or None, latest_at=s.latest_at or None,
-                                         **base)
+            return NewNode.over_messages(
+                msgs, earliest_at=s.earliest_at or None, latest_at=s.latest_at or None, **base
+            )
         children = [nodes[c] for c in s.child_ids if nodes.get(c) is not None]
         if not children:
             return None
-        node = NewNode.over_nodes(children, earliest_at=s.earliest_at or None, latest_at=s.latest_at or None, **base)
+        node = NewNode.over_nodes(
+            children, earliest_at=s.earliest_at or None, latest_at=s.latest_at or None, **base
+        )
         if node.depth != s.depth:
-            self.report.warn(f"{self.kind} summary {s.source_id}: depth {s.depth} recomputed as {node.depth}")
+            self.report.warn(
+                f"{self.kind} summary {s.source_id}: depth {s.depth} recomputed as {node.depth}"
+            )
         return node
 
 
 # -- entry point ------------------------------------------------------------------------------------
 
 
-def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
-               jsonl: Sequence[str | Path] = (), jsonl_dirs: Sequence[str | Path] = (),
-               import_id: str | None = None, include_summaries: bool = False, apply: bool = False,
-               agent: str = "", backup_dir: str = "", redact_patterns: str | None = None,
-               progress: Tick = quiet_tick) -> dict[str, Any]:
+def run_import(
+    *,
+    target_db: str | Path,
+    source_db: str | Path | None = None,
+    jsonl: Sequence[str | Path] = (),
+    jsonl_dirs: Sequence[str | Path] = (),
+    import_id: str | None = None,
+    include_summaries: bool = False,
+    apply: bool = False,
+    agent: str = "",
+    backup_dir: str = "",
+    redact_patterns: str | None = None,
+    progress: Tick = quiet_tick,
+) -> dict[str, Any]:
     """Plan (dry-run) or apply one import; returns the reconciliation report. ``progress``: the
     apply's messages done of the total, after each conversation (all commit in one transaction).
 
@@ -537,13 +686,27 @@ def run_import(*, target_db: str | Path, source_db: str | Path | None = None,
     files, links = jsonl_scan(jsonl, jsonl_dirs) if source_db is None else ([], [])
     sources = [str(Path(source_db).resolve())] if source_db is not None else [str(f) for f in files]
     target = Path(target_db).expanduser().resolve()
-    job = _Job(kind, Path(source_db).expanduser() if source_db is not None else None, files, target,
-               import_id or default_import_id(kind, sources), include_summaries, agent, backup_dir, sources, links,
-               redact_patterns)
+    job = _Job(
+        kind,
+        Path(source_db).expanduser() if source_db is not None else None,
+        files,
+        target,
+        import_id or default_import_id(kind, sources),
+        include_summaries,
+        agent,
+        backup_dir,
+        sources,
+        links,
+        redact_patterns,
+    )
     if apply and target.exists():
         plan = job.run(apply=False)
         if plan["would_import"] == 0 and plan["summaries"]["would_import"] == 0:
-            return {**plan, "dry_run": False, "note": "nothing new to import: target untouched, no backup taken"}
+            return {
+                **plan,
+                "dry_run": False,
+                "note": "nothing new to import: target untouched, no backup taken",
+            }
     return job.run(apply, progress)
 
 
@@ -563,10 +726,14 @@ class _Job:
     redact_patterns: str | None = None
 
     def run(self, apply: bool, progress: Tick = quiet_tick) -> dict[str, Any]:
-        report = Report(self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply)
+        report = Report(
+            self.kind, self.sources, str(self.target), self.import_id, dry_run=not apply
+        )
         report.skipped_symlinks = list(self.links)
         for link in self.links:
-            report.warn(f"{link}: a symlink, skipped (only regular files in a JSONL directory are read)")
+            report.warn(
+                f"{link}: a symlink, skipped (only regular files in a JSONL directory are read)"
+            )
         if self.source_db is None and self.include_summaries:
             report.warn("JSONL sessions carry no summary DAG: --include-summaries ignored")
         started = time.monotonic()
@@ -576,8 +743,9 @@ class _Job:
         importer.store, release = _target_store(self.target, report, apply, self.backup_dir)
         try:
             if importer.store is not None:
-                importer.normalizer = import_normalizer(self.target.parent / "lcm-payloads", importer.store,
-                                                        self.redact_patterns)
+                importer.normalizer = import_normalizer(
+                    self.target.parent / "lcm-payloads", importer.store, self.redact_patterns
+                )
             importer.run(conversations)
         finally:
             if importer.store is not None and importer.store.readonly:
@@ -585,15 +753,20 @@ class _Job:
             release()
         out = report.as_dict()
         # every scanned row lands in exactly one bucket
-        out["balanced"] = report.scanned == (report.eligible + report.skipped_empty + report.skipped_unsupported
-                                             + report.invalid_rows)
+        out["balanced"] = report.scanned == (
+            report.eligible
+            + report.skipped_empty
+            + report.skipped_unsupported
+            + report.invalid_rows
+        )
         out["seconds"] = round(time.monotonic() - started, 3)
         return out
 
-
     def _read_source(self, report: Report) -> list[SourceConversation]:
         if self.source_db is None:
-            return [c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None]
+            return [
+                c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None
+            ]
         reader = LosslessClawReader(self.source_db, report)
         try:
             return reader.read_all(self.include_summaries)
@@ -605,17 +778,23 @@ def _nothing() -> None:
     """No private copy to remove."""
 
 
-def _target_store(target: Path, report: Report, apply: bool, backup_dir: str) -> tuple[Store | None, Any]:
+def _target_store(
+    target: Path, report: Report, apply: bool, backup_dir: str
+) -> tuple[Store | None, Any]:
     """Read-only view for a dry run; for apply, a verified backup first, then the writer."""
     if not target.exists():
         if not apply:
             return None, _nothing
         return open_store(target), _nothing
     if detect_source(target) != "hermes-lcm":
-        raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
+        raise ImportFailure(
+            f"target {target} is not a hermes-lcm database; refusing to write to it"
+        )
     if apply:
         if not os.access(target.parent, os.W_OK):
-            raise ImportFailure(f"target directory {target.parent} is not writable; nothing imported")
+            raise ImportFailure(
+                f"target directory {target.parent} is not writable; nothing imported"
+            )
         try:
             report.backup_path = mt.backup_before_import(target, backup_dir)
         except StoreError as exc:

@@ -25,10 +25,18 @@ def parent_session_id(value: Any, path: Path) -> tuple[str | None, str | None]:
         raw = private.read_in(parent.parent, parent.name, single_link=False)
         first = raw.decode("utf-8", "replace").split("\n", 1)[0]
         head = json.loads(first)
-        if isinstance(head, dict) and head.get("type") == "session" and isinstance(head.get("id"), str) and head["id"]:
+        if (
+            isinstance(head, dict)
+            and head.get("type") == "session"
+            and isinstance(head.get("id"), str)
+            and head["id"]
+        ):
             return str(head["id"]), None
     except (OSError, ValueError):
-        return parent.stem, f"parent transcript {value} unreadable; its file name is used as the session id"
+        return (
+            parent.stem,
+            f"parent transcript {value} unreadable; its file name is used as the session id",
+        )
     return parent.stem, None
 
 
@@ -44,8 +52,13 @@ def active_branch(entries: list[Entry]) -> tuple[list[Entry], int, list[Entry]]:
     with_ids = [(n, e) for n, e in entries if isinstance(e.get("id"), str) and e["id"]]
     if not with_ids:
         return entries, 0, []
-    idless = [(n, e) for n, e in entries if not (isinstance(e.get("id"), str) and e["id"])
-              and e.get("type", "message") == "message" and "message" in e]
+    idless = [
+        (n, e)
+        for n, e in entries
+        if not (isinstance(e.get("id"), str) and e["id"])
+        and e.get("type", "message") == "message"
+        and "message" in e
+    ]
     entries = with_ids
     by_id = {e["id"]: (n, e) for n, e in with_ids}
     path, seen = [], set()
@@ -82,6 +95,8 @@ def text_blocks(content: Any) -> tuple[list[str], list[dict[str, Any]], bool]:
             parts.append({"type": "text", "text": block["text"]})
         elif kind == "image" and isinstance(block.get("data"), str):
             mime = str(block.get("mimeType") or "application/octet-stream")
-            parts.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{block['data']}"}})
+            parts.append(
+                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{block['data']}"}}
+            )
             other = True
     return texts, parts, other

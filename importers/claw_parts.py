@@ -27,7 +27,15 @@ CORE_PART_TYPES = frozenset({"text", "tool", "reasoning"})
 # Where the exact rows go in a message's extra fields; "_" keeps it off the wire.
 EXTRA_KEY = "_lossless_claw_parts"
 # Columns that identify the row rather than describe the part.
-_ROW_KEYS = ("part_id", "message_id", "session_id", "part_type", "ordinal", "metadata", "text_content")
+_ROW_KEYS = (
+    "part_id",
+    "message_id",
+    "session_id",
+    "part_type",
+    "ordinal",
+    "metadata",
+    "text_content",
+)
 # Readable text of a block never repeats bulky inline data (it is in the image part / extra field).
 _BULKY_KEYS = frozenset({"data"})
 
@@ -74,7 +82,11 @@ def readable(row: Mapping[str, Any]) -> str:
     block = raw_block(row)
     kind = str(row.get("part_type") or "agent")
     raw_type = block.get("type")
-    head = f"[lossless-claw {kind} part" + (f" ({raw_type})" if raw_type and raw_type != kind else "") + "]"
+    head = (
+        f"[lossless-claw {kind} part"
+        + (f" ({raw_type})" if raw_type and raw_type != kind else "")
+        + "]"
+    )
     lines = [head]
     text = row.get("text_content")
     if isinstance(text, str) and text.strip():
@@ -82,8 +94,11 @@ def readable(row: Mapping[str, Any]) -> str:
     columns = {k: v for k, v in row.items() if k not in _ROW_KEYS and v is not None and v != ""}
     if columns:
         lines.append(json.dumps(columns, ensure_ascii=False, sort_keys=True, default=str))
-    rest = {k: (f"<{len(v)} chars inline>" if k in _BULKY_KEYS and isinstance(v, str) else v)
-            for k, v in block.items() if k != "type" and not (k == "text" and v == text)}
+    rest = {
+        k: (f"<{len(v)} chars inline>" if k in _BULKY_KEYS and isinstance(v, str) else v)
+        for k, v in block.items()
+        if k != "type" and not (k == "text" and v == text)
+    }
     if rest:
         lines.append(json.dumps(rest, ensure_ascii=False, sort_keys=True, default=str))
     return "\n".join(lines)

@@ -23,7 +23,9 @@ class SourceMessage:
     # lossless-claw parts by type: carried into the message / not (see Report.parts_kept)
     parts_kept: Counter[str] = field(default_factory=Counter)
     parts_dropped: Counter[str] = field(default_factory=Counter)
-    extra: dict[str, Any] | None = None  # private extra fields (claw_parts.EXTRA_KEY), merged after normalizing
+    extra: dict[str, Any] | None = (
+        None  # private extra fields (claw_parts.EXTRA_KEY), merged after normalizing
+    )
 
 
 @dataclass
@@ -73,8 +75,11 @@ class Report:
     # or reported here because they are not (their message skipped, an empty thinking block, ...).
     parts_kept: dict[str, int] = field(default_factory=dict)
     parts_reported: dict[str, int] = field(default_factory=dict)
-    summaries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0))
+    summaries: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("scanned", "eligible", "would_import", "imported", "skipped_existing", "invalid"), 0
+        )
+    )
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, text: str) -> None:

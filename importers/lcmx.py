@@ -43,7 +43,9 @@ from ..store import ForeignDatabase, Store, StoreError, detect_source, open_stor
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: no lock, one engine at a time is the operator's job
+except (
+    ImportError
+):  # pragma: no cover - Windows: no lock, one engine at a time is the operator's job
     fcntl = None  # type: ignore[assignment]
 
 KIND = "lcm-x"
@@ -82,12 +84,18 @@ class Report:
     target: str
     version: int
     dry_run: bool
-    conversations: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0})
-    messages: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0})
-    summaries: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0,
-                                                               "invalid": 0})
-    edges: dict[str, int] = field(default_factory=lambda: {"source": 0, "imported": 0, "dropped": 0,
-                                                           "relinked_by_time": 0})
+    conversations: dict[str, int] = field(
+        default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0}
+    )
+    messages: dict[str, int] = field(
+        default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0}
+    )
+    summaries: dict[str, int] = field(
+        default_factory=lambda: {"source": 0, "imported": 0, "skipped_existing": 0, "invalid": 0}
+    )
+    edges: dict[str, int] = field(
+        default_factory=lambda: {"source": 0, "imported": 0, "dropped": 0, "relinked_by_time": 0}
+    )
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, text: str) -> None:
@@ -108,8 +116,13 @@ class Report:
         out = dict(self.__dict__)
         done = "imported"
         out["balanced"] = all(
-            part["source"] == part[done] + part.get("skipped_existing", 0) + part.get("invalid", 0)
-            + part.get("dropped", 0) for part in (self.conversations, self.messages, self.summaries, self.edges))
+            part["source"]
+            == part[done]
+            + part.get("skipped_existing", 0)
+            + part.get("invalid", 0)
+            + part.get("dropped", 0)
+            for part in (self.conversations, self.messages, self.summaries, self.edges)
+        )
         return out
 
 
@@ -130,9 +143,15 @@ def read_source(db: x.LcmxDatabase, report: Report) -> list[Conversation]:
     by_session: dict[str, str] = {}
     lifecycle: dict[str, dict[str, Any]] = {}
     for row in db.lifecycle():
-        sids = [str(s) for s in (row.get("last_finalized_session_id"), row.get("current_session_id")) if s]
+        sids = [
+            str(s)
+            for s in (row.get("last_finalized_session_id"), row.get("current_session_id"))
+            if s
+        ]
         conv_id = str(row["conversation_id"])
-        key = conversation_key(conv_id, conv_id) if conv_id in sids else conversation_key(conv_id, "")
+        key = (
+            conversation_key(conv_id, conv_id) if conv_id in sids else conversation_key(conv_id, "")
+        )
         lifecycle.setdefault(key, row)
         for sid in sids:
             by_session.setdefault(sid, key)
@@ -155,7 +174,9 @@ def read_source(db: x.LcmxDatabase, report: Report) -> list[Conversation]:
         if owner_key is None:
             report.summaries["invalid"] += 1
             report.edges["dropped"] += len(set(node["source_ids"]))
-            report.warn(f"lcm-x node {node['node_id']}: session {node['session_id']} has no messages; skipped")
+            report.warn(
+                f"lcm-x node {node['node_id']}: session {node['session_id']} has no messages; skipped"
+            )
             continue
         convs[owner_key].nodes.append(node)
     report.conversations["source"] = len(convs)
@@ -213,25 +234,45 @@ class Writer:
             key = conv.key
             if self.store.conversation_by_key(key) is not None:
                 key = f"import:{KIND}:{conv.key}"
-                r.warn(f"conversation {conv.key!r} already exists in the target: imported as {key!r}")
+                r.warn(
+                    f"conversation {conv.key!r} already exists in the target: imported as {key!r}"
+                )
             cid = self.store.ensure_conversation(key, conv.owner)
             self._sessions(cid, conv)
             ids = self._messages(db, cid, conv)
             nodes = self._nodes(cid, conv, ids)
             self._context(cid, conv, ids, nodes)
             pinned = [ids[m["store_id"]].id for m in conv.messages if m.get("pinned")]
-            x.put_meta(db, MARK + conv.key, {"conversation_id": cid, "source": self.source, "version": r.version,
-                                             "messages": len(ids), "summaries": len(nodes), "pinned": pinned,
-                                             "lifecycle": conv.lifecycle})
+            x.put_meta(
+                db,
+                MARK + conv.key,
+                {
+                    "conversation_id": cid,
+                    "source": self.source,
+                    "version": r.version,
+                    "messages": len(ids),
+                    "summaries": len(nodes),
+                    "pinned": pinned,
+                    "lifecycle": conv.lifecycle,
+                },
+            )
             r.conversations["imported"] += 1
 
     def _sessions(self, cid: int, conv: Conversation) -> None:
         life = conv.lifecycle or {}
-        parent = {str(life["current_session_id"]): str(life["last_finalized_session_id"])} \
-            if life.get("current_session_id") and life.get("last_finalized_session_id") else {}
+        parent = (
+            {str(life["current_session_id"]): str(life["last_finalized_session_id"])}
+            if life.get("current_session_id") and life.get("last_finalized_session_id")
+            else {}
+        )
         for sid in conv.sessions:
-            self.store.upsert_session(sid, cid, platform=conv.platforms.get(sid, ""), parent_session_id=parent.get(sid),
-                                      reason="new" if sid in parent else f"import {KIND}")
+            self.store.upsert_session(
+                sid,
+                cid,
+                platform=conv.platforms.get(sid, ""),
+                parent_session_id=parent.get(sid),
+                reason="new" if sid in parent else f"import {KIND}",
+            )
 
     def _messages(self, db: object, cid: int, conv: Conversation) -> dict[int, StoredMessage]:
         """Rows appended in store order, one batch per run of a session; store_id -> our row."""
@@ -243,7 +284,10 @@ class Writer:
             runs[-1][2].append(m)
         out: dict[int, StoredMessage] = {}
         for sid, src, rows in runs:
-            records = [replace(self.normalizer.normalize(host_message(m)), host_ts=host_time(m)) for m in rows]
+            records = [
+                replace(self.normalizer.normalize(host_message(m)), host_ts=host_time(m))
+                for m in rows
+            ]
             new = x.append_rows(db, cid, sid, src, records)
             stored = {s.id: s for s in self.store.messages_by_ids(new)}
             out.update({int(m["store_id"]): stored[i] for m, i in zip(rows, new, strict=True)})
@@ -269,7 +313,9 @@ class Writer:
                 if made is None:
                     r.summaries["invalid"] += 1
                     r.edges["dropped"] += len(sources)
-                    r.warn(f"lcm-x node {nid}: none of its sources {sources[:5]} were imported; skipped")
+                    r.warn(
+                        f"lcm-x node {nid}: none of its sources {sources[:5]} were imported; skipped"
+                    )
                     continue
                 done[nid] = dag.node(dag.add_node(made))
                 r.summaries["imported"] += 1
@@ -288,30 +334,48 @@ class Writer:
                 break
         return done
 
-    def _node(self, cid: int, n: dict[str, Any], sources: list[int], ids: dict[int, StoredMessage],
-              done: dict[int, Any]) -> NewNode | None:
+    def _node(
+        self,
+        cid: int,
+        n: dict[str, Any],
+        sources: list[int],
+        ids: dict[int, StoredMessage],
+        done: dict[int, Any],
+    ) -> NewNode | None:
         text = self.normalizer.scrub(str(n["summary"] or ""))
-        base: dict[str, Any] = {"conversation_id": cid, "session_id": str(n["session_id"]), "content": text,
-                                "tokens": int(n.get("token_count") or 0) or count_tokens(text),
-                                "level": "imported", "route": f"{KIND}:{n['node_id']}"}
+        base: dict[str, Any] = {
+            "conversation_id": cid,
+            "session_id": str(n["session_id"]),
+            "content": text,
+            "tokens": int(n.get("token_count") or 0) or count_tokens(text),
+            "level": "imported",
+            "route": f"{KIND}:{n['node_id']}",
+        }
         # what LCM-X recorded wins; what it left out follows from the sources
-        given: dict[str, Any] = {"earliest_at": _time(n.get("earliest_at")), "latest_at": _time(n.get("latest_at")),
-                                 "source_tokens": int(n.get("source_token_count") or 0) or None}
+        given: dict[str, Any] = {
+            "earliest_at": _time(n.get("earliest_at")),
+            "latest_at": _time(n.get("latest_at")),
+            "source_tokens": int(n.get("source_token_count") or 0) or None,
+        }
         if n["source_type"] != "nodes":
             msgs = [ids[s] for s in sources if s in ids]
             if not msgs:
                 return None
             if int(n["depth"] or 0) != 0:
-                self.report.warn(f"lcm-x node {n['node_id']}: depth {n['depth']} over messages stored as 0")
+                self.report.warn(
+                    f"lcm-x node {n['node_id']}: depth {n['depth']} over messages stored as 0"
+                )
             return NewNode.over_messages(msgs, **given, **base)
         kids = [done[s] for s in sources if s in done]
         if not kids:
             return None
-        return NewNode.over_nodes(kids, depth=max(int(n["depth"] or 0), max(k.depth for k in kids) + 1), **given,
-                                  **base)
+        return NewNode.over_nodes(
+            kids, depth=max(int(n["depth"] or 0), max(k.depth for k in kids) + 1), **given, **base
+        )
 
-    def _orphan(self, cid: int, n: dict[str, Any], conv: Conversation,
-                ids: dict[int, StoredMessage]) -> NewNode | None:
+    def _orphan(
+        self, cid: int, n: dict[str, Any], conv: Conversation, ids: dict[int, StoredMessage]
+    ) -> NewNode | None:
         """A condensed node whose child nodes are gone: LCM-X's ``/new`` deletes a session's nodes
         below ``new_session_retain_depth`` (2 by default) and keeps the higher ones, their
         ``source_ids`` then naming deleted nodes. Dropping such a node would lose the only summary
@@ -321,25 +385,48 @@ class Writer:
         lo, hi = n.get("earliest_at"), n.get("latest_at")
         if not isinstance(lo, int | float) or not isinstance(hi, int | float):
             return None
-        rows = [m for m in conv.messages if m["session_id"] == n["session_id"] and m["store_id"] in ids
-                and isinstance(m.get("timestamp"), int | float) and lo <= m["timestamp"] <= hi]
+        rows = [
+            m
+            for m in conv.messages
+            if m["session_id"] == n["session_id"]
+            and m["store_id"] in ids
+            and isinstance(m.get("timestamp"), int | float)
+            and lo <= m["timestamp"] <= hi
+        ]
         if not rows:
             return None
-        self.report.warn(f"lcm-x node {n['node_id']} (depth {n['depth']}): its child nodes were deleted by "
-                         f"LCM-X; linked to the {len(rows)} rows of its session by its time range")
-        return self._node(cid, {**n, "source_type": "messages", "depth": 0}, [int(m["store_id"]) for m in rows],
-                          ids, {})
+        self.report.warn(
+            f"lcm-x node {n['node_id']} (depth {n['depth']}): its child nodes were deleted by "
+            f"LCM-X; linked to the {len(rows)} rows of its session by its time range"
+        )
+        return self._node(
+            cid,
+            {**n, "source_type": "messages", "depth": 0},
+            [int(m["store_id"]) for m in rows],
+            ids,
+            {},
+        )
 
-    def _context(self, cid: int, conv: Conversation, ids: dict[int, StoredMessage], nodes: dict[int, Any]) -> None:
+    def _context(
+        self, cid: int, conv: Conversation, ids: dict[int, StoredMessage], nodes: dict[int, Any]
+    ) -> None:
         """What LCM-X's prompt showed: its top nodes, and the raw rows after the frontier (the newest
         of LCM-X's lifecycle frontiers and the last summarized row)."""
         if not nodes:
             return
         children = {s for n in conv.nodes if n["source_type"] == "nodes" for s in n["source_ids"]}
-        roots = sorted((n for nid, n in nodes.items() if nid not in children), key=lambda n: (n.first_seq, n.id))
+        roots = sorted(
+            (n for nid, n in nodes.items() if nid not in children),
+            key=lambda n: (n.first_seq, n.id),
+        )
         life = conv.lifecycle or {}
-        marks = [int(life.get(k) or 0) for k in ("current_frontier_store_id", "last_finalized_frontier_store_id")]
-        frontier = max([ids[s].seq for s in ids if s <= max(marks)] + [max(n.last_seq for n in roots)])
+        marks = [
+            int(life.get(k) or 0)
+            for k in ("current_frontier_store_id", "last_finalized_frontier_store_id")
+        ]
+        frontier = max(
+            [ids[s].seq for s in ids if s <= max(marks)] + [max(n.last_seq for n in roots)]
+        )
         self.store.publish_context(cid, [n.id for n in roots], frontier)
 
 
@@ -350,9 +437,15 @@ def _time(value: Any) -> float | None:
 # -- the import: dry run, apply, verify ---------------------------------------------------------------
 
 
-def run_import(source_db: str | Path, target_db: str | Path | None = None, *, apply: bool = False,
-               backup_dir: str = "", redact_patterns: str | None = None,
-               progress: Tick = quiet_tick) -> dict[str, Any]:
+def run_import(
+    source_db: str | Path,
+    target_db: str | Path | None = None,
+    *,
+    apply: bool = False,
+    backup_dir: str = "",
+    redact_patterns: str | None = None,
+    progress: Tick = quiet_tick,
+) -> dict[str, Any]:
     """Plan (dry run, the default) or apply the import of ``source_db`` into ``target_db``;
     ``progress(messages_done, messages_total)`` after each conversation (each commits whole).
 
@@ -369,13 +462,17 @@ def run_import(source_db: str | Path, target_db: str | Path | None = None, *, ap
     if target == source:
         if not apply:
             out = plan(source, target)
-            out["note"] = f"dry run: `{command_for(source)}` upgrades it in place (the original kept beside it)"
+            out["note"] = (
+                f"dry run: `{command_for(source)}` upgrades it in place (the original kept beside it)"
+            )
             return out
         return upgrade_in_place(source, redact_patterns, progress)
     if not apply:
         return plan(source, target)
     if target.exists() and detect_source(target) != "hermes-lcm":
-        raise ImportFailure(f"target {target} is not a hermes-lcm database; refusing to write to it")
+        raise ImportFailure(
+            f"target {target} is not a hermes-lcm database; refusing to write to it"
+        )
     backup = mt.backup_before_import(target, backup_dir) if target.exists() else None
     out = build(source, target, redact_patterns=redact_patterns, progress=progress)
     out["backup_path"] = backup
@@ -397,12 +494,20 @@ def plan(source: Path, target: Path) -> dict[str, Any]:
     for c in convs:
         report.whole(c, "skipped_existing" if c.key in done else "imported")
     out = report.as_dict()
-    out["would_import"] = {k: report.__dict__[k]["imported"] for k in ("conversations", "messages", "summaries")}
+    out["would_import"] = {
+        k: report.__dict__[k]["imported"] for k in ("conversations", "messages", "summaries")
+    }
     return out
 
 
-def build(source: Path, target: Path, label: Path | None = None, private: bool = False,
-          redact_patterns: str | None = None, progress: Tick = quiet_tick) -> dict[str, Any]:
+def build(
+    source: Path,
+    target: Path,
+    label: Path | None = None,
+    private: bool = False,
+    redact_patterns: str | None = None,
+    progress: Tick = quiet_tick,
+) -> dict[str, Any]:
     """Apply: every conversation of ``source`` into ``target`` (created when missing), then verify.
     ``redact_patterns``: redaction is on (LCM_SENSITIVE_PATTERNS), applied to all that is written.
     ``label``: the file named as the source in the report and marks (the original, not a snapshot);
@@ -417,8 +522,12 @@ def build(source: Path, target: Path, label: Path | None = None, private: bool =
         db.close()
     store: Store = x.private_store(target) if private else open_store(target)
     try:
-        writer = Writer(store, import_normalizer(target.parent / "lcm-payloads", store, redact_patterns), report,
-                        report.source)
+        writer = Writer(
+            store,
+            import_normalizer(target.parent / "lcm-payloads", store, redact_patterns),
+            report,
+            report.source,
+        )
         done, total = 0, sum(len(c.messages) for c in convs)
         for conv in convs:
             writer.conversation(conv)
@@ -448,13 +557,22 @@ def verify(store: Store, convs: list[Conversation], counts: dict[str, int]) -> d
             problems.append(f"{conv.key}: {len(rows)} messages, LCM-X has {len(conv.messages)}")
             continue
         for src, ours in zip(conv.messages, rows, strict=False):
-            if (src["role"], src.get("tool_call_id") or None, bool(src.get("tool_calls"))) != \
-                    (ours.role, ours.tool_call_id, bool(ours.tool_calls)):
-                problems.append(f"{conv.key}: LCM-X store_id {src['store_id']} does not match row {ours.id}")
+            if (src["role"], src.get("tool_call_id") or None, bool(src.get("tool_calls"))) != (
+                ours.role,
+                ours.tool_call_id,
+                bool(ours.tool_calls),
+            ):
+                problems.append(
+                    f"{conv.key}: LCM-X store_id {src['store_id']} does not match row {ours.id}"
+                )
                 break
     lineage = {k: v for k, v in Dag(store).lineage_problems().items() if v.get("count")}
-    out = {"ok": not problems and not lineage, "problems": problems[:20], "lineage_problems": lineage,
-           "source_counts": counts}
+    out = {
+        "ok": not problems and not lineage,
+        "problems": problems[:20],
+        "lineage_problems": lineage,
+        "source_counts": counts,
+    }
     return out
 
 
@@ -472,8 +590,9 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + ".lcm-x-backup")
 
 
-def upgrade_in_place(path: str | Path, redact_patterns: str | None = None,
-                     progress: Tick = quiet_tick) -> dict[str, Any]:
+def upgrade_in_place(
+    path: str | Path, redact_patterns: str | None = None, progress: Tick = quiet_tick
+) -> dict[str, Any]:
     """Replace the LCM-X database at ``path`` by a hermes-lcm one built from it.
 
     Crash safety, step by step: the new database is built at ``<db>.migrating`` from a snapshot
@@ -485,7 +604,11 @@ def upgrade_in_place(path: str | Path, redact_patterns: str | None = None,
     """
     path = Path(path).expanduser().resolve()
     version = x.check_version(path)
-    backup, building, snap = backup_path(path), _sibling(path, ".migrating"), _sibling(path, ".lcm-x-snapshot")
+    backup, building, snap = (
+        backup_path(path),
+        _sibling(path, ".migrating"),
+        _sibling(path, ".lcm-x-snapshot"),
+    )
     if backup.exists() and not _same(backup, path):
         backup = _sibling(path, f".lcm-x-backup.{int(time.time())}")
     source = backup if backup.exists() else path
@@ -495,12 +618,21 @@ def upgrade_in_place(path: str | Path, redact_patterns: str | None = None,
         _step("snapshot")
         x.snapshot(source, snap)
         _step("build")
-        out = build(snap, building, label=path, private=True, redact_patterns=redact_patterns, progress=progress)
+        out = build(
+            snap,
+            building,
+            label=path,
+            private=True,
+            redact_patterns=redact_patterns,
+            progress=progress,
+        )
         _step("verify")
         problems = _reconciled(out)
         if problems:  # the except below removes the new file and the snapshot
-            raise ImportFailure(f"the upgrade of {path} did not verify ({'; '.join(problems)}); "
-                                "the LCM-X file is untouched")
+            raise ImportFailure(
+                f"the upgrade of {path} did not verify ({'; '.join(problems)}); "
+                "the LCM-X file is untouched"
+            )
         x.seal(building)
         _fsync(building)
         _step("backup")
@@ -517,7 +649,9 @@ def upgrade_in_place(path: str | Path, redact_patterns: str | None = None,
     os.replace(building, path)
     _fsync(path.parent)
     _remove_db(snap)
-    out.update(source=str(path), target=str(path), backup=str(backup), lcmx_version=version, upgraded=True)
+    out.update(
+        source=str(path), target=str(path), backup=str(backup), lcmx_version=version, upgraded=True
+    )
     return out
 
 
@@ -528,7 +662,9 @@ def _reconciled(out: dict[str, Any]) -> list[str]:
     if not out["balanced"]:
         problems.append("counts do not reconcile")
     if out["messages"]["imported"] != out["verify"]["source_counts"]["messages"]:
-        problems.append(f"{out['messages']['imported']} of {out['verify']['source_counts']['messages']} messages")
+        problems.append(
+            f"{out['messages']['imported']} of {out['verify']['source_counts']['messages']} messages"
+        )
     return problems
 
 
@@ -577,7 +713,9 @@ def _fsync(path: Path) -> None:
 # -- at engine start ----------------------------------------------------------------------------------
 
 
-def prepare(path: Path | str, migrate_on_start: bool, redact_patterns: str | None = None) -> dict[str, Any] | None:
+def prepare(
+    path: Path | str, migrate_on_start: bool, redact_patterns: str | None = None
+) -> dict[str, Any] | None:
     """Before the engine opens ``path``: upgrade an LCM-X database found there (or, when
     ``LCM_MIGRATE_ON_START=0``, refuse it naming the command). None: nothing to do (a
     ``postgresql://`` URL is never an LCM-X file; ``lcm migrate-to-postgres`` moves one there).
@@ -587,9 +725,11 @@ def prepare(path: Path | str, migrate_on_start: bool, redact_patterns: str | Non
     if isinstance(path, str) or str(path) == ":memory:" or x.lcmx_version(path) is None:
         return None
     if not migrate_on_start:
-        raise ForeignDatabase(f"{path} is an LCM-X database and LCM_MIGRATE_ON_START=0: upgrade it with "
-                              f"`{command_for(path)}` (dry run without --apply; the original is kept as "
-                              f"{backup_path(path).name}), or set LCM_MIGRATE_ON_START=1")
+        raise ForeignDatabase(
+            f"{path} is an LCM-X database and LCM_MIGRATE_ON_START=0: upgrade it with "
+            f"`{command_for(path)}` (dry run without --apply; the original is kept as "
+            f"{backup_path(path).name}), or set LCM_MIGRATE_ON_START=1"
+        )
     with _exclusive(_sibling(Path(path), ".lcm-x-lock")):
         if x.lcmx_version(path) is None:
             return None

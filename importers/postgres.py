@@ -54,16 +54,20 @@ def open_source(path: str | Path) -> Store:
         raise MigrateError(f"{where} is not a file")
     kind = detect_source(where)
     if kind == "lossless-claw":
-        raise MigrateError(f"{where} is a lossless-claw database: import it into a hermes-lcm file first "
-                           f"(scripts/import_lossless_claw.py --source-db {where} --apply), then migrate that file")
+        raise MigrateError(
+            f"{where} is a lossless-claw database: import it into a hermes-lcm file first "
+            f"(scripts/import_lossless_claw.py --source-db {where} --apply), then migrate that file"
+        )
     try:
         return open_readonly(where)
     except ForeignDatabase as exc:
         from .lcmx import command_for, is_lcmx
 
         if is_lcmx(where):
-            raise MigrateError(f"{where} is an LCM-X database: upgrade it first with `{command_for(where)}`, "
-                               "then migrate it") from exc
+            raise MigrateError(
+                f"{where} is an LCM-X database: upgrade it first with `{command_for(where)}`, "
+                "then migrate it"
+            ) from exc
         raise MigrateError(str(exc)) from exc
     except (NewerSchema, StoreError) as exc:
         raise MigrateError(str(exc)) from exc
@@ -82,12 +86,22 @@ def plan(source_db: str | Path, url: str) -> dict[str, Any]:
         secrets = sorted(k for k in copy.source_meta(source) if k.startswith("secret:"))
         state = copy.probe(url)
         payloads = Path(source_db).expanduser().parent / "lcm-payloads"
-        return {"apply": False, "source": str(source_db), "target": redacted(url), "target_state": state.state,
-                "target_detail": state.detail or None, "would_copy": counts, "secrets": secrets,
-                "not_copied": copy.optional_counts(source), "bytes": Path(source_db).expanduser().stat().st_size,
-                "payload_files": sum(1 for p in payloads.rglob("*") if p.is_file()) if payloads.is_dir() else 0,
-                "can_apply": _refusal(state, _source_id(source_db)) is None,
-                "refusal": _refusal(state, _source_id(source_db))}
+        return {
+            "apply": False,
+            "source": str(source_db),
+            "target": redacted(url),
+            "target_state": state.state,
+            "target_detail": state.detail or None,
+            "would_copy": counts,
+            "secrets": secrets,
+            "not_copied": copy.optional_counts(source),
+            "bytes": Path(source_db).expanduser().stat().st_size,
+            "payload_files": sum(1 for p in payloads.rglob("*") if p.is_file())
+            if payloads.is_dir()
+            else 0,
+            "can_apply": _refusal(state, _source_id(source_db)) is None,
+            "refusal": _refusal(state, _source_id(source_db)),
+        }
     finally:
         source.close()
 
@@ -102,8 +116,13 @@ def _refusal(state: Any, source_id: str) -> str | None:
     return None
 
 
-def apply(source_db: str | Path, url: str, batch: int = DEFAULT_BATCH, tick: Tick = quiet_tick,
-          note: Callable[[str], None] | None = None) -> dict[str, Any]:
+def apply(
+    source_db: str | Path,
+    url: str,
+    batch: int = DEFAULT_BATCH,
+    tick: Tick = quiet_tick,
+    note: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Copy everything (resumable), then the payload files, then :func:`verify`."""
     copy = _copy()
     source_id = _source_id(source_db)
@@ -135,11 +154,20 @@ def apply(source_db: str | Path, url: str, batch: int = DEFAULT_BATCH, tick: Tic
             copy.write_meta(target, {copy.DONE_KEY: "1"})
         payloads = copy_payloads(Path(source_db), url)
         if note:
-            note(f"copied {sum(copied.values())} rows; payload files: {payloads['copied']} copied to "
-                 f"{payloads['directory']}")
-        return {"apply": True, "source": str(source_db), "target": redacted(url), "copied": copied,
-                "resumed": state.state == "partial", "payloads": payloads,
-                "not_copied": copy.optional_counts(source), "verify": verify_stores(source, target)}
+            note(
+                f"copied {sum(copied.values())} rows; payload files: {payloads['copied']} copied to "
+                f"{payloads['directory']}"
+            )
+        return {
+            "apply": True,
+            "source": str(source_db),
+            "target": redacted(url),
+            "copied": copied,
+            "resumed": state.state == "partial",
+            "payloads": payloads,
+            "not_copied": copy.optional_counts(source),
+            "verify": verify_stores(source, target),
+        }
     finally:
         source.close()
 
@@ -179,13 +207,21 @@ def verify_stores(source: Store, target: Store) -> dict[str, Any]:
     """Counts per table, every message's and summary's checksum, and a sample's search and expand."""
     copy = _copy()
     counts, found = copy.source_counts(source), copy.target_counts(target)
-    mismatched = {t: {"source": n, "target": found.get(t)} for t, n in counts.items() if found.get(t) != n}
+    mismatched = {
+        t: {"source": n, "target": found.get(t)} for t, n in counts.items() if found.get(t) != n
+    }
     sums = copy.checksums(source, target)
     bad_sums = [t for t, (a, b) in sums.items() if a != b]
     sample = _sample(source, target)
     ok = not mismatched and not bad_sums and not sample["differs"]
-    return {"ok": ok, "counts": counts, "count_mismatch": mismatched, "checksum_mismatch": bad_sums,
-            "checksums": {t: a for t, (a, _) in sums.items()}, "sample": sample}
+    return {
+        "ok": ok,
+        "counts": counts,
+        "count_mismatch": mismatched,
+        "checksum_mismatch": bad_sums,
+        "checksums": {t: a for t, (a, _) in sums.items()},
+        "sample": sample,
+    }
 
 
 def _sample(source: Store, target: Store) -> dict[str, Any]:
@@ -212,7 +248,9 @@ def _sample(source: Store, target: Store) -> dict[str, Any]:
 def _rare_word(store: Store, text: str, tries: int = 4) -> tuple[str | None, list[tuple[str, int]]]:
     """A word of ``text`` matching fewer rows than search reranks (POOL, SUMMARY_POOL): below it
     every match is a candidate on both backends; above it each backend's own ranking picks which, so sets may differ."""
-    words = sorted({w for w in text.split() if w.isalpha() and len(w) > 4}, key=lambda w: (-len(w), w))
+    words = sorted(
+        {w for w in text.split() if w.isalpha() and len(w) > 4}, key=lambda w: (-len(w), w)
+    )
     for word in words[:tries]:
         found = _grep(store, word)
         messages = sum(1 for kind, _ in found if kind == "message")
@@ -223,7 +261,10 @@ def _rare_word(store: Store, text: str, tries: int = 4) -> tuple[str | None, lis
 
 def _grep(store: Store, word: str, pages: int = 20) -> list[tuple[str, int]]:
     """Every hit of ``word`` (all pages: ties may rank in another order, the set may not differ)."""
-    request, found = SearchRequest(build_query(word), Scope("all"), limit=500), list[tuple[str, int]]()
+    request, found = (
+        SearchRequest(build_query(word), Scope("all"), limit=500),
+        list[tuple[str, int]](),
+    )
     for _ in range(pages):
         page = Searcher(store, Dag(store), request).page()
         found.extend((h.kind, h.id) for h in page.hits)

@@ -38,8 +38,9 @@ LOCATE_POSITIONS = 4
 # Agreeing pairs that make a run ending at the start of the stored tail (not the conversation's) certain.
 CUT_RUN = 32
 # A note the prompt left in a message (blocks.py), naming the stored row the message is.
-_REPLAY_REF = re.compile("(?:" + "|".join(re.escape(m) for m in (CUT_MARKER, IMAGE_MARKER, TEXT_MARKER))
-                         + r")(\d+)\]")
+_REPLAY_REF = re.compile(
+    "(?:" + "|".join(re.escape(m) for m in (CUT_MARKER, IMAGE_MARKER, TEXT_MARKER)) + r")(\d+)\]"
+)
 SHORT_TAIL = 64
 # Tool results looked back over for the call a result answers (a longer run has no caller here).
 CALLER_SCAN = 256
@@ -53,7 +54,11 @@ def caller_of(messages: Sequence[Any], index: int) -> Mapping[str, Any] | None:
     if not isinstance(messages[index], Mapping) or messages[index].get("role") != "tool":
         return None
     before, floor = index - 1, max(-1, index - 1 - CALLER_SCAN)
-    while before > floor and isinstance(messages[before], Mapping) and messages[before].get("role") == "tool":
+    while (
+        before > floor
+        and isinstance(messages[before], Mapping)
+        and messages[before].get("role") == "tool"
+    ):
         before -= 1
     found = messages[before] if before >= 0 else None
     return found if isinstance(found, Mapping) and found.get("tool_calls") else None
@@ -67,9 +72,14 @@ class _FromEnd:
     Messages matching an ignore pattern are skipped here, before alignment.
     """
 
-    def __init__(self, messages: Sequence[Mapping[str, Any]], normalizer: Normalizer,
-                 original: Callable[[int], str | None] | None = None, strict: bool = False,
-                 present: Callable[[Sequence[str]], set[str]] | None = None) -> None:
+    def __init__(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        normalizer: Normalizer,
+        original: Callable[[int], str | None] | None = None,
+        strict: bool = False,
+        present: Callable[[Sequence[str]], set[str]] | None = None,
+    ) -> None:
         self.messages, self.normalizer, self.original = messages, normalizer, original
         self.present = present
         self.strict = strict
@@ -107,7 +117,13 @@ class _FromEnd:
     def _original(self, message: Mapping[str, Any]) -> str | None:
         """A message the assembler cut or stripped of an image names its stored row; it is that row."""
         content = message.get("content")
-        text = content if isinstance(content, str) else content_text(content) if isinstance(content, list) else ""
+        text = (
+            content
+            if isinstance(content, str)
+            else content_text(content)
+            if isinstance(content, list)
+            else ""
+        )
         if "[lcm: " not in text:
             return None
         found = _REPLAY_REF.search(text)
@@ -132,7 +148,9 @@ class _Evidence:
 
     agreeing: int  # consecutive agreeing pairs of predecessors
     proven: bool  # the anchor or an agreeing predecessor is a row the conversation holds once
-    contradicted: bool  # the run ended at a disagreeing pair (else one side, or the window, ran out)
+    contradicted: (
+        bool  # the run ended at a disagreeing pair (else one side, or the window, ran out)
+    )
     cut: bool = False  # it ran out at the start of a tail that is not the conversation's start
 
     def confirms(self, minimum: int) -> bool:
@@ -164,8 +182,15 @@ class _Evidence:
         return self.confirms(minimum) or self.plausible
 
 
-def _evidence(incoming: _FromEnd, rank: int, tail: Sequence[str], j: int, once: frozenset[str],
-              minimum: int, complete: bool) -> _Evidence:
+def _evidence(
+    incoming: _FromEnd,
+    rank: int,
+    tail: Sequence[str],
+    j: int,
+    once: frozenset[str],
+    minimum: int,
+    complete: bool,
+) -> _Evidence:
     """Walk back from incoming[rank] = tail[j] while the pairs agree.
 
     The walk stops as soon as it has passed ``minimum`` pairs and a row the conversation holds
@@ -210,8 +235,13 @@ class _Candidates:
             self.best = (score, found)
 
 
-def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
-              once: frozenset[str] = frozenset(), certain_only: bool = False) -> tuple[int, int | None]:
+def new_start(
+    incoming: _FromEnd,
+    tail: Sequence[str],
+    complete: bool = False,
+    once: frozenset[str] = frozenset(),
+    certain_only: bool = False,
+) -> tuple[int, int | None]:
     """Index of the first incoming message not already stored, and the position in
     ``tail`` of the stored message just before it (None when nothing matched).
 
@@ -250,7 +280,9 @@ def new_start(incoming: _FromEnd, tail: Sequence[str], complete: bool = False,
                 continue
             evidence = _evidence(incoming, rank, tail, j, once, 1, complete)
             if evidence.certain(1) or (evidence.admissible(1) and not certain_only):
-                (certain if evidence.certain(1) else candidates).offer(evidence, j == last, rank, (item[0] + 1, j))
+                (certain if evidence.certain(1) else candidates).offer(
+                    evidence, j == last, rank, (item[0] + 1, j)
+                )
         if certain.best is not None:
             return certain.best[1]
         rank += 1
@@ -289,9 +321,17 @@ class Selection:
     usual turn, so its cost does not grow with a history the host re-sends whole.
     """
 
-    def __init__(self, normalizer: Normalizer, messages: Sequence[Any], seen: Seen | None,
-                 fresh_start: bool = False, strict: bool = False, limit: int | None = None,
-                 handed: Mapping[int, tuple[Any, int]] | None = None, also: Seen | None = None) -> None:
+    def __init__(
+        self,
+        normalizer: Normalizer,
+        messages: Sequence[Any],
+        seen: Seen | None,
+        fresh_start: bool = False,
+        strict: bool = False,
+        limit: int | None = None,
+        handed: Mapping[int, tuple[Any, int]] | None = None,
+        also: Seen | None = None,
+    ) -> None:
         self.normalizer = normalizer
         # A second list the host may go on with: after a prompt that kept unstored messages, the
         # host's own list (stored up to a prefix) as well as the prompt (core._remember_stored_part).
@@ -338,15 +378,21 @@ class Selection:
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
         messages = self.messages
-        incoming = _FromEnd(messages, self.normalizer, stored.fingerprint_of, self.strict, stored.present)
+        incoming = _FromEnd(
+            messages, self.normalizer, stored.fingerprint_of, self.strict, stored.present
+        )
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
         anchor_seq = self._extension_end(stored) if start else None
         if start is None:
             start, anchor_seq = self._align(incoming, stored)
-            start, anchor_seq = max((start, anchor_seq), self._handed_anchor(stored), key=lambda a: a[0])
+            start, anchor_seq = max(
+                (start, anchor_seq), self._handed_anchor(stored), key=lambda a: a[0]
+            )
         self.start = start
-        self.follows_newest = self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
+        self.follows_newest = (
+            self.extended or self.fresh_start or self._after_newest(incoming, start, stored)
+        )
         records = self._records(incoming, start)
         # New records go after the newest row, so the list then ends at the last of them;
         # else it ends at the stored message it was aligned on.
@@ -366,7 +412,9 @@ class Selection:
             if not is_storable(messages[index], self.normalizer.seal):
                 continue
             caller = caller_of(messages, index) if self.normalizer.ignoring else None
-            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(messages[index], caller)
+            fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(
+                messages[index], caller
+            )
             if fingerprint is None:
                 continue
             if len(records) == limit:
@@ -391,8 +439,13 @@ class Selection:
         anchor = self.messages[self.cut - 1]
         fingerprint = self.normalizer.fingerprint(anchor)
         stored = records[-1].fingerprint
-        return Seen(self.cut, fingerprint, "" if stored == fingerprint else stored,
-                    anchor=anchor, end_seq=self.end_seq)
+        return Seen(
+            self.cut,
+            fingerprint,
+            "" if stored == fingerprint else stored,
+            anchor=anchor,
+            end_seq=self.end_seq,
+        )
 
     def _extension_end(self, stored: StoredPrints) -> int:
         """Where the list seen before ends in the store (the newest row when not recorded)."""
@@ -431,7 +484,9 @@ class Selection:
             return None
         if stored.tail(1) != [seen.stored]:
             return None
-        if self.messages[last] is not seen.anchor and (self.strict or not self._names_newest_row(seen, stored)):
+        if self.messages[last] is not seen.anchor and (
+            self.strict or not self._names_newest_row(seen, stored)
+        ):
             return None  # while messages wait unstored only the very same list object extends
         return seen.count
 
@@ -464,7 +519,9 @@ class Selection:
         rows = stored.tail_rows(SHORT_TAIL)
         tail = [fingerprint for _, fingerprint in rows]
         once, complete = _once_in(tail, stored), len(tail) < SHORT_TAIL
-        start, j = new_start(incoming, tail, complete=complete, once=once, certain_only=not complete)
+        start, j = new_start(
+            incoming, tail, complete=complete, once=once, certain_only=not complete
+        )
         if j is None and not complete:
             # Nothing certain among the newest rows: an anchor further back proven by a row held
             # once beats an uncertain one here (an old slice re-sent whose first messages match
@@ -477,7 +534,9 @@ class Selection:
                 return self._locate(incoming, stored)
         return (start, rows[j][0]) if j is not None else (0, None)
 
-    def _locate(self, incoming: _FromEnd, stored: StoredPrints, proven_only: bool = False) -> tuple[int, int | None]:
+    def _locate(
+        self, incoming: _FromEnd, stored: StoredPrints, proven_only: bool = False
+    ) -> tuple[int, int | None]:
         """The newest incoming message stored anywhere in the conversation, confirmed
         like any anchor against the stored messages before it, at the best of its
         newest stored positions (``proven_only``: only an anchor a row held once proves)."""
@@ -495,7 +554,11 @@ class Selection:
                 if _too_long(incoming, rank, j, seq <= WINDOW):
                     continue
                 evidence = _evidence(incoming, rank, window, j, once, 1, seq <= WINDOW)
-                if evidence.certain(1) and evidence.proven if proven_only else evidence.admissible(1):
+                if (
+                    evidence.certain(1) and evidence.proven
+                    if proven_only
+                    else evidence.admissible(1)
+                ):
                     score = (evidence.proven, evidence.agreeing, seq)
                     best = max(best, (score, seq)) if best is not None else (score, seq)
             if best is not None:
@@ -510,9 +573,11 @@ class Selection:
         following = [incoming.kept[r] for r in range(rank - 1, -1, -1)]  # oldest first
         index = incoming.kept[rank][0]
         for start in range(0, len(following), 500):
-            chunk = following[start:start + 500]
+            chunk = following[start : start + 500]
             rows = stored.after(seq, len(chunk))
-            for (next_index, fingerprint), (next_seq, stored_fingerprint) in zip(chunk, rows, strict=False):
+            for (next_index, fingerprint), (next_seq, stored_fingerprint) in zip(
+                chunk, rows, strict=False
+            ):
                 if fingerprint != stored_fingerprint:
                     return index + 1, seq
                 index, seq = next_index, next_seq

@@ -35,14 +35,18 @@ class ExternalizeStep:
     ``write=False`` is the shadow form (ingest.Normalizer.shadow): it only computes the stub, to
     recognise a message stored as one while the step is off now."""
 
-    def __init__(self, guard: PayloadGuard, threshold_chars: int, preview_chars: int, write: bool = True) -> None:
+    def __init__(
+        self, guard: PayloadGuard, threshold_chars: int, preview_chars: int, write: bool = True
+    ) -> None:
         self.guard = guard
         self.threshold = max(1, int(threshold_chars))
         self.preview = max(0, int(preview_chars))
         self.write = write
 
     def __call__(self, draft: Draft) -> Draft:
-        if draft.role != "tool" or draft.tool in tool_names():  # our answers fit below the threshold (tools.py)
+        if (
+            draft.role != "tool" or draft.tool in tool_names()
+        ):  # our answers fit below the threshold (tools.py)
             return draft
         content = draft.content
         if isinstance(content, str):
@@ -56,7 +60,11 @@ class ExternalizeStep:
         return draft
 
     def _part(self, part: Any) -> Any:
-        if not (isinstance(part, Mapping) and part.get("type") in _TEXT_TYPES and isinstance(part.get("text"), str)):
+        if not (
+            isinstance(part, Mapping)
+            and part.get("type") in _TEXT_TYPES
+            and isinstance(part.get("text"), str)
+        ):
             return part
         text = self.text(part["text"])
         return part if text is part["text"] else {**part, "text": text}
@@ -128,8 +136,12 @@ def _read_all(guard: PayloadGuard, ref: str) -> str:
 Grants = Callable[[Sequence[int]], Mapping[int, set[str]]]
 
 
-def with_whole_outputs(build: Callable[[Sequence[Item]], list[dict[str, Any]]], raw: Sequence[Item],
-                       guard: PayloadGuard, grants: Grants) -> list[dict[str, Any]]:
+def with_whole_outputs(
+    build: Callable[[Sequence[Item]], list[dict[str, Any]]],
+    raw: Sequence[Item],
+    guard: PayloadGuard,
+    grants: Grants,
+) -> list[dict[str, Any]]:
     """The prompt ``build`` makes of ``raw``, with each externalized tool result that no assistant
     message after it answers yet shown whole (read back from its file), when that displaces nothing:
     the model must see the output it is about to act on. Answered ones keep their stub.
@@ -140,18 +152,25 @@ def with_whole_outputs(build: Callable[[Sequence[Item]], list[dict[str, Any]]], 
     prompt it gives holds the same messages as the stub form (the whole outputs included, uncut),
     else the stubs."""
     last_assistant = max((i for i, item in enumerate(raw) if item.role == "assistant"), default=-1)
-    due = {i: raw[i].store_id for i in range(last_assistant + 1, len(raw))
-           if raw[i].role == "tool" and content_refs(raw[i].message.get("content"))}
+    due = {
+        i: raw[i].store_id
+        for i in range(last_assistant + 1, len(raw))
+        if raw[i].role == "tool" and content_refs(raw[i].message.get("content"))
+    }
     stored = [store_id for store_id in due.values() if store_id is not None]
     granted = grants(stored) if stored else {}
     swaps: dict[int, Item] = {}
     for index, store_id in due.items():
         item = raw[index]
-        if store_id is not None and set(content_refs(item.message.get("content"))) <= granted.get(store_id, set()):
+        if store_id is not None and set(content_refs(item.message.get("content"))) <= granted.get(
+            store_id, set()
+        ):
             whole = restored(item.message.get("content"), guard)
             if whole is not None:
                 message = without_shadows({**item.message, "content": whole})
-                swaps[index] = Item(item.role, count_message(message), message, item.store_id, item.ref)
+                swaps[index] = Item(
+                    item.role, count_message(message), message, item.store_id, item.ref
+                )
     stubbed = build(raw)
     if not swaps:
         return stubbed
@@ -159,11 +178,16 @@ def with_whole_outputs(build: Callable[[Sequence[Item]], list[dict[str, Any]]], 
     back = {id(swap.message): raw[i].message for i, swap in swaps.items()}
     if len(widened) != len(stubbed) or sum(id(m) in back for m in widened) != len(swaps):
         return stubbed  # a whole output was cut or left out, or displaced another message
-    same = all(back[id(a)] is b if id(a) in back else (a is b or a == b) for a, b in zip(widened, stubbed, strict=True))
+    same = all(
+        back[id(a)] is b if id(a) in back else (a is b or a == b)
+        for a, b in zip(widened, stubbed, strict=True)
+    )
     return widened if same else stubbed
 
 
-def replay_candidates(messages: Sequence[Any], threshold_chars: int, threshold_tokens: int) -> list[Mapping[str, Any]]:
+def replay_candidates(
+    messages: Sequence[Any], threshold_chars: int, threshold_tokens: int
+) -> list[Mapping[str, Any]]:
     """The tool results of a host request that are large enough to stub in the host's own list
     (LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED): a text at least ``threshold_chars`` long (so
     stored as a stub) and the message at least ``threshold_tokens`` tokens. Cheap on a usual
@@ -183,8 +207,13 @@ def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]
     if isinstance(content, list):
-        return [p["text"] for p in content
-                if isinstance(p, Mapping) and p.get("type") in _TEXT_TYPES and isinstance(p.get("text"), str)]
+        return [
+            p["text"]
+            for p in content
+            if isinstance(p, Mapping)
+            and p.get("type") in _TEXT_TYPES
+            and isinstance(p.get("text"), str)
+        ]
     return []
 
 
@@ -206,9 +235,15 @@ class ActiveReplay:
         self._due: list[Mapping[str, Any]] = []
 
     def observe(self, messages: Sequence[Any], config: Any) -> None:
-        if config.large_output_active_replay_stubbing_enabled and config.large_output_externalization_enabled:
-            self._due = replay_candidates(messages, config.large_output_externalization_threshold_chars,
-                                          config.large_output_active_replay_stub_threshold_tokens)
+        if (
+            config.large_output_active_replay_stubbing_enabled
+            and config.large_output_externalization_enabled
+        ):
+            self._due = replay_candidates(
+                messages,
+                config.large_output_externalization_threshold_chars,
+                config.large_output_active_replay_stub_threshold_tokens,
+            )
 
     def due(self, normalizer: Normalizer) -> bool:
         """Is a candidate stored as a stub (so a compress hands the host the stub)? Asked once per

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base.records import CORE_KEYS
-from ..base.scaffold import BLOCK_KEY, RECALL_MARKER, BlockSeal, is_own_block, own_block_rest, without_recall
+from ..base.scaffold import (
+    BLOCK_KEY,
+    RECALL_MARKER,
+    BlockSeal,
+    is_own_block,
+    own_block_rest,
+    without_recall,
+)
 from ..base.tokens import content_text
 
 # ``parts`` value that restores a ``None`` content exactly.
@@ -47,7 +54,9 @@ def is_synthetic(message: Mapping[str, Any], seal: BlockSeal | None = None) -> b
     return is_own_block(message, seal)
 
 
-def host_view(message: Mapping[str, Any], seal: BlockSeal | None = None) -> Mapping[str, Any] | None:
+def host_view(
+    message: Mapping[str, Any], seal: BlockSeal | None = None
+) -> Mapping[str, Any] | None:
     """The message as the host's own: None for our summary block, the host's text alone for a
     block the host merged a following user message into, else the message itself."""
     rest = own_block_rest(message, seal)
@@ -82,8 +91,12 @@ def _without_recall(message: Mapping[str, Any], seal: BlockSeal | None) -> Mappi
 
 def is_storable(message: Any, seal: BlockSeal | None = None) -> bool:
     """A host message worth storing: a mapping with a role, not system, not only our own block."""
-    return (isinstance(message, Mapping) and isinstance(message.get("role"), str)
-            and message["role"] != "system" and host_view(message, seal) is not None)
+    return (
+        isinstance(message, Mapping)
+        and isinstance(message.get("role"), str)
+        and message["role"] != "system"
+        and host_view(message, seal) is not None
+    )
 
 
 def storable(messages: Sequence[Any], seal: BlockSeal | None = None) -> list[Mapping[str, Any]]:
@@ -92,7 +105,9 @@ def storable(messages: Sequence[Any], seal: BlockSeal | None = None) -> list[Map
     return [v for v in views if v is not None]
 
 
-def last_storable(messages: Sequence[Any], end: int | None = None, seal: BlockSeal | None = None) -> int | None:
+def last_storable(
+    messages: Sequence[Any], end: int | None = None, seal: BlockSeal | None = None
+) -> int | None:
     """Index of the newest storable message before ``end``; scans back only as far as needed."""
     index = len(messages) if end is None else end
     while index > 0:
@@ -130,8 +145,9 @@ def safe_text(text: str) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
-
-def draft_of(content: Any, tool_calls: Any, role: str | None = None, tool: str | None = None) -> Draft:
+def draft_of(
+    content: Any, tool_calls: Any, role: str | None = None, tool: str | None = None
+) -> Draft:
     """The parts the ingest steps work on: the host's content, and its tool calls without the
     host's private ``_keys`` (None when there are none), the role and the tool's name."""
     return Draft(content, public(tool_calls) if tool_calls else None, role, tool)
@@ -157,12 +173,18 @@ def fingerprint_of(message: Mapping[str, Any], identity: Prepared) -> str:
     every payload as its placeholder); ``None`` and ``""`` content are one. Stored with every row:
     any change to what is hashed breaks the alignment of existing databases."""
     content, parts, tool_calls = identity
-    key = [message.get("role"), parts if parts not in (None, NULL_CONTENT) else content,
-           tool_calls, message.get("tool_call_id") or None]
+    key = [
+        message.get("role"),
+        parts if parts not in (None, NULL_CONTENT) else content,
+        tool_calls,
+        message.get("tool_call_id") or None,
+    ]
     return hashlib.blake2b(dump(key).encode("utf-8"), digest_size=8).hexdigest()
 
 
-def extra_fields(message: Mapping[str, Any], scrub: Callable[[Any], Any] | None = None) -> str | None:
+def extra_fields(
+    message: Mapping[str, Any], scrub: Callable[[Any], Any] | None = None
+) -> str | None:
     """JSON of the host's other public fields, stored so the message comes back whole.
 
     Everything except the columns (role, content, tool calls, the call id; a tool
@@ -173,15 +195,22 @@ def extra_fields(message: Mapping[str, Any], scrub: Callable[[Any], Any] | None 
     of the fingerprint: the host may reload a message without some of them.
     """
     role = message.get("role")
-    fields = {key: value for key, value in message.items()
-              if isinstance(key, str) and not key.startswith("_") and key not in CORE_KEYS
-              and not (key == "name" and role == "tool")}
+    fields = {
+        key: value
+        for key, value in message.items()
+        if isinstance(key, str)
+        and not key.startswith("_")
+        and key not in CORE_KEYS
+        and not (key == "name" and role == "tool")
+    }
     if not fields:
         return None
     if scrub is not None:  # the same redaction as the content (reasoning text may quote a key)
         fields = scrub(fields)
     try:
         return dump(fields)
-    except (TypeError, ValueError):  # mixed key types, cycles: keep what can be kept, never fail ingest
+    except (
+        TypeError,
+        ValueError,
+    ):  # mixed key types, cycles: keep what can be kept, never fail ingest
         return dump({key: str(value) for key, value in fields.items()})
-

@@ -32,7 +32,10 @@ class Pipeline:
 
 def pipeline_for(config: LcmConfig, store: Store, guard: PayloadGuard) -> Pipeline:
     """The optional steps ``config`` turns on for ``store``, and the shadow steps (see above)."""
-    wanted = {REDACTION: config.sensitive_patterns_enabled, STEP_NAME: config.large_output_externalization_enabled}
+    wanted = {
+        REDACTION: config.sensitive_patterns_enabled,
+        STEP_NAME: config.large_output_externalization_enabled,
+    }
     used = {name: _marked(store, name, on) for name, on in wanted.items()}
     redactor = _redactor(config, store) if wanted[REDACTION] else None
     steps: list[Step] = []

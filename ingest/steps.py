@@ -33,7 +33,17 @@ from ..base.sensitive import Policy, Redactor
 from ..base.times import message_time
 from ..base.tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 from ..store import Store, ref_key
-from .normalize import Draft, Prepared, draft_of, dump, extra_fields, fingerprint_of, host_view, safe_text, written
+from .normalize import (
+    Draft,
+    Prepared,
+    draft_of,
+    dump,
+    extra_fields,
+    fingerprint_of,
+    host_view,
+    safe_text,
+    written,
+)
 
 # Messages whose prepared form is remembered between fingerprinting and storing. Cleared after
 # every selection (:meth:`Normalizer.forget`); it must hold a whole bulk batch (an importer's or a
@@ -165,16 +175,26 @@ class _Large:
     kept: tuple[PayloadRef, ...] = ()  # the payloads its preparation kept (its grants)
 
     def matches(self, message: Mapping[str, Any]) -> bool:
-        return (message is self.message and message.get("content") is self.content
-                and not message.get("tool_calls") and _identity_fields(message) == self.fields)
+        return (
+            message is self.message
+            and message.get("content") is self.content
+            and not message.get("tool_calls")
+            and _identity_fields(message) == self.fields
+        )
 
 
 class Normalizer:
     """Turns host messages into records by running the ingest steps; the payload guard runs last, always."""
 
-    def __init__(self, guard: PayloadGuard, ignore: MessagePatterns | None = None,
-                 seal: BlockSeal | None = None, steps: Sequence[Step] = (), shadow: Sequence[Step] = (),
-                 redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        guard: PayloadGuard,
+        ignore: MessagePatterns | None = None,
+        seal: BlockSeal | None = None,
+        steps: Sequence[Step] = (),
+        shadow: Sequence[Step] = (),
+        redactor: Redactor | None = None,
+    ) -> None:
         self.guard = guard
         # Also scrubs the host's other fields (reasoning text); the content goes through RedactStep.
         self.redactor = redactor
@@ -239,8 +259,12 @@ class Normalizer:
     def _prepare(self, message: Mapping[str, Any], steps: Sequence[Step] | None = None) -> Prepared:
         role = message.get("role")
         tool = message.get("name") or message.get("tool_name")
-        original = draft = draft_of(self.view(message).get("content"), message.get("tool_calls"),
-                                    role if isinstance(role, str) else None, tool if isinstance(tool, str) else None)
+        original = draft = draft_of(
+            self.view(message).get("content"),
+            message.get("tool_calls"),
+            role if isinstance(role, str) else None,
+            tool if isinstance(tool, str) else None,
+        )
         for step in self.steps if steps is None else steps:
             if step is self.steps[-1] and steps is None and draft is not original:
                 self._changed[id(message)] = message  # an optional step changed it: see alternates
@@ -295,15 +319,20 @@ class Normalizer:
         entry = self._large.get(id(message))
         return entry if entry is not None and entry.matches(message) else None
 
-    def _remember_large(self, message: Mapping[str, Any], prepared: tuple[Prepared, Prepared],
-                        kept: tuple[PayloadRef, ...]) -> None:
+    def _remember_large(
+        self,
+        message: Mapping[str, Any],
+        prepared: tuple[Prepared, Prepared],
+        kept: tuple[PayloadRef, ...],
+    ) -> None:
         text = message.get("content")
         if isinstance(text, str) and len(text) >= LARGE_CHARS and not message.get("tool_calls"):
             if len(self._large) >= LARGE_MEMO_SIZE:
                 self._large.pop(next(iter(self._large)))
             changed = self._changed.get(id(message)) is message
-            self._large[id(message)] = _Large(message, text, _identity_fields(message), prepared, changed=changed,
-                                              kept=kept)
+            self._large[id(message)] = _Large(
+                message, text, _identity_fields(message), prepared, changed=changed, kept=kept
+            )
 
     def forget(self, keep: bool = False) -> None:
         """Drop the memo (it holds references to host messages); ``keep``: not yet, as the next
@@ -338,12 +367,16 @@ class Normalizer:
             large.fingerprint = fingerprint
         return fingerprint
 
-    def fingerprint_if_kept(self, message: Mapping[str, Any], caller: Mapping[str, Any] | None = None) -> str | None:
+    def fingerprint_if_kept(
+        self, message: Mapping[str, Any], caller: Mapping[str, Any] | None = None
+    ) -> str | None:
         """The fingerprint, or None for a message an ignore pattern drops: its text or the
         arguments of one of its tool calls matches, or it is the result of such a call (``caller``:
         the assistant message a tool result answers), so no result is kept without its call."""
-        if self.ignoring and (self._ignored(message) or (message.get("role") == "tool" and caller is not None
-                                                         and self._ignored(caller))):
+        if self.ignoring and (
+            self._ignored(message)
+            or (message.get("role") == "tool" and caller is not None and self._ignored(caller))
+        ):
             self.ignored_count += 1
             return None
         return self.fingerprint(message)
@@ -376,13 +409,16 @@ class Normalizer:
             content=content,
             parts=parts,
             tool_calls=tool_calls,
-            tool_call_id=safe_text(str(message["tool_call_id"])) if message.get("tool_call_id") else None,
+            tool_call_id=safe_text(str(message["tool_call_id"]))
+            if message.get("tool_call_id")
+            else None,
             tool_name=safe_text(str(name)) if name else None,
             host_ts=message_time(message),
             tokens=MESSAGE_OVERHEAD_TOKENS + count_tokens(content) + count_tokens(tool_calls or ""),
             fingerprint=fingerprint or self.fingerprint(message),
             synthetic=classify(view),
-            extra=extra_fields(view, self.redactor.redact_value if self.redactor is not None else None),
+            extra=extra_fields(
+                view, self.redactor.redact_value if self.redactor is not None else None
+            ),
             payload_refs=self._grants(message),
         )
-

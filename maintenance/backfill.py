@@ -60,10 +60,10 @@ class Entry:
 
     store_id: int
     ref: str
-    sha256: str          # of the row's original text
+    sha256: str  # of the row's original text
     payload_sha256: str  # of the file's text (differs from sha256 only when redaction changed it)
     chars: int
-    tokens: int          # the row's token count before
+    tokens: int  # the row's token count before
     stub_sha256: str
 
 
@@ -75,8 +75,13 @@ def _quiet(_line: str) -> None:
     return None
 
 
-def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progress = _quiet,
-         tick: Tick = quiet_tick) -> dict[str, Any]:
+def scan(
+    store: Store,
+    threshold_chars: int,
+    preview_chars: int,
+    progress: Progress = _quiet,
+    tick: Tick = quiet_tick,
+) -> dict[str, Any]:
     """The dry run: rows, characters and tokens a backfill would move out (nothing is written)."""
     rows = chars = saved = 0
     after = 0
@@ -85,17 +90,29 @@ def scan(store: Store, threshold_chars: int, preview_chars: int, progress: Progr
         for row_id, length, tokens, text in page:
             rows += 1
             chars += length
-            saved += max(0, tokens - count_tokens(outputs.stub(text, outputs.ref_for(text, _SIZING_KEY),
-                                                                preview_chars)))
+            saved += max(
+                0,
+                tokens
+                - count_tokens(
+                    outputs.stub(text, outputs.ref_for(text, _SIZING_KEY), preview_chars)
+                ),
+            )
             after = row_id
         if page:
             progress(f"scanned {rows} rows")
             tick(rows, None)
         if len(page) < BATCH:
             break
-    return {"status": "ready" if rows else "noop", "database": store.path,
-            "payload_dir": str(directory_of(store.path)), "threshold_chars": threshold_chars,
-            "preview_chars": preview_chars, "rows": rows, "chars": chars, "estimated_tokens_saved": saved}
+    return {
+        "status": "ready" if rows else "noop",
+        "database": store.path,
+        "payload_dir": str(directory_of(store.path)),
+        "threshold_chars": threshold_chars,
+        "preview_chars": preview_chars,
+        "rows": rows,
+        "chars": chars,
+        "estimated_tokens_saved": saved,
+    }
 
 
 # -- the manifest -----------------------------------------------------------------------------
@@ -116,9 +133,14 @@ def _identity(store: Store) -> str:
 
 
 def _body(store: Store, preview_chars: int, entries: dict[int, Entry]) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, "database": _identity(store),
-            "payload_dir": str(directory_of(store.path)), "preview_chars": preview_chars,
-            "rows": [asdict(entries[i]) for i in sorted(entries)]}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "database": _identity(store),
+        "payload_dir": str(directory_of(store.path)),
+        "preview_chars": preview_chars,
+        "rows": [asdict(entries[i]) for i in sorted(entries)],
+    }
 
 
 def save_manifest(store: Store, path: Path, preview_chars: int, entries: dict[int, Entry]) -> None:
@@ -146,10 +168,14 @@ def load_manifest(store: Store, path: Path) -> tuple[int, dict[int, Entry]]:
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise BackfillError(f"{path} is not a backfill-outputs manifest")
     if raw.get("database") != _identity(store):
-        raise BackfillError(f"{path} was written for another database ({raw.get('database')}), not {store.path}")
+        raise BackfillError(
+            f"{path} was written for another database ({raw.get('database')}), not {store.path}"
+        )
     body = {k: v for k, v in raw.items() if k != "mac"}
     if not hmac.compare_digest(str(raw.get("mac", "")), _mac(_key(store), body)):
-        raise BackfillError(f"{path} was changed after it was written, or belongs to another database: refused")
+        raise BackfillError(
+            f"{path} was changed after it was written, or belongs to another database: refused"
+        )
     try:
         entries = {int(r["store_id"]): Entry(**r) for r in raw["rows"]}
         return int(raw["preview_chars"]), entries
@@ -170,14 +196,23 @@ def _write_payload(store: Store, directory: Path, ref: str, text: str) -> None:
             raise BackfillError(f"payload {ref} exists with other bytes; not overwritten")
         return
     private.make_dir(directory, refuse_link=True)
-    if not private.write_new(directory, f"{ref}.payload", data) \
-            and private.read_in(directory, f"{ref}.payload") != data:
+    if (
+        not private.write_new(directory, f"{ref}.payload", data)
+        and private.read_in(directory, f"{ref}.payload") != data
+    ):
         raise BackfillError(f"payload file {ref}.payload exists with other bytes; not overwritten")
 
 
-def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], threshold_chars: int,
-          preview_chars: int, redactor: Redactor | None, progress: Progress = _quiet,
-          tick: Tick = quiet_tick) -> dict[str, Any]:
+def apply(
+    store: Store,
+    manifest: Path,
+    backup_dir: str | os.PathLike[str],
+    threshold_chars: int,
+    preview_chars: int,
+    redactor: Redactor | None,
+    progress: Progress = _quiet,
+    tick: Tick = quiet_tick,
+) -> dict[str, Any]:
     """Backup, then move each candidate row's text to its file and the row to the stub, batch by batch."""
     entries: dict[int, Entry] = {}
     if manifest.exists():
@@ -209,26 +244,44 @@ def apply(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], thre
             text = outputs.stub(kept, ref, preview_chars)
             _write_payload(store, directory, ref, kept)
             files += 1
-            entries[row_id] = Entry(row_id, ref, _sha(original), _sha(kept), length, tokens, _sha(text))
+            entries[row_id] = Entry(
+                row_id, ref, _sha(original), _sha(kept), length, tokens, _sha(text)
+            )
             changes.append((row_id, original, text, count_tokens(text)))
         save_manifest(store, manifest, preview_chars, entries)
         progress(f"files written for {len(changes)} rows; rewriting them")
         with store.write():  # each rewritten row is granted its file in the same transaction
             swapped = store.swap_contents(changes)
-            store.grant_payloads([(i, PayloadRef(entries[i].ref, KIND_OUTPUT, OUTPUT_MIME)) for i in swapped])
+            store.grant_payloads(
+                [(i, PayloadRef(entries[i].ref, KIND_OUTPUT, OUTPUT_MIME)) for i in swapped]
+            )
         rewritten += len(swapped)
         progress(f"rewritten {rewritten} of {plan['rows']} rows")
         tick(rewritten, plan["rows"])
-    return {**plan, "status": "applied", "backup": asdict(saved), "manifest": str(manifest),
-            "rewritten": rewritten, "files_checked": files, "manifest_rows": len(entries),
-            "redacted": redactor is not None}
+    return {
+        **plan,
+        "status": "applied",
+        "backup": asdict(saved),
+        "manifest": str(manifest),
+        "rewritten": rewritten,
+        "files_checked": files,
+        "manifest_rows": len(entries),
+        "redacted": redactor is not None,
+    }
 
 
 # -- rollback -----------------------------------------------------------------------------------
 
 
-def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *, do_apply: bool,
-             progress: Progress = _quiet, tick: Tick = quiet_tick) -> dict[str, Any]:
+def rollback(
+    store: Store,
+    manifest: Path,
+    backup_dir: str | os.PathLike[str],
+    *,
+    do_apply: bool,
+    progress: Progress = _quiet,
+    tick: Tick = quiet_tick,
+) -> dict[str, Any]:
     """Each manifest row back to its text from the file, where the row still is exactly the stub."""
     _preview, entries = load_manifest(store, manifest)
     directory = directory_of(store.path)
@@ -252,18 +305,30 @@ def rollback(store: Store, manifest: Path, backup_dir: str | os.PathLike[str], *
             elif hashlib.sha256(data).hexdigest() != entry.payload_sha256:
                 why = "payload file digest differs"
             else:
-                ready.append((entry.store_id, message.content, data.decode("utf-8", "surrogatepass"), entry.tokens))
+                ready.append(
+                    (
+                        entry.store_id,
+                        message.content,
+                        data.decode("utf-8", "surrogatepass"),
+                        entry.tokens,
+                    )
+                )
         if why:
             skipped[why] = skipped.get(why, 0) + 1
-    out: dict[str, Any] = {"status": "ready" if ready else "noop", "manifest": str(manifest),
-                           "manifest_rows": len(entries), "restorable": len(ready), "skipped": skipped}
+    out: dict[str, Any] = {
+        "status": "ready" if ready else "noop",
+        "manifest": str(manifest),
+        "manifest_rows": len(entries),
+        "restorable": len(ready),
+        "skipped": skipped,
+    }
     if not do_apply or not ready:
         return out
     saved = mt.backup(store, backup_dir, "pre-rollback")
     restored = 0
     for start in range(0, len(ready), BATCH):
         with store.write():  # the text is back: the row no longer holds the stub its grant was for
-            back = store.swap_contents(ready[start:start + BATCH])
+            back = store.swap_contents(ready[start : start + BATCH])
             for row_id in back:
                 store.revoke_payloads(row_id, [refs[row_id]])
         restored += len(back)

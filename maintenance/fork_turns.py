@@ -21,10 +21,13 @@ from ..compaction.summarize import CallGuard, SourceItem, summarize
 from ..store import Store
 
 # Text of a summary none of whose sources is left after the cleanup (its node stays: lineage holds).
-HARNESS_ONLY_NOTE = "(This summary covered only a host review turn, removed by lcm doctor clean harness.)"
+HARNESS_ONLY_NOTE = (
+    "(This summary covered only a host review turn, removed by lcm doctor clean harness.)"
+)
 # (source texts as (label, text), the most tokens the new text may have) -> the new text.
 Rebuild = Callable[[Sequence[tuple[str, str]], int], str]
 _PRIVATE = ("message_ids", "leaf_ids", "above_ids")
+
 
 def scan(store: Store) -> dict[str, Any]:
     """Turns of the host's background review forks (their harness prompt and the fork's reply)
@@ -37,14 +40,26 @@ def scan(store: Store) -> dict[str, Any]:
     by_conversation: dict[int, int] = {}
     for t in turns:
         by_conversation[t["conversation_id"]] = by_conversation.get(t["conversation_id"], 0) + 1
-    return {"status": "ready" if turns else "noop", "harness_turns": len(turns), "messages": len(ids),
-            "conversations": [{"conversation_id": c, "harness_turns": n} for c, n in sorted(by_conversation.items())],
-            "summaries_rebuilt": len(leaves) + len(above), "message_ids": ids, "leaf_ids": leaves,
-            "above_ids": above}
+    return {
+        "status": "ready" if turns else "noop",
+        "harness_turns": len(turns),
+        "messages": len(ids),
+        "conversations": [
+            {"conversation_id": c, "harness_turns": n} for c, n in sorted(by_conversation.items())
+        ],
+        "summaries_rebuilt": len(leaves) + len(above),
+        "message_ids": ids,
+        "leaf_ids": leaves,
+        "above_ids": above,
+    }
 
 
-def apply(store: Store, plan: dict[str, Any], take_backup: Callable[[], dict[str, Any]],
-          rebuild: Rebuild | None = None) -> dict[str, Any]:
+def apply(
+    store: Store,
+    plan: dict[str, Any],
+    take_backup: Callable[[], dict[str, Any]],
+    rebuild: Rebuild | None = None,
+) -> dict[str, Any]:
     """Remove the turns of ``plan`` (:func:`scan`), after ``take_backup``, and rebuild the summaries
     made from them: each from its remaining sources (a summary left with none keeps its place and
     says so), then every summary above them from its children, deepest last. The new text is never
@@ -56,20 +71,36 @@ def apply(store: Store, plan: dict[str, Any], take_backup: Callable[[], dict[str
         node = store.summary(node_id)
         sources = [(f"#{m.id} {m.role}", m.content) for m in store.summary_sources(node_id)]
         if node is not None:
-            store.rewrite_text("summaries", node_id, remake(sources, node.tokens) if sources else HARNESS_ONLY_NOTE)
+            store.rewrite_text(
+                "summaries", node_id, remake(sources, node.tokens) if sources else HARNESS_ONLY_NOTE
+            )
     above = [n for n in (store.summary(i) for i in plan["above_ids"]) if n is not None]
     for node in sorted(above, key=lambda n: (n.depth, n.id)):
         children = [(c.node_id, c.content) for c in store.child_summaries(node.id)]
-        store.rewrite_text("summaries", node.id, remake(children, node.tokens) if children else HARNESS_ONLY_NOTE)
-    return {"status": "applied", "backup": saved, "deleted": deleted,
-            "summaries_rebuilt": len(plan["leaf_ids"]) + len(above), "after": public(scan(store))}
+        store.rewrite_text(
+            "summaries", node.id, remake(children, node.tokens) if children else HARNESS_ONLY_NOTE
+        )
+    return {
+        "status": "applied",
+        "backup": saved,
+        "deleted": deleted,
+        "summaries_rebuilt": len(plan["leaf_ids"]) + len(above),
+        "after": public(scan(store)),
+    }
 
 
 def extractive_rebuild(sources: Sequence[tuple[str, str]], target: int) -> str:
     """The offline summarizer's text for ``sources`` within ``target`` tokens (no LLM, no network)."""
     items = [SourceItem(label, text) for label, text in sources]
-    return summarize(items, depth=0, target_tokens=max(16, target), focus=None, routes=[], guard=CallGuard(),
-                     deadline=None).text
+    return summarize(
+        items,
+        depth=0,
+        target_tokens=max(16, target),
+        focus=None,
+        routes=[],
+        guard=CallGuard(),
+        deadline=None,
+    ).text
 
 
 def public(plan: dict[str, Any]) -> dict[str, Any]:

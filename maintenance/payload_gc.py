@@ -99,7 +99,9 @@ def list_files(directory: Path) -> tuple[dict[str, PayloadFile], list[str], str 
     return files, ignored, None
 
 
-def references(store: Store, directory: Path, files: dict[str, PayloadFile]) -> dict[str, tuple[str, Any]]:
+def references(
+    store: Store, directory: Path, files: dict[str, PayloadFile]
+) -> dict[str, tuple[str, Any]]:
     """Every ref a message or a summary names, and the refs named inside referenced output files
     (a tool may have printed a placeholder; a base64 payload file cannot name anything)."""
     found: dict[str, tuple[str, Any]] = {}
@@ -175,7 +177,9 @@ def inventory(store: Store) -> Inventory:
     return inv
 
 
-def scan(store: Store, grace_seconds: float = GRACE_SECONDS, now: float | None = None) -> dict[str, Any]:
+def scan(
+    store: Store, grace_seconds: float = GRACE_SECONDS, now: float | None = None
+) -> dict[str, Any]:
     """The preview: files, bytes, the orphans (and which of them are old enough to remove), missing files."""
     now = time.time() if now is None else now
     inv = inventory(store)
@@ -186,16 +190,23 @@ def scan(store: Store, grace_seconds: float = GRACE_SECONDS, now: float | None =
         "status": "ready" if removable else "noop",
         "directory": str(inv.directory),
         **({"refused": inv.refused} if inv.refused else {}),
-        "files": len(inv.files), "bytes": sum(f.bytes for f in inv.files.values()),
+        "files": len(inv.files),
+        "bytes": sum(f.bytes for f in inv.files.values()),
         "referenced_files": len(inv.files) - len(orphans),
-        "orphans": len(orphans), "orphan_bytes": sum(inv.files[r].bytes for r in orphans),
-        "removable": len(removable), "removable_refs": removable,
+        "orphans": len(orphans),
+        "orphan_bytes": sum(inv.files[r].bytes for r in orphans),
+        "removable": len(removable),
+        "removable_refs": removable,
         "removable_bytes": sum(inv.files[r].bytes for r in removable),
-        "kept_as_fresh": len(orphans) - len(removable), "grace_seconds": grace_seconds,
+        "kept_as_fresh": len(orphans) - len(removable),
+        "grace_seconds": grace_seconds,
         "missing_files": len(missing),
-        "missing_sample": [{"ref": r, "kind": inv.referenced[r][0], "id": inv.referenced[r][1]}
-                           for r in missing[:SAMPLE]],
-        "ignored_names": inv.ignored[:SAMPLE], "ignored": len(inv.ignored),
+        "missing_sample": [
+            {"ref": r, "kind": inv.referenced[r][0], "id": inv.referenced[r][1]}
+            for r in missing[:SAMPLE]
+        ],
+        "ignored_names": inv.ignored[:SAMPLE],
+        "ignored": len(inv.ignored),
     }
 
 
@@ -246,7 +257,9 @@ def _remove_one(dfd: int, ref: str, grace_seconds: float) -> tuple[str | None, i
     name = f"{ref}.payload"
     aside = f".{name}.gc-{secrets.token_hex(6)}"
     try:
-        os.rename(name, aside, src_dir_fd=dfd, dst_dir_fd=dfd)  # moves a link itself, never its target
+        os.rename(
+            name, aside, src_dir_fd=dfd, dst_dir_fd=dfd
+        )  # moves a link itself, never its target
     except FileNotFoundError:
         return "gone", 0
     info = os.stat(aside, dir_fd=dfd, follow_symlinks=False)
@@ -262,7 +275,16 @@ def _remove_one(dfd: int, ref: str, grace_seconds: float) -> tuple[str | None, i
 def doctor_data(store: Store) -> dict[str, Any]:
     """What ``lcm doctor`` shows of payload references: counts and refs, never content."""
     found = scan(store, grace_seconds=0)
-    return {k: found[k] for k in ("directory", "files", "bytes", "orphans", "orphan_bytes", "missing_files",
-                                  "missing_sample", "ignored")} | ({"refused": found["refused"]}
-                                                                  if "refused" in found else {})
-
+    return {
+        k: found[k]
+        for k in (
+            "directory",
+            "files",
+            "bytes",
+            "orphans",
+            "orphan_bytes",
+            "missing_files",
+            "missing_sample",
+            "ignored",
+        )
+    } | ({"refused": found["refused"]} if "refused" in found else {})

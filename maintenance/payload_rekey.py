@@ -51,7 +51,14 @@ from typing import Any
 
 from ..base import private
 from ..base.outputs import line_count, parse_stub, ref_for
-from ..base.payloads import KIND_OUTPUT, KIND_PAYLOAD, OUTPUT_MIME, REF_SECRET, PayloadGuard, retarget
+from ..base.payloads import (
+    KIND_OUTPUT,
+    KIND_PAYLOAD,
+    OUTPUT_MIME,
+    REF_SECRET,
+    PayloadGuard,
+    retarget,
+)
 from ..base.records import PayloadRef, StoredMessage
 from ..base.tokens import count_tokens
 from ..ingest.normalize import fingerprint_of
@@ -60,7 +67,9 @@ from .payload_gc import MENTION, bytes_of
 
 log = logging.getLogger("hermes_lcm")
 
-DONE = "payload-refs-keyed"  # store.mark: this database's old refs are upgraded (or it never had any)
+DONE = (
+    "payload-refs-keyed"  # store.mark: this database's old refs are upgraded (or it never had any)
+)
 PAGE = 500
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")
 _OMITTED = re.compile(r"(.*)\n\[\.\.\. (\d+) chars not shown \.\.\.\]\n(.*)", re.S)
@@ -80,9 +89,16 @@ def open_guard(store: Store, min_base64_chars: int) -> PayloadGuard:
     try:
         upgrade(store)
     except (StoreError, StoreFault, OSError) as exc:
-        log.warning("hermes-lcm: payload refs not upgraded yet (%s); retried at the next start", exc)
-    return PayloadGuard(directory_of(store.path), min_base64_chars, blobs=blobs_of(store),
-                        key=store.secret(REF_SECRET), aliases=store.ref_aliases())
+        log.warning(
+            "hermes-lcm: payload refs not upgraded yet (%s); retried at the next start", exc
+        )
+    return PayloadGuard(
+        directory_of(store.path),
+        min_base64_chars,
+        blobs=blobs_of(store),
+        key=store.secret(REF_SECRET),
+        aliases=store.ref_aliases(),
+    )
 
 
 def upgrade(store: Store, on_row: RowHook | None = None) -> dict[str, Any]:
@@ -97,7 +113,9 @@ def upgrade(store: Store, on_row: RowHook | None = None) -> dict[str, Any]:
     directory, blobs = directory_of(store.path), blobs_of(store)
     moved = 0
     if blobs is None:
-        store.put_ref_aliases(_plan(store, directory, key))  # the journal, committed before any rename
+        store.put_ref_aliases(
+            _plan(store, directory, key)
+        )  # the journal, committed before any rename
         moved = _rename(directory, store.ref_aliases())
     with store.write():
         if store.marked(DONE):
@@ -113,8 +131,12 @@ def upgrade(store: Store, on_row: RowHook | None = None) -> dict[str, Any]:
         counts = _rewrite(store, store.ref_aliases(), _reader(store, directory), on_row)
         store.mark(DONE)
     if counts["rows"] or moved:
-        log.info("hermes-lcm: payload refs upgraded: %s rows, %s grants, %s payloads renamed",
-                 counts["rows"], counts["grants"], moved)
+        log.info(
+            "hermes-lcm: payload refs upgraded: %s rows, %s grants, %s payloads renamed",
+            counts["rows"],
+            counts["grants"],
+            moved,
+        )
     return {"status": "upgraded", "payloads_renamed": moved, **counts}
 
 
@@ -163,7 +185,9 @@ def _rename(directory: Path, aliases: Mapping[str, str]) -> int:
                     os.unlink(f"{old}.payload", dir_fd=dfd)
                 else:
                     os.rename(f"{old}.payload", f"{new}.payload", src_dir_fd=dfd, dst_dir_fd=dfd)
-                    os.utime(f"{new}.payload", dir_fd=dfd, follow_symlinks=False)  # fresh: gc's grace keeps it
+                    os.utime(
+                        f"{new}.payload", dir_fd=dfd, follow_symlinks=False
+                    )  # fresh: gc's grace keeps it
             except FileNotFoundError:
                 continue
             moved += 1
@@ -191,11 +215,16 @@ def _reader(store: Store, directory: Path) -> Callable[[str], str | None]:
             data = bytes_of(store, directory, ref)
             cache[ref] = None if data is None else data.decode("utf-8", "surrogatepass")
         return cache[ref]
+
     return read
 
 
-def _rewrite(store: Store, aliases: Mapping[str, str], read: Callable[[str], str | None],
-             on_row: RowHook | None) -> dict[str, int]:
+def _rewrite(
+    store: Store,
+    aliases: Mapping[str, str],
+    read: Callable[[str], str | None],
+    on_row: RowHook | None,
+) -> dict[str, int]:
     """Every row naming an old ref gets the new ones, and the old rows their grants (in the caller's
     transaction); the summaries' text too."""
     first: dict[str, str] = {}  # new ref -> the owner who held it first as the engine writes it
@@ -204,7 +233,11 @@ def _rewrite(store: Store, aliases: Mapping[str, str], read: Callable[[str], str
     while page := store.ref_rows_after(after, PAGE):
         for message, fingerprint, owner in page:
             after = message.id
-            granted = [p for p in _engine_held(message, aliases, read) if first.setdefault(p.ref, owner) == owner]
+            granted = [
+                p
+                for p in _engine_held(message, aliases, read)
+                if first.setdefault(p.ref, owner) == owner
+            ]
             fields = _renamed(message, fingerprint, aliases)
             if fields is not None:
                 store.rewrite_message(message.id, fields)
@@ -223,23 +256,40 @@ def _rewrite(store: Store, aliases: Mapping[str, str], read: Callable[[str], str
     return {"rows": rows, "grants": grants}
 
 
-def _renamed(m: StoredMessage, fingerprint: str, aliases: Mapping[str, str]) -> dict[str, Any] | None:
+def _renamed(
+    m: StoredMessage, fingerprint: str, aliases: Mapping[str, str]
+) -> dict[str, Any] | None:
     """The row's columns with its old refs renamed (None: it names none); the fingerprint follows
     the text only where it was the text's own (an import's or a backfill's stays)."""
     content = retarget(m.content, aliases)
-    parts, calls, extra = (None if v is None else retarget(v, aliases) for v in (m.parts, m.tool_calls, m.extra))
+    parts, calls, extra = (
+        None if v is None else retarget(v, aliases) for v in (m.parts, m.tool_calls, m.extra)
+    )
     if (content, parts, calls, extra) == (m.content, m.parts, m.tool_calls, m.extra):
         return None
     head = {"role": m.role, "tool_call_id": m.tool_call_id}
     if fingerprint == fingerprint_of(head, (m.content, m.parts, m.tool_calls)):
         fingerprint = fingerprint_of(head, (content, parts, calls))
-    tokens = m.tokens + count_tokens(content) - count_tokens(m.content) \
-        + count_tokens(calls or "") - count_tokens(m.tool_calls or "")
-    return {"content": content, "parts": parts, "tool_calls": calls, "extra": extra, "tokens": max(1, tokens),
-            "fingerprint": fingerprint}
+    tokens = (
+        m.tokens
+        + count_tokens(content)
+        - count_tokens(m.content)
+        + count_tokens(calls or "")
+        - count_tokens(m.tool_calls or "")
+    )
+    return {
+        "content": content,
+        "parts": parts,
+        "tool_calls": calls,
+        "extra": extra,
+        "tokens": max(1, tokens),
+        "fingerprint": fingerprint,
+    }
 
 
-def _engine_held(m: StoredMessage, aliases: Mapping[str, str], read: Callable[[str], str | None]) -> list[PayloadRef]:
+def _engine_held(
+    m: StoredMessage, aliases: Mapping[str, str], read: Callable[[str], str | None]
+) -> list[PayloadRef]:
     """The (new) payloads an old row holds the way the engine writes them (the module docstring)."""
     found: dict[str, PayloadRef] = {}
     if m.role == "tool" and not (m.tool_name or "").startswith("lcm_"):
@@ -253,7 +303,12 @@ def _engine_held(m: StoredMessage, aliases: Mapping[str, str], read: Callable[[s
         for old, mime, chars in _PLACEHOLDER.findall(text) if "[lcm-payload ref=" in text else ():
             new = aliases.get(old)
             whole = read(new) if new is not None and new not in found else None
-            if new is not None and whole is not None and int(chars) == len(whole) and _mime_of(whole) == mime:
+            if (
+                new is not None
+                and whole is not None
+                and int(chars) == len(whole)
+                and _mime_of(whole) == mime
+            ):
                 found[new] = PayloadRef(new, KIND_PAYLOAD, mime)
     return list(found.values())
 
@@ -268,7 +323,11 @@ def _texts(m: StoredMessage) -> Iterator[str]:
     except ValueError:
         return
     for part in parts if isinstance(parts, list) else ():
-        if isinstance(part, dict) and part.get("type") in _TEXT_TYPES and isinstance(part.get("text"), str):
+        if (
+            isinstance(part, dict)
+            and part.get("type") in _TEXT_TYPES
+            and isinstance(part.get("text"), str)
+        ):
             yield part["text"]
 
 
@@ -288,7 +347,11 @@ def _engine_stub(text: str, whole: str) -> bool:
     head, omitted, tail = cut.group(1), int(cut.group(2)), cut.group(3)
     if "[lcm-payload ref=" in head + tail:
         return True
-    return len(head) + omitted + len(tail) == len(whole) and whole.startswith(head) and whole.endswith(tail)
+    return (
+        len(head) + omitted + len(tail) == len(whole)
+        and whole.startswith(head)
+        and whole.endswith(tail)
+    )
 
 
 def _mime_of(whole: str) -> str:

@@ -53,14 +53,18 @@ def command_for(store: Store, target: Path) -> tuple[str, str]:
     that) and how to restore its file."""
     schema = schema_of(store)
     dump_cmd = f"pg_dump -Fc -n {schema} -f {target} '{redacted(str(getattr(store, 'url', store.path)), drop=True)}'"
-    restore = (f"createdb NEWDB && pg_restore --no-owner -d 'postgresql://HOST/NEWDB' {target} "
-               f"(then LCM_DATABASE_URL=postgresql://HOST/NEWDB?options=-csearch_path%3D{schema})")
+    restore = (
+        f"createdb NEWDB && pg_restore --no-owner -d 'postgresql://HOST/NEWDB' {target} "
+        f"(then LCM_DATABASE_URL=postgresql://HOST/NEWDB?options=-csearch_path%3D{schema})"
+    )
     return dump_cmd, restore
 
 
 def dump(store: Store, directory: Path, label: str = "") -> Dump:
     """A new timestamped dump of ``store``'s schema in ``directory`` (see :func:`dump_to`)."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")  # the fraction after a dot, not run into the seconds
+    stamp = datetime.now(UTC).strftime(
+        "%Y%m%dT%H%M%S.%fZ"
+    )  # the fraction after a dot, not run into the seconds
     suffix = f"-{label}" if label else ""
     return dump_to(store, directory / f"lcm-pg-{schema_of(store)}-{stamp}{suffix}.dump")
 
@@ -80,13 +84,17 @@ def dump_to(store: Store, target: Path) -> Dump:
     try:
         with credentials(url) as (dsn, env):
             _run([binary, "-Fc", "-n", schema_of(store), "-f", str(temp), "-d", dsn], env)
-        listing = _run([lister, "--list", str(temp)], dict(os.environ))  # reads the file: no connection
+        listing = _run(
+            [lister, "--list", str(temp)], dict(os.environ)
+        )  # reads the file: no connection
         if "TABLE DATA" not in listing or " messages " not in listing:
             raise OSError(f"the dump does not list our tables: {listing[:300]}")
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
-    return Dump(str(target), target.stat().st_size, round(time.monotonic() - started, 3), command, restore)
+    return Dump(
+        str(target), target.stat().st_size, round(time.monotonic() - started, 3), command, restore
+    )
 
 
 SERVICE = "hermes-lcm-dump"
@@ -105,18 +113,26 @@ def credentials(url: str) -> Iterator[tuple[str, dict[str, str]]]:
     folder = Path(tempfile.mkdtemp(prefix="lcm-pgpass-"))  # 0700, an unpredictable name
     try:
         if "password" in hidden:
-            field = _checked(hidden["password"], "password").replace("\\", "\\\\").replace(":", "\\:")
+            field = (
+                _checked(hidden["password"], "password").replace("\\", "\\\\").replace(":", "\\:")
+            )
             private.write_new(folder, "pgpass", f"*:*:*:*:{field}\n".encode())
             env["PGPASSFILE"] = str(folder / "pgpass")
-            env.pop("PGPASSWORD", None)  # it would win over the passfile; the URL's password is the store's own
+            env.pop(
+                "PGPASSWORD", None
+            )  # it would win over the passfile; the URL's password is the store's own
         if "sslpassword" in hidden:
             from psycopg.conninfo import conninfo_to_dict
 
             if "service" in conninfo_to_dict(dsn):
-                raise OSError("the database URL names a service= and an sslpassword=: pg_dump could get the "
-                              "sslpassword only on its command line; move it into that service's file")
+                raise OSError(
+                    "the database URL names a service= and an sslpassword=: pg_dump could get the "
+                    "sslpassword only on its command line; move it into that service's file"
+                )
             line = _checked(hidden["sslpassword"], "sslpassword")
-            private.write_new(folder, "pg_service.conf", f"[{SERVICE}]\nsslpassword={line}\n".encode())
+            private.write_new(
+                folder, "pg_service.conf", f"[{SERVICE}]\nsslpassword={line}\n".encode()
+            )
             env["PGSERVICEFILE"] = str(folder / "pg_service.conf")
             dsn = f"{dsn} service={SERVICE}"
         yield dsn, env
@@ -128,13 +144,17 @@ def _checked(secret: str, name: str) -> str:
     """``secret``, if a passfile or service file line can hold it: libpq cuts a line break (and a
     service file's surrounding blanks), so the dump is refused rather than sent a wrong password."""
     if "\n" in secret or "\r" in secret or (name == "sslpassword" and secret != secret.strip()):
-        raise OSError(f"the database URL's {name} holds a line break or surrounding blanks: it cannot be handed "
-                      "to pg_dump off its command line; back up with pg_dump by hand")
+        raise OSError(
+            f"the database URL's {name} holds a line break or surrounding blanks: it cannot be handed "
+            "to pg_dump off its command line; back up with pg_dump by hand"
+        )
     return secret
 
 
 def _run(argv: list[str], env: dict[str, str]) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=DUMP_TIMEOUT_S, check=False)
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, env=env, timeout=DUMP_TIMEOUT_S, check=False
+    )
     if proc.returncode != 0:
         raise OSError(f"{Path(argv[0]).name} failed: {proc.stderr.strip()[-500:]}")
     return proc.stdout

@@ -96,8 +96,11 @@ class RowChange:
     def entry(self) -> dict[str, Any]:
         item: dict[str, Any] = {"table": self.table, "id": self.row_id, "kinds": dict(self.kinds)}
         if self.payload is not None:
-            item["payload"] = {"old_ref": self.payload.old_ref, "new_ref": self.payload.new_ref,
-                               "kinds": dict(self.payload.kinds)}
+            item["payload"] = {
+                "old_ref": self.payload.old_ref,
+                "new_ref": self.payload.new_ref,
+                "kinds": dict(self.payload.kinds),
+            }
         return item
 
 
@@ -108,8 +111,9 @@ class Rewriter:
         self.store = store
         self.redactor = redactor
         self.preview_chars = preview_chars
-        self.guard = PayloadGuard(directory_of(store.path), blobs=blobs_of(store),
-                                  key=ref_key(store))
+        self.guard = PayloadGuard(
+            directory_of(store.path), blobs=blobs_of(store), key=ref_key(store)
+        )
         self.normalizer = Normalizer(self.guard, steps=[RedactStep(redactor)], redactor=redactor)
 
     def message(self, m: StoredMessage) -> RowChange | None:
@@ -121,13 +125,27 @@ class Rewriter:
         extra = record.extra
         if m.extra and not m.extra_fields():  # not a JSON object: kept, redacted as text
             extra = self.redactor.redact(m.extra)
-        new = {"content": record.content, "parts": record.parts, "tool_calls": record.tool_calls,
-               "extra": extra, "tokens": record.tokens, "fingerprint": record.fingerprint}
-        kinds = _added((m.parts if m.parts is not None else m.content, m.tool_calls, m.extra),
-                       (record.parts if record.parts is not None else record.content, record.tool_calls, extra))
+        new = {
+            "content": record.content,
+            "parts": record.parts,
+            "tool_calls": record.tool_calls,
+            "extra": extra,
+            "tokens": record.tokens,
+            "fingerprint": record.fingerprint,
+        }
+        kinds = _added(
+            (m.parts if m.parts is not None else m.content, m.tool_calls, m.extra),
+            (
+                record.parts if record.parts is not None else record.content,
+                record.tool_calls,
+                extra,
+            ),
+        )
         if not kinds and payload is None:
             return None
-        return RowChange("messages", m.id, kinds, fields=new, payload=payload, grants=record.payload_refs)
+        return RowChange(
+            "messages", m.id, kinds, fields=new, payload=payload, grants=record.payload_refs
+        )
 
     def _payload(self, m: StoredMessage) -> PayloadChange | None:
         info = parse_stub(m.content)
@@ -140,13 +158,17 @@ class Rewriter:
         redacted = self.redactor.redact(text)
         if redacted == text:
             return None
-        return PayloadChange(info.ref, self.guard.ref_for(redacted), redacted, _added((text,), (redacted,)))
+        return PayloadChange(
+            info.ref, self.guard.ref_for(redacted), redacted, _added((text,), (redacted,))
+        )
 
     def text(self, table: str, row_id: int, text: str) -> RowChange | None:
         redacted = self.redactor.redact(text)
         if redacted == text:
             return None
-        return RowChange(table, row_id, _added((text,), (redacted,)) or Counter({"other": 1}), text=redacted)
+        return RowChange(
+            table, row_id, _added((text,), (redacted,)) or Counter({"other": 1}), text=redacted
+        )
 
     def batch(self, table: str, after_id: int, limit: int) -> tuple[list[RowChange], int | None]:
         """The changes of the ``limit`` rows after ``after_id``, and the last id read (None: no rows)."""
@@ -191,11 +213,16 @@ def _summary(changes: Iterable[RowChange]) -> dict[str, Any]:
             files["secrets"].update(change.payload.kinds)
     for info in (*tables.values(), files):
         info["secrets"] = dict(sorted(info["secrets"].items()))
-    return {"tables": tables, "payload_files": files,
-            "rows": sum(t["rows"] for t in tables.values())}
+    return {
+        "tables": tables,
+        "payload_files": files,
+        "rows": sum(t["rows"] for t in tables.values()),
+    }
 
 
-def scan(store: Store, patterns: str, preview_chars: int, batch_rows: int = BATCH_ROWS) -> dict[str, Any]:
+def scan(
+    store: Store, patterns: str, preview_chars: int, batch_rows: int = BATCH_ROWS
+) -> dict[str, Any]:
     """What ``apply`` would change: rows and secrets per table and kind, store ids; writes nothing."""
     redactor = redactor_of(store, patterns)
     rewriter = Rewriter(store, redactor, preview_chars)
@@ -208,12 +235,24 @@ def scan(store: Store, patterns: str, preview_chars: int, batch_rows: int = BATC
                 changes.extend(found)
                 after = last
     out = _summary(changes)
-    return {"status": "ready" if out["rows"] else "noop", "mode": "dry run (nothing written; --apply rewrites)",
-            "policy": list(redactor.policy.names), "problems": list(redactor.policy.problems), **out}
+    return {
+        "status": "ready" if out["rows"] else "noop",
+        "mode": "dry run (nothing written; --apply rewrites)",
+        "policy": list(redactor.policy.names),
+        "problems": list(redactor.policy.problems),
+        **out,
+    }
 
 
-def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.PathLike[str], *,
-          batch_rows: int = BATCH_ROWS, on_row: RowHook | None = None) -> dict[str, Any]:
+def apply(
+    store: Store,
+    patterns: str,
+    preview_chars: int,
+    backup_dir: str | os.PathLike[str],
+    *,
+    batch_rows: int = BATCH_ROWS,
+    on_row: RowHook | None = None,
+) -> dict[str, Any]:
     """Backup, then rewrite every row that holds a secret (see the module docstring).
 
     ``on_row`` is called for each rewritten row inside its batch's transaction (tests make it raise
@@ -221,7 +260,9 @@ def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.
     if store.readonly:
         raise mt.MaintenanceError("lcm redact --apply needs a writable database")
     started = time.monotonic()
-    payload_rekey.upgrade(store)  # old refs keyed and granted first: a stub is rewritten by its grant
+    payload_rekey.upgrade(
+        store
+    )  # old refs keyed and granted first: a stub is rewritten by its grant
     saved = mt.backup(store, backup_dir, "pre-redact")
     manifest_path = Path(saved.path).with_name(Path(saved.path).stem + ".redact-manifest.json")
     redactor = redactor_of(store, patterns)
@@ -237,7 +278,9 @@ def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.
         for table in TABLES:
             after: int | None = 0
             while after is not None:
-                after = _apply_batch(store, rewriter, table, after, batch_rows, on_row, done, removed)
+                after = _apply_batch(
+                    store, rewriter, table, after, batch_rows, on_row, done, removed
+                )
         store.fts_optimize()
         if done:
             store.record_event("info", "redact", json.dumps(_summary(done)["tables"], default=str))
@@ -245,19 +288,41 @@ def apply(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.
         status = "applied" if done else "noop"
     finally:
         store.secure_delete(before)
-        _write_manifest(manifest_path, {"status": status, "backup": saved.path, "policy": list(redactor.policy.names),
-                                        "rows": [c.entry() for c in done], "removed_payload_refs": removed})
+        _write_manifest(
+            manifest_path,
+            {
+                "status": status,
+                "backup": saved.path,
+                "policy": list(redactor.policy.names),
+                "rows": [c.entry() for c in done],
+                "removed_payload_refs": removed,
+            },
+        )
     scan_after = mt.fts_scan(store, deep=True)
-    return {"status": status, **_summary(done), "backup": saved.path,
-            "backup_note": "the backup was made before the rewrite and still holds the old secrets: "
-                           "delete it (and older backups) once you no longer need them",
-            "manifest": str(manifest_path), "removed_payload_files": len(removed), "checkpoint": checkpoint,
-            "fts_sound": not any(t["needs_rebuild"] for t in scan_after["tables"].values()),
-            "seconds": round(time.monotonic() - started, 3)}
+    return {
+        "status": status,
+        **_summary(done),
+        "backup": saved.path,
+        "backup_note": "the backup was made before the rewrite and still holds the old secrets: "
+        "delete it (and older backups) once you no longer need them",
+        "manifest": str(manifest_path),
+        "removed_payload_files": len(removed),
+        "checkpoint": checkpoint,
+        "fts_sound": not any(t["needs_rebuild"] for t in scan_after["tables"].values()),
+        "seconds": round(time.monotonic() - started, 3),
+    }
 
 
-def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch_rows: int,
-                 on_row: RowHook | None, done: list[RowChange], removed: list[str]) -> int | None:
+def _apply_batch(
+    store: Store,
+    rewriter: Rewriter,
+    table: str,
+    after: int,
+    batch_rows: int,
+    on_row: RowHook | None,
+    done: list[RowChange],
+    removed: list[str],
+) -> int | None:
     """One batch in one write transaction; old payload files go after it committed."""
     started = time.monotonic()
     with store.write():
@@ -269,8 +334,14 @@ def _apply_batch(store: Store, rewriter: Rewriter, table: str, after: int, batch
                 store.rewrite_message(change.row_id, change.fields)
                 if change.payload is not None:  # the grant follows the stub to the redacted file
                     store.revoke_payloads(change.row_id, [change.payload.old_ref])
-                    store.grant_payloads([(change.row_id, PayloadRef(change.payload.new_ref, KIND_OUTPUT,
-                                                                     OUTPUT_MIME))])
+                    store.grant_payloads(
+                        [
+                            (
+                                change.row_id,
+                                PayloadRef(change.payload.new_ref, KIND_OUTPUT, OUTPUT_MIME),
+                            )
+                        ]
+                    )
                 store.grant_payloads([(change.row_id, p) for p in change.grants])
             else:
                 store.rewrite_text(table, change.row_id, change.text)
@@ -301,18 +372,33 @@ def _write_manifest(path: Path, data: dict[str, Any]) -> None:
         temp.unlink(missing_ok=True)
 
 
-def command(store: Store, patterns: str, preview_chars: int, backup_dir: str | os.PathLike[str],
-            do_apply: bool, enabled: bool, configured: str, on_row: RowHook | None = None) -> dict[str, Any]:
+def command(
+    store: Store,
+    patterns: str,
+    preview_chars: int,
+    backup_dir: str | os.PathLike[str],
+    do_apply: bool,
+    enabled: bool,
+    configured: str,
+    on_row: RowHook | None = None,
+) -> dict[str, Any]:
     """The ``lcm redact`` / ``/lcm redact`` verb: a dry run, or apply. ``enabled`` and
     ``configured``: the live settings, which the result warns about when they differ. ``on_row``:
     apply's per-row hook (the CLI counts progress with it)."""
-    result = apply(store, patterns, preview_chars, backup_dir, on_row=on_row) if do_apply \
+    result = (
+        apply(store, patterns, preview_chars, backup_dir, on_row=on_row)
+        if do_apply
         else scan(store, patterns, preview_chars)
+    )
     notes = []
     if not enabled:
-        notes.append("LCM_SENSITIVE_PATTERNS_ENABLED is off: new messages are stored unredacted; turn it on "
-                     "(with the same LCM_SENSITIVE_PATTERNS) so what is stored from now on matches")
+        notes.append(
+            "LCM_SENSITIVE_PATTERNS_ENABLED is off: new messages are stored unredacted; turn it on "
+            "(with the same LCM_SENSITIVE_PATTERNS) so what is stored from now on matches"
+        )
     if patterns != configured:
-        notes.append("the policy used differs from LCM_SENSITIVE_PATTERNS: a rewritten message the host re-sends "
-                     "is recognised only when live ingest uses the same policy")
+        notes.append(
+            "the policy used differs from LCM_SENSITIVE_PATTERNS: a rewritten message the host re-sends "
+            "is recognised only when live ingest uses the same policy"
+        )
     return {**result, "notes": notes} if notes else result

@@ -109,13 +109,12 @@ def group(items: Sequence[Item]) -> list[list[Item]]:
             end = i + 1
             while end < len(items) and items[end].role == "tool":
                 end += 1
-            groups.extend(_block_once(item, items[i + 1:end], used))
+            groups.extend(_block_once(item, items[i + 1 : end], used))
             i = end
             continue
         groups.append([plain(item)])
         i += 1
     return groups
-
 
 
 def plain(item: Item) -> Item:
@@ -125,7 +124,9 @@ def plain(item: Item) -> Item:
         return item
     if item.role == "tool":
         cid = message.get("tool_call_id")
-        return _text_item(item, f"A tool result whose call is not in view (tool_call_id {as_text(cid)!r}):")
+        return _text_item(
+            item, f"A tool result whose call is not in view (tool_call_id {as_text(cid)!r}):"
+        )
     if item.role not in ("user", "assistant"):
         return _text_item(item, f"A message in role {as_text(item.role)!r}:")
     if message.get("tool_calls"):  # calls outside a tool block (group sends those to _block)
@@ -143,8 +144,14 @@ def plain(item: Item) -> Item:
 def _plain_text(message: dict[str, Any]) -> bool:
     """The common case, decided without the full check: visible text and no tool fields."""
     content = message.get("content")
-    return (type(content) is str and bool(content) and not content.isspace() and "tool_calls" not in message
-            and "tool_call_id" not in message and isinstance(message.get("name", ""), str))
+    return (
+        type(content) is str
+        and bool(content)
+        and not content.isspace()
+        and "tool_calls" not in message
+        and "tool_call_id" not in message
+        and isinstance(message.get("name", ""), str)
+    )
 
 
 def _block_once(call: Item, results: Sequence[Item], used: set[str]) -> list[list[Item]]:
@@ -155,20 +162,30 @@ def _block_once(call: Item, results: Sequence[Item], used: set[str]) -> list[lis
     it was computed with has been used by an earlier block since (the answer depends on that).
     """
     memo = call.__dict__.get("_lcm_block")
-    if (memo is not None and len(memo[0]) == len(results) and all(a is b for a, b in zip(memo[0], results, strict=True))
-            and not memo[1] & used):
+    if (
+        memo is not None
+        and len(memo[0]) == len(results)
+        and all(a is b for a, b in zip(memo[0], results, strict=True))
+        and not memo[1] & used
+    ):
         used.update(memo[2])
         return [list(g) for g in memo[3]]
     ids: set[str] = set()
     before = set(used)
     out = _block(call, results, used, ids)
     if not ids & before:  # computed with no id taken before: valid wherever none is
-        call.__dict__["_lcm_block"] = (tuple(results), frozenset(ids), frozenset(used - before),
-                                       [list(g) for g in out])
+        call.__dict__["_lcm_block"] = (
+            tuple(results),
+            frozenset(ids),
+            frozenset(used - before),
+            [list(g) for g in out],
+        )
     return out
 
 
-def _block(call: Item, results: Sequence[Item], used: set[str], ids: set[str] | None = None) -> list[list[Item]]:
+def _block(
+    call: Item, results: Sequence[Item], used: set[str], ids: set[str] | None = None
+) -> list[list[Item]]:
     """The assistant message with its well-formed, answered calls and their results; every
     other call as text in its content, every other result as a text message after the block.
     ``ids`` collects the well-formed call ids looked up in ``used``."""
@@ -211,18 +228,29 @@ def _assistant(call: Item, kept: list[Any], shown: list[tuple[Any, str]]) -> Ite
     """The call's message with only ``kept`` as tool calls and the ``shown`` ones as text."""
     original = call.message.get("tool_calls")
     stray = "tool_call_id" in call.message or not isinstance(call.message.get("name", ""), str)
-    if (not shown and not stray and isinstance(original, list) and len(kept) == len(original)
-            and all(a is b for a, b in zip(kept, original, strict=True)) and content_problem(call.message) is None):
+    if (
+        not shown
+        and not stray
+        and isinstance(original, list)
+        and len(kept) == len(original)
+        and all(a is b for a, b in zip(kept, original, strict=True))
+        and content_problem(call.message) is None
+    ):
         return call
-    message = {k: v for k, v in call.message.items()
-               if k != "tool_call_id" and not (k == "name" and not isinstance(v, str))}
+    message = {
+        k: v
+        for k, v in call.message.items()
+        if k != "tool_call_id" and not (k == "name" and not isinstance(v, str))
+    }
     if kept:
         message["tool_calls"] = kept
     else:
         message.pop("tool_calls", None)
     if shown:
         notes = _notes(shown)
-        message["content"] = _with_text(message.get("content"), marker(call) + "\n" + "\n".join(notes))
+        message["content"] = _with_text(
+            message.get("content"), marker(call) + "\n" + "\n".join(notes)
+        )
     elif content_problem(message) is not None:
         message["content"] = _with_text(message.get("content"), marker(call))
     return _rebuilt(call, message)
@@ -275,11 +303,19 @@ def _text_item(item: Item, label: str, role: str = "user") -> Item:
     content = message.get("content")
     head = f"{marker(item)} {label}".rstrip()
     extra = [f"tool_calls: {as_text(message['tool_calls'])}"] if message.get("tool_calls") else []
-    kept = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls", "tool_call_id", "name")}
+    kept = {
+        k: v
+        for k, v in message.items()
+        if k not in ("role", "content", "tool_calls", "tool_call_id", "name")
+    }
     if isinstance(content, str) and not extra:
         # a long orphan result costs what it did plus the label; no need to count it again
         text = f"{head}\n{content}" if content.strip() else head
-        tokens = item.tokens + count_tokens(head) + 1 if item.tokens else count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+        tokens = (
+            item.tokens + count_tokens(head) + 1
+            if item.tokens
+            else count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+        )
         return Item(role, tokens, {**kept, "role": role, "content": text}, item.store_id, item.ref)
     if isinstance(content, list) and _parts_ok(content) and role == "user":
         parts: Any = [{"type": "text", "text": "\n".join([head, *extra])}, *content]

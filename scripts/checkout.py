@@ -16,8 +16,9 @@ def load_package() -> ModuleType:
         return hermes_lcm
     except ImportError:
         root = Path(__file__).resolve().parents[1]
-        spec = importlib.util.spec_from_file_location("hermes_lcm", root / "__init__.py",
-                                                      submodule_search_locations=[str(root)])
+        spec = importlib.util.spec_from_file_location(
+            "hermes_lcm", root / "__init__.py", submodule_search_locations=[str(root)]
+        )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules["hermes_lcm"] = module

@@ -31,19 +31,47 @@ from checkout import load_package  # this folder is on sys.path when a script ru
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     src = p.add_argument_group("source (one family)")
     src.add_argument("--source-db", help="lossless-claw / OpenClaw lcm.db")
-    src.add_argument("--source-jsonl", action="append", default=[], help="OpenClaw session .jsonl file (repeatable)")
-    src.add_argument("--source-jsonl-dir", action="append", default=[],
-                     help="directory of OpenClaw session .jsonl files (repeatable)")
-    p.add_argument("--target-db", help="hermes-lcm database (default: LCM_DATABASE_PATH or $HERMES_HOME/lcm.db)")
-    p.add_argument("--agent", default="", help="OpenClaw agent id, recorded in the imported session ids")
-    p.add_argument("--import-id", help="stable id that makes re-runs idempotent (default: derived from the paths)")
-    p.add_argument("--include-summaries", action="store_true", help="also import the summary DAG (SQLite source)")
-    p.add_argument("--apply", action="store_true", help="write (after a backup); default is a dry run")
-    p.add_argument("--backup-dir", default="",
-                   help="where the pre-import backup goes (default <target dir>/lcm-backups)")
+    src.add_argument(
+        "--source-jsonl",
+        action="append",
+        default=[],
+        help="OpenClaw session .jsonl file (repeatable)",
+    )
+    src.add_argument(
+        "--source-jsonl-dir",
+        action="append",
+        default=[],
+        help="directory of OpenClaw session .jsonl files (repeatable)",
+    )
+    p.add_argument(
+        "--target-db",
+        help="hermes-lcm database (default: LCM_DATABASE_PATH or $HERMES_HOME/lcm.db)",
+    )
+    p.add_argument(
+        "--agent", default="", help="OpenClaw agent id, recorded in the imported session ids"
+    )
+    p.add_argument(
+        "--import-id",
+        help="stable id that makes re-runs idempotent (default: derived from the paths)",
+    )
+    p.add_argument(
+        "--include-summaries",
+        action="store_true",
+        help="also import the summary DAG (SQLite source)",
+    )
+    p.add_argument(
+        "--apply", action="store_true", help="write (after a backup); default is a dry run"
+    )
+    p.add_argument(
+        "--backup-dir",
+        default="",
+        help="where the pre-import backup goes (default <target dir>/lcm-backups)",
+    )
     p.add_argument("--json", action="store_true", help="print the reconciliation report as JSON")
     args = p.parse_args(argv)
     if not args.source_db and not args.source_jsonl and not args.source_jsonl_dir:
@@ -55,19 +83,41 @@ def main(argv: list[str] | None = None) -> int:
     from hermes_lcm.importers.claw import ImportFailure, run_import
 
     try:
-        found = Path(args.target_db).expanduser() if args.target_db else resolve_db(None, dict(os.environ))[0]
+        found = (
+            Path(args.target_db).expanduser()
+            if args.target_db
+            else resolve_db(None, dict(os.environ))[0]
+        )
         if not isinstance(found, Path):  # LCM_DATABASE_URL: the importer writes a SQLite file
-            raise CliError("the importer writes a SQLite file: give --target-db (a postgresql:// URL is set)", 2)
+            raise CliError(
+                "the importer writes a SQLite file: give --target-db (a postgresql:// URL is set)",
+                2,
+            )
         target = found
         _check_writable(target, args.backup_dir, CliError)
-        with progress.start("import lossless-claw", unit="msgs") as line:  # a live line on a terminal only
-            report = run_import(target_db=target, source_db=args.source_db, jsonl=args.source_jsonl,
-                                jsonl_dirs=args.source_jsonl_dir, import_id=args.import_id,
-                                include_summaries=args.include_summaries, apply=args.apply, agent=args.agent,
-                                backup_dir=args.backup_dir, redact_patterns=_redaction(), progress=line.update)
+        with progress.start(
+            "import lossless-claw", unit="msgs"
+        ) as line:  # a live line on a terminal only
+            report = run_import(
+                target_db=target,
+                source_db=args.source_db,
+                jsonl=args.source_jsonl,
+                jsonl_dirs=args.source_jsonl_dir,
+                import_id=args.import_id,
+                include_summaries=args.include_summaries,
+                apply=args.apply,
+                agent=args.agent,
+                backup_dir=args.backup_dir,
+                redact_patterns=_redaction(),
+                progress=line.update,
+            )
     except KeyboardInterrupt:  # the import is one transaction: nothing of it was written
-        return _fail("interrupted; the import is one transaction, so nothing was written: run the same "
-                     "command again", 130, args.json)
+        return _fail(
+            "interrupted; the import is one transaction, so nothing was written: run the same "
+            "command again",
+            130,
+            args.json,
+        )
     except ImportFailure as exc:
         return _fail(f"import refused: {exc}", 3, args.json)
     except Exception as exc:  # noqa: BLE001 - every failure is one line and an exit code, never a traceback
@@ -82,12 +132,25 @@ def main(argv: list[str] | None = None) -> int:
         mode = "UP TO DATE (nothing new: nothing written, no backup)"
     else:
         mode = "APPLIED"
-    print(f"{mode}: {report['source_kind']} -> {report['target']} (import id {report['import_id']})")
+    print(
+        f"{mode}: {report['source_kind']} -> {report['target']} (import id {report['import_id']})"
+    )
     if report["backup_path"]:
         print(f"backup: {report['backup_path']}")
-    for key in ("conversations", "scanned", "eligible", "would_import", "imported", "skipped_existing",
-                "skipped_empty", "skipped_unsupported", "invalid_rows", "thinking_kept", "compactions_reported",
-                "balanced"):
+    for key in (
+        "conversations",
+        "scanned",
+        "eligible",
+        "would_import",
+        "imported",
+        "skipped_existing",
+        "skipped_empty",
+        "skipped_unsupported",
+        "invalid_rows",
+        "thinking_kept",
+        "compactions_reported",
+        "balanced",
+    ):
         print(f"  {key:20} {report[key]}")
     print("  summaries           " + ", ".join(f"{k}={v}" for k, v in report["summaries"].items()))
     for key in ("parts_kept", "parts_reported"):  # lossless-claw message_parts per part_type
@@ -123,8 +186,12 @@ def _check_writable(target: Path, backup_dir: str, error: type[Exception]) -> No
 
 def _fail(message: str, code: int, as_json: bool) -> int:
     text = " ".join(message.split())
-    print(json.dumps({"error": text, "exit_code": code}) if as_json else f"import_lossless_claw: error: {text}",
-          file=sys.stderr)
+    print(
+        json.dumps({"error": text, "exit_code": code})
+        if as_json
+        else f"import_lossless_claw: error: {text}",
+        file=sys.stderr,
+    )
     return code
 
 

@@ -64,15 +64,19 @@ def main(argv: list[str] | None = None) -> int:
                 page.locator('.tabs button[data-tab="timeline"]').click()
                 page.wait_for_selector("#timeline svg", state="attached")
                 page.wait_for_timeout(300)
-                page.screenshot(path=str(args.output.with_name(args.output.stem + "-compactions.png")))
+                page.screenshot(
+                    path=str(args.output.with_name(args.output.stem + "-compactions.png"))
+                )
                 if watch.errors or watch.remote():
                     print(f"the page complained: {watch.errors} {watch.remote()}", file=sys.stderr)
                     return 1
             finally:
                 browser.close()
         close_all()
-    print(f"{args.output}: node {node.node_id} (depth {node.depth}) of {info['summaries']} summaries, "
-          f"{info['messages']} messages, page {info['bytes']:,} bytes")
+    print(
+        f"{args.output}: node {node.node_id} (depth {node.depth}) of {info['summaries']} summaries, "
+        f"{info['messages']} messages, page {info['bytes']:,} bytes"
+    )
     return 0
 
 

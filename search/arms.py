@@ -21,10 +21,10 @@ from ..dag import Dag
 from ..store import Store
 from .query import Query, Term, or_match, plan_terms
 
-BM25_BUDGET = 8000          # raw rows bm25 may rank per query
+BM25_BUDGET = 8000  # raw rows bm25 may rank per query
 SUMMARY_BM25_BUDGET = 1500  # summaries are long, so fewer of them
-TEXT_CHARS = 2000           # text per candidate used for coverage and snippets
-SNIPPET_TOKENS = 28         # tokens per highlighted snippet (lcm_grep, lcm_recall)
+TEXT_CHARS = 2000  # text per candidate used for coverage and snippets
+SNIPPET_TOKENS = 28  # tokens per highlighted snippet (lcm_grep, lcm_recall)
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,13 @@ class Hit:
     tool_name: str | None = None
     node: SummaryNode | None = None
     in_context: bool = False  # the caller's prompt shows it already (search.Searcher marks it)
-    covered: int | None = None  # a summary whose match is a copy of this message hit's: listed after the others
+    covered: int | None = (
+        None  # a summary whose match is a copy of this message hit's: listed after the others
+    )
     cosine: float | None = None  # similarity to the query's embedding (hybrid recall only)
-    neighbour: bool = False  # no query word: brought in as the turn next to a strong match (listed after matches)
+    neighbour: bool = (
+        False  # no query word: brought in as the turn next to a strong match (listed after matches)
+    )
 
     @property
     def scratch_id(self) -> int:
@@ -132,8 +136,12 @@ class FullTextArm:
         # holds that many matched rows knows the walk after it finds nothing (search._tail).
         self.totals: dict[str, int | None] = {}
         self._counts: dict[tuple[str, str], int] = {}
-        self._over: dict[tuple[str, str], int] = {}  # probes that only asked whether the cap is reached
-        self._ranges: dict[str, tuple[tuple[int, int], int]] = {}  # kind: (rowid range, cap) of the counts
+        self._over: dict[
+            tuple[str, str], int
+        ] = {}  # probes that only asked whether the cap is reached
+        self._ranges: dict[
+            str, tuple[tuple[int, int], int]
+        ] = {}  # kind: (rowid range, cap) of the counts
 
     def prepare(self, m_upper: int, s_upper: int) -> None:
         """Count every plain word in both indexes in one statement, before either kind asks
@@ -142,8 +150,13 @@ class FullTextArm:
         view = self.view
         self._ranges = {"messages": (view.bounded(view.m_bounds, m_upper), BM25_BUDGET + 1)}
         if view.with_summaries:
-            self._ranges["summaries"] = (view.bounded(view.s_bounds, s_upper), SUMMARY_BM25_BUDGET + 1)
-        self._count("messages", sorted({f'"{t.words[0]}"' for t in self.query.parts if t.kind == "word"}))
+            self._ranges["summaries"] = (
+                view.bounded(view.s_bounds, s_upper),
+                SUMMARY_BM25_BUDGET + 1,
+            )
+        self._count(
+            "messages", sorted({f'"{t.words[0]}"' for t in self.query.parts if t.kind == "word"})
+        )
 
     def _count(self, kind: str, matches: Sequence[str], exact: bool = True) -> list[int]:
         """Capped match counts in ``kind``'s range, each probe run once per search. Not ``exact``:
@@ -164,7 +177,9 @@ class FullTextArm:
         matches is exact). Common words: newest matches, only to fill the pool.
         """
         terms = self.query.parts
-        bounds = self.view.bounded(self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper)
+        bounds = self.view.bounded(
+            self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper
+        )
         budget = BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET
         word_counts = self._countable(kind, terms, bounds, budget)
         exact = [word_counts.get(t.match, budget + 1) for t in terms]
@@ -182,12 +197,17 @@ class FullTextArm:
             hits = _union(hits, fetch(or_match(common), "recent", pool, upper), pool)
         return Candidates(hits, [word_counts.get(t.match) for t in terms])
 
-    def _countable(self, kind: str, terms: Sequence[Term], bounds: tuple[int, int], budget: int) -> dict[str, int]:
+    def _countable(
+        self, kind: str, terms: Sequence[Term], bounds: tuple[int, int], budget: int
+    ) -> dict[str, int]:
         """Match counts (capped) of the terms bm25 can rank cheaply: words, and phrases whose every
         word is within the budget. A phrase of common words or a prefix is left out: counting it
         would cost as much as walking those words' whole index entries."""
         plain = sorted({t.words[0] for t in terms if t.kind == "word"})
-        if self._ranges.get(kind) != (bounds, budget + 1):  # not the range ``prepare`` counted: count afresh
+        if self._ranges.get(kind) != (
+            bounds,
+            budget + 1,
+        ):  # not the range ``prepare`` counted: count afresh
             self._ranges[kind] = (bounds, budget + 1)
             self._counts = {key: n for key, n in self._counts.items() if key[0] != kind}
             self._over = {key: n for key, n in self._over.items() if key[0] != kind}
@@ -206,40 +226,73 @@ class FullTextArm:
         cheap = [t for t in terms if t.kind != "prefix" and within(t)]
         out = {t.match: counted[t.words[0]] for t in cheap if t.kind == "word"}
         phrases = [t for t in cheap if t.kind != "word"]
-        out.update(zip((t.match for t in phrases),
-                       self._count(kind, [t.match for t in phrases]), strict=True))
+        out.update(
+            zip(
+                (t.match for t in phrases),
+                self._count(kind, [t.match for t in phrases]),
+                strict=True,
+            )
+        )
         out.update({t.match: budget + 1 for t in terms if t.kind == "word" and t.match not in out})
         return out
 
-    def message_rows(self, match: str, order: str, limit: int, upper: int,
-                     exclude: Sequence[int] = (), *, walk: bool = False) -> list[Hit]:
+    def message_rows(
+        self,
+        match: str,
+        order: str,
+        limit: int,
+        upper: int,
+        exclude: Sequence[int] = (),
+        *,
+        walk: bool = False,
+    ) -> list[Hit]:
         """Messages matching ``match`` in scope, by bm25 (``order`` "rank") or newest first. The
         ranked candidates leave memory turns out (a walk, ``walk``, lists them after the pool)."""
         view = self.view
-        scope = {**view.scope_sql, "skip_memory_turns": view.scope_sql["skip_memory_turns"] and not walk}
+        scope = {
+            **view.scope_sql,
+            "skip_memory_turns": view.scope_sql["skip_memory_turns"] and not walk,
+        }
         rows = self.store.message_hits(
-            match, order=order, limit=limit, bounds=view.bounded(view.m_bounds, upper), text_chars=TEXT_CHARS,
-            exclude_ids=list(exclude), **scope, **view.filters.sql())
+            match,
+            order=order,
+            limit=limit,
+            bounds=view.bounded(view.m_bounds, upper),
+            text_chars=TEXT_CHARS,
+            exclude_ids=list(exclude),
+            **scope,
+            **view.filters.sql(),
+        )
         return [message_hit(r, matched=True) for r in rows]
 
-    def summary_rows(self, match: str, order: str, limit: int, upper: int,
-                     exclude: Sequence[int] = ()) -> list[Hit]:
+    def summary_rows(
+        self, match: str, order: str, limit: int, upper: int, exclude: Sequence[int] = ()
+    ) -> list[Hit]:
         view = self.view
         if not view.with_summaries:
             return []
         rows = self.dag.summary_hits(
-            match, order=order, limit=limit, bounds=view.bounded(view.s_bounds, upper),
-            conversation_id=view.summary_conversation, session_id=view.session_id,
-            source=view.filters.source, exclude_ids=exclude, conversation_ids=view.summary_conversations)
+            match,
+            order=order,
+            limit=limit,
+            bounds=view.bounded(view.s_bounds, upper),
+            conversation_id=view.summary_conversation,
+            session_id=view.session_id,
+            source=view.filters.source,
+            exclude_ids=exclude,
+            conversation_ids=view.summary_conversations,
+        )
         return [summary_hit(node, score) for node, score in rows]
 
 
 # Rows the vector arm adds at most: as deep as full text (search.POOL). bench/fusion_lab.py: 40 -> 100
 # lifted LoCoMo (R@10 0.778 -> 0.780) and the paraphrase set (0.100 -> 0.114), lowered no conversation.
 VECTOR_POOL = 100
-VECTOR_WIDEN = 3          # KNN rows asked for per pool row before the scope filter
-VECTOR_MULTIPLIER = 4     # the index's prescreen shortlist per asked row (at least its floor of 160)
-VECTOR_ALLOWED_CAP = 200_000  # in-scope ids passed to the index when the scope is a small part of it
+VECTOR_WIDEN = 3  # KNN rows asked for per pool row before the scope filter
+VECTOR_MULTIPLIER = 4  # the index's prescreen shortlist per asked row (at least its floor of 160)
+VECTOR_ALLOWED_CAP = (
+    200_000  # in-scope ids passed to the index when the scope is a small part of it
+)
 
 
 class KnnIndex(Protocol):
@@ -249,8 +302,9 @@ class KnnIndex(Protocol):
     dim: int
 
     def __len__(self) -> int: ...
-    def search(self, query: np.ndarray, k: int, multiplier: int = 8,
-               allowed: np.ndarray | None = None) -> list[tuple[int, float]]: ...
+    def search(
+        self, query: np.ndarray, k: int, multiplier: int = 8, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]: ...
 
 
 class VectorSource(Protocol):
@@ -296,7 +350,9 @@ class VectorArm:
             except Exception as exc:  # noqa: BLE001 - a broken index is a state line, full text still answers
                 self.state = f"unavailable (vector index: {type(exc).__name__}: {str(exc)[:160]})"
                 return False
-            self.query = self.source.query_vector(self.text)  # warms the provider up: the index needs its model
+            self.query = self.source.query_vector(
+                self.text
+            )  # warms the provider up: the index needs its model
             if self.query is None:
                 self.state = f"unavailable (query embedding failed: {self.source.last_query_error or 'no vector'})"
                 return False
@@ -318,9 +374,12 @@ class VectorArm:
         hits = self._scoped(found, upper, pool)
         if len(hits) < pool and len(self.messages) > len(found):
             view = self.view
-            allowed = self.store.message_ids_in_scope(bounds=view.bounded(view.m_bounds, upper),
-                                                      limit=VECTOR_ALLOWED_CAP, **view.scope_sql,
-                                                      **view.filters.sql())
+            allowed = self.store.message_ids_in_scope(
+                bounds=view.bounded(view.m_bounds, upper),
+                limit=VECTOR_ALLOWED_CAP,
+                **view.scope_sql,
+                **view.filters.sql(),
+            )
             ids = np.asarray(allowed, dtype=np.int64)
             found = self.messages.search(self.query, pool, VECTOR_MULTIPLIER, allowed=ids)
             hits = self._scoped(found, upper, pool)
@@ -328,8 +387,13 @@ class VectorArm:
 
     def _scoped(self, found: Sequence[tuple[int, float]], upper: int, pool: int) -> list[Hit]:
         view = self.view
-        rows = self.store.message_hits_by_ids([i for i, _ in found], bounds=view.bounded(view.m_bounds, upper),
-                                              text_chars=TEXT_CHARS, **view.scope_sql, **view.filters.sql())
+        rows = self.store.message_hits_by_ids(
+            [i for i, _ in found],
+            bounds=view.bounded(view.m_bounds, upper),
+            text_chars=TEXT_CHARS,
+            **view.scope_sql,
+            **view.filters.sql(),
+        )
         by_id = {int(r[0]): r for r in rows}
         hits = []
         for mid, cos in found:
@@ -349,7 +413,9 @@ class VectorArm:
             wanted = [h for h in hits if h.kind == kind and h.cosine is None]
             if index is None or not wanted:
                 continue
-            found = dict(index.search(self.query, len(wanted), allowed=np.asarray([h.id for h in wanted])))
+            found = dict(
+                index.search(self.query, len(wanted), allowed=np.asarray([h.id for h in wanted]))
+            )
             for h in wanted:
                 h.cosine = found.get(h.id)
 
@@ -358,7 +424,12 @@ class VectorArm:
             index = self.source.index("s")
         except Exception:  # noqa: BLE001 - summaries without vectors keep their full-text score
             return None
-        if index is None or not len(index) or self.query is None or index.dim != self.query.shape[0]:
+        if (
+            index is None
+            or not len(index)
+            or self.query is None
+            or index.dim != self.query.shape[0]
+        ):
             return None
         return index
 
@@ -366,7 +437,7 @@ class VectorArm:
 def _union(hits: list[Hit], more: list[Hit], cap: int) -> list[Hit]:
     """``hits`` then the rows of ``more`` not in it, up to ``cap`` rows."""
     seen = {h.id for h in hits}
-    return (hits + [h for h in more if h.id not in seen])[:max(cap, len(hits))]
+    return (hits + [h for h in more if h.id not in seen])[: max(cap, len(hits))]
 
 
 def fuse(found: Sequence[Candidates]) -> Candidates:
@@ -376,15 +447,30 @@ def fuse(found: Sequence[Candidates]) -> Candidates:
     for c in found:
         for h in c.hits:
             hits.setdefault(h.id, h)
-    counts = [next((c.counts[i] for c in found if i < len(c.counts) and c.counts[i] is not None), None)
-              for i in range(max((len(c.counts) for c in found), default=0))]
+    counts = [
+        next((c.counts[i] for c in found if i < len(c.counts) and c.counts[i] is not None), None)
+        for i in range(max((len(c.counts) for c in found), default=0))
+    ]
     return Candidates(list(hits.values()), counts)
 
 
 def message_hit(row: Sequence[Any], matched: bool) -> Hit:
     mid, conv, seq, session, role, source, created, tool, text, chars, score = row
-    return Hit("message", int(mid), -float(score), matched, str(text), int(chars), float(created), int(conv),
-               int(seq), str(session), str(role), str(source or "unknown"), tool)
+    return Hit(
+        "message",
+        int(mid),
+        -float(score),
+        matched,
+        str(text),
+        int(chars),
+        float(created),
+        int(conv),
+        int(seq),
+        str(session),
+        str(role),
+        str(source or "unknown"),
+        tool,
+    )
 
 
 def whole_text(hit: Hit) -> bool:
@@ -395,5 +481,14 @@ def whole_text(hit: Hit) -> bool:
 
 
 def summary_hit(node: SummaryNode, score: float) -> Hit:
-    return Hit("summary", node.id, -score, True, node.content[:TEXT_CHARS], len(node.content), node.latest_at,
-               node.conversation_id, node=node)
+    return Hit(
+        "summary",
+        node.id,
+        -score,
+        True,
+        node.content[:TEXT_CHARS],
+        len(node.content),
+        node.latest_at,
+        node.conversation_id,
+        node=node,
+    )

@@ -33,6 +33,7 @@ _APOSTROPHE = re.compile(r"['\u2019\u02bc]")
 # FTS5's operators typed in capitals: NOT excludes the next term, AND/OR/NEAR join (terms are ORed anyway)
 OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 
+
 @dataclass(frozen=True)
 class Term:
     """One search term: ``match`` is its FTS5 expression, ``raw`` what was typed."""
@@ -54,7 +55,9 @@ class Query:
 
     parts: tuple[Term, ...]
     dropped: tuple[str, ...] = ()
-    excluded: tuple[Term, ...] = ()  # ``NOT word`` / ``-word``: a row holding any of these is no hit
+    excluded: tuple[
+        Term, ...
+    ] = ()  # ``NOT word`` / ``-word``: a row holding any of these is no hit
 
     @property
     def empty(self) -> bool:
@@ -107,7 +110,10 @@ def _token_term(token: str) -> Term | None:
     if _APOSTROPHE.search(body) and len(words) == 2 and words[1].lower() in _SUFFIXES:
         if _function_contraction(words):
             return None  # a contraction of a function word (it's, don't, I'm) is one stop word
-        body, words = words[0], words[:1]  # a possessive or clitic (John's, Sam'll): the name is the term
+        body, words = (
+            words[0],
+            words[:1],
+        )  # a possessive or clitic (John's, Sam'll): the name is the term
     if len(words) == 1 and not prefix:
         word = words[0]
         if _is_stopword(word) or (len(word) == 1 and not word.isdigit()):
@@ -142,8 +148,11 @@ def build_query(text: str, max_terms: int = MAX_TERMS) -> Query:
         if token in OPERATORS:
             negate = token == "NOT"
             continue
-        minus = found.start() > 0 and rest[found.start() - 1] == "-" and \
-            (found.start() == 1 or rest[found.start() - 2].isspace())
+        minus = (
+            found.start() > 0
+            and rest[found.start() - 1] == "-"
+            and (found.start() == 1 or rest[found.start() - 2].isspace())
+        )
         term = _token_term(token)
         if negate or minus:
             if term is not None:
@@ -157,16 +166,28 @@ def build_query(text: str, max_terms: int = MAX_TERMS) -> Query:
         for word in _TOKEN.findall(rest):
             if word not in OPERATORS and _WORD.findall(word):
                 words = _WORD.findall(word)
-                add(Term(" ".join(words).lower(), _quote(words), "word" if len(words) == 1 else "ident", word))
+                add(
+                    Term(
+                        " ".join(words).lower(),
+                        _quote(words),
+                        "word" if len(words) == 1 else "ident",
+                        word,
+                    )
+                )
         dropped = []
-    return Query(tuple(terms[:max_terms]), tuple(dict.fromkeys(d.lower() for d in dropped)),
-                 tuple(excluded[:max_terms]))
+    return Query(
+        tuple(terms[:max_terms]),
+        tuple(dict.fromkeys(d.lower() for d in dropped)),
+        tuple(excluded[:max_terms]),
+    )
 
 
 # --------------------------------------------------------------------------- term planning
 
 
-def plan_terms(terms: Sequence[Term], counts: Sequence[int], budget: int) -> tuple[list[Term], list[Term]]:
+def plan_terms(
+    terms: Sequence[Term], counts: Sequence[int], budget: int
+) -> tuple[list[Term], list[Term]]:
     """Split terms into (selective, common) so bm25 ranks at most ``budget`` matching rows.
 
     The rarest terms go first; a term whose matches would push the total over the budget is

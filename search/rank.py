@@ -15,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from .query import Term
 
 # Ranking constants (measured on LoCoMo, kept in the flat part of the curve; see bench/locomo_recall.py).
-COVERAGE_GAIN = 2.0     # a row covering every weighted term scores up to 3x its bm25
-EXACT_GAIN = 0.25       # an identifier or phrase present verbatim
-CONTEXT_GAIN = 0.5      # share of the best neighbour's score a turn inherits
-CONTEXT_WINDOW = 2      # neighbours: seq +-1 and +-2 in the same conversation
-SUMMARY_WEIGHT = 0.5    # a summary hit against a raw message holding the same terms
+COVERAGE_GAIN = 2.0  # a row covering every weighted term scores up to 3x its bm25
+EXACT_GAIN = 0.25  # an identifier or phrase present verbatim
+CONTEXT_GAIN = 0.5  # share of the best neighbour's score a turn inherits
+CONTEXT_WINDOW = 2  # neighbours: seq +-1 and +-2 in the same conversation
+SUMMARY_WEIGHT = 0.5  # a summary hit against a raw message holding the same terms
 RELEVANCE_FLOOR = 0.01
-
 
 
 def idf(rows: int, matching: int) -> float:
@@ -41,7 +40,11 @@ def coverage(key: int, matched: Sequence[set[int]], weights: Sequence[float]) ->
 def own_score(relevance: float, cover: float, exact: bool) -> float:
     """A row's score before context; the small floor keeps coverage and exactness deciding the
     order when bm25 degenerates (terms in most rows of a tiny store score ~0)."""
-    return (relevance + RELEVANCE_FLOOR) * (1.0 + COVERAGE_GAIN * cover) * (1.0 + EXACT_GAIN if exact else 1.0)
+    return (
+        (relevance + RELEVANCE_FLOOR)
+        * (1.0 + COVERAGE_GAIN * cover)
+        * (1.0 + EXACT_GAIN if exact else 1.0)
+    )
 
 
 def summary_relevance(key: int, matched: Sequence[set[int]], weights: Sequence[float]) -> float:
@@ -55,12 +58,21 @@ def is_exact(text: str, terms: Sequence[Term]) -> bool:
     return any(t.kind in ("ident", "phrase") and len(t.raw) > 2 and t.raw in text for t in terms)
 
 
-def with_context(scores: Mapping[tuple[int, int], float],
-                 window: int = CONTEXT_WINDOW, gain: float = CONTEXT_GAIN) -> dict[tuple[int, int], float]:
+def with_context(
+    scores: Mapping[tuple[int, int], float],
+    window: int = CONTEXT_WINDOW,
+    gain: float = CONTEXT_GAIN,
+) -> dict[tuple[int, int], float]:
     """Scores keyed by (conversation, seq) after each turn inherits ``gain`` x its best neighbour's."""
-    keys = {(c, s + d) for c, s in scores for d in range(-window, window + 1)} if window > 0 else set(scores)
+    keys = (
+        {(c, s + d) for c, s in scores for d in range(-window, window + 1)}
+        if window > 0
+        else set(scores)
+    )
     out = {}
     for conv, seq in keys:
-        best = max((scores.get((conv, seq + d), 0.0) for d in range(-window, window + 1) if d), default=0.0)
+        best = max(
+            (scores.get((conv, seq + d), 0.0) for d in range(-window, window + 1) if d), default=0.0
+        )
         out[(conv, seq)] = scores.get((conv, seq), 0.0) + gain * best
     return out

@@ -44,15 +44,24 @@ from .query import Query, conversational
 from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_context
 from .visible import Visible
 
-__all__ = ["SNIPPET_TOKENS", "Filters", "Hit", "Scope", "SearchError", "SearchPage", "SearchRequest", "Searcher",
-           "whole_text"]
+__all__ = [
+    "SNIPPET_TOKENS",
+    "Filters",
+    "Hit",
+    "Scope",
+    "SearchError",
+    "SearchPage",
+    "SearchRequest",
+    "Searcher",
+    "whole_text",
+]
 
-POOL = 100                  # raw candidates reranked per query
-SUMMARY_POOL = 30           # summary candidates reranked per query
+POOL = 100  # raw candidates reranked per query
+SUMMARY_POOL = 30  # summary candidates reranked per query
 # Candidates at most for which the scratch table the rerank needs anyway also makes the snippets
 # (one transaction, not two); a larger pool leaves them to the page's few hits.
 SNIPPETS_WITH_MATCH = 20
-INDEX_SNIPPET_ROWS = 100   # matches at most (counted) for which snippets come from the real index
+INDEX_SNIPPET_ROWS = 100  # matches at most (counted) for which snippets come from the real index
 
 # A row holding this weighted share of the query's words: full text is fully trusted (fusion).
 # Measured (bench/locomo_recall.py --hybrid --weights w:c): 0.5 lifts the paraphrase set (R@10 0.11 -> 0.36)
@@ -64,10 +73,12 @@ CONFIDENT_COVER = 0.25
 # lifted the paraphrase set (R@10 0.11 -> 0.20) and LoCoMo (0.780 -> 0.783, no conversation below
 # full text); two slots reached 0.26 but ranked conv-30 one question below full text.
 DENSE_SLOTS = 1
-SLOT_DEPTH = 10        # lcm_recall's default page
-SLOT_COSINE = 0.3      # a reserved row must at least be related (MiniLM: unrelated turns sit near 0.1-0.2)
+SLOT_DEPTH = 10  # lcm_recall's default page
+SLOT_COSINE = (
+    0.3  # a reserved row must at least be related (MiniLM: unrelated turns sit near 0.1-0.2)
+)
 
-POOL_CACHE = 8             # ranked pools kept per process, so later pages rank exactly like the first
+POOL_CACHE = 8  # ranked pools kept per process, so later pages rank exactly like the first
 
 _pools: OrderedDict[tuple[Any, ...], list[Hit]] = OrderedDict()
 _pools_lock = threading.Lock()
@@ -91,7 +102,9 @@ class SearchRequest:
     visible: Visible | None = None  # the caller's prompt: its rows are marked, and listed last
     rank_visible: bool = False  # rank the prompt's rows in place instead
     own_tools: bool = False  # also search LCM's own tool traffic (copies of stored rows)
-    vectors: VectorSource | None = None  # embeddings on: the vector arm joins (lcm_recall; grep stays keyword-only)
+    vectors: VectorSource | None = (
+        None  # embeddings on: the vector arm joins (lcm_recall; grep stays keyword-only)
+    )
     vector_weight: float = 0.3  # LCM_RECALL_VECTOR_WEIGHT: the dense share of a fused score
     text: str = ""  # the query as the caller wrote it: what is embedded (the terms when empty)
 
@@ -109,8 +122,12 @@ class SearchPage:
     summaries_searched: bool = True
     in_context: int = 0  # ranked hits the caller's prompt already shows
     vectors: str | None = None  # the vector arm's state (None: not asked for)
-    snippets: dict[int, str | None] = field(default_factory=dict)  # by scratch id, made while ranking
-    index_snippets: bool = False  # every match is a rare term's: the real index makes snippets cheaply
+    snippets: dict[int, str | None] = field(
+        default_factory=dict
+    )  # by scratch id, made while ranking
+    index_snippets: bool = (
+        False  # every match is a rare term's: the real index makes snippets cheaply
+    )
 
 
 @dataclass(frozen=True)
@@ -156,9 +173,21 @@ def _digest(req: SearchRequest, key: bytes) -> str:
     filters, order, boost, and whether (and how much) vectors were asked for, so a hybrid page's
     cursor never continues a full-text pool. Full length, so no crafted query can share another
     scope's pool."""
-    fields = repr((req.query.match, req.query.excluded_match, req.scope, req.filters, req.sort, req.summaries,
-                   req.boost_key, req.visible is not None, req.rank_visible, req.own_tools,
-                   (req.vector_weight, req.text) if req.hybrid else None))
+    fields = repr(
+        (
+            req.query.match,
+            req.query.excluded_match,
+            req.scope,
+            req.filters,
+            req.sort,
+            req.summaries,
+            req.boost_key,
+            req.visible is not None,
+            req.rank_visible,
+            req.own_tools,
+            (req.vector_weight, req.text) if req.hybrid else None,
+        )
+    )
     return hmac.new(key, fields.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
@@ -176,8 +205,10 @@ def _parse_cursor(req: SearchRequest, key: bytes) -> _Cursor | None:
     if len(parts) != 6 or parts[0] not in ("r", "t") or len(mac) != 64:
         raise SearchError(f"malformed cursor {req.cursor[:80]!r}; pass next_cursor unchanged")
     if not hmac.compare_digest(mac, _sign(_digest(req, key), body, key)):
-        raise SearchError("cursor belongs to another query, scope or filter, or was changed; "
-                          "repeat the call without it")
+        raise SearchError(
+            "cursor belongs to another query, scope or filter, or was changed; "
+            "repeat the call without it"
+        )
     try:
         numbers = [int(x) for x in parts[1:6]]
     except ValueError as exc:
@@ -206,8 +237,9 @@ class Searcher:
         self.arms: tuple[Arm, ...] = (self.fulltext,)
         self.snippets: dict[int, str | None] = {}
         if req.hybrid and req.vectors is not None and req.sort == "relevance":
-            self.vector = VectorArm(store, req.vectors, req.text or " ".join(t.text for t in req.query.parts),
-                                    self.view)
+            self.vector = VectorArm(
+                store, req.vectors, req.text or " ".join(t.text for t in req.query.parts), self.view
+            )
             self.arms = (self.fulltext, self.vector)
 
     def _candidates(self, kind: str, upper: int, pool: int) -> Candidates:
@@ -217,31 +249,41 @@ class Searcher:
         self.fulltext.prepare(m_upper, s_upper)
         found = self._candidates("messages", m_upper, POOL)
         messages, counts = found.hits, found.counts
-        summaries = self._candidates("summaries", s_upper, SUMMARY_POOL).hits if self.with_summaries else []
+        summaries = (
+            self._candidates("summaries", s_upper, SUMMARY_POOL).hits if self.with_summaries else []
+        )
         candidates = messages + summaries
         if not candidates:
             return []
         terms = self.req.query.parts
         low, high = self.view.bounded(self.m_bounds, m_upper)
         matched = self._matched(candidates)
-        weights = [idf(high - low + 1, c if c is not None else max(1, len(hits)))
-                   for c, hits in zip(counts, matched, strict=True)]
+        weights = [
+            idf(high - low + 1, c if c is not None else max(1, len(hits)))
+            for c, hits in zip(counts, matched, strict=True)
+        ]
         floor = min((h.score for h in messages if h.score > 0), default=1.0) * 0.5
         best_cover = 0.0
         for h in candidates:
-            if h.kind == "summary":  # bm25 over the few summaries is unreliable: score on the messages' scale
+            if (
+                h.kind == "summary"
+            ):  # bm25 over the few summaries is unreliable: score on the messages' scale
                 relevance = summary_relevance(h.scratch_id, matched, weights)
             elif h.score > 0:
                 relevance = h.score
             else:  # rows found through common terms only have no bm25: half the weakest ranked row
-                relevance = floor if h.matched or any(h.scratch_id in rows for rows in matched) else 0.0
+                relevance = (
+                    floor if h.matched or any(h.scratch_id in rows for rows in matched) else 0.0
+                )
             cover = coverage(h.scratch_id, matched, weights)
             best_cover = max(best_cover, cover if h.kind == "message" else 0.0)
             h.score = own_score(relevance, cover, is_exact(h.text, terms))
         hybrid = self.vector is not None and self.vector.used
         if hybrid:
             self._fuse(candidates, min(1.0, best_cover / CONFIDENT_COVER))
-        ranked = (self._add_context(messages, m_upper) if conversational(terms) else messages) + summaries
+        ranked = (
+            self._add_context(messages, m_upper) if conversational(terms) else messages
+        ) + summaries
         if self.req.boost is not None:
             for h in ranked:
                 h.score *= self.req.boost(h)
@@ -263,16 +305,24 @@ class Searcher:
         ``TEXT_CHARS``, so the scratch table would match them too. Only the rest (cut texts, rows
         found by meaning) are tokenized."""
         terms = self.req.query.parts
-        known = [h for h in candidates if len(terms) == 1 and h.matched and len(h.text) < TEXT_CHARS]
+        known = [
+            h for h in candidates if len(terms) == 1 and h.matched and len(h.text) < TEXT_CHARS
+        ]
         ids = {id(h) for h in known}
         rest = [(h.scratch_id, h.text) for h in candidates if id(h) not in ids]
         if not rest:
             return [{h.scratch_id for h in known}] if known else [set() for _ in terms]
-        snippet = len(candidates) <= SNIPPETS_WITH_MATCH  # few rows: their snippets in the same transaction
+        snippet = (
+            len(candidates) <= SNIPPETS_WITH_MATCH
+        )  # few rows: their snippets in the same transaction
         if snippet:  # every candidate, so the page needs no snippet statement (known rows match their term anyway)
             rest += [(h.scratch_id, h.text) for h in known]
-        matched, snippets = self.store.scratch_fts(rest, [t.match for t in terms],
-                                                   self.req.query.match if snippet else None, SNIPPET_TOKENS)
+        matched, snippets = self.store.scratch_fts(
+            rest,
+            [t.match for t in terms],
+            self.req.query.match if snippet else None,
+            SNIPPET_TOKENS,
+        )
         if snippet:
             self.snippets = {sid: snippets.get(sid) for sid, _ in rest}
         if known:
@@ -332,8 +382,14 @@ class Searcher:
             if (conv, seq) not in by_key and seq > 0:
                 missing.setdefault(conv, []).append(seq)
         for conv, seqs in missing.items():
-            rows = self.store.messages_at(conv, seqs, TEXT_CHARS, session_id=self.req.scope.session_id,
-                                          **self.view.derived_sql, **self.req.filters.sql())
+            rows = self.store.messages_at(
+                conv,
+                seqs,
+                TEXT_CHARS,
+                session_id=self.req.scope.session_id,
+                **self.view.derived_sql,
+                **self.req.filters.sql(),
+            )
             for row in rows:
                 hit = message_hit((*row, 0.0), matched=False)
                 if hit.id <= upper:
@@ -361,7 +417,7 @@ class Searcher:
         hits: list[Hit] = []
         nxt: _Cursor | None = None
         if cur.phase == "r":
-            hits = pool[cur.offset:cur.offset + self.req.limit]
+            hits = pool[cur.offset : cur.offset + self.req.limit]
             if cur.offset + len(hits) < len(pool):
                 nxt = replace(cur, offset=cur.offset + len(hits))
         if nxt is None:
@@ -369,10 +425,17 @@ class Searcher:
             for hit in more:
                 hit.in_context = self._shown(hit)
             hits += more
-        return SearchPage(hits, _format_cursor(self.req, nxt, self.key), len(pool),
-                          [t.text for t in self.fulltext.common], self.with_summaries,
-                          sum(h.in_context for h in pool), self.vector_state(pool), self.snippets,
-                          self._few_matches())
+        return SearchPage(
+            hits,
+            _format_cursor(self.req, nxt, self.key),
+            len(pool),
+            [t.text for t in self.fulltext.common],
+            self.with_summaries,
+            sum(h.in_context for h in pool),
+            self.vector_state(pool),
+            self.snippets,
+            self._few_matches(),
+        )
 
     def vector_state(self, pool: Sequence[Hit]) -> str | None:
         """What the vector arm did for this page: None (not asked), "on", "off (why)",
@@ -380,7 +443,11 @@ class Searcher:
         if self.vector is None:
             return None
         if not self.vector.tried:  # a cached pool: ranked with vectors if a hit has a cosine
-            return "on" if any(h.cosine is not None for h in pool) else "off (the first page ranked without vectors)"
+            return (
+                "on"
+                if any(h.cosine is not None for h in pool)
+                else "off (the first page ranked without vectors)"
+            )
         return self.vector.state
 
     def _pool(self, cur: _Cursor) -> list[Hit]:
@@ -399,7 +466,9 @@ class Searcher:
                 _pools.popitem(last=False)
         return pool
 
-    def _tail(self, cur: _Cursor, limit: int, pool: Sequence[Hit]) -> tuple[list[Hit], _Cursor | None]:
+    def _tail(
+        self, cur: _Cursor, limit: int, pool: Sequence[Hit]
+    ) -> tuple[list[Hit], _Cursor | None]:
         """Matches outside the ranked pool, newest first, messages and summaries merged by time.
 
         Each kind is keyset-paged by id, so every call takes at least one row or ends the walk;
@@ -409,16 +478,26 @@ class Searcher:
         exclude_m = [h.id for h in pool if h.kind == "message"]
         exclude_s = [h.id for h in pool if h.kind == "summary"]
         want = max(limit, 1) + 1
-        messages = [] if self._exhausted("messages", pool) else \
-            self.fulltext.message_rows(match, "recent", want, cur.m_before - 1, exclude_m, walk=True)
-        summaries = [] if self._exhausted("summaries", pool) else \
-            self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
+        messages = (
+            []
+            if self._exhausted("messages", pool)
+            else self.fulltext.message_rows(
+                match, "recent", want, cur.m_before - 1, exclude_m, walk=True
+            )
+        )
+        summaries = (
+            []
+            if self._exhausted("summaries", pool)
+            else self.fulltext.summary_rows(match, "recent", want, cur.s_before - 1, exclude_s)
+        )
         taken = _merge_newest(messages, summaries, limit)
         if len(taken) == len(messages) + len(summaries):
             return self._without_excluded(taken), None
         m_before = min((h.id for h in taken if h.kind == "message"), default=cur.m_before)
         s_before = min((h.id for h in taken if h.kind == "summary"), default=cur.s_before)
-        return self._without_excluded(taken), replace(cur, phase="t", offset=0, m_before=m_before, s_before=s_before)
+        return self._without_excluded(taken), replace(
+            cur, phase="t", offset=0, m_before=m_before, s_before=s_before
+        )
 
     def _without_excluded(self, hits: list[Hit]) -> list[Hit]:
         """The hits without those holding an excluded term (``NOT word``, ``-word``), as the real
@@ -432,7 +511,7 @@ class Searcher:
         """Which of these rows (scratch ids) the real index matches ``match`` in, whole rows read."""
         found: set[int] = set()
         for i in range(0, len(scratch_ids), EXCLUDE_CHUNK):
-            found.update(self.store.fts_snippets(match, scratch_ids[i:i + EXCLUDE_CHUNK], 1))
+            found.update(self.store.fts_snippets(match, scratch_ids[i : i + EXCLUDE_CHUNK], 1))
         return found
 
     def _few_matches(self) -> bool:
@@ -440,7 +519,10 @@ class Searcher:
         pool): a snippet from the real index (``Store.fts_snippets``, a lookup per row) is then
         cheaper than a scratch table. A phrase of common words is not: its lookup per row walks
         those words' long position lists (measured at 100k rows: 0.3 ms a row)."""
-        totals = [self.fulltext.totals.get(kind) for kind in ("messages", "summaries")[:1 + self.with_summaries]]
+        totals = [
+            self.fulltext.totals.get(kind)
+            for kind in ("messages", "summaries")[: 1 + self.with_summaries]
+        ]
         return all(t is not None and t <= INDEX_SNIPPET_ROWS for t in totals)
 
     def _exhausted(self, kind: str, pool: Sequence[Hit]) -> bool:
@@ -464,13 +546,15 @@ def _reserve(ranked: list[Hit]) -> list[Hit]:
     if DENSE_SLOTS <= 0:
         return ranked
     head = ranked[:SLOT_DEPTH]
-    best = sorted((h for h in ranked if h.cosine is not None and h.cosine >= SLOT_COSINE),
-                  key=lambda h: -(h.cosine or 0.0))[:DENSE_SLOTS]
+    best = sorted(
+        (h for h in ranked if h.cosine is not None and h.cosine >= SLOT_COSINE),
+        key=lambda h: -(h.cosine or 0.0),
+    )[:DENSE_SLOTS]
     shown = {id(h) for h in head}
     lifted = [h for h in best if id(h) not in shown]
     if not lifted:
         return ranked
-    keep = head[:SLOT_DEPTH - len(lifted)]
+    keep = head[: SLOT_DEPTH - len(lifted)]
     placed = {id(h) for h in keep + lifted}
     return keep + lifted + [h for h in ranked if id(h) not in placed]
 
@@ -483,6 +567,7 @@ def _one_per_source(ranked: list[Hit], matched: Sequence[set[int]]) -> tuple[lis
 
     The summaries left out come back second, to be listed after every other ranked hit (marked
     ``covered``), so a walk still visits every match once."""
+
     def terms(h: Hit) -> frozenset[int]:
         return frozenset(i for i, rows in enumerate(matched) if h.scratch_id in rows)
 
@@ -495,8 +580,14 @@ def _one_per_source(ranked: list[Hit], matched: Sequence[set[int]]) -> tuple[lis
         node, wanted = h.node, terms(h)
         if h.kind != "summary" or node is None:
             return None
-        return next((i for seq, i, found in sources.get(h.conversation_id, ())
-                     if node.first_seq <= seq <= node.last_seq and wanted <= found), None)
+        return next(
+            (
+                i
+                for seq, i, found in sources.get(h.conversation_id, ())
+                if node.first_seq <= seq <= node.last_seq and wanted <= found
+            ),
+            None,
+        )
 
     for h in ranked:
         h.covered = source(h)
@@ -508,7 +599,9 @@ def _merge_newest(messages: list[Hit], summaries: list[Hit], limit: int) -> list
     out: list[Hit] = []
     i = j = 0
     while len(out) < limit and (i < len(messages) or j < len(summaries)):
-        if j >= len(summaries) or (i < len(messages) and messages[i].created_at >= summaries[j].created_at):
+        if j >= len(summaries) or (
+            i < len(messages) and messages[i].created_at >= summaries[j].created_at
+        ):
             out.append(messages[i])
             i += 1
         else:
@@ -522,9 +615,13 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
     An "all" scope with a reach (the caller's owner's conversations) is bounded to them in SQL."""
     scope = req.scope
     reach = scope.conversations if scope.kind == "all" else None
-    scope_sql: dict[str, Any] = {"conversation_id": scope.conversation_id, "session_id": scope.session_id,
-                                 "conversation_ids": reach, "skip_own_tools": not req.own_tools,
-                                 "skip_memory_turns": not req.own_tools}
+    scope_sql: dict[str, Any] = {
+        "conversation_id": scope.conversation_id,
+        "session_id": scope.session_id,
+        "conversation_ids": reach,
+        "skip_own_tools": not req.own_tools,
+        "skip_memory_turns": not req.own_tools,
+    }
     summary_conversation = scope.conversation_id
     if scope.kind == "current" and scope.conversation_id is not None and scope.session_id is None:
         # One statement for the ranges and whether each holds this conversation only (one round trip, not one each).
@@ -534,7 +631,17 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
         if nodes == s_bounds[1] - s_bounds[0] + 1:
             summary_conversation = None  # likewise for the summaries' id range
     else:
-        m_bounds = store.message_id_bounds(scope.conversation_id, scope.session_id, conversation_ids=reach)
+        m_bounds = store.message_id_bounds(
+            scope.conversation_id, scope.session_id, conversation_ids=reach
+        )
         s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
-    return View(m_bounds, s_bounds, scope_sql, summary_conversation, scope.session_id, reach, req.filters,
-                req.summaries and not req.filters.raw_only)
+    return View(
+        m_bounds,
+        s_bounds,
+        scope_sql,
+        summary_conversation,
+        scope.session_id,
+        reach,
+        req.filters,
+        req.summaries and not req.filters.raw_only,
+    )

@@ -26,7 +26,9 @@ class Visible:
     node_ids: frozenset[int]  # summaries in the context list
 
     def shows_message(self, conversation_id: int, seq: int, message_id: int) -> bool:
-        return conversation_id == self.conversation_id and (seq > self.after_seq or message_id == self.request_id)
+        return conversation_id == self.conversation_id and (
+            seq > self.after_seq or message_id == self.request_id
+        )
 
     def shows_summary(self, node_id: int) -> bool:
         return node_id in self.node_ids

@@ -47,7 +47,6 @@ def owner_for(platform: str, conversation_key: str | None, user_id: str | None =
     return LOCAL_OWNER
 
 
-
 def storable_id(value: str | None) -> str | None:
     """An identity string as it can be stored: itself when it is valid UTF-8, else its escaped form
     with a short hash of the original (two ids that differ stay two ids)."""
@@ -60,6 +59,7 @@ def storable_id(value: str | None) -> str | None:
     except UnicodeEncodeError:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         return f"{text.encode('utf-8', 'backslashreplace').decode('utf-8')}~{digest}"
+
 
 @dataclass(frozen=True)
 class Binding:
@@ -84,11 +84,23 @@ class Binder:
         self.ignore_sessions = SessionPatterns.parse(config.ignore_session_patterns)
         self.stateless_sessions = SessionPatterns.parse(config.stateless_session_patterns)
         self.binding = Binding("", None, MODE_NORMAL, None)
-        self._bind_args: dict[str, Any] = {}  # what the last bind was told (link_parent binds again with it)
+        self._bind_args: dict[
+            str, Any
+        ] = {}  # what the last bind was told (link_parent binds again with it)
 
-    def bind(self, session_id: str, *, platform: str = "", conversation_key: str | None = None,
-             parent_session_id: str | None = None, reason: str | None = None, user_id: str | None = None,
-             role: str = ROLE_USER, linked_parent: str | None = None, wait_for_parent: bool = False) -> Binding:
+    def bind(
+        self,
+        session_id: str,
+        *,
+        platform: str = "",
+        conversation_key: str | None = None,
+        parent_session_id: str | None = None,
+        reason: str | None = None,
+        user_id: str | None = None,
+        role: str = ROLE_USER,
+        linked_parent: str | None = None,
+        wait_for_parent: bool = False,
+    ) -> Binding:
         """Bind a host session; finds or creates its conversation.
 
         A session seen before keeps its conversation (resume). A new session joins
@@ -104,10 +116,22 @@ class Binder:
         # an id the host sends is stored whatever it holds (a lone surrogate cannot be UTF-8)
         session_id, platform = storable_id(session_id) or "", storable_id(platform) or ""
         conversation_key, user_id = storable_id(conversation_key), storable_id(user_id)
-        parent_session_id, linked_parent = storable_id(parent_session_id), storable_id(linked_parent)
-        self._bind_args = {"platform": platform, "conversation_key": conversation_key, "user_id": user_id}
+        parent_session_id, linked_parent = (
+            storable_id(parent_session_id),
+            storable_id(linked_parent),
+        )
+        self._bind_args = {
+            "platform": platform,
+            "conversation_key": conversation_key,
+            "user_id": user_id,
+        }
         mode, why = self.mode_for(session_id, platform, role)
-        if wait_for_parent and role == ROLE_SUBAGENT and mode == MODE_NORMAL and linked_parent is None:
+        if (
+            wait_for_parent
+            and role == ROLE_SUBAGENT
+            and mode == MODE_NORMAL
+            and linked_parent is None
+        ):
             self.binding = Binding(session_id, None, mode, None, LOCAL_OWNER, role)
             return self.binding
         owner = owner_for(platform, conversation_key, user_id)
@@ -120,17 +144,34 @@ class Binder:
         elif role == ROLE_SUBAGENT and mode == MODE_STATELESS and why == _SUBAGENT_STATELESS:
             conversation_id = parent_conversation
         elif role == ROLE_SUBAGENT:
-            conversation_id = self._conversation_for(session_id, conversation_key, None, mode, owner)
+            conversation_id = self._conversation_for(
+                session_id, conversation_key, None, mode, owner
+            )
             parent_session_id, reason = linked_parent, "subagent"
         else:
-            conversation_id = self._conversation_for(session_id, conversation_key, parent_session_id, mode, owner)
+            conversation_id = self._conversation_for(
+                session_id, conversation_key, parent_session_id, mode, owner
+            )
         if conversation_id is not None:
             owner = self.store.conversation_owner(conversation_id) or owner
         if conversation_id is not None and mode == MODE_NORMAL:
-            self.store.upsert_session(session_id, conversation_id, platform=platform, mode=mode,
-                                      parent_session_id=parent_session_id, reason=reason)
-        self.binding = Binding(session_id, conversation_id, mode, why, owner, role,
-                               linked_parent if role == ROLE_SUBAGENT else None)
+            self.store.upsert_session(
+                session_id,
+                conversation_id,
+                platform=platform,
+                mode=mode,
+                parent_session_id=parent_session_id,
+                reason=reason,
+            )
+        self.binding = Binding(
+            session_id,
+            conversation_id,
+            mode,
+            why,
+            owner,
+            role,
+            linked_parent if role == ROLE_SUBAGENT else None,
+        )
         return self.binding
 
     def mode_for(self, session_id: str, platform: str, role: str) -> tuple[str, str | None]:
@@ -151,7 +192,10 @@ class Binder:
         """The arguments that bind the current subagent again once the host named its parent
         (``subagent_start``); None when there is nothing to change (not a subagent, the same parent)."""
         parent_session_id = storable_id(parent_session_id) or ""
-        if self.binding.role != ROLE_SUBAGENT or parent_session_id == self.binding.parent_session_id:
+        if (
+            self.binding.role != ROLE_SUBAGENT
+            or parent_session_id == self.binding.parent_session_id
+        ):
             return None
         return {**self._bind_args, "role": ROLE_SUBAGENT, "linked_parent": parent_session_id}
 
@@ -172,8 +216,14 @@ class Binder:
         current = self.binding.conversation_id
         return tuple(found) if current is None or current in found else (*found, current)
 
-    def _conversation_for(self, session_id: str, key: str | None, parent: str | None, mode: str,
-                          owner: str = LOCAL_OWNER) -> int | None:
+    def _conversation_for(
+        self,
+        session_id: str,
+        key: str | None,
+        parent: str | None,
+        mode: str,
+        owner: str = LOCAL_OWNER,
+    ) -> int | None:
         known = self.store.session(session_id)
         if known is not None:
             return known.conversation_id
@@ -186,4 +236,3 @@ class Binder:
             return self.store.ensure_conversation(conversation_key, owner)
         state = self.store.conversation_by_key(conversation_key)
         return state.id if state else None
-

@@ -60,15 +60,17 @@ INSERT OR IGNORE INTO assertion_cursor(id, after_id) VALUES (1, 0);
 
 _TRIGGERS = {
     "assertions_quote_bi": "BEFORE INSERT ON assertions WHEN coalesce((SELECT substr(m.content, new.span_start + 1, "
-                           "new.span_end - new.span_start) FROM messages m WHERE m.id = new.store_id "
-                           "AND m.conversation_id = new.conversation_id), char(0)) IS NOT new.quote "
-                           "BEGIN SELECT RAISE(ABORT, 'assertion quote is not its source text'); END",
+    "new.span_end - new.span_start) FROM messages m WHERE m.id = new.store_id "
+    "AND m.conversation_id = new.conversation_id), char(0)) IS NOT new.quote "
+    "BEGIN SELECT RAISE(ABORT, 'assertion quote is not its source text'); END",
     "assertions_message_ad": "AFTER DELETE ON messages BEGIN DELETE FROM assertions WHERE store_id = old.id; END",
     "assertions_message_au": "AFTER UPDATE OF content ON messages BEGIN "
-                             "DELETE FROM assertions WHERE store_id = old.id; END",
+    "DELETE FROM assertions WHERE store_id = old.id; END",
 }
-_COLUMNS = ("id, conversation_id, store_id, subject, kind, value, unit, valid_from, date_text, span_start, span_end, "
-            "quote, extractor, created_at")
+_COLUMNS = (
+    "id, conversation_id, store_id, subject, kind, value, unit, valid_from, date_text, span_start, span_end, "
+    "quote, extractor, created_at"
+)
 
 
 def _row(found: Sequence[Any]) -> dict[str, Any]:
@@ -99,9 +101,18 @@ class AssertionQueries(SqliteConnection):
                 "SELECT m.id, m.conversation_id, m.role, coalesce(m.host_ts, m.created_at), "
                 "substr(m.content, 1, ?) FROM messages m WHERE m.id > ? AND m.role IN ('user', 'assistant') "
                 f"AND {MessageSearch._NOT_OWN_TOOLS} ORDER BY m.id LIMIT ?",
-                (max_chars, after_id, limit)).fetchall()
-        return [{"id": int(r[0]), "conversation_id": int(r[1]), "role": str(r[2]), "at": float(r[3]),
-                 "text": str(r[4])} for r in found]
+                (max_chars, after_id, limit),
+            ).fetchall()
+        return [
+            {
+                "id": int(r[0]),
+                "conversation_id": int(r[1]),
+                "role": str(r[2]),
+                "at": float(r[3]),
+                "text": str(r[4]),
+            }
+            for r in found
+        ]
 
     def last_message_id(self) -> int:
         with self.read() as db:
@@ -111,7 +122,9 @@ class AssertionQueries(SqliteConnection):
         with self.read() as db:
             if not self._has_assertions(db):
                 return 0
-            return int(db.execute("SELECT after_id FROM assertion_cursor WHERE id = 1").fetchone()[0])
+            return int(
+                db.execute("SELECT after_id FROM assertion_cursor WHERE id = 1").fetchone()[0]
+            )
 
     def put_assertions(self, rows: Sequence[dict[str, Any]], cursor: int | None = None) -> int:
         """Insert facts (a duplicate, or one whose source row is gone or whose quote no longer
@@ -120,7 +133,9 @@ class AssertionQueries(SqliteConnection):
         added = 0
         with self.write() as db:
             if not self._has_assertions(db):
-                raise StoreFault("the assertion tables are absent: LCM_ASSERTIONS_ENABLED was never on here")
+                raise StoreFault(
+                    "the assertion tables are absent: LCM_ASSERTIONS_ENABLED was never on here"
+                )
             for row in rows:
                 try:  # a refused fact (the quote trigger, a check) is undone alone, never stored
                     with savepoint(db, "lcm_assertion"):
@@ -128,9 +143,22 @@ class AssertionQueries(SqliteConnection):
                             "INSERT INTO assertions(conversation_id, store_id, subject, kind, value, unit, valid_from, "
                             "date_text, span_start, span_end, quote, extractor, created_at) "
                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                            (row["conversation_id"], row["store_id"], row["subject"], row["kind"], row["value"],
-                             row.get("unit", ""), row["valid_from"], row.get("date_text", ""), row["span_start"],
-                             row["span_end"], row["quote"], row.get("extractor", "rules"), now))
+                            (
+                                row["conversation_id"],
+                                row["store_id"],
+                                row["subject"],
+                                row["kind"],
+                                row["value"],
+                                row.get("unit", ""),
+                                row["valid_from"],
+                                row.get("date_text", ""),
+                                row["span_start"],
+                                row["span_end"],
+                                row["quote"],
+                                row.get("extractor", "rules"),
+                                now,
+                            ),
+                        )
                     added += max(cur.rowcount, 0)
                 except sqlite3.IntegrityError:
                     continue
@@ -143,12 +171,20 @@ class AssertionQueries(SqliteConnection):
         with self.write() as db:
             if not self._has_assertions(db):
                 return 0
-            cur = db.execute("DELETE FROM assertions WHERE ? IS NULL OR extractor = ?", (extractor, extractor))
+            cur = db.execute(
+                "DELETE FROM assertions WHERE ? IS NULL OR extractor = ?", (extractor, extractor)
+            )
             db.execute("UPDATE assertion_cursor SET after_id = 0 WHERE id = 1")
             return int(cur.rowcount)
 
-    def assertions_for(self, conversation_ids: Sequence[int] | None, subject: str, kind: str, before: float | None,
-                       limit: int) -> list[dict[str, Any]]:
+    def assertions_for(
+        self,
+        conversation_ids: Sequence[int] | None,
+        subject: str,
+        kind: str,
+        before: float | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
         """Facts whose subject contains ``subject`` (lower-cased; "" = any), of ``kind`` ("" = any),
         holding from before ``before`` (None = any time), newest first; only in ``conversation_ids``
         (None = every conversation). No tables: nothing."""
@@ -159,8 +195,18 @@ class AssertionQueries(SqliteConnection):
                 f"SELECT {_COLUMNS} FROM assertions WHERE (? IS NULL OR conversation_id IN "
                 "(SELECT value FROM json_each(?))) AND (? = '' OR instr(subject, ?) > 0) AND (? = '' OR kind = ?) "
                 "AND (? IS NULL OR valid_from <= ?) ORDER BY valid_from DESC, store_id DESC, id DESC LIMIT ?",
-                (None if conversation_ids is None else 1, id_list(conversation_ids or ()), subject, subject, kind,
-                 kind, before, before, limit)).fetchall()
+                (
+                    None if conversation_ids is None else 1,
+                    id_list(conversation_ids or ()),
+                    subject,
+                    subject,
+                    kind,
+                    kind,
+                    before,
+                    before,
+                    limit,
+                ),
+            ).fetchall()
         return [_row(r) for r in found]
 
     def assertion_stats(self) -> dict[str, Any]:
@@ -168,7 +214,18 @@ class AssertionQueries(SqliteConnection):
         with self.read() as db:
             if not self._has_assertions(db):
                 return {}
-            kinds = dict(db.execute("SELECT kind, count(*) FROM assertions GROUP BY kind").fetchall())
-            extractors = dict(db.execute("SELECT extractor, count(*) FROM assertions GROUP BY extractor").fetchall())
+            kinds = dict(
+                db.execute("SELECT kind, count(*) FROM assertions GROUP BY kind").fetchall()
+            )
+            extractors = dict(
+                db.execute(
+                    "SELECT extractor, count(*) FROM assertions GROUP BY extractor"
+                ).fetchall()
+            )
             cursor = db.execute("SELECT after_id FROM assertion_cursor WHERE id = 1").fetchone()[0]
-        return {"total": sum(kinds.values()), "by_kind": kinds, "by_extractor": extractors, "cursor": int(cursor)}
+        return {
+            "total": sum(kinds.values()),
+            "by_kind": kinds,
+            "by_extractor": extractors,
+            "cursor": int(cursor),
+        }

@@ -18,7 +18,9 @@ from urllib.parse import quote
 from . import schema
 from .connection import faults_mapped
 
-LCL_TABLES = frozenset({"conversations", "messages", "summaries", "summary_messages", "summary_parents"})
+LCL_TABLES = frozenset(
+    {"conversations", "messages", "summaries", "summary_messages", "summary_parents"}
+)
 
 
 class SourceUnreadable(Exception):
@@ -88,12 +90,15 @@ def check_source(path: Path) -> None:
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
-        raise SourceUnreadable(f"source {path} is damaged or not a SQLite database ({exc}); "
-                              "nothing imported") from exc
+        raise SourceUnreadable(
+            f"source {path} is damaged or not a SQLite database ({exc}); nothing imported"
+        ) from exc
     finally:
         copy.cleanup()
     if rows != ["ok"]:
-        raise SourceUnreadable(f"source {path} is damaged (integrity check: {rows[0]}); nothing imported")
+        raise SourceUnreadable(
+            f"source {path} is damaged (integrity check: {rows[0]}); nothing imported"
+        )
 
 
 def detect_source(path: str | Path) -> str | None:
@@ -145,13 +150,18 @@ class ClawDatabase:
     def conversations(self) -> list[dict[str, Any]]:
         """conversation_id, session_id, session_key (None where the version has no such column)."""
         key_col = "session_key" if "session_key" in self.columns("conversations") else "NULL"
-        return self._rows(f"SELECT conversation_id, session_id, {key_col} AS session_key FROM conversations "
-                          "ORDER BY conversation_id")
+        return self._rows(
+            f"SELECT conversation_id, session_id, {key_col} AS session_key FROM conversations "
+            "ORDER BY conversation_id"
+        )
 
     def messages(self, conversation_id: int) -> list[dict[str, Any]]:
         """message_id, seq, role, content, created_at, in conversation order."""
-        return self._rows("SELECT message_id, seq, role, content, created_at FROM messages "
-                          "WHERE conversation_id=? ORDER BY seq, message_id", (conversation_id,))
+        return self._rows(
+            "SELECT message_id, seq, role, content, created_at FROM messages "
+            "WHERE conversation_id=? ORDER BY seq, message_id",
+            (conversation_id,),
+        )
 
     def tool_parts(self, message_id: int) -> list[dict[str, Any]]:
         """part_type, tool_call_id, tool_name, tool_input of a message's parts that carry a tool link.
@@ -163,50 +173,80 @@ class ClawDatabase:
         if self._part_cols is None:
             self._part_cols = self.columns("message_parts")
         meta = "metadata" in self._part_cols
+
         def meta_or(column: str, key: str) -> str:
-            return (f"COALESCE({column}, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.{key}') END)"
-                    if meta else column)
+            return (
+                f"COALESCE({column}, CASE WHEN json_valid(metadata) THEN json_extract(metadata, '$.{key}') END)"
+                if meta
+                else column
+            )
 
         call_id, name = meta_or("tool_call_id", "toolCallId"), meta_or("tool_name", "toolName")
-        return self._rows(f"SELECT part_type, {call_id} AS tool_call_id, {name} AS tool_name, tool_input "
-                          "FROM message_parts WHERE message_id=? "
-                          f"AND (part_type='tool' OR {call_id} IS NOT NULL) ORDER BY ordinal", (message_id,))
+        return self._rows(
+            f"SELECT part_type, {call_id} AS tool_call_id, {name} AS tool_name, tool_input "
+            "FROM message_parts WHERE message_id=? "
+            f"AND (part_type='tool' OR {call_id} IS NOT NULL) ORDER BY ordinal",
+            (message_id,),
+        )
 
     def reasoning_texts(self, message_id: int) -> list[str]:
         """The text of a message's ``reasoning`` parts (thinking blocks), in order; empty ones left out."""
-        return [t for t in self._column("SELECT text_content FROM message_parts WHERE message_id=? "
-                                        "AND part_type='reasoning' ORDER BY ordinal", (message_id,))
-                if isinstance(t, str) and t.strip()]
+        return [
+            t
+            for t in self._column(
+                "SELECT text_content FROM message_parts WHERE message_id=? "
+                "AND part_type='reasoning' ORDER BY ordinal",
+                (message_id,),
+            )
+            if isinstance(t, str) and t.strip()
+        ]
 
     def part_types(self, message_id: int) -> list[str]:
         """The ``part_type`` of each of a message's parts, in order (for the per-type tally)."""
-        return [str(t) for t in self._column("SELECT part_type FROM message_parts WHERE message_id=? "
-                                             "ORDER BY ordinal", (message_id,))]
+        return [
+            str(t)
+            for t in self._column(
+                "SELECT part_type FROM message_parts WHERE message_id=? ORDER BY ordinal",
+                (message_id,),
+            )
+        ]
 
     def other_parts(self, message_id: int, known: frozenset[str]) -> list[dict[str, Any]]:
         """Every column of a message's parts whose type is not in ``known`` (patch, file, subtask,
         step_*, snapshot, retry, agent, ...), in order: the importer keeps them on the message."""
         marks = ",".join("?" * len(known))
-        return self._rows(f"SELECT * FROM message_parts WHERE message_id=? AND part_type NOT IN ({marks}) "
-                          "ORDER BY ordinal", (message_id, *sorted(known)))
+        return self._rows(
+            f"SELECT * FROM message_parts WHERE message_id=? AND part_type NOT IN ({marks}) "
+            "ORDER BY ordinal",
+            (message_id, *sorted(known)),
+        )
 
     def summaries(self, conversation_id: int) -> list[dict[str, Any]]:
         """summary_id, kind, depth, content, token_count, earliest_at, latest_at (absent columns: None)."""
         cols = self.columns("summaries")
-        pick = {c: (c if c in cols else "NULL") for c in ("depth", "token_count", "earliest_at", "latest_at")}
+        pick = {
+            c: (c if c in cols else "NULL")
+            for c in ("depth", "token_count", "earliest_at", "latest_at")
+        }
         return self._rows(
             f"SELECT summary_id, kind, {pick['depth']} AS depth, content, {pick['token_count']} AS token_count, "
             f"{pick['earliest_at']} AS earliest_at, {pick['latest_at']} AS latest_at FROM summaries "
-            "WHERE conversation_id=? ORDER BY created_at, summary_id", (conversation_id,))
+            "WHERE conversation_id=? ORDER BY created_at, summary_id",
+            (conversation_id,),
+        )
 
     def summary_message_ids(self, summary_id: str) -> list[Any]:
-        return self._column("SELECT message_id FROM summary_messages WHERE summary_id=? ORDER BY ordinal",
-                            (summary_id,))
+        return self._column(
+            "SELECT message_id FROM summary_messages WHERE summary_id=? ORDER BY ordinal",
+            (summary_id,),
+        )
 
     def summary_parent_ids(self, summary_id: str) -> list[Any]:
         """lossless-claw names the summaries a condensed node was made from its "parents"."""
-        return self._column("SELECT parent_summary_id FROM summary_parents WHERE summary_id=? ORDER BY ordinal",
-                            (summary_id,))
+        return self._column(
+            "SELECT parent_summary_id FROM summary_parents WHERE summary_id=? ORDER BY ordinal",
+            (summary_id,),
+        )
 
     def close(self) -> None:
         self.con.close()

@@ -34,8 +34,14 @@ WAL_AUTOCHECKPOINT_PAGES = 10000
 
 # SQLite result codes (primary name prefixes) that mean "this write cannot happen now",
 # each with the label status and doctor show.
-_WRITE_FAILURES = (("SQLITE_FULL", "disk full"), ("SQLITE_IOERR", "I/O error"), ("SQLITE_READONLY", "read-only"),
-                   ("SQLITE_BUSY", "locked"), ("SQLITE_LOCKED", "locked"), ("SQLITE_CANTOPEN", "cannot open"))
+_WRITE_FAILURES = (
+    ("SQLITE_FULL", "disk full"),
+    ("SQLITE_IOERR", "I/O error"),
+    ("SQLITE_READONLY", "read-only"),
+    ("SQLITE_BUSY", "locked"),
+    ("SQLITE_LOCKED", "locked"),
+    ("SQLITE_CANTOPEN", "cannot open"),
+)
 
 
 # Compaction slots of this process, per (connection, conversation id): see compaction_slot.
@@ -138,8 +144,9 @@ class SqliteConnection:
             private.make_dir(Path(path).parent)
             with contextlib.suppress(OSError):  # cannot create it: SQLite reports why, as before
                 private.create_empty(path)
-        self.conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                    check_same_thread=False)
+        self.conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         _retry_locked(self._open)
         if path != ":memory:":
@@ -168,14 +175,21 @@ class SqliteConnection:
         store.checkpointer, store._commits = None, 0  # never writes, so never checkpoints
         if not Path(store.path).is_file():
             raise StoreError(f"no database at {store.path}")
-        store.conn = sqlite3.connect(f"file:{quote(store.path)}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                                     isolation_level=None, check_same_thread=False)
+        store.conn = sqlite3.connect(
+            f"file:{quote(store.path)}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
         try:
             store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             schema.check_identity(store.conn, store.path)
             if schema.schema_version(store.conn) == 0:
                 raise StoreError(f"{store.path} is not an {schema.APP_ID} database (no tables)")
-            schema.shadow_older(store.conn)  # an older file answers the newest schema's SQL (the compact keys)
+            schema.shadow_older(
+                store.conn
+            )  # an older file answers the newest schema's SQL (the compact keys)
             store.conn.execute("PRAGMA query_only=ON")
             store._set_columns()
         except sqlite3.DatabaseError as exc:  # not a database at all (a text file, /etc/passwd)

@@ -20,26 +20,35 @@ class ConversationQueries(SqliteConnection):
     def ensure_conversation(self, key: str, owner: str = "local") -> int:
         """The conversation of ``key``, created for ``owner`` when new (an existing one keeps its owner)."""
         with self.write() as db:
-            db.execute("INSERT OR IGNORE INTO conversations(key, created_at, owner) VALUES (?, ?, ?)",
-                       (key, time.time(), owner))
+            db.execute(
+                "INSERT OR IGNORE INTO conversations(key, created_at, owner) VALUES (?, ?, ?)",
+                (key, time.time(), owner),
+            )
             return int(db.execute("SELECT id FROM conversations WHERE key=?", (key,)).fetchone()[0])
 
     def conversation_owner(self, conversation_id: int) -> str | None:
         """Who owns the conversation (None: no such conversation)."""
         with self.read() as db:
-            row = db.execute("SELECT owner FROM conversations WHERE id=?", (conversation_id,)).fetchone()
+            row = db.execute(
+                "SELECT owner FROM conversations WHERE id=?", (conversation_id,)
+            ).fetchone()
         return str(row[0]) if row else None
 
     def owner_conversations(self, owner: str) -> list[int]:
         """Every conversation of ``owner``, oldest first."""
         with self.read() as db:
-            return [int(r[0]) for r in db.execute("SELECT id FROM conversations WHERE owner=? ORDER BY id",
-                                                  (owner,))]
+            return [
+                int(r[0])
+                for r in db.execute(
+                    "SELECT id FROM conversations WHERE owner=? ORDER BY id", (owner,)
+                )
+            ]
 
     def conversation(self, conversation_id: int) -> ConversationState:
         with self.read() as db:
             row = db.execute(
-                "SELECT id, key, frontier_seq, last_seq FROM conversations WHERE id=?", (conversation_id,)
+                "SELECT id, key, frontier_seq, last_seq FROM conversations WHERE id=?",
+                (conversation_id,),
             ).fetchone()
         if row is None:
             raise KeyError(conversation_id)
@@ -47,23 +56,45 @@ class ConversationQueries(SqliteConnection):
 
     def conversation_by_key(self, key: str) -> ConversationState | None:
         with self.read() as db:
-            row = db.execute("SELECT id, key, frontier_seq, last_seq FROM conversations WHERE key=?",
-                             (key,)).fetchone()
+            row = db.execute(
+                "SELECT id, key, frontier_seq, last_seq FROM conversations WHERE key=?", (key,)
+            ).fetchone()
         return ConversationState(*row) if row else None
 
     def advance_frontier(self, conversation_id: int, seq: int) -> bool:
         """Move the frontier forward to ``seq`` (never back, never past the last message)."""
         with self.write() as db:
-            return db.execute("UPDATE conversations SET frontier_seq=? WHERE id=? AND frontier_seq<? AND ?<=last_seq",
-                              (seq, conversation_id, seq, seq)).rowcount == 1
+            return (
+                db.execute(
+                    "UPDATE conversations SET frontier_seq=? WHERE id=? AND frontier_seq<? AND ?<=last_seq",
+                    (seq, conversation_id, seq, seq),
+                ).rowcount
+                == 1
+            )
 
-    def upsert_session(self, session_id: str, conversation_id: int, *, platform: str = "", mode: str = "normal",
-                       parent_session_id: str | None = None, reason: str | None = None) -> None:
+    def upsert_session(
+        self,
+        session_id: str,
+        conversation_id: int,
+        *,
+        platform: str = "",
+        mode: str = "normal",
+        parent_session_id: str | None = None,
+        reason: str | None = None,
+    ) -> None:
         with self.write() as db:
             db.execute(
                 "INSERT INTO sessions(id, conversation_id, platform, mode, started_at, parent_session_id, reason) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET ended_at=NULL",
-                (session_id, conversation_id, platform, mode, time.time(), parent_session_id, reason),
+                (
+                    session_id,
+                    conversation_id,
+                    platform,
+                    mode,
+                    time.time(),
+                    parent_session_id,
+                    reason,
+                ),
             )
 
     def session(self, session_id: str) -> SessionInfo | None:
@@ -81,11 +112,15 @@ class ConversationQueries(SqliteConnection):
             parent = db.execute(
                 "SELECT s.parent_session_id, p.conversation_id FROM sessions s LEFT JOIN sessions p "
                 "ON p.id=s.parent_session_id WHERE s.conversation_id=? AND s.reason='subagent' "
-                "AND s.parent_session_id IS NOT NULL ORDER BY s.started_at LIMIT 1", (conversation_id,)).fetchone()
+                "AND s.parent_session_id IS NOT NULL ORDER BY s.started_at LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
             children = db.execute(
                 "SELECT s.id, s.conversation_id FROM sessions s JOIN sessions p ON p.id=s.parent_session_id "
                 "WHERE p.conversation_id=? AND s.reason='subagent' AND s.conversation_id<>? "
-                "ORDER BY s.started_at LIMIT ?", (conversation_id, conversation_id, limit)).fetchall()
+                "ORDER BY s.started_at LIMIT ?",
+                (conversation_id, conversation_id, limit),
+            ).fetchall()
         out: dict[str, Any] = {}
         if parent is not None:
             out["linked_parent"] = {"session_id": parent[0], "conversation_id": parent[1]}
@@ -105,17 +140,33 @@ class ConversationQueries(SqliteConnection):
                 f"(SELECT count(*) FROM messages m WHERE m.session_key={_KEY_OF_S}), "
                 f"(SELECT min(id) FROM messages m WHERE m.session_key={_KEY_OF_S}), "
                 f"(SELECT max(id) FROM messages m WHERE m.session_key={_KEY_OF_S}) FROM sessions s WHERE s.id=?",
-                (session_id,)).fetchone()
-        keys = ("session_id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
-                "messages", "first_store_id", "last_store_id")
+                (session_id,),
+            ).fetchone()
+        keys = (
+            "session_id",
+            "conversation_id",
+            "platform",
+            "mode",
+            "started_at",
+            "ended_at",
+            "parent_session_id",
+            "messages",
+            "first_store_id",
+            "last_store_id",
+        )
         return dict(zip(keys, row, strict=True)) if row else None
 
     def secret(self, name: str, size: int = 32) -> bytes:
         """A random key kept in ``meta`` (created on first use; every process reads the same one)."""
         key = f"secret:{name}"
         with self.write() as db:
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, os.urandom(size).hex()))
-            return bytes.fromhex(db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0])
+            db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)",
+                (key, os.urandom(size).hex()),
+            )
+            return bytes.fromhex(
+                db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()[0]
+            )
 
     def mark(self, name: str) -> None:
         """Remember for good that ``name`` happened to this database (an ingest step was used)."""
@@ -124,17 +175,25 @@ class ConversationQueries(SqliteConnection):
 
     def marked(self, name: str) -> bool:
         with self.read() as db:
-            return db.execute("SELECT 1 FROM meta WHERE key=?", (f"mark:{name}",)).fetchone() is not None
+            return (
+                db.execute("SELECT 1 FROM meta WHERE key=?", (f"mark:{name}",)).fetchone()
+                is not None
+            )
 
-    def record_event(self, level: str, kind: str, detail: str, conversation_id: int | None = None) -> None:
+    def record_event(
+        self, level: str, kind: str, detail: str, conversation_id: int | None = None
+    ) -> None:
         with self.write() as db:
-            db.execute("INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (?, ?, ?, ?, ?)",
-                       (time.time(), level, kind, conversation_id, clip(detail, 4000)))
+            db.execute(
+                "INSERT INTO events(at, level, kind, conversation_id, detail) VALUES (?, ?, ?, ?, ?)",
+                (time.time(), level, kind, conversation_id, clip(detail, 4000)),
+            )
             db.execute("DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - 1000")
 
     def recent_events(self, limit: int = 20) -> list[tuple[float, str, str, str]]:
         with self.read() as db:
-            rows = db.execute("SELECT at, level, kind, detail FROM events ORDER BY id DESC LIMIT ?",
-                              (limit,)).fetchall()
+            rows = db.execute(
+                "SELECT at, level, kind, detail FROM events ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
         # redacted on the way out too: events an older version stored may hold a credential
         return [(float(r[0]), str(r[1]), str(r[2]), redact(str(r[3]))) for r in rows]

@@ -31,11 +31,35 @@ from .sqlite import SqliteStore
 # the ladder, 2 FTS triggers, 3 lifecycle table, 4 lifecycle debt columns, 5 messages.conversation_id).
 SUPPORTED_VERSIONS = frozenset({0, 1, 2, 3, 4, 5})
 CORE_TABLES = frozenset({"messages", "summary_nodes"})
-_MESSAGE_OPTIONAL = ("source", "conversation_id", "tool_call_id", "tool_calls", "tool_name", "token_estimate",
-                     "pinned", "observed_at", "ingested_at")
-_NODE_OPTIONAL = ("token_count", "source_token_count", "earliest_at", "latest_at", "expand_hint", "created_at")
-_LIFECYCLE = ("conversation_id", "current_session_id", "last_finalized_session_id", "current_frontier_store_id",
-              "last_finalized_frontier_store_id", "last_finalized_at", "last_rollover_at", "last_reset_at")
+_MESSAGE_OPTIONAL = (
+    "source",
+    "conversation_id",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "token_estimate",
+    "pinned",
+    "observed_at",
+    "ingested_at",
+)
+_NODE_OPTIONAL = (
+    "token_count",
+    "source_token_count",
+    "earliest_at",
+    "latest_at",
+    "expand_hint",
+    "created_at",
+)
+_LIFECYCLE = (
+    "conversation_id",
+    "current_session_id",
+    "last_finalized_session_id",
+    "current_frontier_store_id",
+    "last_finalized_frontier_store_id",
+    "last_finalized_at",
+    "last_rollover_at",
+    "last_reset_at",
+)
 BATCH = 5000
 
 
@@ -80,9 +104,11 @@ def check_version(path: str | Path) -> int:
     if version is None:
         raise LcmxError(f"{path} is not an LCM-X database")
     if version not in SUPPORTED_VERSIONS:
-        raise LcmxError(f"{path} is an LCM-X database with schema_version {version}; this hermes-lcm reads "
-                        f"LCM-X versions {min(SUPPORTED_VERSIONS)}-{max(SUPPORTED_VERSIONS)} only: upgrade "
-                        "hermes-lcm, or open it once with a matching LCM-X build")
+        raise LcmxError(
+            f"{path} is an LCM-X database with schema_version {version}; this hermes-lcm reads "
+            f"LCM-X versions {min(SUPPORTED_VERSIONS)}-{max(SUPPORTED_VERSIONS)} only: upgrade "
+            "hermes-lcm, or open it once with a matching LCM-X build"
+        )
     return version
 
 
@@ -123,24 +149,38 @@ class LcmxDatabase:
     def counts(self) -> dict[str, int]:
         """messages, summary nodes, lineage links (distinct per node), lifecycle rows."""
         with faults_mapped():
-            out = {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
-                   for t in ("messages", "summary_nodes")}
+            out = {
+                t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                for t in ("messages", "summary_nodes")
+            }
             links = 0
             for (raw,) in self.con.execute("SELECT source_ids FROM summary_nodes"):
                 links += len(set(parse_ids(raw)))
             out["links"] = links
-            out["lifecycle"] = (int(self.con.execute("SELECT count(*) FROM lcm_lifecycle_state").fetchone()[0])
-                                if "lcm_lifecycle_state" in self.tables else 0)
+            out["lifecycle"] = (
+                int(self.con.execute("SELECT count(*) FROM lcm_lifecycle_state").fetchone()[0])
+                if "lcm_lifecycle_state" in self.tables
+                else 0
+            )
         return out
 
     def messages(self) -> Iterator[dict[str, Any]]:
         """Every message in store order (batched reads)."""
-        cols = self._select("messages", ("store_id", "session_id", "role", "content", "timestamp"), _MESSAGE_OPTIONAL)
+        cols = self._select(
+            "messages",
+            ("store_id", "session_id", "role", "content", "timestamp"),
+            _MESSAGE_OPTIONAL,
+        )
         after = 0
         while True:
             with faults_mapped():
-                rows = [dict(r) for r in self.con.execute(
-                    f"SELECT {cols} FROM messages WHERE store_id>? ORDER BY store_id LIMIT ?", (after, BATCH))]
+                rows = [
+                    dict(r)
+                    for r in self.con.execute(
+                        f"SELECT {cols} FROM messages WHERE store_id>? ORDER BY store_id LIMIT ?",
+                        (after, BATCH),
+                    )
+                ]
             if not rows:
                 return
             yield from rows
@@ -148,10 +188,16 @@ class LcmxDatabase:
 
     def nodes(self) -> list[dict[str, Any]]:
         """Every summary node in id order, ``source_ids`` parsed to a list of ints."""
-        cols = self._select("summary_nodes", ("node_id", "session_id", "depth", "summary", "source_ids",
-                                              "source_type"), _NODE_OPTIONAL)
+        cols = self._select(
+            "summary_nodes",
+            ("node_id", "session_id", "depth", "summary", "source_ids", "source_type"),
+            _NODE_OPTIONAL,
+        )
         with faults_mapped():
-            rows = [dict(r) for r in self.con.execute(f"SELECT {cols} FROM summary_nodes ORDER BY node_id")]
+            rows = [
+                dict(r)
+                for r in self.con.execute(f"SELECT {cols} FROM summary_nodes ORDER BY node_id")
+            ]
         for row in rows:
             row["source_ids"] = parse_ids(row["source_ids"])
         return rows
@@ -174,15 +220,23 @@ def parse_ids(raw: Any) -> list[int]:
         value = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         return []
-    return [int(v) for v in value if isinstance(v, int | float) or (isinstance(v, str) and v.isdigit())] \
-        if isinstance(value, list) else []
+    return (
+        [
+            int(v)
+            for v in value
+            if isinstance(v, int | float) or (isinstance(v, str) and v.isdigit())
+        ]
+        if isinstance(value, list)
+        else []
+    )
 
 
 # -- writers on our target, inside the importer's transaction ---------------------------------------
 
 
-def append_rows(db: object, conversation_id: int, session_id: str, source: str,
-                records: Sequence[MessageIn]) -> list[int]:
+def append_rows(
+    db: object, conversation_id: int, session_id: str, source: str, records: Sequence[MessageIn]
+) -> list[int]:
     """Append ``records`` as they are (no fingerprint dedupe: imported history repeats itself)."""
     assert isinstance(db, sqlite3.Connection)
     return insert_messages(db, conversation_id, session_id, source, records)
@@ -190,8 +244,10 @@ def append_rows(db: object, conversation_id: int, session_id: str, source: str,
 
 def put_meta(db: object, key: str, value: Any) -> None:
     assert isinstance(db, sqlite3.Connection)
-    db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-               (key, json.dumps(value, sort_keys=True)))
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        (key, json.dumps(value, sort_keys=True)),
+    )
 
 
 def get_meta(db: object, key: str) -> Any:
@@ -205,10 +261,12 @@ def read_marks(path: str | Path, prefix: str) -> set[str]:
     with faults_mapped():
         con = sqlite3.connect(readonly_uri(path), uri=True)
         try:
-            rows = con.execute("SELECT key FROM meta WHERE substr(key, 1, ?)=?", (len(prefix), prefix)).fetchall()
+            rows = con.execute(
+                "SELECT key FROM meta WHERE substr(key, 1, ?)=?", (len(prefix), prefix)
+            ).fetchall()
         finally:
             con.close()
-    return {str(r[0])[len(prefix):] for r in rows}
+    return {str(r[0])[len(prefix) :] for r in rows}
 
 
 def seal(path: str | Path) -> None:

@@ -18,9 +18,11 @@ def _all_lcm_calls(alias: str) -> str:
     """SQL: the row's tool calls are all lcm_* calls. It counts the calls' names in the stored JSON:
     ``"name": "`` is 9 characters, ``"name": "lcm_`` 13 (argument strings escape their quotes)."""
     calls = f"coalesce({alias}.tool_calls, '')"
-    return (f"({calls} LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\' AND 9 * (length({calls}) - length(replace("
-            f"{calls}, '\"name\": \"lcm_', ''))) = 13 * (length({calls}) - length(replace({calls}, "
-            "'\"name\": \"', ''))))")
+    return (
+        f"({calls} LIKE '%\"name\": \"lcm\\_%' ESCAPE '\\' AND 9 * (length({calls}) - length(replace("
+        f"{calls}, '\"name\": \"lcm_', ''))) = 13 * (length({calls}) - length(replace({calls}, "
+        "'\"name\": \"', ''))))"
+    )
 
 
 class MessageSearch(SqliteConnection):
@@ -31,12 +33,20 @@ class MessageSearch(SqliteConnection):
     @classmethod
     def _message_filters(cls, filters: dict[str, Any]) -> tuple[str, list[Any]]:
         """``AND ...`` clauses for conversation/session/role/source/time/keyset/exclusion filters."""
-        clauses = (("session_id", "m.session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)"),  # schema 4 key
-                   ("role", "m.role=?"),
-                   ("source", "coalesce(nullif(trim(m.source), ''), 'unknown')=?"), ("since", "m.created_at>=?"),
-                   ("until", "m.created_at<?"), ("before_id", "m.id<?"))
-        sql, args = conversation_scope("m.conversation_id", filters.get("conversation_id"),
-                                       filters.get("conversation_ids"))
+        clauses = (
+            (
+                "session_id",
+                "m.session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)",
+            ),  # schema 4 key
+            ("role", "m.role=?"),
+            ("source", "coalesce(nullif(trim(m.source), ''), 'unknown')=?"),
+            ("since", "m.created_at>=?"),
+            ("until", "m.created_at<?"),
+            ("before_id", "m.id<?"),
+        )
+        sql, args = conversation_scope(
+            "m.conversation_id", filters.get("conversation_id"), filters.get("conversation_ids")
+        )
         for key, clause in clauses:
             if filters.get(key) is not None:
                 sql += " AND " + clause
@@ -54,7 +64,9 @@ class MessageSearch(SqliteConnection):
     # assistant turn whose every call is an lcm_* call echoes the query (its words, often in its
     # text too). Searches leave both out by default; the rows stay readable through
     # lcm_load_session / lcm_expand.
-    _NOT_OWN_TOOLS = f"NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR {_all_lcm_calls('m')})"
+    _NOT_OWN_TOOLS = (
+        f"NOT (coalesce(m.tool_name, '') LIKE 'lcm\\_%' ESCAPE '\\' OR {_all_lcm_calls('m')})"
+    )
 
     # The turn around a memory search: the request that was put to memory (the user message right
     # before an assistant turn of lcm_* calls only: its words are the query's) and the reply
@@ -69,10 +81,15 @@ class MessageSearch(SqliteConnection):
         "p.tool_name FROM messages p WHERE p.conversation_id = m.conversation_id AND p.seq = m.seq - 1), '') "
         "LIKE 'lcm\\_%' ESCAPE '\\') OR (m.role = 'user' AND coalesce((SELECT "
         f"{_all_lcm_calls('n')} FROM messages n WHERE n.conversation_id = m.conversation_id AND "
-        "n.seq = m.seq + 1), false)))")
+        "n.seq = m.seq + 1), false)))"
+    )
 
-    def message_id_bounds(self, conversation_id: int | None = None, session_id: str | None = None,
-                          conversation_ids: Sequence[int] | None = None) -> tuple[int, int]:
+    def message_id_bounds(
+        self,
+        conversation_id: int | None = None,
+        session_id: str | None = None,
+        conversation_ids: Sequence[int] | None = None,
+    ) -> tuple[int, int]:
         """First and last message id of a session, a conversation (ids grow with seq), several
         conversations or the whole store, so an FTS query can seek to that rowid range instead of
         walking every match. An empty scope gives the empty range (0, -1)."""
@@ -83,22 +100,32 @@ class MessageSearch(SqliteConnection):
                     "SELECT min(lo), max(hi) FROM (SELECT "
                     "(SELECT id FROM messages WHERE conversation_id=c.value ORDER BY seq LIMIT 1) AS lo, "
                     "(SELECT id FROM messages WHERE conversation_id=c.value ORDER BY seq DESC LIMIT 1) AS hi "
-                    "FROM json_each(?) c) AS spans", (id_list(conversation_ids),)).fetchone()  # PG needs the alias
+                    "FROM json_each(?) c) AS spans",
+                    (id_list(conversation_ids),),
+                ).fetchone()  # PG needs the alias
             return (int(low), int(high)) if low is not None and high is not None else (0, -1)
         if session_id is not None:
-            where, key, order = ("WHERE session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)",  # schema 4
-                                 (session_id,), "id")
+            where, key, order = (
+                "WHERE session_key=(SELECT k.id FROM session_keys k WHERE k.name=?)",  # schema 4
+                (session_id,),
+                "id",
+            )
         elif conversation_id is not None:
             where, key, order = "WHERE conversation_id=?", (conversation_id,), "seq"
         else:
             where, key, order = "", (), "id"
         with self.read() as db:
-            low = db.execute(f"SELECT id FROM messages {where} ORDER BY {order} LIMIT 1", key).fetchone()
-            high = db.execute(f"SELECT id FROM messages {where} ORDER BY {order} DESC LIMIT 1", key).fetchone()
+            low = db.execute(
+                f"SELECT id FROM messages {where} ORDER BY {order} LIMIT 1", key
+            ).fetchone()
+            high = db.execute(
+                f"SELECT id FROM messages {where} ORDER BY {order} DESC LIMIT 1", key
+            ).fetchone()
         return (int(low[0]), int(high[0])) if low and high else (0, -1)
 
-    def fts_term_counts(self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None,
-                        cap: int) -> list[int]:
+    def fts_term_counts(
+        self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None, cap: int
+    ) -> list[int]:
         """Per FTS5 expression, how many rows in the rowid range match it, counted up to ``cap``
         (cheap: at most ``cap`` rowids are read per expression).
 
@@ -108,8 +135,9 @@ class MessageSearch(SqliteConnection):
         more; a term under it is then counted by a plain count(*), as fast as the probe."""
         return self.fts_probe_counts([(kind, match, bounds, cap) for match in matches])
 
-    def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]],
-                         exact: bool = True) -> list[int]:
+    def fts_probe_counts(
+        self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]], exact: bool = True
+    ) -> list[int]:
         """``fts_term_counts`` for several (kind, expression, rowid range, cap) probes, messages and
         summaries alike, in ONE statement (a column per probe): a rare word's counts in both
         indexes cost one statement, not one each. Not ``exact``: only the probe, so a
@@ -123,17 +151,23 @@ class MessageSearch(SqliteConnection):
             low, high = bounds if bounds is not None else (-(2**62), 2**62)
             where = f"FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
             if exact:
-                columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? "
-                               f"ELSE (SELECT count(*) {where}) END")
+                columns.append(
+                    f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? "
+                    f"ELSE (SELECT count(*) {where}) END"
+                )
                 args += [match, low, high, max(0, cap - 1), cap, match, low, high]
             else:
-                columns.append(f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? ELSE 0 END")
+                columns.append(
+                    f"CASE WHEN (SELECT 1 {where} LIMIT 1 OFFSET ?) IS NOT NULL THEN ? ELSE 0 END"
+                )
                 args += [match, low, high, max(0, cap - 1), cap]
         with self.read() as db:
             row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
         return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
 
-    def conversation_ranges(self, conversation_id: int) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+    def conversation_ranges(
+        self, conversation_id: int
+    ) -> tuple[tuple[int, int], tuple[int, int], int, int]:
         """One conversation's message id range, summary id range, last seq and summary count in ONE
         statement: what a search of the current conversation needs to know about its scope (the
         same answers as ``message_id_bounds``, ``summary_id_bounds``, ``conversation().last_seq``
@@ -145,8 +179,12 @@ class MessageSearch(SqliteConnection):
                 "(SELECT min(id) FROM summaries WHERE conversation_id=?1), "
                 "(SELECT max(id) FROM summaries WHERE conversation_id=?1), "
                 "(SELECT last_seq FROM conversations WHERE id=?1), "
-                "(SELECT count(*) FROM summaries WHERE conversation_id=?1)", (conversation_id,)).fetchone()
-        messages = (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+                "(SELECT count(*) FROM summaries WHERE conversation_id=?1)",
+                (conversation_id,),
+            ).fetchone()
+        messages = (
+            (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+        )
         summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
         return messages, summaries, int(last_seq or 0), int(nodes)
 
@@ -159,8 +197,10 @@ class MessageSearch(SqliteConnection):
         args: list[Any] = []
         for i in ids:
             table, sign = ("messages_fts", 1) if i > 0 else ("summaries_fts", -1)
-            arms.append(f"SELECT {sign} * rowid, snippet({table}, 0, '«', '»', '…', ?) FROM {table} "
-                        f"WHERE {table} MATCH ? AND rowid = ?")
+            arms.append(
+                f"SELECT {sign} * rowid, snippet({table}, 0, '«', '»', '…', ?) FROM {table} "
+                f"WHERE {table} MATCH ? AND rowid = ?"
+            )
             args += [tokens, match, abs(i)]
         if not arms:
             return {}
@@ -168,12 +208,22 @@ class MessageSearch(SqliteConnection):
             return {int(r[0]): str(r[1]) for r in db.execute(" UNION ALL ".join(arms), args)}
 
     # The text of a hit is its content, then its tool calls (both are indexed), cut to a size.
-    _HIT_COLUMNS = ("m.id, m.conversation_id, m.seq, (SELECT k.name FROM session_keys k WHERE k.id=m.session_key), "
-                    "m.role, m.source, m.created_at, m.tool_name, "
-                    "substr(m.content || coalesce(char(10) || m.tool_calls, ''), 1, ?), length(m.content)")
+    _HIT_COLUMNS = (
+        "m.id, m.conversation_id, m.seq, (SELECT k.name FROM session_keys k WHERE k.id=m.session_key), "
+        "m.role, m.source, m.created_at, m.tool_name, "
+        "substr(m.content || coalesce(char(10) || m.tool_calls, ''), 1, ?), length(m.content)"
+    )
 
-    def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
-                     text_chars: int, **filters: Any) -> list[tuple[Any, ...]]:
+    def message_hits(
+        self,
+        match: str,
+        *,
+        order: str,
+        limit: int,
+        bounds: tuple[int, int] | None,
+        text_chars: int,
+        **filters: Any,
+    ) -> list[tuple[Any, ...]]:
         """Messages matching ``match``: ``order`` "rank" (bm25, best first) or "recent" (newest first,
         no ranking cost). Rows: the ``_HIT_COLUMNS`` (text cut to ``text_chars``) and the bm25 score.
 
@@ -183,13 +233,21 @@ class MessageSearch(SqliteConnection):
         keeps ``limit`` of the best twice ``limit``.
         """
         rank = order == "rank"
-        later = {key: True for key in ("skip_own_tools", "skip_memory_turns") if rank and filters.get(key)}
+        later = {
+            key: True
+            for key in ("skip_own_tools", "skip_memory_turns")
+            if rank and filters.get(key)
+        }
         where, args = self._message_filters({**filters, **{key: False for key in later}})
         outer, _ = self._message_filters(later)
         low, high = bounds if bounds is not None else (-(2**62), 2**62)
-        score, sort = ("bm25(messages_fts)", "score") if rank else ("0.0", "messages_fts.rowid DESC")
+        score, sort = (
+            ("bm25(messages_fts)", "score") if rank else ("0.0", "messages_fts.rowid DESC")
+        )
         join = "JOIN messages m ON m.id=messages_fts.rowid" if where else ""
-        inner = 2 * limit if later else limit  # rows the outer filter drops leave room for the next best
+        inner = (
+            2 * limit if later else limit
+        )  # rows the outer filter drops leave room for the next best
         with self.read() as db:
             return db.execute(
                 f"SELECT {self._HIT_COLUMNS}, t.score FROM (SELECT messages_fts.rowid AS id, {score} AS score "
@@ -199,8 +257,9 @@ class MessageSearch(SqliteConnection):
                 (text_chars, match, low, high, *args, inner, limit),
             ).fetchall()
 
-    def message_hits_by_ids(self, ids: Sequence[int], *, bounds: tuple[int, int] | None, text_chars: int,
-                            **filters: Any) -> list[tuple[Any, ...]]:
+    def message_hits_by_ids(
+        self, ids: Sequence[int], *, bounds: tuple[int, int] | None, text_chars: int, **filters: Any
+    ) -> list[tuple[Any, ...]]:
         """The rows (``_HIT_COLUMNS`` and a 0.0 score) among ``ids`` that pass the same scope and
         filters as ``message_hits``: how the vector arm keeps to a search's scope, in SQL."""
         if not ids:
@@ -214,18 +273,24 @@ class MessageSearch(SqliteConnection):
                 (text_chars, id_list(ids), low, high, *args),
             ).fetchall()
 
-    def message_ids_in_scope(self, *, bounds: tuple[int, int] | None, limit: int, **filters: Any) -> list[int]:
+    def message_ids_in_scope(
+        self, *, bounds: tuple[int, int] | None, limit: int, **filters: Any
+    ) -> list[int]:
         """Ids of up to ``limit`` messages in scope (newest first): the allowed set of a vector
         search whose scope is a small part of the store."""
         where, args = self._message_filters(filters)
         low, high = bounds if bounds is not None else (-(2**62), 2**62)
         with self.read() as db:
-            rows = db.execute(f"SELECT m.id FROM messages m WHERE m.id BETWEEN ? AND ? {where} "
-                              "ORDER BY m.id DESC LIMIT ?", (low, high, *args, limit)).fetchall()
+            rows = db.execute(
+                f"SELECT m.id FROM messages m WHERE m.id BETWEEN ? AND ? {where} "
+                "ORDER BY m.id DESC LIMIT ?",
+                (low, high, *args, limit),
+            ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def messages_at(self, conversation_id: int, seqs: Sequence[int], text_chars: int,
-                    **filters: Any) -> list[tuple[Any, ...]]:
+    def messages_at(
+        self, conversation_id: int, seqs: Sequence[int], text_chars: int, **filters: Any
+    ) -> list[tuple[Any, ...]]:
         """Rows (``_HIT_COLUMNS``) at these seqs of one conversation that pass the filters."""
         where, args = self._message_filters(filters)
         with self.read() as db:
@@ -235,10 +300,14 @@ class MessageSearch(SqliteConnection):
                 (text_chars, conversation_id, id_list(seqs), *args),
             ).fetchall()
 
-    def search_messages(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[StoredMessage, float]]:
+    def search_messages(
+        self, match: str, conversation_id: int | None, limit: int
+    ) -> list[tuple[StoredMessage, float]]:
         """Raw messages matching an FTS5 ``match`` expression, best bm25 first."""
         scope = "AND m.conversation_id=?" if conversation_id is not None else ""
-        args: tuple[object, ...] = (match, conversation_id, limit) if conversation_id is not None else (match, limit)
+        args: tuple[object, ...] = (
+            (match, conversation_id, limit) if conversation_id is not None else (match, limit)
+        )
         cols = self.message_columns_m
         with self.read() as db:
             rows = db.execute(
@@ -250,38 +319,67 @@ class MessageSearch(SqliteConnection):
         return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
 
     # How one quoted phrase is looked up in the index (PostgreSQL overrides both: its tsv column).
-    _PHRASE_MATCH = ("SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
-                     "WHERE messages_fts MATCH ?")
+    _PHRASE_MATCH = (
+        "SELECT m.id FROM messages_fts JOIN messages m ON m.id=messages_fts.rowid "
+        "WHERE messages_fts MATCH ?"
+    )
 
     def _phrase_argument(self, phrase: str) -> str:
         return phrase
 
-    def message_ids_mentioning(self, token: str, conversation_id: int | None, limit: int = 50,
-                               conversation_ids: Sequence[int] | None = None) -> list[int]:
+    def message_ids_mentioning(
+        self,
+        token: str,
+        conversation_id: int | None,
+        limit: int = 50,
+        conversation_ids: Sequence[int] | None = None,
+    ) -> list[int]:
         """Messages whose text, structured content or tool calls contain ``token`` (a payload ref):
         the index first, then a scan of the structured columns, which the index does not cover."""
         scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
         phrase = self._phrase_argument('"' + token.replace('"', '""') + '"')
         with self.read() as db:
-            rows = db.execute(f"{self._PHRASE_MATCH} {scope} ORDER BY m.id LIMIT ?",
-                              (phrase, *args, limit)).fetchall() if phrase else []
+            rows = (
+                db.execute(
+                    f"{self._PHRASE_MATCH} {scope} ORDER BY m.id LIMIT ?", (phrase, *args, limit)
+                ).fetchall()
+                if phrase
+                else []
+            )
             if not rows:
                 rows = db.execute(
                     f"SELECT m.id FROM messages m WHERE 1 {scope} AND (instr(coalesce(m.parts, ''), ?) > 0 "
                     "OR instr(coalesce(m.tool_calls, ''), ?) > 0) ORDER BY m.id LIMIT ?",
-                    (*args, token, token, limit)).fetchall()
+                    (*args, token, token, limit),
+                ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def messages_in_period(self, conversation_id: int | None, since: float, until: float, cap: int = 1000,
-                           conversation_ids: Sequence[int] | None = None) -> int:
+    def messages_in_period(
+        self,
+        conversation_id: int | None,
+        since: float,
+        until: float,
+        cap: int = 1000,
+        conversation_ids: Sequence[int] | None = None,
+    ) -> int:
         """How many messages (up to ``cap``) were stored in [since, until)."""
         scope, args = conversation_scope("m.conversation_id", conversation_id, conversation_ids)
         with self.read() as db:
-            return int(db.execute(f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE 1 {scope} AND created_at>=? "
-                                  "AND created_at<? LIMIT ?)", (*args, since, until, cap)).fetchone()[0])
+            return int(
+                db.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM messages m WHERE 1 {scope} AND created_at>=? "
+                    "AND created_at<? LIMIT ?)",
+                    (*args, since, until, cap),
+                ).fetchone()[0]
+            )
 
-    def scratch_fts(self, docs: Sequence[tuple[int, str]], matches: Sequence[str], snippet_match: str | None = None,
-                    snippet_tokens: int = 24) -> tuple[list[set[int]], dict[int, str]]:
+    def scratch_fts(
+        self,
+        docs: Sequence[tuple[int, str]],
+        matches: Sequence[str],
+        snippet_match: str | None = None,
+        snippet_tokens: int = 24,
+    ) -> tuple[list[set[int]], dict[int, str]]:
         """Evaluate expressions over a few candidate texts with the same tokenizer as the real index.
 
         Which candidates each expression matches (term coverage for reranking) and highlighted
@@ -291,19 +389,31 @@ class MessageSearch(SqliteConnection):
             scratch = self._scratch
             if scratch is None:
                 scratch = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-                scratch.execute("CREATE VIRTUAL TABLE scratch USING fts5(content, tokenize='porter unicode61')")
+                scratch.execute(
+                    "CREATE VIRTUAL TABLE scratch USING fts5(content, tokenize='porter unicode61')"
+                )
                 self._scratch = scratch
             scratch.execute("BEGIN")
             try:
                 scratch.executemany("INSERT INTO scratch(rowid, content) VALUES (?, ?)", docs)
-                sets = [{int(r[0]) for r in scratch.execute("SELECT rowid FROM scratch WHERE scratch MATCH ?",
-                                                            (match,))} for match in matches]
+                sets = [
+                    {
+                        int(r[0])
+                        for r in scratch.execute(
+                            "SELECT rowid FROM scratch WHERE scratch MATCH ?", (match,)
+                        )
+                    }
+                    for match in matches
+                ]
                 snippets: dict[int, str] = {}
                 if snippet_match:
-                    snippets = {int(r[0]): str(r[1]) for r in scratch.execute(
-                        "SELECT rowid, snippet(scratch, 0, '«', '»', '…', ?) FROM scratch WHERE scratch MATCH ?",
-                        (snippet_tokens, snippet_match))}
+                    snippets = {
+                        int(r[0]): str(r[1])
+                        for r in scratch.execute(
+                            "SELECT rowid, snippet(scratch, 0, '«', '»', '…', ?) FROM scratch WHERE scratch MATCH ?",
+                            (snippet_tokens, snippet_match),
+                        )
+                    }
             finally:
                 scratch.execute("ROLLBACK")
         return sets, snippets
-

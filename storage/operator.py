@@ -37,17 +37,28 @@ class OperatorQueries(SqliteConnection):
 
     def table_counts(self) -> dict[str, int]:
         with self.read() as db:
-            return {t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
-                    for t in ("conversations", "sessions", "messages", "summaries", "edges", "context_items",
-                              "events")}
+            return {
+                t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                for t in (
+                    "conversations",
+                    "sessions",
+                    "messages",
+                    "summaries",
+                    "edges",
+                    "context_items",
+                    "events",
+                )
+            }
 
     def database_header(self) -> dict[str, Any]:
         """Pages, free pages, schema version and journal mode: what the file header and the schema
         table say, in constant time whatever the size (``lcm status`` must answer in milliseconds,
         and ``dbstat`` or an integrity check read every page)."""
         with self.read() as db:
-            facts: dict[str, Any] = {p: int(db.execute(f"PRAGMA {p}").fetchone()[0])
-                                     for p in ("page_size", "page_count", "freelist_count")}
+            facts: dict[str, Any] = {
+                p: int(db.execute(f"PRAGMA {p}").fetchone()[0])
+                for p in ("page_size", "page_count", "freelist_count")
+            }
             facts["schema_version"] = schema.schema_version(db)
             facts["journal_mode"] = db.execute("PRAGMA journal_mode").fetchone()[0]
         return facts
@@ -83,16 +94,31 @@ class OperatorQueries(SqliteConnection):
                 "FROM conversations c WHERE c.id>? ORDER BY c.id LIMIT ?",
                 (after_id, limit),
             ).fetchall()
-        keys = ("id", "key", "created_at", "frontier_seq", "last_seq", "messages", "summaries", "sessions",
-                "first_message_at", "last_message_at")
+        keys = (
+            "id",
+            "key",
+            "created_at",
+            "frontier_seq",
+            "last_seq",
+            "messages",
+            "summaries",
+            "sessions",
+            "first_message_at",
+            "last_message_at",
+        )
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # The sessions' insertion order, their paging cursor: SQLite's rowid (PostgreSQL's table has ``rid``).
     _SESSION_ROW = "rowid"
 
-    def sessions_page(self, conversation_id: int | None, after_rowid: int, limit: int) -> list[dict[str, Any]]:
-        scope, args = ("AND s.conversation_id=?", (after_rowid, conversation_id, limit)) \
-            if conversation_id is not None else ("", (after_rowid, limit))
+    def sessions_page(
+        self, conversation_id: int | None, after_rowid: int, limit: int
+    ) -> list[dict[str, Any]]:
+        scope, args = (
+            ("AND s.conversation_id=?", (after_rowid, conversation_id, limit))
+            if conversation_id is not None
+            else ("", (after_rowid, limit))
+        )
         with self.read() as db:
             rows = db.execute(
                 f"SELECT s.{self._SESSION_ROW}, s.id, s.conversation_id, s.platform, s.mode, s.started_at, s.ended_at, "
@@ -101,15 +127,28 @@ class OperatorQueries(SqliteConnection):
                 f"FROM sessions s WHERE s.{self._SESSION_ROW}>? {scope} ORDER BY s.{self._SESSION_ROW} LIMIT ?",
                 args,
             ).fetchall()
-        keys = ("rowid", "id", "conversation_id", "platform", "mode", "started_at", "ended_at", "parent_session_id",
-                "reason", "messages")
+        keys = (
+            "rowid",
+            "id",
+            "conversation_id",
+            "platform",
+            "mode",
+            "started_at",
+            "ended_at",
+            "parent_session_id",
+            "reason",
+            "messages",
+        )
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def all_sessions(self) -> list[tuple[str, int, str]]:
         with self.read() as db:
-            return [(str(r[0]), int(r[1]), str(r[2])) for r in
-                    db.execute(f"SELECT id, conversation_id, platform FROM sessions ORDER BY {self._SESSION_ROW}")
-                    .fetchall()]
+            return [
+                (str(r[0]), int(r[1]), str(r[2]))
+                for r in db.execute(
+                    f"SELECT id, conversation_id, platform FROM sessions ORDER BY {self._SESSION_ROW}"
+                ).fetchall()
+            ]
 
     def retention_rows(self, cutoffs: Sequence[float]) -> list[dict[str, Any]]:
         """Per conversation: messages, bytes, tokens, time span, and counts older than each cutoff."""
@@ -123,21 +162,37 @@ class OperatorQueries(SqliteConnection):
                 "FROM messages m JOIN conversations c ON c.id=m.conversation_id GROUP BY m.conversation_id, c.key",
                 tuple(cutoffs),
             ).fetchall()
-            nodes = dict(db.execute(
-                "SELECT conversation_id, count(*) || ',' || sum(length(CAST(content AS BLOB))) FROM summaries "
-                "GROUP BY conversation_id").fetchall())
+            nodes = dict(
+                db.execute(
+                    "SELECT conversation_id, count(*) || ',' || sum(length(CAST(content AS BLOB))) FROM summaries "
+                    "GROUP BY conversation_id"
+                ).fetchall()
+            )
         out = []
         for r in rows:
             count, size = (str(nodes.get(r[0]) or "0,0")).split(",")
-            out.append({"conversation_id": r[0], "key": r[1], "messages": r[2], "message_bytes": r[3] or 0,
-                        "message_tokens": r[4] or 0, "first_at": r[5], "last_at": r[6],
-                        "older_than": [int(v or 0) for v in r[7:]], "summaries": int(count),
-                        "summary_bytes": int(size or 0)})
+            out.append(
+                {
+                    "conversation_id": r[0],
+                    "key": r[1],
+                    "messages": r[2],
+                    "message_bytes": r[3] or 0,
+                    "message_tokens": r[4] or 0,
+                    "first_at": r[5],
+                    "last_at": r[6],
+                    "older_than": [int(v or 0) for v in r[7:]],
+                    "summaries": int(count),
+                    "summary_bytes": int(size or 0),
+                }
+            )
         return out
 
     # -- FTS health and repair ----------------------------------------------------
 
-    FTS_TABLES: tuple[tuple[str, str], ...] = (("messages_fts", "messages"), ("summaries_fts", "summaries"))
+    FTS_TABLES: tuple[tuple[str, str], ...] = (
+        ("messages_fts", "messages"),
+        ("summaries_fts", "summaries"),
+    )
 
     def fts_tables(self) -> list[str]:
         """The full-text indexes, by name."""
@@ -150,13 +205,22 @@ class OperatorQueries(SqliteConnection):
         """Structural, read-only: indexed rows against content rows, both ways."""
         content = self._fts_content(table)
         with self.read() as db:
-            missing = db.execute(f"SELECT c.id FROM {content} c WHERE NOT EXISTS (SELECT 1 FROM {table}_docsize d "
-                                 "WHERE d.id=c.id) ORDER BY c.id LIMIT 1000").fetchall()
-            stale = db.execute(f"SELECT d.id FROM {table}_docsize d WHERE NOT EXISTS (SELECT 1 FROM {content} c "
-                               "WHERE c.id=d.id) ORDER BY d.id LIMIT 1000").fetchall()
-            return {"content_rows": int(db.execute(f"SELECT count(*) FROM {content}").fetchone()[0]),
-                    "indexed_rows": int(db.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]),
-                    "missing_ids": [int(r[0]) for r in missing], "stale_ids": [int(r[0]) for r in stale]}
+            missing = db.execute(
+                f"SELECT c.id FROM {content} c WHERE NOT EXISTS (SELECT 1 FROM {table}_docsize d "
+                "WHERE d.id=c.id) ORDER BY c.id LIMIT 1000"
+            ).fetchall()
+            stale = db.execute(
+                f"SELECT d.id FROM {table}_docsize d WHERE NOT EXISTS (SELECT 1 FROM {content} c "
+                "WHERE c.id=d.id) ORDER BY d.id LIMIT 1000"
+            ).fetchall()
+            return {
+                "content_rows": int(db.execute(f"SELECT count(*) FROM {content}").fetchone()[0]),
+                "indexed_rows": int(
+                    db.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0]
+                ),
+                "missing_ids": [int(r[0]) for r in missing],
+                "stale_ids": [int(r[0]) for r in stale],
+            }
 
     def fts_sample(self, table: str, count: int) -> list[tuple[int, str]]:
         """Up to ``count`` content rows spread evenly over the id range."""
@@ -166,16 +230,24 @@ class OperatorQueries(SqliteConnection):
             if low is None:
                 return []
             step = max(1, (high - low) // max(1, count - 1))
-            rows = [db.execute(f"SELECT id, content FROM {content} WHERE id>=? ORDER BY id LIMIT 1",
-                               (start,)).fetchone() for start in range(low, high + 1, step)][:count]
+            rows = [
+                db.execute(
+                    f"SELECT id, content FROM {content} WHERE id>=? ORDER BY id LIMIT 1", (start,)
+                ).fetchone()
+                for start in range(low, high + 1, step)
+            ][:count]
         return [(int(r[0]), str(r[1])) for r in rows if r is not None]
 
     def fts_finds(self, table: str, rowid: int, phrase: str) -> bool:
         """Whether the index finds ``phrase`` in that row (False when the index cannot answer)."""
         with self.read() as db:
             try:
-                return db.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid=?",
-                                  (phrase, rowid)).fetchone() is not None
+                return (
+                    db.execute(
+                        f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid=?", (phrase, rowid)
+                    ).fetchone()
+                    is not None
+                )
             except sqlite3.DatabaseError:
                 return False
 
@@ -190,7 +262,9 @@ class OperatorQueries(SqliteConnection):
         with self.lock, faults_mapped():
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
+                self.conn.execute(
+                    f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)"
+                )
                 return None
             except sqlite3.DatabaseError as exc:
                 return str(exc)
@@ -204,14 +278,24 @@ class OperatorQueries(SqliteConnection):
 
     def missing_triggers(self) -> list[str]:
         with self.read() as db:
-            present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall()}
+            present = {
+                r[0]
+                for r in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type='trigger'"
+                ).fetchall()
+            }
         return sorted(set(schema.trigger_sql()) - present)
 
     def restore_triggers(self, names: Sequence[str]) -> list[str]:
         """Recreate the named triggers that are still missing; returns those created."""
         wanted = schema.trigger_sql()
         with self.write() as db:
-            present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall()}
+            present = {
+                r[0]
+                for r in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type='trigger'"
+                ).fetchall()
+            }
             created = [n for n in names if n in wanted and n not in present]
             for name in created:
                 db.execute(wanted[name])
@@ -221,15 +305,23 @@ class OperatorQueries(SqliteConnection):
 
     def blank_source_ids(self, limit: int = 1000) -> tuple[int, list[int]]:
         with self.read() as db:
-            total = int(db.execute("SELECT count(*) FROM messages WHERE trim(source)=''").fetchone()[0])
-            ids = [int(r[0]) for r in db.execute("SELECT id FROM messages WHERE trim(source)='' ORDER BY id LIMIT ?",
-                                                 (limit,)).fetchall()]
+            total = int(
+                db.execute("SELECT count(*) FROM messages WHERE trim(source)=''").fetchone()[0]
+            )
+            ids = [
+                int(r[0])
+                for r in db.execute(
+                    "SELECT id FROM messages WHERE trim(source)='' ORDER BY id LIMIT ?", (limit,)
+                ).fetchall()
+            ]
         return total, ids
 
     # An assistant row's call with the tool result's id (the JSON functions differ by engine).
-    _CALL_EXISTS = ("EXISTS (SELECT 1 FROM messages a, json_each(CASE WHEN json_valid(a.tool_calls) "
-                 "THEN a.tool_calls ELSE '[]' END) j WHERE a.conversation_id=t.conversation_id "
-                 "AND a.role='assistant' AND a.seq < t.seq AND json_extract(j.value, '$.id')=t.tool_call_id)")
+    _CALL_EXISTS = (
+        "EXISTS (SELECT 1 FROM messages a, json_each(CASE WHEN json_valid(a.tool_calls) "
+        "THEN a.tool_calls ELSE '[]' END) j WHERE a.conversation_id=t.conversation_id "
+        "AND a.role='assistant' AND a.seq < t.seq AND json_extract(j.value, '$.id')=t.tool_call_id)"
+    )
 
     def _call_exists(self) -> str:
         """SQL: an earlier assistant call of ``t``'s conversation has ``t``'s tool_call_id (PostgreSQL's
@@ -247,23 +339,40 @@ class OperatorQueries(SqliteConnection):
                 f"SELECT count(*), coalesce(sum(CASE WHEN {unlinked} THEN 1 ELSE 0 END), 0), "
                 f"coalesce(sum(CASE WHEN {orphan} THEN 1 ELSE 0 END), 0), "
                 "coalesce(sum(CASE WHEN coalesce(t.tool_name, '')='' THEN 1 ELSE 0 END), 0) "
-                "FROM messages t WHERE t.role='tool'").fetchone()
-            missing_ids = [int(r[0]) for r in db.execute(
-                f"SELECT t.id FROM messages t WHERE t.role='tool' AND {unlinked} ORDER BY t.id LIMIT ?",
-                (limit,)).fetchall()]
-            orphan_ids = [int(r[0]) for r in db.execute(
-                f"SELECT t.id FROM messages t WHERE t.role='tool' AND {orphan} ORDER BY t.id LIMIT ?",
-                (limit,)).fetchall()]
-        return {"tool_results": int(total), "without_call_id": int(missing), "orphaned": int(orphans),
-                "without_name": int(unnamed), "sample_without_call_id": missing_ids, "sample_orphaned": orphan_ids}
+                "FROM messages t WHERE t.role='tool'"
+            ).fetchone()
+            missing_ids = [
+                int(r[0])
+                for r in db.execute(
+                    f"SELECT t.id FROM messages t WHERE t.role='tool' AND {unlinked} ORDER BY t.id LIMIT ?",
+                    (limit,),
+                ).fetchall()
+            ]
+            orphan_ids = [
+                int(r[0])
+                for r in db.execute(
+                    f"SELECT t.id FROM messages t WHERE t.role='tool' AND {orphan} ORDER BY t.id LIMIT ?",
+                    (limit,),
+                ).fetchall()
+            ]
+        return {
+            "tool_results": int(total),
+            "without_call_id": int(missing),
+            "orphaned": int(orphans),
+            "without_name": int(unnamed),
+            "sample_without_call_id": missing_ids,
+            "sample_orphaned": orphan_ids,
+        }
 
     def normalize_blank_sources(self) -> int:
         with self.write() as db:
             return db.execute("UPDATE messages SET source='unknown' WHERE trim(source)=''").rowcount
 
-    _EMPTY_SESSION = ("NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_key="  # schema 4: integer key
-                      "(SELECT k.id FROM session_keys k WHERE k.name=s.id)) "
-                      "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.session_id=s.id)")
+    _EMPTY_SESSION = (
+        "NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_key="  # schema 4: integer key
+        "(SELECT k.id FROM session_keys k WHERE k.name=s.id)) "
+        "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.session_id=s.id)"
+    )
 
     def empty_sessions(self, started_before: float, limit: int = 10000) -> list[dict[str, Any]]:
         """Lifecycle rows of sessions that stored no message and no summary."""
@@ -273,19 +382,29 @@ class OperatorQueries(SqliteConnection):
                 f"WHERE s.started_at < ? AND {self._EMPTY_SESSION} ORDER BY s.started_at LIMIT ?",
                 (started_before, limit),
             ).fetchall()
-        return [{"id": r[0], "conversation_id": r[1], "platform": r[2], "started_at": r[3]} for r in rows]
+        return [
+            {"id": r[0], "conversation_id": r[1], "platform": r[2], "started_at": r[3]}
+            for r in rows
+        ]
 
     def delete_empty_sessions(self, session_ids: Sequence[str]) -> dict[str, int]:
         """Delete those sessions if still empty, then conversations left with nothing at all."""
         marks = ",".join("?" * len(session_ids))
         with self.write() as db:
-            sessions = db.execute(f"DELETE FROM sessions AS s WHERE s.id IN ({marks}) AND {self._EMPTY_SESSION}",
-                                  tuple(session_ids)).rowcount if session_ids else 0
+            sessions = (
+                db.execute(
+                    f"DELETE FROM sessions AS s WHERE s.id IN ({marks}) AND {self._EMPTY_SESSION}",
+                    tuple(session_ids),
+                ).rowcount
+                if session_ids
+                else 0
+            )
             conversations = db.execute(
                 "DELETE FROM conversations AS c "
                 "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.conversation_id=c.id) "
                 "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id=c.id) "
-                "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.conversation_id=c.id)").rowcount
+                "AND NOT EXISTS (SELECT 1 FROM summaries n WHERE n.conversation_id=c.id)"
+            ).rowcount
         return {"sessions": sessions, "conversations": conversations}
 
     def harness_turns(self, starts: Sequence[str]) -> list[dict[str, Any]]:
@@ -293,19 +412,33 @@ class OperatorQueries(SqliteConnection):
         opening with one of ``starts``, and the ids of it and the rows after it up to the next user row."""
         if not starts:
             return []
-        match = " OR ".join(f"substr(content, 1, {len(start)}) = ?" for start in starts)  # lengths: ints
+        match = " OR ".join(
+            f"substr(content, 1, {len(start)}) = ?" for start in starts
+        )  # lengths: ints
         params = tuple(starts)
         turns = []
         with self.read() as db:
-            heads = db.execute(f"SELECT conversation_id, seq FROM messages WHERE role='user' AND ({match}) "
-                               "ORDER BY conversation_id, seq", params).fetchall()
+            heads = db.execute(
+                f"SELECT conversation_id, seq FROM messages WHERE role='user' AND ({match}) "
+                "ORDER BY conversation_id, seq",
+                params,
+            ).fetchall()
             for conversation_id, seq in heads:
-                after = db.execute("SELECT min(seq) FROM messages WHERE conversation_id=? AND seq>? AND role='user'",
-                                   (conversation_id, seq)).fetchone()[0]
-                ids = db.execute("SELECT id FROM messages WHERE conversation_id=? AND seq>=? AND seq<? ORDER BY seq",
-                                 (conversation_id, seq, after if after is not None else 1 << 62)).fetchall()
-                turns.append({"conversation_id": int(conversation_id), "seq": int(seq),
-                              "message_ids": [int(r[0]) for r in ids]})
+                after = db.execute(
+                    "SELECT min(seq) FROM messages WHERE conversation_id=? AND seq>? AND role='user'",
+                    (conversation_id, seq),
+                ).fetchone()[0]
+                ids = db.execute(
+                    "SELECT id FROM messages WHERE conversation_id=? AND seq>=? AND seq<? ORDER BY seq",
+                    (conversation_id, seq, after if after is not None else 1 << 62),
+                ).fetchall()
+                turns.append(
+                    {
+                        "conversation_id": int(conversation_id),
+                        "seq": int(seq),
+                        "message_ids": [int(r[0]) for r in ids],
+                    }
+                )
         return turns
 
     def summaries_over(self, message_ids: Sequence[int]) -> list[int]:
@@ -314,8 +447,11 @@ class OperatorQueries(SqliteConnection):
             return []
         marks = ",".join("?" * len(message_ids))
         with self.read() as db:
-            rows = db.execute(f"SELECT DISTINCT parent_id FROM edges WHERE child_kind IN (0, 'message') "
-                              f"AND child_id IN ({marks}) ORDER BY parent_id", tuple(message_ids)).fetchall()
+            rows = db.execute(
+                f"SELECT DISTINCT parent_id FROM edges WHERE child_kind IN (0, 'message') "
+                f"AND child_id IN ({marks}) ORDER BY parent_id",
+                tuple(message_ids),
+            ).fetchall()
         return [int(r[0]) for r in rows]
 
     def delete_messages(self, message_ids: Sequence[int]) -> dict[str, int]:
@@ -326,8 +462,10 @@ class OperatorQueries(SqliteConnection):
         marks = ",".join("?" * len(message_ids))
         ids = tuple(message_ids)
         with self.write() as db:
-            edges = db.execute(f"DELETE FROM edges WHERE child_kind IN (0, 'message') AND child_id IN ({marks})",
-                               ids).rowcount
+            edges = db.execute(
+                f"DELETE FROM edges WHERE child_kind IN (0, 'message') AND child_id IN ({marks})",
+                ids,
+            ).rowcount
             messages = db.execute(f"DELETE FROM messages WHERE id IN ({marks})", ids).rowcount
         return {"messages": messages, "edges": edges}
 
@@ -341,10 +479,16 @@ class OperatorQueries(SqliteConnection):
         nodes = f"SELECT id FROM summaries WHERE conversation_id IN ({marks})"
         counts: dict[str, int] = {}
         with self.write() as db:
-            counts["edges"] = db.execute(f"DELETE FROM edges WHERE parent_id IN ({nodes})", ids).rowcount
+            counts["edges"] = db.execute(
+                f"DELETE FROM edges WHERE parent_id IN ({nodes})", ids
+            ).rowcount
             for table in ("context_items", "summaries", "messages", "sessions"):
-                counts[table] = db.execute(f"DELETE FROM {table} WHERE conversation_id IN ({marks})", ids).rowcount
-            counts["conversations"] = db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", ids).rowcount
+                counts[table] = db.execute(
+                    f"DELETE FROM {table} WHERE conversation_id IN ({marks})", ids
+                ).rowcount
+            counts["conversations"] = db.execute(
+                f"DELETE FROM conversations WHERE id IN ({marks})", ids
+            ).rowcount
         return counts
 
     # -- payload files: GC and backfill (payload_gc.py, backfill.py) --------------------------------
@@ -355,19 +499,27 @@ class OperatorQueries(SqliteConnection):
         """Rows (``kind`` message or summary) after ``after_id`` whose text may name a payload file:
         (id, every column that mentions ``[lcm-`` joined); the caller parses the refs."""
         if kind == "summary":
-            sql = (f"SELECT id, content FROM summaries WHERE id>? AND instr(content, {self._MARK})>0 "
-                   "ORDER BY id LIMIT ?")
+            sql = (
+                f"SELECT id, content FROM summaries WHERE id>? AND instr(content, {self._MARK})>0 "
+                "ORDER BY id LIMIT ?"
+            )
         else:
             extra = "extra" if "extra" in self.message_columns else "NULL"
-            cols = ("content", "coalesce(parts, '')", "coalesce(tool_calls, '')", f"coalesce({extra}, '')")
+            cols = (
+                "content",
+                "coalesce(parts, '')",
+                "coalesce(tool_calls, '')",
+                f"coalesce({extra}, '')",
+            )
             text = " || char(10) || ".join(cols)
             where = " OR ".join(f"instr({c}, {self._MARK})>0" for c in cols)
             sql = f"SELECT id, {text} FROM messages WHERE id>? AND ({where}) ORDER BY id LIMIT ?"
         with self.read() as db:
             return [(int(r[0]), str(r[1])) for r in db.execute(sql, (after_id, limit)).fetchall()]
 
-    def inline_tool_rows(self, min_chars: int, after_id: int, limit: int,
-                         with_text: bool = True) -> list[tuple[int, int, int, str]]:
+    def inline_tool_rows(
+        self, min_chars: int, after_id: int, limit: int, with_text: bool = True
+    ) -> list[tuple[int, int, int, str]]:
         """Tool results kept inline as plain text of at least ``min_chars`` characters (not a stub, not an
         lcm_* tool's own answer): (id, chars, tokens, content or '' without ``with_text``), by id."""
         text = "content" if with_text else "''"
@@ -376,7 +528,8 @@ class OperatorQueries(SqliteConnection):
                 f"SELECT id, length(content), tokens, {text} FROM messages WHERE id>? AND role='tool' "
                 "AND parts IS NULL AND length(content)>=? AND substr(content, 1, 16)<>'[lcm-output ref=' "
                 "AND coalesce(tool_name, '') NOT LIKE 'lcm\\_%' ESCAPE '\\' ORDER BY id LIMIT ?",
-                (after_id, min_chars, limit)).fetchall()
+                (after_id, min_chars, limit),
+            ).fetchall()
         return [(int(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in rows]
 
     def swap_contents(self, changes: Sequence[tuple[int, str, str, int]]) -> list[int]:
@@ -386,14 +539,18 @@ class OperatorQueries(SqliteConnection):
         changed: list[int] = []
         with self.write() as db:
             for row_id, expected, new, tokens in changes:
-                if db.execute("UPDATE messages SET content=?, tokens=? WHERE id=? AND content=?",
-                              (new, tokens, row_id, expected)).rowcount:
+                if db.execute(
+                    "UPDATE messages SET content=?, tokens=? WHERE id=? AND content=?",
+                    (new, tokens, row_id, expected),
+                ).rowcount:
                     changed.append(row_id)
         return changed
 
     # -- backups ----------------------------------------------------------------------------------
 
-    def backup_to(self, target: Path, progress: Callable[[int, int | None], None] | None = None) -> None:
+    def backup_to(
+        self, target: Path, progress: Callable[[int, int | None], None] | None = None
+    ) -> None:
         """Copy the whole database into a new file with SQLite's online backup API.
 
         Without ``progress``: one step, which holds one read transaction. With it: steps of about
@@ -415,15 +572,22 @@ class OperatorQueries(SqliteConnection):
             finally:
                 dest.close()
 
-    def _stepped_backup(self, dest: sqlite3.Connection, progress: Callable[[int, int | None], None]) -> None:
+    def _stepped_backup(
+        self, dest: sqlite3.Connection, progress: Callable[[int, int | None], None]
+    ) -> None:
         total = int(self.conn.execute("PRAGMA page_count").fetchone()[0])
         owned = self.conn.in_transaction is False
         if owned:
             self.conn.execute("BEGIN")
-            self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read snapshot starts here
+            self.conn.execute(
+                "SELECT count(*) FROM sqlite_master"
+            ).fetchone()  # the read snapshot starts here
         try:
-            self.conn.backup(dest, pages=max(16, total // 200),
-                             progress=lambda _status, remaining, count: progress(count - remaining, count))
+            self.conn.backup(
+                dest,
+                pages=max(16, total // 200),
+                progress=lambda _status, remaining, count: progress(count - remaining, count),
+            )
             progress(total, total)
         finally:
             if owned:

@@ -23,21 +23,32 @@ from .rows import row_to_message, unpack_fingerprint
 _BATCH = 200  # grants per INSERT statement (4 parameters each)
 # Where a row may name a ref in our own text forms (payloads.MENTION): the columns the migration reads.
 _NEEDLES = ("'[lcm-'", "'externalized_ref='")
-_COLUMNS = ("m.content", "coalesce(m.parts, '')", "coalesce(m.tool_calls, '')", "coalesce(m.extra, '')")
+_COLUMNS = (
+    "m.content",
+    "coalesce(m.parts, '')",
+    "coalesce(m.tool_calls, '')",
+    "coalesce(m.extra, '')",
+)
 
 
 def insert_grants(db: sqlite3.Connection, rows: Sequence[tuple[int, PayloadRef]]) -> None:
     """Store ``(message id, payload)`` grants in the caller's transaction (a repeat is one grant)."""
     for start in range(0, len(rows), _BATCH):
-        batch = rows[start:start + _BATCH]
-        db.execute("INSERT OR IGNORE INTO payload_refs(ref, message_id, kind, mime) VALUES "
-                   + ", ".join(["(?, ?, ?, ?)"] * len(batch)),
-                   [v for message_id, p in batch for v in (p.ref, message_id, p.kind, p.mime)])
+        batch = rows[start : start + _BATCH]
+        db.execute(
+            "INSERT OR IGNORE INTO payload_refs(ref, message_id, kind, mime) VALUES "
+            + ", ".join(["(?, ?, ?, ?)"] * len(batch)),
+            [v for message_id, p in batch for v in (p.ref, message_id, p.kind, p.mime)],
+        )
 
 
 def record_grants(db: sqlite3.Connection, ids: Sequence[int], records: Sequence[MessageIn]) -> None:
     """The grants of freshly inserted rows: ``ids[i]`` is the row of ``records[i]``."""
-    rows = [(message_id, p) for message_id, record in zip(ids, records, strict=True) for p in record.payload_refs]
+    rows = [
+        (message_id, p)
+        for message_id, record in zip(ids, records, strict=True)
+        for p in record.payload_refs
+    ]
     if rows:
         insert_grants(db, rows)
 
@@ -56,14 +67,20 @@ class PayloadRefQueries(SqliteConnection):
         """Withdraw the row's grants of ``refs`` (its text no longer holds them)."""
         if refs:
             with self.write() as db:
-                db.execute(f"DELETE FROM payload_refs WHERE message_id=? AND ref IN ({', '.join('?' * len(refs))})",
-                           (message_id, *refs))
+                db.execute(
+                    f"DELETE FROM payload_refs WHERE message_id=? AND ref IN ({', '.join('?' * len(refs))})",
+                    (message_id, *refs),
+                )
 
-    def payload_grant(self, ref: str, conversation_ids: Sequence[int] | None) -> PayloadGrant | None:
+    def payload_grant(
+        self, ref: str, conversation_ids: Sequence[int] | None
+    ) -> PayloadGrant | None:
         """The first grant of ``ref`` to a row of ``conversation_ids`` (None: of any conversation,
         shared memory); None when no row in reach was given it."""
-        sql = ("SELECT g.ref, g.message_id, m.conversation_id, g.kind, g.mime FROM payload_refs g "
-               "JOIN messages m ON m.id = g.message_id WHERE g.ref = ?")
+        sql = (
+            "SELECT g.ref, g.message_id, m.conversation_id, g.kind, g.mime FROM payload_refs g "
+            "JOIN messages m ON m.id = g.message_id WHERE g.ref = ?"
+        )
         args: list[Any] = [ref]
         if conversation_ids is not None:
             if not conversation_ids:
@@ -72,7 +89,11 @@ class PayloadRefQueries(SqliteConnection):
             args.append(_json_list(int(c) for c in conversation_ids))
         with self.read() as db:
             row = db.execute(sql + " ORDER BY g.message_id LIMIT 1", args).fetchone()
-        return None if row is None else PayloadGrant(str(row[0]), int(row[1]), int(row[2]), str(row[3]), str(row[4]))
+        return (
+            None
+            if row is None
+            else PayloadGrant(str(row[0]), int(row[1]), int(row[2]), str(row[3]), str(row[4]))
+        )
 
     def granted_refs(self, message_ids: Sequence[int]) -> dict[int, set[str]]:
         """The refs each of these rows was granted (rows without any are left out)."""
@@ -81,16 +102,22 @@ class PayloadRefQueries(SqliteConnection):
             return found
         with self.read() as db:
             for start in range(0, len(message_ids), 500):
-                chunk = _json_list(int(i) for i in message_ids[start:start + 500])
-                for message_id, ref in db.execute("SELECT message_id, ref FROM payload_refs WHERE message_id IN "
-                                                  "(SELECT value FROM json_each(?))", (chunk,)).fetchall():
+                chunk = _json_list(int(i) for i in message_ids[start : start + 500])
+                for message_id, ref in db.execute(
+                    "SELECT message_id, ref FROM payload_refs WHERE message_id IN "
+                    "(SELECT value FROM json_each(?))",
+                    (chunk,),
+                ).fetchall():
                     found.setdefault(int(message_id), set()).add(str(ref))
         return found
 
     def ref_aliases(self) -> dict[str, str]:
         """old ref -> new ref of a migrated database (empty for one that never held old refs)."""
         with self.read() as db:
-            return {str(r[0]): str(r[1]) for r in db.execute("SELECT old_ref, new_ref FROM payload_ref_aliases")}
+            return {
+                str(r[0]): str(r[1])
+                for r in db.execute("SELECT old_ref, new_ref FROM payload_ref_aliases")
+            }
 
     def put_ref_aliases(self, aliases: Mapping[str, str]) -> None:
         """Record old -> new refs (a repeat keeps the first: an old ref names one content)."""
@@ -99,18 +126,24 @@ class PayloadRefQueries(SqliteConnection):
             return
         with self.write() as db:
             for start in range(0, len(pairs), _BATCH):
-                batch = pairs[start:start + _BATCH]
-                db.execute("INSERT OR IGNORE INTO payload_ref_aliases(old_ref, new_ref) VALUES "
-                           + ", ".join(["(?, ?)"] * len(batch)), [v for pair in batch for v in pair])
+                batch = pairs[start : start + _BATCH]
+                db.execute(
+                    "INSERT OR IGNORE INTO payload_ref_aliases(old_ref, new_ref) VALUES "
+                    + ", ".join(["(?, ?)"] * len(batch)),
+                    [v for pair in batch for v in pair],
+                )
 
     def ref_rows_after(self, after_id: int, limit: int) -> list[tuple[StoredMessage, str, str]]:
         """``(message, fingerprint, owner)`` of the ``limit`` rows after ``after_id`` (id order) whose
         text may name a ref: the rows the migration of old refs rewrites and grants."""
         where = " OR ".join(f"instr({c}, {n}) > 0" for c in _COLUMNS for n in _NEEDLES)
         with self.read() as db:
-            rows = db.execute(f"SELECT {self.message_columns_m}, m.fingerprint, c.owner FROM messages m "
-                              f"JOIN conversations c ON c.id = m.conversation_id WHERE m.id > ? AND ({where}) "
-                              "ORDER BY m.id LIMIT ?", (after_id, limit)).fetchall()
+            rows = db.execute(
+                f"SELECT {self.message_columns_m}, m.fingerprint, c.owner FROM messages m "
+                f"JOIN conversations c ON c.id = m.conversation_id WHERE m.id > ? AND ({where}) "
+                "ORDER BY m.id LIMIT ?",
+                (after_id, limit),
+            ).fetchall()
         return [(row_to_message(r[:-2]), unpack_fingerprint(r[-2]), str(r[-1])) for r in rows]
 
 

@@ -26,25 +26,42 @@ class RewriteQueries(SqliteConnection):
     def message_rows_after(self, after_id: int, limit: int) -> list[tuple[Any, str]]:
         """``(StoredMessage, fingerprint)`` of the ``limit`` messages after ``after_id``, id order."""
         with self.read() as db:
-            rows = db.execute(f"SELECT {self.message_columns}, fingerprint FROM messages WHERE id > ? "
-                              "ORDER BY id LIMIT ?", (after_id, limit)).fetchall()
-        return [(row_to_message(r[:-1]), unpack_fingerprint(r[-1])) for r in rows]  # schema 4: stored packed
+            rows = db.execute(
+                f"SELECT {self.message_columns}, fingerprint FROM messages WHERE id > ? "
+                "ORDER BY id LIMIT ?",
+                (after_id, limit),
+            ).fetchall()
+        return [
+            (row_to_message(r[:-1]), unpack_fingerprint(r[-1])) for r in rows
+        ]  # schema 4: stored packed
 
     def text_rows_after(self, table: str, after_id: int, limit: int) -> list[tuple[int, str]]:
         """``(id, text)`` of the ``limit`` rows of a text table (summaries, events) after ``after_id``."""
         column = TEXT_TABLES[table]
         with self.read() as db:
-            rows = db.execute(f"SELECT id, {column} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
-                              (after_id, limit)).fetchall()
+            rows = db.execute(
+                f"SELECT id, {column} FROM {table} WHERE id > ? ORDER BY id LIMIT ?",
+                (after_id, limit),
+            ).fetchall()
         return [(int(r[0]), str(r[1])) for r in rows]
 
     def rewrite_message(self, message_id: int, fields: dict[str, Any]) -> None:
         """Set a message's content, parts, tool_calls, extra, tokens and fingerprint (the FTS row
         follows by the UPDATE trigger)."""
         with self.write() as db:
-            db.execute("UPDATE messages SET content=?, parts=?, tool_calls=?, extra=?, tokens=?, fingerprint=? "
-                       "WHERE id=?", (fields["content"], fields["parts"], fields["tool_calls"], fields["extra"],
-                                      fields["tokens"], self.pack_fingerprint(fields["fingerprint"]), message_id))
+            db.execute(
+                "UPDATE messages SET content=?, parts=?, tool_calls=?, extra=?, tokens=?, fingerprint=? "
+                "WHERE id=?",
+                (
+                    fields["content"],
+                    fields["parts"],
+                    fields["tool_calls"],
+                    fields["extra"],
+                    fields["tokens"],
+                    self.pack_fingerprint(fields["fingerprint"]),
+                    message_id,
+                ),
+            )
 
     def rewrite_text(self, table: str, row_id: int, text: str) -> None:
         """Set one summary's or event's text; a summary's FTS row is deleted and inserted again
@@ -55,19 +72,27 @@ class RewriteQueries(SqliteConnection):
                 old = db.execute("SELECT content FROM summaries WHERE id=?", (row_id,)).fetchone()
                 if old is None:
                     return
-                db.execute("INSERT INTO summaries_fts(summaries_fts, rowid, content) VALUES ('delete', ?, ?)",
-                           (row_id, old[0]))
+                db.execute(
+                    "INSERT INTO summaries_fts(summaries_fts, rowid, content) VALUES ('delete', ?, ?)",
+                    (row_id, old[0]),
+                )
             db.execute(f"UPDATE {table} SET {column}=? WHERE id=?", (text, row_id))
             if table == "summaries":
-                db.execute("INSERT INTO summaries_fts(rowid, content) VALUES (?, ?)", (row_id, text))
+                db.execute(
+                    "INSERT INTO summaries_fts(rowid, content) VALUES (?, ?)", (row_id, text)
+                )
 
     def refs_in_use(self, needles: Sequence[str]) -> set[str]:
         """Which of these texts some message's content still holds (payload refs still in use)."""
         found = set()
         with self.read() as db:
             for needle in needles:
-                if db.execute("SELECT 1 FROM messages WHERE instr(content, ?) > 0 LIMIT 1",
-                              (needle,)).fetchone() is not None:
+                if (
+                    db.execute(
+                        "SELECT 1 FROM messages WHERE instr(content, ?) > 0 LIMIT 1", (needle,)
+                    ).fetchone()
+                    is not None
+                ):
                     found.add(needle)
         return found
 

@@ -34,7 +34,11 @@ def pack_fingerprint(fingerprint: str) -> str | bytes:
     fingerprints; :func:`unpack_fingerprint` gives back the exact text."""
     if len(fingerprint) == 16 and _HEX.issuperset(fingerprint):
         return bytes.fromhex(fingerprint)
-    if len(fingerprint) == 39 and fingerprint.startswith("import:") and _HEX.issuperset(fingerprint[7:]):
+    if (
+        len(fingerprint) == 39
+        and fingerprint.startswith("import:")
+        and _HEX.issuperset(fingerprint[7:])
+    ):
         return bytes.fromhex(fingerprint[7:])
     return fingerprint
 
@@ -68,8 +72,11 @@ def message_columns(version: int, alias: str = "") -> str:
     """
     base = qualified(_BASE_MESSAGE_COLUMNS, alias) if alias else _BASE_MESSAGE_COLUMNS
     if version >= 4:
-        base = base.replace(f"{alias + '.' if alias else ''}session_id",
-                            SESSION_OF.format(alias=alias + "." if alias else "messages."), 1)
+        base = base.replace(
+            f"{alias + '.' if alias else ''}session_id",
+            SESSION_OF.format(alias=alias + "." if alias else "messages."),
+            1,
+        )
     if version >= 2:
         return f"{base}, {alias + '.' if alias else ''}extra"
     return f"{base}, NULL"
@@ -93,8 +100,9 @@ def id_list(ids: Sequence[int]) -> str:
     return "[" + ",".join(str(int(i)) for i in ids) + "]"
 
 
-def conversation_scope(column: str, conversation_id: int | None,
-                       conversation_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
+def conversation_scope(
+    column: str, conversation_id: int | None, conversation_ids: Sequence[int] | None
+) -> tuple[str, list[Any]]:
     """`` AND ...`` clauses and their arguments keeping ``column`` to one conversation and/or a list
     of them (an owner's reach); neither given: no clause (the whole store)."""
     sql, args = "", list[Any]()

@@ -243,7 +243,9 @@ def tables(conn: sqlite3.Connection) -> set[str]:
 
 def is_ours(conn: sqlite3.Connection, found: set[str]) -> bool:
     """Whether a database holding the tables ``found`` was written by hermes-lcm (its meta says so)."""
-    return "meta" in found and conn.execute("SELECT value FROM meta WHERE key='app'").fetchone() == (APP_ID,)
+    return "meta" in found and conn.execute(
+        "SELECT value FROM meta WHERE key='app'"
+    ).fetchone() == (APP_ID,)
 
 
 def check_identity(conn: sqlite3.Connection, path: str) -> None:
@@ -258,7 +260,9 @@ def check_identity(conn: sqlite3.Connection, path: str) -> None:
         raise ForeignDatabase(f"{path} belongs to {rows.get('app')!r}, not {APP_ID}")
     version = int(rows.get("schema_version", "0"))
     if version > SCHEMA_VERSION:
-        raise NewerSchema(f"{path} has schema {version}; this hermes-lcm knows up to {SCHEMA_VERSION}")
+        raise NewerSchema(
+            f"{path} has schema {version}; this hermes-lcm knows up to {SCHEMA_VERSION}"
+        )
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -272,8 +276,11 @@ def _column_exists(conn: sqlite3.Connection, statement: str) -> bool:
     """Whether ``statement`` adds a column the table already has: a file whose version was set
     back (by hand, or by a copy of an older schema's meta) migrates again without failing."""
     words = statement.split()
-    if [w.upper() for w in words[:2]] != ["ALTER", "TABLE"] or len(words) < 6 or \
-            [w.upper() for w in words[3:5]] != ["ADD", "COLUMN"]:
+    if (
+        [w.upper() for w in words[:2]] != ["ALTER", "TABLE"]
+        or len(words) < 6
+        or [w.upper() for w in words[3:5]] != ["ADD", "COLUMN"]
+    ):
         return False
     return words[5] in {r[1] for r in conn.execute(f"PRAGMA table_info({words[2]})")}
 
@@ -291,21 +298,34 @@ def shadow_older(conn: sqlite3.Connection) -> None:
     """
     version = schema_version(conn)
     if version < 5:  # no grant was written yet: none reads as none (no payload opens)
-        for statement in split_sql(PAYLOAD_REF_TABLES.replace("EXISTS ", "EXISTS temp.").replace(
-                "REFERENCES messages(id) ON DELETE CASCADE", "")):
+        for statement in split_sql(
+            PAYLOAD_REF_TABLES.replace("EXISTS ", "EXISTS temp.").replace(
+                "REFERENCES messages(id) ON DELETE CASCADE", ""
+            )
+        ):
             conn.execute(statement)
     if version >= 4:
         return
     conn.create_function("lcm_pack_fingerprint", 1, pack_fingerprint, deterministic=True)
     columns = [r[1] for r in conn.execute("PRAGMA main.table_info(messages)")]
-    picked = ", ".join("lcm_pack_fingerprint(m.fingerprint) AS fingerprint" if c == "fingerprint" else f"m.{c}"
-                       for c in columns)
-    conn.execute("CREATE TEMP TABLE session_keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
-    conn.execute("INSERT INTO temp.session_keys(name) SELECT session_id FROM main.messages GROUP BY session_id")
-    conn.execute(f"CREATE TEMP VIEW messages AS SELECT {picked}, (SELECT k.id FROM temp.session_keys k "
-                 "WHERE k.name=m.session_id) AS session_key FROM main.messages m")
-    conn.execute("CREATE TEMP VIEW edges AS SELECT parent_id, CASE child_kind WHEN 'message' THEN 0 "
-                 "WHEN 'summary' THEN 1 ELSE child_kind END AS child_kind, child_id, ord FROM main.edges")
+    picked = ", ".join(
+        "lcm_pack_fingerprint(m.fingerprint) AS fingerprint" if c == "fingerprint" else f"m.{c}"
+        for c in columns
+    )
+    conn.execute(
+        "CREATE TEMP TABLE session_keys(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)"
+    )
+    conn.execute(
+        "INSERT INTO temp.session_keys(name) SELECT session_id FROM main.messages GROUP BY session_id"
+    )
+    conn.execute(
+        f"CREATE TEMP VIEW messages AS SELECT {picked}, (SELECT k.id FROM temp.session_keys k "
+        "WHERE k.name=m.session_id) AS session_key FROM main.messages m"
+    )
+    conn.execute(
+        "CREATE TEMP VIEW edges AS SELECT parent_id, CASE child_kind WHEN 'message' THEN 0 "
+        "WHEN 'summary' THEN 1 ELSE child_kind END AS child_kind, child_id, ord FROM main.edges"
+    )
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -314,7 +334,9 @@ def migrate(conn: sqlite3.Connection) -> None:
     conn.create_function("lcm_pack_fingerprint", 1, pack_fingerprint, deterministic=True)
     for version in range(current + 1, SCHEMA_VERSION + 1):
         # already compact (a file whose version was set back): only the version is written
-        done = version == 4 and "session_key" in {r[1] for r in conn.execute("PRAGMA table_info(messages)")}
+        done = version == 4 and "session_key" in {
+            r[1] for r in conn.execute("PRAGMA table_info(messages)")
+        }
         for statement in [] if done else split_sql(_MIGRATIONS[version]):
             if not _column_exists(conn, statement):
                 conn.execute(statement)

@@ -28,12 +28,19 @@ def has_tables(db: sqlite3.Connection, names: Iterable[str]) -> bool:
     """Whether every table of ``names`` exists (a family's tables come and go together)."""
     wanted = set(names)
     marks = ",".join("?" * len(wanted))
-    found = {r[0] for r in db.execute(
-        f"SELECT name FROM sqlite_master WHERE type='table' AND name IN ({marks})", tuple(wanted))}
+    found = {
+        r[0]
+        for r in db.execute(
+            f"SELECT name FROM sqlite_master WHERE type='table' AND name IN ({marks})",
+            tuple(wanted),
+        )
+    }
     return found == wanted
 
 
-def create_tables(db: sqlite3.Connection, tables_sql: str, triggers: Mapping[str, str] | None = None) -> None:
+def create_tables(
+    db: sqlite3.Connection, tables_sql: str, triggers: Mapping[str, str] | None = None
+) -> None:
     """Run a family's ``CREATE TABLE IF NOT EXISTS`` script and create its triggers when missing."""
     for statement in tables_sql.strip().split(";"):
         if statement.strip():

@@ -19,6 +19,17 @@ from .vectors import VectorQueries
 from .views import ViewQueries
 
 
-class SqliteStore(MessageQueries, MessageSearch, ConversationQueries, SummaryQueries, OperatorQueries,
-                  RewriteQueries, VectorQueries, RollupQueries, AssertionQueries, ViewQueries, PayloadRefQueries):
+class SqliteStore(
+    MessageQueries,
+    MessageSearch,
+    ConversationQueries,
+    SummaryQueries,
+    OperatorQueries,
+    RewriteQueries,
+    VectorQueries,
+    RollupQueries,
+    AssertionQueries,
+    ViewQueries,
+    PayloadRefQueries,
+):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

@@ -70,22 +70,31 @@ _TRIGGERS = {
 
 # What a message is embedded as: its text, then each tool call's name and arguments (the words a
 # search matches in ``tool_calls``, without the JSON around them).
-_CALLS = ("(SELECT group_concat(coalesce(json_extract(c.value, '$.function.name'), '') || ' ' || "
-          "coalesce(json_extract(c.value, '$.function.arguments'), ''), char(10)) FROM json_each(CASE WHEN "
-          "json_valid(m.tool_calls) AND json_type(m.tool_calls)='array' THEN m.tool_calls ELSE '[]' END) c)")
+_CALLS = (
+    "(SELECT group_concat(coalesce(json_extract(c.value, '$.function.name'), '') || ' ' || "
+    "coalesce(json_extract(c.value, '$.function.arguments'), ''), char(10)) FROM json_each(CASE WHEN "
+    "json_valid(m.tool_calls) AND json_type(m.tool_calls)='array' THEN m.tool_calls ELSE '[]' END) c)"
+)
 _MESSAGE_TEXT = f"trim(m.content || char(10) || coalesce({_CALLS}, ''), ' ' || char(9, 10, 13))"
 
 
 def unembedded_sql(kind: str, probe: bool = True) -> str:
     """The query behind ``unembedded`` (arguments: after_id, model_id, limit); a test checks its plan.
     Without ``probe`` (no vector tables yet) every row qualifies and the model_id argument is unused."""
-    missing = (f"NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='{kind}' AND v.item_id=m.id)"
-               if probe else "? IS NOT NULL")
+    missing = (
+        f"NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='{kind}' AND v.item_id=m.id)"
+        if probe
+        else "? IS NOT NULL"
+    )
     if kind == "m":
-        return (f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND {missing} AND "
-                f"{MessageSearch._NOT_OWN_TOOLS} AND text != '' ORDER BY m.id LIMIT ?")
-    return (f"SELECT m.id, trim(m.content) AS text FROM summaries m WHERE m.id>? AND {missing} "
-            "AND text != '' ORDER BY m.id LIMIT ?")
+        return (
+            f"SELECT m.id, {_MESSAGE_TEXT} AS text FROM messages m WHERE m.id>? AND {missing} AND "
+            f"{MessageSearch._NOT_OWN_TOOLS} AND text != '' ORDER BY m.id LIMIT ?"
+        )
+    return (
+        f"SELECT m.id, trim(m.content) AS text FROM summaries m WHERE m.id>? AND {missing} "
+        "AND text != '' ORDER BY m.id LIMIT ?"
+    )
 
 
 def _kind(kind: str) -> str:
@@ -102,13 +111,19 @@ class VectorQueries(SqliteConnection):
 
     def _has_epoch(self, db: sqlite3.Connection) -> bool:
         """A database whose vector tables predate the drop count has none until the next warmup."""
-        return db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='vector_epoch'").fetchone() \
+        return (
+            db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='vector_epoch'"
+            ).fetchone()
             is not None
+        )
 
     def _need_vectors(self, db: sqlite3.Connection) -> None:
         if not self._has_vectors(db):
-            raise StoreFault("the vector tables are absent: embeddings were never enabled on this database "
-                             "(ensure_vector_tables creates them)")
+            raise StoreFault(
+                "the vector tables are absent: embeddings were never enabled on this database "
+                "(ensure_vector_tables creates them)"
+            )
 
     def ensure_vector_tables(self) -> None:
         """Create the vector tables and their triggers when missing; a no-op afterwards."""
@@ -119,10 +134,13 @@ class VectorQueries(SqliteConnection):
         """Whether :meth:`nearest_vectors` searches in SQL: never on SQLite (the in-memory index does)."""
         return False
 
-    def nearest_vectors(self, model_id: int, kind: str, query: Any, k: int,
-                        allowed: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    def nearest_vectors(
+        self, model_id: int, kind: str, query: Any, k: int, allowed: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
         """SQLite has no vector column to search: the caller uses ``vectors.VectorIndex``."""
-        raise StoreFault("nearest neighbours in SQL need pgvector; SQLite searches the in-memory index")
+        raise StoreFault(
+            "nearest neighbours in SQL need pgvector; SQLite searches the in-memory index"
+        )
 
     def build_vector_indexes(self) -> list[str]:
         """Nothing to build on SQLite: its index is made in memory from the blobs when searched."""
@@ -137,13 +155,20 @@ class VectorQueries(SqliteConnection):
         """The id of ``(name, dim, dtype)``, created the first time it is asked for."""
         with self.write() as db:
             self._need_vectors(db)
-            db.execute("INSERT INTO vector_models(name, dim, dtype, created_at) VALUES (?, ?, ?, ?) "
-                       "ON CONFLICT(name, dim, dtype) DO NOTHING", (name, int(dim), dtype, time.time()))
-            row = db.execute("SELECT id FROM vector_models WHERE name=? AND dim=? AND dtype=?",
-                             (name, int(dim), dtype)).fetchone()
+            db.execute(
+                "INSERT INTO vector_models(name, dim, dtype, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(name, dim, dtype) DO NOTHING",
+                (name, int(dim), dtype, time.time()),
+            )
+            row = db.execute(
+                "SELECT id FROM vector_models WHERE name=? AND dim=? AND dtype=?",
+                (name, int(dim), dtype),
+            ).fetchone()
         return int(row[0])
 
-    def put_vectors(self, model_id: int, kind: str, rows: Sequence[tuple[int, bytes, float]]) -> int:
+    def put_vectors(
+        self, model_id: int, kind: str, rows: Sequence[tuple[int, bytes, float]]
+    ) -> int:
         """Store or replace vectors of one model; rows whose item no longer exists are skipped
         (it was deleted while its text was being embedded: the trigger cannot catch that)."""
         table = "messages" if _kind(kind) == "m" else "summaries"
@@ -156,11 +181,20 @@ class VectorQueries(SqliteConnection):
                 f"INSERT INTO vectors(model_id, kind, item_id, scale, vec) SELECT ?, ?, ?, ?, ? "
                 f"WHERE EXISTS (SELECT 1 FROM {table} WHERE id=?) "
                 "ON CONFLICT(model_id, kind, item_id) DO UPDATE SET scale=excluded.scale, vec=excluded.vec",
-                [(model_id, kind, int(item), float(scale), bytes(blob), int(item)) for item, blob, scale in rows])
+                [
+                    (model_id, kind, int(item), float(scale), bytes(blob), int(item))
+                    for item, blob, scale in rows
+                ],
+            )
             return db.total_changes - before
 
-    def load_vectors(self, model_id: int, kind: str, conversation_ids: Sequence[int] | None = None,
-                     after_id: int = 0) -> tuple[list[int], list[bytes], list[float]]:
+    def load_vectors(
+        self,
+        model_id: int,
+        kind: str,
+        conversation_ids: Sequence[int] | None = None,
+        after_id: int = 0,
+    ) -> tuple[list[int], list[bytes], list[float]]:
         """Every vector of one model and kind, ascending by item id (above ``after_id``: what a
         cached index lacks), optionally only those of some conversations (found through the rows'
         own conversation index). No tables: nothing."""
@@ -169,16 +203,27 @@ class VectorQueries(SqliteConnection):
             if not self._has_vectors(db):
                 return [], [], []
             if conversation_ids is None:
-                found = db.execute("SELECT item_id, vec, scale FROM vectors WHERE model_id=? AND kind=? "
-                                   "AND item_id>? ORDER BY item_id", (model_id, kind, after_id)).fetchall()
+                found = db.execute(
+                    "SELECT item_id, vec, scale FROM vectors WHERE model_id=? AND kind=? "
+                    "AND item_id>? ORDER BY item_id",
+                    (model_id, kind, after_id),
+                ).fetchall()
             else:
                 found = db.execute(
                     f"SELECT v.item_id, v.vec, v.scale FROM {table} r JOIN vectors v ON v.model_id=? AND "
                     "v.kind=? AND v.item_id=r.id WHERE r.conversation_id IN (SELECT value FROM json_each(?)) AND "
-                    "v.item_id>? ORDER BY v.item_id", (model_id, kind, id_list(conversation_ids), after_id)).fetchall()
-        return [int(r[0]) for r in found], [bytes(r[1]) for r in found], [float(r[2]) for r in found]
+                    "v.item_id>? ORDER BY v.item_id",
+                    (model_id, kind, id_list(conversation_ids), after_id),
+                ).fetchall()
+        return (
+            [int(r[0]) for r in found],
+            [bytes(r[1]) for r in found],
+            [float(r[2]) for r in found],
+        )
 
-    def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
+    def unembedded(
+        self, model_id: int, kind: str, after_id: int, limit: int
+    ) -> list[tuple[int, str]]:
         """``(id, text)`` of up to ``limit`` messages or summaries after ``after_id`` that have no
         vector of ``model_id``, ascending. It walks the rows by their primary key from ``after_id``
         and probes the vectors' index for each, so a backfill that passes its last id back reads
@@ -187,7 +232,10 @@ class VectorQueries(SqliteConnection):
         with self.read() as db:
             self._need_vectors(db)
             sql = unembedded_sql(_kind(kind))
-            return [(int(r[0]), str(r[1])) for r in db.execute(sql, (after_id, model_id, limit)).fetchall()]
+            return [
+                (int(r[0]), str(r[1]))
+                for r in db.execute(sql, (after_id, model_id, limit)).fetchall()
+            ]
 
     def vector_version(self, model_id: int, kind: str) -> tuple[int, int, int]:
         """``(count, newest item id, vectors ever dropped)`` of one model's vectors of a kind: a
@@ -196,10 +244,15 @@ class VectorQueries(SqliteConnection):
         with self.read() as db:
             if not self._has_vectors(db):
                 return 0, 0, 0
-            row = db.execute("SELECT count(*), coalesce(max(item_id), 0) FROM vectors WHERE model_id=? AND kind=?",
-                             (model_id, _kind(kind))).fetchone()
-            drops = db.execute("SELECT drops FROM vector_epoch WHERE id = 1").fetchone() \
-                if self._has_epoch(db) else None
+            row = db.execute(
+                "SELECT count(*), coalesce(max(item_id), 0) FROM vectors WHERE model_id=? AND kind=?",
+                (model_id, _kind(kind)),
+            ).fetchone()
+            drops = (
+                db.execute("SELECT drops FROM vector_epoch WHERE id = 1").fetchone()
+                if self._has_epoch(db)
+                else None
+            )
         return int(row[0]), int(row[1]), int(drops[0]) if drops else 0
 
     def embedding_backlog(self, model_id: int | None, max_chars: int) -> tuple[int, int]:
@@ -210,8 +263,10 @@ class VectorQueries(SqliteConnection):
             probe = model_id is not None and self._has_vectors(db)
             for kind in KINDS:
                 sql = unembedded_sql(kind, probe)
-                found = db.execute(f"SELECT count(*), coalesce(sum(min(length(text), ?)), 0) FROM ({sql})",
-                                   (max_chars, 0, model_id or 0, -1)).fetchone()
+                found = db.execute(
+                    f"SELECT count(*), coalesce(sum(min(length(text), ?)), 0) FROM ({sql})",
+                    (max_chars, 0, model_id or 0, -1),
+                ).fetchone()
                 rows, chars = rows + int(found[0]), chars + int(found[1])
         return rows, chars
 
@@ -220,13 +275,28 @@ class VectorQueries(SqliteConnection):
         """Per model: its dim and dtype, rows by kind and blob bytes (``length`` of a blob or bytea is
         its bytes on both backends)."""
         models: list[dict[str, Any]] = []
-        for model_id, name, dim, dtype in db.execute("SELECT id, name, dim, dtype FROM vector_models ORDER BY id"):
-            counts = dict(db.execute("SELECT kind, count(*) FROM vectors WHERE model_id=? GROUP BY kind",
-                                     (model_id,)).fetchall())
-            blob = db.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors WHERE model_id=?",
-                              (model_id,)).fetchone()[0]
-            models.append({"id": model_id, "name": name, "dim": dim, "dtype": dtype, "messages": counts.get("m", 0),
-                           "summaries": counts.get("s", 0), "blob_bytes": int(blob)})
+        for model_id, name, dim, dtype in db.execute(
+            "SELECT id, name, dim, dtype FROM vector_models ORDER BY id"
+        ):
+            counts = dict(
+                db.execute(
+                    "SELECT kind, count(*) FROM vectors WHERE model_id=? GROUP BY kind", (model_id,)
+                ).fetchall()
+            )
+            blob = db.execute(
+                "SELECT coalesce(sum(length(vec)), 0) FROM vectors WHERE model_id=?", (model_id,)
+            ).fetchone()[0]
+            models.append(
+                {
+                    "id": model_id,
+                    "name": name,
+                    "dim": dim,
+                    "dtype": dtype,
+                    "messages": counts.get("m", 0),
+                    "summaries": counts.get("s", 0),
+                    "blob_bytes": int(blob),
+                }
+            )
         return models
 
     def vector_stats(self) -> dict[str, Any]:
@@ -238,8 +308,10 @@ class VectorQueries(SqliteConnection):
                 return {}
             models = self._model_stats(db)
             try:
-                table_bytes = db.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name='vectors' OR "
-                                         "name LIKE 'sqlite_autoindex_vectors_%'").fetchone()[0]
+                table_bytes = db.execute(
+                    "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name='vectors' OR "
+                    "name LIKE 'sqlite_autoindex_vectors_%'"
+                ).fetchone()[0]
             except sqlite3.OperationalError:
                 table_bytes = None
         return {"models": models, "table_bytes": table_bytes}

@@ -11,11 +11,17 @@ from urllib.parse import parse_qs, quote, urlsplit
 from hermes_lcm.store import Store, is_url
 
 
-def matching_ids(path: str, match: str, conversation_id: int | None, kind: str = "messages") -> set[int]:
+def matching_ids(
+    path: str, match: str, conversation_id: int | None, kind: str = "messages"
+) -> set[int]:
     """Raw rows of ``kind`` (messages or summaries) matching an FTS expression, straight from the
     database: FTS5 for a file, the ``tsv`` index for a URL (with the same expression as ``tsquery``)."""
     table = {"messages": "messages", "summaries": "summaries"}[kind]
-    scope, args = (" AND m.conversation_id=?", (conversation_id,)) if conversation_id is not None else ("", ())
+    scope, args = (
+        (" AND m.conversation_id=?", (conversation_id,))
+        if conversation_id is not None
+        else ("", ())
+    )
     if is_url(path):
         import psycopg
 
@@ -51,9 +57,14 @@ def refuse_writes(store: Store) -> None:
     parts = urlsplit(pg.url)
     options = parse_qs(parts.query).get("options", [""])[0] + " -cdefault_transaction_read_only=on"
     pg.pool.close()
-    pg.pool = psycopg_pool.ConnectionPool(parts._replace(query="options=" + quote(options.strip())).geturl(),
-                                          min_size=1, max_size=2, kwargs={"autocommit": True},
-                                          configure=pg._configure, open=True)
+    pg.pool = psycopg_pool.ConnectionPool(
+        parts._replace(query="options=" + quote(options.strip())).geturl(),
+        min_size=1,
+        max_size=2,
+        kwargs={"autocommit": True},
+        configure=pg._configure,
+        open=True,
+    )
 
 
 def table_names(where: str) -> set[str]:
@@ -62,12 +73,19 @@ def table_names(where: str) -> set[str]:
         import psycopg
 
         with psycopg.connect(where, autocommit=True) as pg:
-            return {r[0] for r in pg.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-                "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = current_schema()")}
+            return {
+                r[0]
+                for r in pg.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                    "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = current_schema()"
+                )
+            }
     db = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
     try:
-        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+        return {
+            r[0]
+            for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")
+        }
     finally:
         db.close()
 
@@ -98,8 +116,14 @@ def allow_writes(store: Store) -> None:
 
     pg: Any = store
     pg.pool.close()
-    pg.pool = psycopg_pool.ConnectionPool(pg.url, min_size=1, max_size=2, kwargs={"autocommit": True},
-                                          configure=pg._configure, open=True)
+    pg.pool = psycopg_pool.ConnectionPool(
+        pg.url,
+        min_size=1,
+        max_size=2,
+        kwargs={"autocommit": True},
+        configure=pg._configure,
+        open=True,
+    )
 
 
 def with_password(url: str, password: str) -> str:
@@ -108,13 +132,16 @@ def with_password(url: str, password: str) -> str:
         return url
     parts = urlsplit(url)
     user = parts.username or ""
-    return parts._replace(netloc=f"{user}:{quote(password, safe='')}@{parts.hostname}:{parts.port}").geturl()
+    return parts._replace(
+        netloc=f"{user}:{quote(password, safe='')}@{parts.hostname}:{parts.port}"
+    ).geturl()
 
 
 def every_value(where: str) -> dict[str, str]:
     """Every stored value of every table at ``where`` (its schema in use, for a URL; FTS and vector
     tables included), as one text per table: what is "at rest" for a secret, past the store's
     reads. Bytes are decoded (payload bytes live in a table on PostgreSQL), the rest as its text."""
+
     def text(value: Any) -> str:
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value).decode("utf-8", "replace")
@@ -130,8 +157,10 @@ def every_value(where: str) -> dict[str, str]:
 def _tables(where: str) -> set[str]:
     """The base tables at ``where`` (no triggers, no views)."""
     if is_url(where):
-        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() " \
-              "AND table_type = 'BASE TABLE'"
+        sql = (
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_type = 'BASE TABLE'"
+        )
     else:
         sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
     return {r[0] for r in raw_sql(where, sql)}
@@ -152,10 +181,16 @@ def refuse_payloads(store: Store) -> None:
     from hermes_lcm.storage.pg.payloads import _TABLE
 
     raw_sql(store.path, _TABLE)
-    raw_sql(store.path, "CREATE OR REPLACE FUNCTION lcm_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS "
-                        "$f$BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END$f$")
-    raw_sql(store.path, "CREATE TRIGGER lcm_test_disk_full BEFORE INSERT ON payloads "
-                        "FOR EACH ROW EXECUTE FUNCTION lcm_test_disk_full()")
+    raw_sql(
+        store.path,
+        "CREATE OR REPLACE FUNCTION lcm_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS "
+        "$f$BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END$f$",
+    )
+    raw_sql(
+        store.path,
+        "CREATE TRIGGER lcm_test_disk_full BEFORE INSERT ON payloads "
+        "FOR EACH ROW EXECUTE FUNCTION lcm_test_disk_full()",
+    )
 
 
 def allow_payloads(store: Store) -> None:

@@ -29,11 +29,15 @@ BACKENDS = ("sqlite", "postgres")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "both_backends: the test runs on SQLite and on PostgreSQL (make_engine)")
+    config.addinivalue_line(
+        "markers", "both_backends: the test runs on SQLite and on PostgreSQL (make_engine)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_backends"
+    ):
         metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 

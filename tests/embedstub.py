@@ -30,7 +30,10 @@ Answer = Callable[[dict[str, Any], str], tuple[int, Any, float]]
 
 
 def openai_ok(request: dict[str, Any], path: str) -> tuple[int, Any, float]:
-    data = [{"object": "embedding", "index": i, "embedding": vec(t)} for i, t in enumerate(request["input"])]
+    data = [
+        {"object": "embedding", "index": i, "embedding": vec(t)}
+        for i, t in enumerate(request["input"])
+    ]
     return 200, {"object": "list", "data": list(reversed(data)), "model": request["model"]}, 0.0
 
 
@@ -46,7 +49,9 @@ class Stub:
     base_url: str = ""
     open_requests: int = 0  # requests received and not yet answered (a hanging provider)
     received: list[float] = field(default_factory=list)  # when each request came (time.time())
-    spans: list[tuple[float, float]] = field(default_factory=list)  # (received, answered) of each answered one
+    spans: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # (received, answered) of each answered one
 
     def handle(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any, float]:
         request = json.loads(body)

@@ -38,12 +38,14 @@ def said(engine: LcmEngine, *turns: tuple[str, float]) -> list[int]:
     assert core is not None
     messages = []
     for i, (text, when) in enumerate(turns):
-        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": when})
+        messages.append(
+            {"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": when}
+        )
     engine.ingest_host(messages)
     conv = core.binding.conversation_id
     assert conv is not None
     rows = core.store.messages_after(conv, 0)
-    return [r.id for r in rows][-len(turns):]
+    return [r.id for r in rows][-len(turns) :]
 
 
 def reach(engine: LcmEngine) -> tuple[int, ...] | None:

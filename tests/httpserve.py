@@ -28,7 +28,9 @@ def start(handler: type[BaseHTTPRequestHandler]) -> tuple[str, Callable[[], None
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     server.block_on_close = False
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
 
     def stop() -> None:

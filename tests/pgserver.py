@@ -41,13 +41,17 @@ def binaries() -> Path:
     # by module name: a script with tests/ on sys.path (bench/) would find this very file as
     # "pgserver" and silently fall back to the system's PostgreSQL.
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        found = Path(str(importlib.metadata.distribution("pgserver").locate_file("pgserver/pginstall/bin")))
+        found = Path(
+            str(importlib.metadata.distribution("pgserver").locate_file("pgserver/pginstall/bin"))
+        )
         if (found / "pg_ctl").exists():
             return found
     for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
         if Path(candidate, "pg_ctl").exists():
             return Path(candidate)
-    raise Unavailable("no PostgreSQL binaries: install the test extra (pgserver) or the system's postgresql")
+    raise Unavailable(
+        "no PostgreSQL binaries: install the test extra (pgserver) or the system's postgresql"
+    )
 
 
 def reachable_by_nobody(bin_dir: Path) -> Path:
@@ -55,14 +59,24 @@ def reachable_by_nobody(bin_dir: Path) -> Path:
     checkout's .venv, and a checkout under a private directory (CI's clone in a 0700 temp dir, /root)
     cannot be entered by the account postgres runs as; the copy (bin, lib, share: ~30 MB) is made
     once per installation, world-readable, and reused by every server of the run."""
-    probe = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-x", str(bin_dir / "initdb")],
-                           capture_output=True, timeout=30, check=False)
+    probe = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "test", "-x", str(bin_dir / "initdb")],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
     if probe.returncode == 0:
         return bin_dir
-    install = bin_dir.parent  # .../pgserver/pginstall (its libraries: RPATH $ORIGIN/../../../pgserver.libs)
+    install = (
+        bin_dir.parent
+    )  # .../pgserver/pginstall (its libraries: RPATH $ORIGIN/../../../pgserver.libs)
     package = install.parent.parent  # site-packages, or /usr/lib/postgresql for the system's build
-    parts = [install.relative_to(package)] + ([Path("pgserver.libs")] if (package / "pgserver.libs").is_dir() else [])
-    tag = hashlib.sha256(f"{install}:{(bin_dir / 'postgres').stat().st_mtime_ns}".encode()).hexdigest()[:12]
+    parts = [install.relative_to(package)] + (
+        [Path("pgserver.libs")] if (package / "pgserver.libs").is_dir() else []
+    )
+    tag = hashlib.sha256(
+        f"{install}:{(bin_dir / 'postgres').stat().st_mtime_ns}".encode()
+    ).hexdigest()[:12]
     target = Path(tempfile.gettempdir()) / f"lcm-pginstall-{tag}"
     if not (target / parts[0] / "bin" / "initdb").exists():
         staging = Path(tempfile.mkdtemp(prefix="lcm-pginstall-"))
@@ -70,8 +84,11 @@ def reachable_by_nobody(bin_dir: Path) -> Path:
             shutil.copytree(package / part, staging / "tree" / part, symlinks=True)
         for path in [staging, *staging.rglob("*")]:
             if not path.is_symlink():
-                path.chmod(path.stat().st_mode | 0o555 if path.is_dir() or os.access(path, os.X_OK) else
-                           path.stat().st_mode | 0o444)
+                path.chmod(
+                    path.stat().st_mode | 0o555
+                    if path.is_dir() or os.access(path, os.X_OK)
+                    else path.stat().st_mode | 0o444
+                )
         with contextlib.suppress(OSError):  # another process of the run made it first
             (staging / "tree").rename(target)
         shutil.rmtree(staging, ignore_errors=True)
@@ -98,16 +115,42 @@ class Server:
             self.root.chmod(0o755)
             shutil.chown(self.root, "nobody")
             self.bin = reachable_by_nobody(self.bin)
-        self._run(["initdb", "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8",
-                   "--no-sync"])
+        self._run(
+            [
+                "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "--no-sync",
+            ]
+        )
         self.start()
         atexit.register(self.stop)
 
     def start(self) -> None:
         """Start the server on its data directory (again, after :meth:`halt`)."""
-        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off " \
-                  "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        self._run(["pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start"])
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        self._run(
+            [
+                "pg_ctl",
+                "-D",
+                str(self.data),
+                "-o",
+                options,
+                "-l",
+                str(self.root / "log"),
+                "-w",
+                "start",
+            ]
+        )
 
     def halt(self) -> None:
         """Stop the server and keep its data (the machine is down; :meth:`start` brings it back)."""
@@ -117,7 +160,11 @@ class Server:
         argv = [*self._as, str(self.bin / argv[0]), *argv[1:]]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0:
-            log = (self.root / "log").read_text(errors="replace")[-2000:] if (self.root / "log").exists() else ""
+            log = (
+                (self.root / "log").read_text(errors="replace")[-2000:]
+                if (self.root / "log").exists()
+                else ""
+            )
             raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr[-2000:]}\n{log}")
 
     def url(self, database: str = "postgres", schema: str | None = None) -> str:
@@ -126,7 +173,19 @@ class Server:
 
     def restart(self) -> None:
         """Stop the server (every session ends, as when its machine restarts) and start it again."""
-        self._run(["pg_ctl", "-D", str(self.data), "-m", "fast", "-l", str(self.root / "log"), "-w", "restart"])
+        self._run(
+            [
+                "pg_ctl",
+                "-D",
+                str(self.data),
+                "-m",
+                "fast",
+                "-l",
+                str(self.root / "log"),
+                "-w",
+                "restart",
+            ]
+        )
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

@@ -43,9 +43,23 @@ def turns(n: int) -> list[dict]:
         call = f"call_{i}"
         messages += [
             {"role": "user", "content": f"run step {i}"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": call, "type": "function", "function": {"name": "terminal", "arguments": '{"cmd": "x"}'}}]},
-            {"role": "tool", "tool_call_id": call, "name": "terminal", "content": body(i) if i < 3 else "short"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "terminal", "arguments": '{"cmd": "x"}'},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": call,
+                "name": "terminal",
+                "content": body(i) if i < 3 else "short",
+            },
             {"role": "assistant", "content": f"done {i}"},
         ]
     return messages
@@ -83,8 +97,11 @@ def payload_texts(home: Path) -> list[str]:
     """The payloads written: files under the home, or rows of the payloads table."""
     db = db_of(home)
     if isinstance(db, str):
-        return [bytes(r[0]).decode() for r in raw_sql(db, "SELECT bytes FROM payloads ORDER BY ref")] \
-            if "payloads" in table_names(db) else []
+        return (
+            [bytes(r[0]).decode() for r in raw_sql(db, "SELECT bytes FROM payloads ORDER BY ref")]
+            if "payloads" in table_names(db)
+            else []
+        )
     folder = home / "lcm-payloads"
     return [p.read_text() for p in sorted(folder.iterdir())] if folder.exists() else []
 
@@ -96,7 +113,9 @@ def lcm(*argv: str) -> tuple[int, dict]:
 
 
 def tool_rows(db: Path | str) -> list[tuple[int, str, str, int]]:
-    return rows_of(db, "SELECT id, content, fingerprint, tokens FROM messages WHERE role='tool' ORDER BY id")
+    return rows_of(
+        db, "SELECT id, content, fingerprint, tokens FROM messages WHERE role='tool' ORDER BY id"
+    )
 
 
 def finds(db: Path | str, word: str) -> list[int]:
@@ -122,7 +141,10 @@ def test_dry_run_changes_nothing(home: Path) -> None:
     stored = every_value(db) if isinstance(db, str) else None
     code, plan = lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD))
     assert code == 0 and plan["status"] == "ready" and plan["rows"] == 3
-    assert plan["chars"] == sum(len(body(i)) for i in range(3)) and plan["estimated_tokens_saved"] > 3 * 1000
+    assert (
+        plan["chars"] == sum(len(body(i)) for i in range(3))
+        and plan["estimated_tokens_saved"] > 3 * 1000
+    )
     # A read-only SQLite connection may create an empty -wal and a -shm beside a WAL database.
     assert {p.name: digest(p) for p in home.iterdir() if p.is_file() and p.name in before} == before
     assert not (home / "lcm.db-wal").exists() or (home / "lcm.db-wal").stat().st_size == 0
@@ -135,17 +157,34 @@ def test_apply_expand_rollback_round_trip(home: Path) -> None:
     db, history = built(home)
     manifest = home / "ops" / "backfill.json"
     originals = tool_rows(db)
-    code, done = lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD),
-                     "--apply", "--manifest", str(manifest))
+    code, done = lcm(
+        "--db",
+        str(db),
+        "backfill-outputs",
+        "--threshold-chars",
+        str(THRESHOLD),
+        "--apply",
+        "--manifest",
+        str(manifest),
+    )
     assert code == 0 and done["status"] == "applied" and done["rewritten"] == 3
     assert Path(done["backup"]["path"]).is_file()
     assert stat.S_IMODE(manifest.stat().st_mode) == 0o600
     text = manifest.read_text()
     assert "marmoset" not in text and "line 1 of step" not in text  # metadata only, no content
     assert {k for row in json.loads(text)["rows"] for k in row} == {
-        "store_id", "ref", "sha256", "payload_sha256", "chars", "tokens", "stub_sha256"}  # no session ids
+        "store_id",
+        "ref",
+        "sha256",
+        "payload_sha256",
+        "chars",
+        "tokens",
+        "stub_sha256",
+    }  # no session ids
     after = tool_rows(db)
-    for (_, original, print_before, _), (_, now, print_after, tokens) in zip(originals, after, strict=True):
+    for (_, original, print_before, _), (_, now, print_after, tokens) in zip(
+        originals, after, strict=True
+    ):
         assert print_after == print_before  # identity kept: alignment still knows the host's copy
         if len(original) >= THRESHOLD:
             info = outputs.parse_stub(now)
@@ -164,18 +203,36 @@ def test_apply_expand_rollback_round_trip(home: Path) -> None:
         assert expand_all(engine, info.ref).encode() == original.encode()
     store_module.close_all()
 
-    assert lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD), "--apply",
-               "--manifest", str(manifest))[1]["status"] == "noop"
+    assert (
+        lcm(
+            "--db",
+            str(db),
+            "backfill-outputs",
+            "--threshold-chars",
+            str(THRESHOLD),
+            "--apply",
+            "--manifest",
+            str(manifest),
+        )[1]["status"]
+        == "noop"
+    )
     code, preview = lcm("--db", str(db), "backfill-outputs", "--rollback", str(manifest))
     assert code == 0 and preview["restorable"] == 3 and tool_rows(db) == after
     code, back = lcm("--db", str(db), "backfill-outputs", "--rollback", str(manifest), "--apply")
     assert code == 0 and back["restored"] == 3
     assert tool_rows(db) == originals
     assert finds(db, "marmoset1quokka") == [originals[1][0]]
-    assert lcm("--db", str(db), "backfill-outputs", "--rollback", str(manifest), "--apply")[1]["status"] == "noop"
+    assert (
+        lcm("--db", str(db), "backfill-outputs", "--rollback", str(manifest), "--apply")[1][
+            "status"
+        ]
+        == "noop"
+    )
 
 
-def test_a_killed_apply_resumes_without_duplicates(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_killed_apply_resumes_without_duplicates(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db, _ = built(home)
     originals = {r[0]: r[1] for r in tool_rows(db)}
     manifest = home / "m.json"
@@ -203,16 +260,31 @@ def test_a_killed_apply_resumes_without_duplicates(home: Path, monkeypatch: pyte
         assert len(refs) == 3 and len(set(refs)) == 3  # no duplicate
     else:
         files = sorted(p.name for p in (home / "lcm-payloads").iterdir())
-        assert len(files) == 3 and all(n.endswith(".payload") for n in files)  # no temp, no duplicate
+        assert len(files) == 3 and all(
+            n.endswith(".payload") for n in files
+        )  # no temp, no duplicate
     back = backfill.rollback(store, manifest, home / "bk", do_apply=True)
     assert back["restored"] == 3 and {r[0]: r[1] for r in tool_rows(db)} == originals
 
 
-def test_a_tampered_or_foreign_manifest_is_refused(home: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_a_tampered_or_foreign_manifest_is_refused(
+    home: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     db, _ = built(home)
     manifest = home / "m.json"
-    assert lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD), "--apply",
-               "--manifest", str(manifest))[0] == 0
+    assert (
+        lcm(
+            "--db",
+            str(db),
+            "backfill-outputs",
+            "--threshold-chars",
+            str(THRESHOLD),
+            "--apply",
+            "--manifest",
+            str(manifest),
+        )[0]
+        == 0
+    )
     applied = tool_rows(db)
     edited = json.loads(manifest.read_text())
     edited["rows"][0]["tokens"] += 1
@@ -237,12 +309,16 @@ def test_a_tampered_or_foreign_manifest_is_refused(home: Path, tmp_path_factory:
     forged = home / "forged.json"
     forged.write_text(json.dumps(moved))
     for path in (manifest, forged):
-        code, answer = lcm("--db", str(other), "backfill-outputs", "--rollback", str(path), "--apply")
+        code, answer = lcm(
+            "--db", str(other), "backfill-outputs", "--rollback", str(path), "--apply"
+        )
         assert code == 1 and "error" in answer
     assert tool_rows(db) == applied
 
 
-def test_redaction_applies_before_the_file_is_written(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_redaction_applies_before_the_file_is_written(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
     history = turns(1)
     history[2]["content"] = body(0) + f"\nexport OPENAI_API_KEY={key}\n"
@@ -250,8 +326,16 @@ def test_redaction_applies_before_the_file_is_written(home: Path, monkeypatch: p
     store_module.close_all()
     monkeypatch.setenv("LCM_SENSITIVE_PATTERNS_ENABLED", "true")
     db = db_of(home)
-    code, done = lcm("--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD), "--apply",
-                     "--manifest", str(home / "m.json"))
+    code, done = lcm(
+        "--db",
+        str(db),
+        "backfill-outputs",
+        "--threshold-chars",
+        str(THRESHOLD),
+        "--apply",
+        "--manifest",
+        str(home / "m.json"),
+    )
     assert code == 0 and done["rewritten"] == 1 and done["redacted"] is True
     (kept,) = payload_texts(home)
     assert key not in kept and "[lcm-redacted:" in kept and "marmoset0quokka" in kept
@@ -260,14 +344,24 @@ def test_redaction_applies_before_the_file_is_written(home: Path, monkeypatch: p
 
 def test_the_script_is_the_same_cli(home: Path) -> None:
     db, _ = built(home)
-    script = Path(__file__).resolve().parents[1] / "scripts" / "backfill_externalized_tool_outputs.py"
+    script = (
+        Path(__file__).resolve().parents[1] / "scripts" / "backfill_externalized_tool_outputs.py"
+    )
     env = {**os.environ, "HERMES_HOME": str(home)}
     base = [sys.executable, str(script), "--db", str(db), "--threshold-chars", str(THRESHOLD)]
     dry = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=home, env=env)
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["rows"] == 3 and "scanned 3 rows" in dry.stderr
-    done = subprocess.run([*base, "--apply", "--manifest", str(home / "m.json"), "--quiet"], capture_output=True,
-                          text=True, timeout=120, cwd=home, env=env)
+    done = subprocess.run(
+        [*base, "--apply", "--manifest", str(home / "m.json"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=home,
+        env=env,
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["rewritten"] == 3 and done.stderr == ""
-    missing = subprocess.run([*base, "--apply"], capture_output=True, text=True, timeout=120, cwd=home, env=env)
+    missing = subprocess.run(
+        [*base, "--apply"], capture_output=True, text=True, timeout=120, cwd=home, env=env
+    )
     assert missing.returncode == 1 and "--manifest" in missing.stderr

@@ -20,7 +20,9 @@ from hermes_lcm.ingest.steps import Normalizer
 
 
 def test_env_wins_over_yaml_and_yaml_over_defaults():
-    loaded = load_config({"LCM_FRESH_TAIL_COUNT": "12"}, {"fresh_tail_count": 20, "leaf_chunk_tokens": 9000})
+    loaded = load_config(
+        {"LCM_FRESH_TAIL_COUNT": "12"}, {"fresh_tail_count": 20, "leaf_chunk_tokens": 9000}
+    )
     assert loaded.config.fresh_tail_count == 12
     assert loaded.config.leaf_chunk_tokens == 9000
     assert loaded.config.context_threshold == LcmConfig().context_threshold
@@ -28,10 +30,17 @@ def test_env_wins_over_yaml_and_yaml_over_defaults():
     assert loaded.problems == ()
 
 
-@pytest.mark.parametrize("key,value", [
-    ("LCM_CONTEXT_THRESHOLD", "abc"), ("LCM_CONTEXT_THRESHOLD", "7"), ("LCM_FRESH_TAIL_COUNT", "-3"),
-    ("LCM_ENABLE_SLASH_COMMAND", "maybe"), ("LCM_SUMMARY_PROVIDER", "gpt"), ("LCM_MODEL_THRESHOLDS", "glm"),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("LCM_CONTEXT_THRESHOLD", "abc"),
+        ("LCM_CONTEXT_THRESHOLD", "7"),
+        ("LCM_FRESH_TAIL_COUNT", "-3"),
+        ("LCM_ENABLE_SLASH_COMMAND", "maybe"),
+        ("LCM_SUMMARY_PROVIDER", "gpt"),
+        ("LCM_MODEL_THRESHOLDS", "glm"),
+    ],
+)
 def test_an_invalid_value_falls_back_to_its_default_and_is_reported(key, value):
     loaded = load_config({key: value})
     assert loaded.config == LcmConfig()
@@ -168,11 +177,15 @@ def test_ignored_messages_are_not_stored_and_do_not_break_alignment(make_engine)
     engine = make_engine(threshold=10**9, LCM_IGNORE_MESSAGE_PATTERNS="^Cronjob Response:")
     history = []
     for t in range(6):
-        history += [{"role": "user", "content": f"question number {t} about the ledger"},
-                    {"role": "user", "content": "Cronjob Response: nightly ok"},
-                    {"role": "assistant", "content": f"answer number {t} about the ledger"}]
+        history += [
+            {"role": "user", "content": f"question number {t} about the ledger"},
+            {"role": "user", "content": "Cronjob Response: nightly ok"},
+            {"role": "assistant", "content": f"answer number {t} about the ledger"},
+        ]
         engine.ingest_host(list(history))
-    contents = [m.content for m in engine.core.store.messages_after(engine.core.binding.conversation_id, 0)]
+    contents = [
+        m.content for m in engine.core.store.messages_after(engine.core.binding.conversation_id, 0)
+    ]
     assert len(contents) == 12 and not any("Cronjob" in c for c in contents)
     assert engine.get_status()["ignored_messages_this_process"] >= 6
 
@@ -189,10 +202,27 @@ def test_none_and_empty_content_are_one_identity_but_none_is_restored_exactly(tm
 @pytest.mark.both_backends
 def test_tool_call_arguments_are_searchable(make_engine):
     engine = make_engine(threshold=10**9)
-    engine.ingest_host([{"role": "user", "content": "write the file"},
-                        {"role": "assistant", "content": None, "tool_calls": [{"id": "w1", "type": "function",
-                         "function": {"name": "write_file",
-                                      "arguments": '{"path": "conf/zebra.ini", "text": "quokka_mode=on"}'}}]},
-                        {"role": "tool", "tool_call_id": "w1", "content": "written"}])
-    hits = engine.core.store.search_messages('"quokka_mode"', engine.core.binding.conversation_id, 5)
+    engine.ingest_host(
+        [
+            {"role": "user", "content": "write the file"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "w1",
+                        "type": "function",
+                        "function": {
+                            "name": "write_file",
+                            "arguments": '{"path": "conf/zebra.ini", "text": "quokka_mode=on"}',
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "w1", "content": "written"},
+        ]
+    )
+    hits = engine.core.store.search_messages(
+        '"quokka_mode"', engine.core.binding.conversation_id, 5
+    )
     assert [m.role for m, _ in hits] == ["assistant"]

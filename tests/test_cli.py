@@ -60,7 +60,9 @@ def db(request, tmp_path_factory) -> Path | str:
 
 def rows(where: Path | str, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """A read past the CLI: read-only on a file, the server's answer for a URL."""
-    return raw_sql(str(where), sql, args) if is_url(str(where)) else query_ro(Path(where), sql, args)
+    return (
+        raw_sql(str(where), sql, args) if is_url(str(where)) else query_ro(Path(where), sql, args)
+    )
 
 
 # what the raw SQL below reads from ``edges`` (schema 4 stores the kind as 0/1 on both backends)
@@ -128,25 +130,45 @@ def test_messages_tail_and_page_walk(db):
     last_seq = rows(db, "SELECT last_seq FROM conversations WHERE id=1")[0][0]
     assert seen == list(range(1, last_seq + 1))
     by_session = ok(db, "messages", "page", "--session", "s2", "--limit", "500")["items"]
-    assert len(by_session) == rows(db, "SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')")[0][0]  # noqa: E501 (schema 4 raw SQL)
-    cut = ok(db, "messages", "tail", "--conversation", "1", "--limit", "1", "--max-chars", "5")["items"][0]
+    assert (
+        len(by_session)
+        == rows(
+            db,
+            "SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')",
+        )[0][0]
+    )
+    cut = ok(db, "messages", "tail", "--conversation", "1", "--limit", "1", "--max-chars", "5")[
+        "items"
+    ][0]
     assert len(cut["content"]) <= 5 and cut["truncated"] == (cut["content_chars"] > 5)
 
 
 def test_summaries_list_and_show_with_lineage(db):
     leaves = ok(db, "summaries", "list", "--conversation", "1", "--depth", "0")["items"]
     assert leaves and all(n["depth"] == 0 for n in leaves)
-    parent_id = rows(db, "SELECT parent_id FROM " + EDGES + " WHERE child_kind='summary' LIMIT 1")[0][0]
-    child_id = rows(db, "SELECT child_id FROM " + EDGES + " WHERE parent_id=? AND child_kind='summary' ORDER BY ord",
-                    (parent_id,))[0][0]
+    parent_id = rows(db, "SELECT parent_id FROM " + EDGES + " WHERE child_kind='summary' LIMIT 1")[
+        0
+    ][0]
+    child_id = rows(
+        db,
+        "SELECT child_id FROM "
+        + EDGES
+        + " WHERE parent_id=? AND child_kind='summary' ORDER BY ord",
+        (parent_id,),
+    )[0][0]
     shown = ok(db, "summaries", "show", f"S{child_id}", "--source-limit", "3")
     assert shown["node"]["node_id"] == f"S{child_id}" and shown["children_kind"] == "message"
     assert f"S{parent_id}" in [a["node_id"] for a in shown["lineage_up"]]
     assert len(shown["children"]) == 3 and shown["next_source_offset"] == 3
-    assert shown["source_count"] == rows(db, "SELECT count(*) FROM " + EDGES + " WHERE parent_id=?", (child_id,))[0][0]
+    assert (
+        shown["source_count"]
+        == rows(db, "SELECT count(*) FROM " + EDGES + " WHERE parent_id=?", (child_id,))[0][0]
+    )
     assert shown["node"]["descendant_messages"] == shown["source_count"]
     upper = ok(db, "summaries", "show", f"S{parent_id}")
-    assert upper["children_kind"] == "summary" and f"S{child_id}" in [c["node_id"] for c in upper["children"]]
+    assert upper["children_kind"] == "summary" and f"S{child_id}" in [
+        c["node_id"] for c in upper["children"]
+    ]
     assert run(db, "summaries", "show", "S99999")[0] == EXIT_NOT_FOUND
     assert run(db, "summaries", "show", "banana")[0] == EXIT_USAGE
 
@@ -167,10 +189,21 @@ def test_expand_message_and_node(db):
     view = open_readonly(db)
     assert exact["exact"] == view.message(store_id).to_host()
     view.close()
-    long_id, length = rows(db, "SELECT id, length(content) FROM messages ORDER BY length(content) DESC LIMIT 1")[0]
+    long_id, length = rows(
+        db, "SELECT id, length(content) FROM messages ORDER BY length(content) DESC LIMIT 1"
+    )[0]
     parts, offset = [], 0
     while offset is not None:
-        page = ok(db, "expand", "--message", str(long_id), "--max-chars", "100", "--content-offset", str(offset))
+        page = ok(
+            db,
+            "expand",
+            "--message",
+            str(long_id),
+            "--max-chars",
+            "100",
+            "--content-offset",
+            str(offset),
+        )
         parts.append(page["content"])
         offset = page["next_content_offset"]
     assert len("".join(parts)) == length
@@ -182,7 +215,17 @@ def test_expand_message_and_node(db):
 
 def test_export_jsonl_is_exact_and_markdown_is_readable(db, tmp_path):
     target = tmp_path / "conv1.jsonl"
-    result = ok(db, "export", "--conversation", "1", "--as", "jsonl", "--output", str(target), "--include-summaries")
+    result = ok(
+        db,
+        "export",
+        "--conversation",
+        "1",
+        "--as",
+        "jsonl",
+        "--output",
+        str(target),
+        "--include-summaries",
+    )
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     messages = [x for x in lines if x["type"] == "message"]
     stored = rows(db, "SELECT count(*) FROM messages WHERE conversation_id=1")[0][0]
@@ -205,19 +248,34 @@ def test_doctor_backup_retention(file_db, tmp_path):
     assert any("integrity: skipped" in c.get("detail", "") for c in report["checks"])
     saved = ok(db, "backup", "--dest", str(tmp_path / "b"))
     copy = sqlite3.connect(saved["backup"])
-    assert copy.execute("SELECT count(*) FROM messages").fetchone() == rows(db, "SELECT count(*) FROM messages")[0]
+    assert (
+        copy.execute("SELECT count(*) FROM messages").fetchone()
+        == rows(db, "SELECT count(*) FROM messages")[0]
+    )
     copy.close()
     retention = ok(db, "retention", "--top", "1")
-    assert retention["totals"]["conversations"] == 2 and len(retention["largest_conversations"]) == 1
+    assert (
+        retention["totals"]["conversations"] == 2 and len(retention["largest_conversations"]) == 1
+    )
 
 
 def test_read_commands_never_change_the_database(file_db, tmp_path):
     db = file_db  # the file's digest and WAL
     before = digest(db)
-    for argv in (["status"], ["conversations"], ["sessions"], ["messages", "tail", "--conversation", "1"],
-                 ["summaries", "list", "--conversation", "1"], ["summaries", "show", "S1"], ["grep", "turn"],
-                 ["expand", "--message", "1"], ["doctor"], ["retention"], ["export", "--conversation", "1"],
-                 ["backup", "--dest", str(tmp_path)]):
+    for argv in (
+        ["status"],
+        ["conversations"],
+        ["sessions"],
+        ["messages", "tail", "--conversation", "1"],
+        ["summaries", "list", "--conversation", "1"],
+        ["summaries", "show", "S1"],
+        ["grep", "turn"],
+        ["expand", "--message", "1"],
+        ["doctor"],
+        ["retention"],
+        ["export", "--conversation", "1"],
+        ["backup", "--dest", str(tmp_path)],
+    ):
         run(db, *argv)
     assert digest(db) == before
     wal = Path(str(db) + "-wal")
@@ -228,7 +286,11 @@ def test_table_format(db):
     out = io.StringIO()
     assert main(["--db", str(db), "--format", "table", "conversations"], out=out) == 0
     header, rule, *body = out.getvalue().splitlines()
-    assert header.split()[:2] == ["id", "key"] and set(rule.replace(" ", "")) == {"-"} and "session:s1" in body[0]
+    assert (
+        header.split()[:2] == ["id", "key"]
+        and set(rule.replace(" ", "")) == {"-"}
+        and "session:s1" in body[0]
+    )
     out = io.StringIO()
     main(["--db", str(db), "--format", "table", "status"], out=out)
     assert "counts:" in out.getvalue() and "messages:" in out.getvalue()
@@ -264,8 +326,14 @@ def test_missing_and_foreign_databases(tmp_path):
 def test_database_resolution(tmp_path, monkeypatch):
     env: dict[str, str] = {"HERMES_HOME": str(tmp_path)}
     assert resolve_db(None, env) == (tmp_path / "lcm.db", "HERMES_HOME")
-    assert resolve_db(None, {**env, "HERMES_PROFILE": "work"})[0] == tmp_path / "profiles" / "work" / "lcm.db"
-    assert resolve_db(None, {**env, "LCM_DATABASE_PATH": "/x/y.db"}) == (Path("/x/y.db"), "LCM_DATABASE_PATH")
+    assert (
+        resolve_db(None, {**env, "HERMES_PROFILE": "work"})[0]
+        == tmp_path / "profiles" / "work" / "lcm.db"
+    )
+    assert resolve_db(None, {**env, "LCM_DATABASE_PATH": "/x/y.db"}) == (
+        Path("/x/y.db"),
+        "LCM_DATABASE_PATH",
+    )
     (tmp_path / "config.yaml").write_text("lcm:\n  database_path: /elsewhere/z.db\n")
     assert resolve_db(None, env) == (Path("/elsewhere/z.db"), "config.yaml")
     assert resolve_db("/given.db", env) == (Path("/given.db"), "--db")
@@ -275,10 +343,17 @@ def test_console_script_entry_point(db):
     """The installed script, a URL included (nothing from this process's environment)."""
     script = Path(sys.executable).parent / "lcm"
     if not script.exists():
-        pytest.fail(f"the 'lcm' console script is not installed next to {sys.executable}: pip install -e .")
+        pytest.fail(
+            f"the 'lcm' console script is not installed next to {sys.executable}: pip install -e ."
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "HERMES_"))}
-    proc = subprocess.run([str(script), "--db", str(db), "status"], capture_output=True, text=True, env=env,
-                          timeout=60)
+    proc = subprocess.run(
+        [str(script), "--db", str(db), "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["counts"]["conversations"] == 2
 
@@ -293,16 +368,27 @@ def test_global_options_work_after_the_command_too(tmp_path):
     assert args.db == "a.db" and args.format == "auto"
 
 
-@pytest.mark.parametrize("argv", [["export", "--conversation", "1"], ["export", "--conversation", "1", "--as",
-                                  "markdown"], ["messages", "tail", "--conversation", "1", "--format", "table"],
-                                  ["doctor", "--format", "table"], ["status", "--format", "table"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--conversation", "1"],
+        ["export", "--conversation", "1", "--as", "markdown"],
+        ["messages", "tail", "--conversation", "1", "--format", "table"],
+        ["doctor", "--format", "table"],
+        ["status", "--format", "table"],
+    ],
+)
 def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(file_db, argv):
     """``lcm export ... | head -1``: the output stops there, exit 141 (SIGPIPE's), no traceback."""
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(file_db), *argv],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "80"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(file_db), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()  # the reader goes away, like `head -1`
@@ -310,12 +396,24 @@ def test_a_reader_that_closes_the_pipe_early_ends_it_quietly(file_db, argv):
     code = proc.wait(60)
     assert first, err
     assert code in (0, 141), (code, err)
-    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, (
+        err
+    )
 
 
-@pytest.mark.parametrize("argv", [["doctor"], ["status"], ["summaries", "show", "1"], ["conversations"],
-                                  ["messages", "tail", "--conversation", "1"], ["grep", "marker"],
-                                  ["sessions"], ["retention"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["doctor"],
+        ["status"],
+        ["summaries", "show", "1"],
+        ["conversations"],
+        ["messages", "tail", "--conversation", "1"],
+        ["grep", "marker"],
+        ["sessions"],
+        ["retention"],
+    ],
+)
 def test_a_table_off_a_terminal_has_bounded_lines(file_db, argv):
     """``lcm doctor --format table > f``: a file a person can open and grep, not 1,000,000-column
     lines of spaces (a nested table used to be padded out to the off-terminal console's width)."""
@@ -336,10 +434,15 @@ class _Terminal(io.StringIO):
 
 
 @pytest.mark.parametrize("columns", [80, 120, 200])
-@pytest.mark.parametrize(("argv", "keys"), [(["conversations"], ["id"]),
-                                            (["messages", "tail", "--conversation", "1"], ["store_id", "seq", "role"]),
-                                            (["summaries", "show", "S2"], ["node_id"]),
-                                            (["sessions"], ["id", "conversation_id"])])
+@pytest.mark.parametrize(
+    ("argv", "keys"),
+    [
+        (["conversations"], ["id"]),
+        (["messages", "tail", "--conversation", "1"], ["store_id", "seq", "role"]),
+        (["summaries", "show", "S2"], ["node_id"]),
+        (["sessions"], ["id", "conversation_id"]),
+    ],
+)
 def test_a_narrow_terminal_keeps_the_id_columns(file_db, monkeypatch, columns, argv, keys):
     """What the next command needs (a conversation id, a store id, a node id) is never the column
     a narrow terminal drops; what is left out instead is named."""
@@ -350,18 +453,27 @@ def test_a_narrow_terminal_keeps_the_id_columns(file_db, monkeypatch, columns, a
     assert main(["--db", str(file_db), "--format", "table", *argv], out=out) == 0
     text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
     lines = text.splitlines()
-    headers = [line.split() for line in lines if set(line.strip()) - {"-", " "} and any(k in line.split()
-                                                                                         for k in keys)]
+    headers = [
+        line.split()
+        for line in lines
+        if set(line.strip()) - {"-", " "} and any(k in line.split() for k in keys)
+    ]
     assert headers, text[:2000]
     assert all(k in headers[-1] for k in keys), (columns, headers[-1])
-    drawn, block = [], None  # a text block's lines are the stored text's own (the terminal wraps them)
+    drawn, block = (
+        [],
+        None,
+    )  # a text block's lines are the stored text's own (the terminal wraps them)
     for line in lines:
         depth = len(line) - len(line.lstrip())
         if block is not None and (depth > block or not line.strip()):
             continue
         block = depth if line.rstrip().endswith(": |") else None
         drawn.append(line)
-    assert max(len(line.rstrip()) for line in drawn) <= columns, (columns, max(len(line) for line in drawn))
+    assert max(len(line.rstrip()) for line in drawn) <= columns, (
+        columns,
+        max(len(line) for line in drawn),
+    )
 
 
 def test_expand_on_a_terminal_shows_the_exact_content_whole(tmp_path, monkeypatch):
@@ -371,18 +483,28 @@ def test_expand_on_a_terminal_shows_the_exact_content_whole(tmp_path, monkeypatc
 
     engine = new_engine(tmp_path, 10**9, "s1")
     text = "\n".join(f"line {i}:\tvalue {i} " + "x" * 90 for i in range(12))
-    engine.ingest_host([{"role": "user", "content": "show me"}, {"role": "assistant", "content": text}])
+    engine.ingest_host(
+        [{"role": "user", "content": "show me"}, {"role": "assistant", "content": text}]
+    )
     store_module.close_all()
     monkeypatch.setenv("COLUMNS", "80")
     out = _Terminal()
-    assert main(["--db", str(tmp_path / "lcm.db"), "--format", "table", "expand", "--message", "2"], out=out) == 0
+    assert (
+        main(
+            ["--db", str(tmp_path / "lcm.db"), "--format", "table", "expand", "--message", "2"],
+            out=out,
+        )
+        == 0
+    )
     shown = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
     assert "truncated: false" in shown
     block = [line[2:] for line in shown.splitlines() if line.startswith("  line ")]
     assert "\n".join(block) == text, shown[:3000]
 
 
-def test_a_missing_database_names_the_setting_that_chose_it_and_doctor_still_checks_the_host(tmp_path, monkeypatch):
+def test_a_missing_database_names_the_setting_that_chose_it_and_doctor_still_checks_the_host(
+    tmp_path, monkeypatch
+):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HERMES_HOME", str(home))
@@ -392,21 +514,34 @@ def test_a_missing_database_names_the_setting_that_chose_it_and_doctor_still_che
     out, err = io.StringIO(), io.StringIO()
     assert main(["status", "--format", "json"], out=out, err=err) == EXIT_DATABASE
     assert f"no database at {home / 'lcm.db'}" in err.getvalue()
-    assert f"the path comes from HERMES_HOME={home}" in err.getvalue() and "--db PATH" in err.getvalue()
+    assert (
+        f"the path comes from HERMES_HOME={home}" in err.getvalue()
+        and "--db PATH" in err.getvalue()
+    )
 
     out = io.StringIO()
     assert main(["doctor", "--format", "json"], out=out, err=io.StringIO()) == EXIT_DATABASE
     report = json.loads(out.getvalue())
     checks = {c["name"]: c for c in report["checks"]}
-    assert report["status"] == "fail" and report["database"] == {"path": str(home / "lcm.db"), "exists": False}
+    assert report["status"] == "fail" and report["database"] == {
+        "path": str(home / "lcm.db"),
+        "exists": False,
+    }
     assert checks["database"]["status"] == "fail" and "HERMES_HOME" in checks["database"]["action"]
-    assert checks["host"]["status"] == "ok" and "not checked: no Hermes here" in checks["host"]["detail"]
+    assert (
+        checks["host"]["status"] == "ok"
+        and "not checked: no Hermes here" in checks["host"]["detail"]
+    )
 
-    (home / "config.yaml").write_text("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n")
+    (home / "config.yaml").write_text(
+        "plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n"
+    )
     out = io.StringIO()
     main(["doctor", "--format", "json"], out=out, err=io.StringIO())
     host = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "host")
-    assert host["status"] == "warn" and "HERMES_PYTHON" in host["action"]  # a Hermes home, but no way to check it
+    assert (
+        host["status"] == "warn" and "HERMES_PYTHON" in host["action"]
+    )  # a Hermes home, but no way to check it
 
 
 def test_usage_errors_say_what_is_wanted_once(tmp_path):
@@ -418,8 +553,12 @@ def test_usage_errors_say_what_is_wanted_once(tmp_path):
     assert line.count("\n") == 1 and "doctor" in line and "usage: lcm" in line
 
     err = io.StringIO()
-    assert main(["--db", str(tmp_path / "x.db"), "messages"], out=io.StringIO(), err=err) == EXIT_USAGE
-    assert err.getvalue().startswith("lcm: error: messages: the following arguments are required: tail|page")
+    assert (
+        main(["--db", str(tmp_path / "x.db"), "messages"], out=io.StringIO(), err=err) == EXIT_USAGE
+    )
+    assert err.getvalue().startswith(
+        "lcm: error: messages: the following arguments are required: tail|page"
+    )
     err = io.StringIO()
     assert main(["summaries", "lsit"], out=io.StringIO(), err=err) == EXIT_USAGE
     assert "invalid choice: 'lsit' (choose from 'list', 'show')" in err.getvalue()
@@ -435,4 +574,6 @@ def test_grep_snippets_start_just_before_the_match_and_scores_are_never_negative
     assert shown.startswith("…") and shown.index("quetzal") <= 30  # a 60-column cell still shows it
     assert "\n" not in shown and "  " not in shown and len(shown) <= 202
     assert snippet("quetzal at the start", ['"quetzal"']) == "quetzal at the start"
-    assert str(score(-0.0000001)) == "0.0" and str(score(-0.0004)) == "0.0" and score(0.12345) == 0.123
+    assert (
+        str(score(-0.0000001)) == "0.0" and str(score(-0.0004)) == "0.0" and score(0.12345) == 0.123
+    )

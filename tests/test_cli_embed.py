@@ -31,11 +31,15 @@ __all__ = ["stub"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-WHERE: dict[str, str] = {}  # the running test's database settings (empty: a SQLite file in its home)
+WHERE: dict[
+    str, str
+] = {}  # the running test's database settings (empty: a SQLite file in its home)
 
 
 @pytest.fixture(autouse=True)
-def on_backend(clean_home: Path, backend_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
+def on_backend(
+    clean_home: Path, backend_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Any:
     """The test's engines, ``lcm`` and ``/lcm`` all use its backend (LCM_DATABASE_URL for PostgreSQL)."""
     WHERE.update(backend_env)
     for key, value in backend_env.items():
@@ -48,17 +52,23 @@ def populate(home: Path, turns: int) -> Path | str:
     engine = new_engine(home, **WHERE)
     messages: list[dict[str, Any]] = []
     for t in range(turns):
-        messages += [{"role": "user", "content": f"question {t} about the parser"},
-                     {"role": "assistant", "content": f"answer {t}: the cache index moved"}]
+        messages += [
+            {"role": "user", "content": f"question {t} about the parser"},
+            {"role": "assistant", "content": f"answer {t}: the cache index moved"},
+        ]
     engine.ingest_host(messages)
     store_module.close_all()
     return WHERE.get("LCM_DATABASE_URL") or home / "lcm.db"
 
 
 def turn_on(monkeypatch: pytest.MonkeyPatch, stub: Stub, **extra: str) -> None:
-    for key, value in {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
-                       "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1", "LCM_EMBEDDING_BACKFILL_BATCH_SIZE": "4",
-                       **extra}.items():
+    for key, value in {
+        "LCM_EMBEDDINGS_ENABLED": "true",
+        "LCM_EMBEDDING_PROVIDER": "openai",
+        "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1",
+        "LCM_EMBEDDING_BACKFILL_BATCH_SIZE": "4",
+        **extra,
+    }.items():
         monkeypatch.setenv(key, value)
 
 
@@ -76,7 +86,10 @@ def lcm(*argv: str) -> tuple[int, dict[str, Any], str]:
 def vectors(db: Path | str) -> list[int]:
     if "vectors" not in table_names(str(db)):
         return []
-    return [r[0] for r in raw_sql(str(db), "SELECT item_id FROM vectors WHERE kind='m' ORDER BY item_id")]
+    return [
+        r[0]
+        for r in raw_sql(str(db), "SELECT item_id FROM vectors WHERE kind='m' ORDER BY item_id")
+    ]
 
 
 def message_ids(db: Path | str) -> list[int]:
@@ -91,20 +104,24 @@ def test_not_enabled_is_exit_2(clean_home: Path) -> None:
 
 
 @pytest.mark.both_backends
-def test_dry_run_calls_no_provider_and_estimates(clean_home: Path, stub: Stub,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_calls_no_provider_and_estimates(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = populate(clean_home, 5)
     turn_on(monkeypatch, stub)
     code, out, _ = lcm("embed")
     assert code == 0 and out["dry_run"] is True
-    assert out["rows"] == 10 and out["estimated_tokens"] > 0 and out["estimated_cost_usd"] is not None
+    assert (
+        out["rows"] == 10 and out["estimated_tokens"] > 0 and out["estimated_cost_usd"] is not None
+    )
     assert out["sent_off_this_machine"] is True and out["model"] == "openai:text-embedding-3-small"
     assert stub.requests == [] and vectors(db) == []
 
 
 @pytest.mark.both_backends
-def test_apply_embeds_everything_once_with_progress_then_nothing(clean_home: Path, stub: Stub,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_apply_embeds_everything_once_with_progress_then_nothing(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = populate(clean_home, 6)
     turn_on(monkeypatch, stub)
     code, out, err = lcm("embed", "--apply")
@@ -123,19 +140,29 @@ def test_limit_and_warmup(clean_home: Path, stub: Stub, monkeypatch: pytest.Monk
     db = populate(clean_home, 6)
     turn_on(monkeypatch, stub)
     code, out, _ = lcm("embed", "--warmup")
-    assert code == 0 and out["warmup"] == "ok" and out["backlog_rows"] == 12 and len(stub.requests) == 1
+    assert (
+        code == 0
+        and out["warmup"] == "ok"
+        and out["backlog_rows"] == 12
+        and len(stub.requests) == 1
+    )
     assert vectors(db) == []
     code, out, _ = lcm("embed", "--apply", "--limit", "3")
     assert code == 0 and out["embedded"] == 3 and len(vectors(db)) == 3
 
 
 @pytest.mark.both_backends
-@pytest.mark.parametrize(("env", "answer"), [
-    ({"LCM_EMBEDDING_PROVIDER": "voyage"}, None),
-    ({}, lambda r, p: (500, {"error": "down"}, 0.0)),
-], ids=["voyage-without-key", "http500"])
-def test_a_provider_problem_is_exit_6(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch,
-                                      env: dict[str, str], answer: Any) -> None:
+@pytest.mark.parametrize(
+    ("env", "answer"),
+    [
+        ({"LCM_EMBEDDING_PROVIDER": "voyage"}, None),
+        ({}, lambda r, p: (500, {"error": "down"}, 0.0)),
+    ],
+    ids=["voyage-without-key", "http500"],
+)
+def test_a_provider_problem_is_exit_6(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], answer: Any
+) -> None:
     db = populate(clean_home, 2)
     turn_on(monkeypatch, stub, **env)
     if answer is not None:
@@ -144,13 +171,17 @@ def test_a_provider_problem_is_exit_6(clean_home: Path, stub: Stub, monkeypatch:
     assert code == 6 and "provider" in err and vectors(db) == []
 
 
-def test_a_read_only_database_is_exit_3(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_only_database_is_exit_3(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = populate(clean_home, 2)
     turn_on(monkeypatch, stub)
     os.chmod(db, 0o444)
     if os.access(db, os.W_OK):
         os.chmod(db, 0o644)
-        pytest.skip("running as root: a file mode does not make the database read-only (the locked test covers exit 3)")
+        pytest.skip(
+            "running as root: a file mode does not make the database read-only (the locked test covers exit 3)"
+        )
     try:
         code, _, err = lcm("embed", "--apply")
     finally:
@@ -158,7 +189,9 @@ def test_a_read_only_database_is_exit_3(clean_home: Path, stub: Stub, monkeypatc
     assert code == 3 and "read-only" in err and stub.requests == []
 
 
-def test_a_locked_database_is_exit_3(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_locked_database_is_exit_3(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = populate(clean_home, 2)
     turn_on(monkeypatch, stub)
     holder = sqlite3.connect(db, timeout=0)
@@ -174,14 +207,20 @@ def test_a_locked_database_is_exit_3(clean_home: Path, stub: Stub, monkeypatch: 
 
 
 @pytest.mark.both_backends
-def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub: Stub,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = populate(clean_home, 30)
     stub.answer = lambda r, p: (*openai_ok(r, p)[:2], 0.1)
     turn_on(monkeypatch, stub, LCM_EMBEDDING_BACKFILL_BATCH_SIZE="2")
     env = {**os.environ, "PYTHONPATH": str(ROOT / ".pyroot")}
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", "embed", "--apply"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_lcm.cli.main", "embed", "--apply"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while len(stub.requests) < 4 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -199,7 +238,9 @@ def test_ctrl_c_stops_after_the_batch_and_a_rerun_resumes(clean_home: Path, stub
 
 
 @pytest.mark.both_backends
-def test_status_and_doctor_show_embeddings(clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_and_doctor_show_embeddings(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     populate(clean_home, 2)
     _, status, _ = lcm("status")
     assert status["embeddings"]["enabled"] is False
@@ -208,7 +249,10 @@ def test_status_and_doctor_show_embeddings(clean_home: Path, stub: Stub, monkeyp
     assert check["status"] == "ok" and "off" in check["detail"]
     turn_on(monkeypatch, stub)
     _, status, _ = lcm("status")
-    assert status["embeddings"]["backlog_rows"] == 4 and status["embeddings"]["sent_off_this_machine"] is True
+    assert (
+        status["embeddings"]["backlog_rows"] == 4
+        and status["embeddings"]["sent_off_this_machine"] is True
+    )
     _, doctor, _ = lcm("doctor")
     check = next(c for c in doctor["checks"] if c["name"] == "embeddings")
     assert check["status"] == "ok" and check["data"]["backlog_rows"] == 4
@@ -235,17 +279,27 @@ def slash(args: str) -> dict[str, Any]:
 
 @pytest.mark.both_backends
 def test_slash_embed_dry_run_warmup_apply_and_progress(clean_home: Path, stub: Stub) -> None:
-    env = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
-           "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1", "LCM_EMBEDDING_BACKFILL_BATCH_SIZE": "4"}
+    env = {
+        "LCM_EMBEDDINGS_ENABLED": "true",
+        "LCM_EMBEDDING_PROVIDER": "openai",
+        "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1",
+        "LCM_EMBEDDING_BACKFILL_BATCH_SIZE": "4",
+    }
     engine = new_engine(clean_home, LCM_ENABLE_SLASH_COMMAND="1", **WHERE, **env)
     core = engine.ensure_core()
     assert core is not None and core.semantic.job is not None
     core.semantic.job.ROWS_PER_RUN = 4  # small runs: the backfill must chain them
     gate = {"hold": True}
-    stub.answer = lambda r, p: (*openai_ok(r, p)[:2], 0.0 if not gate["hold"] else 5.0)  # the job's runs hang
+    stub.answer = lambda r, p: (
+        *openai_ok(r, p)[:2],
+        0.0 if not gate["hold"] else 5.0,
+    )  # the job's runs hang
     messages = []
     for t in range(10):
-        messages += [{"role": "user", "content": f"question {t}"}, {"role": "assistant", "content": f"answer {t}"}]
+        messages += [
+            {"role": "user", "content": f"question {t}"},
+            {"role": "assistant", "content": f"answer {t}"},
+        ]
     started = time.monotonic()
     engine.ingest_host(messages)
     assert time.monotonic() - started < 2.0  # the ingest only requested the job
@@ -278,20 +332,33 @@ def test_slash_embed_when_off(clean_home: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)
-def test_a_missing_vector_index_is_reported_and_built_by_embed_apply(clean_home: Path, stub: Stub,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_vector_index_is_reported_and_built_by_embed_apply(
+    clean_home: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """PostgreSQL: a model whose HNSW index is gone (dropped, refused, an interrupted build) is named
     by doctor and status, and the next ``lcm embed --apply`` builds it outside the write lock."""
     db = str(populate(clean_home, 6))
     turn_on(monkeypatch, stub)
     code, result, _ = lcm("embed", "--apply")
-    assert code == 0 and result["embedded"] == 12 and result["indexes_built"] == []  # made with the first rows
-    [index] = [r[0] for r in raw_sql(db, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
-                                         "AND position('vectors_hnsw_' in indexname) = 1")]
+    assert (
+        code == 0 and result["embedded"] == 12 and result["indexes_built"] == []
+    )  # made with the first rows
+    [index] = [
+        r[0]
+        for r in raw_sql(
+            db,
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND position('vectors_hnsw_' in indexname) = 1",
+        )
+    ]
     raw_sql(db, f"DROP INDEX {index}")
     _, doctor, _ = lcm("doctor")
     check = next(c for c in doctor["checks"] if c["name"] == "embeddings")
-    assert check["status"] == "warn" and index in check["detail"] and check["data"]["indexes_missing"] == [index]
+    assert (
+        check["status"] == "warn"
+        and index in check["detail"]
+        and check["data"]["indexes_missing"] == [index]
+    )
     code, result, _ = lcm("embed", "--apply")
     assert code == 0 and result["embedded"] == 0 and result["indexes_built"] == [index]
     _, doctor, _ = lcm("doctor")

@@ -24,8 +24,15 @@ SECRET = "Pw-s3cret-9Q"
 def with_password(url: str) -> str:
     """The same URL with a password (the test server trusts loopback, so it is accepted and ignored)."""
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme, f"{parts.username}:{SECRET}@{parts.hostname}:{parts.port}", parts.path,
-                       parts.query, parts.fragment))
+    return urlunsplit(
+        (
+            parts.scheme,
+            f"{parts.username}:{SECRET}@{parts.hostname}:{parts.port}",
+            parts.path,
+            parts.query,
+            parts.fragment,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +110,9 @@ def test_doctor_on_postgres(pg_db):
     deep = ok(pg_db, "doctor", "--deep")
     names = {c["name"]: c for c in deep["checks"]}
     for table in ("fts:messages_fts", "fts:summaries_fts"):
-        assert names[table]["status"] == "ok" and "integrity: ok" in names[table]["detail"], names[table]
+        assert names[table]["status"] == "ok" and "integrity: ok" in names[table]["detail"], names[
+            table
+        ]
     assert "fts:triggers" not in names and names["database"]["status"] == "ok", names["database"]
     assert names["lineage"]["status"] == "ok" and names["tool_links"]["status"] in ("ok", "warn")
 
@@ -141,11 +150,15 @@ def test_doctor_deep_finds_a_broken_full_text_index(tmp_path):
     engine.ingest_host([{"role": "user", "content": "the zebra crossing at dawn"}])
     store_module.close_all()
     with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'messages_tsv'::regclass")
+        pg.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'messages_tsv'::regclass"
+        )
     code, report, _err = run(url, "doctor", "--deep")
     names = {c["name"]: c for c in report["checks"]}
     assert code == 1 and names["fts:messages_fts"]["status"] == "fail", names["fts:messages_fts"]
-    assert "invalid" in names["fts:messages_fts"]["detail"] and names["database"]["status"] == "fail"
+    assert (
+        "invalid" in names["fts:messages_fts"]["detail"] and names["database"]["status"] == "fail"
+    )
     store_module.open_store(url).fts_rebuild("messages_fts")  # what `/lcm doctor repair apply` runs
     store_module.close_all()
     code, report, _err = run(url, "doctor", "--deep")
@@ -170,23 +183,33 @@ def test_backup_is_a_verified_pg_dump_that_restores(pg_db, tmp_path, monkeypatch
     monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
     done = ok(pg_db, "backup", "--dest", str(tmp_path / "b"))
     dump = Path(done["backup"])
-    assert done["status"] == "ok" and dump.suffix == ".dump" and dump.stat().st_size == done["bytes"] > 0
+    assert (
+        done["status"] == "ok"
+        and dump.suffix == ".dump"
+        and dump.stat().st_size == done["bytes"] > 0
+    )
     assert "pg_restore" in done["restore"]
     srv, name = server(), f"restored_{tmp_path.name[-8:].lower().replace('-', '_')}"
     with psycopg.connect(srv.url(), autocommit=True) as pg:
         pg.execute(f"CREATE DATABASE {name}")
     restored = srv.url(database=name, schema=parse_schema(pg_db))
-    subprocess.run([str(binaries() / "pg_restore"), "--no-owner", "-d", srv.url(database=name), str(dump)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(binaries() / "pg_restore"), "--no-owner", "-d", srv.url(database=name), str(dump)],
+        check=True,
+        capture_output=True,
+    )
     before, after = store_module.open_readonly(pg_db), store_module.open_readonly(restored)
     try:
         for conversation in (1, 2):
-            assert [m.content for m in after.messages_after(conversation, 0)] == \
-                [m.content for m in before.messages_after(conversation, 0)]
+            assert [m.content for m in after.messages_after(conversation, 0)] == [
+                m.content for m in before.messages_after(conversation, 0)
+            ]
     finally:
         before.close()
         after.close()
-    assert ok(restored, "grep", "QUOKKA")["count"] >= 1  # the vectors and the pinned functions came along
+    assert (
+        ok(restored, "grep", "QUOKKA")["count"] >= 1
+    )  # the vectors and the pinned functions came along
 
 
 def test_backup_without_pg_dump_says_which_command(pg_db, tmp_path, monkeypatch):
@@ -212,7 +235,12 @@ def test_server_gone_is_one_line_and_exit_3(tmp_path):
         port = s.getsockname()[1]
     url = f"postgresql://lcm:{SECRET}@127.0.0.1:{port}/postgres?connect_timeout=2"
     code, _result, err = run(url, "status")
-    assert code == 3 and err.count("\n") == 1 and "cannot connect" in err and f"lcm@127.0.0.1:{port}" in err
+    assert (
+        code == 3
+        and err.count("\n") == 1
+        and "cannot connect" in err
+        and f"lcm@127.0.0.1:{port}" in err
+    )
 
 
 def test_redact_through_the_cli_on_postgres(tmp_path, monkeypatch):
@@ -229,10 +257,24 @@ def test_redact_through_the_cli_on_postgres(tmp_path, monkeypatch):
     engine.ingest_host([{"role": "user", "content": f"token {key} here"}])
     store_module.close_all()
     done = ok(url, "redact", "--apply")
-    assert done["status"] == "applied" and done["backup"].endswith("-pre-redact.dump") and done["fts_sound"]
+    assert (
+        done["status"] == "applied"
+        and done["backup"].endswith("-pre-redact.dump")
+        and done["fts_sound"]
+    )
     with psycopg.connect(url) as pg:
-        assert pg.execute("SELECT count(*) FROM messages WHERE strpos(content, %s) > 0", (key,)).fetchone()[0] == 0
-        assert pg.execute("SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq(%s)", ("ZZZZZZZZ*",)).fetchone()[0] == 0
+        assert (
+            pg.execute(
+                "SELECT count(*) FROM messages WHERE strpos(content, %s) > 0", (key,)
+            ).fetchone()[0]
+            == 0
+        )
+        assert (
+            pg.execute(
+                "SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq(%s)", ("ZZZZZZZZ*",)
+            ).fetchone()[0]
+            == 0
+        )
 
 
 def test_writing_family_verbs_reopen_the_url_with_its_password(pg_db, monkeypatch):

@@ -27,7 +27,9 @@ from .convo import conversation, host_run
 NO_COMPACTION = 10**9
 
 
-WHERE: dict[str, str] = {}  # the running test's database settings (empty: a SQLite file in its home)
+WHERE: dict[
+    str, str
+] = {}  # the running test's database settings (empty: a SQLite file in its home)
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +53,9 @@ def lcm(args: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-def engine_with_history(home: Path, turns: int = 20, threshold: int = NO_COMPACTION, session: str = "s1",
-                        **env: str):
+def engine_with_history(
+    home: Path, turns: int = 20, threshold: int = NO_COMPACTION, session: str = "s1", **env: str
+):
     engine = new_engine(home, threshold, session, LCM_ENABLE_SLASH_COMMAND="1", **WHERE, **env)
     history, _ = host_run(engine, list(conversation(5, turns)))
     return engine, history
@@ -72,7 +75,9 @@ class StubContext:
     def register_hook(self, name: str, fn: Any) -> None:
         self.hooks.append(name)
 
-    def register_command(self, name: str, handler: Any, description: str = "", args_hint: str = "") -> None:
+    def register_command(
+        self, name: str, handler: Any, description: str = "", args_hint: str = ""
+    ) -> None:
         self.commands[name] = handler
 
 
@@ -161,11 +166,17 @@ def test_clean_needs_the_apply_flag(tmp_path):
 def test_clean_apply_and_lifecycle_when_enabled(tmp_path):
     noisy = new_engine(tmp_path, NO_COMPACTION, "cron:nightly", **WHERE)
     host_run(noisy, list(conversation(2, 5)))
-    fork = new_engine(tmp_path, NO_COMPACTION, "idle-fork", **WHERE)  # started, never stored anything
+    fork = new_engine(
+        tmp_path, NO_COMPACTION, "idle-fork", **WHERE
+    )  # started, never stored anything
     del noisy, fork
     gc.collect()
-    _engine, _ = engine_with_history(tmp_path, LCM_IGNORE_SESSION_PATTERNS="cron:*",
-                                    LCM_DOCTOR_CLEAN_APPLY_ENABLED="true", LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS="0")
+    _engine, _ = engine_with_history(
+        tmp_path,
+        LCM_IGNORE_SESSION_PATTERNS="cron:*",
+        LCM_DOCTOR_CLEAN_APPLY_ENABLED="true",
+        LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS="0",
+    )
     applied = lcm("doctor clean apply")
     assert applied["status"] == "applied" and applied["deleted"]["conversations"] == 1
     assert lcm("doctor clean apply")["status"] == "noop"
@@ -190,7 +201,10 @@ def test_rotate_preview_apply_noop_and_status(tmp_path):
     preview = lcm("rotate")
     assert preview["status"] == "ready" and preview["apply"] == "/lcm rotate apply"
     applied = lcm("rotate apply")
-    assert applied["status"] == "applied" and applied["frontier_seq_after"] == preview["target_frontier_seq"]
+    assert (
+        applied["status"] == "applied"
+        and applied["frontier_seq_after"] == preview["target_frontier_seq"]
+    )
     # a copy of the file beside it; for a URL a pg_dump under the home, named after its database
     latest = r"lcm-pg-[0-9a-f]{12}-rotate-latest\.dump" if WHERE else r"lcm-rotate-latest\.sqlite3"
     assert re.fullmatch(latest, Path(applied["backup"]["path"]).name), applied["backup"]
@@ -207,19 +221,28 @@ def test_rotate_refuses_stateless_and_ignored_sessions(tmp_path):
     del writer
     gc.collect()
     reader = new_engine(tmp_path, NO_COMPACTION, "s1", LCM_STATELESS_SESSION_PATTERNS="s1", **WHERE)
-    assert reader.core.binding.mode == "stateless" and reader.core.binding.conversation_id is not None
+    assert (
+        reader.core.binding.mode == "stateless" and reader.core.binding.conversation_id is not None
+    )
     text = handle_command("rotate apply")
     assert text.startswith("hermes-lcm:") and "stateless" in text
-    ignored = new_engine(tmp_path, NO_COMPACTION, "noise:1", LCM_IGNORE_SESSION_PATTERNS="noise:*", **WHERE)
+    ignored = new_engine(
+        tmp_path, NO_COMPACTION, "noise:1", LCM_IGNORE_SESSION_PATTERNS="noise:*", **WHERE
+    )
     text = handle_command("rotate session=noise:1")
     assert ignored.core.binding.mode == "ignored" and "ignored" in text
 
 
 @pytest.mark.both_backends
 def test_presets(tmp_path, monkeypatch):
-    engine, _ = engine_with_history(tmp_path, turns=2, LCM_FRESH_TAIL_COUNT="20", LCM_LEAF_CHUNK_TOKENS="oops")
+    engine, _ = engine_with_history(
+        tmp_path, turns=2, LCM_FRESH_TAIL_COUNT="20", LCM_LEAF_CHUNK_TOKENS="oops"
+    )
     listed = lcm("preset show")
-    assert {p["name"] for p in listed["presets"]} == {"codex_gpt_long_context", "codex_spark_context"}
+    assert {p["name"] for p in listed["presets"]} == {
+        "codex_gpt_long_context",
+        "codex_spark_context",
+    }
     assert lcm("preset show codex_spark_context")["settings"]["LCM_FRESH_TAIL_COUNT"] == "16"
     assert lcm("preset suggest")["suggestion"] is None  # a 64k window
     engine.update_model("gpt-5.2-codex", 272_000)
@@ -253,36 +276,64 @@ def test_help_unknown_and_session_selection(tmp_path):
     assert "no live engine for session" in handle_command("status session=zzz")
 
 
-HARNESS_PROMPT = ("Review the conversation above and update the skill library. Be ACTIVE — most sessions produce "
-                  "at least one skill update, even if small.\n\nYou can only call memory and skill management tools.")
+HARNESS_PROMPT = (
+    "Review the conversation above and update the skill library. Be ACTIVE — most sessions produce "
+    "at least one skill update, even if small.\n\nYou can only call memory and skill management tools."
+)
 
 
 @pytest.mark.both_backends
 def test_doctor_finds_stored_harness_turns_and_apply_removes_them(tmp_path):
     """A database an earlier version wrote: two review-fork turns stored in the user's conversation
     (ingested straight, as that version did from the fork's hook), compacted into summaries."""
-    engine = new_engine(tmp_path, 5000, "s1", LCM_ENABLE_SLASH_COMMAND="1", LCM_DOCTOR_CLEAN_APPLY_ENABLED="true",
-                        **WHERE)
+    engine = new_engine(
+        tmp_path,
+        5000,
+        "s1",
+        LCM_ENABLE_SLASH_COMMAND="1",
+        LCM_DOCTOR_CLEAN_APPLY_ENABLED="true",
+        **WHERE,
+    )
     turns = list(conversation(5, 40))
     for at in (8, 20):
-        turns.insert(at, [{"role": "user", "content": HARNESS_PROMPT},
-                          {"role": "assistant", "content": "", "tool_calls": [{"id": f"fork{at}", "type": "function",
-                           "function": {"name": "skill_manage", "arguments": "{}"}}]},
-                          {"role": "tool", "tool_call_id": f"fork{at}", "content": "skill updated"},
-                          {"role": "assistant", "content": f"FORK-REPLY-{at}: updated the skill library."}])
+        turns.insert(
+            at,
+            [
+                {"role": "user", "content": HARNESS_PROMPT},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": f"fork{at}",
+                            "type": "function",
+                            "function": {"name": "skill_manage", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"fork{at}", "content": "skill updated"},
+                {"role": "assistant", "content": f"FORK-REPLY-{at}: updated the skill library."},
+            ],
+        )
     host_run(engine, turns)
     core = engine.core
     cid = core.binding.conversation_id
     before = {m.id: m.content for m in core.store.messages_after(cid, 0)}
     assert any(c.startswith("FORK-REPLY") for c in before.values())
     assert core.dag.depth_counts(cid), "the history never compacted"
-    assert any("FORK-REPLY" in n.content or "skill library" in n.content for n in core.store.summaries(cid))
+    assert any(
+        "FORK-REPLY" in n.content or "skill library" in n.content for n in core.store.summaries(cid)
+    )
 
     report = lcm("doctor")
     check = next(c for c in report["checks"] if c["name"] == "harness")
     assert check["status"] == "warn" and "2 turns" in check["detail"]
     preview = lcm("doctor clean harness")
-    assert preview["status"] == "ready" and preview["messages"] == 8 and preview["summaries_rebuilt"] >= 1
+    assert (
+        preview["status"] == "ready"
+        and preview["messages"] == 8
+        and preview["summaries_rebuilt"] >= 1
+    )
     assert lcm("doctor clean harness")["messages"] == 8  # the preview wrote nothing
 
     import io
@@ -292,19 +343,26 @@ def test_doctor_finds_stored_harness_turns_and_apply_removes_them(tmp_path):
     out = io.StringIO()  # the shell command reads the same report, without a running agent
     lcm_cli(["--db", str(engine.database_path()), "doctor"], out=out)
     shell = next(c for c in json.loads(out.getvalue())["checks"] if c["name"] == "harness")
-    assert shell["status"] == "warn" and shell["data"]["conversations"] == [{"conversation_id": cid,
-                                                                            "harness_turns": 2}]
+    assert shell["status"] == "warn" and shell["data"]["conversations"] == [
+        {"conversation_id": cid, "harness_turns": 2}
+    ]
 
     applied = lcm("doctor clean harness apply")
     assert applied["status"] == "applied" and applied["deleted"]["messages"] == 8
-    assert Path(applied["backup"]["path"]).exists() or applied["backup"]["path"].startswith("postgres")
+    assert Path(applied["backup"]["path"]).exists() or applied["backup"]["path"].startswith(
+        "postgres"
+    )
     after = {m.id: m.content for m in core.store.messages_after(cid, 0)}
     removed = set(before) - set(after)
     assert len(removed) == 8 and not set(after) - set(before)
     assert all(before[i] == after[i] for i in after)  # nothing else touched
-    assert not any("Review the conversation above" in c or c.startswith("FORK-REPLY") for c in after.values())
+    assert not any(
+        "Review the conversation above" in c or c.startswith("FORK-REPLY") for c in after.values()
+    )
     for node in core.store.summaries(cid):
-        assert "FORK-REPLY" not in node.content and "skill library" not in node.content, node.node_id
+        assert "FORK-REPLY" not in node.content and "skill library" not in node.content, (
+            node.node_id
+        )
     assert next(c for c in lcm("doctor")["checks"] if c["name"] == "harness")["status"] == "ok"
     assert next(c for c in lcm("doctor")["checks"] if c["name"] == "lineage")["status"] == "ok"
     assert lcm("doctor clean harness apply")["status"] == "noop"

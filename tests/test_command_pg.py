@@ -38,8 +38,9 @@ def lcm(args: str) -> Any:
     return json.loads(text)
 
 
-def engine_with_history(home: Path, turns: int = 20, threshold: int = NO_COMPACTION, session: str = "s1",
-                        **env: str) -> Any:
+def engine_with_history(
+    home: Path, turns: int = 20, threshold: int = NO_COMPACTION, session: str = "s1", **env: str
+) -> Any:
     engine = pg_engine(home, threshold, session, LCM_ENABLE_SLASH_COMMAND="1", **env)
     host_run(engine, list(conversation(5, turns)))
     return engine
@@ -47,14 +48,17 @@ def engine_with_history(home: Path, turns: int = 20, threshold: int = NO_COMPACT
 
 def pg_engine(home: Path, threshold: int, session: str, **env: str) -> Any:
     """An engine on the test's URL (engines read the env they are given, not the process's)."""
-    return new_engine(home, threshold, session, LCM_DATABASE_URL=os.environ["LCM_DATABASE_URL"], **env)
+    return new_engine(
+        home, threshold, session, LCM_DATABASE_URL=os.environ["LCM_DATABASE_URL"], **env
+    )
 
 
 def listed(dump: str) -> str:
     from .pgserver import binaries
 
-    return subprocess.run([str(binaries() / "pg_restore"), "--list", dump], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        [str(binaries() / "pg_restore"), "--list", dump], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_status_doctor_backup_retention(url, tmp_path):
@@ -75,8 +79,12 @@ def test_source_and_clean_apply_back_up_with_pg_dump(url, tmp_path):
     fork = pg_engine(tmp_path, NO_COMPACTION, "idle-fork")
     del noisy, fork
     gc.collect()
-    engine = engine_with_history(tmp_path, LCM_IGNORE_SESSION_PATTERNS="cron:*", LCM_DOCTOR_CLEAN_APPLY_ENABLED="true",
-                                 LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS="0")
+    engine = engine_with_history(
+        tmp_path,
+        LCM_IGNORE_SESSION_PATTERNS="cron:*",
+        LCM_DOCTOR_CLEAN_APPLY_ENABLED="true",
+        LCM_EMPTY_LIFECYCLE_MIN_AGE_HOURS="0",
+    )
     with engine.core.store.write() as con:
         con.execute("UPDATE messages SET source='' WHERE id <= 5")
     assert lcm("doctor source")["blank_source_rows"] == 5
@@ -102,8 +110,14 @@ def test_rotate_on_postgres(url, tmp_path):
     _engine = engine_with_history(tmp_path, turns=25, LCM_FRESH_TAIL_COUNT="10")
     preview = lcm("rotate")
     applied = lcm("rotate apply")
-    assert applied["status"] == "applied" and applied["frontier_seq_after"] == preview["target_frontier_seq"]
-    assert applied["backup"]["path"].endswith("-rotate-latest.dump") and "lcm-pg-" in applied["backup"]["path"]
+    assert (
+        applied["status"] == "applied"
+        and applied["frontier_seq_after"] == preview["target_frontier_seq"]
+    )
+    assert (
+        applied["backup"]["path"].endswith("-rotate-latest.dump")
+        and "lcm-pg-" in applied["backup"]["path"]
+    )
     assert lcm("status")["rotate_backup"] == applied["backup"]["path"]
 
 
@@ -112,12 +126,23 @@ def test_redact_on_postgres_rewrites_rows_and_search(url, tmp_path):
     secret = "sk-ant-api03-" + "Q" * 40
     engine.ingest_host([{"role": "user", "content": f"my key is {secret} keep it"}])
     scan = lcm("redact")
-    assert scan["rows_to_change"] >= 1 if "rows_to_change" in scan else scan["status"] in ("ready", "noop")
+    assert (
+        scan["rows_to_change"] >= 1
+        if "rows_to_change" in scan
+        else scan["status"] in ("ready", "noop")
+    )
     done = lcm("redact apply")
     assert done["status"] == "applied" and done["fts_sound"], done
     with psycopg.connect(url) as pg:
-        assert pg.execute("SELECT count(*) FROM messages WHERE content LIKE %s", (f"%{secret}%",)).fetchone()[0] == 0
-        tsv_hits = pg.execute("SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq('QQQQQQQQ*')").fetchone()[0]
+        assert (
+            pg.execute(
+                "SELECT count(*) FROM messages WHERE content LIKE %s", (f"%{secret}%",)
+            ).fetchone()[0]
+            == 0
+        )
+        tsv_hits = pg.execute(
+            "SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq('QQQQQQQQ*')"
+        ).fetchone()[0]
     assert tsv_hits == 0
 
 
@@ -143,8 +168,15 @@ def test_no_password_in_any_lcm_answer(clean_home, monkeypatch, tmp_path):
 
     parts = urlsplit(fresh_url())
     secret = "Pw-s3cret-7Z"
-    with_pw = urlunsplit((parts.scheme, f"{parts.username}:{secret}@{parts.hostname}:{parts.port}", parts.path,
-                          parts.query, parts.fragment))
+    with_pw = urlunsplit(
+        (
+            parts.scheme,
+            f"{parts.username}:{secret}@{parts.hostname}:{parts.port}",
+            parts.path,
+            parts.query,
+            parts.fragment,
+        )
+    )
     monkeypatch.setenv("LCM_DATABASE_URL", with_pw)
     monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
     unbound = handle_command("status --json")

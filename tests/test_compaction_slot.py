@@ -25,13 +25,19 @@ def _store_of(engine):
 
 def test_a_second_caller_does_not_get_a_held_slot_and_gets_it_once_released(make_engine):
     store = _store_of(make_engine())
-    with store.compaction_slot(7) as first, store.compaction_slot(7) as second, store.compaction_slot(8) as other:
+    with (
+        store.compaction_slot(7) as first,
+        store.compaction_slot(7) as second,
+        store.compaction_slot(8) as other,
+    ):
         assert (first, second, other) == (True, False, True)
     with store.compaction_slot(7) as again:
         assert again
 
 
-def test_an_engine_skips_compaction_while_another_writer_compacts_and_keeps_the_prompt_bounded(make_engine):
+def test_an_engine_skips_compaction_while_another_writer_compacts_and_keeps_the_prompt_bounded(
+    make_engine,
+):
     engine = make_engine(threshold=3000)
     turns = list(conversation(seed=3, turns=30))
     sent = [m for t in turns for m in t]
@@ -65,8 +71,12 @@ def test_a_killed_process_never_leaves_its_slot_held(make_engine, backend):
     if backend != "postgres":
         pytest.skip("a SQLite slot is process-local: nothing outlives its process")
     engine = make_engine()
-    url = _store_of(engine).url  # the PostgreSQL store keeps its full URL (path is the redacted one)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, url], stdout=subprocess.PIPE, text=True)
+    url = _store_of(
+        engine
+    ).url  # the PostgreSQL store keeps its full URL (path is the redacted one)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, url], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "HELD"
         with open_store(url).compaction_slot(5) as held:

@@ -52,7 +52,9 @@ def test_yaml_absolute_threshold_is_in_force_at_the_first_update_model(tmp_path,
     engine.update_model("m", 64000)
     assert engine.threshold_tokens == 5000 and engine.core is None
     assert engine.should_compress(5000) and not engine.should_compress(4999)
-    engine.on_session_start("s1", hermes_home=engine.hermes_home, platform="cli", model="m", context_length=64000)
+    engine.on_session_start(
+        "s1", hermes_home=engine.hermes_home, platform="cli", model="m", context_length=64000
+    )
     assert engine.threshold_tokens == 5000 and engine.config_problems == ()
     assert engine.core is not None and engine.startup_error is None
 
@@ -74,8 +76,9 @@ def test_env_still_wins_over_yaml_from_the_start(tmp_path):
     assert engine.threshold_tokens == 50_000
 
 
-def test_a_home_named_only_at_session_start_loads_its_yaml_and_recomputes_the_window(tmp_path, monkeypatch,
-                                                                                   backend_env):
+def test_a_home_named_only_at_session_start_loads_its_yaml_and_recomputes_the_window(
+    tmp_path, monkeypatch, backend_env
+):
     """No HERMES_HOME in the engine's env: the host's default home has no lcm block; the home the
     host names at on_session_start does, and its settings replace the window at once."""
     default_home = tmp_path / "default"
@@ -110,15 +113,28 @@ def test_a_threshold_the_host_lowered_survives_a_copy_with_the_same_settings(tmp
 # -- the one threshold function ---------------------------------------------------
 
 
-@pytest.mark.parametrize("env,model,window,expected", [
-    ({}, "m", 64000, int(64000 * 0.35)),
-    ({}, "m", 0, int(DEFAULT_CONTEXT_LENGTH * 0.35)),  # window not told yet
-    ({"LCM_MODEL_THRESHOLDS": "tiny:0.05"}, "tiny-model", 64000, 3200),
-    ({"LCM_MODEL_THRESHOLDS": "tiny:0.05"}, "tiny-model", 0, int(DEFAULT_CONTEXT_LENGTH * 0.05)),
-    ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 64000, 3000),
-    ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 0, 3000),
-    ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000", "LCM_MODEL_THRESHOLDS": "m:0.9"}, "m", 64000, 3000),
-])
+@pytest.mark.parametrize(
+    "env,model,window,expected",
+    [
+        ({}, "m", 64000, int(64000 * 0.35)),
+        ({}, "m", 0, int(DEFAULT_CONTEXT_LENGTH * 0.35)),  # window not told yet
+        ({"LCM_MODEL_THRESHOLDS": "tiny:0.05"}, "tiny-model", 64000, 3200),
+        (
+            {"LCM_MODEL_THRESHOLDS": "tiny:0.05"},
+            "tiny-model",
+            0,
+            int(DEFAULT_CONTEXT_LENGTH * 0.05),
+        ),
+        ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 64000, 3000),
+        ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 0, 3000),
+        (
+            {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000", "LCM_MODEL_THRESHOLDS": "m:0.9"},
+            "m",
+            64000,
+            3000,
+        ),
+    ],
+)
 def test_compute_threshold(env, model, window, expected):
     config = load_config(env).config
     assert compute_threshold(config, model, window).tokens == expected
@@ -144,13 +160,26 @@ def _unopenable_store(tmp_path: Path, backend_env: dict[str, str]) -> dict[str, 
     return {"LCM_DATABASE_PATH": str(path)}
 
 
-@pytest.mark.parametrize("env,model,expected", [
-    ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 3000),
-    ({"LCM_MODEL_THRESHOLDS": "tiny:0.05"}, "tiny-model", 3200),
-])
-def test_the_fallback_path_honours_absolute_and_per_model_thresholds(tmp_path, env, model, expected, backend_env):
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), **EXTRACTIVE,
-                                          **_unopenable_store(tmp_path, backend_env), **env}))
+@pytest.mark.parametrize(
+    "env,model,expected",
+    [
+        ({"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000"}, "m", 3000),
+        ({"LCM_MODEL_THRESHOLDS": "tiny:0.05"}, "tiny-model", 3200),
+    ],
+)
+def test_the_fallback_path_honours_absolute_and_per_model_thresholds(
+    tmp_path, env, model, expected, backend_env
+):
+    engine = copy.deepcopy(
+        LcmEngine(
+            env={
+                "HERMES_HOME": str(tmp_path),
+                **EXTRACTIVE,
+                **_unopenable_store(tmp_path, backend_env),
+                **env,
+            }
+        )
+    )
     engine.update_model(model, 64000)
     engine.on_session_start("s1", hermes_home=str(tmp_path), platform="cli")
     assert engine.core is None and engine.startup_error
@@ -164,7 +193,9 @@ def test_the_fallback_path_honours_absolute_and_per_model_thresholds(tmp_path, e
 
 def test_the_fallback_threshold_without_a_window_is_the_same_function(tmp_path):
     """Even with threshold_tokens cleared (no window ever told), the fallback asks compute_threshold."""
-    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), **EXTRACTIVE, "LCM_MODEL_THRESHOLDS": "tiny:0.05"})
+    engine = LcmEngine(
+        env={"HERMES_HOME": str(tmp_path), **EXTRACTIVE, "LCM_MODEL_THRESHOLDS": "tiny:0.05"}
+    )
     engine.model = "tiny-model"
     engine.threshold_tokens = 0
     assert engine._threshold() == compute_threshold(engine.config, "tiny-model", 0).tokens == 6400

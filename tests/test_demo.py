@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from hermes_lcm.demo.replay import FIXTURE, ReplayResult, flatten, load_fixture, make_engine, recover, replay
+from hermes_lcm.demo.replay import (
+    FIXTURE,
+    ReplayResult,
+    flatten,
+    load_fixture,
+    make_engine,
+    recover,
+    replay,
+)
 from hermes_lcm.engine import LcmEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,14 +35,20 @@ def fixture() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory: pytest.TempPathFactory, fixture: dict[str, Any]) -> tuple[LcmEngine, ReplayResult]:
+def replayed(
+    tmp_path_factory: pytest.TempPathFactory, fixture: dict[str, Any]
+) -> tuple[LcmEngine, ReplayResult]:
     engine = make_engine(tmp_path_factory.mktemp("home"))
     return engine, replay(engine, fixture, session_id="test-demo")
 
 
 def _key(message: dict[str, Any]) -> tuple[Any, ...]:
-    return (message["role"], message.get("content") or "", json.dumps(message.get("tool_calls"), sort_keys=True),
-            message.get("tool_call_id"))
+    return (
+        message["role"],
+        message.get("content") or "",
+        json.dumps(message.get("tool_calls"), sort_keys=True),
+        message.get("tool_call_id"),
+    )
 
 
 def test_fixture_is_a_valid_long_openai_transcript(fixture: dict[str, Any]) -> None:
@@ -43,25 +57,36 @@ def test_fixture_is_a_valid_long_openai_transcript(fixture: dict[str, Any]) -> N
     pending: set[str] = set()
     for message in flatten(fixture):
         if message["role"] == "tool":
-            pending.remove(message["tool_call_id"])  # answers a call of the assistant message before it
+            pending.remove(
+                message["tool_call_id"]
+            )  # answers a call of the assistant message before it
             continue
         assert not pending, f"unanswered tool calls before {message['role']} message"
         for call in message.get("tool_calls") or []:
-            assert call["type"] == "function" and isinstance(json.loads(call["function"]["arguments"]), dict)
+            assert call["type"] == "function" and isinstance(
+                json.loads(call["function"]["arguments"]), dict
+            )
             pending.add(call["id"])
     assert not pending
     assert len(fixture["planted"]) >= 5
-    assert all(p["turn"] <= len(fixture["turns"]) // 3 for p in fixture["planted"]), "details are planted early"
+    assert all(p["turn"] <= len(fixture["turns"]) // 3 for p in fixture["planted"]), (
+        "details are planted early"
+    )
 
 
 def test_fixture_is_reproducible_from_its_generator() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "fixtures" / "make_coding_session.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "fixtures" / "make_coding_session.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 
-def test_every_fixture_message_is_stored_exactly_once_in_order(replayed: tuple[LcmEngine, ReplayResult],
-                                                             fixture: dict[str, Any]) -> None:
+def test_every_fixture_message_is_stored_exactly_once_in_order(
+    replayed: tuple[LcmEngine, ReplayResult], fixture: dict[str, Any]
+) -> None:
     engine, _ = replayed
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
@@ -72,7 +97,9 @@ def test_every_fixture_message_is_stored_exactly_once_in_order(replayed: tuple[L
     assert [m.seq for m in stored] == list(range(1, len(expected) + 1))
 
 
-def test_session_is_compacted_into_a_multi_level_dag(replayed: tuple[LcmEngine, ReplayResult]) -> None:
+def test_session_is_compacted_into_a_multi_level_dag(
+    replayed: tuple[LcmEngine, ReplayResult],
+) -> None:
     engine, result = replayed
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
@@ -82,24 +109,41 @@ def test_session_is_compacted_into_a_multi_level_dag(replayed: tuple[LcmEngine, 
     assert not engine.errors
 
 
-def test_every_prompt_returned_by_compress_is_under_the_threshold(replayed: tuple[LcmEngine, ReplayResult]) -> None:
+def test_every_prompt_returned_by_compress_is_under_the_threshold(
+    replayed: tuple[LcmEngine, ReplayResult],
+) -> None:
     engine, result = replayed
     assert result.compressed_prompts
-    over = [(turn, tokens) for turn, tokens in result.compressed_prompts if tokens > engine.threshold_tokens]
+    over = [
+        (turn, tokens)
+        for turn, tokens in result.compressed_prompts
+        if tokens > engine.threshold_tokens
+    ]
     assert not over
-    assert max(t.peak_prompt_tokens for t in result.turns) < engine.threshold_tokens < result.turns[-1].raw_tokens
+    assert (
+        max(t.peak_prompt_tokens for t in result.turns)
+        < engine.threshold_tokens
+        < result.turns[-1].raw_tokens
+    )
 
 
-def test_planted_details_come_back_exactly_through_grep_and_expand(replayed: tuple[LcmEngine, ReplayResult],
-                                                                   fixture: dict[str, Any]) -> None:
+def test_planted_details_come_back_exactly_through_grep_and_expand(
+    replayed: tuple[LcmEngine, ReplayResult], fixture: dict[str, Any]
+) -> None:
     engine, _ = replayed
     core = engine.core
     assert core is not None
-    turn_of_seq = [n for n, turn in enumerate(fixture["turns"], start=1) for _ in range(1 + len(turn["messages"]))]
+    turn_of_seq = [
+        n
+        for n, turn in enumerate(fixture["turns"], start=1)
+        for _ in range(1 + len(turn["messages"]))
+    ]
     for planted in fixture["planted"]:
         found = recover(engine, fixture, planted)
         assert found.exact, (planted, found)
-        assert found.calls[0].startswith("lcm_grep(") and any(c.startswith("lcm_expand(") for c in found.calls)
+        assert found.calls[0].startswith("lcm_grep(") and any(
+            c.startswith("lcm_expand(") for c in found.calls
+        )
         assert found.line is not None and planted["detail"] in found.line
         stored = core.store.message(found.store_id or 0)
         assert stored is not None and turn_of_seq[stored.seq - 1] == planted["turn"]
@@ -113,14 +157,23 @@ def test_demo_script_is_executable_bash() -> None:
 
 
 def test_demo_command_json(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "hermes_lcm.demo", "--json", "--home", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "hermes_lcm.demo", "--json", "--home", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert report["ok"] is True
     assert report["hermes_home"] == str(tmp_path) and (tmp_path / "lcm.db").exists()
     storage = report["storage"]
-    assert storage["stored"] == storage["fixture"] and storage["duplicates"] == 0 and storage["identical_sequence"]
+    assert (
+        storage["stored"] == storage["fixture"]
+        and storage["duplicates"] == 0
+        and storage["identical_sequence"]
+    )
     assert report["compactions"] > 0 and report["compacted_prompts_over_threshold"] == []
     assert report["samples"][0]["turn"] == 1 and report["samples"][-1]["turn"] == report["turns"]
     assert report["dag"]["by_depth"]["0"] > 0 and report["dag"]["lineage"]

@@ -70,14 +70,18 @@ def test_a_stateless_session_says_only_earlier_stored_history_is_searchable(make
 
 @pytest.mark.both_backends
 def test_a_normal_session_points_at_the_tools_and_they_do_find_the_turn(make_engine):
-    engine = make_engine(threshold=3000, LCM_MAX_PASSES_PER_COMPRESS="1", LCM_LEAF_CHUNK_TOKENS="500")
+    engine = make_engine(
+        threshold=3000, LCM_MAX_PASSES_PER_COMPRESS="1", LCM_LEAF_CHUNK_TOKENS="500"
+    )
     out = _compress(engine, _history())
     assert "lcm_grep and lcm_load_session reach them" in _note(out)
     assert ok(engine, "lcm_grep", query="ZEBRA-4471")["hits"]
 
 
 @pytest.mark.both_backends
-def test_without_its_store_the_engine_claims_nothing_was_kept_for_sure(tmp_path: Path, backend_env: dict[str, str]):
+def test_without_its_store_the_engine_claims_nothing_was_kept_for_sure(
+    tmp_path: Path, backend_env: dict[str, str]
+):
     """The database holds another program's table: the engine refuses it and has no store."""
     foreign = backend_env.get("LCM_DATABASE_URL") or str(tmp_path / "foreign.db")
     raw_sql(foreign, "CREATE TABLE not_ours(x integer)")

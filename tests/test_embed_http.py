@@ -18,7 +18,13 @@ import pytest
 
 from hermes_lcm.base.redact import redact
 from hermes_lcm.config import LcmConfig
-from hermes_lcm.embed import OllamaProvider, OpenAIProvider, ProviderError, is_loopback, provider_for
+from hermes_lcm.embed import (
+    OllamaProvider,
+    OpenAIProvider,
+    ProviderError,
+    is_loopback,
+    provider_for,
+)
 
 from .embedstub import Answer, Stub, ollama_ok, openai_ok, stub, vec
 
@@ -79,7 +85,9 @@ def test_empty_input_makes_no_request(stub: Stub) -> None:
     assert out.shape[0] == 0 and stub.requests == []
 
 
-def _fails(stub: Stub, answer: Answer, *, timeout: float | None = None, provider: Any = None) -> str:
+def _fails(
+    stub: Stub, answer: Answer, *, timeout: float | None = None, provider: Any = None
+) -> str:
     stub.answer = answer
     with pytest.raises(ProviderError) as info:
         (provider or openai(stub)).embed(["one", "two"], timeout=timeout)
@@ -89,7 +97,12 @@ def _fails(stub: Stub, answer: Answer, *, timeout: float | None = None, provider
 
 
 def test_http_401_echoing_the_key_is_an_error_without_the_key(stub: Stub) -> None:
-    echo = {"error": {"message": f"Incorrect API key provided: {KEY}", "header": f"Authorization: Bearer {KEY}"}}
+    echo = {
+        "error": {
+            "message": f"Incorrect API key provided: {KEY}",
+            "header": f"Authorization: Bearer {KEY}",
+        }
+    }
     message = _fails(stub, lambda r, p: (401, echo, 0.0))
     assert "HTTP 401" in message
 
@@ -116,16 +129,19 @@ def test_garbage_json_is_an_error(stub: Stub) -> None:
     assert "not valid JSON" in _fails(stub, lambda r, p: (200, b"<html>oops</html>", 0.0))
 
 
-@pytest.mark.parametrize("payload", [
-    {"nothing": 1},
-    {"data": "no"},
-    {"data": [{"index": 0, "embedding": "x"}, {"index": 1, "embedding": [1.0]}]},
-    {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 0, "embedding": [1.0, 2.0]}]},
-    {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 5, "embedding": [1.0, 2.0]}]},
-    {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]},
-    {"data": [{"index": 0, "embedding": [0.0, 0.0]}, {"index": 1, "embedding": [1.0, 1.0]}]},
-    {"data": [{"index": 0, "embedding": [1.0, "a"]}, {"index": 1, "embedding": [1.0, 1.0]}]},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"nothing": 1},
+        {"data": "no"},
+        {"data": [{"index": 0, "embedding": "x"}, {"index": 1, "embedding": [1.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 0, "embedding": [1.0, 2.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 5, "embedding": [1.0, 2.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]},
+        {"data": [{"index": 0, "embedding": [0.0, 0.0]}, {"index": 1, "embedding": [1.0, 1.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, "a"]}, {"index": 1, "embedding": [1.0, 1.0]}]},
+    ],
+)
 def test_malformed_answers_are_errors(stub: Stub, payload: Any) -> None:
     _fails(stub, lambda r, p: (200, payload, 0.0))
 
@@ -137,22 +153,32 @@ def test_wrong_count_is_an_error(stub: Stub) -> None:
 
 def test_nan_is_an_error(stub: Stub) -> None:
     # Python's json writes NaN literally; a server doing so must not put NaN into the store.
-    bad = json.dumps({"data": [{"index": 0, "embedding": [math.nan, 1.0]},
-                               {"index": 1, "embedding": [1.0, 1.0]}]}).encode()
+    bad = json.dumps(
+        {
+            "data": [
+                {"index": 0, "embedding": [math.nan, 1.0]},
+                {"index": 1, "embedding": [1.0, 1.0]},
+            ]
+        }
+    ).encode()
     assert "NaN" in _fails(stub, lambda r, p: (200, bad, 0.0))
 
 
 def test_a_dimension_change_is_an_error(stub: Stub) -> None:
     provider = openai(stub)
     provider.embed(["first"])
-    stub.answer = lambda r, p: (200, {"data": [{"index": i, "embedding": [1.0] * 16}
-                                               for i in range(len(r["input"]))]}, 0.0)
+    stub.answer = lambda r, p: (
+        200,
+        {"data": [{"index": i, "embedding": [1.0] * 16} for i in range(len(r["input"]))]},
+        0.0,
+    )
     message = _fails(stub, stub.answer, provider=provider)
     assert "dimension changed from 8 to 16" in message
 
 
 def test_unreachable_server_is_an_error() -> None:
     import socket
+
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -172,8 +198,14 @@ def test_the_key_is_remembered_for_every_later_redaction(stub: Stub) -> None:
 
 def test_ollama_success_batches_and_is_local_on_loopback(stub: Stub) -> None:
     stub.answer = ollama_ok
-    provider = provider_for(config(embedding_provider="ollama", ollama_base_url=stub.base_url,
-                                   embedding_backfill_batch_size=2), {})
+    provider = provider_for(
+        config(
+            embedding_provider="ollama",
+            ollama_base_url=stub.base_url,
+            embedding_backfill_batch_size=2,
+        ),
+        {},
+    )
     assert isinstance(provider, OllamaProvider)
     out = provider.embed(TEXTS)
     np.testing.assert_allclose(out, expected(TEXTS), rtol=1e-6)
@@ -183,14 +215,20 @@ def test_ollama_success_batches_and_is_local_on_loopback(stub: Stub) -> None:
     assert provider.local is True and provider.name == "ollama:nomic-embed-text"
 
 
-@pytest.mark.parametrize("payload", [{"embeddings": [[1.0, 2.0]]}, {"embedding": [1.0]}, {"embeddings": [[1.0], []]}])
+@pytest.mark.parametrize(
+    "payload", [{"embeddings": [[1.0, 2.0]]}, {"embedding": [1.0]}, {"embeddings": [[1.0], []]}]
+)
 def test_ollama_malformed_answers_are_errors(stub: Stub, payload: Any) -> None:
-    _fails(stub, lambda r, p: (200, payload, 0.0), provider=OllamaProvider(stub.base_url, "m", None, 8))
+    _fails(
+        stub, lambda r, p: (200, payload, 0.0), provider=OllamaProvider(stub.base_url, "m", None, 8)
+    )
 
 
 def test_ollama_http_error(stub: Stub) -> None:
     provider = OllamaProvider(stub.base_url, "m", KEY, 8)
-    assert "HTTP 404" in _fails(stub, lambda r, p: (404, {"error": "model 'm' not found"}, 0.0), provider=provider)
+    assert "HTTP 404" in _fails(
+        stub, lambda r, p: (404, {"error": "model 'm' not found"}, 0.0), provider=provider
+    )
 
 
 # --------------------------------------------------------------------------- provider_for, local flag
@@ -204,44 +242,64 @@ def test_provider_for_openai_and_voyage_defaults() -> None:
     openai_p = provider_for(config(embedding_provider="openai", embedding_api_key=KEY), {})
     assert isinstance(openai_p, OpenAIProvider)
     assert openai_p.url == "https://api.openai.com/v1/embeddings" and openai_p.local is False
-    voyage = provider_for(config(embedding_provider="voyage", embedding_model="voyage-3",
-                                 embedding_api_key_env="VOYAGE_KEY"), {"VOYAGE_KEY": ENV_KEY})
+    voyage = provider_for(
+        config(
+            embedding_provider="voyage",
+            embedding_model="voyage-3",
+            embedding_api_key_env="VOYAGE_KEY",
+        ),
+        {"VOYAGE_KEY": ENV_KEY},
+    )
     assert isinstance(voyage, OpenAIProvider)
-    assert voyage.url == "https://api.voyageai.com/v1/embeddings" and voyage.name == "voyage:voyage-3"
+    assert (
+        voyage.url == "https://api.voyageai.com/v1/embeddings" and voyage.name == "voyage:voyage-3"
+    )
     assert voyage.local is False
     assert ENV_KEY not in redact(f"echo {ENV_KEY}")  # a key from the environment is remembered too
 
 
 def test_voyage_sends_the_env_key(stub: Stub) -> None:
-    provider = provider_for(config(embedding_provider="voyage", embedding_base_url=stub.base_url + "/v1",
-                                   embedding_api_key_env="VOYAGE_KEY"), {"VOYAGE_KEY": ENV_KEY})
+    provider = provider_for(
+        config(
+            embedding_provider="voyage",
+            embedding_base_url=stub.base_url + "/v1",
+            embedding_api_key_env="VOYAGE_KEY",
+        ),
+        {"VOYAGE_KEY": ENV_KEY},
+    )
     assert provider is not None
     provider.embed(["hello"])
     assert stub.requests[0][0] == "/v1/embeddings"
     assert stub.requests[0][2]["Authorization"] == f"Bearer {ENV_KEY}"
 
 
-@pytest.mark.parametrize("changes, why", [
-    ({"embedding_provider": ""}, "LCM_EMBEDDING_PROVIDER"),
-    ({"embedding_provider": "openai", "embedding_api_key_env": "MISSING_VAR"}, "MISSING_VAR"),
-    ({"embedding_provider": "voyage"}, "needs a key"),
-    ({"embedding_provider": "local", "embedding_model": "bge-large"}, "one model"),
-])
+@pytest.mark.parametrize(
+    "changes, why",
+    [
+        ({"embedding_provider": ""}, "LCM_EMBEDDING_PROVIDER"),
+        ({"embedding_provider": "openai", "embedding_api_key_env": "MISSING_VAR"}, "MISSING_VAR"),
+        ({"embedding_provider": "voyage"}, "needs a key"),
+        ({"embedding_provider": "local", "embedding_model": "bge-large"}, "one model"),
+    ],
+)
 def test_provider_for_refuses_unusable_settings(changes: dict[str, Any], why: str) -> None:
     with pytest.raises(ProviderError, match=why):
         provider_for(config(**changes), {})
 
 
-@pytest.mark.parametrize("url, local", [
-    ("http://127.0.0.1:11434", True),
-    ("http://localhost:11434", True),
-    ("http://[::1]:11434", True),
-    ("http://127.8.9.10:11434", True),
-    ("http://10.0.0.5:11434", False),
-    ("http://ollama.internal:11434", False),
-    ("https://api.example.com", False),
-    ("http://localhost.example.com:11434", False),
-])
+@pytest.mark.parametrize(
+    "url, local",
+    [
+        ("http://127.0.0.1:11434", True),
+        ("http://localhost:11434", True),
+        ("http://[::1]:11434", True),
+        ("http://127.8.9.10:11434", True),
+        ("http://10.0.0.5:11434", False),
+        ("http://ollama.internal:11434", False),
+        ("https://api.example.com", False),
+        ("http://localhost.example.com:11434", False),
+    ],
+)
 def test_local_only_on_loopback(url: str, local: bool) -> None:
     assert is_loopback(url) is local
     assert OllamaProvider(url, "m", None, 8).local is local
@@ -256,8 +314,11 @@ def test_lcmx_fastembed_setting_is_served_by_the_local_provider(source: str) -> 
     says so; an explicit local with another model is still refused."""
     from hermes_lcm.config import load_config
 
-    settings = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "FastEmbed",
-                "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5"}
+    settings = {
+        "LCM_EMBEDDINGS_ENABLED": "true",
+        "LCM_EMBEDDING_PROVIDER": "FastEmbed",
+        "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5",
+    }
     if source == "env":
         loaded = load_config(settings)
     else:
@@ -268,7 +329,12 @@ def test_lcmx_fastembed_setting_is_served_by_the_local_provider(source: str) -> 
     assert any("fastembed read as local" in p for p in loaded.problems), loaded.problems
     provider = provider_for(loaded.config, {})
     assert provider is not None and provider.local and provider.name.startswith("local:")
-    explicit = load_config({"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local",
-                            "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5"})
+    explicit = load_config(
+        {
+            "LCM_EMBEDDINGS_ENABLED": "true",
+            "LCM_EMBEDDING_PROVIDER": "local",
+            "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5",
+        }
+    )
     with pytest.raises(ProviderError, match="one model"):
         provider_for(explicit.config, {})

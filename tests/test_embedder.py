@@ -38,8 +38,13 @@ SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token shape
 
 
 def cfg(stub: Stub, **changes: Any) -> LcmConfig:
-    base = dict(embeddings_enabled=True, embedding_provider="openai", embedding_base_url=stub.base_url + "/v1",
-                embedding_model="text-embedding-3-small", embedding_backfill_batch_size=4)
+    base = dict(
+        embeddings_enabled=True,
+        embedding_provider="openai",
+        embedding_base_url=stub.base_url + "/v1",
+        embedding_model="text-embedding-3-small",
+        embedding_backfill_batch_size=4,
+    )
     base.update(changes)
     return replace(LcmConfig(), **base)
 
@@ -60,7 +65,9 @@ def populate(home: Path, turns: int, secret: str = "") -> Any:
     engine = new_engine(home, **_DATABASE)
     messages: list[dict[str, Any]] = []
     for t in range(turns):
-        messages.append({"role": "user", "content": f"question {t} about the parser {secret if t == 0 else ''}"})
+        messages.append(
+            {"role": "user", "content": f"question {t} about the parser {secret if t == 0 else ''}"}
+        )
         messages.append({"role": "assistant", "content": f"answer {t}: the cache index moved"})
     engine.ingest_host(messages)
     return _DATABASE.get("LCM_DATABASE_URL") or home / "lcm.db"
@@ -82,7 +89,9 @@ def message_ids(db: Path) -> list[int]:
 
 
 def sent_texts(stub: Stub) -> list[str]:
-    return [t for path, body, _ in stub.requests if path.endswith("/embeddings") for t in body["input"]]
+    return [
+        t for path, body, _ in stub.requests if path.endswith("/embeddings") for t in body["input"]
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -95,7 +104,9 @@ def _close() -> Any:
 
 
 @pytest.mark.both_backends
-def test_backfill_embeds_every_row_once_and_a_second_run_nothing(stub: Stub, tmp_path: Path) -> None:
+def test_backfill_embeds_every_row_once_and_a_second_run_nothing(
+    stub: Stub, tmp_path: Path
+) -> None:
     db = populate(tmp_path, 9)
     config = cfg(stub)
     emb = embedder(db, config)
@@ -139,13 +150,19 @@ Embedder(store, provider_for(config, {}), config).backfill(on_progress=progress)
 
 
 @pytest.mark.both_backends
-def test_a_killed_backfill_resumes_with_nothing_missed_or_doubled(stub: Stub, tmp_path: Path) -> None:
+def test_a_killed_backfill_resumes_with_nothing_missed_or_doubled(
+    stub: Stub, tmp_path: Path
+) -> None:
     db = populate(tmp_path, 20)
     store_module.close_all()
     stub.answer = lambda r, p: (*openai_ok(r, p)[:2], 0.05)  # slow enough to be killed mid-way
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / ".pyroot")}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(db), stub.base_url + "/v1"], env=env,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(db), stub.base_url + "/v1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if int(line) >= 6:
@@ -175,13 +192,23 @@ def test_the_step_cursor_reads_only_newer_rows(stub: Stub, tmp_path: Path) -> No
 # --------------------------------------------------------------------------- failing providers
 
 
-@pytest.mark.parametrize("answer", [
-    lambda r, p: (500, {"error": "boom"}, 0.0),
-    lambda r, p: (*openai_ok(r, p)[:2], 3.0),
-    lambda r, p: (200, {"data": [{"index": i, "embedding": [1.0] * 5} for i in range(len(r["input"]))]}, 0.0),
-], ids=["http500", "timeout", "wrong-dim"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda r, p: (500, {"error": "boom"}, 0.0),
+        lambda r, p: (*openai_ok(r, p)[:2], 3.0),
+        lambda r, p: (
+            200,
+            {"data": [{"index": i, "embedding": [1.0] * 5} for i in range(len(r["input"]))]},
+            0.0,
+        ),
+    ],
+    ids=["http500", "timeout", "wrong-dim"],
+)
 @pytest.mark.both_backends
-def test_a_failing_provider_is_a_job_error_and_loses_nothing(stub: Stub, tmp_path: Path, answer: Any) -> None:
+def test_a_failing_provider_is_a_job_error_and_loses_nothing(
+    stub: Stub, tmp_path: Path, answer: Any
+) -> None:
     db = populate(tmp_path, 4)
     config = cfg(stub, embedding_query_timeout_s=0.5)
     emb = embedder(db, config)
@@ -207,7 +234,9 @@ def test_a_failing_provider_is_a_job_error_and_loses_nothing(stub: Stub, tmp_pat
 @pytest.mark.both_backends
 def test_a_cloud_provider_never_gets_a_stored_secret(stub: Stub, tmp_path: Path) -> None:
     db = populate(tmp_path, 2, secret=SECRET)
-    assert raw_sql(str(db), "SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{SECRET}%",))[0][0]
+    assert raw_sql(str(db), "SELECT count(*) FROM messages WHERE content LIKE ?", (f"%{SECRET}%",))[
+        0
+    ][0]
     emb = embedder(db, cfg(stub))
     assert emb.provider.local is False
     emb.backfill()
@@ -218,7 +247,9 @@ def test_a_cloud_provider_never_gets_a_stored_secret(stub: Stub, tmp_path: Path)
 
 
 @pytest.mark.both_backends
-def test_privacy_off_sends_the_text_as_stored_to_a_cloud_provider(stub: Stub, tmp_path: Path) -> None:
+def test_privacy_off_sends_the_text_as_stored_to_a_cloud_provider(
+    stub: Stub, tmp_path: Path
+) -> None:
     db = populate(tmp_path, 2, secret=SECRET)
     embedder(db, cfg(stub, embedding_privacy_enabled=False)).backfill()
     assert any(SECRET in t for t in sent_texts(stub))
@@ -227,9 +258,16 @@ def test_privacy_off_sends_the_text_as_stored_to_a_cloud_provider(stub: Stub, tm
 @pytest.mark.both_backends
 def test_privacy_off_from_the_environment(stub: Stub, tmp_path: Path) -> None:
     from hermes_lcm.config import load_config
-    config = load_config({"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
-                          "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1",
-                          "LCM_EMBEDDING_PRIVACY_ENABLED": "false"}, {}).config
+
+    config = load_config(
+        {
+            "LCM_EMBEDDINGS_ENABLED": "true",
+            "LCM_EMBEDDING_PROVIDER": "openai",
+            "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1",
+            "LCM_EMBEDDING_PRIVACY_ENABLED": "false",
+        },
+        {},
+    ).config
     assert config.embedding_privacy_enabled is False
     db = populate(tmp_path, 2, secret=SECRET)
     embedder(db, config).backfill()
@@ -237,11 +275,22 @@ def test_privacy_off_from_the_environment(stub: Stub, tmp_path: Path) -> None:
 
 
 @pytest.mark.both_backends
-def test_a_local_provider_with_redaction_off_gets_the_text_as_stored(stub: Stub, tmp_path: Path) -> None:
+def test_a_local_provider_with_redaction_off_gets_the_text_as_stored(
+    stub: Stub, tmp_path: Path
+) -> None:
     db = populate(tmp_path, 2, secret=SECRET)
-    config = replace(cfg(stub), embedding_provider="ollama", ollama_base_url=stub.base_url,
-                     embedding_model="nomic-embed-text", sensitive_patterns_enabled=False)
-    stub.answer = lambda r, p: (200, {"embeddings": [[float(len(t) % 7 + 1), 1.0, 2.0] for t in r["input"]]}, 0.0)
+    config = replace(
+        cfg(stub),
+        embedding_provider="ollama",
+        ollama_base_url=stub.base_url,
+        embedding_model="nomic-embed-text",
+        sensitive_patterns_enabled=False,
+    )
+    stub.answer = lambda r, p: (
+        200,
+        {"embeddings": [[float(len(t) % 7 + 1), 1.0, 2.0] for t in r["input"]]},
+        0.0,
+    )
     emb = embedder(db, config)
     assert emb.provider.local is True and emb.redactor is None
     emb.backfill()
@@ -252,13 +301,19 @@ def test_a_local_provider_with_redaction_off_gets_the_text_as_stored(stub: Stub,
 # --------------------------------------------------------------------------- model changes
 
 
-@pytest.mark.parametrize("change", [
-    {"embedding_model": "text-embedding-3-large"},
-    {"embedding_storage_dtype": "int8"},
-    {"embedding_store_dim": 4},
-], ids=["name", "dtype", "store_dim"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"embedding_model": "text-embedding-3-large"},
+        {"embedding_storage_dtype": "int8"},
+        {"embedding_store_dim": 4},
+    ],
+    ids=["name", "dtype", "store_dim"],
+)
 @pytest.mark.both_backends
-def test_a_changed_model_is_a_new_id_and_is_re_embedded(stub: Stub, tmp_path: Path, change: dict[str, Any]) -> None:
+def test_a_changed_model_is_a_new_id_and_is_re_embedded(
+    stub: Stub, tmp_path: Path, change: dict[str, Any]
+) -> None:
     db = populate(tmp_path, 3)
     first = embedder(db, cfg(stub))
     first.backfill()
@@ -274,8 +329,15 @@ def test_a_changed_provider_dimension_is_a_new_id(stub: Stub, tmp_path: Path) ->
     db = populate(tmp_path, 2)
     first = embedder(db, cfg(stub))
     first.backfill()
-    stub.answer = lambda r, p: (200, {"data": [{"index": i, "embedding": [1.0 + i, 2.0, 3.0, 4.0]}
-                                               for i in range(len(r["input"]))]}, 0.0)
+    stub.answer = lambda r, p: (
+        200,
+        {
+            "data": [
+                {"index": i, "embedding": [1.0 + i, 2.0, 3.0, 4.0]} for i in range(len(r["input"]))
+            ]
+        },
+        0.0,
+    )
     second = embedder(db, cfg(stub))
     assert second.backfill().done == 4 and second.dim == 4 and second.model_id != first.model_id
 
@@ -297,16 +359,22 @@ def test_the_index_appends_new_rows_and_reloads_after_a_delete(stub: Stub, tmp_p
     assert first is not None and len(first.ids) == 6
     assert sem.index("m") is first  # unchanged: cached
     engine = new_engine(tmp_path)
-    engine.ingest_host([{"role": "user", "content": "question 0 about the parser "},
-                        {"role": "assistant", "content": "answer 0: the cache index moved"},
-                        {"role": "user", "content": "a new question"}])
+    engine.ingest_host(
+        [
+            {"role": "user", "content": "question 0 about the parser "},
+            {"role": "assistant", "content": "answer 0: the cache index moved"},
+            {"role": "user", "content": "a new question"},
+        ]
+    )
     assert sem.embedder.step(100) >= 1
     grown = sem.index("m")
     assert grown is not None and len(grown.ids) == len(vector_rows(db))
     assert grown.ids.tolist() == sorted(grown.ids.tolist())
     victim = int(grown.ids[1])
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE messages SET content = content || ' edited' WHERE id=?", (victim,))  # trigger drops it
+        conn.execute(
+            "UPDATE messages SET content = content || ' edited' WHERE id=?", (victim,)
+        )  # trigger drops it
     reloaded = sem.index("m")
     assert reloaded is not None and victim not in reloaded.ids.tolist()
     assert len(reloaded.ids) == len(vector_rows(db))
@@ -348,7 +416,9 @@ def test_a_read_only_store_has_no_job_and_never_writes(stub: Stub, tmp_path: Pat
         sem = Semantic(cfg(stub), ro, {})
         assert sem.job is None
         sem.after_ingest()
-        assert sem.query_vector("parser") is None  # the warmup cannot create tables: recorded, not raised
+        assert (
+            sem.query_vector("parser") is None
+        )  # the warmup cannot create tables: recorded, not raised
         assert isinstance(sem.status(), dict)
     finally:
         os.chmod(db, 0o644)
@@ -364,7 +434,12 @@ def test_the_local_provider_embeds_the_backlog(tmp_path: Path) -> None:
     except ImportError as exc:
         pytest.skip(f"the local extra is not installed: {exc}")
     db = populate(tmp_path, 3, secret=SECRET)
-    config = replace(LcmConfig(), embeddings_enabled=True, embedding_provider="local", embedding_storage_dtype="int8")
+    config = replace(
+        LcmConfig(),
+        embeddings_enabled=True,
+        embedding_provider="local",
+        embedding_storage_dtype="int8",
+    )
     emb = embedder(db, config)
     assert emb.provider.local and emb.backlog().cost_usd == 0.0
     assert emb.backfill().done == 6 and emb.dim == 384
@@ -377,7 +452,9 @@ def test_openai_provider_on_loopback_is_still_a_cloud_provider(stub: Stub) -> No
 
 
 @pytest.mark.both_backends
-def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, tmp_path: Path) -> None:
+def test_a_row_re_embedded_between_two_searches_is_not_served_stale(
+    stub: Stub, tmp_path: Path
+) -> None:
     """Edit a row (the trigger drops its vector) and re-embed it before the index is read again:
     the count and newest id are what they were, yet the cached vector is of the old text."""
     db = populate(tmp_path, 3)
@@ -386,7 +463,11 @@ def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, 
     sem.embedder.backfill()
     assert sem.index("m") is not None
     victim = message_ids(db)[1]
-    raw_sql(str(db), "UPDATE messages SET content = 'zq wholly different words now' WHERE id=?", (victim,))
+    raw_sql(
+        str(db),
+        "UPDATE messages SET content = 'zq wholly different words now' WHERE id=?",
+        (victim,),
+    )
     assert embedder(db, cfg(stub)).backfill().done == 1
     index = sem.index("m")
     assert index is not None
@@ -395,7 +476,9 @@ def test_a_row_re_embedded_between_two_searches_is_not_served_stale(stub: Stub, 
 
 
 @pytest.mark.both_backends
-def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: Stub, tmp_path: Path) -> None:
+def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(
+    stub: Stub, tmp_path: Path
+) -> None:
     db = populate(tmp_path, 6)
     emb = embedder(db, cfg(stub))
     job = EmbedJob(emb)
@@ -409,7 +492,11 @@ def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: St
     progress = job.progress()
     assert progress is not None and progress.done == 12 and progress.total == 12
     # two rows change: their vectors are dropped
-    raw_sql(str(db), "UPDATE messages SET content = content || ' again' WHERE id IN (?, ?)", tuple(message_ids(db)[:2]))
+    raw_sql(
+        str(db),
+        "UPDATE messages SET content = content || ' again' WHERE id IN (?, ?)",
+        tuple(message_ids(db)[:2]),
+    )
     stub.answer = lambda r, p: (500, {"error": "down"}, 0.0)
     job.request_backfill()
     while job.backfilling and time.monotonic() < deadline:
@@ -423,20 +510,30 @@ def test_a_requested_backfill_chains_bounded_runs_and_a_failure_ends_it(stub: St
     assert [r[2] for r in vector_rows(db)] == message_ids(db)
 
 
-def test_a_backfill_sends_texts_shortest_first_and_reports_from_the_start(stub: Stub, tmp_path: Path) -> None:
+def test_a_backfill_sends_texts_shortest_first_and_reports_from_the_start(
+    stub: Stub, tmp_path: Path
+) -> None:
     """A batch is padded to its longest text: the rows of a window go out sorted by length, so
     long messages share batches with long ones; progress is told before the first batch and
     after each one."""
     engine = new_engine(tmp_path, **_DATABASE)
     lengths = [5, 400, 12, 900, 30, 3, 250, 60, 700, 8, 120, 40]
-    engine.ingest_host([{"role": "user" if i % 2 == 0 else "assistant", "content": ("w " * n).strip() or "w"}
-                        for i, n in enumerate(lengths)])
+    engine.ingest_host(
+        [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": ("w " * n).strip() or "w"}
+            for i, n in enumerate(lengths)
+        ]
+    )
     db = _DATABASE.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
     seen: list[tuple[int, int]] = []
     done = embedder(db, cfg(stub)).backfill(on_progress=lambda p: seen.append((p.done, p.total)))
     assert done.done == len(lengths)
-    batches = [[len(t) for t in body["input"]] for _, body, _ in stub.requests if "input" in body][-3:]
+    batches = [[len(t) for t in body["input"]] for _, body, _ in stub.requests if "input" in body][
+        -3:
+    ]
     flat = [n for b in batches for n in b]
-    assert len(batches) == 3 and flat == sorted(flat), batches  # 12 rows in batches of 4, shortest first
+    assert len(batches) == 3 and flat == sorted(flat), (
+        batches
+    )  # 12 rows in batches of 4, shortest first
     assert seen[0] == (0, len(lengths)) and [d for d, _ in seen] == [0, 4, 8, 12]
     assert [r[2] for r in vector_rows(db)] == message_ids(db)

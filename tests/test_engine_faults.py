@@ -12,7 +12,13 @@ from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 
 from . import backends
-from .convo import assert_lineage_complete, assert_valid_sequence, conversation, host_run, stored_sequence
+from .convo import (
+    assert_lineage_complete,
+    assert_valid_sequence,
+    conversation,
+    host_run,
+    stored_sequence,
+)
 
 pytestmark = pytest.mark.both_backends
 
@@ -43,7 +49,9 @@ def _answers(kind: str):
         if kind == "injected":
             return Reply("OK")
         if kind == "good":
-            return Reply("The user and assistant worked through ledger retries.\nExpand for details about: ledger")
+            return Reply(
+                "The user and assistant worked through ledger retries.\nExpand for details about: ledger"
+            )
         raise AssertionError(kind)
 
     return call_llm, calls
@@ -89,8 +97,13 @@ def test_a_good_llm_summary_is_stored_as_normal(tmp_path, backend_env):
 
 def test_a_slow_llm_cannot_hold_a_turn_past_the_compaction_deadline(tmp_path, backend_env):
     call_llm, calls = _answers("slow")
-    engine = _engine(tmp_path, call_llm, **backend_env, LCM_COMPACTION_MAX_SECONDS="0.3",
-                     LCM_SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD="100")
+    engine = _engine(
+        tmp_path,
+        call_llm,
+        **backend_env,
+        LCM_COMPACTION_MAX_SECONDS="0.3",
+        LCM_SUMMARY_CIRCUIT_BREAKER_FAILURE_THRESHOLD="100",
+    )
     history = [m for t in conversation(seed=13, turns=60) for m in t]
     started = time.monotonic()
     out = engine.compress(list(history), current_tokens=count_messages(history))
@@ -129,12 +142,25 @@ def test_a_store_that_stops_writing_after_storing_still_gives_a_bounded_valid_pr
 def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
     engine = make_engine(threshold=10**9)
     messages: list[Any] = [
-        "not a message", None, {"content": "no role"}, {"role": 7, "content": "bad role"},
+        "not a message",
+        None,
+        {"content": "no role"},
+        {"role": 7, "content": "bad role"},
         {"role": "user", "content": "kept \ud800 with a lone surrogate and NUL \x00 byte"},
-        {"role": "user", "content": [{"type": "text", "text": "parts"}, {"type": "image_url",
-                                                                          "image_url": {"url": "http://x/y.png"}}]},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-                                                                "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "parts"},
+                {"type": "image_url", "image_url": {"url": "http://x/y.png"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "result"},
     ]
     engine.ingest_host(messages)
@@ -151,10 +177,14 @@ def test_a_store_that_cannot_open_keeps_the_hosts_list_and_tells_the_host(tmp_pa
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     # a file under a file; on PostgreSQL a server that is not there (nothing listens on port 1)
-    where = {"LCM_DATABASE_URL": "postgresql://lcm@127.0.0.1:1/lcm?connect_timeout=2"} if backend == "postgres" \
+    where = (
+        {"LCM_DATABASE_URL": "postgresql://lcm@127.0.0.1:1/lcm?connect_timeout=2"}
+        if backend == "postgres"
         else {"LCM_DATABASE_PATH": str(blocker / "lcm.db")}
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          **where}))
+    )
+    engine = copy.deepcopy(
+        LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **where})
+    )
     engine.update_model("fake", 64000)
     engine.threshold_tokens = 3000
     engine.on_session_start("s1", hermes_home=str(tmp_path))

@@ -44,8 +44,12 @@ def test_replaying_the_same_transcript_three_times_stores_each_message_once(make
 
 def test_a_repeated_greeting_in_a_new_list_is_not_mistaken_for_a_replay(make_engine):
     engine = make_engine(threshold=10**9)
-    first = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-             {"role": "user", "content": "bye"}, {"role": "assistant", "content": "see you"}]
+    first = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "bye"},
+        {"role": "assistant", "content": "see you"},
+    ]
     engine.ingest_host(first)
     engine.ingest_host([{"role": "user", "content": "hi"}])
     assert stored_sequence(engine)[-1] == ("user", "hi") and len(stored_sequence(engine)) == 5
@@ -145,8 +149,9 @@ def test_compression_boundary_session_continues_the_conversation(make_engine, tm
     engine = make_engine(threshold=5000)
     history, _ = host_run(engine, list(conversation(seed=7, turns=30)))
     conv = engine.core.binding.conversation_id
-    engine.on_session_start("s1-b", hermes_home=str(tmp_path), boundary_reason="compression",
-                            old_session_id="s1")
+    engine.on_session_start(
+        "s1-b", hermes_home=str(tmp_path), boundary_reason="compression", old_session_id="s1"
+    )
     assert engine.core.binding.conversation_id == conv
     extra = turn(random.Random(8), 31)
     engine.ingest_host(history + extra)
@@ -182,18 +187,35 @@ def test_subagent_copy_gets_its_own_conversation(make_engine):
     assert stored_sequence(child) == [("user", "child says")]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10**6), turns=st.integers(1, 40), size=st.integers(5, 150),
-       api_mode=st.booleans(), threshold=st.integers(1500, 12000), replays=st.integers(1, 2))
-def test_random_conversations_keep_every_invariant(tmp_path_factory, backend, seed, turns, size, api_mode, threshold,
-                                                   replays):
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 10**6),
+    turns=st.integers(1, 40),
+    size=st.integers(5, 150),
+    api_mode=st.booleans(),
+    threshold=st.integers(1500, 12000),
+    replays=st.integers(1, 2),
+)
+def test_random_conversations_keep_every_invariant(
+    tmp_path_factory, backend, seed, turns, size, api_mode, threshold, replays
+):
     with fresh_database(backend) as where:
-        _keeps_every_invariant(new_engine(tmp_path_factory.mktemp("prop"), threshold=threshold, **where),
-                               seed, turns, size, api_mode, threshold, replays)
+        _keeps_every_invariant(
+            new_engine(tmp_path_factory.mktemp("prop"), threshold=threshold, **where),
+            seed,
+            turns,
+            size,
+            api_mode,
+            threshold,
+            replays,
+        )
 
 
-def _keeps_every_invariant(engine: Any, seed: int, turns: int, size: int, api_mode: bool, threshold: int,
-                           replays: int) -> None:
+def _keeps_every_invariant(
+    engine: Any, seed: int, turns: int, size: int, api_mode: bool, threshold: int, replays: int
+) -> None:
     turn_list = list(conversation(seed=seed, turns=turns, size=size))
     history: list[dict[str, Any]] = []
     # Only the API shape can replay: it re-sends the whole history; the CLI shape continues
@@ -211,8 +233,11 @@ def _keeps_every_invariant(engine: Any, seed: int, turns: int, size: int, api_mo
 def test_a_message_cut_to_fit_is_recognized_after_a_restart(make_engine):
     """A resumed host sends back the list we returned, with a message we cut: it is the stored row."""
     first = make_engine(threshold=3000)
-    host = [{"role": "user", "content": "first question " * 5}, {"role": "assistant", "content": "answer " * 5},
-            {"role": "user", "content": "BIG " + "lorem ipsum dolor sit amet " * 2000}]
+    host = [
+        {"role": "user", "content": "first question " * 5},
+        {"role": "assistant", "content": "answer " * 5},
+        {"role": "user", "content": "BIG " + "lorem ipsum dolor sit amet " * 2000},
+    ]
     first.ingest_host(host)
     host = first.compress(host, current_tokens=20_000)
     assert any("cut to fit" in str(m.get("content")) for m in host)
@@ -241,20 +266,34 @@ def test_an_image_moved_to_a_payload_file_is_replayed_as_a_valid_text_part(make_
     import base64
 
     image = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * 40).decode()
-    shot = {"role": "user", "content": [{"type": "text", "text": "what is in this screenshot?"},
-                                        {"type": "image_url", "image_url": {"url": image}}]}
+    shot = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is in this screenshot?"},
+            {"type": "image_url", "image_url": {"url": image}},
+        ],
+    }
     first = make_engine(threshold=10**6)
-    host = [*[m for t in conversation(seed=41, turns=3) for m in t], shot,
-            {"role": "assistant", "content": "a login form"}]
+    host = [
+        *[m for t in conversation(seed=41, turns=3) for m in t],
+        shot,
+        {"role": "assistant", "content": "a login form"},
+    ]
     first.ingest_host(host)
     out = first.compress(list(host), current_tokens=100, force=True)
     replayed = next(m for m in out if isinstance(m.get("content"), list))
     assert replayed["content"][0] == shot["content"][0]
-    assert replayed["content"][1]["type"] == "text" and "lcm_expand store_id=" in replayed["content"][1]["text"]
+    assert (
+        replayed["content"][1]["type"] == "text"
+        and "lcm_expand store_id=" in replayed["content"][1]["text"]
+    )
     assert "lcm-payload" not in json.dumps(out)
     stored = first.core.store.messages_after(first.core.binding.conversation_id, 0)
-    assert [m.to_host() for m in stored if m.role == "user"][-1]["content"][1]["image_url"]["url"].startswith(
-        "[lcm-payload ref=")  # the row keeps the placeholder; the payload file keeps the bytes
+    assert [m.to_host() for m in stored if m.role == "user"][-1]["content"][1]["image_url"][
+        "url"
+    ].startswith(
+        "[lcm-payload ref="
+    )  # the row keeps the placeholder; the payload file keeps the bytes
     resumed = make_engine(threshold=10**6)  # a restart: the host sends our replay back
     resumed.ingest_host([*out, {"role": "user", "content": "thanks"}])
     assert len(stored_sequence(resumed)) == len(host) + 1

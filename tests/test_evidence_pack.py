@@ -27,12 +27,19 @@ def home(tmp_path: Path, backend_env: dict[str, str]):
 
 
 def test_ref_forms_and_clear_errors():
-    assert parse_refs(["812", 812, "812:10-80", "m812", {"store_id": 812, "start": 10, "end": 80}]) == [
-        Ref(812), Ref(812, 10, 80)]
+    assert parse_refs(
+        ["812", 812, "812:10-80", "m812", {"store_id": 812, "start": 10, "end": 80}]
+    ) == [Ref(812), Ref(812, 10, 80)]
     assert parse_refs("5, 6 m7") == [Ref(5), Ref(6), Ref(7)]
-    for bad, word in (("abc", "not a store id"), ("812:80-10", "start < end"), (True, "not a store id"),
-                      ({"start": 1}, "no store_id"), (-4, "positive"), ([1.5], "float"),
-                      ({"store_id": 3, "start": "x", "end": 4}, "integers")):
+    for bad, word in (
+        ("abc", "not a store id"),
+        ("812:80-10", "start < end"),
+        (True, "not a store id"),
+        ({"start": 1}, "no store_id"),
+        (-4, "positive"),
+        ([1.5], "float"),
+        ({"store_id": 3, "start": "x", "end": 4}, "integers"),
+    ):
         with pytest.raises(RefError, match=word) as info:
             parse_refs(bad if isinstance(bad, list) else [bad])
         assert "812:10-80" in str(info.value)  # the message shows the forms that work
@@ -42,8 +49,11 @@ def test_ref_forms_and_clear_errors():
 
 def test_hydrate_spans_times_and_dates(home):
     engine = engine_for(home, "s1")
-    ids = said(engine, ("I adopted a cat last Friday.", at(2023, 5, 12, 15)),
-               ("Lovely! What is her name?", at(2023, 5, 12, 15, 1)))
+    ids = said(
+        engine,
+        ("I adopted a cat last Friday.", at(2023, 5, 12, 15)),
+        ("Lovely! What is her name?", at(2023, 5, 12, 15, 1)),
+    )
     lines = hydrate(engine.core.store, parse_refs([f"{ids[0]}:2-17", ids[1]]), reach(engine))
     assert [line.text for line in lines] == ["adopted a cat l", "Lovely! What is her name?"]
     whole = hydrate(engine.core.store, [Ref(ids[0])], reach(engine))[0]
@@ -57,8 +67,12 @@ def test_another_owners_row_is_missing_never_read(home):
     attacker = engine_for(home, "a1", chat="bob")
     mine = said(attacker, ("bob here", at(2023, 5, 9)))[0]
     assert hydrate(attacker.core.store, [Ref(secret)], reach(attacker)) == []
-    pack = build_pack(attacker.core.store, [secret, f"{secret}:0-5", mine, 99999], reach(attacker),
-                      question="What is alice's PIN?").as_dict()
+    pack = build_pack(
+        attacker.core.store,
+        [secret, f"{secret}:0-5", mine, 99999],
+        reach(attacker),
+        question="What is alice's PIN?",
+    ).as_dict()
     text = str(pack)
     assert "4417" not in text and "PIN is" not in text
     reasons = {m["ref"]: m["reason"] for m in pack["missing"]}
@@ -69,20 +83,31 @@ def test_another_owners_row_is_missing_never_read(home):
 
 def test_pack_dedups_orders_reports_missing_and_sufficiency(home):
     engine = engine_for(home, "s1")
-    ids = said(engine, ("Melanie ran a charity race on 20 May 2023.", at(2023, 5, 25, 10)),
-               ("That's great, how far was it?", at(2023, 5, 25, 10, 1)),
-               ("It was 5 km, yesterday I ran 3 more.", at(2023, 5, 26, 9)))
-    pack = build_pack(engine.core.store, [ids[2], ids[0], f"{ids[0]}:0-7", "nonsense", ids[0]],
-                      reach(engine), question="When did Melanie run the charity race?").as_dict()
-    assert [line["store_id"] for line in pack["lines"]] == [ids[0], ids[2]]  # by time, span inside whole dropped
+    ids = said(
+        engine,
+        ("Melanie ran a charity race on 20 May 2023.", at(2023, 5, 25, 10)),
+        ("That's great, how far was it?", at(2023, 5, 25, 10, 1)),
+        ("It was 5 km, yesterday I ran 3 more.", at(2023, 5, 26, 9)),
+    )
+    pack = build_pack(
+        engine.core.store,
+        [ids[2], ids[0], f"{ids[0]}:0-7", "nonsense", ids[0]],
+        reach(engine),
+        question="When did Melanie run the charity race?",
+    ).as_dict()
+    assert [line["store_id"] for line in pack["lines"]] == [
+        ids[0],
+        ids[2],
+    ]  # by time, span inside whole dropped
     assert pack["lines"][0]["at"] == "2023-05-25T10:00:00Z"
     assert pack["lines"][0]["dates"][0]["first"] == "2023-05-20"
     assert pack["lines"][1]["dates"][0]["first"] == "2023-05-25"  # "yesterday" said on the 26th
     assert [m["ref"] for m in pack["missing"]] == ["'nonsense'"]
     assert pack["sufficiency"]["needs"] == {"date": True, "entity:Melanie": True}
     assert pack["sufficiency"]["sufficient"] is True
-    lacking = build_pack(engine.core.store, [ids[1]], reach(engine),
-                         question="When did Melanie run?").as_dict()["sufficiency"]
+    lacking = build_pack(
+        engine.core.store, [ids[1]], reach(engine), question="When did Melanie run?"
+    ).as_dict()["sufficiency"]
     assert set(lacking["lacking"]) == {"date", "entity:Melanie"}
 
 
@@ -97,6 +122,7 @@ def test_budget_holds_for_random_lines(tmp_path_factory, backend, texts, budget)
         ids = said(engine, *turns)
         pack = build_pack(engine.core.store, ids, reach(engine), budget_tokens=budget).as_dict()
         import json
+
         used = sum(count_tokens(json.dumps(line, ensure_ascii=False)) + 1 for line in pack["lines"])
         assert used == pack["used_tokens"] <= budget
         rows = {r.id: r.content for r in engine.core.store.messages_by_ids(ids)}

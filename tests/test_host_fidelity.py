@@ -40,9 +40,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REASONING = {
     "reasoning": "I should list the files first.",
     "reasoning_content": "I should list the files first.",
-    "reasoning_details": [{"type": "reasoning.encrypted", "data": "gAAAAB-opaque", "id": "rs_1", "format": "x"}],
+    "reasoning_details": [
+        {"type": "reasoning.encrypted", "data": "gAAAAB-opaque", "id": "rs_1", "format": "x"}
+    ],
     "codex_reasoning_items": [{"type": "reasoning", "id": "rs_1", "encrypted_content": "enc=="}],
-    "anthropic_content_blocks": [{"type": "thinking", "thinking": "list files", "signature": "sig"}],
+    "anthropic_content_blocks": [
+        {"type": "thinking", "thinking": "list files", "signature": "sig"}
+    ],
     "finish_reason": "stop",
 }
 
@@ -69,7 +73,9 @@ def flat(seed: int, turns: int, size: int = 60) -> list[dict[str, Any]]:
     return [m for t in conversation(seed, turns, size) for m in t]
 
 
-def split_head(history: list[dict[str, Any]], keep_last: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_head(
+    history: list[dict[str, Any]], keep_last: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """hermes_cli.partial_compress.split_history_for_partial_compress, restated: the tail starts at
     the keep_last-th newest user message."""
     users = [i for i, m in enumerate(history) if m.get("role") == "user"]
@@ -78,8 +84,11 @@ def split_head(history: list[dict[str, Any]], keep_last: int) -> tuple[list[dict
 
 
 def key(m: dict[str, Any]) -> str:
-    return json.dumps([m.get("role"), m.get("content"), m.get("tool_calls"), m.get("tool_call_id")],
-                      sort_keys=True, default=str)
+    return json.dumps(
+        [m.get("role"), m.get("content"), m.get("tool_calls"), m.get("tool_call_id")],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def stored_rows(engine: LcmEngine) -> list[Any]:
@@ -91,11 +100,14 @@ def stored_rows(engine: LcmEngine) -> list[Any]:
 # -- the head, and only the head -------------------------------------------------------
 
 
-def partial_compress(engine: LcmEngine, history: list[dict[str, Any]], keep_last: int) -> tuple[
-        list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def partial_compress(
+    engine: LcmEngine, history: list[dict[str, Any]], keep_last: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """What the CLI and the gateway do for ``/compress here N``: compress the head, re-append the tail."""
     head, tail = split_head(history, keep_last)
-    compressed = engine.compress(list(head), current_tokens=count_messages(history) + 500, force=True)
+    compressed = engine.compress(
+        list(head), current_tokens=count_messages(history) + 500, force=True
+    )
     return head, tail, compressed
 
 
@@ -106,13 +118,15 @@ def test_a_head_compress_returns_nothing_from_after_the_head(make_engine):
     engine.ingest_host(list(history))
     head, tail, compressed = partial_compress(engine, history, keep_last=3)
     tail_keys = {key(m) for m in tail}
-    assert not [m for m in compressed if key(m) in tail_keys], "the tail came back from a head compress"
+    assert not [m for m in compressed if key(m) in tail_keys], (
+        "the tail came back from a head compress"
+    )
     assert compressed[-1] == head[-1]
     rejoined = compressed + tail
     assert_valid_sequence(rejoined)
     raw = [key(m) for m in rejoined if not is_synthetic(m)]
     assert len(raw) == len(set(raw)), "a message appears twice in the rejoined transcript"
-    assert rejoined[-len(tail):] == tail
+    assert rejoined[-len(tail) :] == tail
     # nothing after the head was summarized: every summary ends inside the head
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
@@ -143,14 +157,27 @@ def test_a_head_compress_pins_no_request_from_the_tail(make_engine):
 
 
 @pytest.mark.both_backends
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(turns=st.integers(4, 14), keep=st.integers(1, 4), seed=st.integers(0, 10_000),
-       threshold=st.sampled_from([2500, 6000, 10**6]))
-def test_any_head_compress_answers_only_its_head(tmp_path_factory, backend, turns, keep, seed, threshold):
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    turns=st.integers(4, 14),
+    keep=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+    threshold=st.sampled_from([2500, 6000, 10**6]),
+)
+def test_any_head_compress_answers_only_its_head(
+    tmp_path_factory, backend, turns, keep, seed, threshold
+):
     home = tmp_path_factory.mktemp("head")
     with fresh_database(backend) as where:
-        engine = new_engine(home, threshold=threshold, LCM_FRESH_TAIL_COUNT="4", LCM_LEAF_CHUNK_TOKENS="700",
-                            **where)
+        engine = new_engine(
+            home,
+            threshold=threshold,
+            LCM_FRESH_TAIL_COUNT="4",
+            LCM_LEAF_CHUNK_TOKENS="700",
+            **where,
+        )
         history = flat(seed=seed, turns=turns, size=50)
         engine.ingest_host(list(history))
         keep = min(keep, turns - 1)
@@ -202,8 +229,13 @@ def test_trimming_without_compaction_is_a_change(make_engine):
     """Everything is fresh tail, nothing can be summarized, but the list is over budget: the
     trimmed prompt is real progress for the host, so it is returned and counted."""
     engine = make_engine(threshold=2000)
-    history = [{"role": "user", "content": "turn 1 ask: " + " ".join(f"word{i}" for i in range(6000)),
-                "_db_persisted": True}]
+    history = [
+        {
+            "role": "user",
+            "content": "turn 1 ask: " + " ".join(f"word{i}" for i in range(6000)),
+            "_db_persisted": True,
+        }
+    ]
     engine.ingest_host(list(history))
     out = engine.compress(list(history), current_tokens=count_messages(history) + 500)
     assert out != history and count_messages(out) < count_messages(history)
@@ -254,8 +286,13 @@ def test_kept_messages_keep_their_fields_across_a_compaction(make_engine):
 
 
 def test_a_cut_message_drops_the_fields_that_restate_its_content():
-    message = {"role": "user", "content": "x " * 5000, "api_content": "x " * 5000 + " [prefetched]",
-               "anthropic_content_blocks": [{"type": "text", "text": "x " * 5000}], "reasoning": "kept"}
+    message = {
+        "role": "user",
+        "content": "x " * 5000,
+        "api_content": "x " * 5000 + " [prefetched]",
+        "anthropic_content_blocks": [{"type": "text", "text": "x " * 5000}],
+        "reasoning": "kept",
+    }
     cut = cut_message(Item("user", 5000, message, store_id=12), 100)
     assert "api_content" not in cut and "anthropic_content_blocks" not in cut
     assert cut["reasoning"] == "kept" and "lcm_expand store_id=12" in cut["content"]
@@ -264,13 +301,24 @@ def test_a_cut_message_drops_the_fields_that_restate_its_content():
 @pytest.mark.both_backends
 def test_an_unanswered_call_removed_from_a_replay_drops_the_anthropic_blocks(make_engine):
     engine = make_engine(threshold=10**6)
-    call = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-        {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{}"}}],
-        "anthropic_content_blocks": [{"type": "tool_use", "id": "c1"}, {"type": "tool_use", "id": "c2"}]}
-    history = [{"role": "user", "content": "turn 1 ask: do both"}, call,
-               {"role": "tool", "tool_call_id": "c1", "content": "done a"},
-               {"role": "user", "content": "turn 2 ask: and?"}]
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+        ],
+        "anthropic_content_blocks": [
+            {"type": "tool_use", "id": "c1"},
+            {"type": "tool_use", "id": "c2"},
+        ],
+    }
+    history = [
+        {"role": "user", "content": "turn 1 ask: do both"},
+        call,
+        {"role": "tool", "tool_call_id": "c1", "content": "done a"},
+        {"role": "user", "content": "turn 2 ask: and?"},
+    ]
     engine.ingest_host(history)
     out = engine.compress(list(history), current_tokens=100)
     replayed = next(m for m in out if m.get("tool_calls"))
@@ -286,17 +334,27 @@ def test_a_schema_1_database_upgrades_and_keeps_every_row(tmp_path):
     shutil.copy(FIXTURES / "lcm_schema_v1.sqlite3", path)
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
-        rows_before = raw.execute("SELECT id, seq, role, content, tool_calls, fingerprint FROM messages "
-                                  "ORDER BY id").fetchall()
-    readonly = Store.open_readonly(path)  # the operator CLI reads a schema-1 file without migrating it
+        rows_before = raw.execute(
+            "SELECT id, seq, role, content, tool_calls, fingerprint FROM messages ORDER BY id"
+        ).fetchall()
+    readonly = Store.open_readonly(
+        path
+    )  # the operator CLI reads a schema-1 file without migrating it
     assert readonly.schema_version() == 1 and readonly.messages_after(1, 0)[0].extra is None
     readonly.close()
 
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5  # 3: conversations.owner; 4: compact keys; 5: grants
+    assert (
+        store.schema_version() == SCHEMA_VERSION == 5
+    )  # 3: conversations.owner; 4: compact keys; 5: grants
     with sqlite3.connect(path) as raw:  # schema 4 stores a fingerprint as its 8 digest bytes
-        assert raw.execute("SELECT id, seq, role, content, tool_calls, lower(hex(fingerprint)) FROM messages "
-                           "ORDER BY id").fetchall() == rows_before
+        assert (
+            raw.execute(
+                "SELECT id, seq, role, content, tool_calls, lower(hex(fingerprint)) FROM messages "
+                "ORDER BY id"
+            ).fetchall()
+            == rows_before
+        )
     messages = store.messages_after(1, 0)
     assert len(messages) == len(rows_before) and all(m.extra is None for m in messages)
     assert messages[0].to_host()["content"].startswith("turn 0")
@@ -320,7 +378,9 @@ def test_a_list_of_only_our_summaries_gets_no_raw_messages(make_engine):
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
     frontier = core.store.conversation(core.binding.conversation_id).frontier_seq
-    after_frontier = {key(m.to_host()) for m in core.store.messages_after(core.binding.conversation_id, frontier)}
+    after_frontier = {
+        key(m.to_host()) for m in core.store.messages_after(core.binding.conversation_id, frontier)
+    }
     out = engine.compress([first[0]], current_tokens=1000, force=True)
     assert out and is_synthetic(out[0])
     assert not [m for m in out if key(m) in after_frontier]

@@ -40,16 +40,24 @@ def source_counts(path: Path) -> dict[str, int]:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         one = lambda sql: int(con.execute(sql).fetchone()[0])  # noqa: E731
-        linked = ("SELECT count(*) FROM messages m WHERE m.role='tool' AND EXISTS (SELECT 1 FROM message_parts p "
-                  "WHERE p.message_id=m.message_id AND coalesce(p.tool_call_id, json_extract(p.metadata, "
-                  "'$.toolCallId')) IS NOT NULL AND coalesce(p.tool_name, json_extract(p.metadata, '$.toolName')) "
-                  "IS NOT NULL)")
-        return {"messages": one("SELECT count(*) FROM messages"), "tool_results": one(
-            "SELECT count(*) FROM messages WHERE role='tool'"), "tool_linked": one(linked),
+        linked = (
+            "SELECT count(*) FROM messages m WHERE m.role='tool' AND EXISTS (SELECT 1 FROM message_parts p "
+            "WHERE p.message_id=m.message_id AND coalesce(p.tool_call_id, json_extract(p.metadata, "
+            "'$.toolCallId')) IS NOT NULL AND coalesce(p.tool_name, json_extract(p.metadata, '$.toolName')) "
+            "IS NOT NULL)"
+        )
+        return {
+            "messages": one("SELECT count(*) FROM messages"),
+            "tool_results": one("SELECT count(*) FROM messages WHERE role='tool'"),
+            "tool_linked": one(linked),
             "summaries": one("SELECT count(*) FROM summaries"),
-            "edges": one("SELECT count(*) FROM summary_messages") + one("SELECT count(*) FROM summary_parents"),
-            "text_result_parts": one("SELECT count(*) FROM message_parts WHERE part_type='text' "
-                                     "AND tool_call_id IS NOT NULL")}
+            "edges": one("SELECT count(*) FROM summary_messages")
+            + one("SELECT count(*) FROM summary_parents"),
+            "text_result_parts": one(
+                "SELECT count(*) FROM message_parts WHERE part_type='text' "
+                "AND tool_call_id IS NOT NULL"
+            ),
+        }
     finally:
         con.close()
 
@@ -63,8 +71,14 @@ def target_rows(path: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def run_script(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
 
 
 def test_fixture_is_a_real_lossless_claw_database() -> None:
@@ -80,22 +94,42 @@ def test_fixture_is_a_real_lossless_claw_database() -> None:
 def test_tool_links_kept_and_rerun_is_a_noop(tmp_path: Path) -> None:
     source = source_counts(PEER_DB)
     target = tmp_path / "home" / "lcm.db"
-    report = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
-    assert report["imported"] == source["messages"] == 71 and report["invalid_rows"] == 0 and report["balanced"]
+    report = run_import(
+        target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer"
+    )
+    assert (
+        report["imported"] == source["messages"] == 71
+        and report["invalid_rows"] == 0
+        and report["balanced"]
+    )
     assert report["summaries"]["imported"] == source["summaries"] == 7
-    linked = target_rows(target, "SELECT count(*) FROM messages WHERE role='tool' AND coalesce(tool_call_id, '')<>'' "
-                                 "AND coalesce(tool_name, '')<>''")[0][0]
+    linked = target_rows(
+        target,
+        "SELECT count(*) FROM messages WHERE role='tool' AND coalesce(tool_call_id, '')<>'' "
+        "AND coalesce(tool_name, '')<>''",
+    )[0][0]
     assert linked == source["tool_linked"] == source["tool_results"] == 17
     assert target_rows(target, "SELECT count(*) FROM edges")[0][0] == source["edges"] == 57
     # each result names the call of the assistant message before it, with the source's id and tool
-    pairs = set(target_rows(target, "SELECT tool_call_id, tool_name FROM messages WHERE role='tool'"))
+    pairs = set(
+        target_rows(target, "SELECT tool_call_id, tool_name FROM messages WHERE role='tool'")
+    )
     src = sqlite3.connect(f"file:{PEER_DB}?mode=ro", uri=True)
-    calls = set(src.execute("SELECT tool_call_id, tool_name FROM message_parts WHERE part_type='tool'").fetchall())
+    calls = set(
+        src.execute(
+            "SELECT tool_call_id, tool_name FROM message_parts WHERE part_type='tool'"
+        ).fetchall()
+    )
     src.close()
     assert pairs == calls
     # thinking blocks (lossless-claw 'reasoning' parts) are kept with their message
     assert report["thinking_kept"] == 6
-    assert target_rows(target, "SELECT count(*) FROM messages WHERE extra LIKE '%reasoning_content%'")[0][0] == 6
+    assert (
+        target_rows(target, "SELECT count(*) FROM messages WHERE extra LIKE '%reasoning_content%'")[
+            0
+        ][0]
+        == 6
+    )
     view = Store.open_readonly(target)
     try:
         check = next(c for c in mt.doctor_report(view)["checks"] if c["name"] == "tool_links")
@@ -104,8 +138,14 @@ def test_tool_links_kept_and_rerun_is_a_noop(tmp_path: Path) -> None:
     assert check["status"] == "ok" and check["data"]["tool_results"] == 17
 
     before = digest(target)
-    again = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
-    assert again["imported"] == 0 and again["skipped_existing"] == 71 and again["summaries"]["imported"] == 0
+    again = run_import(
+        target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer"
+    )
+    assert (
+        again["imported"] == 0
+        and again["skipped_existing"] == 71
+        and again["summaries"]["imported"] == 0
+    )
     assert again["backup_path"] is None and digest(target) == before
 
 
@@ -113,7 +153,9 @@ def test_doctor_warns_on_tool_results_without_a_link(tmp_path: Path) -> None:
     target = tmp_path / "lcm.db"
     run_import(target_db=target, source_db=PEER_DB, apply=True, import_id="peer")
     con = sqlite3.connect(target)
-    ids = [r[0] for r in con.execute("SELECT id FROM messages WHERE role='tool' ORDER BY id LIMIT 2")]
+    ids = [
+        r[0] for r in con.execute("SELECT id FROM messages WHERE role='tool' ORDER BY id LIMIT 2")
+    ]
     con.execute("UPDATE messages SET tool_call_id=NULL WHERE id=?", (ids[0],))
     con.execute("UPDATE messages SET tool_call_id='call_never_made' WHERE id=?", (ids[1],))
     con.commit()
@@ -126,7 +168,9 @@ def test_doctor_warns_on_tool_results_without_a_link(tmp_path: Path) -> None:
     check = next(c for c in report["checks"] if c["name"] == "tool_links")
     assert check["status"] == "warn", check
     assert check["data"]["without_call_id"] == 1 and check["data"]["orphaned"] == 1
-    assert check["data"]["sample_without_call_id"] == [ids[0]] and check["data"]["sample_orphaned"] == [ids[1]]
+    assert check["data"]["sample_without_call_id"] == [ids[0]] and check["data"][
+        "sample_orphaned"
+    ] == [ids[1]]
     assert "1 of 17 tool results have no tool_call_id" in check["detail"]
 
 
@@ -137,7 +181,10 @@ def _corrupt_copy(tmp_path: Path) -> Path:
     bad.parent.mkdir()
     shutil.copyfile(PEER_DB, bad)
     con = sqlite3.connect(f"file:{bad}?mode=ro", uri=True)
-    leaves = {int(r[0]) for r in con.execute("SELECT pageno FROM dbstat WHERE name='messages' AND pagetype='leaf'")}
+    leaves = {
+        int(r[0])
+        for r in con.execute("SELECT pageno FROM dbstat WHERE name='messages' AND pagetype='leaf'")
+    }
     con.close()
     data = bytearray(bad.read_bytes())
     page_size = int.from_bytes(data[16:18], "big")
@@ -147,7 +194,7 @@ def _corrupt_copy(tmp_path: Path) -> Path:
         if page in leaves:
             break
     assert page in leaves and page != max(leaves), (page, leaves)
-    data[(page - 1) * page_size:page * page_size] = bytes([0x5A]) * page_size
+    data[(page - 1) * page_size : page * page_size] = bytes([0x5A]) * page_size
     bad.write_bytes(bytes(data))
     return bad
 
@@ -162,7 +209,9 @@ def test_corrupt_source_imports_nothing_with_one_line(tmp_path: Path) -> None:
     # an existing target is not touched either (no backup, no rows)
     run_import(target_db=target, source_db=PEER_DB, apply=True, import_id="good")
     before = digest(target)
-    result = run_script("--source-db", str(bad), "--target-db", str(target), "--apply", cwd=tmp_path)
+    result = run_script(
+        "--source-db", str(bad), "--target-db", str(target), "--apply", cwd=tmp_path
+    )
     assert result.returncode == 3, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "damaged" in lines[0] and "Traceback" not in result.stderr
@@ -177,7 +226,10 @@ def _wal_source(directory: Path, edit: str) -> None:
     con = sqlite3.connect(live / "claw.db")
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA wal_autocheckpoint=0")
-    con.execute("UPDATE messages SET content=? WHERE message_id=(SELECT min(message_id) FROM messages)", (edit,))
+    con.execute(
+        "UPDATE messages SET content=? WHERE message_id=(SELECT min(message_id) FROM messages)",
+        (edit,),
+    )
     con.commit()
     directory.mkdir()
     shutil.copyfile(live / "claw.db", directory / "claw.db")  # as a crash or a snapshot leaves it
@@ -195,15 +247,35 @@ def run_on_read_only(directory: Path, *args: str, cwd: Path) -> subprocess.Compl
         finally:
             directory.chmod(0o755)
     d = shlex.quote(str(directory))
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {d} {d} && "
-                            f"mount -o remount,bind,ro {d} && ! touch {d}/.probe 2>/dev/null"],
-                           capture_output=True, timeout=60)
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {d} {d} && "
+            f"mount -o remount,bind,ro {d} && ! touch {d}/.probe 2>/dev/null",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     if probe.returncode != 0:
         pytest.skip("root without a private mount namespace: cannot make a directory read-only")
     command = "exec " + shlex.join([sys.executable, str(SCRIPT), *args])
-    return subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {d} {d} && "
-                           f"mount -o remount,bind,ro {d} && {command}"], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    return subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {d} {d} && mount -o remount,bind,ro {d} && {command}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
 
 
 def test_wal_source_in_a_read_only_directory(tmp_path: Path) -> None:
@@ -212,14 +284,31 @@ def test_wal_source_in_a_read_only_directory(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     target = out / "lcm.db"
-    result = run_on_read_only(readonly, "--source-db", str(readonly / "claw.db"), "--target-db", str(target),
-                              "--apply", "--json", "--include-summaries", cwd=out)
+    result = run_on_read_only(
+        readonly,
+        "--source-db",
+        str(readonly / "claw.db"),
+        "--target-db",
+        str(target),
+        "--apply",
+        "--json",
+        "--include-summaries",
+        cwd=out,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["imported"] == 71 and report["summaries"]["imported"] == 7
     # the row committed only to the -wal was read (immutable=1 alone would have missed it)
-    assert target_rows(target, "SELECT count(*) FROM messages WHERE content='EDIT ONLY IN THE WAL'")[0][0] == 1
-    assert sorted(p.name for p in readonly.iterdir()) == ["claw.db", "claw.db-wal"]  # nothing written beside it
+    assert (
+        target_rows(target, "SELECT count(*) FROM messages WHERE content='EDIT ONLY IN THE WAL'")[
+            0
+        ][0]
+        == 1
+    )
+    assert sorted(p.name for p in readonly.iterdir()) == [
+        "claw.db",
+        "claw.db-wal",
+    ]  # nothing written beside it
 
 
 def test_wal_mode_source_without_wal_file_in_a_read_only_directory(tmp_path: Path) -> None:
@@ -227,13 +316,22 @@ def test_wal_mode_source_without_wal_file_in_a_read_only_directory(tmp_path: Pat
     readonly.mkdir()
     shutil.copyfile(PEER_DB, readonly / "claw.db")
     con = sqlite3.connect(readonly / "claw.db")
-    con.execute("PRAGMA journal_mode=WAL")  # the header now says WAL; closing checkpoints and removes the -wal
+    con.execute(
+        "PRAGMA journal_mode=WAL"
+    )  # the header now says WAL; closing checkpoints and removes the -wal
     con.close()
     assert not (readonly / "claw.db-wal").exists()
     out = tmp_path / "out"
     out.mkdir()
-    result = run_on_read_only(readonly, "--source-db", str(readonly / "claw.db"), "--target-db",
-                              str(out / "lcm.db"), "--json", cwd=out)
+    result = run_on_read_only(
+        readonly,
+        "--source-db",
+        str(readonly / "claw.db"),
+        "--target-db",
+        str(out / "lcm.db"),
+        "--json",
+        cwd=out,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["would_import"] == 71
 
@@ -249,7 +347,9 @@ def test_wrong_paths_are_clear_errors(tmp_path: Path) -> None:
         result = run_script(*args, "--target-db", str(target), "--apply", cwd=tmp_path)
         assert result.returncode == 3, (args, result.stdout, result.stderr)
         lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and words in lines[0] and "not a lossless-claw" not in lines[0], lines
+        assert len(lines) == 1 and words in lines[0] and "not a lossless-claw" not in lines[0], (
+            lines
+        )
         assert "APPLIED" not in result.stdout and not target.exists()
 
 
@@ -260,22 +360,55 @@ def test_existing_target_in_a_read_only_directory(tmp_path: Path) -> None:
     target = home / "lcm.db"
     run_import(target_db=target, source_db=PEER_DB, apply=True, import_id="first")
     before = digest(target)
-    dry = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id", "second",
-                           "--json", cwd=tmp_path)
+    dry = run_on_read_only(
+        home,
+        "--source-db",
+        str(PEER_DB),
+        "--target-db",
+        str(target),
+        "--import-id",
+        "second",
+        "--json",
+        cwd=tmp_path,
+    )
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["would_import"] == 71
-    same = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id", "first",
-                            "--json", cwd=tmp_path)
+    same = run_on_read_only(
+        home,
+        "--source-db",
+        str(PEER_DB),
+        "--target-db",
+        str(target),
+        "--import-id",
+        "first",
+        "--json",
+        cwd=tmp_path,
+    )
     assert same.returncode == 0 and json.loads(same.stdout)["skipped_existing"] == 71
-    applied = run_on_read_only(home, "--source-db", str(PEER_DB), "--target-db", str(target), "--import-id",
-                               "second", "--apply", cwd=tmp_path)
-    assert applied.returncode == 3 and "not writable" in applied.stderr and "APPLIED" not in applied.stdout
+    applied = run_on_read_only(
+        home,
+        "--source-db",
+        str(PEER_DB),
+        "--target-db",
+        str(target),
+        "--import-id",
+        "second",
+        "--apply",
+        cwd=tmp_path,
+    )
+    assert (
+        applied.returncode == 3
+        and "not writable" in applied.stderr
+        and "APPLIED" not in applied.stdout
+    )
     assert len(applied.stderr.strip().splitlines()) == 1 and digest(target) == before
 
 
 def source_part_counts(path: Path) -> dict[str, int]:
     """Parts per ``part_type``, straight from lossless-claw's own table."""
-    return dict(target_rows(path, "SELECT part_type, count(*) FROM message_parts GROUP BY part_type"))
+    return dict(
+        target_rows(path, "SELECT part_type, count(*) FROM message_parts GROUP BY part_type")
+    )
 
 
 def test_every_part_type_is_kept_or_reported(tmp_path: Path) -> None:
@@ -284,35 +417,66 @@ def test_every_part_type_is_kept_or_reported(tmp_path: Path) -> None:
     content, found by search, shown by lcm_expand, the exact row in the private extra field) or counted
     as reported, per type, in the report and its --json."""
     source = source_part_counts(PEER_DB)
-    assert source.get("patch", 0) >= 1 and source.get("file", 0) >= 1 and source.get("agent", 0) >= 1
+    assert (
+        source.get("patch", 0) >= 1 and source.get("file", 0) >= 1 and source.get("agent", 0) >= 1
+    )
     others = {k: v for k, v in source.items() if k not in ("text", "tool", "reasoning")}
     assert len(others) >= 8
     target = tmp_path / "lcm.db"
-    dry = run_script("--source-db", str(PEER_DB), "--target-db", str(target), "--json", cwd=tmp_path)
+    dry = run_script(
+        "--source-db", str(PEER_DB), "--target-db", str(target), "--json", cwd=tmp_path
+    )
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
-    report = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
+    report = run_import(
+        target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer"
+    )
     for counts in (plan, report):
-        every = {k: counts["parts_kept"].get(k, 0) + counts["parts_reported"].get(k, 0)
-                 for k in set(counts["parts_kept"]) | set(counts["parts_reported"])}
+        every = {
+            k: counts["parts_kept"].get(k, 0) + counts["parts_reported"].get(k, 0)
+            for k in set(counts["parts_kept"]) | set(counts["parts_reported"])
+        }
         assert every == source, (counts["parts_kept"], counts["parts_reported"])
     assert {k: report["parts_kept"].get(k, 0) for k in others} == others
 
     # kept on the message: readable and searchable content, the exact source rows in extra
     con = sqlite3.connect(f"file:{PEER_DB}?mode=ro", uri=True)
-    patch = json.loads(con.execute("SELECT metadata FROM message_parts WHERE part_type='patch'").fetchone()[0])
-    fname = json.loads(con.execute("SELECT metadata FROM message_parts WHERE part_type='file'").fetchone()[0])
-    rows = {r[0]: r[1:] for r in con.execute("SELECT part_id, part_type, ordinal FROM message_parts "
-                                              "WHERE part_type NOT IN ('text','tool','reasoning')")}
+    patch = json.loads(
+        con.execute("SELECT metadata FROM message_parts WHERE part_type='patch'").fetchone()[0]
+    )
+    fname = json.loads(
+        con.execute("SELECT metadata FROM message_parts WHERE part_type='file'").fetchone()[0]
+    )
+    rows = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "SELECT part_id, part_type, ordinal FROM message_parts "
+            "WHERE part_type NOT IN ('text','tool','reasoning')"
+        )
+    }
     con.close()
-    hit = target_rows(target, "SELECT id, content, parts, extra FROM messages WHERE content LIKE ?"
-                      .replace("?", "'%" + patch["raw"]["hash"] + "%'"))
-    assert len(hit) == 1 and "lossless-claw patch part" in hit[0][1] and "src/parser.py" in hit[0][1]
+    hit = target_rows(
+        target,
+        "SELECT id, content, parts, extra FROM messages WHERE content LIKE ?".replace(
+            "?", "'%" + patch["raw"]["hash"] + "%'"
+        ),
+    )
+    assert (
+        len(hit) == 1 and "lossless-claw patch part" in hit[0][1] and "src/parser.py" in hit[0][1]
+    )
     assert "Applying the parser fix." in hit[0][1] and hit[0][2] is not None
-    assert target_rows(target, "SELECT count(*) FROM messages WHERE content LIKE '%"
-                       + fname["raw"]["filename"] + "%'")[0][0] == 1
-    kept = [p for (extra,) in target_rows(target, "SELECT extra FROM messages WHERE extra IS NOT NULL")
-            for p in json.loads(extra).get("_lossless_claw_parts", [])]
+    assert (
+        target_rows(
+            target,
+            "SELECT count(*) FROM messages WHERE content LIKE '%" + fname["raw"]["filename"] + "%'",
+        )[0][0]
+        == 1
+    )
+    kept = [
+        p
+        for (extra,) in target_rows(target, "SELECT extra FROM messages WHERE extra IS NOT NULL")
+        for p in json.loads(extra).get("_lossless_claw_parts", [])
+    ]
     assert {p["part_id"]: (p["part_type"], p["ordinal"]) for p in kept} == rows
     assert all(isinstance(p["metadata"], dict) and "raw" in p["metadata"] for p in kept)
     # lcm_expand's view of the message (the content as the model saw it) shows the parts
@@ -321,15 +485,26 @@ def test_every_part_type_is_kept_or_reported(tmp_path: Path) -> None:
         shown = view.message(hit[0][0])
         assert shown is not None
         host = shown.to_host(extra=False)
-        assert any("9f2c1e7" in p.get("text", "") for p in host["content"]) and "_lossless_claw_parts" not in host
+        assert (
+            any("9f2c1e7" in p.get("text", "") for p in host["content"])
+            and "_lossless_claw_parts" not in host
+        )
         checks = {c["name"]: c["status"] for c in mt.doctor_report(view)["checks"]}
     finally:
         view.close()
-    assert checks["tool_links"] == "ok" and not [n for n, s in checks.items() if s == "error"], checks
+    assert checks["tool_links"] == "ok" and not [n for n, s in checks.items() if s == "error"], (
+        checks
+    )
 
     before = digest(target)
-    again = run_import(target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer")
-    assert again["imported"] == 0 and again["parts_kept"] == report["parts_kept"] and digest(target) == before
+    again = run_import(
+        target_db=target, source_db=PEER_DB, include_summaries=True, apply=True, import_id="peer"
+    )
+    assert (
+        again["imported"] == 0
+        and again["parts_kept"] == report["parts_kept"]
+        and digest(target) == before
+    )
 
 
 def test_parts_of_a_skipped_message_are_reported(tmp_path: Path) -> None:
@@ -338,12 +513,22 @@ def test_parts_of_a_skipped_message_are_reported(tmp_path: Path) -> None:
     source = tmp_path / "claw.db"
     shutil.copyfile(PEER_DB, source)
     con = sqlite3.connect(source)
-    mid = con.execute("SELECT message_id FROM message_parts WHERE part_type='subtask'").fetchone()[0]
+    mid = con.execute("SELECT message_id FROM message_parts WHERE part_type='subtask'").fetchone()[
+        0
+    ]
     con.execute("UPDATE messages SET role='system' WHERE message_id=?", (mid,))
     con.commit()
-    lost = dict(con.execute("SELECT part_type, count(*) FROM message_parts WHERE message_id=? GROUP BY part_type",
-                            (mid,)).fetchall())
+    lost = dict(
+        con.execute(
+            "SELECT part_type, count(*) FROM message_parts WHERE message_id=? GROUP BY part_type",
+            (mid,),
+        ).fetchall()
+    )
     con.close()
-    report = run_import(target_db=tmp_path / "lcm.db", source_db=source, apply=True, import_id="peer")
-    assert report["skipped_unsupported"] == 1 and report["parts_reported"] == lost and len(lost) >= 4
+    report = run_import(
+        target_db=tmp_path / "lcm.db", source_db=source, apply=True, import_id="peer"
+    )
+    assert (
+        report["skipped_unsupported"] == 1 and report["parts_reported"] == lost and len(lost) >= 4
+    )
     assert "subtask" not in report["parts_kept"]

@@ -25,8 +25,13 @@ def write(path: Path, entries: list[dict[str, Any]]) -> Path:
 
 
 def header(session_id: str, parent: str | None = None) -> dict[str, Any]:
-    h: dict[str, Any] = {"type": "session", "version": 3, "id": session_id, "timestamp": "2026-01-05T08:00:00.000Z",
-                         "cwd": "/home/user/work"}
+    h: dict[str, Any] = {
+        "type": "session",
+        "version": 3,
+        "id": session_id,
+        "timestamp": "2026-01-05T08:00:00.000Z",
+        "cwd": "/home/user/work",
+    }
     if parent is not None:
         h["parentSession"] = parent
     return h
@@ -44,13 +49,24 @@ def test_parent_session_file_path_resolves_to_the_parents_id(tmp_path: Path) -> 
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     # OpenClaw names files <timestamp>_<id>.jsonl; the id is in the header
-    parent_file = write(sessions / "2026-01-05T08-00-00_sess-parent.jsonl", [
-        header("sess-parent"), _entry("p1", None, {"role": "user", "content": "first question"}, T0 + 1000)])
-    write(sessions / "2026-01-05T09-00-00_sess-child.jsonl", [
-        header("sess-child", str(parent_file)),
-        _entry("c1", None, {"role": "user", "content": "continued after /new"}, T0 + 2000)])
+    parent_file = write(
+        sessions / "2026-01-05T08-00-00_sess-parent.jsonl",
+        [
+            header("sess-parent"),
+            _entry("p1", None, {"role": "user", "content": "first question"}, T0 + 1000),
+        ],
+    )
+    write(
+        sessions / "2026-01-05T09-00-00_sess-child.jsonl",
+        [
+            header("sess-child", str(parent_file)),
+            _entry("c1", None, {"role": "user", "content": "continued after /new"}, T0 + 2000),
+        ],
+    )
     target = tmp_path / "lcm.db"
-    report = run_import(target_db=target, jsonl_dirs=[sessions], agent="main", apply=True, import_id="fork")
+    report = run_import(
+        target_db=target, jsonl_dirs=[sessions], agent="main", apply=True, import_id="fork"
+    )
     assert report["imported"] == 2
     rows = sessions_of(target)
     assert rows["openclaw:main:sess-child"] == "openclaw:main:sess-parent"
@@ -59,25 +75,52 @@ def test_parent_session_file_path_resolves_to_the_parents_id(tmp_path: Path) -> 
     # a parent transcript that is gone: its file name stands in, with a warning
     gone = tmp_path / "other"
     gone.mkdir()
-    write(gone / "orphan.jsonl", [header("sess-orphan", "/var/lost/sess-lost.jsonl"),
-                                  _entry("o1", None, {"role": "user", "content": "hello"}, T0 + 3000)])
-    report = run_import(target_db=target, jsonl_dirs=[gone], agent="main", apply=True, import_id="fork2")
+    write(
+        gone / "orphan.jsonl",
+        [
+            header("sess-orphan", "/var/lost/sess-lost.jsonl"),
+            _entry("o1", None, {"role": "user", "content": "hello"}, T0 + 3000),
+        ],
+    )
+    report = run_import(
+        target_db=target, jsonl_dirs=[gone], agent="main", apply=True, import_id="fork2"
+    )
     assert sessions_of(target)["openclaw:main:sess-orphan"] == "openclaw:main:sess-lost"
-    assert any("parent transcript /var/lost/sess-lost.jsonl unreadable" in w for w in report["warnings"])
+    assert any(
+        "parent transcript /var/lost/sess-lost.jsonl unreadable" in w for w in report["warnings"]
+    )
 
 
 def test_thinking_kept_and_compaction_reported(tmp_path: Path) -> None:
-    path = write(tmp_path / "s.jsonl", [
-        header("sess-think"),
-        _entry("e1", None, {"role": "user", "content": "why is the build red?"}, T0 + 1000),
-        _entry("e2", "e1", {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "The lockfile changed; check CI logs."},
-            {"type": "text", "text": "The lockfile changed."}]}, T0 + 2000),
-        {"type": "compaction", "id": "e3", "parentId": "e2", "timestamp": "2026-01-05T08:00:03.000Z",
-         "summary": "User asked about the red build; lockfile changed.", "firstKeptEntryId": "e2",
-         "tokensBefore": 5000},
-        _entry("e4", "e3", {"role": "user", "content": "fix it"}, T0 + 4000),
-    ])
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            header("sess-think"),
+            _entry("e1", None, {"role": "user", "content": "why is the build red?"}, T0 + 1000),
+            _entry(
+                "e2",
+                "e1",
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "The lockfile changed; check CI logs."},
+                        {"type": "text", "text": "The lockfile changed."},
+                    ],
+                },
+                T0 + 2000,
+            ),
+            {
+                "type": "compaction",
+                "id": "e3",
+                "parentId": "e2",
+                "timestamp": "2026-01-05T08:00:03.000Z",
+                "summary": "User asked about the red build; lockfile changed.",
+                "firstKeptEntryId": "e2",
+                "tokensBefore": 5000,
+            },
+            _entry("e4", "e3", {"role": "user", "content": "fix it"}, T0 + 4000),
+        ],
+    )
     target = tmp_path / "lcm.db"
     report = run_import(target_db=target, jsonl=[path], apply=True, import_id="think")
     assert report["imported"] == 3 and report["balanced"]
@@ -96,16 +139,35 @@ def test_thinking_kept_and_compaction_reported(tmp_path: Path) -> None:
 
 
 def test_an_entry_without_an_id_does_not_import_the_abandoned_branch(tmp_path: Path) -> None:
-    path = write(tmp_path / "s.jsonl", [
-        header("sess-tree"),
-        _entry("e1", None, {"role": "user", "content": "pick a port"}, T0 + 1000),
-        _entry("e2x", "e1", {"role": "assistant", "content": [{"type": "text", "text": "ABANDONED 8080"}]},
-               T0 + 2000),
-        {"type": "message", "timestamp": "2026-01-05T08:00:03.000Z",  # no id, no parentId
-         "message": {"role": "user", "content": "STRAY line without an id", "timestamp": T0 + 3000}},
-        _entry("e2", "e1", {"role": "assistant", "content": [{"type": "text", "text": "Use 9443."}]}, T0 + 4000),
-        _entry("e3", "e2", {"role": "user", "content": "thanks"}, T0 + 5000),
-    ])
+    path = write(
+        tmp_path / "s.jsonl",
+        [
+            header("sess-tree"),
+            _entry("e1", None, {"role": "user", "content": "pick a port"}, T0 + 1000),
+            _entry(
+                "e2x",
+                "e1",
+                {"role": "assistant", "content": [{"type": "text", "text": "ABANDONED 8080"}]},
+                T0 + 2000,
+            ),
+            {
+                "type": "message",
+                "timestamp": "2026-01-05T08:00:03.000Z",  # no id, no parentId
+                "message": {
+                    "role": "user",
+                    "content": "STRAY line without an id",
+                    "timestamp": T0 + 3000,
+                },
+            },
+            _entry(
+                "e2",
+                "e1",
+                {"role": "assistant", "content": [{"type": "text", "text": "Use 9443."}]},
+                T0 + 4000,
+            ),
+            _entry("e3", "e2", {"role": "user", "content": "thanks"}, T0 + 5000),
+        ],
+    )
     target = tmp_path / "lcm.db"
     report = run_import(target_db=target, jsonl=[path], apply=True, import_id="tree")
     view = Store.open_readonly(target)

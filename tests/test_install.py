@@ -26,8 +26,12 @@ CONFIG_LINES = "plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n"
 def install(home: Path, script: Path = INSTALL, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "LCM_"))}
     # this interpreter has every dependency and `lcm`: install.sh checks it and installs nothing
-    base.update({"HOME": str(home.parent), "HERMES_HOME": str(home), "HERMES_PYTHON": sys.executable, **env})
-    return subprocess.run(["bash", str(script)], capture_output=True, text=True, env=base, timeout=60)
+    base.update(
+        {"HOME": str(home.parent), "HERMES_HOME": str(home), "HERMES_PYTHON": sys.executable, **env}
+    )
+    return subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, env=base, timeout=60
+    )
 
 
 def test_install_links_plugin_and_skill_and_prints_config(tmp_path):
@@ -47,7 +51,9 @@ def test_install_links_plugin_and_skill_and_prints_config(tmp_path):
     again = install(home)  # idempotent
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("already installed") == 2
-    assert plugin.resolve() == REPO and sorted(p.name for p in (home / "plugins").iterdir()) == ["hermes-lcm"]
+    assert plugin.resolve() == REPO and sorted(p.name for p in (home / "plugins").iterdir()) == [
+        "hermes-lcm"
+    ]
 
 
 def test_profile_install_goes_under_profiles(tmp_path):
@@ -146,8 +152,13 @@ PROBE = textwrap.dedent("""
 
 
 def _imports_host(python: str) -> bool:
-    proc = subprocess.run([python, "-P", "-c", "import hermes_cli.plugins, hermes_cli.plugins_cmd, run_agent"],
-                          capture_output=True, text=True, timeout=180, cwd=tempfile.gettempdir())
+    proc = subprocess.run(
+        [python, "-P", "-c", "import hermes_cli.plugins, hermes_cli.plugins_cmd, run_agent"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tempfile.gettempdir(),
+    )
     return proc.returncode == 0
 
 
@@ -157,18 +168,30 @@ def host_python() -> str:
     for python in candidates:
         if python and _imports_host(python):
             return python
-    reason = ("hermes-agent is not importable by " + sys.executable +
-              " (install 'hermes-lcm[host]', i.e. hermes-agent==0.19.0, or set HERMES_AGENT_PYTHON)")
+    reason = (
+        "hermes-agent is not importable by "
+        + sys.executable
+        + " (install 'hermes-lcm[host]', i.e. hermes-agent==0.19.0, or set HERMES_AGENT_PYTHON)"
+    )
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(reason, pytrace=False)
     pytest.skip("!!! NOT TESTED AGAINST THE REAL HOST: " + reason)
 
 
 def host_env(root: Path, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HERMES_", "LCM_", "OPENAI_", "ANTHROPIC_", "OPENROUTER_"))}
-    env.update({"HOME": str(root), "HERMES_HOME": str(home), "LCM_ENABLE_SLASH_COMMAND": "1",
-                "PYTHONDONTWRITEBYTECODE": "1"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HERMES_", "LCM_", "OPENAI_", "ANTHROPIC_", "OPENROUTER_"))
+    }
+    env.update(
+        {
+            "HOME": str(root),
+            "HERMES_HOME": str(home),
+            "LCM_ENABLE_SLASH_COMMAND": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     return env
 
 
@@ -181,17 +204,31 @@ def test_installed_plugin_is_listed_and_selected_by_the_real_host(tmp_path):
     env = host_env(tmp_path, home)
 
     hermes = Path(python).parent / "hermes"
-    listing = subprocess.run([str(hermes), "plugins", "list", "--json"], capture_output=True, text=True,
-                             env=env, timeout=300, cwd=tmp_path)
+    listing = subprocess.run(
+        [str(hermes), "plugins", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert listing.returncode == 0, listing.stderr[-3000:]
-    plugins = {p["name"]: p for p in json.loads(listing.stdout[listing.stdout.index("["):])}
+    plugins = {p["name"]: p for p in json.loads(listing.stdout[listing.stdout.index("[") :])}
     assert plugins["hermes-lcm"]["status"] == "enabled", plugins.get("hermes-lcm")
 
-    probe = subprocess.run([python, "-P", "-c", PROBE], capture_output=True, text=True, env=env, timeout=300,
-                           cwd=tmp_path)
+    probe = subprocess.run(
+        [python, "-P", "-c", PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     seen = json.loads(probe.stdout.strip().splitlines()[-1])
-    assert seen["source"] == "user" and seen["module_file"] == str(home / "plugins" / "hermes-lcm" / "__init__.py")
+    assert seen["source"] == "user" and seen["module_file"] == str(
+        home / "plugins" / "hermes-lcm" / "__init__.py"
+    )
     assert seen["engine"] == "lcm" and seen["configured"] == "lcm" and "lcm" in seen["engines"]
     assert seen["copy"] == "LcmEngine" and seen["copy_is_new"]
     assert "lcm_grep" in seen["tools"]
@@ -208,8 +245,12 @@ def test_hermes_python_is_read_from_both_forms_of_pip_console_script(tmp_path):
     plain = tmp_path / "hermes"
     plain.write_text("#!/opt/hermes/venv/bin/python3.11\nimport sys\n")
     assert hostinstall.script_python(str(plain)) == "/opt/hermes/venv/bin/python3.11"
-    long_form = tmp_path / "hermes-long"  # what pip writes when the interpreter path is too long for #!
-    long_form.write_text("#!/bin/sh\n'''exec' /very/long/path/venv/bin/python \"$0\" \"$@\"\n' '''\nimport sys\n")
+    long_form = (
+        tmp_path / "hermes-long"
+    )  # what pip writes when the interpreter path is too long for #!
+    long_form.write_text(
+        "#!/bin/sh\n'''exec' /very/long/path/venv/bin/python \"$0\" \"$@\"\n' '''\nimport sys\n"
+    )
     assert hostinstall.script_python(str(long_form)) == "/very/long/path/venv/bin/python"
     assert hostinstall.script_python(str(tmp_path / "missing")) is None
     assert hostinstall.host_python({"HERMES_PYTHON": "/x/python", "PATH": ""}) == "/x/python"
@@ -221,19 +262,29 @@ def test_hermes_python_is_read_from_both_forms_of_pip_console_script(tmp_path):
     assert hostinstall.host_python({"PATH": str(tmp_path / "nowhere")}) is None
 
 
-@pytest.mark.parametrize(("config", "expected"), [
-    (None, "does not exist"),
-    ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n", None),
-    ("plugins:\n  enabled: [hermes-lcm]\n", "context.engine is 'compressor'"),
-    ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcmm\n",
-     "context.engine 'lcmm' names no registered engine (did you mean 'lcm'?)"),
-    ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: other\n", "another engine"),
-    ("plugins:\n  enabled: [something]\ncontext:\n  engine: lcm\n", "plugins.enabled does not include hermes-lcm"),
-    ("plugins:\n  enabled: [hermes-lcm]\n  disabled: [hermes-lcm]\ncontext:\n  engine: lcm\n",
-     "plugins.disabled lists hermes-lcm"),
-    ("- a list\n", "is not a mapping"),
-    ("plugins: [unclosed\n", "cannot be read"),
-])
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (None, "does not exist"),
+        ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcm\n", None),
+        ("plugins:\n  enabled: [hermes-lcm]\n", "context.engine is 'compressor'"),
+        (
+            "plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: lcmm\n",
+            "context.engine 'lcmm' names no registered engine (did you mean 'lcm'?)",
+        ),
+        ("plugins:\n  enabled: [hermes-lcm]\ncontext:\n  engine: other\n", "another engine"),
+        (
+            "plugins:\n  enabled: [something]\ncontext:\n  engine: lcm\n",
+            "plugins.enabled does not include hermes-lcm",
+        ),
+        (
+            "plugins:\n  enabled: [hermes-lcm]\n  disabled: [hermes-lcm]\ncontext:\n  engine: lcm\n",
+            "plugins.disabled lists hermes-lcm",
+        ),
+        ("- a list\n", "is not a mapping"),
+        ("plugins: [unclosed\n", "cannot be read"),
+    ],
+)
 def test_config_problems_name_what_keeps_hermes_from_using_the_engine(tmp_path, config, expected):
     if config is not None:
         (tmp_path / "config.yaml").write_text(config)
@@ -261,4 +312,6 @@ def test_the_guide_lists_the_runtime_dependencies_of_pyproject():
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     assert [f"`{hostinstall.dist_name(d)}`" in block for d in declared] == [True] * len(declared)
-    assert all(hostinstall.PURPOSES.get(hostinstall.dist_name(d)) for d in declared), "say what each one is for"
+    assert all(hostinstall.PURPOSES.get(hostinstall.dist_name(d)) for d in declared), (
+        "say what each one is for"
+    )

@@ -40,10 +40,15 @@ def same_default(doc: str, value: object) -> bool:
 
 def test_every_config_key_is_documented_with_its_default():
     rows = documented_defaults()
-    missing = [env_name(f.name) for f in dataclasses.fields(LcmConfig) if env_name(f.name) not in rows]
+    missing = [
+        env_name(f.name) for f in dataclasses.fields(LcmConfig) if env_name(f.name) not in rows
+    ]
     assert not missing, f"add these keys to docs/operator-guide.md (Configuration): {missing}"
-    wrong = {env_name(f.name): (rows[env_name(f.name)], f.default) for f in dataclasses.fields(LcmConfig)
-             if not same_default(rows[env_name(f.name)], f.default)}
+    wrong = {
+        env_name(f.name): (rows[env_name(f.name)], f.default)
+        for f in dataclasses.fields(LcmConfig)
+        if not same_default(rows[env_name(f.name)], f.default)
+    }
     assert not wrong, f"documented defaults differ from config.py: {wrong}"
     unknown = set(rows) - {env_name(f.name) for f in dataclasses.fields(LcmConfig)}
     assert not unknown, f"documented keys that do not exist: {unknown}"
@@ -63,7 +68,14 @@ def test_skill_has_frontmatter_and_all_references():
     text = (SKILL / "SKILL.md").read_text(encoding="utf-8")
     front = yaml.safe_load(text.split("---")[1])
     assert front["name"] == "hermes-lcm" and len(front["description"]) > 40
-    wanted = {"configuration", "architecture", "diagnostics", "recall-policy", "recall-tools", "session-lifecycle"}
+    wanted = {
+        "configuration",
+        "architecture",
+        "diagnostics",
+        "recall-policy",
+        "recall-tools",
+        "session-lifecycle",
+    }
     present = {p.stem for p in (SKILL / "references").glob("*.md")}
     assert wanted <= present
     for link in re.findall(r"\]\((references/[^)]+)\)", text):

@@ -83,7 +83,9 @@ def sound(db: Path) -> None:
 
 def interrupted(code: int, err: str, resume: str) -> None:
     assert code == 130, err
-    assert err.count("\n") == 1 and err.startswith("lcm: error: interrupted;") and resume in err, err
+    assert err.count("\n") == 1 and err.startswith("lcm: error: interrupted;") and resume in err, (
+        err
+    )
 
 
 def engine_db(home: Path, turns_: int = 3, per: int = 40) -> Path:
@@ -95,7 +97,9 @@ def engine_db(home: Path, turns_: int = 3, per: int = 40) -> Path:
 # -- backup --------------------------------------------------------------------------------------
 
 
-def test_backup_interrupted_mid_copy_leaves_no_file_and_a_rerun_is_verified(clean_home: Path, ctrl_c: Any) -> None:
+def test_backup_interrupted_mid_copy_leaves_no_file_and_a_rerun_is_verified(
+    clean_home: Path, ctrl_c: Any
+) -> None:
     db = engine_db(clean_home)
     pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
     assert pages > 3 * 16, "the database must take several backup steps"
@@ -124,7 +128,9 @@ def test_a_stepped_backup_is_one_snapshot_while_another_process_writes(clean_hom
     def write_between_steps(done: int, total: int | None) -> None:
         steps.append(done)
         if len(steps) == 2:  # a writer commits while the copy is under way
-            writer.execute("INSERT INTO events(at, level, kind, detail) VALUES (0, 'info', 'x', 'y')")
+            writer.execute(
+                "INSERT INTO events(at, level, kind, detail) VALUES (0, 'info', 'x', 'y')"
+            )
 
     target = clean_home / "copy.sqlite3"
     view.backup_to(target, write_between_steps)
@@ -132,24 +138,32 @@ def test_a_stepped_backup_is_one_snapshot_while_another_process_writes(clean_hom
     assert len(steps) > 2 and verify_backup(target) is None
     con = sqlite3.connect(target)
     assert con.execute("SELECT count(*) FROM messages").fetchone()[0] == before
-    assert con.execute("SELECT count(*) FROM events WHERE kind = 'x'").fetchone()[0] == 0  # the snapshot's
+    assert (
+        con.execute("SELECT count(*) FROM events WHERE kind = 'x'").fetchone()[0] == 0
+    )  # the snapshot's
     con.close()
 
 
 # -- lcm import lcm-x ---------------------------------------------------------------------------------
 
 
-def test_import_lcmx_into_a_target_interrupted_resumes_with_nothing_doubled(clean_home: Path, ctrl_c: Any) -> None:
+def test_import_lcmx_into_a_target_interrupted_resumes_with_nothing_doubled(
+    clean_home: Path, ctrl_c: Any
+) -> None:
     source, target = lcmx_copy(clean_home, "x.db"), clean_home / "ours.db"
     want = len(source_rows(source)["messages"])
     ctrl_c(1)  # after the first conversation committed
-    code, _, err = lcm("import", "lcm-x", "--source-db", str(source), "--target-db", str(target), "--apply")
+    code, _, err = lcm(
+        "import", "lcm-x", "--source-db", str(source), "--target-db", str(target), "--apply"
+    )
     interrupted(code, err, "run the same command again")
     sound(target)
     first = sqlite3.connect(target).execute("SELECT count(*) FROM messages").fetchone()[0]
     assert 0 < first < want
     ctrl_c(10**9)
-    code, out, err = lcm("import", "lcm-x", "--source-db", str(source), "--target-db", str(target), "--apply")
+    code, out, err = lcm(
+        "import", "lcm-x", "--source-db", str(source), "--target-db", str(target), "--apply"
+    )
     done = json.loads(out)
     assert code == 0 and done["verify"]["ok"], err
     assert done["conversations"] == {**done["conversations"], "imported": 1, "skipped_existing": 1}
@@ -157,7 +171,9 @@ def test_import_lcmx_into_a_target_interrupted_resumes_with_nothing_doubled(clea
     sound(target)
 
 
-def test_import_lcmx_in_place_interrupted_leaves_the_lcmx_file_untouched(clean_home: Path, ctrl_c: Any) -> None:
+def test_import_lcmx_in_place_interrupted_leaves_the_lcmx_file_untouched(
+    clean_home: Path, ctrl_c: Any
+) -> None:
     source = lcmx_copy(clean_home, "lcm.db")
     before = digest(source)
     ctrl_c(1)
@@ -177,8 +193,9 @@ def test_import_lcmx_in_place_interrupted_leaves_the_lcmx_file_untouched(clean_h
 def claw_script() -> Any:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        spec = importlib.util.spec_from_file_location("import_lossless_claw", ROOT / "scripts" /
-                                                      "import_lossless_claw.py")
+        spec = importlib.util.spec_from_file_location(
+            "import_lossless_claw", ROOT / "scripts" / "import_lossless_claw.py"
+        )
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -187,15 +204,25 @@ def claw_script() -> Any:
         sys.path.remove(str(ROOT / "scripts"))
 
 
-def test_claw_import_interrupted_writes_nothing_and_a_rerun_imports_once(clean_home: Path, ctrl_c: Any,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_claw_import_interrupted_writes_nothing_and_a_rerun_imports_once(
+    clean_home: Path, ctrl_c: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = clean_home / "claw.db"
     facts = build_lossless_claw(source)
     target = engine_db(clean_home / "home", 2, 3)
     before = digest(target)
     script = claw_script()
-    argv = ["--source-db", str(source), "--target-db", str(target), "--include-summaries", "--apply", "--json",
-            "--import-id", "c1"]
+    argv = [
+        "--source-db",
+        str(source),
+        "--target-db",
+        str(target),
+        "--include-summaries",
+        "--apply",
+        "--json",
+        "--import-id",
+        "c1",
+    ]
     ctrl_c(1)
     assert script.main(argv) == 130
     err = capsys.readouterr().err
@@ -213,15 +240,24 @@ def test_claw_import_interrupted_writes_nothing_and_a_rerun_imports_once(clean_h
 # -- backfill-outputs and gc-payloads -------------------------------------------------------------------
 
 
-def test_backfill_outputs_interrupted_resumes_from_its_manifest(clean_home: Path, ctrl_c: Any,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_backfill_outputs_interrupted_resumes_from_its_manifest(
+    clean_home: Path, ctrl_c: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     new_engine(clean_home, 10**9).ingest_host(turns(4))
     store_module.close_all()
     db = clean_home / "lcm.db"
     monkeypatch.setattr(backfill, "BATCH", 1)
     manifest = clean_home / "m.json"
-    argv = ["--db", str(db), "backfill-outputs", "--threshold-chars", str(THRESHOLD), "--apply", "--manifest",
-            str(manifest)]
+    argv = [
+        "--db",
+        str(db),
+        "backfill-outputs",
+        "--threshold-chars",
+        str(THRESHOLD),
+        "--apply",
+        "--manifest",
+        str(manifest),
+    ]
     ctrl_c(1)  # after the first batch committed
     code, _, err = lcm(*argv, "--quiet")
     interrupted(code, err, "same --manifest")
@@ -235,8 +271,9 @@ def test_backfill_outputs_interrupted_resumes_from_its_manifest(clean_home: Path
     assert len(list((clean_home / "lcm-payloads").glob("*.payload"))) == 3
 
 
-def test_gc_payloads_interrupted_in_its_backup_removes_nothing_and_leaves_no_backup(clean_home: Path,
-                                                                                   ctrl_c: Any) -> None:
+def test_gc_payloads_interrupted_in_its_backup_removes_nothing_and_leaves_no_backup(
+    clean_home: Path, ctrl_c: Any
+) -> None:
     db = engine_db(clean_home)
     payloads = clean_home / "lcm-payloads"
     payloads.mkdir(exist_ok=True)
@@ -259,11 +296,14 @@ def test_gc_payloads_interrupted_in_its_backup_removes_nothing_and_leaves_no_bac
 
 def rollup_rows(db: Path) -> list[tuple[str, str, str]]:
     with sqlite3.connect(db) as con:
-        return con.execute("SELECT kind, period_start, status FROM rollups ORDER BY 1, 2").fetchall()
+        return con.execute(
+            "SELECT kind, period_start, status FROM rollups ORDER BY 1, 2"
+        ).fetchall()
 
 
-def test_rollups_build_interrupted_keeps_built_periods_and_finishes_on_rerun(clean_home: Path, ctrl_c: Any,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rollups_build_interrupted_keeps_built_periods_and_finishes_on_rerun(
+    clean_home: Path, ctrl_c: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LCM_TEMPORAL_ROLLUPS_ENABLED", "true")
     monkeypatch.setenv("LCM_ROLLUP_BUILDS_PER_PASS", "1")
     engine = new_engine(clean_home)
@@ -286,11 +326,17 @@ def test_rollups_build_interrupted_keeps_built_periods_and_finishes_on_rerun(cle
     assert [k for k, _, _ in rollup_rows(db)] == ["day", "day", "day", "month", "week"]
 
 
-def test_assertions_rebuild_interrupted_is_resumable_and_gives_the_same_facts(clean_home: Path, ctrl_c: Any,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_assertions_rebuild_interrupted_is_resumable_and_gives_the_same_facts(
+    clean_home: Path, ctrl_c: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LCM_ASSERTIONS_ENABLED", "true")
-    said = [{"role": "user", "content": f"The port is {8000 + i}. My favourite colour is blue{i}."} for i in range(30)]
-    new_engine(clean_home, 10**9).ingest_host([m for u in said for m in (u, {"role": "assistant", "content": "ok"})])
+    said = [
+        {"role": "user", "content": f"The port is {8000 + i}. My favourite colour is blue{i}."}
+        for i in range(30)
+    ]
+    new_engine(clean_home, 10**9).ingest_host(
+        [m for u in said for m in (u, {"role": "assistant", "content": "ok"})]
+    )
     store_module.close_all()
     db = clean_home / "lcm.db"
     code, out, _ = lcm("--db", str(db), "assertions", "rebuild")
@@ -302,14 +348,17 @@ def test_assertions_rebuild_interrupted_is_resumable_and_gives_the_same_facts(cl
     sound(db)
     code, out, _ = lcm("--db", str(db), "assertions")
     waiting = json.loads(out)
-    assert waiting["message_ids_not_read_yet"] > 0  # the cursor says what is left: the job continues from it
+    assert (
+        waiting["message_ids_not_read_yet"] > 0
+    )  # the cursor says what is left: the job continues from it
     ctrl_c(10**9)
     code, out, _ = lcm("--db", str(db), "assertions", "rebuild")
     assert code == 0 and json.loads(out)["sidecar"] == full
 
 
-def test_redact_interrupted_mid_batch_rolls_the_batch_back_and_a_rerun_finishes(clean_home: Path,
-                                                                               ctrl_c: Any) -> None:
+def test_redact_interrupted_mid_batch_rolls_the_batch_back_and_a_rerun_finishes(
+    clean_home: Path, ctrl_c: Any
+) -> None:
     from .security.test_redact_history import POLICY, build, db_files, leaks
 
     db, _, _ = build(clean_home)
@@ -334,8 +383,10 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
     db = engine_db(clean_home, 2, 3)
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE ballast(x)")  # bulk only; hermes-lcm never reads it
-    con.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
-                "INSERT INTO ballast SELECT randomblob(4000) FROM n")
+    con.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
+        "INSERT INTO ballast SELECT randomblob(4000) FROM n"
+    )
     con.commit()
     con.close()
     dest = clean_home / "backups"
@@ -344,12 +395,18 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
     # Ctrl-C's handler, whatever this run inherited: a harness started in the background by a
     # shell without job control ignores SIGINT, and Python then never installs KeyboardInterrupt
     # (both CI runs of one session failed here that way: the copy finished, exit 0).
-    lcm_cli = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-               "runpy.run_module('hermes_lcm.cli.main', run_name='__main__', alter_sys=True)")
+    lcm_cli = (
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('hermes_lcm.cli.main', run_name='__main__', alter_sys=True)"
+    )
 
     def interrupt_backup() -> tuple[subprocess.Popen[bytes], bytes, bytes, bytes]:
-        proc = subprocess.Popen([sys.executable, "-c", lcm_cli, "--db", str(db), "backup", "--dest", str(dest)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", lcm_cli, "--db", str(db), "backup", "--dest", str(dest)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stderr is not None
         first = b""
         while b"pages/s" not in first:  # the live line is drawn: the copy is under way
@@ -364,7 +421,9 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
         out, rest = proc.communicate(timeout=120)
         return proc, first, out, rest
 
-    for _ in range(3):  # a copy that still finished first proves nothing: once more (it is a complete backup)
+    for _ in range(
+        3
+    ):  # a copy that still finished first proves nothing: once more (it is a complete backup)
         proc, first, out, rest = interrupt_backup()
         if proc.returncode != 0:
             break
@@ -373,7 +432,9 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
     err = (first + rest).decode(errors="replace")
     assert b"backup" in first
     assert proc.returncode == 130, err
-    lines = [line for line in err.splitlines() if "lcm: error:" in line]  # after rich's show-cursor escape
+    lines = [
+        line for line in err.splitlines() if "lcm: error:" in line
+    ]  # after rich's show-cursor escape
     assert len(lines) == 1 and "interrupted" in lines[0] and "lcm backup" in lines[0]
     assert json.loads(out)["exit_code"] == 130
     assert not dest.exists() or list(dest.iterdir()) == []
@@ -383,7 +444,9 @@ def test_a_real_sigint_during_the_backup_of_a_big_file(clean_home: Path) -> None
 # -- view ----------------------------------------------------------------------------------------
 
 
-def test_view_interrupted_writes_no_page_and_no_temporary_file(clean_home: Path, ctrl_c: Any) -> None:
+def test_view_interrupted_writes_no_page_and_no_temporary_file(
+    clean_home: Path, ctrl_c: Any
+) -> None:
     db = engine_db(clean_home)
     out_dir = clean_home / "pages"
     out_dir.mkdir()

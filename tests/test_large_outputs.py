@@ -32,22 +32,41 @@ from .convo import assert_valid_sequence, stored_sequence
 from .security.test_scope import engine_for
 from .tooltest import err, ok
 
-ON = {"LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true", "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "2000"}
-REPLAY = {**ON, "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true",
-          "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS": "1000"}
+ON = {
+    "LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true",
+    "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "2000",
+}
+REPLAY = {
+    **ON,
+    "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED": "true",
+    "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUB_THRESHOLD_TOKENS": "1000",
+}
 
 
 def big_output(n: int = 30_000, seed: str = "x") -> str:
-    lines = [f"{seed} line {i}: PASSED tests/test_mod_{i % 17}.py::test_{i} ✓ ünïcödé 𝔘" for i in range(n // 50 + 1)]
+    lines = [
+        f"{seed} line {i}: PASSED tests/test_mod_{i % 17}.py::test_{i} ✓ ünïcödé 𝔘"
+        for i in range(n // 50 + 1)
+    ]
     return "\r\n".join(lines)[:n] + "\nFAILED tests/test_end.py::test_last - AssertionError: boom"
 
 
 def tool_turn(ask: str, output: str, call_id: str) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": ask},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": "terminal", "arguments": '{"cmd": "pytest"}'}}]},
-            {"role": "tool", "tool_call_id": call_id, "content": output}]
+    return [
+        {"role": "user", "content": ask},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "terminal", "arguments": '{"cmd": "pytest"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": output},
+    ]
 
 
 def rows(engine: LcmEngine) -> list[Any]:
@@ -102,7 +121,9 @@ def test_step_stubs_text_parts_and_leaves_images(tmp_path: Path) -> None:
     image = {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}
     parts = [{"type": "text", "text": big_output()}, image, {"type": "text", "text": "small"}]
     out = step(Draft(parts, None, "tool"))
-    assert is_stub(out.content[0]["text"]) and out.content[1] is image and out.content[2] is parts[2]
+    assert (
+        is_stub(out.content[0]["text"]) and out.content[1] is image and out.content[2] is parts[2]
+    )
 
 
 def test_a_preview_bigger_than_the_threshold_is_clamped_so_the_stub_stays_below_it() -> None:
@@ -121,21 +142,35 @@ def test_the_draft_role_changes_no_fingerprint_of_todays_messages(tmp_path: Path
     """Values computed by main before Draft had a role: stored databases must keep aligning (the
     first holds a placeholder, whose ref is keyed by the database: the value under this key)."""
     normalizer = Normalizer(PayloadGuard(tmp_path / "p", key=bytes(32)))
-    messages = [{"role": "tool", "tool_call_id": "c1", "content": "x" * 20000},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
-                {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
-    assert [normalizer.fingerprint(m) for m in messages] == ["799f226e1eee3819", "f4febafbc1c1e774", "95293b1309cf59d1"]
+    messages = [
+        {"role": "tool", "tool_call_id": "c1", "content": "x" * 20000},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+    ]
+    assert [normalizer.fingerprint(m) for m in messages] == [
+        "799f226e1eee3819",
+        "f4febafbc1c1e774",
+        "95293b1309cf59d1",
+    ]
 
 
 def test_with_externalization_on_the_identity_is_the_stub_whether_the_host_sends_it_or_the_text(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     guard = PayloadGuard(tmp_path / "p")
     normalizer = Normalizer(guard, steps=[ExternalizeStep(guard, 2000, 500)])
     output = big_output()
     whole = {"role": "tool", "tool_call_id": "c1", "content": output}
     stubbed = {**whole, "content": normalizer.stored_form(whole)[0]}
-    assert is_stub(stubbed["content"]) and normalizer.fingerprint(whole) == normalizer.fingerprint(stubbed)
+    assert is_stub(stubbed["content"]) and normalizer.fingerprint(whole) == normalizer.fingerprint(
+        stubbed
+    )
 
 
 # -- through the engine ---------------------------------------------------------------------------
@@ -144,11 +179,14 @@ def test_with_externalization_on_the_identity_is_the_stub_whether_the_host_sends
 @pytest.mark.both_backends
 def test_stored_row_is_the_stub_and_the_tools_give_back_every_byte(make_engine: Any) -> None:
     engine = make_engine(threshold=10**6, **ON)
-    odd = "a\r\nb\r\n" * 3000 + "\u0000 nul \ud83d\ude00 😀 e\u0301 \u202e rtl \\ \"q\""
+    odd = "a\r\nb\r\n" * 3000 + '\u0000 nul \ud83d\ude00 😀 e\u0301 \u202e rtl \\ "q"'
     outputs = [big_output(), odd, big_output(1_000_000, "m")]
     history: list[dict[str, Any]] = []
     for i, output in enumerate(outputs):
-        history += [*tool_turn(f"run {i}", output, f"call{i}"), {"role": "assistant", "content": f"done {i}"}]
+        history += [
+            *tool_turn(f"run {i}", output, f"call{i}"),
+            {"role": "assistant", "content": f"done {i}"},
+        ]
     engine.ingest_host(history)
     tools = [r for r in rows(engine) if r.role == "tool"]
     assert len(tools) == 3
@@ -172,7 +210,10 @@ def test_turning_the_feature_on_and_off_never_stores_a_message_twice(make_engine
     off.ingest_host(history)
     store_module.close_all()
     on = make_engine(threshold=10**6, **ON)
-    history += [*tool_turn("second", big_output(seed="z"), "c2"), {"role": "assistant", "content": "ok 2"}]
+    history += [
+        *tool_turn("second", big_output(seed="z"), "c2"),
+        {"role": "assistant", "content": "ok 2"},
+    ]
     on.ingest_host(history)
     assert [r.role for r in rows(on)] == [m["role"] for m in history]
     assert not is_stub(rows(on)[2].content) and is_stub(rows(on)[6].content)
@@ -180,13 +221,17 @@ def test_turning_the_feature_on_and_off_never_stores_a_message_twice(make_engine
     again = make_engine(threshold=10**6)  # off again: the stub row is still recognised
     history += [{"role": "user", "content": "third"}]
     again.ingest_host(history)
-    again.ingest_host([*history[:6], {**history[6], "content": rows(again)[6].content}, *history[7:]])
+    again.ingest_host(
+        [*history[:6], {**history[6], "content": rows(again)[6].content}, *history[7:]]
+    )
     assert len(rows(again)) == len(history)
     store_module.close_all()
 
 
 @pytest.mark.both_backends
-def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_stub(make_engine: Any) -> None:
+def test_compress_shows_an_unanswered_output_whole_and_an_answered_one_as_its_stub(
+    make_engine: Any,
+) -> None:
     engine = make_engine(threshold=60_000, **ON)
     first, second = big_output(), big_output(seed="q")
     history = [*tool_turn("first", first, "c1"), {"role": "assistant", "content": "seen"}]
@@ -236,8 +281,9 @@ def test_without_the_flag_the_host_keeps_the_full_output(make_engine: Any) -> No
 
 
 @pytest.mark.both_backends
-def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: Path,
-                                                                     backend_env: dict[str, str]) -> None:
+def test_active_replay_does_not_loop_when_the_file_cannot_be_written(
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
     engine = new_engine(tmp_path, threshold=100_000, **REPLAY, **backend_env)
     refuse_payloads(engine.core.store)  # every payload write fails: the text stays inline
     history = tool_turn("run", big_output(40_000), "c1")
@@ -252,9 +298,12 @@ def test_active_replay_does_not_loop_when_the_file_cannot_be_written(tmp_path: P
 
 @pytest.mark.both_backends
 def test_a_full_disk_keeps_the_output_inline_and_stores_it_once_when_space_returns(
-        tmp_path: Path, backend_env: dict[str, str]) -> None:
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
     engine = new_engine(tmp_path, threshold=10**6, **ON, **backend_env)
-    refuse_payloads(engine.core.store)  # the payload directory, or the server's disk_full on the payloads table
+    refuse_payloads(
+        engine.core.store
+    )  # the payload directory, or the server's disk_full on the payloads table
     output = big_output()
     history = tool_turn("run", output, "c1")
     engine.ingest_host(history)
@@ -282,7 +331,9 @@ def test_a_symlinked_payload_directory_is_refused_and_the_text_stays_inline(tmp_
 
 
 @pytest.mark.both_backends
-def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path, backend_env: dict[str, str]) -> None:
+def test_forged_traversing_and_foreign_refs_are_refused(
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
     home = tmp_path / "home"
     alice = engine_for(home, "alice", "alice-chat", **ON, **backend_env)
     secret = big_output(seed="alice-secret")
@@ -293,8 +344,12 @@ def test_forged_traversing_and_foreign_refs_are_refused(tmp_path: Path, backend_
     mallory = engine_for(home, "mallory", "mallory-chat", **ON, **backend_env)
     # Mallory quotes Alice's stub (say she saw it over her shoulder): a quote is no reference.
     mallory.ingest_host([{"role": "user", "content": f"[lcm-output ref={ref} chars=1 lines=1]"}])
-    for args in ({"externalized_ref": "../../etc/passwd"}, {"externalized_ref": "0" * 24},
-                 {"externalized_ref": ref}, {"externalized_ref": ref, "session_scope": "all"}):
+    for args in (
+        {"externalized_ref": "../../etc/passwd"},
+        {"externalized_ref": "0" * 24},
+        {"externalized_ref": ref},
+        {"externalized_ref": ref, "session_scope": "all"},
+    ):
         assert "alice-secret" not in err(mallory, "lcm_expand", **args)
         assert "alice-secret" not in err(mallory, "lcm_describe", **args)
     store_module.close_all()
@@ -320,10 +375,13 @@ def _conversation(data: Any, turns: int) -> list[list[dict[str, Any]]]:
 
 
 @pytest.mark.both_backends
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
-def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique(tmp_path_factory: Any, backend: str,
-                                                                                 data: Any) -> None:
+def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique(
+    tmp_path_factory: Any, backend: str, data: Any
+) -> None:
     home = tmp_path_factory.mktemp("prop")
     where = database_env(backend)  # one database per example; the engines of its restarts share it
     threshold = data.draw(st.sampled_from([4000, 9000, 30_000]))
@@ -339,10 +397,16 @@ def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique
             engine.observe_request(history, None)
             if engine.should_compress(tokens):
                 out = engine.compress(list(history), current_tokens=tokens)
-                assert count_messages(out) + 500 <= threshold, (count_messages(out), threshold, tokens)
+                assert count_messages(out) + 500 <= threshold, (
+                    count_messages(out),
+                    threshold,
+                    tokens,
+                )
                 assert_valid_sequence(out)
     stored = rows(engine)
-    assert [r.role for r in stored] == [m["role"] for m in history], "a message was stored twice or lost"
+    assert [r.role for r in stored] == [m["role"] for m in history], (
+        "a message was stored twice or lost"
+    )
     for row, message in zip(stored, history, strict=True):
         info = parse_stub(row.content)
         want = message["content"]
@@ -355,13 +419,17 @@ def test_random_sessions_with_big_outputs_stay_bounded_valid_lossless_and_unique
 
 def _split(turns: list[list[dict[str, Any]]], parts: int) -> list[list[list[dict[str, Any]]]]:
     size = -(-len(turns) // parts)
-    return [turns[i * size:(i + 1) * size] for i in range(parts)]
+    return [turns[i * size : (i + 1) * size] for i in range(parts)]
 
 
-def test_our_own_answers_are_never_externalized_and_page_below_the_threshold(make_engine: Any) -> None:
+def test_our_own_answers_are_never_externalized_and_page_below_the_threshold(
+    make_engine: Any,
+) -> None:
     """lcm_expand of a stub pages the original back in answers below the threshold, and the host
     handing those answers back (named lcm_expand) stores them whole: no stub of a stub."""
-    engine = make_engine(threshold=10**6, **{**ON, "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "6000"})
+    engine = make_engine(
+        threshold=10**6, **{**ON, "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "6000"}
+    )
     output = big_output(40_000)
     history = [*tool_turn("run", output, "call0"), {"role": "assistant", "content": "done"}]
     engine.ingest_host(history)
@@ -370,7 +438,9 @@ def test_our_own_answers_are_never_externalized_and_page_below_the_threshold(mak
     assert info is not None
     pages, offset, answers = [], 0, []
     while offset is not None:
-        text = engine.handle_tool_call("lcm_expand", {"externalized_ref": info.ref, "content_offset": offset})
+        text = engine.handle_tool_call(
+            "lcm_expand", {"externalized_ref": info.ref, "content_offset": offset}
+        )
         answers.append(text)
         answer = __import__("json").loads(text)
         pages.append(answer["content"])
@@ -378,10 +448,21 @@ def test_our_own_answers_are_never_externalized_and_page_below_the_threshold(mak
     assert "".join(pages) == output and len(pages) >= 7
     assert all(len(a) < 6000 for a in answers), [len(a) for a in answers]
     for i, text in enumerate(answers):  # the host hands each answer back as the tool's result
-        history += [{"role": "user", "content": f"page {i}"},
-                    {"role": "assistant", "content": "", "tool_calls": [
-                        {"id": f"x{i}", "type": "function", "function": {"name": "lcm_expand", "arguments": "{}"}}]},
-                    {"role": "tool", "tool_call_id": f"x{i}", "name": "lcm_expand", "content": text * 3}]
+        history += [
+            {"role": "user", "content": f"page {i}"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": f"x{i}",
+                        "type": "function",
+                        "function": {"name": "lcm_expand", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"x{i}", "name": "lcm_expand", "content": text * 3},
+        ]
     engine.ingest_host(history)
     own = [r for r in rows(engine) if r.role == "tool" and r.tool_name == "lcm_expand"]
     assert len(own) == len(answers) and not any(is_stub(r.content) for r in own)
@@ -400,8 +481,14 @@ def test_answer_cap_is_the_smallest_limit_an_answer_would_hit() -> None:
 
     plain = LcmConfig()
     assert answer_cap(plain, 0, 0, "lcm_expand") == plain.tool_response_max_chars
-    on = LcmConfig(large_output_externalization_enabled=True, large_output_externalization_threshold_chars=9000)
+    on = LcmConfig(
+        large_output_externalization_enabled=True, large_output_externalization_threshold_chars=9000
+    )
     assert answer_cap(on, 0, 0, "lcm_grep") == 8999
-    assert answer_cap(plain, 0, 10_000, "lcm_expand") == 10_000  # a quarter of the prompt's threshold
-    assert answer_cap(plain, 0, 10_000, "lcm_grep") == plain.tool_response_max_chars  # recovery tools only
+    assert (
+        answer_cap(plain, 0, 10_000, "lcm_expand") == 10_000
+    )  # a quarter of the prompt's threshold
+    assert (
+        answer_cap(plain, 0, 10_000, "lcm_grep") == plain.tool_response_max_chars
+    )  # recovery tools only
     assert answer_cap(plain, 0, 100, "lcm_expand") == MIN_ANSWER_CHARS

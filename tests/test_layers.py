@@ -18,7 +18,17 @@ from importlinter import configuration
 from importlinter.application.use_cases import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_THE_PACKAGE = ("tests", "bench", "fixtures", "scripts", "build", ".venv", ".pyroot", "skills", "docs")
+NOT_THE_PACKAGE = (
+    "tests",
+    "bench",
+    "fixtures",
+    "scripts",
+    "build",
+    ".venv",
+    ".pyroot",
+    "skills",
+    "docs",
+)
 MAX_LINES = 700
 ENGINE_MAX_LINES = 400
 DATA_LAYER = ("store.py", "storage/")
@@ -32,13 +42,18 @@ def _sources() -> Iterator[Path]:
 
 
 def _package_modules(graph: grimp.ImportGraph) -> set[str]:
-    return {m for m in graph.modules if m.split(".")[1:2] == [] or m.split(".")[1] not in NOT_THE_PACKAGE}
+    return {
+        m
+        for m in graph.modules
+        if m.split(".")[1:2] == [] or m.split(".")[1] not in NOT_THE_PACKAGE
+    }
 
 
 def test_the_layer_contracts_hold() -> None:
     configuration.configure()  # what the lint-imports command does before it reads the contracts
-    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), cache_dir=None, no_logo=True), \
-        "an import breaks a layer contract: run .venv/bin/lint-imports for the chain"
+    assert lint_imports(
+        config_filename=str(ROOT / "pyproject.toml"), cache_dir=None, no_logo=True
+    ), "an import breaks a layer contract: run .venv/bin/lint-imports for the chain"
 
 
 def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
@@ -104,7 +119,10 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 
 def test_no_source_file_is_over_its_size() -> None:
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in _sources()}
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in _sources()
+    }
     assert sizes["engine.py"] <= ENGINE_MAX_LINES, sizes["engine.py"]
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
@@ -122,8 +140,11 @@ def test_sql_runs_only_in_the_data_layer() -> None:
                 offenders.append(f"{rel}:{node.lineno} imports sqlite3")
             if isinstance(node, ast.ImportFrom) and node.module == "sqlite3":
                 offenders.append(f"{rel}:{node.lineno} imports from sqlite3")
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("execute", "executemany", "executescript")):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("execute", "executemany", "executescript")
+            ):
                 offenders.append(f"{rel}:{node.lineno} calls {node.func.attr}")
     assert offenders == []
 
@@ -131,14 +152,29 @@ def test_sql_runs_only_in_the_data_layer() -> None:
 def test_every_subpackage_is_installed() -> None:
     """A subpackage missing from pyproject's package list works in a checkout and is absent
     from an installed copy."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {"hermes_lcm." + p.parent.relative_to(ROOT).as_posix().replace("/", ".")
-             for p in _sources() if p.name == "__init__.py" and p.parent != ROOT}
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        "hermes_lcm." + p.parent.relative_to(ROOT).as_posix().replace("/", ".")
+        for p in _sources()
+        if p.name == "__init__.py" and p.parent != ROOT
+    }
     assert found - listed == set()
 
 
-FRONT_DOORS = {"__init__.py", "engine.py", "core.py", "tools.py", "schemas.py", "command.py", "store.py", "dag.py",
-               "config.py", "version.py"}
+FRONT_DOORS = {
+    "__init__.py",
+    "engine.py",
+    "core.py",
+    "tools.py",
+    "schemas.py",
+    "command.py",
+    "store.py",
+    "dag.py",
+    "config.py",
+    "version.py",
+}
 
 
 def test_the_root_holds_only_the_front_doors_and_packages() -> None:
@@ -151,14 +187,20 @@ def test_the_root_holds_only_the_front_doors_and_packages() -> None:
 def test_every_package_is_installed_and_opens_with_what_it_is_for() -> None:
     """A package directory is listed in pyproject's packages (else a wheel leaves it out) and its
     ``__init__`` says what the package is for (its front door)."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+            "packages"
+        ]
+    )
     for init in _sources():
         if init.name != "__init__.py" or init.parent == ROOT:
             continue
         dotted = "hermes_lcm." + ".".join(init.parent.relative_to(ROOT).parts)
         assert dotted in listed, f"{dotted} is not in pyproject's packages"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
-        assert doc and len(doc) > 40, f"{init.relative_to(ROOT)} has no docstring saying what the package is for"
+        assert doc and len(doc) > 40, (
+            f"{init.relative_to(ROOT)} has no docstring saying what the package is for"
+        )
 
 
 def _front_doors() -> dict[str, set[str]]:
@@ -168,8 +210,9 @@ def _front_doors() -> dict[str, set[str]]:
         if init.name != "__init__.py" or init.parent == ROOT:
             continue
         for node in ast.parse(init.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                    for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
                 names = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}  # type: ignore[attr-defined]
                 doors[".".join(init.parent.relative_to(ROOT).parts)] = names
     return doors
@@ -191,10 +234,10 @@ def test_a_package_with_a_front_door_is_entered_through_it() -> None:
                 continue
             base = package_of_file.split(".") if package_of_file else []
             if node.level:
-                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
                 target = ".".join([*base, *(node.module.split(".") if node.module else [])])
             elif node.module and node.module.startswith("hermes_lcm."):
-                target = node.module[len("hermes_lcm."):]
+                target = node.module[len("hermes_lcm.") :]
             else:
                 continue
             for door, names in doors.items():
@@ -202,10 +245,15 @@ def test_a_package_with_a_front_door_is_entered_through_it() -> None:
                 if inside:
                     continue
                 if target.startswith(door + "."):
-                    wrong.append(f"{rel}:{node.lineno} imports {target} behind {door}/'s front door")
+                    wrong.append(
+                        f"{rel}:{node.lineno} imports {target} behind {door}/'s front door"
+                    )
                 elif target == door:
-                    wrong += [f"{rel}:{node.lineno} imports {a.name}, not exported by {door}/"
-                              for a in node.names if a.name not in names]
+                    wrong += [
+                        f"{rel}:{node.lineno} imports {a.name}, not exported by {door}/"
+                        for a in node.names
+                        if a.name not in names
+                    ]
     assert not wrong, "\n".join(wrong)
     for door, names in doors.items():
         module = __import__(f"hermes_lcm.{door}", fromlist=["*"])

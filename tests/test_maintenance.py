@@ -34,7 +34,9 @@ from .convo import assert_lineage_complete, conversation, host_run
 NO_COMPACTION = 10**9
 
 
-WHERE: dict[str, str] = {}  # the running test's database settings (empty: a SQLite file in its home)
+WHERE: dict[
+    str, str
+] = {}  # the running test's database settings (empty: a SQLite file in its home)
 
 
 @pytest.fixture
@@ -75,12 +77,23 @@ def finds(store: Store, text: str) -> list[str]:
 
 def snapshot_of(db: Path | str) -> dict[str, list[tuple]]:
     return {
-        "messages": rows(db, "SELECT id, conversation_id, seq, session_key, role, content, parts, tool_calls, "
-                             "tool_call_id, source, created_at FROM messages ORDER BY id"),
-        "summaries": rows(db, "SELECT id, depth, content, first_seq, last_seq FROM summaries ORDER BY id"),
-        "edges": rows(db, "SELECT parent_id, child_kind, child_id, ord FROM edges ORDER BY 1, 2, 3"),
-        "conversations": rows(db, "SELECT id, key, frontier_seq, last_seq FROM conversations ORDER BY id"),
-        "context": rows(db, "SELECT conversation_id, ord, summary_id FROM context_items ORDER BY 1, 2"),
+        "messages": rows(
+            db,
+            "SELECT id, conversation_id, seq, session_key, role, content, parts, tool_calls, "
+            "tool_call_id, source, created_at FROM messages ORDER BY id",
+        ),
+        "summaries": rows(
+            db, "SELECT id, depth, content, first_seq, last_seq FROM summaries ORDER BY id"
+        ),
+        "edges": rows(
+            db, "SELECT parent_id, child_kind, child_id, ord FROM edges ORDER BY 1, 2, 3"
+        ),
+        "conversations": rows(
+            db, "SELECT id, key, frontier_seq, last_seq FROM conversations ORDER BY id"
+        ),
+        "context": rows(
+            db, "SELECT conversation_id, ord, summary_id FROM context_items ORDER BY 1, 2"
+        ),
     }
 
 
@@ -96,8 +109,10 @@ def test_backup_then_restore_round_trip(tmp_path):
     at_backup = snapshot_of(db)
     stored_at_backup = len(at_backup["messages"])
 
-    later = [{"role": "user", "content": "after the backup: the answer is PELICAN-42"},
-             {"role": "assistant", "content": "noted PELICAN-42"}]
+    later = [
+        {"role": "user", "content": "after the backup: the answer is PELICAN-42"},
+        {"role": "assistant", "content": "noted PELICAN-42"},
+    ]
     history = history + later
     engine.ingest_host(history)
     assert rows(db, "SELECT count(*) FROM messages")[0][0] == stored_at_backup + 2
@@ -119,7 +134,10 @@ def test_backup_then_restore_round_trip(tmp_path):
     # the host re-sends its history: only what the backup did not have is stored again
     restored.ingest_host(history)
     assert rows(db, "SELECT count(*) FROM messages")[0][0] == stored_at_backup + 2
-    assert rows(db, "SELECT content FROM messages ORDER BY seq DESC LIMIT 1")[0][0] == "noted PELICAN-42"
+    assert (
+        rows(db, "SELECT content FROM messages ORDER BY seq DESC LIMIT 1")[0][0]
+        == "noted PELICAN-42"
+    )
     store_module.close_all()
 
 
@@ -152,8 +170,9 @@ def _consistent(path: Path) -> int:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         con.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES('integrity-check', 1)")
         for cid, last_seq, count, top in con.execute(
-                "SELECT c.id, c.last_seq, count(m.id), max(m.seq) FROM conversations c "
-                "LEFT JOIN messages m ON m.conversation_id=c.id GROUP BY c.id"):
+            "SELECT c.id, c.last_seq, count(m.id), max(m.seq) FROM conversations c "
+            "LEFT JOIN messages m ON m.conversation_id=c.id GROUP BY c.id"
+        ):
             assert last_seq == count == (top or 0), (cid, last_seq, count, top)
         return int(con.execute("SELECT count(*) FROM messages").fetchone()[0])
     finally:
@@ -163,8 +182,13 @@ def _consistent(path: Path) -> int:
 def test_backup_is_consistent_while_another_process_writes(tmp_path):
     engine, _ = built(tmp_path, turns=5, threshold=NO_COMPACTION)
     store = engine.core.store
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], cwd=str(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path)],
+        cwd=str(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "started").exists():
@@ -180,7 +204,9 @@ def test_backup_is_consistent_while_another_process_writes(tmp_path):
         (tmp_path / "stop").write_text("1")
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert counts == sorted(counts) and counts[-1] > counts[0], f"the writer was live during backups: {counts}"
+    assert counts == sorted(counts) and counts[-1] > counts[0], (
+        f"the writer was live during backups: {counts}"
+    )
     assert len({Path(p).name for p in os.listdir(tmp_path / "backups")}) == 6
     store_module.close_all()
 
@@ -198,8 +224,17 @@ def test_doctor_is_clean_on_an_engine_database(tmp_path, on_backend):
     report = mt.doctor_report(engine.core.store, config=engine.config)
     assert report["status"] == "ok", report["guidance"]
     assert report["guidance"] == []
-    assert {c["name"] for c in report["checks"]} >= {"database", "fts:messages_fts", "fts:summaries_fts", "lineage",
-                                                      "source", "lifecycle", "clean", "payloads", "config"}
+    assert {c["name"] for c in report["checks"]} >= {
+        "database",
+        "fts:messages_fts",
+        "fts:summaries_fts",
+        "lineage",
+        "source",
+        "lifecycle",
+        "clean",
+        "payloads",
+        "config",
+    }
     store_module.close_all()
 
 
@@ -211,8 +246,10 @@ def test_doctor_detects_a_drifted_index_and_repair_fixes_it(tmp_path):
     with store.write() as con:  # the index forgets rows the table still has
         for mid in damaged:
             content = con.execute("SELECT content FROM messages WHERE id=?", (mid,)).fetchone()[0]
-            con.execute("INSERT INTO messages_fts(messages_fts, rowid, content) VALUES('delete', ?, ?)",
-                        (mid, content))
+            con.execute(
+                "INSERT INTO messages_fts(messages_fts, rowid, content) VALUES('delete', ?, ?)",
+                (mid, content),
+            )
     report = mt.doctor_report(store)
     assert report["status"] == "fail" and _fts_status(report, "messages_fts") == "fail"
     assert any("doctor repair apply" in g for g in report["guidance"])
@@ -314,10 +351,14 @@ def test_lifecycle_clean_removes_only_old_empty_sessions(tmp_path, on_backend):
     assert sorted(scan["session_ids"]) == ["fork-a", "fork-b"]
     with pytest.raises(mt.MaintenanceError, match="LCM_DOCTOR_CLEAN_APPLY_ENABLED"):
         mt.lifecycle_apply(store, mt.backup_dir(db), 0, [live.session_id], allowed=False)
-    result = mt.lifecycle_apply(store, mt.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True)
+    result = mt.lifecycle_apply(
+        store, mt.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True
+    )
     assert result["deleted"] == {"sessions": 2, "conversations": 2}
     assert sorted(r[0] for r in rows(db, "SELECT id FROM sessions")) == ["fork-live", "s1"]
-    again = mt.lifecycle_apply(store, mt.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True)
+    again = mt.lifecycle_apply(
+        store, mt.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True
+    )
     assert again["status"] == "noop"
     assert len(list(mt.backup_dir(db).iterdir())) == 1
     store_module.close_all()
@@ -331,7 +372,12 @@ def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path, on_
     store = keep.core.store
     db = store.path
     noisy_conversation = noisy.core.binding.conversation_id
-    assert rows(db, "SELECT count(*) FROM summaries WHERE conversation_id=?", (noisy_conversation,))[0][0] > 0
+    assert (
+        rows(db, "SELECT count(*) FROM summaries WHERE conversation_id=?", (noisy_conversation,))[
+            0
+        ][0]
+        > 0
+    )
     before = snapshot_of(db)
 
     assert mt.clean_scan(store, "")["status"] == "noop"
@@ -343,7 +389,12 @@ def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path, on_
     assert snapshot_of(db) == before
     result = mt.clean_apply(store, mt.backup_dir(db), "cron:*", allowed=True)
     assert result["deleted"]["conversations"] == 1 and result["deleted"]["summaries"] > 0
-    assert rows(db, "SELECT count(*) FROM messages WHERE conversation_id=?", (noisy_conversation,))[0][0] == 0
+    assert (
+        rows(db, "SELECT count(*) FROM messages WHERE conversation_id=?", (noisy_conversation,))[0][
+            0
+        ]
+        == 0
+    )
     kept = [m for m in before["messages"] if m[1] != noisy_conversation]
     assert snapshot_of(db)["messages"] == kept
     assert_lineage_complete(str(db))
@@ -360,16 +411,25 @@ def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path, on_
 def test_retention_reports_by_conversation_and_age(tmp_path, on_backend):
     engine = new_engine(tmp_path, NO_COMPACTION, "s1", **WHERE)
     now = time.time()
-    old = [{"role": "user", "content": f"old question {i}", "timestamp": now - 100 * 86400 + i}
-           for i in range(5)]
-    new = [{"role": "user", "content": f"new question {i}", "timestamp": now - 60 + i} for i in range(3)]
+    old = [
+        {"role": "user", "content": f"old question {i}", "timestamp": now - 100 * 86400 + i}
+        for i in range(5)
+    ]
+    new = [
+        {"role": "user", "content": f"new question {i}", "timestamp": now - 60 + i}
+        for i in range(3)
+    ]
     engine.ingest_host(old + new)
     other = new_engine(tmp_path, NO_COMPACTION, "s2", **WHERE)
     other.ingest_host([{"role": "user", "content": "lorem ipsum dolor " * 400}])
     report = mt.retention_report(engine.core.store, now=now)
     assert report["totals"]["conversations"] == 2 and report["totals"]["messages"] == 9
-    assert report["messages_by_age"] == {"older_than_7d": 5, "older_than_30d": 5, "older_than_90d": 5,
-                                         "older_than_365d": 0}
+    assert report["messages_by_age"] == {
+        "older_than_7d": 5,
+        "older_than_30d": 5,
+        "older_than_90d": 5,
+        "older_than_365d": 0,
+    }
     assert report["largest_conversations"][0]["key"] == "session:s2"
     assert report["idle_conversations_90d"]["count"] == 0
     assert any("LCM_IGNORE_SESSION_PATTERNS" in tip for tip in report["how_to_bound"])
@@ -386,12 +446,18 @@ def test_rotate_preview_apply_and_noop(tmp_path):
     before = snapshot_of(db)
     plan = mt.rotate_scan(store, cid, tail_count=8)
     assert plan["status"] == "ready" and plan["frontier_seq"] == 0
-    assert plan["tail_messages"] <= 8 and plan["target_frontier_seq"] == plan["last_seq"] - plan["tail_messages"]
+    assert (
+        plan["tail_messages"] <= 8
+        and plan["target_frontier_seq"] == plan["last_seq"] - plan["tail_messages"]
+    )
     assert snapshot_of(db) == before  # preview writes nothing
 
     backups = tmp_path / "backups"
     result = mt.rotate_apply(store, cid, "normal", backups, tail_count=8)
-    assert result["status"] == "applied" and result["frontier_seq_after"] == plan["target_frontier_seq"]
+    assert (
+        result["status"] == "applied"
+        and result["frontier_seq_after"] == plan["target_frontier_seq"]
+    )
     slot = Path(result["backup"]["path"])
     assert slot.name == "lcm-rotate-latest.sqlite3" and slot.exists()
     after = snapshot_of(db)
@@ -406,7 +472,9 @@ def test_rotate_preview_apply_and_noop(tmp_path):
     stamp = slot.stat().st_mtime_ns
     again = mt.rotate_apply(store, cid, "normal", backups, tail_count=8)
     assert again["status"] == "noop" and again["backup"] is None
-    assert slot.stat().st_mtime_ns == stamp and sorted(p.name for p in backups.iterdir()) == [slot.name]
+    assert slot.stat().st_mtime_ns == stamp and sorted(p.name for p in backups.iterdir()) == [
+        slot.name
+    ]
     with pytest.raises(mt.MaintenanceError, match="stateless"):
         mt.rotate_apply(store, cid, "stateless", backups, tail_count=8)
     store_module.close_all()
@@ -420,11 +488,16 @@ def test_rotate_slot_is_overwritten_not_accumulated(tmp_path):
     history += [m for t in conversation(99, 6) for m in t]
     engine.ingest_host(history)
     second = mt.rotate_apply(store, cid, "normal", backups, tail_count=4)
-    assert second["status"] == "applied" and second["target_frontier_seq"] > first["target_frontier_seq"]
+    assert (
+        second["status"] == "applied"
+        and second["target_frontier_seq"] > first["target_frontier_seq"]
+    )
     assert [p.name for p in backups.iterdir()] == ["lcm-rotate-latest.sqlite3"]
     restored = sqlite3.connect(backups / "lcm-rotate-latest.sqlite3")
-    assert restored.execute("SELECT frontier_seq FROM conversations WHERE id=?", (cid,)).fetchone()[0] == \
-        first["target_frontier_seq"]
+    assert (
+        restored.execute("SELECT frontier_seq FROM conversations WHERE id=?", (cid,)).fetchone()[0]
+        == first["target_frontier_seq"]
+    )
     restored.close()
     store_module.close_all()
 

@@ -32,8 +32,18 @@ from .pgserver import fresh_url
 from .test_import_fixtures import build_lossless_claw
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = ("conversations", "sessions", "session_keys", "messages", "payload_refs", "payload_ref_aliases", "summaries",
-          "edges", "context_items", "events")
+TABLES = (
+    "conversations",
+    "sessions",
+    "session_keys",
+    "messages",
+    "payload_refs",
+    "payload_ref_aliases",
+    "summaries",
+    "edges",
+    "context_items",
+    "events",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +63,10 @@ def made_by_engine(home: Path, turns: int = 30) -> Path:
     """A file our engine wrote: raw rows, a summary DAG, sessions, events, a redaction secret, a payload."""
     engine = new_engine(home, threshold=3000)
     turns_ = list(conversation(7, turns))
-    turns_[1] = [*turns_[1], {"role": "user", "content": "the quokka manifest lives under the stairs"}]
+    turns_[1] = [
+        *turns_[1],
+        {"role": "user", "content": "the quokka manifest lives under the stairs"},
+    ]
     host_run(engine, turns_)
     assert engine.core is not None
     engine.core.store.secret("redaction")
@@ -94,15 +107,18 @@ def test_dry_run_writes_nothing(clean_home: Path) -> None:
     assert plan["would_copy"] == {t: n for t, n in counts_sqlite(db).items()}
     assert plan["would_copy"]["messages"] > 50 and plan["would_copy"]["summaries"] > 0
     assert "secret:redaction" in plan["secrets"] and plan["payload_files"] == 1
-    assert pg_rows(url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") \
-        == [(0,)]
+    assert pg_rows(
+        url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+    ) == [(0,)]
     assert digest(db) == before
 
 
 def test_apply_copies_everything_with_ids_and_secrets_and_verifies(clean_home: Path) -> None:
     db = made_by_engine(clean_home)
     url, before = fresh_url(), digest(db)
-    code, out, err = lcm("migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply", "--batch", "7")
+    code, out, err = lcm(
+        "migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply", "--batch", "7"
+    )
     done = json.loads(out)
     assert code == 0 and done["verify"]["ok"], (err, done["verify"]["sample"])
     assert digest(db) == before  # the source is never written
@@ -128,8 +144,12 @@ def test_apply_copies_everything_with_ids_and_secrets_and_verifies(clean_home: P
     ask = {"store_id": src_ids[3], "session_scope": "all"}
     answers = [json.loads(tools.dispatch(e, "lcm_expand", ask)) for e in (engine, on_file)]
     assert answers[0] == answers[1] and "error" not in answers[0], answers
-    found = [json.loads(tools.dispatch(e, "lcm_grep", {"query": "quokka manifest", "session_scope": "all"}))
-             for e in (engine, on_file)]
+    found = [
+        json.loads(
+            tools.dispatch(e, "lcm_grep", {"query": "quokka manifest", "session_scope": "all"})
+        )
+        for e in (engine, on_file)
+    ]
     assert "error" not in found[0] and found[0]["hits"], found[0]
     unscored = [[{k: v for k, v in h.items() if k != "score"} for h in f["hits"]] for f in found]
     assert unscored[0] == unscored[1]  # scores are each backend's own scale (bm25, ts_rank)
@@ -161,8 +181,10 @@ def test_foreign_target_is_refused(clean_home: Path) -> None:
         conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
     code, _, err = lcm("migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply")
     assert code == 3 and "not written by hermes-lcm" in err
-    assert pg_rows(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()") \
-        == [("invoices",)]
+    assert pg_rows(
+        url,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
+    ) == [("invoices",)]
     plan = json.loads(lcm("migrate-to-postgres", "--source-db", str(db), "--url", url)[1])
     assert plan["target_state"] == "foreign" and not plan["can_apply"]
 
@@ -181,12 +203,35 @@ def test_target_in_use_by_engines_is_refused(clean_home: Path) -> None:
 def test_killed_mid_copy_resumes_with_nothing_doubled(clean_home: Path, tmp_path: Path) -> None:
     db = made_by_engine(clean_home, turns=40)
     url = fresh_url()
-    path = os.pathsep.join([str(ROOT / ".pyroot"), str(ROOT.parent), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path, "HERMES_HOME": str(clean_home), "LCM_PROGRESS": "never"}
+    path = os.pathsep.join(
+        [str(ROOT / ".pyroot"), str(ROOT.parent), os.environ.get("PYTHONPATH", "")]
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": path,
+        "HERMES_HOME": str(clean_home),
+        "LCM_PROGRESS": "never",
+    }
     # a batch of one row is one transaction each: kill the process once some are committed
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", "migrate-to-postgres", "--source-db", str(db),
-                             "--url", url, "--apply", "--batch", "1"], env=env, cwd=str(tmp_path),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hermes_lcm.cli.main",
+            "migrate-to-postgres",
+            "--source-db",
+            str(db),
+            "--url",
+            url,
+            "--apply",
+            "--batch",
+            "1",
+        ],
+        env=env,
+        cwd=str(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         import time
 
@@ -210,10 +255,14 @@ def test_killed_mid_copy_resumes_with_nothing_doubled(clean_home: Path, tmp_path
     done = json.loads(out)
     assert code == 0 and done["verify"]["ok"] and done["resumed"], err
     assert counts_pg(url) == counts_sqlite(db)
-    assert pg_rows(url, "SELECT count(*) - count(DISTINCT (conversation_id, seq)) FROM messages") == [(0,)]
+    assert pg_rows(
+        url, "SELECT count(*) - count(DISTINCT (conversation_id, seq)) FROM messages"
+    ) == [(0,)]
 
 
-def test_ctrl_c_exits_130_with_resume_hint(clean_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_exits_130_with_resume_hint(
+    clean_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from hermes_lcm.base import progress
 
     db = made_by_engine(clean_home, turns=8)
@@ -227,8 +276,12 @@ def test_ctrl_c_exits_130_with_resume_hint(clean_home: Path, monkeypatch: pytest
             raise KeyboardInterrupt
 
     monkeypatch.setattr(progress.Reporter, "update", update)
-    code, _, err = lcm("migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply", "--batch", "5")
-    assert code == 130 and "run the same command again" in err and len(err.strip().splitlines()) == 1
+    code, _, err = lcm(
+        "migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply", "--batch", "5"
+    )
+    assert (
+        code == 130 and "run the same command again" in err and len(err.strip().splitlines()) == 1
+    )
     monkeypatch.setattr(progress.Reporter, "update", real)
     code, out, err = lcm("migrate-to-postgres", "--source-db", str(db), "--url", url, "--apply")
     assert code == 0 and json.loads(out)["verify"]["ok"], err
@@ -246,7 +299,9 @@ def test_older_schema_source_is_read_through_its_views(clean_home: Path) -> None
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     want = con.execute("SELECT id, fingerprint FROM messages ORDER BY id").fetchall()
     con.close()
-    assert pg_rows(url, "SELECT id, fingerprint FROM messages ORDER BY id") == [tuple(r) for r in want]
+    assert pg_rows(url, "SELECT id, fingerprint FROM messages ORDER BY id") == [
+        tuple(r) for r in want
+    ]
     assert pg_rows(url, "SELECT count(*) FROM session_keys")[0][0] > 0
 
 
@@ -259,8 +314,9 @@ def test_peer_files_name_the_command_that_upgrades_them(clean_home: Path) -> Non
     lcmx = lcmx_copy(clean_home, "x.db")
     code, _, err = lcm("migrate-to-postgres", "--source-db", str(lcmx), "--url", url, "--apply")
     assert code == 3 and "LCM-X" in err and "lcm import lcm-x" in err
-    assert pg_rows(url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") \
-        == [(0,)]
+    assert pg_rows(
+        url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+    ) == [(0,)]
 
 
 def test_optional_families_are_listed_not_copied(clean_home: Path) -> None:
@@ -279,5 +335,13 @@ def test_optional_families_are_listed_not_copied(clean_home: Path) -> None:
 def test_bad_arguments_are_usage_errors(clean_home: Path) -> None:
     db = made_by_engine(clean_home, turns=2)
     assert lcm("migrate-to-postgres", "--source-db", str(db), "--url", str(db))[0] == 2
-    assert lcm("migrate-to-postgres", "--source-db", str(db), "--url", fresh_url(), "--batch", "0")[0] == 2
-    assert lcm("migrate-to-postgres", "--source-db", str(clean_home / "nope.db"), "--url", fresh_url())[0] == 3
+    assert (
+        lcm("migrate-to-postgres", "--source-db", str(db), "--url", fresh_url(), "--batch", "0")[0]
+        == 2
+    )
+    assert (
+        lcm(
+            "migrate-to-postgres", "--source-db", str(clean_home / "nope.db"), "--url", fresh_url()
+        )[0]
+        == 3
+    )

@@ -53,8 +53,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def stored_with_payload(home: Path, session: str = "s1", seed: int = 1):
     engine = new_engine(home, 10**9, session)
-    engine.ingest_host([{"role": "user", "content": f"look at this {data_uri(seed)} please"},
-                        {"role": "assistant", "content": "seen"}])
+    engine.ingest_host(
+        [
+            {"role": "user", "content": f"look at this {data_uri(seed)} please"},
+            {"role": "assistant", "content": "seen"},
+        ]
+    )
     return engine
 
 
@@ -103,7 +107,9 @@ def test_files_of_rows_removed_by_doctor_clean_become_orphans(home: Path) -> Non
     assert junk.core is not None
     store = junk.core.store
     assert mt.gc_payloads_scan(store)["status"] == "noop"  # both referenced
-    mt.lifecycle_apply(store, home / "bk", 0, allowed=True)  # empty session rows only: nothing freed
+    mt.lifecycle_apply(
+        store, home / "bk", 0, allowed=True
+    )  # empty session rows only: nothing freed
     assert mt.gc_payloads_scan(store)["status"] == "noop"
     cleaned = mt.clean_apply(store, home / "bk", "cron:*", allowed=True)
     assert cleaned["deleted"]["messages"] == 2
@@ -126,7 +132,9 @@ def test_a_row_committed_between_scan_and_delete_keeps_its_file(home: Path) -> N
     assert plan["removable_refs"] == [orphan]
     # A writer commits a row naming the file after the scan (the placeholder is a fixed point:
     # no file is written, so the file stays old and only the re-check under the lock can save it).
-    engine.ingest_host([{"role": "user", "content": f"again {PLACEHOLDER_PREFIX}{orphan} mime=image/png chars=9]"}])
+    engine.ingest_host(
+        [{"role": "user", "content": f"again {PLACEHOLDER_PREFIX}{orphan} mime=image/png chars=9]"}]
+    )
     done = payload_gc.remove(store, plan["removable_refs"])
     assert done["removed"] == [] and done["kept"] == {orphan: "referenced now"}
     assert (payloads / f"{orphan}.payload").read_text() == "orphan bytes"

@@ -32,14 +32,20 @@ def test_host_b_expands_what_host_a_stored(tmp_path):
     a = new_engine(home_a, 10**9, "s1", LCM_DATABASE_URL=url, **ON)
     output = big_output(seed="fleet")
     image = base64.b64encode(os.urandom(3000)).decode()
-    a.ingest_host([{"role": "user", "content": f"look: data:image/png;base64,{image} thanks"},
-                   *tool_turn("run the tests", output, "call_1")])
+    a.ingest_host(
+        [
+            {"role": "user", "content": f"look: data:image/png;base64,{image} thanks"},
+            *tool_turn("run the tests", output, "call_1"),
+        ]
+    )
     stored = a.core.store.messages_after(a.core.binding.conversation_id, 0)
     info = next(m for m in stored if m.role == "tool")
     assert "[lcm-output ref=" in info.content and "[lcm-payload ref=" in stored[0].content
     output_ref = info.content.split("[lcm-output ref=")[1][:24]
     image_ref = stored[0].content.split("[lcm-payload ref=")[1][:24]
-    b = new_engine(home_b, 10**9, "s1", LCM_DATABASE_URL=url, **ON)  # the same session, another machine
+    b = new_engine(
+        home_b, 10**9, "s1", LCM_DATABASE_URL=url, **ON
+    )  # the same session, another machine
     assert read_all(b, output_ref) == output
     pages, offset = [], 0
     while offset is not None:  # paged: answers stay below the large-output threshold
@@ -65,7 +71,11 @@ def test_gc_removes_an_orphaned_payload_row_only(tmp_path):
     with psycopg.connect(url, autocommit=True) as pg:
         pg.execute("UPDATE payloads SET created_at = created_at - 3600")
     found = payload_gc.scan(store)
-    assert found["files"] == 2 and found["removable_refs"] == ["f" * 24] and found["missing_files"] == 0
+    assert (
+        found["files"] == 2
+        and found["removable_refs"] == ["f" * 24]
+        and found["missing_files"] == 0
+    )
     done = payload_gc.remove(store, found["removable_refs"])
     assert done["removed"] == ["f" * 24] and done["bytes_freed"] == len(b"nobody names me")
     assert payload_gc.scan(store)["files"] == 1 and store.payload_get("f" * 24) is None

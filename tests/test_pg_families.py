@@ -32,17 +32,23 @@ def _close() -> Iterator[None]:
 
 def with_messages(store: Store, count: int, conversation: str = "k") -> list[int]:
     conv = store.ensure_conversation(conversation)
-    records = [MessageIn("user", f"row {i}", None, None, None, None, None, 3, f"fp{i}") for i in range(count)]
+    records = [
+        MessageIn("user", f"row {i}", None, None, None, None, None, 3, f"fp{i}")
+        for i in range(count)
+    ]
     return store.append(conv, "s1", "cli", lambda _prints: records)
 
 
-def stored(store: Store, ids: list[int], dim: int, dtype: str, seed: int = 0) -> tuple[int, np.ndarray]:
+def stored(
+    store: Store, ids: list[int], dim: int, dtype: str, seed: int = 0
+) -> tuple[int, np.ndarray]:
     matrix = np.random.default_rng(seed).normal(size=(len(ids), dim)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     store.ensure_vector_tables()
     model = store.vector_model("test:model", dim, dtype)
-    assert store.put_vectors(model, "m", [(i, *encode(row, dtype)) for i, row in zip(ids, matrix, strict=True)]) \
-        == len(ids)
+    assert store.put_vectors(
+        model, "m", [(i, *encode(row, dtype)) for i, row in zip(ids, matrix, strict=True)]
+    ) == len(ids)
     _, blobs, scales = store.load_vectors(model, "m")
     return model, decode(blobs, scales, dim, dtype)
 
@@ -79,7 +85,10 @@ def test_stored_index_is_what_the_arm_searches() -> None:
     query = np.ones(8, np.float32) / np.sqrt(8)
     assert len(index) == 50 and len(index.search(query, 7)) == 7
     assert index.search(query, 7, allowed=np.asarray([], dtype=np.int64)) == []
-    assert [i for i, _ in index.search(query, 3, allowed=np.asarray(ids[:2]))] in (ids[:2], ids[1::-1])
+    assert [i for i, _ in index.search(query, 3, allowed=np.asarray(ids[:2]))] in (
+        ids[:2],
+        ids[1::-1],
+    )
 
 
 def test_a_second_tenant_reaches_the_extension_the_first_installed() -> None:
@@ -98,7 +107,9 @@ def _unprivileged_url() -> str:
     with psycopg.connect(srv.url(), autocommit=True) as pg:
         pg.execute(f"CREATE ROLE {name} LOGIN")
         pg.execute(f"CREATE DATABASE {name} OWNER {name}")
-    return f"postgresql://{name}@127.0.0.1:{srv.port}/{name}?options={quote('-csearch_path=public')}"
+    return (
+        f"postgresql://{name}@127.0.0.1:{srv.port}/{name}?options={quote('-csearch_path=public')}"
+    )
 
 
 def test_without_pgvector_the_blob_path_serves_and_status_says_why() -> None:
@@ -108,7 +119,9 @@ def test_without_pgvector_the_blob_path_serves_and_status_says_why() -> None:
     assert not store.vector_knn_native()
     assert "pgvector unavailable" in store.vector_stats()["knn"]
     assert "permission denied" in store.vector_stats()["knn"]
-    assert store.load_vectors(model, "m")[0] == ids  # the in-memory index loads the blobs as on SQLite
+    assert (
+        store.load_vectors(model, "m")[0] == ids
+    )  # the in-memory index loads the blobs as on SQLite
     assert store.nearest_vectors(model, "m", rows[0], 3) == []
     store.ensure_vector_tables()  # a second try refuses again, still without failing
     assert not store.vector_knn_native()
@@ -119,18 +132,36 @@ def test_a_forged_quote_is_refused_and_the_rest_of_the_batch_is_kept() -> None:
     ids = with_messages(store, 2)
     conv = store.ensure_conversation("k")
     store.ensure_assertion_tables()
-    good = {"conversation_id": conv, "store_id": ids[0], "subject": "row", "kind": "state", "value": "0",
-            "valid_from": 1.0, "span_start": 0, "span_end": 3, "quote": "row"}
+    good = {
+        "conversation_id": conv,
+        "store_id": ids[0],
+        "subject": "row",
+        "kind": "state",
+        "value": "0",
+        "valid_from": 1.0,
+        "span_start": 0,
+        "span_end": 3,
+        "quote": "row",
+    }
     forged = {**good, "store_id": ids[1], "quote": "wow"}
     other = {**good, "store_id": ids[1], "span_start": 4, "span_end": 5, "quote": "1", "value": "1"}
     assert store.put_assertions([good, forged, other], cursor=ids[1]) == 2
     assert store.assertion_cursor() == ids[1]
-    assert store.clear_assertions("llm") == 0 and len(store.assertions_for([conv], "", "state", 2.0, 10)) == 2
-    assert sorted(r["quote"] for r in store.assertions_for(None, "row", "", None, 10)) == ["1", "row"]
+    assert (
+        store.clear_assertions("llm") == 0
+        and len(store.assertions_for([conv], "", "state", 2.0, 10)) == 2
+    )
+    assert sorted(r["quote"] for r in store.assertions_for(None, "row", "", None, 10)) == [
+        "1",
+        "row",
+    ]
     with pytest.raises(StoreFault, match="quote is not its source text"), store.write() as db:
-        db.execute("INSERT INTO assertions(conversation_id, store_id, subject, kind, value, valid_from, span_start, "
-                   "span_end, quote, extractor, created_at) VALUES (?, ?, 'x', 'state', 'v', 1, 0, 3, 'wow', "
-                   "'rules', 1)", (conv, ids[1]))
+        db.execute(
+            "INSERT INTO assertions(conversation_id, store_id, subject, kind, value, valid_from, span_start, "
+            "span_end, quote, extractor, created_at) VALUES (?, ?, 'x', 'state', 'v', 1, 0, 3, 'wow', "
+            "'rules', 1)",
+            (conv, ids[1]),
+        )
     store.delete_conversations([conv])
     assert store.assertions_for(None, "", "", None, 10) == []
 

@@ -36,8 +36,12 @@ def _close() -> Iterator[None]:
 
 def messages(store: Store, count: int, conversation: str) -> list[int]:
     conv = store.ensure_conversation(conversation)
-    records = [MessageIn("user", f"{conversation} {i}", None, None, None, None, None, 3, f"{conversation}{i}")
-               for i in range(count)]
+    records = [
+        MessageIn(
+            "user", f"{conversation} {i}", None, None, None, None, None, 3, f"{conversation}{i}"
+        )
+        for i in range(count)
+    ]
     return store.append(conv, "s1", "cli", lambda _prints: records)
 
 
@@ -50,23 +54,32 @@ def put(store: Store, name: str, ids: list[int], matrix: np.ndarray) -> int:
     store.ensure_vector_tables()
     model = store.vector_model(name, matrix.shape[1], "float32")
     for start in range(0, len(ids), 1000):
-        chunk = zip(ids[start:start + 1000], matrix[start:start + 1000], strict=True)
+        chunk = zip(ids[start : start + 1000], matrix[start : start + 1000], strict=True)
         store.put_vectors(model, "m", [(i, *encode(row, "float32")) for i, row in chunk])
     return model
 
 
 def indexes(url: str) -> dict[str, str]:
-    return {str(r[0]): str(r[1]) for r in raw_sql(
-        url, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-             "AND tablename = 'vectors' AND position('hnsw' in indexdef) > 0")}
+    return {
+        str(r[0]): str(r[1])
+        for r in raw_sql(
+            url,
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'vectors' AND position('hnsw' in indexdef) > 0",
+        )
+    }
 
 
-def exact(ids: list[int], matrix: np.ndarray, query: np.ndarray, k: int, keep: set[int] | None = None) -> list[int]:
+def exact(
+    ids: list[int], matrix: np.ndarray, query: np.ndarray, k: int, keep: set[int] | None = None
+) -> list[int]:
     order = np.argsort(-(matrix @ query), kind="stable")
     return [ids[i] for i in order if keep is None or ids[i] in keep][:k]
 
 
-def unindexed(rows: int, seed: int, stored: int | None = None) -> tuple[str, Any, list[int], np.ndarray, int]:
+def unindexed(
+    rows: int, seed: int, stored: int | None = None
+) -> tuple[str, Any, list[int], np.ndarray, int]:
     """A fresh schema with ``rows`` messages, vectors for the first ``stored`` of them, and no HNSW
     index (dropped: as left by a refusal, an operator or a database from before the index)."""
     url = fresh_url()
@@ -89,7 +102,14 @@ def fleet() -> Iterator[dict[str, Any]]:
     matrix = unit(len(ids), DIM, 1)
     model = put(store, "test:model", ids, matrix)
     raw_sql(url, "ANALYZE vectors")
-    yield {"url": url, "ids": ids, "matrix": matrix, "model": model, "big": ids[:3000], "small": ids[3000:]}
+    yield {
+        "url": url,
+        "ids": ids,
+        "matrix": matrix,
+        "model": model,
+        "big": ids[:3000],
+        "small": ids[3000:],
+    }
     store.close()
 
 
@@ -102,8 +122,12 @@ def test_first_vectors_of_a_model_create_its_hnsw_index(fleet: dict[str, Any]) -
 
 
 def test_the_knn_query_is_answered_from_the_index(fleet: dict[str, Any]) -> None:
-    schema = str(raw_sql(fleet["url"], "SELECT extnamespace::regnamespace::text FROM pg_extension "
-                                       "WHERE extname = 'vector'")[0][0])
+    schema = str(
+        raw_sql(
+            fleet["url"],
+            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'",
+        )[0][0]
+    )
     sql = hnsw_candidates_sql(schema, fleet["model"], "m", DIM).replace("?", "%s")
     query = "[" + ",".join(["0.125"] * DIM) + "]"
     plan = "\n".join(str(r[0]) for r in raw_sql(fleet["url"], "EXPLAIN " + sql, (query, query, 40)))
@@ -120,7 +144,9 @@ def test_recall_at_10_against_the_exact_answer(fleet: dict[str, Any]) -> None:
         assert len(got) == 10
         hits += len(set(got) & set(exact(fleet["ids"], fleet["matrix"], q, 10)))
     assert hits / (10 * len(queries)) >= 0.95
-    assert store.vector_stats()["knn_queries"]["hnsw"] == len(queries)  # the index answered, not the fallback
+    assert store.vector_stats()["knn_queries"]["hnsw"] == len(
+        queries
+    )  # the index answered, not the fallback
 
 
 def test_a_small_scope_never_leaks_and_is_never_short(fleet: dict[str, Any]) -> None:
@@ -152,7 +178,10 @@ def test_two_models_of_different_dimensions_get_an_index_each() -> None:
     url = fresh_url()
     store = open_store(url)
     ids = messages(store, 50, "c")
-    first, second = put(store, "a:small", ids, unit(50, 16, 5)), put(store, "b:large", ids, unit(50, 48, 6))
+    first, second = (
+        put(store, "a:small", ids, unit(50, 16, 5)),
+        put(store, "b:large", ids, unit(50, 48, 6)),
+    )
     found = indexes(url)
     assert len(found) == 2
     assert any("vector(16)" in d and f"model_id = {first}" in d for d in found.values())
@@ -180,13 +209,18 @@ def test_two_writers_creating_the_same_index_at_once_both_succeed() -> None:
     def write(store: Store, part: slice) -> None:
         try:
             barrier.wait()
-            store.put_vectors(model, "m", [(i, *encode(r, "float32")) for i, r in
-                                           zip(ids[part], matrix[part], strict=True)])
+            store.put_vectors(
+                model,
+                "m",
+                [(i, *encode(r, "float32")) for i, r in zip(ids[part], matrix[part], strict=True)],
+            )
         except Exception as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(s, p)) for s, p in
-               ((first, slice(0, 100)), (second, slice(100, 200)))]
+    threads = [
+        threading.Thread(target=write, args=(s, p))
+        for s, p in ((first, slice(0, 100)), (second, slice(100, 200)))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -200,13 +234,18 @@ def test_a_model_with_vectors_is_never_indexed_inside_a_write() -> None:
     """Building over existing rows takes minutes under the fleet's write lock: a write to a model
     whose index is gone leaves it missing (and says so) instead of building it there."""
     url, store, ids, matrix, model = unindexed(1200, 11, stored=1100)
-    store.put_vectors(model, "m", [(i, *encode(r, "float32")) for i, r in zip(ids[1100:], matrix[1100:],
-                                                                                 strict=True)])
+    store.put_vectors(
+        model,
+        "m",
+        [(i, *encode(r, "float32")) for i, r in zip(ids[1100:], matrix[1100:], strict=True)],
+    )
     assert indexes(url) == {}
     assert store.vector_stats()["indexes_missing"] == [f"vectors_hnsw_m{model}"]
 
 
-def test_build_vector_indexes_builds_the_missing_one_while_another_host_holds_the_write_lock() -> None:
+def test_build_vector_indexes_builds_the_missing_one_while_another_host_holds_the_write_lock() -> (
+    None
+):
     url, store, ids, matrix, model = unindexed(1500, 12)
     with psycopg.connect(url, autocommit=True) as holder:  # another host, inside a write
         holder.execute("BEGIN")
@@ -215,8 +254,11 @@ def test_build_vector_indexes_builds_the_missing_one_while_another_host_holds_th
         built = store.build_vector_indexes()
         holder.execute("COMMIT")
     assert built == [f"vectors_hnsw_m{model}"]
-    assert raw_sql(url, "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = "
-                        f"to_regclass('vectors_hnsw_m{model}')") == [(True,)]
+    assert raw_sql(
+        url,
+        "SELECT x.indisvalid FROM pg_index x WHERE x.indexrelid = "
+        f"to_regclass('vectors_hnsw_m{model}')",
+    ) == [(True,)]
     assert store.vector_stats()["indexes_missing"] == []
     assert store.build_vector_indexes() == []  # nothing left to build
     raw_sql(url, "ANALYZE vectors")
@@ -240,4 +282,6 @@ def test_an_invalid_index_left_by_an_interrupted_build_is_rebuilt_and_never_sear
     assert store.vector_stats()["knn_queries"]["exact"] == 1
     assert store.vector_stats()["indexes_missing"] == [name]
     assert store.build_vector_indexes() == [name]
-    assert raw_sql(url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('{name}')") == [(True,)]
+    assert raw_sql(
+        url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('{name}')"
+    ) == [(True,)]

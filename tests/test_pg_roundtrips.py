@@ -19,7 +19,9 @@ from hermes_lcm.storage.pg.connection import StatementCount
 from .test_search_statements import RARE_STATEMENTS
 from .tooltest import ok
 
-INGEST = 4  # BEGIN + the write lock (one message), the newest rows with last_seq, the insert, COMMIT
+INGEST = (
+    4  # BEGIN + the write lock (one message), the newest rows with last_seq, the insert, COMMIT
+)
 SHOULD_COMPRESS = 0
 ASSEMBLE = 5  # the conversation, the raw window's ids, the uncached rows, the context summaries, the pinned request
 
@@ -28,7 +30,10 @@ pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
 def _message(i: int) -> dict[str, Any]:
     role = "user" if i % 2 == 0 else "assistant"
-    return {"role": role, "content": f"turn {i}: the invoice batch {i * 7} needs a retry on the gateway"}
+    return {
+        "role": role,
+        "content": f"turn {i}: the invoice batch {i * 7} needs a retry on the gateway",
+    }
 
 
 def counted(call: Any) -> tuple[Any, int]:
@@ -79,7 +84,9 @@ def test_a_turn_with_nothing_new_takes_no_write_lock(make_engine):
 
 def test_a_rare_lcm_grep_sends_few_statements(make_engine):
     engine = make_engine(threshold=1_000_000)
-    engine.ingest_host([_message(i) for i in range(30)] + [{"role": "user", "content": "zqvortexrare here"}])
+    engine.ingest_host(
+        [_message(i) for i in range(30)] + [{"role": "user", "content": "zqvortexrare here"}]
+    )
     ok(engine, "lcm_grep", query="gateway")  # the database's first search ever makes its cursor key
     # Another engine's first search reads that key: one read, no write transaction (which was
     # BEGIN + the write lock, insert, read, COMMIT).
@@ -119,14 +126,20 @@ def test_the_memory_turn_filter_never_reads_every_message(make_engine: Any) -> N
     raw_sql(store.url, "ANALYZE messages")
 
     def plan(where: str) -> str:
-        sql = ("SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq('(invoice)') AND m.id BETWEEN 1 AND 10000000 "
-               f"{where} ORDER BY m.id DESC LIMIT 100")
+        sql = (
+            "SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq('(invoice)') AND m.id BETWEEN 1 AND 10000000 "
+            f"{where} ORDER BY m.id DESC LIMIT 100"
+        )
         return "\n".join(str(r[0]) for r in raw_sql(store.url, translate("EXPLAIN " + sql)))
 
-    exists_form = ("AND NOT ((m.role = 'assistant' AND EXISTS (SELECT 1 FROM messages p WHERE p.conversation_id = "
-                   "m.conversation_id AND p.seq = m.seq - 1 AND coalesce(p.tool_name, '') LIKE 'lcm\\_%' ESCAPE "
-                   "'\\')) OR (m.role = 'user' AND EXISTS (SELECT 1 FROM messages n WHERE n.conversation_id = "
-                   f"m.conversation_id AND n.seq = m.seq + 1 AND {_all_lcm_calls('n')})))")
-    assert "hashed SubPlan" in plan(exists_form)  # the form this filter had: the data does provoke it
+    exists_form = (
+        "AND NOT ((m.role = 'assistant' AND EXISTS (SELECT 1 FROM messages p WHERE p.conversation_id = "
+        "m.conversation_id AND p.seq = m.seq - 1 AND coalesce(p.tool_name, '') LIKE 'lcm\\_%' ESCAPE "
+        "'\\')) OR (m.role = 'user' AND EXISTS (SELECT 1 FROM messages n WHERE n.conversation_id = "
+        f"m.conversation_id AND n.seq = m.seq + 1 AND {_all_lcm_calls('n')})))"
+    )
+    assert "hashed SubPlan" in plan(
+        exists_form
+    )  # the form this filter had: the data does provoke it
     where, _ = type(store)._message_filters({"skip_memory_turns": True, "skip_own_tools": True})
     assert "hashed SubPlan" not in plan(where)

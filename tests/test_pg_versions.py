@@ -33,20 +33,36 @@ PG15 = Path("/usr/lib/postgresql/15/bin")
 # A call row's tool_calls text, the id its tool result names, and whether that result is linked
 # (an earlier call of its conversation has the id).
 CASES: dict[str, tuple[str, str, bool]] = {
-    "array": ('[{"id": "call_a", "type": "function", "function": {"name": "grep", "arguments": "{\\"q\\": 1}"}}]',
-              "call_a", True),
-    "blank-led array": (' \n\t[{"id": "call_b", "function": {"name": "ls", "arguments": ""}}]', "call_b", True),
-    "two calls": ('[{"id": "call_x", "function": {"name": "a"}}, {"id": "call_c", "function": {"name": "b"}}]',
-                  "call_c", True),
+    "array": (
+        '[{"id": "call_a", "type": "function", "function": {"name": "grep", "arguments": "{\\"q\\": 1}"}}]',
+        "call_a",
+        True,
+    ),
+    "blank-led array": (
+        ' \n\t[{"id": "call_b", "function": {"name": "ls", "arguments": ""}}]',
+        "call_b",
+        True,
+    ),
+    "two calls": (
+        '[{"id": "call_x", "function": {"name": "a"}}, {"id": "call_c", "function": {"name": "b"}}]',
+        "call_c",
+        True,
+    ),
     "object": ('{"id": "call_d", "function": {"name": "grep"}}', "call_d", False),
     "array cut short": ('[{"id": "call_e", "function": {"name": "gr', "call_e", False),
-    "array, bad inside": ('[{"id": "call_f", "function": {"name": "grep"}}, {oops}]', "call_f", False),
+    "array, bad inside": (
+        '[{"id": "call_f", "function": {"name": "grep"}}, {oops}]',
+        "call_f",
+        False,
+    ),
     "not json": ("call_g grep(q)", "call_g", False),
     "a string": ('"call_h"', "call_h", False),
     "empty array": ("[]", "call_i", False),
 }
-OLD_GUARD = {"jsonb": "CASE WHEN a.tool_calls IS JSON ARRAY THEN a.tool_calls::jsonb ELSE '[]'::jsonb END",
-             "json": "CASE WHEN m.tool_calls IS JSON ARRAY THEN m.tool_calls::json ELSE '[]'::json END"}
+OLD_GUARD = {
+    "jsonb": "CASE WHEN a.tool_calls IS JSON ARRAY THEN a.tool_calls::jsonb ELSE '[]'::jsonb END",
+    "json": "CASE WHEN m.tool_calls IS JSON ARRAY THEN m.tool_calls::json ELSE '[]'::json END",
+}
 
 
 def fill(home: Path, url: str, cases: dict[str, tuple[str, str, bool]] = CASES) -> Any:
@@ -55,34 +71,55 @@ def fill(home: Path, url: str, cases: dict[str, tuple[str, str, bool]] = CASES) 
     engine = new_engine(home, 10**9, "s1", LCM_DATABASE_URL=url)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
     for n, (_, call, _) in enumerate(cases.values()):
-        messages.append({"role": "assistant", "content": f"calling {n}", "tool_calls": [
-            {"id": call, "type": "function", "function": {"name": "grep", "arguments": "{}"}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"calling {n}",
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "grep", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": call, "content": f"result {n}"})
     messages.append({"role": "tool", "tool_call_id": "call_nobody_made", "content": "stray"})
     engine.ingest_host(messages)
     for text, call, _ in cases.values():
-        raw_sql(url, "UPDATE messages SET tool_calls = ? WHERE role = 'assistant' AND strpos(tool_calls, ?) > 0",
-                (text, f'"{call}"'))
+        raw_sql(
+            url,
+            "UPDATE messages SET tool_calls = ? WHERE role = 'assistant' AND strpos(tool_calls, ?) > 0",
+            (text, f'"{call}"'),
+        )
     store_module.close_all()
     return open_store(url)
 
 
 def expected_orphans(url: str, cases: dict[str, tuple[str, str, bool]] = CASES) -> set[int]:
     linked = {call for _, call, ok in cases.values() if ok}
-    return {i for i, call in raw_sql(url, "SELECT id, tool_call_id FROM messages WHERE role = 'tool'")
-            if call not in linked}
+    return {
+        i
+        for i, call in raw_sql(url, "SELECT id, tool_call_id FROM messages WHERE role = 'tool'")
+        if call not in linked
+    }
 
 
 def old_tool_links(store: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """tool_link_counts with the ``IS JSON ARRAY`` guard it had before (PostgreSQL 16 runs it)."""
-    old = store._call_exists().replace(as_json_array("a.tool_calls", "a.id", store._bad_calls), OLD_GUARD["jsonb"])
+    old = store._call_exists().replace(
+        as_json_array("a.tool_calls", "a.id", store._bad_calls), OLD_GUARD["jsonb"]
+    )
     with monkeypatch.context() as patch:
         patch.setattr(store, "_call_exists", lambda: old)
         return dict(OperatorQueries.tool_link_counts(store))
 
 
 def old_unembedded(store: Any, model: int) -> list[tuple[int, str]]:
-    sql = families._unembedded_sql("m").replace(as_json_array("m.tool_calls", "m.id", (), "json"), OLD_GUARD["json"])
+    sql = families._unembedded_sql("m").replace(
+        as_json_array("m.tool_calls", "m.id", (), "json"), OLD_GUARD["json"]
+    )
     with store.read() as db:
         return [(int(r[0]), str(r[1])) for r in db.execute(sql, (0, model, 1000)).fetchall()]
 
@@ -103,14 +140,21 @@ def test_the_rewrite_answers_as_is_json_array_did(pg16, monkeypatch):
     assert after == before
     assert set(after["sample_orphaned"]) == expected_orphans(url) and after["orphaned"] == 7
     # the two rows that start like an array and do not parse were found by the server, and only they
-    cut = {i for i, text in raw_sql(url, "SELECT id, tool_calls FROM messages WHERE tool_calls IS NOT NULL")
-           if text in (CASES["array cut short"][0], CASES["array, bad inside"][0])}
+    cut = {
+        i
+        for i, text in raw_sql(
+            url, "SELECT id, tool_calls FROM messages WHERE tool_calls IS NOT NULL"
+        )
+        if text in (CASES["array cut short"][0], CASES["array, bad inside"][0])
+    }
     assert set(store._bad_calls) == cut and len(cut) == 2
     store.ensure_vector_tables()
     model = store.vector_model("probe", 4, "float32")
     assert store.unembedded(model, "m", 0, 1000) == old_unembedded(store, model)
     texts = dict(store.unembedded(model, "m", 0, 1000))
-    assert any(t.endswith('grep {"q": 1}') for t in texts.values())  # an array's calls are in the text
+    assert any(
+        t.endswith('grep {"q": 1}') for t in texts.values()
+    )  # an array's calls are in the text
     assert store.embedding_backlog(model, 10_000)[0] == len(texts)
 
 
@@ -162,12 +206,17 @@ def test_doctor_and_embedding_reads_run_on_postgresql_15(pg15, tmp_path, caplog)
     store.ensure_vector_tables()
     model = store.vector_model("probe", 4, "float32")
     texts = [text for _, text in store.unembedded(model, "m", 0, 1000)]
-    assert len(texts) == len(raw_sql(url, "SELECT id FROM messages")) and 'calling 0\ngrep {"q": 1}' in texts
+    assert (
+        len(texts) == len(raw_sql(url, "SELECT id FROM messages"))
+        and 'calling 0\ngrep {"q": 1}' in texts
+    )
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     store_module.close_all()
 
 
-@pytest.mark.parametrize(("number", "release"), [(130004, "13.4"), (120018, "12.18"), (90624, "9.6.24")])
+@pytest.mark.parametrize(
+    ("number", "release"), [(130004, "13.4"), (120018, "12.18"), (90624, "9.6.24")]
+)
 def test_a_server_older_than_the_minimum_is_named_and_refused(number, release):
     said = f"is PostgreSQL {release}: hermes-lcm needs PostgreSQL 14 or newer"
     with pytest.raises(StoreError, match=re.escape(said)):
@@ -183,11 +232,14 @@ def test_an_old_server_is_refused_at_connect(tmp_path, monkeypatch):
 
     url = fresh_url()
     monkeypatch.setattr(psycopg.ConnectionInfo, "server_version", property(lambda _self: 130004))
-    with pytest.raises(StoreError, match=re.escape("PostgreSQL 13.4: hermes-lcm needs PostgreSQL 14 or newer")):
+    with pytest.raises(
+        StoreError, match=re.escape("PostgreSQL 13.4: hermes-lcm needs PostgreSQL 14 or newer")
+    ):
         open_store(url)
     engine = new_engine(tmp_path, LCM_DATABASE_URL=url)
     engine.ingest_host([{"role": "user", "content": "hello"}])
     assert "needs PostgreSQL 14 or newer" in str(engine.startup_error)
     monkeypatch.undo()
-    assert raw_sql(url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") \
-        == [(0,)]
+    assert raw_sql(
+        url, "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+    ) == [(0,)]

@@ -30,10 +30,14 @@ NOW = time.time()
 
 
 def seed(make_engine: Callable[..., LcmEngine]) -> None:
-    make_engine(session="s1").ingest_host([
-        {"role": "user", "content": FACT}, {"role": "assistant", "content": "Noted: 5000 messages for billing."},
-        {"role": "user", "content": "Gina opened her clothing store yesterday."},
-        {"role": "assistant", "content": "Congratulations to Gina!"}])
+    make_engine(session="s1").ingest_host(
+        [
+            {"role": "user", "content": FACT},
+            {"role": "assistant", "content": "Noted: 5000 messages for billing."},
+            {"role": "user", "content": "Gina opened her clothing store yesterday."},
+            {"role": "assistant", "content": "Congratulations to Gina!"},
+        ]
+    )
 
 
 def hook(session: str, message: str) -> str | None:
@@ -41,19 +45,33 @@ def hook(session: str, message: str) -> str | None:
     return None if answer is None else answer["context"]
 
 
-@pytest.mark.parametrize("text", [
-    "When did Caroline go to the LGBTQ support group?", "What did we decide about the lag alert?",
-    "Remind me what I told you about my sister.", "Where was I last Friday?",
-    "Did you say the port was 8731?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "When did Caroline go to the LGBTQ support group?",
+        "What did we decide about the lag alert?",
+        "Remind me what I told you about my sister.",
+        "Where was I last Friday?",
+        "Did you say the port was 8731?",
+    ],
+)
 def test_questions_about_the_past_need_recall(text: str) -> None:
     assert needs_recall(text, NOW).recall, text
 
 
-@pytest.mark.parametrize("text", [
-    "Write a SQL query that returns the top five customers by revenue last quarter.",
-    "How do I undo the last git commit but keep the changes?", "What's a good regex for validating IPv4 addresses?",
-    "Explain the difference between a mutex and a semaphore.", "ok", "thanks!",
-    "My sister is getting married in June; any toast ideas?", "x" * 2000 + "?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Write a SQL query that returns the top five customers by revenue last quarter.",
+        "How do I undo the last git commit but keep the changes?",
+        "What's a good regex for validating IPv4 addresses?",
+        "Explain the difference between a mutex and a semaphore.",
+        "ok",
+        "thanks!",
+        "My sister is getting married in June; any toast ideas?",
+        "x" * 2000 + "?",
+    ],
+)
 def test_ordinary_requests_do_not(text: str) -> None:
     assert not needs_recall(text, NOW).recall, needs_recall(text, NOW)
 
@@ -61,7 +79,9 @@ def test_ordinary_requests_do_not(text: str) -> None:
 def test_a_known_name_is_enough() -> None:
     text = "What is Gina's favorite style of dance?"
     assert not needs_recall(text, NOW).recall
-    assert needs_recall(text, NOW, lambda words: [w == "Gina" for w in words]).reasons == ("known name",)
+    assert needs_recall(text, NOW, lambda words: [w == "Gina" for w in words]).reasons == (
+        "known name",
+    )
 
 
 @pytest.mark.both_backends
@@ -84,20 +104,25 @@ def test_the_brief_carries_the_cited_line(make_engine: Callable[..., LcmEngine])
     assert count_tokens(brief) <= 600
     assert hook("s2", "Explain the difference between a mutex and a semaphore.") is None
     dated = hook("s2", "When did Gina open her clothing store?")
-    assert dated is not None and "\"yesterday\" = " in dated
+    assert dated is not None and '"yesterday" = ' in dated
     assert engine.core is not None
 
 
 @pytest.mark.both_backends
-def test_both_blocks_one_search_and_never_stored(make_engine: Callable[..., LcmEngine],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_blocks_one_search_and_never_stored(
+    make_engine: Callable[..., LcmEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
     seed(make_engine)
     engine = make_engine(session="s2", **PRE, **RECALL)
     pages = []
     real = search.Searcher.page
-    monkeypatch.setattr(search.Searcher, "page", lambda self, *a, **k: pages.append(1) or real(self, *a, **k))
+    monkeypatch.setattr(
+        search.Searcher, "page", lambda self, *a, **k: pages.append(1) or real(self, *a, **k)
+    )
     context = hook("s2", QUESTION)
-    assert context is not None and len(HEADER.findall(context)) == 2  # proactive's block, then the brief
+    assert (
+        context is not None and len(HEADER.findall(context)) == 2
+    )  # proactive's block, then the brief
     assert len(pages) == 1  # the brief took its candidates from proactive recall's search
     recall_block, brief = context.split("\n\n", 1)
     assert "Recalled from earlier conversations" in recall_block and INTRO in brief
@@ -112,8 +137,9 @@ def test_both_blocks_one_search_and_never_stored(make_engine: Callable[..., LcmE
 
 
 @pytest.mark.both_backends
-def test_a_failing_brief_leaves_proactive_recalls_block(make_engine: Callable[..., LcmEngine],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_brief_leaves_proactive_recalls_block(
+    make_engine: Callable[..., LcmEngine], monkeypatch: pytest.MonkeyPatch
+) -> None:
     seed(make_engine)
     engine = make_engine(session="s2", **PRE, **RECALL)
 
@@ -127,8 +153,15 @@ def test_a_failing_brief_leaves_proactive_recalls_block(make_engine: Callable[..
 
 
 def test_settings() -> None:
-    loaded = load_config({"LCM_PREANSWER_EVIDENCE_ENABLED": "true", "LCM_PREANSWER_EVIDENCE_MODE": "requirements_v1"})
-    assert loaded.config.preanswer_evidence_enabled and loaded.config.preanswer_evidence_mode == "requirements_v1"
+    loaded = load_config(
+        {"LCM_PREANSWER_EVIDENCE_ENABLED": "true", "LCM_PREANSWER_EVIDENCE_MODE": "requirements_v1"}
+    )
+    assert (
+        loaded.config.preanswer_evidence_enabled
+        and loaded.config.preanswer_evidence_mode == "requirements_v1"
+    )
     assert not loaded.problems
     bad = load_config({"LCM_PREANSWER_EVIDENCE_MODE": "always"})
-    assert bad.config.preanswer_evidence_mode == "" and any("PREANSWER_EVIDENCE_MODE" in p for p in bad.problems)
+    assert bad.config.preanswer_evidence_mode == "" and any(
+        "PREANSWER_EVIDENCE_MODE" in p for p in bad.problems
+    )

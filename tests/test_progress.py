@@ -40,14 +40,25 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LCM_", "HERMES_", "NO_COLOR"))}
-    return {**env, "PYTHONPATH": str(ROOT / ".pyroot"), "COLUMNS": "120", "TERM": "xterm-256color", **extra}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT / ".pyroot"),
+        "COLUMNS": "120",
+        "TERM": "xterm-256color",
+        **extra,
+    }
 
 
 def run_on_pty(argv: list[str], env: dict[str, str], stdout_tty: bool) -> tuple[int, str, str]:
     """Run ``lcm ARGV`` with stderr (and stdout when ``stdout_tty``) on a pseudo-terminal."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "hermes_lcm.cli.main", *argv], env=env, stdin=subprocess.DEVNULL,
-                            stdout=slave if stdout_tty else subprocess.PIPE, stderr=slave)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_lcm.cli.main", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=slave if stdout_tty else subprocess.PIPE,
+        stderr=slave,
+    )
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + 60
@@ -89,7 +100,9 @@ def test_never_silences_even_notes_and_always_draws_the_line_anywhere() -> None:
         line.note("scanned")
         line.update(5, 10)
     assert err.getvalue() == ""
-    with progress.start("copy", 4, stream=err, env={"LCM_PROGRESS": "always"}, unit="pages") as line:
+    with progress.start(
+        "copy", 4, stream=err, env={"LCM_PROGRESS": "always"}, unit="pages"
+    ) as line:
         for n in range(1, 5):
             time.sleep(0.01)
             line.update(n)
@@ -104,9 +117,13 @@ def test_never_silences_even_notes_and_always_draws_the_line_anywhere() -> None:
 
 def test_rich_is_imported_only_to_draw() -> None:
     # (hermes_lcm.cli itself still pulls rich in through httpx's own CLI module; the cold-start work owns that.)
-    code = ("import sys, hermes_lcm.base.progress as p, hermes_lcm.cli.output as o, io; p.start('x', 1).update(1); "
-            "o.emit({'a': 1}, 'json', io.StringIO()); print(any(m.split('.')[0] == 'rich' for m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, hermes_lcm.base.progress as p, hermes_lcm.cli.output as o, io; p.start('x', 1).update(1); "
+        "o.emit({'a': 1}, 'json', io.StringIO()); print(any(m.split('.')[0] == 'rich' for m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
 
@@ -123,26 +140,45 @@ def test_auto_is_json_into_a_stringio_and_a_table_can_be_forced(db: Path) -> Non
     out = io.StringIO()
     assert main(["--db", str(db), "conversations", "--format", "table"], out=out) == 0
     header, rule, first = out.getvalue().splitlines()[:3]
-    assert header.split()[:2] == ["id", "key"] and set(rule.replace(" ", "")) == {"-"} and "session:s1" in first
+    assert (
+        header.split()[:2] == ["id", "key"]
+        and set(rule.replace(" ", "")) == {"-"}
+        and "session:s1" in first
+    )
     assert "\x1b[" not in out.getvalue()  # no colour off a terminal
     assert cli_output.resolve("auto", io.StringIO()) == "json"
 
 
 def test_piped_stdout_is_exactly_json_and_stderr_is_empty(db: Path) -> None:
     for argv in (["status"], ["conversations"], ["backup"]):
-        proc = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), *argv], env=clean_env(),
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), *argv],
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         assert isinstance(json.loads(proc.stdout), dict) and proc.stderr == "", argv
-    bad = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), "summaries", "show", "S999"],
-                         env=clean_env(), capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(db), "summaries", "show", "S999"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 1 and json.loads(bad.stdout)["exit_code"] == 1
     assert bad.stderr.startswith("lcm: error:") and bad.stderr.count("\n") == 1
 
 
-def test_on_a_terminal_backup_draws_one_progress_line_with_rate_and_eta(db: Path, tmp_path: Path) -> None:
-    code, out, err = run_on_pty(["--db", str(db), "--format", "json", "backup", "--dest", str(tmp_path)],
-                                clean_env(), stdout_tty=False)
+def test_on_a_terminal_backup_draws_one_progress_line_with_rate_and_eta(
+    db: Path, tmp_path: Path
+) -> None:
+    code, out, err = run_on_pty(
+        ["--db", str(db), "--format", "json", "backup", "--dest", str(tmp_path)],
+        clean_env(),
+        stdout_tty=False,
+    )
     assert code == 0, err
     assert json.loads(out)["status"] == "ok"  # stdout (a pipe) stays clean JSON
     assert "backup" in err and "pages/s" in err and "ETA" in err
@@ -155,6 +191,8 @@ def test_on_a_terminal_the_default_is_a_table_and_no_color_is_honoured(db: Path)
     assert code == 0, screen
     assert "session:s1" in screen and "key" in screen and not screen.lstrip().startswith("{")
     assert "\x1b[" in screen  # a coloured header on a terminal
-    code, _, plain = run_on_pty(["--db", str(db), "conversations"], clean_env(NO_COLOR="1"), stdout_tty=True)
+    code, _, plain = run_on_pty(
+        ["--db", str(db), "conversations"], clean_env(NO_COLOR="1"), stdout_tty=True
+    )
     assert code == 0 and "session:s1" in plain
     assert "\x1b[1;36m" not in plain and "\x1b[36m" not in plain

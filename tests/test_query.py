@@ -41,7 +41,12 @@ def match(db: Any, expression: str) -> list[int]:
     """Rows matching an FTS5 expression: FTS5 itself, or the expression as our PostgreSQL store
     runs it (``to_tsquery_text`` then ``lcm_tsq`` on the ``lcm_tsv`` of each row)."""
     if isinstance(db, sqlite3.Connection):
-        return [r[0] for r in db.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f)", (expression,))]
+        return [
+            r[0]
+            for r in db.execute(
+                "SELECT rowid FROM f WHERE f MATCH ? ORDER BY bm25(f)", (expression,)
+            )
+        ]
     from hermes_lcm.storage.pg.fulltext import to_tsquery_text
 
     sql = "SELECT id FROM f WHERE tsv @@ lcm_tsq(%s) ORDER BY ts_rank_cd(tsv, lcm_tsq(%s), 1) DESC, id"
@@ -55,7 +60,9 @@ def both(request: pytest.FixtureRequest) -> Iterator[Any]:
     if request.param == "sqlite":
         db = sqlite3.connect(":memory:")
         db.execute("CREATE VIRTUAL TABLE f USING fts5(content, tokenize='porter unicode61')")
-        db.executemany("INSERT INTO f(rowid, content) VALUES (?, ?)", list(enumerate(ROWS, start=1)))
+        db.executemany(
+            "INSERT INTO f(rowid, content) VALUES (?, ?)", list(enumerate(ROWS, start=1))
+        )
         yield db
         db.close()
         return
@@ -68,10 +75,14 @@ def both(request: pytest.FixtureRequest) -> Iterator[Any]:
     url = fresh_url()
     store_module.open_store(url).close()  # the schema: lcm_tsv, lcm_tsq and the lcm configuration
     with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute("CREATE TABLE f(id integer PRIMARY KEY, content text NOT NULL, "
-                   "tsv tsvector GENERATED ALWAYS AS (lcm_tsv(content)) STORED)")
+        pg.execute(
+            "CREATE TABLE f(id integer PRIMARY KEY, content text NOT NULL, "
+            "tsv tsvector GENERATED ALWAYS AS (lcm_tsv(content)) STORED)"
+        )
         with pg.cursor() as cur:
-            cur.executemany("INSERT INTO f(id, content) VALUES (%s, %s)", list(enumerate(ROWS, start=1)))
+            cur.executemany(
+                "INSERT INTO f(id, content) VALUES (%s, %s)", list(enumerate(ROWS, start=1))
+            )
         yield pg
 
 
@@ -83,7 +94,11 @@ def test_prose_question_is_an_or_of_meaningful_words(both):
 
 
 def test_possessives_and_single_letters_are_dropped():
-    assert [t.text for t in build_query("What is John's dog's name?").parts] == ["john", "dog", "name"]
+    assert [t.text for t in build_query("What is John's dog's name?").parts] == [
+        "john",
+        "dog",
+        "name",
+    ]
 
 
 def test_acronyms_in_capitals_survive_the_stop_list(both):
@@ -115,7 +130,9 @@ def test_prefix_search(both):
 def test_only_stop_words_still_search_them(both):
     query = build_query("what is this")
     assert [t.text for t in query.parts] == ["what", "is", "this"] and not query.dropped
-    assert search(both, "what is this")[0] == 1  # "this month": the stop words are searched, not dropped
+    assert (
+        search(both, "what is this")[0] == 1
+    )  # "this month": the stop words are searched, not dropped
 
 
 def test_empty_and_punctuation_only_queries_are_empty():
@@ -152,8 +169,21 @@ def test_any_user_text_is_a_valid_query_on_either_backend(both, text):
             match(both, term.match)
 
 
-@pytest.mark.parametrize("text", ['a" OR b', "NEAR(a b)", "col:value", "a AND NOT b", "(*)", "^start", "x -y",
-                                  'he said "unterminated', "\u00e9t\u00e9 \u4f60\u597d \U0001f600", "a\tb\nc"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'a" OR b',
+        "NEAR(a b)",
+        "col:value",
+        "a AND NOT b",
+        "(*)",
+        "^start",
+        "x -y",
+        'he said "unterminated',
+        "\u00e9t\u00e9 \u4f60\u597d \U0001f600",
+        "a\tb\nc",
+    ],
+)
 def test_fts_syntax_in_user_text_is_never_an_error(both, text):
     search(both, text)
 
@@ -178,7 +208,9 @@ def test_own_score_rewards_coverage_and_exact_text():
     assert own_score(2.0, 1.0, False) > own_score(2.0, 0.5, False) > own_score(2.0, 0.0, False)
     assert own_score(2.0, 0.0, False) == pytest.approx(2.0, abs=0.02)
     assert own_score(2.0, 0.0, True) > 2.4
-    assert own_score(0.0, 1.0, False) > own_score(0.0, 0.0, False) > 0, "coverage decides when bm25 degenerates"
+    assert own_score(0.0, 1.0, False) > own_score(0.0, 0.0, False) > 0, (
+        "coverage decides when bm25 degenerates"
+    )
     ident = build_query("src/app/main.py").parts
     assert is_exact("see src/app/main.py", ident) and not is_exact("src app main py", ident)
 
@@ -208,14 +240,27 @@ def test_plain_snippet_cuts_on_a_word():
 
 def test_fts_keywords_and_apostrophes_mean_what_a_user_means():
     query = build_query("webhook NOT relay")
-    assert [t.text for t in query.parts] == ["webhook"] and [t.match for t in query.excluded] == ['"relay"']
+    assert [t.text for t in query.parts] == ["webhook"] and [t.match for t in query.excluded] == [
+        '"relay"'
+    ]
     assert "NOT" not in query.match and "not" not in query.dropped
     assert [t.text for t in build_query("deploy -staging").excluded] == ["staging"]
-    assert [t.text for t in build_query("pre-commit hook").parts] == ["pre commit", "hook"]  # a dash inside stays
-    assert [t.text for t in build_query("US OR EU AND UK").parts] == ["us", "eu", "uk"]  # operators join
+    assert [t.text for t in build_query("pre-commit hook").parts] == [
+        "pre commit",
+        "hook",
+    ]  # a dash inside stays
+    assert [t.text for t in build_query("US OR EU AND UK").parts] == [
+        "us",
+        "eu",
+        "uk",
+    ]  # operators join
     its = build_query("it's broken")
-    assert [t.text for t in its.parts] == ["broken"] and its.dropped == ("it's",)  # one stop word, not it + s
-    assert [t.match for t in build_query("it's").parts] == ['"it s"']  # alone: the contraction as indexed
+    assert [t.text for t in its.parts] == ["broken"] and its.dropped == (
+        "it's",
+    )  # one stop word, not it + s
+    assert [t.match for t in build_query("it's").parts] == [
+        '"it s"'
+    ]  # alone: the contraction as indexed
     assert [t.text for t in build_query("don't restart the relay").parts] == ["restart", "relay"]
     assert [t.match for t in build_query("O'Brien").parts] == ['"O Brien"']
 

@@ -24,7 +24,9 @@ CONVERSATION = "conv-30"
 
 @functools.cache
 def bench_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("locomo_recall", ROOT / "bench" / "locomo_recall.py")
+    spec = importlib.util.spec_from_file_location(
+        "locomo_recall", ROOT / "bench" / "locomo_recall.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["locomo_recall"] = module
@@ -47,7 +49,9 @@ def test_ingest_keeps_one_row_per_turn_in_order(tmp_path, conversation):
         assert list(to_dia.values()) == conversation.dia_ids
         first = min(to_dia)
         assert bench.call(engine, "lcm_expand", {"store_id": first})["message"] == {
-            "role": conversation.turns[0]["role"], "content": conversation.turns[0]["content"]}
+            "role": conversation.turns[0]["role"],
+            "content": conversation.turns[0]["content"],
+        }
     finally:
         store_module.close_all()
 
@@ -55,8 +59,12 @@ def test_ingest_keeps_one_row_per_turn_in_order(tmp_path, conversation):
 def test_grep_finds_evidence_in_top_10_for_most_questions(tmp_path, conversation):
     bench = bench_module()
     try:
-        results = {(name, tool): tally for name, tool, tally in
-                   bench.evaluate([conversation], tools=("lcm_grep",), home=tmp_path)}
+        results = {
+            (name, tool): tally
+            for name, tool, tally in bench.evaluate(
+                [conversation], tools=("lcm_grep",), home=tmp_path
+            )
+        }
     finally:
         store_module.close_all()
     tally = results[(CONVERSATION, "lcm_grep")]

@@ -28,22 +28,44 @@ def lines_of(answer: dict[str, Any]) -> list[str]:
 
 
 def seed(engine: LcmEngine) -> None:
-    engine.ingest_host([
-        {"role": "user", "content": "Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
-         "timestamp": DAY},
-        {"role": "assistant", "content": "Melanie: That sounds wonderful, I'm proud of you!", "timestamp": DAY + 30},
-        {"role": "user", "content": "Caroline: Next I want to look into adoption agencies.", "timestamp": DAY + 60},
-        {"role": "assistant", "content": "Melanie: Which one are you thinking of?", "timestamp": DAY + 90},
-        {"role": "user", "content": "Caroline: Probably Sunrise Families, they help single parents.",
-         "timestamp": DAY + 120},
-    ])
+    engine.ingest_host(
+        [
+            {
+                "role": "user",
+                "content": "Caroline: I went to the LGBTQ support group yesterday and it was powerful.",
+                "timestamp": DAY,
+            },
+            {
+                "role": "assistant",
+                "content": "Melanie: That sounds wonderful, I'm proud of you!",
+                "timestamp": DAY + 30,
+            },
+            {
+                "role": "user",
+                "content": "Caroline: Next I want to look into adoption agencies.",
+                "timestamp": DAY + 60,
+            },
+            {
+                "role": "assistant",
+                "content": "Melanie: Which one are you thinking of?",
+                "timestamp": DAY + 90,
+            },
+            {
+                "role": "user",
+                "content": "Caroline: Probably Sunrise Families, they help single parents.",
+                "timestamp": DAY + 120,
+            },
+        ]
+    )
 
 
 @pytest.mark.both_backends
 def test_off_keeps_the_disabled_answer(make_engine: Any) -> None:
     engine = make_engine()
     seed(engine)
-    answer = call(engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"})
+    answer = call(
+        engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"}
+    )
     assert answer["status"] == "disabled" and answer["flag"] == "LCM_ADAPTIVE_RETRIEVAL_ENABLED"
     assert answer["flag_on"] is False and "enable" in answer and "pack" not in answer
 
@@ -52,7 +74,9 @@ def test_off_keeps_the_disabled_answer(make_engine: Any) -> None:
 def test_finds_the_cited_line_with_its_resolved_date(make_engine: Any) -> None:
     engine = make_engine(**ON)
     seed(engine)
-    answer = call(engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"})
+    answer = call(
+        engine, "lcm_retrieve", {"question": "When did Caroline go to the LGBTQ support group?"}
+    )
     assert answer["status"] == "sufficient", answer
     texts = lines_of(answer)
     assert any("support group yesterday" in t for t in texts)
@@ -68,8 +92,14 @@ def test_expansion_brings_the_adjacent_answer(make_engine: Any) -> None:
     seed(engine)
     assert engine.core is not None
     core = engine.core
-    found = retrieve(core.store, core.dag, "Which adoption agency is Caroline thinking of", steps=(
-        "lcm_grep", "lcm_expand"), conversation_id=core.binding.conversation_id, reach=core.reach(False))
+    found = retrieve(
+        core.store,
+        core.dag,
+        "Which adoption agency is Caroline thinking of",
+        steps=("lcm_grep", "lcm_expand"),
+        conversation_id=core.binding.conversation_id,
+        reach=core.reach(False),
+    )
     texts = [line["text"] for line in found.pack.as_dict()["lines"]]
     assert [c.tool for c in found.calls][-1] == "lcm_expand" or found.sufficient
     assert any("Sunrise Families" in t for t in texts), texts  # shares no word but "Caroline"
@@ -78,15 +108,29 @@ def test_expansion_brings_the_adjacent_answer(make_engine: Any) -> None:
 @pytest.mark.both_backends
 def test_the_bounds_hold(make_engine: Any) -> None:
     engine = make_engine(**ON)
-    engine.ingest_host([{"role": "user" if i % 2 == 0 else "assistant",
-                         "content": f"note {i}: the billing queue latency budget was discussed again " + "x " * 200}
-                        for i in range(120)])
+    engine.ingest_host(
+        [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"note {i}: the billing queue latency budget was discussed again "
+                + "x " * 200,
+            }
+            for i in range(120)
+        ]
+    )
     assert engine.core is not None
     core = engine.core
-    found = retrieve(core.store, core.dag, "What did Zed decide about the billing queue latency budget?",
-                     conversation_id=core.binding.conversation_id, reach=core.reach(False))
+    found = retrieve(
+        core.store,
+        core.dag,
+        "What did Zed decide about the billing queue latency budget?",
+        conversation_id=core.binding.conversation_id,
+        reach=core.reach(False),
+    )
     assert len(found.calls) <= MAX_CALLS and len(found.refs) <= MAX_REFS
-    assert found.context_tokens <= MAX_CONTEXT_TOKENS + 1000  # one hit may cross the line, then it stops
+    assert (
+        found.context_tokens <= MAX_CONTEXT_TOKENS + 1000
+    )  # one hit may cross the line, then it stops
     assert not found.sufficient and found.stopped in ("budget", "exhausted")
     assert found.pack.used_tokens <= 1500 and "zed" in found.missing_terms
 
@@ -95,12 +139,24 @@ def test_the_bounds_hold(make_engine: Any) -> None:
 def test_a_named_period_is_searched_first(make_engine: Any) -> None:
     engine = make_engine(**ON)
     seed(engine)
-    engine.ingest_host([{"role": "user", "content": "Caroline: the support group moved online in June.",
-                         "timestamp": DAY + 40 * 86400}])
+    engine.ingest_host(
+        [
+            {
+                "role": "user",
+                "content": "Caroline: the support group moved online in June.",
+                "timestamp": DAY + 40 * 86400,
+            }
+        ]
+    )
     assert engine.core is not None
     core = engine.core
-    found = retrieve(core.store, core.dag, "What happened at the support group on May 8, 2023?",
-                     conversation_id=core.binding.conversation_id, reach=core.reach(False))
+    found = retrieve(
+        core.store,
+        core.dag,
+        "What happened at the support group on May 8, 2023?",
+        conversation_id=core.binding.conversation_id,
+        reach=core.reach(False),
+    )
     assert found.calls[0].tool == "lcm_recent" and found.calls[0].args["period"] == "May 8, 2023"
     first = set(found.calls[0].refs)
     texts = {row.id: row.content for row in core.store.messages_by_ids(list(first))}
@@ -114,7 +170,9 @@ def test_an_empty_question_and_a_long_one(make_engine: Any) -> None:
     assert "error" in call(engine, "lcm_retrieve", {})
     assert "error" in call(engine, "lcm_retrieve", {"question": "x " * 3000})
     answer = call(engine, "lcm_retrieve", {"question": "?!"})
-    assert answer["stopped"] == "nothing" and answer["pack"]["lines"] == [] and answer["calls"] == []
+    assert (
+        answer["stopped"] == "nothing" and answer["pack"]["lines"] == [] and answer["calls"] == []
+    )
 
 
 def _owner(home: Path, session: str, user: str, where: dict[str, str]) -> LcmEngine:
@@ -130,15 +188,34 @@ def test_another_owners_rows_are_never_read(tmp_path: Path, backend_env: dict[st
     """Attack: Mallory's conversation in the same database says the same words; Bob's controller
     searches every conversation in his reach and never sees hers, nor reports her ids."""
     mallory = _owner(tmp_path, "mallory-1", "mallory", backend_env)
-    mallory.ingest_host([{"role": "user", "content": "The Zanzibar vault code for the LGBTQ support group is 9911."},
-                         {"role": "assistant", "content": "Stored: Zanzibar vault code 9911."}])
+    mallory.ingest_host(
+        [
+            {
+                "role": "user",
+                "content": "The Zanzibar vault code for the LGBTQ support group is 9911.",
+            },
+            {"role": "assistant", "content": "Stored: Zanzibar vault code 9911."},
+        ]
+    )
     bob = _owner(tmp_path, "bob-1", "bob", backend_env)
-    bob.ingest_host([{"role": "user", "content": "What is the vault code for the support group?"},
-                     {"role": "assistant", "content": "I do not know it."}])
-    answer = call(bob, "lcm_retrieve", {"question": "What is the Zanzibar vault code for the support group?"})
+    bob.ingest_host(
+        [
+            {"role": "user", "content": "What is the vault code for the support group?"},
+            {"role": "assistant", "content": "I do not know it."},
+        ]
+    )
+    answer = call(
+        bob, "lcm_retrieve", {"question": "What is the Zanzibar vault code for the support group?"}
+    )
     assert "9911" not in json.dumps(answer) and "LGBTQ" not in json.dumps(answer)
-    assert [c["tool"] for c in answer["calls"]][:2] == ["lcm_grep", "lcm_recall"]  # it did look beyond
+    assert [c["tool"] for c in answer["calls"]][:2] == [
+        "lcm_grep",
+        "lcm_recall",
+    ]  # it did look beyond
     assert mallory.core is not None
-    hers = {row.id for row in mallory.core.store.messages_after(mallory.core.binding.conversation_id or 0, 0)}
+    hers = {
+        row.id
+        for row in mallory.core.store.messages_after(mallory.core.binding.conversation_id or 0, 0)
+    }
     assert hers and not hers & {line["store_id"] for line in answer["pack"]["lines"]}
     assert not any(hers & set(c["new_refs"]) for c in answer["calls"])

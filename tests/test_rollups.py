@@ -35,10 +35,20 @@ pytestmark = pytest.mark.both_backends
 def msgs(times: list[float], tag: str = "heron") -> list[dict[str, Any]]:
     out = []
     for i, at in enumerate(times):
-        out.append({"role": "user", "content": f"item {i} about the {tag} and the river " + "word " * 30,
-                    "timestamp": at})
-        out.append({"role": "assistant", "content": f"noted item {i} on the {tag} " + "text " * 30,
-                    "timestamp": at + 30})
+        out.append(
+            {
+                "role": "user",
+                "content": f"item {i} about the {tag} and the river " + "word " * 30,
+                "timestamp": at,
+            }
+        )
+        out.append(
+            {
+                "role": "assistant",
+                "content": f"noted item {i} on the {tag} " + "text " * 30,
+                "timestamp": at + 30,
+            }
+        )
     return out
 
 
@@ -96,9 +106,16 @@ def test_day_week_month_built_from_the_extractive_summarizer(make_engine, tmp_pa
     assert [b.kind for b in built] == ["day", "day", "week", "month"]
     assert all(b.status == "ready" for b in built)
     got = rows(where(engine))
-    assert ("day", "2024-05-01", "UTC", "ready") in got and ("week", "2024-04-29", "UTC", "ready") in got
+    assert ("day", "2024-05-01", "UTC", "ready") in got and (
+        "week",
+        "2024-04-29",
+        "UTC",
+        "ready",
+    ) in got
     assert ("month", "2024-05-01", "UTC", "ready") in got
-    day = core.rollups.ready([core.binding.conversation_id], "day", date(2024, 5, 1), date(2024, 5, 1))[0]
+    day = core.rollups.ready(
+        [core.binding.conversation_id], "day", date(2024, 5, 1), date(2024, 5, 1)
+    )[0]
     assert "heron" in day.content and day.tokens <= core.config.rollup_daily_max_tokens
 
 
@@ -119,23 +136,32 @@ def test_a_late_message_restales_its_day_week_and_month(make_engine, tmp_path):
     engine.ingest_host(history)
     core.rollups.drain()
     assert {r[3] for r in rows(where(engine))} == {"ready"}
-    history += [{"role": "user", "content": "a late note about the kingfisher", "timestamp": MAY_1 + 600}]
+    history += [
+        {"role": "user", "content": "a late note about the kingfisher", "timestamp": MAY_1 + 600}
+    ]
     engine.ingest_host(history)
     core.rollups.scan()
     got = {(r[0], r[1]): r[3] for r in rows(where(engine))}
     assert got[("day", "2024-05-01")] == "stale" and got[("week", "2024-04-29")] == "stale"
     assert got[("month", "2024-05-01")] == "stale" and got[("day", "2024-05-02")] == "ready"
     rebuilt = core.rollups.drain()
-    assert [(b.kind, b.start) for b in rebuilt] == [("day", "2024-05-01"), ("week", "2024-04-29"),
-                                                    ("month", "2024-05-01")]
-    day = core.rollups.ready([core.binding.conversation_id], "day", date(2024, 5, 1), date(2024, 5, 1))[0]
+    assert [(b.kind, b.start) for b in rebuilt] == [
+        ("day", "2024-05-01"),
+        ("week", "2024-04-29"),
+        ("month", "2024-05-01"),
+    ]
+    day = core.rollups.ready(
+        [core.binding.conversation_id], "day", date(2024, 5, 1), date(2024, 5, 1)
+    )[0]
     assert "kingfisher" in day.content
 
 
 def test_timezone_moves_a_late_evening_message_to_the_next_day(make_engine, tmp_path):
     engine = make_engine(LCM_TIMEZONE="Asia/Tokyo", **ON)
     core = quiet(engine)
-    engine.ingest_host([{"role": "user", "content": "the heron at night", "timestamp": MAY_1 - 1800}])
+    engine.ingest_host(
+        [{"role": "user", "content": "the heron at night", "timestamp": MAY_1 - 1800}]
+    )
     core.rollups.drain()
     days = {(r[1], r[2]) for r in rows(where(engine)) if r[0] == "day"}
     assert days == {("2024-04-30", "UTC"), ("2024-05-01", "Asia/Tokyo")}
@@ -146,7 +172,10 @@ def test_dst_days_are_23_and_25_hours():
     assert until - since == 23 * 3600
     since, until = span("day", date(2024, 10, 27), "Europe/Paris")
     assert until - since == 25 * 3600
-    assert span("month", date(2024, 2, 1), "UTC")[1] - span("month", date(2024, 2, 1), "UTC")[0] == 29 * DAY
+    assert (
+        span("month", date(2024, 2, 1), "UTC")[1] - span("month", date(2024, 2, 1), "UTC")[0]
+        == 29 * DAY
+    )
 
 
 def test_a_bad_timezone_is_a_settings_problem():
@@ -211,7 +240,9 @@ def test_lcm_recent_serves_rollups_and_falls_back_to_leaves(make_engine):
     after = ok(engine, "lcm_recent", period="date:2024-05-01")
     assert after["source"] == "rollups" and after["rollups"][0]["kind"] == "day"
     assert "heron" in after["rollups"][0]["content"]
-    engine.ingest_host([*msgs([MAY_1 + 3600]), {"role": "user", "content": "late", "timestamp": MAY_1 + 60}])
+    engine.ingest_host(
+        [*msgs([MAY_1 + 3600]), {"role": "user", "content": "late", "timestamp": MAY_1 + 60}]
+    )
     core.rollups.scan()
     stale = ok(engine, "lcm_recent", period="date:2024-05-01")
     assert stale["source"] == "leaves" and stale["stale_days"] == ["2024-05-01"]
@@ -220,7 +251,11 @@ def test_lcm_recent_serves_rollups_and_falls_back_to_leaves(make_engine):
 def test_plan_names_periods_in_the_zone():
     now = MAY_1 + 2.5 * DAY  # 2024-05-03T12:00Z, a Friday; 21:00 in Tokyo
     assert plan("today", now, "UTC") == ("day", date(2024, 5, 3), date(2024, 5, 3))
-    assert plan("yesterday", MAY_1 + 2 * DAY - 1800, "Asia/Tokyo") == ("day", date(2024, 5, 2), date(2024, 5, 2))
+    assert plan("yesterday", MAY_1 + 2 * DAY - 1800, "Asia/Tokyo") == (
+        "day",
+        date(2024, 5, 2),
+        date(2024, 5, 2),
+    )
     assert plan("week", now, "UTC") == ("week", date(2024, 4, 29), date(2024, 5, 3))
     assert plan("month", now, "UTC") == ("month", date(2024, 5, 1), date(2024, 5, 3))
     assert plan("3d", now, "UTC") == ("day", date(2024, 5, 1), date(2024, 5, 3))
@@ -233,7 +268,9 @@ def test_serve_prefers_the_week_rollup_then_days(make_engine):
     engine.ingest_host(msgs([MAY_1 + 3600, MAY_1 + DAY + 3600]))
     conv = [core.binding.conversation_id]
     now = MAY_1 + 2.5 * DAY
-    assert serve(core.rollups, conv, "week", now).rollups == ()  # nothing built yet: all days fall back
+    assert (
+        serve(core.rollups, conv, "week", now).rollups == ()
+    )  # nothing built yet: all days fall back
     core.rollups.drain()
     week = serve(core.rollups, conv, "week", now)
     assert [r.kind for r in week.rollups] == ["week"] and week.fallback_days == ()
@@ -242,40 +279,66 @@ def test_serve_prefers_the_week_rollup_then_days(make_engine):
     assert days.fallback_days == (date(2024, 5, 3),)
 
 
-@pytest.mark.parametrize("value, expected", [
-    (MAY_1, MAY_1), (int(MAY_1), MAY_1), (MAY_1 * 1000, MAY_1), ("2024-05-01T00:00:00Z", MAY_1),
-    ("2024-05-01T09:00:00+09:00", MAY_1), ("2024-05-01T00:00:00", MAY_1), (str(MAY_1), MAY_1),
-    (math.nan, None), (math.inf, None), (-5, None), (0, None), ("9999-12-31T00:00:00Z", None),
-    (253402214400, None), ("yesterday-ish", None), ("", None), (True, None), (None, None), ([1], None),
-    ("x" * 1000, None), ("2024-13-45", None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (MAY_1, MAY_1),
+        (int(MAY_1), MAY_1),
+        (MAY_1 * 1000, MAY_1),
+        ("2024-05-01T00:00:00Z", MAY_1),
+        ("2024-05-01T09:00:00+09:00", MAY_1),
+        ("2024-05-01T00:00:00", MAY_1),
+        (str(MAY_1), MAY_1),
+        (math.nan, None),
+        (math.inf, None),
+        (-5, None),
+        (0, None),
+        ("9999-12-31T00:00:00Z", None),
+        (253402214400, None),
+        ("yesterday-ish", None),
+        ("", None),
+        (True, None),
+        (None, None),
+        ([1], None),
+        ("x" * 1000, None),
+        ("2024-13-45", None),
+    ],
+)
 def test_host_time_reads_or_refuses(value, expected):
     assert host_time(value) == expected
 
 
 def test_messages_keep_host_times_on_the_message_or_in_metadata(make_engine):
     engine = make_engine()
-    engine.ingest_host([
-        {"role": "user", "content": "one", "timestamp": "2024-05-01T10:00:00+02:00"},
-        {"role": "assistant", "content": "two", "metadata": {"timestamp": (MAY_1 + 60) * 1000}},
-        {"role": "user", "content": "three", "timestamp": math.nan},
-        {"role": "assistant", "content": "four", "metadata": {"timestamp": "garbage"}},
-    ])
+    engine.ingest_host(
+        [
+            {"role": "user", "content": "one", "timestamp": "2024-05-01T10:00:00+02:00"},
+            {"role": "assistant", "content": "two", "metadata": {"timestamp": (MAY_1 + 60) * 1000}},
+            {"role": "user", "content": "three", "timestamp": math.nan},
+            {"role": "assistant", "content": "four", "metadata": {"timestamp": "garbage"}},
+        ]
+    )
     core = core_of(engine)
     stored = core.store.messages_after(core.binding.conversation_id, 0)
     assert [m.created_at for m in stored[:2]] == [MAY_1 + 8 * 3600, MAY_1 + 60]
     assert all(abs(m.created_at - time.time()) < 120 for m in stored[2:])
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.floats(min_value=MAY_1, max_value=MAY_1 + 40 * DAY), min_size=1, max_size=12))
 def test_every_day_with_messages_has_exactly_one_day_rollup(tmp_path_factory, backend, times):
     home = tmp_path_factory.mktemp("roll")
     with fresh_database(backend) as where:
         engine = new_engine(home, **ON, **where)
         core = quiet(engine)
-        engine.ingest_host([{"role": "user", "content": f"note {i} on the heron", "timestamp": at}
-                            for i, at in enumerate(times)])
+        engine.ingest_host(
+            [
+                {"role": "user", "content": f"note {i} on the heron", "timestamp": at}
+                for i, at in enumerate(times)
+            ]
+        )
         core.rollups.drain()
         got = [r for r in rows(core.store.path) if r[0] == "day"]
         expected = {time.strftime("%Y-%m-%d", time.gmtime(at)) for at in times}
@@ -323,27 +386,47 @@ def test_replays_and_lcmx_imports_keep_original_times(tmp_path, backend_env):
     assert lcmx_time({"observed_at": "2024-05-01T00:00:00Z", "timestamp": 5.0}) == MAY_1
     assert lcmx_time({"observed_at": math.nan, "timestamp": MAY_1 * 1000}) == MAY_1
     assert lcmx_time({"observed_at": "garbage"}) is None
-    fixture = {"title": "t", "planted": [], "turns": [
-        {"user": f"day {d}: what about the heron?", "timestamp": MAY_1 + d * DAY + 3600,
-         "messages": [{"role": "assistant", "content": f"the heron on day {d}", "timestamp": MAY_1 + d * DAY + 3660}]}
-        for d in range(3)]}
+    fixture = {
+        "title": "t",
+        "planted": [],
+        "turns": [
+            {
+                "user": f"day {d}: what about the heron?",
+                "timestamp": MAY_1 + d * DAY + 3600,
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": f"the heron on day {d}",
+                        "timestamp": MAY_1 + d * DAY + 3660,
+                    }
+                ],
+            }
+            for d in range(3)
+        ],
+    }
     assert [m.get("timestamp") for m in flatten(fixture)][:2] == [MAY_1 + 3600, MAY_1 + 3660]
     engine = make_engine(tmp_path, env={**ON, **backend_env})
     replay(engine, fixture, session_id="replayed")
     core = quiet(engine)
     stored = core.store.messages_after(core.binding.conversation_id, 0)
-    assert [m.created_at for m in stored] == [MAY_1 + d * DAY + off for d in range(3) for off in (3600, 3660)]
+    assert [m.created_at for m in stored] == [
+        MAY_1 + d * DAY + off for d in range(3) for off in (3600, 3660)
+    ]
     core.rollups.drain()
-    assert [r[1] for r in rows(core.store.path) if r[0] == "day" and r[3] == "ready"] == \
-        ["2024-05-01", "2024-05-02", "2024-05-03"]
+    assert [r[1] for r in rows(core.store.path) if r[0] == "day" and r[3] == "ready"] == [
+        "2024-05-01",
+        "2024-05-02",
+        "2024-05-03",
+    ]
     store_module.close_all()
 
 
 def test_a_leaf_spanning_days_marks_only_days_with_messages(make_engine, tmp_path):
     engine = make_engine(threshold=3000, **ON)
     core = quiet(engine)
-    history = msgs([MAY_1 + 3600 + i * 60 for i in range(12)], "heron") + \
-        msgs([MAY_1 + 5 * DAY + 3600 + i * 60 for i in range(12)], "otter")
+    history = msgs([MAY_1 + 3600 + i * 60 for i in range(12)], "heron") + msgs(
+        [MAY_1 + 5 * DAY + 3600 + i * 60 for i in range(12)], "otter"
+    )
     for end in range(8, len(history) + 1, 8):
         engine.ingest_host(history[:end])
         if engine.should_compress(90000):
@@ -352,8 +435,12 @@ def test_a_leaf_spanning_days_marks_only_days_with_messages(make_engine, tmp_pat
     core.rollups.drain()
     days = [r[1] for r in rows(where(engine)) if r[0] == "day"]
     assert days == ["2024-05-01", "2024-05-06"]
-    by_day = {r.start: r for r in core.rollups.ready([core.binding.conversation_id], "day", date(2024, 5, 1),
-                                                     date(2024, 5, 6))}
+    by_day = {
+        r.start: r
+        for r in core.rollups.ready(
+            [core.binding.conversation_id], "day", date(2024, 5, 1), date(2024, 5, 6)
+        )
+    }
     assert "heron" in by_day["2024-05-01"].content and "otter" in by_day["2024-05-06"].content
 
 

@@ -24,9 +24,18 @@ from .tooltest import compacted, hit_key, ok
 
 pytestmark = pytest.mark.both_backends
 
-PLANTED = {70: "zqvortexrare", 190: "zqvortexrare", 33: "AUTH_INVOICE_LIMIT", 151: "AUTH_INVOICE_LIMIT",
-           252: "AUTH_INVOICE_LIMIT"}
-VOCAB = [f"{a}{b}" for a in ("kal", "mor", "tesh", "vun", "pra", "dol") for b in ("ix", "ema", "oru", "an", "ept")]
+PLANTED = {
+    70: "zqvortexrare",
+    190: "zqvortexrare",
+    33: "AUTH_INVOICE_LIMIT",
+    151: "AUTH_INVOICE_LIMIT",
+    252: "AUTH_INVOICE_LIMIT",
+}
+VOCAB = [
+    f"{a}{b}"
+    for a in ("kal", "mor", "tesh", "vun", "pra", "dol")
+    for b in ("ix", "ema", "oru", "an", "ept")
+]
 VOCAB += "auth invoice limit deploy retry ledger".split()
 
 
@@ -45,15 +54,23 @@ def _build(engine: LcmEngine) -> None:
     engine.core.ingest(tail, source="test")
 
 
-QUERIES = ("zqvortexrare", "AUTH_INVOICE_LIMIT", "ledger", "call_12_0_0",
-           "why did the vunoru deploy fail on praan again?", "auth_invoice_limit ledger")
+QUERIES = (
+    "zqvortexrare",
+    "AUTH_INVOICE_LIMIT",
+    "ledger",
+    "call_12_0_0",
+    "why did the vunoru deploy fail on praan again?",
+    "auth_invoice_limit ledger",
+)
 
 
 def ranked(engine: LcmEngine, query: str) -> list[tuple[str, Any]]:
     return [hit_key(h) for h in ok(engine, "lcm_grep", query=query, limit=15)["hits"]]
 
 
-def groups(engine: LcmEngine, query: str, pinned: list[tuple[str, Any]]) -> tuple[list[Any], list[Any]]:
+def groups(
+    engine: LcmEngine, query: str, pinned: list[tuple[str, Any]]
+) -> tuple[list[Any], list[Any]]:
     """The answer and the pinned list as runs of equal (shown) score: rows whose scores tie may
     trade places (their order then rests on the ingest clock), every other order is pinned."""
     hits = ok(engine, "lcm_grep", query=query, limit=15)["hits"]
@@ -71,23 +88,62 @@ def groups(engine: LcmEngine, query: str, pinned: list[tuple[str, Any]]) -> tupl
 
 
 PINNED: dict[str, list[tuple[str, Any]]] = {  # recorded before the work
-    "zqvortexrare": [
-        ("m", 189), ("m", 309)],
-    "AUTH_INVOICE_LIMIT": [
-        ("m", 371), ("m", 152), ("m", 270)],
+    "zqvortexrare": [("m", 189), ("m", 309)],
+    "AUTH_INVOICE_LIMIT": [("m", 371), ("m", 152), ("m", 270)],
     "ledger": [
-        ("m", 6), ("m", 75), ("m", 2), ("m", 58), ("m", 42), ("m", 5), ("m", 50), ("m", 49), ("m", 45),
-        ("m", 22), ("m", 11), ("m", 71), ("m", 19), ("m", 16), ("m", 10)],
-    "call_12_0_0": [
-        ("m", 47), ("m", 48), ("s", "S2")],
+        ("m", 6),
+        ("m", 75),
+        ("m", 2),
+        ("m", 58),
+        ("m", 42),
+        ("m", 5),
+        ("m", 50),
+        ("m", 49),
+        ("m", 45),
+        ("m", 22),
+        ("m", 11),
+        ("m", 71),
+        ("m", 19),
+        ("m", 16),
+        ("m", 10),
+    ],
+    "call_12_0_0": [("m", 47), ("m", 48), ("s", "S2")],
     # recorded again when neighbour rows (no query word: 4, 2, 57, 53 here) moved after every real
     # match: the matches keep their recorded order, and the next matches by score fill the page
     "why did the vunoru deploy fail on praan again?": [
-        ("m", 55), ("m", 54), ("m", 3), ("m", 44), ("m", 14), ("m", 65), ("m", 5), ("m", 1), ("m", 56),
-        ("m", 46), ("m", 45), ("m", 43), ("m", 42), ("m", 16), ("m", 13)],
+        ("m", 55),
+        ("m", 54),
+        ("m", 3),
+        ("m", 44),
+        ("m", 14),
+        ("m", 65),
+        ("m", 5),
+        ("m", 1),
+        ("m", 56),
+        ("m", 46),
+        ("m", 45),
+        ("m", 43),
+        ("m", 42),
+        ("m", 16),
+        ("m", 13),
+    ],
     "auth_invoice_limit ledger": [
-        ("m", 6), ("m", 75), ("m", 2), ("m", 58), ("m", 42), ("m", 5), ("m", 50), ("m", 49), ("m", 45),
-        ("m", 22), ("m", 11), ("m", 71), ("m", 19), ("m", 16), ("m", 10)],
+        ("m", 6),
+        ("m", 75),
+        ("m", 2),
+        ("m", 58),
+        ("m", 42),
+        ("m", 5),
+        ("m", 50),
+        ("m", 49),
+        ("m", 45),
+        ("m", 22),
+        ("m", 11),
+        ("m", 71),
+        ("m", 19),
+        ("m", 16),
+        ("m", 10),
+    ],
 }
 
 
@@ -112,4 +168,6 @@ def test_term_counts_are_exact_up_to_the_cap(make_engine):
         for bounds in ((low, high), (low, (low + high) // 2)):
             true = sum(1 for i in found if bounds[0] <= i <= bounds[1])
             for cap in {1, 2, max(1, true - 1), true or 1, true + 1, true + 50}:
-                assert store.fts_term_counts("messages", [match], bounds, cap) == [min(true, cap)], (word, cap)
+                assert store.fts_term_counts("messages", [match], bounds, cap) == [
+                    min(true, cap)
+                ], (word, cap)

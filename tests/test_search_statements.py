@@ -60,8 +60,9 @@ def test_the_fast_path_keeps_hits_and_snippets(make_engine):
     _build(engine)
     for query in ("zqvortexrare", "AUTH_INVOICE_LIMIT", "call_12_0_0"):
         whole = ok(engine, "lcm_grep", query=query, limit=15)
-        assert [("s", h["node_id"]) if "node_id" in h else ("m", h["store_id"]) for h in whole["hits"]] == \
-            ranked(engine, query)
+        assert [
+            ("s", h["node_id"]) if "node_id" in h else ("m", h["store_id"]) for h in whole["hits"]
+        ] == ranked(engine, query)
         paged, cursor = [], None
         while True:
             args = {"query": query, "limit": 1, **({"cursor": cursor} if cursor else {})}
@@ -71,8 +72,9 @@ def test_the_fast_path_keeps_hits_and_snippets(make_engine):
             if not cursor:
                 break
         assert [h["snippet"] for h in paged] == [h["snippet"] for h in whole["hits"]], query
-        assert [h.get("store_id", h.get("node_id")) for h in paged] == \
-            [h.get("store_id", h.get("node_id")) for h in whole["hits"]], query
+        assert [h.get("store_id", h.get("node_id")) for h in paged] == [
+            h.get("store_id", h.get("node_id")) for h in whole["hits"]
+        ], query
 
 
 def test_probe_counts_in_one_statement(make_engine):
@@ -82,8 +84,12 @@ def test_probe_counts_in_one_statement(make_engine):
     _build(engine)
     store = engine.core.store
     m_bounds, s_bounds = store.message_id_bounds(), engine.core.dag.summary_id_bounds(None)
-    probes = [("messages", '"ledger"', m_bounds, 10_000), ("messages", '"ledger"', m_bounds, 3),
-              ("messages", '"zqvortexrare"', m_bounds, 10), ("summaries", '"nosuchwordzz"', s_bounds, 5)]
+    probes = [
+        ("messages", '"ledger"', m_bounds, 10_000),
+        ("messages", '"ledger"', m_bounds, 3),
+        ("messages", '"zqvortexrare"', m_bounds, 10),
+        ("summaries", '"nosuchwordzz"', s_bounds, 5),
+    ]
     with traced(engine) as seen:
         exact = store.fts_probe_counts(probes)
         over = store.fts_probe_counts(probes, exact=False)

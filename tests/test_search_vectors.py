@@ -53,8 +53,10 @@ def concept_vector(text: str) -> list[float]:
 
 
 def concept_answer(request: dict[str, Any], path: str) -> tuple[int, Any, float]:
-    data = [{"object": "embedding", "index": i, "embedding": concept_vector(t)}
-            for i, t in enumerate(request["input"])]
+    data = [
+        {"object": "embedding", "index": i, "embedding": concept_vector(t)}
+        for i, t in enumerate(request["input"])
+    ]
     return 200, {"object": "list", "data": data, "model": request["model"]}, 0.0
 
 
@@ -81,9 +83,15 @@ def server() -> Iterator[Stub]:
 
 
 def vector_env(stub: Stub, **more: str) -> dict[str, str]:
-    return {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
-            "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1", "LCM_EMBEDDING_MODEL": "concept-test",
-            "LCM_EMBEDDING_API_KEY": "sk-test-vectors-0123456789", "LCM_EMBEDDING_STORAGE_DTYPE": "float32", **more}
+    return {
+        "LCM_EMBEDDINGS_ENABLED": "true",
+        "LCM_EMBEDDING_PROVIDER": "openai",
+        "LCM_EMBEDDING_BASE_URL": stub.base_url + "/v1",
+        "LCM_EMBEDDING_MODEL": "concept-test",
+        "LCM_EMBEDDING_API_KEY": "sk-test-vectors-0123456789",
+        "LCM_EMBEDDING_STORAGE_DTYPE": "float32",
+        **more,
+    }
 
 
 def engine_for(home: Path, session: str, chat: str | None, env: dict[str, str]) -> LcmEngine:
@@ -112,16 +120,43 @@ def recall(engine: LcmEngine, **args: Any) -> dict[str, Any]:
     return answer
 
 
-FILLER = ["we talked about the weather today", "the meeting moved to thursday afternoon",
-          "please send the report before friday", "lunch was pasta again", "the train was late"]
+FILLER = [
+    "we talked about the weather today",
+    "the meeting moved to thursday afternoon",
+    "please send the report before friday",
+    "lunch was pasta again",
+    "the train was late",
+]
 TALK = [
-    {"role": "user", "content": "I finally bought a new sedan last week, a blue one", "timestamp": 1_700_000_000},
-    {"role": "assistant", "content": "Congratulations on the purchase!", "timestamp": 1_700_000_030},
-    {"role": "user", "content": "My physician said my blood pressure is fine", "timestamp": 1_700_000_060},
+    {
+        "role": "user",
+        "content": "I finally bought a new sedan last week, a blue one",
+        "timestamp": 1_700_000_000,
+    },
+    {
+        "role": "assistant",
+        "content": "Congratulations on the purchase!",
+        "timestamp": 1_700_000_030,
+    },
+    {
+        "role": "user",
+        "content": "My physician said my blood pressure is fine",
+        "timestamp": 1_700_000_060,
+    },
     {"role": "assistant", "content": "Good news from the check-up.", "timestamp": 1_700_000_090},
-    {"role": "user", "content": "I baked a sourdough loaf in the oven tonight", "timestamp": 1_700_000_120},
-] + [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{text} number {i}",
-      "timestamp": 1_700_000_200 + i * 30} for i, text in enumerate(FILLER * 4)]
+    {
+        "role": "user",
+        "content": "I baked a sourdough loaf in the oven tonight",
+        "timestamp": 1_700_000_120,
+    },
+] + [
+    {
+        "role": "user" if i % 2 == 0 else "assistant",
+        "content": f"{text} number {i}",
+        "timestamp": 1_700_000_200 + i * 30,
+    }
+    for i, text in enumerate(FILLER * 4)
+]
 
 
 def stored_ids(engine: LcmEngine) -> dict[str, int]:
@@ -144,19 +179,28 @@ def test_a_paraphrase_is_found_only_with_vectors(server: Stub, tmp_path: Path) -
     on = recall(hybrid, query=question)
     assert on["hits"][0]["store_id"] == target, on["hits"][:3]
     assert on["hits"][0].get("semantic") is True
-    assert on["arms"]["vectors"] == "on (openai:concept-test)"  # counts only for a whole-store reach
+    assert (
+        on["arms"]["vectors"] == "on (openai:concept-test)"
+    )  # counts only for a whole-store reach
     assert on["arms"]["fts"] == "on"
     # lcm_grep stays keyword-only by default; LCM-X's modes add meaning within grep's own scope
-    grep = json.loads(hybrid.handle_tool_call("lcm_grep", {"query": question, "include_in_context": True}))
+    grep = json.loads(
+        hybrid.handle_tool_call("lcm_grep", {"query": question, "include_in_context": True})
+    )
     assert all(h.get("store_id") != target for h in grep["hits"])
     assert "arms" not in grep
     for mode in ("hybrid", "semantic"):
-        moded = json.loads(hybrid.handle_tool_call("lcm_grep", {"query": question, "include_in_context": True,
-                                                                "mode": mode}))
+        moded = json.loads(
+            hybrid.handle_tool_call(
+                "lcm_grep", {"query": question, "include_in_context": True, "mode": mode}
+            )
+        )
         assert moded["mode"] == mode and moded["arms"]["vectors"].startswith("on"), moded
         assert moded["hits"][0]["store_id"] == target, (mode, moded["hits"][:3])
     # without embeddings a mode answers full text and says why
-    fallback = json.loads(plain.handle_tool_call("lcm_grep", {"query": question, "mode": "semantic"}))
+    fallback = json.loads(
+        plain.handle_tool_call("lcm_grep", {"query": question, "mode": "semantic"})
+    )
     assert fallback["arms"]["vectors"].startswith("off (embeddings not enabled")
     assert all(h.get("store_id") != target for h in fallback["hits"])
     bad = json.loads(plain.handle_tool_call("lcm_grep", {"query": question, "mode": "vector"}))
@@ -170,9 +214,18 @@ def test_grep_modes_keep_to_the_conversation(two_owners: tuple[LcmEngine, LcmEng
     victim_ids = set(stored_ids(alice).values())
     for scope in ("current", "all"):
         for mode in ("hybrid", "semantic"):
-            answer = json.loads(bob.handle_tool_call("lcm_grep", {
-                "query": "instrument music melody song guitar", "mode": mode, "session_scope": scope,
-                "include_in_context": True, "limit": 50}))
+            answer = json.loads(
+                bob.handle_tool_call(
+                    "lcm_grep",
+                    {
+                        "query": "instrument music melody song guitar",
+                        "mode": mode,
+                        "session_scope": scope,
+                        "include_in_context": True,
+                        "limit": 50,
+                    },
+                )
+            )
             assert answer["arms"]["vectors"].startswith("on"), answer
             assert not {h.get("store_id") for h in answer["hits"]} & victim_ids
 
@@ -191,17 +244,29 @@ def test_rows_not_embedded_yet_say_partial(server: Stub, tmp_path: Path) -> None
     engine = engine_for(tmp_path, "s1", None, vector_env(server))
     engine.ingest_host(TALK[:10])
     embed_all(engine)
-    engine_for(tmp_path, "s1", None, {}).ingest_host(TALK)  # stored by an engine with embeddings off: they wait
+    engine_for(tmp_path, "s1", None, {}).ingest_host(
+        TALK
+    )  # stored by an engine with embeddings off: they wait
     answer = recall(engine, query="automobile")
-    assert answer["arms"]["vectors"] == "partial (openai:concept-test; newer messages not embedded yet)"
+    assert (
+        answer["arms"]["vectors"]
+        == "partial (openai:concept-test; newer messages not embedded yet)"
+    )
     shared = engine_for(tmp_path, "s1", None, vector_env(server, LCM_SHARED_MEMORY="true"))
     embed_all(shared)
-    assert recall(shared, query="automobile")["arms"]["vectors"] == "on (openai:concept-test, 25 messages)"
+    assert (
+        recall(shared, query="automobile")["arms"]["vectors"]
+        == "on (openai:concept-test, 25 messages)"
+    )
 
 
 @pytest.mark.parametrize("failure", ["http500", "timeout"])
-def test_provider_down_falls_back_to_full_text_and_says_why(server: Stub, tmp_path: Path, failure: str) -> None:
-    engine = engine_for(tmp_path / "b", "s1", None, vector_env(server, LCM_EMBEDDING_QUERY_TIMEOUT_S="0.3"))
+def test_provider_down_falls_back_to_full_text_and_says_why(
+    server: Stub, tmp_path: Path, failure: str
+) -> None:
+    engine = engine_for(
+        tmp_path / "b", "s1", None, vector_env(server, LCM_EMBEDDING_QUERY_TIMEOUT_S="0.3")
+    )
     engine.ingest_host(TALK)
     embed_all(engine)
     plain = engine_for(tmp_path / "a", "s1", None, {})
@@ -220,14 +285,21 @@ def test_provider_down_falls_back_to_full_text_and_says_why(server: Stub, tmp_pa
 # ------------------------------------------------------------------------- scope (attack)
 
 VICTIM = "The vault combination is hidden inside my guitar case, under the song sheets"
-VICTIM_MORE = ["my puppy chewed the melody notebook", "salary arrives on the first, paycheck in the music box"]
+VICTIM_MORE = [
+    "my puppy chewed the melody notebook",
+    "salary arrives on the first, paycheck in the music box",
+]
 
 
 @pytest.fixture
 def two_owners(server: Stub, tmp_path: Path) -> Iterator[tuple[LcmEngine, LcmEngine]]:
     alice = engine_for(tmp_path, "tg-alice", "111", vector_env(server))
-    alice.ingest_host([{"role": "user", "content": t, "timestamp": 1_700_000_000 + i}
-                       for i, t in enumerate([VICTIM, *VICTIM_MORE])])
+    alice.ingest_host(
+        [
+            {"role": "user", "content": t, "timestamp": 1_700_000_000 + i}
+            for i, t in enumerate([VICTIM, *VICTIM_MORE])
+        ]
+    )
     bob = engine_for(tmp_path, "tg-bob", "222", vector_env(server))
     bob.ingest_host(TALK)
     embed_all(alice)
@@ -236,11 +308,19 @@ def two_owners(server: Stub, tmp_path: Path) -> Iterator[tuple[LcmEngine, LcmEng
     yield alice, bob
 
 
-def test_another_owners_rows_never_come_back_through_vectors(two_owners: tuple[LcmEngine, LcmEngine]) -> None:
+def test_another_owners_rows_never_come_back_through_vectors(
+    two_owners: tuple[LcmEngine, LcmEngine],
+) -> None:
     alice, bob = two_owners
     victim_ids = set(stored_ids(alice).values())
-    for query in ("where is the musical instrument kept", "guitar song melody music", "canine", "wages",
-                  "vault combination hidden", "instrument music melody song guitar"):
+    for query in (
+        "where is the musical instrument kept",
+        "guitar song melody music",
+        "canine",
+        "wages",
+        "vault combination hidden",
+        "instrument music melody song guitar",
+    ):
         for limit in (1, 5, 30):
             answer = recall(bob, query=query, limit=limit, scope_bias=0)
             assert answer["arms"]["vectors"].startswith("on"), answer["arms"]
@@ -257,8 +337,16 @@ def test_the_arm_searches_inside_a_small_scope(two_owners: tuple[LcmEngine, LcmE
     """Bob's store share is small next to many nearer rows of Alice: the arm still fills its
     pool from Bob's rows (the in-scope ids go to the index), never from Alice's."""
     alice, bob = two_owners
-    alice.ingest_host([{"role": "user", "content": f"automobile sedan vehicle car talk {i}",
-                        "timestamp": 1_700_100_000 + i} for i in range(500)])
+    alice.ingest_host(
+        [
+            {
+                "role": "user",
+                "content": f"automobile sedan vehicle car talk {i}",
+                "timestamp": 1_700_100_000 + i,
+            }
+            for i in range(500)
+        ]
+    )
     embed_all(alice)
     hits = recall(bob, query="automobile", limit=5, scope_bias=0)["hits"]
     assert hits and hits[0]["store_id"] == stored_ids(bob)[TALK[0]["content"]]
@@ -270,9 +358,17 @@ def _request(engine: LcmEngine, query: str, **fields: Any) -> SearchRequest:
     core = engine.core
     assert core is not None
     scope = fields.pop("scope", Scope("all", conversations=core.reach(False)))
-    return SearchRequest(build_query(query), scope, fields.pop("filters", Filters()), "relevance",
-                         fields.pop("limit", 10), fields.pop("cursor", None), vectors=core.semantic, text=query,
-                         **fields)
+    return SearchRequest(
+        build_query(query),
+        scope,
+        fields.pop("filters", Filters()),
+        "relevance",
+        fields.pop("limit", 10),
+        fields.pop("cursor", None),
+        vectors=core.semantic,
+        text=query,
+        **fields,
+    )
 
 
 def test_filters_and_snapshot_bound_the_vector_arm(server: Stub, tmp_path: Path) -> None:
@@ -282,15 +378,21 @@ def test_filters_and_snapshot_bound_the_vector_arm(server: Stub, tmp_path: Path)
     core = engine.core
     assert core is not None
     ids = stored_ids(engine)
-    searcher = Searcher(core.store, core.dag, _request(engine, "automobile physician",
-                                                       filters=Filters(role="assistant")))
+    searcher = Searcher(
+        core.store,
+        core.dag,
+        _request(engine, "automobile physician", filters=Filters(role="assistant")),
+    )
     page = searcher.page()
     assert page.hits and all(h.role == "assistant" for h in page.hits)
-    late = Searcher(core.store, core.dag, _request(engine, "automobile", filters=Filters(since=1_700_000_100)))
+    late = Searcher(
+        core.store, core.dag, _request(engine, "automobile", filters=Filters(since=1_700_000_100))
+    )
     assert ids[TALK[0]["content"]] not in {h.id for h in late.page().hits}
     # ids above the snapshot stay out of a pool ranked at an older bound
-    pool = Searcher(core.store, core.dag, _request(engine, "automobile")).ranked_pool(ids[TALK[0]["content"]] - 1,
-                                                                                        10**9)
+    pool = Searcher(core.store, core.dag, _request(engine, "automobile")).ranked_pool(
+        ids[TALK[0]["content"]] - 1, 10**9
+    )
     assert all(h.id < ids[TALK[0]["content"]] for h in pool if h.kind == "message")
 
 
@@ -302,8 +404,12 @@ def test_a_hybrid_cursor_never_continues_a_full_text_walk(server: Stub, tmp_path
     assert first["next_cursor"]
     core = engine.core
     assert core is not None
-    plain = SearchRequest(build_query("number automobile"), Scope("all", conversations=core.reach(False)),
-                          limit=2, cursor=first["next_cursor"])
+    plain = SearchRequest(
+        build_query("number automobile"),
+        Scope("all", conversations=core.reach(False)),
+        limit=2,
+        cursor=first["next_cursor"],
+    )
     with pytest.raises(ValueError, match="another query, scope or filter"):
         Searcher(core.store, core.dag, plain).page()
 
@@ -314,28 +420,58 @@ def test_pages_are_stable_and_visit_each_row_once(server: Stub, tmp_path: Path) 
     embed_all(engine)
     query = "number automobile physician"
     whole = recall(engine, query=query, limit=30)["hits"]
-    pages = walk(lambda c: recall(engine, query=query, limit=3, **({"cursor": c} if c else {})), "hits")
+    pages = walk(
+        lambda c: recall(engine, query=query, limit=3, **({"cursor": c} if c else {})), "hits"
+    )
     keys = [h["store_id"] for h in pages]
     assert len(keys) == len(set(keys))
-    assert keys[:len(whole)] == [h["store_id"] for h in whole][:len(keys)]
-    engine.ingest_host([*TALK, {"role": "user", "content": "another automobile arrived", "timestamp": 1_700_009_000}])
-    again = walk(lambda c: recall(engine, query=query, limit=3, **({"cursor": c} if c else {})), "hits")
+    assert keys[: len(whole)] == [h["store_id"] for h in whole][: len(keys)]
+    engine.ingest_host(
+        [
+            *TALK,
+            {"role": "user", "content": "another automobile arrived", "timestamp": 1_700_009_000},
+        ]
+    )
+    again = walk(
+        lambda c: recall(engine, query=query, limit=3, **({"cursor": c} if c else {})), "hits"
+    )
     assert len({h["store_id"] for h in again}) == len(again)
 
 
-WORDS = ["automobile", "physician", "loaf", "song", "wages", "puppy", "number", "weather", "vault", "report"]
+WORDS = [
+    "automobile",
+    "physician",
+    "loaf",
+    "song",
+    "wages",
+    "puppy",
+    "number",
+    "weather",
+    "vault",
+    "report",
+]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), limit=st.integers(1, 6),
-       bias=st.sampled_from([0.0, 0.25, 1.0]))
-def test_hybrid_stays_in_scope_and_pages_once(two_owners: tuple[LcmEngine, LcmEngine], words: list[str],
-                                               limit: int, bias: float) -> None:
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+    limit=st.integers(1, 6),
+    bias=st.sampled_from([0.0, 0.25, 1.0]),
+)
+def test_hybrid_stays_in_scope_and_pages_once(
+    two_owners: tuple[LcmEngine, LcmEngine], words: list[str], limit: int, bias: float
+) -> None:
     alice, bob = two_owners
     victim_ids = set(stored_ids(alice).values())
     query = " ".join(words)
-    hits = walk(lambda c: recall(bob, query=query, limit=limit, scope_bias=bias, **({"cursor": c} if c else {})),
-                "hits")
+    hits = walk(
+        lambda c: recall(
+            bob, query=query, limit=limit, scope_bias=bias, **({"cursor": c} if c else {})
+        ),
+        "hits",
+    )
     ids = [h.get("store_id") for h in hits if "store_id" in h]
     assert len(ids) == len(set(ids))
     assert not set(ids) & victim_ids
@@ -376,14 +512,25 @@ def test_the_vector_arm_brings_as_many_rows_as_full_text(server: Stub, tmp_path:
     """The dense arm's pool is as deep as the full-text one (search.POOL): a question in other
     words whose answers are many rows finds them all by meaning, not only the first 40
     (bench/fusion_lab.py: a pool of 100 lifted LoCoMo and the paraphrase set, lowered neither)."""
-    rows = [{"role": "user", "content": f"automobile parked at spot {i}", "timestamp": 1_700_000_000 + 30 * i}
-            for i in range(70)]
+    rows = [
+        {
+            "role": "user",
+            "content": f"automobile parked at spot {i}",
+            "timestamp": 1_700_000_000 + 30 * i,
+        }
+        for i in range(70)
+    ]
     engine = engine_for(tmp_path, "s1", None, vector_env(server))
     engine.ingest_host(rows)
     embed_all(engine)
     found, cursor = set(), None
     for _ in range(5):
-        page = recall(engine, query="which sedan do they drive", limit=30, **({"cursor": cursor} if cursor else {}))
+        page = recall(
+            engine,
+            query="which sedan do they drive",
+            limit=30,
+            **({"cursor": cursor} if cursor else {}),
+        )
         found |= {h["store_id"] for h in page["hits"] if h.get("semantic")}
         cursor = page.get("next_cursor")
         if not cursor:
@@ -391,14 +538,24 @@ def test_the_vector_arm_brings_as_many_rows_as_full_text(server: Stub, tmp_path:
     assert len(found) == 70
 
 
-def test_the_nearest_row_by_meaning_keeps_a_place_on_the_first_page(server: Stub, tmp_path: Path) -> None:
+def test_the_nearest_row_by_meaning_keeps_a_place_on_the_first_page(
+    server: Stub, tmp_path: Path
+) -> None:
     """Twelve rows share the question's word but not its meaning; the one row about it shares no
     word. Full text fills the first page with the word's rows (and the gated fusion keeps them
     ahead); the reserved place (search.DENSE_SLOTS) still shows the meaning's row among the ten."""
-    strays = [{"role": "user", "content": f"groceries from the market stall {i}",
-               "timestamp": 1_700_000_000 + 600 * i} for i in range(12)]
-    filler = [{"role": "user", "content": f"{text} ({i})", "timestamp": 1_700_010_000 + 600 * i}
-              for i, text in enumerate(FILLER * 8)]
+    strays = [
+        {
+            "role": "user",
+            "content": f"groceries from the market stall {i}",
+            "timestamp": 1_700_000_000 + 600 * i,
+        }
+        for i in range(12)
+    ]
+    filler = [
+        {"role": "user", "content": f"{text} ({i})", "timestamp": 1_700_010_000 + 600 * i}
+        for i, text in enumerate(FILLER * 8)
+    ]
     target = {"role": "user", "content": "I finally got a blue sedan", "timestamp": 1_700_100_000}
     engine = engine_for(tmp_path, "s1", None, vector_env(server))
     engine.ingest_host([*strays, *filler, target])

@@ -56,7 +56,9 @@ def _engine(home: Path, yaml: str = "", **env: str) -> LcmEngine:
     base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **WHERE, **env}
     engine = copy.deepcopy(LcmEngine(env=base))
     engine.update_model("m", 64_000)
-    engine.on_session_start("s1", hermes_home=str(home), platform="cli", model="m", context_length=64_000)
+    engine.on_session_start(
+        "s1", hermes_home=str(home), platform="cli", model="m", context_length=64_000
+    )
     return engine
 
 
@@ -71,10 +73,12 @@ def _seen(engine: LcmEngine) -> tuple[list[str], dict]:
 
 def test_every_extracted_peer_setting_has_exactly_one_row_with_a_status_and_a_reason():
     rows = {(r.peer, r.kind, r.name): r for r in compat.TABLE}
-    expected = ({(compat.LCMX, "env", n) for n in compat.LCMX_ENV}
-                | {(compat.LCMX, "yaml", n) for n in compat.LCMX_YAML}
-                | {(compat.CLAW, "env", n) for n in compat.CLAW_ENV}
-                | {(compat.CLAW, "plugin", n) for n in compat.CLAW_PLUGIN})
+    expected = (
+        {(compat.LCMX, "env", n) for n in compat.LCMX_ENV}
+        | {(compat.LCMX, "yaml", n) for n in compat.LCMX_YAML}
+        | {(compat.CLAW, "env", n) for n in compat.CLAW_ENV}
+        | {(compat.CLAW, "plugin", n) for n in compat.CLAW_PLUGIN}
+    )
     assert set(rows) == expected and len(compat.TABLE) == len(expected)
     for row in compat.TABLE:
         assert row.status in ("same", "alias", "unsupported")
@@ -109,14 +113,23 @@ def test_the_totals_come_from_the_table_and_the_module_prints_them():
     counts = compat.totals()
     for peer in (compat.LCMX, compat.CLAW):
         assert sum(counts[peer].values()) == sum(1 for r in compat.TABLE if r.peer == peer)
-    out = subprocess.run([sys.executable, "-m", "hermes_lcm.base.peer_settings"], capture_output=True, text=True,
-                         check=True, env={**os.environ,
-                                          "PYTHONPATH": str(Path(compat.__file__).parent.parent.parent)}).stdout
-    assert f"LCM-X: {sum(counts[compat.LCMX].values())} settings, honoured {counts[compat.LCMX]['same']}" in out
+    out = subprocess.run(
+        [sys.executable, "-m", "hermes_lcm.base.peer_settings"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(compat.__file__).parent.parent.parent)},
+    ).stdout
+    assert (
+        f"LCM-X: {sum(counts[compat.LCMX].values())} settings, honoured {counts[compat.LCMX]['same']}"
+        in out
+    )
 
 
 def test_the_operator_guide_holds_the_table_as_generated():
-    guide = (Path(compat.__file__).resolve().parent.parent / "docs" / "operator-guide.md").read_text(encoding="utf-8")
+    guide = (
+        Path(compat.__file__).resolve().parent.parent / "docs" / "operator-guide.md"
+    ).read_text(encoding="utf-8")
     assert compat.markdown_table() in guide
 
 
@@ -126,8 +139,12 @@ def test_the_operator_guide_holds_the_table_as_generated():
 def test_a_peer_alias_sets_our_key_in_the_engine_in_force(tmp_path, on_backend):
     plain = _engine(tmp_path / "a")
     assert plain.config.condense_min_nodes == 4 and plain.config.compaction_max_seconds == 45.0
-    engine = _engine(tmp_path / "b", LCM_CONDENSATION_FANIN="7", LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS="5000",
-                     LCM_CIRCUIT_BREAKER_COOLDOWN_MS="90000")
+    engine = _engine(
+        tmp_path / "b",
+        LCM_CONDENSATION_FANIN="7",
+        LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS="5000",
+        LCM_CIRCUIT_BREAKER_COOLDOWN_MS="90000",
+    )
     assert engine.ensure_core() is not None
     for config in (engine.config, engine.core.config):
         assert config.condense_min_nodes == 7
@@ -141,8 +158,10 @@ def test_a_peer_alias_sets_our_key_in_the_engine_in_force(tmp_path, on_backend):
 def test_our_key_wins_over_a_peer_alias_and_the_alias_is_reported_ignored(tmp_path):
     loaded = load_config({"LCM_CONDENSE_MIN_NODES": "5", "LCM_CONDENSED_MIN_FANOUT": "9"}, {})
     assert loaded.config.condense_min_nodes == 5
-    assert any("LCM_CONDENSED_MIN_FANOUT (lossless-claw): ignored, LCM_CONDENSE_MIN_NODES is set" in p
-               for p in loaded.problems)
+    assert any(
+        "LCM_CONDENSED_MIN_FANOUT (lossless-claw): ignored, LCM_CONDENSE_MIN_NODES is set" in p
+        for p in loaded.problems
+    )
 
 
 def test_camel_case_plugin_keys_in_the_yaml_block_are_read(tmp_path, on_backend):
@@ -153,26 +172,34 @@ def test_camel_case_plugin_keys_in_the_yaml_block_are_read(tmp_path, on_backend)
 def test_a_bad_alias_value_is_reported_under_the_peer_name_and_falls_back():
     loaded = load_config({"LCM_CIRCUIT_BREAKER_COOLDOWN_MS": "soon"}, {})
     assert loaded.config.summary_circuit_breaker_cooldown_seconds == 300.0
-    assert any(p.startswith("LCM_CIRCUIT_BREAKER_COOLDOWN_MS='soon' is invalid") for p in loaded.problems)
+    assert any(
+        p.startswith("LCM_CIRCUIT_BREAKER_COOLDOWN_MS='soon' is invalid") for p in loaded.problems
+    )
 
 
 # -- reported: status, doctor, host log --------------------------------------------------------
 
 
-def test_a_typo_env_var_gets_a_did_you_mean_in_status_doctor_and_the_host_log_once(tmp_path, caplog, on_backend):
+def test_a_typo_env_var_gets_a_did_you_mean_in_status_doctor_and_the_host_log_once(
+    tmp_path, caplog, on_backend
+):
     caplog.set_level(logging.WARNING, logger="hermes_lcm")
     first = _engine(tmp_path, LCM_FRESH_TAIL_COUNTT="8")
     second = _engine(tmp_path, LCM_FRESH_TAIL_COUNTT="8")  # another agent's copy, same process
     for engine in (first, second):
         notes, check = _seen(engine)
-        assert notes == ["setting LCM_FRESH_TAIL_COUNTT: unknown key, ignored; did you mean LCM_FRESH_TAIL_COUNT?"]
+        assert notes == [
+            "setting LCM_FRESH_TAIL_COUNTT: unknown key, ignored; did you mean LCM_FRESH_TAIL_COUNT?"
+        ]
         assert check["status"] == "warn" and "did you mean LCM_FRESH_TAIL_COUNT?" in check["detail"]
         assert engine.config.fresh_tail_count == 32
     logged = [r.getMessage() for r in caplog.records if "LCM_FRESH_TAIL_COUNTT" in r.getMessage()]
     assert len(logged) == 1 and "did you mean LCM_FRESH_TAIL_COUNT?" in logged[0]
 
 
-def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(tmp_path, caplog, on_backend):
+def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(
+    tmp_path, caplog, on_backend
+):
     caplog.set_level(logging.WARNING, logger="hermes_lcm")
     engine = _engine(tmp_path, "  leaf_chunk_tokns: 3000\n")
     notes, check = _seen(engine)
@@ -182,12 +209,22 @@ def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(tm
 
 
 def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path, on_backend):
-    engine = _engine(tmp_path, "  summary_reasoning_effort: high\n", LCM_EMBEDDING_BOUNDED_SCAN_ROWS="5000",
-                     LCM_ENABLED="false")
+    engine = _engine(
+        tmp_path,
+        "  summary_reasoning_effort: high\n",
+        LCM_EMBEDDING_BOUNDED_SCAN_ROWS="5000",
+        LCM_ENABLED="false",
+    )
     notes, check = _seen(engine)
     text = " ".join(notes)
-    assert "LCM_EMBEDDING_BOUNDED_SCAN_ROWS (LCM-X): not supported, ignored; not used here: semantic recall" in text
-    assert "LCM_ENABLED (lossless-claw): not supported, ignored; choose the engine in Hermes' config" in text
+    assert (
+        "LCM_EMBEDDING_BOUNDED_SCAN_ROWS (LCM-X): not supported, ignored; not used here: semantic recall"
+        in text
+    )
+    assert (
+        "LCM_ENABLED (lossless-claw): not supported, ignored; choose the engine in Hermes' config"
+        in text
+    )
     assert "lcm.summary_reasoning_effort (LCM-X): not supported, ignored" in text
     assert check["status"] == "warn" and "Migration" in check["action"]
 
@@ -208,14 +245,24 @@ def test_the_cli_doctor_reports_settings_too(tmp_path, monkeypatch, on_backend):
 
 
 def test_our_own_and_other_hermes_lcm_variables_leave_no_note():
-    env = {name: "1" for name in compat.OTHER_OURS} | {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_SHARED_MEMORY": "1"}
+    env = {name: "1" for name in compat.OTHER_OURS} | {
+        "LCM_SUMMARY_PROVIDER": "extractive",
+        "LCM_SHARED_MEMORY": "1",
+    }
     assert load_config(env, {"fresh_tail_count": 3}).problems == ()
 
 
 def test_nothing_raises_whatever_the_keys_and_values():
-    weird = {"LCM_": "x", "LCM_CIRCUIT_BREAKER_COOLDOWN_MS": "nan", "LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS": "1e400",
-             "LCM_\u00e9": "1", "LCM_MAX_EXPAND_TOKENS": ""}
-    loaded = load_config(weird, {1: 2, "": None, "dbPath": ["a", "b"], "cacheAwareCompaction": {"enabled": True}})
+    weird = {
+        "LCM_": "x",
+        "LCM_CIRCUIT_BREAKER_COOLDOWN_MS": "nan",
+        "LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS": "1e400",
+        "LCM_\u00e9": "1",
+        "LCM_MAX_EXPAND_TOKENS": "",
+    }
+    loaded = load_config(
+        weird, {1: 2, "": None, "dbPath": ["a", "b"], "cacheAwareCompaction": {"enabled": True}}
+    )
     assert loaded.config is not None
 
 

@@ -34,8 +34,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def run(home: Path, mode: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(home), mode], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(home), mode], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -55,7 +56,9 @@ def test_the_hosts_exit_merges_the_wal_into_the_file(tmp_path):
     home.mkdir()
     run(home, "finalize")
     wal = home / "lcm.db-wal"
-    assert not wal.exists() or wal.stat().st_size == 0, "the WAL still holds pages after the host's exit"
+    assert not wal.exists() or wal.stat().st_size == 0, (
+        "the WAL still holds pages after the host's exit"
+    )
     assert copied_rows(home, tmp_path) == 401
 
 
@@ -83,10 +86,14 @@ def test_a_session_bound_after_the_finalize_is_not_ending(tmp_path):
     from .conftest import new_engine
 
     engine = new_engine(tmp_path, 10**9, "old-1")
-    hooks.post_llm_call(session_id="old-1", conversation_history=[{"role": "user", "content": "one"}])
+    hooks.post_llm_call(
+        session_id="old-1", conversation_history=[{"role": "user", "content": "one"}]
+    )
     hooks.on_session_finalize(session_id="old-1", platform="cli", reason="new")
     assert engine.core is not None and engine.core.finalizing
     engine.on_session_reset()
-    hooks.post_llm_call(session_id="new-2", conversation_history=[{"role": "user", "content": "two"}])
+    hooks.post_llm_call(
+        session_id="new-2", conversation_history=[{"role": "user", "content": "two"}]
+    )
     assert engine.session_id == "new-2" and not engine.core.finalizing
     store.close_all()

@@ -48,7 +48,9 @@ def test_new_database_is_wal_and_versioned(db):
     if not is_url(db):
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.schema_version() == SCHEMA_VERSION
-    assert open_store(db if is_url(db) else Path(db)) is store  # one connection (pool) per database and process
+    assert (
+        open_store(db if is_url(db) else Path(db)) is store
+    )  # one connection (pool) per database and process
     store_module.close_all()
 
 
@@ -116,31 +118,58 @@ def test_two_processes_write_one_database_without_lock_errors(tmp_path, db):
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
     url = [db] if is_url(db) else []
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path), name, "60", *url],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for name in ("gateway", "cli")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path), name, "60", *url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name in ("gateway", "cli")
+    ]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     if not is_url(db):
         assert raw_sql(db, "PRAGMA integrity_check")[0][0] == "ok"
     for name in ("gateway", "cli"):
-        rows = [r[0] for r in raw_sql(db,
-            "SELECT m.content FROM messages m JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name WHERE s.id=? ORDER BY m.seq",  # noqa: E501 (schema 4 raw SQL)
-            (name,))]
+        rows = [
+            r[0]
+            for r in raw_sql(
+                db,
+                "SELECT m.content FROM messages m JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name WHERE s.id=? ORDER BY m.seq",  # noqa: E501 (schema 4 raw SQL)
+                (name,),
+            )
+        ]
         assert len(rows) == 120 and len(set(rows)) == 120
-        assert raw_sql(db, "SELECT count(*) FROM summaries s JOIN sessions x ON x.conversation_id="
-                           "s.conversation_id WHERE x.id=?", (name,))[0][0] > 0
+        assert (
+            raw_sql(
+                db,
+                "SELECT count(*) FROM summaries s JOIN sessions x ON x.conversation_id="
+                "s.conversation_id WHERE x.id=?",
+                (name,),
+            )[0][0]
+            > 0
+        )
 
 
 def test_many_processes_opening_a_new_file_at_once_all_succeed(tmp_path, backend_env):
     """The first open switches the file to WAL (creates the schema's tables); the others must wait
     for it, not fail."""
     db = backend_env.get("LCM_DATABASE_URL") or str(tmp_path / "new.db")
-    code = ("import sys; from hermes_lcm.store import open_store; "
-            "s = open_store(sys.argv[1]); s.ensure_conversation(sys.argv[2]); print('ok')")
-    procs = [subprocess.Popen([sys.executable, "-c", code, db, f"k{i}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-             for i in range(6)]
+    code = (
+        "import sys; from hermes_lcm.store import open_store; "
+        "s = open_store(sys.argv[1]); s.ensure_conversation(sys.argv[2]); print('ok')"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, db, f"k{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+        )
+        for i in range(6)
+    ]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     assert all(o.strip() == "ok" for o in outputs), outputs
     assert raw_sql(db, "SELECT count(*) FROM conversations")[0][0] == 6
@@ -151,7 +180,10 @@ def test_the_wal_is_checkpointed_by_a_thread_of_its_own_and_stops_with_the_store
     connection checkpoints every CHECKPOINT_EVERY_COMMITS commits, SQLite's own automatic
     checkpoint stays only as a backstop."""
     store = open_store(tmp_path / "lcm.db")
-    assert store.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == store_module.WAL_AUTOCHECKPOINT_PAGES
+    assert (
+        store.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        == store_module.WAL_AUTOCHECKPOINT_PAGES
+    )
     for i in range(store_module.CHECKPOINT_EVERY_COMMITS * 2):
         store.record_event("info", "test", f"event {i}")
     checkpointer = store.checkpointer
@@ -162,7 +194,10 @@ def test_the_wal_is_checkpointed_by_a_thread_of_its_own_and_stops_with_the_store
         checkpointer._thread.join(0.02)
     assert checkpointer.checkpoints >= 1
     reader = sqlite3.connect(tmp_path / "lcm.db")
-    assert reader.execute("SELECT count(*) FROM events").fetchone()[0] == store_module.CHECKPOINT_EVERY_COMMITS * 2
+    assert (
+        reader.execute("SELECT count(*) FROM events").fetchone()[0]
+        == store_module.CHECKPOINT_EVERY_COMMITS * 2
+    )
     reader.close()
     thread = checkpointer._thread
     store_module.close_all()

@@ -37,13 +37,17 @@ def test_describe_roots_page(make_engine):
     compacted(engine, turns=60)
     roots = walk(lambda c: _roots_page(engine, c), "roots")
     ids = [r["node_id"] for r in roots]
-    assert len(ids) == len(set(ids)) == sum(ok(engine, "lcm_describe")["summaries_by_depth"].values())
+    assert (
+        len(ids) == len(set(ids)) == sum(ok(engine, "lcm_describe")["summaries_by_depth"].values())
+    )
 
 
 def _roots_page(engine: LcmEngine, cursor: Any) -> dict[str, Any]:
     answer = ok(engine, "lcm_describe", **({"cursor": cursor} if cursor else {}))
     answer["roots"] = answer["roots"][:3]  # a small page size, as if the cap were tiny
-    answer["next_cursor"] = answer["roots"][-1]["node_id"] if len(answer["roots"]) == 3 else answer["next_cursor"]
+    answer["next_cursor"] = (
+        answer["roots"][-1]["node_id"] if len(answer["roots"]) == 3 else answer["next_cursor"]
+    )
     return answer
 
 
@@ -52,10 +56,20 @@ def timed_history(days: int = 4, per_day: int = 30) -> list[dict[str, Any]]:
     for d in range(days):
         for i in range(per_day):
             at = MAY_1 + d * DAY + i * 600
-            history.append({"role": "user", "content": f"day {d} item {i} about the heron " + "word " * 60,
-                            "timestamp": at})
-            history.append({"role": "assistant", "content": f"noted day {d} item {i} " + "text " * 60,
-                            "timestamp": at + 60})
+            history.append(
+                {
+                    "role": "user",
+                    "content": f"day {d} item {i} about the heron " + "word " * 60,
+                    "timestamp": at,
+                }
+            )
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": f"noted day {d} item {i} " + "text " * 60,
+                    "timestamp": at + 60,
+                }
+            )
     return history
 
 
@@ -67,13 +81,20 @@ def test_recent_lists_leaf_summaries_of_a_day(make_engine):
         if engine.should_compress(90000):
             engine.compress(history[:end], current_tokens=90000)
     answer = ok(engine, "lcm_recent", period="date:2024-05-02")
-    assert answer["period"] == {"name": "date:2024-05-02", "from": "2024-05-02T00:00:00Z",
-                                "to": "2024-05-03T00:00:00Z"}
+    assert answer["period"] == {
+        "name": "date:2024-05-02",
+        "from": "2024-05-02T00:00:00Z",
+        "to": "2024-05-03T00:00:00Z",
+    }
     assert answer["summaries"], answer
     for node in answer["summaries"]:
         assert node["depth"] == 0 and node["from"] < "2024-05-03" and node["to"] >= "2024-05-02"
-    all_days = walk(lambda c: ok(engine, "lcm_recent", period="2024-05-01", limit=1,
-                                 **({"cursor": c} if c else {})), "summaries")
+    all_days = walk(
+        lambda c: ok(
+            engine, "lcm_recent", period="2024-05-01", limit=1, **({"cursor": c} if c else {})
+        ),
+        "summaries",
+    )
     assert len({n["node_id"] for n in all_days}) == len(all_days)
     empty = ok(engine, "lcm_recent", period="date:2030-01-01")
     assert empty["summaries"] == [] and empty["raw_messages_in_period"] == 0
@@ -83,7 +104,11 @@ def test_recent_points_to_grep_when_nothing_is_summarized(make_engine):
     engine = make_engine()
     engine.ingest_host(timed_history(days=1, per_day=3))
     answer = ok(engine, "lcm_recent", period="date:2024-05-01")
-    assert answer["summaries"] == [] and answer["raw_messages_in_period"] == 6 and "time_from" in answer["hint"]
+    assert (
+        answer["summaries"] == []
+        and answer["raw_messages_in_period"] == 6
+        and "time_from" in answer["hint"]
+    )
     assert "unknown period" in err(engine, "lcm_recent", period="fortnight")
     assert ok(engine, "lcm_recent")["period"]["name"] == "today"
     assert ok(engine, "lcm_recent", limit=99)["clamped"] == {"limit": {"requested": 99, "used": 30}}
@@ -92,7 +117,10 @@ def test_recent_points_to_grep_when_nothing_is_summarized(make_engine):
 
 def test_periods_are_utc_intervals():
     now = MAY_1 + 2.5 * DAY  # 2024-05-03T12:00Z, a Friday
-    assert (period("today", now).since, period("yesterday", now).since) == (MAY_1 + 2 * DAY, MAY_1 + DAY)
+    assert (period("today", now).since, period("yesterday", now).since) == (
+        MAY_1 + 2 * DAY,
+        MAY_1 + DAY,
+    )
     assert period("yesterday", now).until == MAY_1 + 2 * DAY
     assert period("7d", now).since == now - 7 * DAY
     assert period("week", now).since == MAY_1 - 2 * DAY  # Monday 2024-04-29
@@ -166,7 +194,9 @@ def test_expand_query_on_named_nodes(make_engine):
     engine = make_engine()
     compacted(engine, turns=40)
     node = ok(engine, "lcm_describe")["context"][0]["node_id"]
-    answer = ok(engine, "lcm_expand_query", question="what happened?", node_ids=[node], mode="evidence")
+    answer = ok(
+        engine, "lcm_expand_query", question="what happened?", node_ids=[node], mode="evidence"
+    )
     assert answer["evidence"][0]["ref"] == f"node_id={node}"
     assert "no summary node" in err(engine, "lcm_expand_query", question="x", node_ids=["S999"])
 
@@ -175,16 +205,23 @@ def test_status_inspect_doctor_are_metadata_only(make_engine):
     engine = make_engine()
     compacted(engine, turns=40)
     status = ok(engine, "lcm_status")
-    assert status["messages_in_conversation"] > 0 and status["tools"] == {"available": 15, "disabled": []}
+    assert status["messages_in_conversation"] > 0 and status["tools"] == {
+        "available": 15,
+        "disabled": [],
+    }
     inspect = ok(engine, "lcm_inspect")
-    assert inspect["conversation"]["fresh_tail_messages"] >= 0 and inspect["sessions"][0]["id"] == "s1"
+    assert (
+        inspect["conversation"]["fresh_tail_messages"] >= 0 and inspect["sessions"][0]["id"] == "s1"
+    )
     assert inspect["context_nodes"] and inspect["last_compaction"]["stop_reason"]
     doctor = ok(engine, "lcm_doctor")
     names = {c["name"] for c in doctor["checks"]}
     assert {"database", "lineage", "context_pressure", "summarizer"} <= names
     assert doctor["status"] == "ok" and doctor["deep"] is False
     deep = ok(engine, "lcm_doctor", deep=True)
-    assert "integrity: ok" in next(c["detail"] for c in deep["checks"] if c["name"] == "fts:messages_fts")
+    assert "integrity: ok" in next(
+        c["detail"] for c in deep["checks"] if c["name"] == "fts:messages_fts"
+    )
     assert "deep must be true or false" in err(engine, "lcm_doctor", deep="maybe")
 
 

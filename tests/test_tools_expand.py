@@ -14,19 +14,40 @@ from .tooltest import compacted, err, ok, walk
 
 pytestmark = pytest.mark.both_backends
 
-UNICODE = ("naïve café — 東京 🙂 \u200b zero-width, RTL \u05e9\u05dc\u05d5\u05dd, combining e\u0301, "
-           "\\n literal, \"quotes\"")
+UNICODE = (
+    "naïve café — 東京 🙂 \u200b zero-width, RTL \u05e9\u05dc\u05d5\u05dd, combining e\u0301, "
+    '\\n literal, "quotes"'
+)
 CALL_ARGS = '{"path": "src/é.py", "content": "line1\\nline2 🙂", "n": 3}'
 
 
 def special_messages() -> list[dict[str, Any]]:
     return [
         {"role": "user", "content": "please fix src/é.py — " + UNICODE},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": CALL_ARGS}}]},
-        {"role": "tool", "tool_call_id": "call_1", "name": "write_file", "content": "wrote 2 lines 🙂"},
-        {"role": "user", "content": [{"type": "text", "text": "structured ask about the ocelot"},
-                                     {"type": "text", "text": "second part ✓"}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": CALL_ARGS},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "name": "write_file",
+            "content": "wrote 2 lines 🙂",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "structured ask about the ocelot"},
+                {"type": "text", "text": "second part ✓"},
+            ],
+        },
         {"role": "assistant", "content": "ocelot noted " + "long text " * 3000},
     ]
 
@@ -40,16 +61,22 @@ def test_grep_expand_round_trip_is_byte_identical(make_engine):
     engine = make_engine()
     messages = special_messages()
     engine.ingest_host(messages)
-    for original, query in zip(messages[:4], ["café 東京", "write_file", "wrote lines", "ocelot structured"],
-                               strict=True):
+    for original, query in zip(
+        messages[:4], ["café 東京", "write_file", "wrote lines", "ocelot structured"], strict=True
+    ):
         store_id = find(engine, query) if query != "write_file" else find(engine, "please fix") + 1
         expanded = ok(engine, "lcm_expand", store_id=store_id)
         assert expanded["complete"] is True
         assert expanded["message"] == original
-        assert json.dumps(expanded["message"], ensure_ascii=False, sort_keys=True) == \
-            json.dumps(original, ensure_ascii=False, sort_keys=True)
-    call = ok(engine, "lcm_expand", store_id=find(engine, "please fix") + 1)["message"]["tool_calls"][0]
-    assert call["function"]["arguments"] == CALL_ARGS, "tool-call argument JSON is kept byte for byte"
+        assert json.dumps(expanded["message"], ensure_ascii=False, sort_keys=True) == json.dumps(
+            original, ensure_ascii=False, sort_keys=True
+        )
+    call = ok(engine, "lcm_expand", store_id=find(engine, "please fix") + 1)["message"][
+        "tool_calls"
+    ][0]
+    assert call["function"]["arguments"] == CALL_ARGS, (
+        "tool-call argument JSON is kept byte for byte"
+    )
 
 
 def test_long_content_pages_rebuild_the_exact_text(make_engine):
@@ -66,16 +93,29 @@ def test_long_content_pages_rebuild_the_exact_text(make_engine):
         assert nxt is None or nxt > offset
         offset, calls = nxt, calls + 1
     assert text == original and calls > 1
-    assert "past the end" in err(engine, "lcm_expand", store_id=store_id, content_offset=len(original) + 1)
+    assert "past the end" in err(
+        engine, "lcm_expand", store_id=store_id, content_offset=len(original) + 1
+    )
 
 
 def test_structured_content_and_tool_calls_page_as_exact_json(make_engine):
     engine = make_engine(LCM_TOOL_RESPONSE_MAX_CHARS="3500")
     big_args = json.dumps({"path": "big.txt", "content": "ünïcode " * 600})
     parts = [{"type": "text", "text": "part " * 400}, {"type": "text", "text": "tail ✓"}]
-    messages = [{"role": "user", "content": parts},
-                {"role": "assistant", "content": "writing it", "tool_calls": [
-                    {"id": "c9", "type": "function", "function": {"name": "write_file", "arguments": big_args}}]}]
+    messages = [
+        {"role": "user", "content": parts},
+        {
+            "role": "assistant",
+            "content": "writing it",
+            "tool_calls": [
+                {
+                    "id": "c9",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": big_args},
+                }
+            ],
+        },
+    ]
     engine.ingest_host(messages)
     first = ok(engine, "lcm_expand", store_id=1)
     assert first["content_format"] == "json"
@@ -98,13 +138,26 @@ def test_payload_guard_placeholders_expand_to_the_original_bytes(make_engine):
     engine = make_engine(LCM_TOOL_RESPONSE_MAX_CHARS="4000")
     blob = base64.b64encode(bytes(range(256)) * 40).decode()
     uri = f"data:image/png;base64,{blob}"
-    engine.ingest_host([{"role": "user", "content": [{"type": "text", "text": "look at the platypus picture"},
-                                                       {"type": "image_url", "image_url": {"url": uri}}]}])
+    engine.ingest_host(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look at the platypus picture"},
+                    {"type": "image_url", "image_url": {"url": uri}},
+                ],
+            }
+        ]
+    )
     expanded = ok(engine, "lcm_expand", store_id=find(engine, "platypus"))
     refs = expanded["externalized_refs"]
     assert len(refs) == 1
     described = ok(engine, "lcm_describe", externalized_ref=refs[0])
-    assert described["mime"] == "image/png" and described["chars"] == len(uri) and described["readable"]
+    assert (
+        described["mime"] == "image/png"
+        and described["chars"] == len(uri)
+        and described["readable"]
+    )
     text, offset = "", 0
     while offset is not None:
         page = ok(engine, "lcm_expand", externalized_ref=refs[0], content_offset=offset)
@@ -130,11 +183,16 @@ def test_node_sources_walk_visits_each_source_once(make_engine):
     engine = make_engine()
     history = compacted(engine, turns=40)
     describe = ok(engine, "lcm_describe")
-    leaf = next(n for n in ok(engine, "lcm_grep", query="ask", limit=50)["hits"] if n.get("depth") == 0)
+    leaf = next(
+        n for n in ok(engine, "lcm_grep", query="ask", limit=50)["hits"] if n.get("depth") == 0
+    )
     node = leaf["node_id"]
     info = ok(engine, "lcm_describe", node_id=node)
-    sources = walk(lambda c: ok(engine, "lcm_expand", node_id=node, source_offset=c or 0, source_limit=3),
-                   "sources", "next_source_offset")
+    sources = walk(
+        lambda c: ok(engine, "lcm_expand", node_id=node, source_offset=c or 0, source_limit=3),
+        "sources",
+        "next_source_offset",
+    )
     ids = [s["store_id"] for s in sources]
     assert len(ids) == len(set(ids)) == info["descendant_messages"]["count"]
     assert ids == sorted(ids)
@@ -151,8 +209,13 @@ def test_deeper_nodes_page_their_children(make_engine):
     depths = ok(engine, "lcm_describe")["summaries_by_depth"]
     assert "1" in depths, depths
     root = next(n for n in ok(engine, "lcm_describe")["roots"] if n["depth"] >= 1)
-    children = walk(lambda c: ok(engine, "lcm_expand", node_id=root["node_id"], source_offset=c or 0,
-                                 source_limit=1), "sources", "next_source_offset")
+    children = walk(
+        lambda c: ok(
+            engine, "lcm_expand", node_id=root["node_id"], source_offset=c or 0, source_limit=1
+        ),
+        "sources",
+        "next_source_offset",
+    )
     # A condensed node is one level above its deepest child; a pass squeezed for time may join an
     # adjacent pair of different depths (``Compactor._condensable``), so only the deepest is one below.
     depths_below = [c["depth"] for c in children]
@@ -181,8 +244,16 @@ def test_expand_errors_are_clear(make_engine):
 def test_load_session_walks_every_message_once_in_order(make_engine):
     engine = make_engine()
     history = compacted(engine, turns=30)
-    rows = walk(lambda c: ok(engine, "lcm_load_session", session_id="s1", limit=7,
-                             **({"after_store_id": c} if c else {})), "messages")
+    rows = walk(
+        lambda c: ok(
+            engine,
+            "lcm_load_session",
+            session_id="s1",
+            limit=7,
+            **({"after_store_id": c} if c else {}),
+        ),
+        "messages",
+    )
     assert [r["store_id"] for r in rows] == list(range(1, len(history) + 1))
     for row, original in zip(rows, history, strict=True):
         assert row["role"] == original["role"]
@@ -198,5 +269,7 @@ def test_load_session_reads_only_the_named_session(make_engine):
     second = make_engine(session="b")
     second.ingest_host([{"role": "user", "content": "from session b"}])
     page = ok(second, "lcm_load_session", session_id="a")
-    assert [m["content"] for m in page["messages"]] == ["from session a"] and page["next_cursor"] is None
+    assert [m["content"] for m in page["messages"]] == ["from session a"] and page[
+        "next_cursor"
+    ] is None
     assert "session_id is required" in err(second, "lcm_load_session")

@@ -52,12 +52,17 @@ def test_hits_carry_ids_for_the_next_tool(make_engine):
 
 
 def _walk_grep(engine: LcmEngine, **args: Any) -> list[dict[str, Any]]:
-    return walk(lambda cursor: ok(engine, "lcm_grep", **args, **({"cursor": cursor} if cursor else {})), "hits")
+    return walk(
+        lambda cursor: ok(engine, "lcm_grep", **args, **({"cursor": cursor} if cursor else {})),
+        "hits",
+    )
 
 
 def test_relevance_walk_visits_every_match_exactly_once(make_engine):
     engine = make_engine()
-    compacted(engine, turns=60)  # > 100 matching rows: the walk crosses from the ranked pool to the tail
+    compacted(
+        engine, turns=60
+    )  # > 100 matching rows: the walk crosses from the ranked pool to the tail
     conv = engine.core.binding.conversation_id
     expected = matching_ids(engine, '"ask" OR "answer"', conv)
     assert len(expected) > 100  # more than the ranked pool holds
@@ -87,7 +92,9 @@ def test_cursor_belongs_to_its_query(make_engine):
     cursor = ok(engine, "lcm_grep", query="ask", limit=3)["next_cursor"]
     assert cursor
     assert "another query" in err(engine, "lcm_grep", query="answer", limit=3, cursor=cursor)
-    assert "another query" in err(engine, "lcm_grep", query="ask", limit=3, cursor=cursor, role="user")
+    assert "another query" in err(
+        engine, "lcm_grep", query="ask", limit=3, cursor=cursor, role="user"
+    )
 
 
 def test_role_filter_is_applied_before_the_limit(make_engine):
@@ -98,15 +105,24 @@ def test_role_filter_is_applied_before_the_limit(make_engine):
     answer = ok(engine, "lcm_grep", query="zebra", role="user", limit=1)
     assert [h["role"] for h in answer["hits"]] == ["user"]
     assert answer["summary_results_omitted"] is True
-    assert all(h["role"] == "tool" for h in ok(engine, "lcm_grep", query="zebra", role="tool")["hits"])
+    assert all(
+        h["role"] == "tool" for h in ok(engine, "lcm_grep", query="zebra", role="tool")["hits"]
+    )
 
 
 def test_time_filters_use_host_timestamps(make_engine):
     engine = make_engine()
     day = 86400
     base = 1714521600  # 2024-05-01T00:00:00Z
-    engine.ingest_host([{"role": "user", "content": f"kiwi day {d}", "timestamp": base + d * day} for d in range(5)])
-    hits = ok(engine, "lcm_grep", query="kiwi", time_from="2024-05-02", time_to="2024-05-03", limit=10)["hits"]
+    engine.ingest_host(
+        [
+            {"role": "user", "content": f"kiwi day {d}", "timestamp": base + d * day}
+            for d in range(5)
+        ]
+    )
+    hits = ok(
+        engine, "lcm_grep", query="kiwi", time_from="2024-05-02", time_to="2024-05-03", limit=10
+    )["hits"]
     assert sorted(h["snippet"] for h in hits) == ["«kiwi» day 1", "«kiwi» day 2"]
     assert {h["at"][:10] for h in hits} == {"2024-05-02", "2024-05-03"}
     epoch = ok(engine, "lcm_grep", query="kiwi", time_from=base + 4 * day)["hits"]
@@ -120,7 +136,9 @@ def test_source_filter_covers_raw_rows_and_summary_lineage(make_engine):
     late = [{"role": "user", "content": "walrus from telegram"}]
     engine.ingest_host(history + late)
     hits = ok(engine, "lcm_grep", query="walrus ask", source="telegram", limit=50)["hits"]
-    assert [h.get("store_id") for h in hits if "store_id" in h] and all("node_id" not in h for h in hits)
+    assert [h.get("store_id") for h in hits if "store_id" in h] and all(
+        "node_id" not in h for h in hits
+    )
     assert all("walrus" in h["snippet"] for h in hits if not h.get("neighbour"))
     cli_hits = ok(engine, "lcm_grep", query="ask", source="cli", limit=50)["hits"]
     assert any("node_id" in h for h in cli_hits), "summaries whose sources came from cli stay"
@@ -147,16 +165,33 @@ def test_scope_current_never_reads_another_conversation(make_engine):
 
 def test_natural_language_identifiers_phrases_prefixes(make_engine):
     engine = make_engine()
-    engine.ingest_host([
-        {"role": "user", "content": "Please refactor src/billing/invoice_render.py before Friday."},
-        {"role": "assistant", "content": "Done. The rollback plan is documented in RUNBOOK.md."},
-        {"role": "user", "content": "Which database did we pick for the ledger service?"},
-        {"role": "assistant", "content": "We picked PostgreSQL 16 for the ledger because of logical replication."},
-        {"role": "user", "content": "unrelated chatter about lunch and coffee"},
-    ] * 1)
+    engine.ingest_host(
+        [
+            {
+                "role": "user",
+                "content": "Please refactor src/billing/invoice_render.py before Friday.",
+            },
+            {
+                "role": "assistant",
+                "content": "Done. The rollback plan is documented in RUNBOOK.md.",
+            },
+            {"role": "user", "content": "Which database did we pick for the ledger service?"},
+            {
+                "role": "assistant",
+                "content": "We picked PostgreSQL 16 for the ledger because of logical replication.",
+            },
+            {"role": "user", "content": "unrelated chatter about lunch and coffee"},
+        ]
+        * 1
+    )
+
     def top(query: str) -> str:
         return ok(engine, "lcm_grep", query=query)["hits"][0]["snippet"]
-    top2 = [h["snippet"] for h in ok(engine, "lcm_grep", query="what database did we choose for the ledger?")["hits"]]
+
+    top2 = [
+        h["snippet"]
+        for h in ok(engine, "lcm_grep", query="what database did we choose for the ledger?")["hits"]
+    ]
     assert any("PostgreSQL 16" in s for s in top2[:2])
     assert "invoice_render.py" in top("src/billing/invoice_render.py")
     assert "rollback plan" in top('"rollback plan"')
@@ -179,7 +214,9 @@ def test_small_size_cap_clamps_limit_and_still_walks_everything(make_engine):
     assert first["clamped"]["limit"]["used"] < 50 and not first.get("truncated_by_size_cap")
     hits = _walk_grep(engine, query="answer", sort="recency", limit=50)
     conv = engine.core.binding.conversation_id
-    assert {h["store_id"] for h in hits if "store_id" in h} == matching_ids(engine, '"answer"', conv)
+    assert {h["store_id"] for h in hits if "store_id" in h} == matching_ids(
+        engine, '"answer"', conv
+    )
 
 
 def test_no_match_says_what_to_try(make_engine):
@@ -207,11 +244,19 @@ def test_recall_searches_every_conversation_with_a_soft_bias(make_engine):
     hits = [h for h in answer["hits"] if not h.get("neighbour")]
     assert len(hits) == 2 and "conversation_id" not in hits[0] and "conversation_id" in hits[1]
     assert hits[0]["score"] > hits[1]["score"]
-    flat = [h for h in ok(current, "lcm_recall", query="heron nest", scope_bias=0, include_in_context=True)["hits"]
-            if not h.get("neighbour")]
+    flat = [
+        h
+        for h in ok(
+            current, "lcm_recall", query="heron nest", scope_bias=0, include_in_context=True
+        )["hits"]
+        if not h.get("neighbour")
+    ]
     assert flat[0]["score"] == flat[1]["score"]
     clamp = ok(current, "lcm_recall", query="heron", scope_bias=5, limit=100)["clamped"]
-    assert clamp == {"scope_bias": {"requested": 5.0, "used": 1.0}, "limit": {"requested": 100, "used": 30}}
+    assert clamp == {
+        "scope_bias": {"requested": 5.0, "used": 1.0},
+        "limit": {"requested": 100, "used": 30},
+    }
 
 
 def test_recall_walk_visits_every_match_once(make_engine):
@@ -219,7 +264,10 @@ def test_recall_walk_visits_every_match_once(make_engine):
     compacted(first, turns=25, seed=5)
     second = make_engine(session="b")
     compacted(second, turns=25, seed=6)
-    hits = walk(lambda c: ok(second, "lcm_recall", query="ask", limit=30, **({"cursor": c} if c else {})), "hits")
+    hits = walk(
+        lambda c: ok(second, "lcm_recall", query="ask", limit=30, **({"cursor": c} if c else {})),
+        "hits",
+    )
     keys = [hit_key(h) for h in hits]
     assert len(keys) == len(set(keys))
     assert {h["store_id"] for h in hits if "store_id" in h} == matching_ids(second, '"ask"', None)
@@ -233,7 +281,13 @@ def test_a_walk_keeps_its_snapshot_while_new_messages_arrive(make_engine):
     seen: list[tuple[str, Any]] = []
     cursor = None
     for page_number in range(200):
-        answer = ok(engine, "lcm_grep", query="ask answer", limit=30, **({"cursor": cursor} if cursor else {}))
+        answer = ok(
+            engine,
+            "lcm_grep",
+            query="ask answer",
+            limit=30,
+            **({"cursor": cursor} if cursor else {}),
+        )
         seen += [hit_key(h) for h in answer["hits"]]
         if page_number == 0:
             history += [{"role": "user", "content": f"late ask {i}"} for i in range(5)]
@@ -248,14 +302,30 @@ def test_a_walk_keeps_its_snapshot_while_new_messages_arrive(make_engine):
 
 def test_tool_call_arguments_are_searchable(make_engine):
     engine = make_engine()
-    engine.ingest_host([
-        {"role": "user", "content": "open the config"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "read_file", "arguments": json.dumps({"path": "deploy/helm/values-prod.yaml"})}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "replicas: 3"},
-    ])
+    engine.ingest_host(
+        [
+            {"role": "user", "content": "open the config"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": "deploy/helm/values-prod.yaml"}),
+                        },
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "replicas: 3"},
+        ]
+    )
     hit = ok(engine, "lcm_grep", query="deploy/helm/values-prod.yaml")["hits"][0]
-    assert hit["store_id"] == 2 and "«deploy/helm/values-prod.yaml»" in hit["snippet"].replace("\\", "")
+    assert hit["store_id"] == 2 and "«deploy/helm/values-prod.yaml»" in hit["snippet"].replace(
+        "\\", ""
+    )
 
 
 def test_lcm_tool_traffic_is_not_searched_but_stays_readable(make_engine):
@@ -264,10 +334,24 @@ def test_lcm_tool_traffic_is_not_searched_but_stays_readable(make_engine):
         {"role": "user", "content": "the deployment passphrase is QUOKKA-7731"},
         {"role": "assistant", "content": "noted"},
         {"role": "user", "content": "what was the deployment passphrase?"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "g1", "type": "function", "function": {
-            "name": "lcm_grep", "arguments": json.dumps({"query": "deployment passphrase"})}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "g1",
+                    "type": "function",
+                    "function": {
+                        "name": "lcm_grep",
+                        "arguments": json.dumps({"query": "deployment passphrase"}),
+                    },
+                }
+            ],
+        },
     ]
-    result = engine.handle_tool_call("lcm_grep", {"query": "deployment passphrase"}, messages=history)
+    result = engine.handle_tool_call(
+        "lcm_grep", {"query": "deployment passphrase"}, messages=history
+    )
     history.append({"role": "tool", "tool_call_id": "g1", "name": "lcm_grep", "content": result})
     engine.ingest_host(history)
     answer = ok(engine, "lcm_grep", query="deployment passphrase")
@@ -281,34 +365,64 @@ def test_lcm_tool_traffic_is_not_searched_but_stays_readable(make_engine):
 
 def test_not_and_minus_exclude_rows_and_the_answer_says_so(make_engine):
     engine = make_engine()
-    texts = ["the webhook relay failed at 3am", "the webhook was delivered fine",
-             "webhook relay retried twice", "it's the webhook again, it's fine"]
-    engine.ingest_host([m for i, t in enumerate(texts) for m in ({"role": "user", "content": t},
-                                                                 {"role": "assistant", "content": f"noted {i}"})])
+    texts = [
+        "the webhook relay failed at 3am",
+        "the webhook was delivered fine",
+        "webhook relay retried twice",
+        "it's the webhook again, it's fine",
+    ]
+    engine.ingest_host(
+        [
+            m
+            for i, t in enumerate(texts)
+            for m in (
+                {"role": "user", "content": t},
+                {"role": "assistant", "content": f"noted {i}"},
+            )
+        ]
+    )
     for query in ("webhook NOT relay", "webhook -relay"):
         answer = ok(engine, "lcm_grep", query=query, include_in_context=True, limit=20)
         snippets = [h["snippet"] for h in answer["hits"]]
         assert snippets and not any("relay" in s for s in snippets), snippets
-        assert any("delivered fine" in s for s in snippets) and answer["excluded_terms"] == ["relay"]
+        assert any("delivered fine" in s for s in snippets) and answer["excluded_terms"] == [
+            "relay"
+        ]
     its = ok(engine, "lcm_grep", query="it's webhook", include_in_context=True, limit=20)
     assert its["terms"] == ["webhook"] and its["dropped_words"] == ["it's"]
 
 
 def test_neighbour_rows_come_after_every_real_match(make_engine):
     engine = make_engine()
-    weak = "a long status note about many other things: " + " ".join(f"item{i}" for i in range(120)) + " ledger"
-    turns = [(weak, "noted"), *[(f"more filler {i}", f"fine {i}") for i in range(6)],
-             ("quetzal ledger: the quetzal ledger schema", "quetzal ledger it is"),
-             ("what about retention?", "ninety days"), ("and backups?", "nightly")]
+    weak = (
+        "a long status note about many other things: "
+        + " ".join(f"item{i}" for i in range(120))
+        + " ledger"
+    )
+    turns = [
+        (weak, "noted"),
+        *[(f"more filler {i}", f"fine {i}") for i in range(6)],
+        ("quetzal ledger: the quetzal ledger schema", "quetzal ledger it is"),
+        ("what about retention?", "ninety days"),
+        ("and backups?", "nightly"),
+    ]
     filler = [(f"unrelated chat {i}", f"reply {i}") for i in range(30)]
-    engine.ingest_host([m for u, a in [*turns, *filler] for m in ({"role": "user", "content": u},
-                                                                  {"role": "assistant", "content": a})])
+    engine.ingest_host(
+        [
+            m
+            for u, a in [*turns, *filler]
+            for m in ({"role": "user", "content": u}, {"role": "assistant", "content": a})
+        ]
+    )
     hits = ok(engine, "lcm_grep", query="quetzal ledger", include_in_context=True, limit=50)["hits"]
     flags = [bool(h.get("neighbour")) for h in hits]
     assert any(flags) and not all(flags), hits  # there are neighbours to place
     assert flags == sorted(flags), [(h.get("neighbour"), h["snippet"][:30]) for h in hits]
-    assert all(("quetzal" in h["snippet"].lower() or "ledger" in h["snippet"].lower()) != bool(h.get("neighbour"))
-               for h in hits)
+    assert all(
+        ("quetzal" in h["snippet"].lower() or "ledger" in h["snippet"].lower())
+        != bool(h.get("neighbour"))
+        for h in hits
+    )
 
 
 def test_numbers_that_are_not_finite_are_refused_and_no_answer_holds_infinity(make_engine):
@@ -323,5 +437,7 @@ def test_numbers_that_are_not_finite_are_refused_and_no_answer_holds_infinity(ma
 def test_answers_are_strict_json_whatever_a_body_computes():
     from hermes_lcm.handlers.toolkit import dumps
 
-    assert dumps({"a": float("inf"), "b": [1.5, float("nan")], "c": "Infinity"}) == \
-        '{"a": null, "b": [1.5, null], "c": "Infinity"}'
+    assert (
+        dumps({"a": float("inf"), "b": [1.5, float("nan")], "c": "Infinity"})
+        == '{"a": null, "b": [1.5, null], "c": "Infinity"}'
+    )

@@ -16,10 +16,30 @@ from .tooltest import err, ok, tool
 
 pytestmark = pytest.mark.both_backends
 
-ALL = ["lcm_grep", "lcm_recall", "lcm_query_state", "lcm_compute", "lcm_compile_evidence", "lcm_evidence_pack",
-       "lcm_retrieve", "lcm_recent", "lcm_load_session", "lcm_describe", "lcm_expand", "lcm_expand_query",
-       "lcm_status", "lcm_inspect", "lcm_doctor"]
-EVIDENCE = ["lcm_query_state", "lcm_compute", "lcm_compile_evidence", "lcm_evidence_pack", "lcm_retrieve"]
+ALL = [
+    "lcm_grep",
+    "lcm_recall",
+    "lcm_query_state",
+    "lcm_compute",
+    "lcm_compile_evidence",
+    "lcm_evidence_pack",
+    "lcm_retrieve",
+    "lcm_recent",
+    "lcm_load_session",
+    "lcm_describe",
+    "lcm_expand",
+    "lcm_expand_query",
+    "lcm_status",
+    "lcm_inspect",
+    "lcm_doctor",
+]
+EVIDENCE = [
+    "lcm_query_state",
+    "lcm_compute",
+    "lcm_compile_evidence",
+    "lcm_evidence_pack",
+    "lcm_retrieve",
+]
 
 
 def test_all_fifteen_tools_in_order():
@@ -65,22 +85,25 @@ def test_unknown_tool_and_non_object_arguments(make_engine):
     assert "JSON object" in answer["error"]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    ({}, "query is required"),
-    ({"query": ["a"]}, "query must be a string"),
-    ({"query": "x", "limit": "ten"}, "limit must be an integer"),
-    ({"query": "x", "limit": 2.5}, "limit must be an integer"),
-    ({"query": "x", "limit": True}, "limit must be an integer"),
-    ({"query": "x", "sort": "random"}, "sort must be one of"),
-    ({"query": "x", "role": "robot"}, "role must be one of"),
-    ({"query": "x", "time_from": "last tuesday"}, "time_from"),
-    ({"query": "x", "time_from": "2024-05-02", "time_to": "2024-05-01"}, "before"),
-    ({"query": "x", "session_scope": "session"}, "session_id is required"),
-    ({"query": "x", "session_scope": "session", "session_id": "nope"}, "unknown session_id"),
-    ({"query": "x", "session_id": "s1"}, "session_scope='session'"),
-    ({"query": "x", "cursor": "garbage"}, "cursor"),
-    ({"query": "?!"}, "no searchable words"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ({}, "query is required"),
+        ({"query": ["a"]}, "query must be a string"),
+        ({"query": "x", "limit": "ten"}, "limit must be an integer"),
+        ({"query": "x", "limit": 2.5}, "limit must be an integer"),
+        ({"query": "x", "limit": True}, "limit must be an integer"),
+        ({"query": "x", "sort": "random"}, "sort must be one of"),
+        ({"query": "x", "role": "robot"}, "role must be one of"),
+        ({"query": "x", "time_from": "last tuesday"}, "time_from"),
+        ({"query": "x", "time_from": "2024-05-02", "time_to": "2024-05-01"}, "before"),
+        ({"query": "x", "session_scope": "session"}, "session_id is required"),
+        ({"query": "x", "session_scope": "session", "session_id": "nope"}, "unknown session_id"),
+        ({"query": "x", "session_id": "s1"}, "session_scope='session'"),
+        ({"query": "x", "cursor": "garbage"}, "cursor"),
+        ({"query": "?!"}, "no searchable words"),
+    ],
+)
 def test_wrong_arguments_are_clear_json_errors(make_engine, args, fragment):
     engine = make_engine()
     engine.ingest_host([{"role": "user", "content": "hello world"}])
@@ -100,7 +123,9 @@ def test_parameters_view_matches_schema():
 
 
 def test_calls_before_anything_is_stored(tmp_path, backend_env):
-    engine = LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env})
+    engine = LcmEngine(
+        env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env}
+    )
     for name in ("lcm_grep", "lcm_recent", "lcm_describe", "lcm_expand_query"):
         args = {"query": "x", "question": "x"} if name in ("lcm_grep", "lcm_expand_query") else {}
         assert "nothing is stored" in err(engine, name, **args)
@@ -111,7 +136,9 @@ def test_calls_before_anything_is_stored(tmp_path, backend_env):
 
 
 def test_evidence_family_answers_disabled_with_how_to_enable(make_engine):
-    engine = make_engine(LCM_EVIDENCE_TOOLS_ENABLED="false")  # the three evidence tools are on by default
+    engine = make_engine(
+        LCM_EVIDENCE_TOOLS_ENABLED="false"
+    )  # the three evidence tools are on by default
     for name in EVIDENCE:
         answer = ok(engine, name, question="q", refs=["1"], operation="sum")
         assert answer["status"] == "disabled" and answer["flag_on"] is False
@@ -127,13 +154,22 @@ def test_query_state_with_its_flag_on_answers(make_engine):
 def test_ignored_session_refuses_recall_but_answers_diagnostics(make_engine):
     engine = make_engine(session="cron-7", LCM_IGNORE_SESSION_PATTERNS="cron-*")
     engine.ingest_host([{"role": "user", "content": "secret plans"}])
-    for name, args in (("lcm_grep", {"query": "secret"}), ("lcm_recall", {"query": "secret"}),
-                       ("lcm_expand", {"store_id": 1}), ("lcm_load_session", {"session_id": "cron-7"}),
-                       ("lcm_describe", {}), ("lcm_recent", {}), ("lcm_expand_query", {"question": "x"})):
+    for name, args in (
+        ("lcm_grep", {"query": "secret"}),
+        ("lcm_recall", {"query": "secret"}),
+        ("lcm_expand", {"store_id": 1}),
+        ("lcm_load_session", {"session_id": "cron-7"}),
+        ("lcm_describe", {}),
+        ("lcm_recent", {}),
+        ("lcm_expand_query", {"question": "x"}),
+    ):
         assert "LCM_IGNORE_SESSION_PATTERNS" in err(engine, name, **args)
     assert ok(engine, "lcm_status")["session_mode"] == "ignored"
     inspect = ok(engine, "lcm_inspect")
-    assert inspect["binding"]["mode"] == "ignored" and inspect["binding"]["matched_session_pattern"] == "cron-*"
+    assert (
+        inspect["binding"]["mode"] == "ignored"
+        and inspect["binding"]["matched_session_pattern"] == "cron-*"
+    )
     assert ok(engine, "lcm_doctor")["binding"]["mode"] == "ignored"
 
 
@@ -142,8 +178,12 @@ def test_stateless_session_reads_its_conversation_without_writing(tmp_path, make
     writer.ingest_host([{"role": "user", "content": "the deploy key rotates on fridays"}])
     reader = make_engine(session="peek-1", LCM_STATELESS_SESSION_PATTERNS="peek-*")
     reader.core.bind("peek-1", conversation_key="session:main")
-    hits = ok(reader, "lcm_grep", query="deploy key",
-              messages=[{"role": "user", "content": "new text that must not be stored"}])["hits"]
+    hits = ok(
+        reader,
+        "lcm_grep",
+        query="deploy key",
+        messages=[{"role": "user", "content": "new text that must not be stored"}],
+    )["hits"]
     assert hits[0]["snippet"].startswith("the «deploy» «key»")
     assert tool(reader, "lcm_grep", query="must not be stored")["count"] == 0
 

@@ -38,10 +38,26 @@ def db(where: str):
     store_module.close_all()
 
 
-def message(content: str, *, role: str = "user", tool_calls: list | None = None, tool_name: str | None = None,
-            n: int = 0) -> MessageIn:
+def message(
+    content: str,
+    *,
+    role: str = "user",
+    tool_calls: list | None = None,
+    tool_name: str | None = None,
+    n: int = 0,
+) -> MessageIn:
     calls = json.dumps(tool_calls) if tool_calls else None
-    return MessageIn(role, content, None, calls, "c1" if tool_name else None, tool_name, None, 3, f"fp{n}-{content}")
+    return MessageIn(
+        role,
+        content,
+        None,
+        calls,
+        "c1" if tool_name else None,
+        tool_name,
+        None,
+        3,
+        f"fp{n}-{content}",
+    )
 
 
 def add(store: Store, conversation: int, records: list[MessageIn]) -> list[int]:
@@ -52,7 +68,9 @@ def call(name: str, arguments: str) -> dict:
     return {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def vec_rows(ids: list[int], dim: int, dtype: str, seed: int = 0) -> tuple[np.ndarray, list[tuple[int, bytes, float]]]:
+def vec_rows(
+    ids: list[int], dim: int, dtype: str, seed: int = 0
+) -> tuple[np.ndarray, list[tuple[int, bytes, float]]]:
     matrix = np.random.default_rng(seed).normal(size=(len(ids), dim)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix, [(i, *encode(row, dtype)) for i, row in zip(ids, matrix, strict=True)]
@@ -115,8 +133,23 @@ def test_model_change_keeps_the_old_models_vectors_apart(db: Store) -> None:
 def test_upsert_replaces_and_kinds_are_apart(db: Store) -> None:
     conv = db.ensure_conversation("k")
     ids = add(db, conv, [message("a", n=1)])
-    node = db.add_summary(NewNode(conv, "s1", 0, "a summary", 3, 1, 1, 0.0, 0.0, 3, "normal", "test",
-                                  message_ids=tuple(ids)))
+    node = db.add_summary(
+        NewNode(
+            conv,
+            "s1",
+            0,
+            "a summary",
+            3,
+            1,
+            1,
+            0.0,
+            0.0,
+            3,
+            "normal",
+            "test",
+            message_ids=tuple(ids),
+        )
+    )
     db.ensure_vector_tables()
     model = db.vector_model("m", 4, "float32")
     db.put_vectors(model, "m", [(ids[0], *encode(np.array([1, 0, 0, 0.0]), "float32"))])
@@ -125,7 +158,9 @@ def test_upsert_replaces_and_kinds_are_apart(db: Store) -> None:
     _, blobs, scales = db.load_vectors(model, "m")
     assert decode(blobs, scales, 4, "float32").tolist() == [[0, 1, 0, 0]]
     assert db.load_vectors(model, "s")[0] == [node]
-    assert db.put_vectors(model, "m", [(ids[0] + 999, *encode(np.ones(4), "float32"))]) == 0  # no such row
+    assert (
+        db.put_vectors(model, "m", [(ids[0] + 999, *encode(np.ones(4), "float32"))]) == 0
+    )  # no such row
     with pytest.raises(StoreFault):
         db.put_vectors(model, "x", [(ids[0], b"", 1.0)])
 
@@ -148,10 +183,40 @@ def test_deleted_and_rewritten_rows_lose_their_vectors(db: Store, backend: str) 
     keep, drop = db.ensure_conversation("keep"), db.ensure_conversation("drop")
     kept = add(db, keep, [message(f"k{i}", n=i) for i in range(3)])
     gone = add(db, drop, [message(f"d{i}", n=i) for i in range(3)])
-    node = db.add_summary(NewNode(drop, "s1", 0, "dropped summary", 3, 1, 3, 0.0, 0.0, 3, "normal", "t",
-                                  message_ids=tuple(gone)))
-    kept_node = db.add_summary(NewNode(keep, "s1", 0, "kept summary", 3, 1, 3, 0.0, 0.0, 3, "normal", "t",
-                                       message_ids=tuple(kept)))
+    node = db.add_summary(
+        NewNode(
+            drop,
+            "s1",
+            0,
+            "dropped summary",
+            3,
+            1,
+            3,
+            0.0,
+            0.0,
+            3,
+            "normal",
+            "t",
+            message_ids=tuple(gone),
+        )
+    )
+    kept_node = db.add_summary(
+        NewNode(
+            keep,
+            "s1",
+            0,
+            "kept summary",
+            3,
+            1,
+            3,
+            0.0,
+            0.0,
+            3,
+            "normal",
+            "t",
+            message_ids=tuple(kept),
+        )
+    )
     db.ensure_vector_tables()
     models = [db.vector_model("a", 4, "float32"), db.vector_model("b", 4, "int8")]
     for model in models:
@@ -162,8 +227,17 @@ def test_deleted_and_rewritten_rows_lose_their_vectors(db: Store, backend: str) 
         assert db.load_vectors(model, "m")[0] == kept
         assert db.load_vectors(model, "s")[0] == [kept_node]
     with db.write() as w:
-        db.rewrite_message(kept[1], {"content": "k1 [lcm-redacted:password_assignment]", "parts": None,
-                                    "tool_calls": None, "extra": None, "tokens": 3, "fingerprint": "new"})
+        db.rewrite_message(
+            kept[1],
+            {
+                "content": "k1 [lcm-redacted:password_assignment]",
+                "parts": None,
+                "tool_calls": None,
+                "extra": None,
+                "tokens": 3,
+                "fingerprint": "new",
+            },
+        )
         if backend == "sqlite":
             db.rewrite_text("summaries", kept_node, "rewritten")
         else:  # rewrite_text's FTS5 upkeep is SQLite's; the trigger under test fires on any update
@@ -171,26 +245,42 @@ def test_deleted_and_rewritten_rows_lose_their_vectors(db: Store, backend: str) 
     for model in models:
         assert db.load_vectors(model, "m")[0] == [kept[0], kept[2]]
         assert db.load_vectors(model, "s")[0] == []
-        assert db.unembedded(model, "m", 0, 10) == [(kept[1], "k1 [lcm-redacted:password_assignment]")]
+        assert db.unembedded(model, "m", 0, 10) == [
+            (kept[1], "k1 [lcm-redacted:password_assignment]")
+        ]
         assert db.unembedded(model, "s", 0, 10) == [(kept_node, "rewritten")]
 
 
 def test_unembedded_text_skips_own_tools_and_pages(db: Store) -> None:
     conv = db.ensure_conversation("k")
-    ids = add(db, conv, [
-        message("find the deploy notes", n=1),
-        message("", role="assistant", tool_calls=[call("lcm_grep", '{"query": "deploy"}')], n=2),
-        message("[lcm results]", role="tool", tool_name="lcm_grep", n=3),
-        message("checking", role="assistant", tool_calls=[call("terminal", '{"command": "ls /srv"}')], n=4),
-        message("app.yml", role="tool", tool_name="terminal", n=5),
-        message("   ", n=6),
-        message("second page", n=7),
-    ])
+    ids = add(
+        db,
+        conv,
+        [
+            message("find the deploy notes", n=1),
+            message(
+                "", role="assistant", tool_calls=[call("lcm_grep", '{"query": "deploy"}')], n=2
+            ),
+            message("[lcm results]", role="tool", tool_name="lcm_grep", n=3),
+            message(
+                "checking",
+                role="assistant",
+                tool_calls=[call("terminal", '{"command": "ls /srv"}')],
+                n=4,
+            ),
+            message("app.yml", role="tool", tool_name="terminal", n=5),
+            message("   ", n=6),
+            message("second page", n=7),
+        ],
+    )
     db.ensure_vector_tables()
     model = db.vector_model("m", 4, "float32")
     first = db.unembedded(model, "m", 0, 3)
-    assert first == [(ids[0], "find the deploy notes"), (ids[3], 'checking\nterminal {"command": "ls /srv"}'),
-                     (ids[4], "app.yml")]
+    assert first == [
+        (ids[0], "find the deploy notes"),
+        (ids[3], 'checking\nterminal {"command": "ls /srv"}'),
+        (ids[4], "app.yml"),
+    ]
     assert db.unembedded(model, "m", first[-1][0], 3) == [(ids[6], "second page")]
     db.put_vectors(model, "m", vec_rows([ids[0], ids[4]], 4, "float32")[1])
     assert [i for i, _ in db.unembedded(model, "m", 0, 10)] == [ids[3], ids[6]]
@@ -203,7 +293,9 @@ def test_unembedded_is_an_index_walk(db: Store, backend: str) -> None:
         pytest.skip("SQLite's query plan; PostgreSQL's planner picks by its statistics")
     db.ensure_vector_tables()
     for kind in KINDS:
-        plan = " | ".join(r[3] for r in db.conn.execute("EXPLAIN QUERY PLAN " + unembedded_sql(kind), (0, 1, 10)))
+        plan = " | ".join(
+            r[3] for r in db.conn.execute("EXPLAIN QUERY PLAN " + unembedded_sql(kind), (0, 1, 10))
+        )
         assert "SEARCH m USING INTEGER PRIMARY KEY (rowid>?)" in plan, plan
         assert "SEARCH v USING COVERING INDEX sqlite_autoindex_vectors_1" in plan, plan
         assert "SCAN m" not in plan and "SCAN v" not in plan, plan

@@ -70,8 +70,10 @@ def test_int8_round_trip_is_within_half_a_step(vec: np.ndarray) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(hnp.arrays(np.float32, st.tuples(st.integers(1, 5), st.integers(2, 64)), elements=finite),
-       st.integers(0, 80))
+@given(
+    hnp.arrays(np.float32, st.tuples(st.integers(1, 5), st.integers(2, 64)), elements=finite),
+    st.integers(0, 80),
+)
 def test_prepared_truncates_and_renormalizes(matrix: np.ndarray, store_dim: int) -> None:
     out = prepared(matrix, "int8", store_dim)
     width = store_dim if 0 < store_dim < matrix.shape[1] else matrix.shape[1]
@@ -123,10 +125,14 @@ def test_knn_on_random_data(dtype: str) -> None:
     near = unit(data[picked] + rng.normal(scale=0.03, size=(100, 128)))
     assert all(index.search(q, 10)[0][0] == p for q, p in zip(near, picked, strict=True))
     queries = data[4900:]
+
     def at(multiplier: int) -> float:
-        hits = [len(set(exact(data[:4900], q, 10)) & {i for i, _ in index.search(q, 10, multiplier)})
-                for q in queries]
+        hits = [
+            len(set(exact(data[:4900], q, 10)) & {i for i, _ in index.search(q, 10, multiplier)})
+            for q in queries
+        ]
         return sum(hits) / 1000
+
     low, high, whole = at(8), at(100), at(490)
     assert low < high < whole and low > 0.3
     assert whole == 1.0 if dtype == "float32" else whole >= 0.98  # int8 rescores dequantized rows
@@ -141,7 +147,9 @@ def test_scores_are_cosines_best_first(dtype: str) -> None:
     scores = [s for _, s in got]
     assert scores == sorted(scores, reverse=True)
     for item, score in got:
-        assert score == pytest.approx(float(data[item - 100] @ data[7]), abs=0.02 if dtype == "int8" else 1e-5)
+        assert score == pytest.approx(
+            float(data[item - 100] @ data[7]), abs=0.02 if dtype == "int8" else 1e-5
+        )
 
 
 def test_the_shortlist_floor_only_adds_candidates() -> None:
@@ -254,10 +262,14 @@ def test_an_extended_index_searches_like_one_built_whole(dtype: str) -> None:
     """A cache appends new rows to its index (no matrix of its own kept): the answers match an
     index built from all rows at once, exactly on a small set, and by recall on a large one."""
     rng = np.random.default_rng(7)
-    centres = rng.normal(size=(60, 32))  # clustered, like sentence embeddings (random rows have no neighbours)
+    centres = rng.normal(
+        size=(60, 32)
+    )  # clustered, like sentence embeddings (random rows have no neighbours)
 
     def rows(n: int) -> np.ndarray:
-        return (centres[rng.integers(0, 60, n)] + 0.35 * rng.normal(size=(n, 32))).astype(np.float32)
+        return (centres[rng.integers(0, 60, n)] + 0.35 * rng.normal(size=(n, 32))).astype(
+            np.float32
+        )
 
     base, more = rows(3000), rows(700)
     ids = np.arange(3700, dtype=np.int64)
@@ -266,7 +278,9 @@ def test_an_extended_index_searches_like_one_built_whole(dtype: str) -> None:
     assert len(grown) == 3700 and grown.nbytes == whole.nbytes
     queries = rows(30)
     small = VectorIndex(ids[:50], base[:50], dtype).extended(ids[3000:3020], more[:20])
-    small_whole = VectorIndex(np.concatenate([ids[:50], ids[3000:3020]]), np.vstack([base[:50], more[:20]]), dtype)
+    small_whole = VectorIndex(
+        np.concatenate([ids[:50], ids[3000:3020]]), np.vstack([base[:50], more[:20]]), dtype
+    )
     hits = 0
     for q in queries:
         assert small.search(q, 10) == small_whole.search(q, 10)

@@ -40,8 +40,10 @@ from .convo import conversation, host_run
 from .dbutil import digest
 from .security.test_scope import engine_for, fill
 
-HOSTILE = ("</script><script>window.pwned=1</script><img src=x onerror=window.pwned=1> {{SCRIPT}} {{META}} "
-           "<!-- \u2028\u2029 \u202e RTL \U0001f600 & &amp; </style>")
+HOSTILE = (
+    "</script><script>window.pwned=1</script><img src=x onerror=window.pwned=1> {{SCRIPT}} {{META}} "
+    "<!-- \u2028\u2029 \u202e RTL \U0001f600 & &amp; </style>"
+)
 
 
 class Tags(HTMLParser):
@@ -55,18 +57,28 @@ class Tags(HTMLParser):
 
 def page_data(html: str) -> dict[str, Any]:
     """The page's embedded data, decoded: meta, message rows by seq, summary texts by node id."""
-    meta_text = re.search(r'<script type="application/json" id="lcm-meta">(.*?)</script>', html, re.S)
+    meta_text = re.search(
+        r'<script type="application/json" id="lcm-meta">(.*?)</script>', html, re.S
+    )
     assert meta_text
     meta = json.loads(meta_text.group(1))
-    chunks = dict(re.findall(r'<script type="application/octet-stream" id="([ms]\d+)">([A-Za-z0-9+/=]*)</script>',
-                             html))
+    chunks = dict(
+        re.findall(
+            r'<script type="application/octet-stream" id="([ms]\d+)">([A-Za-z0-9+/=]*)</script>',
+            html,
+        )
+    )
 
     def inflate(name: str) -> Any:
         return json.loads(zlib.decompress(base64.b64decode(chunks[name])).decode("utf-8"))
 
     rows = [r for i in range(len(meta["message_chunks"])) for r in inflate(f"m{i}")]
     texts = [t for i in range(len(meta["summary_chunks"])) for t in inflate(f"s{i}")]
-    return {"meta": meta, "messages": rows, "texts": dict(zip([n[0] for n in meta["nodes"]], texts, strict=True))}
+    return {
+        "meta": meta,
+        "messages": rows,
+        "texts": dict(zip([n[0] for n in meta["nodes"]], texts, strict=True)),
+    }
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -127,7 +139,9 @@ def test_nodes_and_lineage_match_the_dag(built, tmp_path):
     assert meta["context"] == [n.id for n in store.context_nodes(conv)]
     covered = {s for kids in meta["children"].values() for s in kids["m"]}
     frontier = meta["conversation"]["frontier_seq"]
-    assert covered == {m.seq for m in store.messages_after(conv, -1) if m.seq <= frontier}  # nothing lost
+    assert covered == {
+        m.seq for m in store.messages_after(conv, -1) if m.seq <= frontier
+    }  # nothing lost
 
 
 def test_compactions_are_recorded_with_the_prompt_before_and_after(built, tmp_path):
@@ -157,8 +171,12 @@ def test_a_no_op_compress_records_nothing(make_engine):
 @pytest.mark.both_backends
 def test_the_page_is_inert_whatever_the_text(tmp_path, backend_env):
     """A hostile message and a hostile conversation key stay data: no tag the template did not write."""
-    engine = engine_for(tmp_path, "s-hostile", chat="</script><img src=x onerror=alert(1)>{{SCRIPT}}", **backend_env)
-    host_run(engine, [[{"role": "user", "content": HOSTILE}, {"role": "assistant", "content": HOSTILE}]])
+    engine = engine_for(
+        tmp_path, "s-hostile", chat="</script><img src=x onerror=alert(1)>{{SCRIPT}}", **backend_env
+    )
+    host_run(
+        engine, [[{"role": "user", "content": HOSTILE}, {"role": "assistant", "content": HOSTILE}]]
+    )
     assert engine.core is not None
     out = write_page(engine.core.store, tmp_path / "v.html")
     html = (tmp_path / "v.html").read_text(encoding="utf-8")
@@ -169,9 +187,14 @@ def test_the_page_is_inert_whatever_the_text(tmp_path, backend_env):
     scripts = [a for t, a in parser.tags if t == "script"]
     # the metadata, the chunks and the one script: nothing else opened a script element
     assert len(scripts) == 2 + len(page_data(html)["meta"]["message_chunks"]) + len(
-        page_data(html)["meta"]["summary_chunks"])
-    assert html.split("<script>")[-1].startswith('"use strict"')  # the placeholder in the key was not filled
-    assert page_data(html)["meta"]["conversation"]["key"].endswith("dm:</script><img src=x onerror=alert(1)>{{SCRIPT}}")
+        page_data(html)["meta"]["summary_chunks"]
+    )
+    assert html.split("<script>")[-1].startswith(
+        '"use strict"'
+    )  # the placeholder in the key was not filled
+    assert page_data(html)["meta"]["conversation"]["key"].endswith(
+        "dm:</script><img src=x onerror=alert(1)>{{SCRIPT}}"
+    )
     assert [r[7] for r in page_data(html)["messages"]] == [HOSTILE, HOSTILE]
     assert "default-src 'none'" in html and out["bytes"] == len(html.encode("utf-8"))
 
@@ -207,8 +230,10 @@ def cli(db: str | Path, *argv: str) -> tuple[int, Any]:
 def test_lcm_view_writes_beside_the_database_and_reads_only(built, tmp_path):
     db, conv = built
     if is_url(db):
-        pytest.skip("a copy of the SQLite file and its digest; on PostgreSQL: "
-                    "test_lcm_view_on_a_url_writes_under_the_home")
+        pytest.skip(
+            "a copy of the SQLite file and its digest; on PostgreSQL: "
+            "test_lcm_view_on_a_url_writes_under_the_home"
+        )
     copy = tmp_path / "lcm.db"
     with sqlite3.connect(db) as src, sqlite3.connect(copy) as dst:
         src.backup(dst)
@@ -228,7 +253,9 @@ def test_lcm_view_on_a_url_writes_under_the_home(built, tmp_path, monkeypatch):
     database is only read."""
     db, conv = built
     if not is_url(db):
-        pytest.skip("PostgreSQL's default path; a file's is test_lcm_view_writes_beside_the_database_and_reads_only")
+        pytest.skip(
+            "PostgreSQL's default path; a file's is test_lcm_view_writes_beside_the_database_and_reads_only"
+        )
     home, workdir = tmp_path / "home", tmp_path / "cwd"
     workdir.mkdir()
     monkeypatch.setenv("HERMES_HOME", str(home))
@@ -249,7 +276,9 @@ def test_lcm_view_errors(built, tmp_path):
     assert code == EXIT_NOT_FOUND and "no conversation 99999" in out["error"]
     code, out = cli(db, "view", "--output", "/proc/nope/x.html")
     assert code == EXIT_WRITE
-    empty: str | Path = database_env("postgres")["LCM_DATABASE_URL"] if is_url(db) else tmp_path / "empty.db"
+    empty: str | Path = (
+        database_env("postgres")["LCM_DATABASE_URL"] if is_url(db) else tmp_path / "empty.db"
+    )
     open_store(empty)
     store_module.close_all()
     code, out = cli(empty, "view")
@@ -271,9 +300,13 @@ def test_slash_view_answers_the_path_and_keeps_owners_apart(tmp_path, clean_home
     html = path.read_text(encoding="utf-8")
     data = page_data(html)
     assert data["meta"]["conversation"]["id"] == bob.core.binding.conversation_id
-    assert "aliceword" not in json.dumps(data["messages"]) and "bobword" in json.dumps(data["messages"])
+    assert "aliceword" not in json.dumps(data["messages"]) and "bobword" in json.dumps(
+        data["messages"]
+    )
     months = data["meta"]["growth"]
-    assert sum(m["messages"] for m in months) == len(data["messages"])  # Bob's growth, not the file's
+    assert sum(m["messages"] for m in months) == len(
+        data["messages"]
+    )  # Bob's growth, not the file's
     refused = handle_command(f"view {alice_conv} session=tg-bob-1")
     assert refused == f"hermes-lcm: no conversation {alice_conv}"
     assert handle_command("view x y session=tg-bob-1").startswith("hermes-lcm: usage")
@@ -305,6 +338,10 @@ def test_the_page_counts_every_compress_the_host_counts(make_engine, api_mode):
     host_run(engine, list(conversation(11, 60)), api_mode=api_mode)
     assert engine.core is not None and engine.compression_count > 3
     events = engine.core.store.events_of("compaction", None)
-    assert len(events) == engine.compression_count, ([e["detail"].get("rebuild") for e in events],
-                                                     engine.compression_count)
-    assert all(e["detail"]["nodes"] or e["detail"].get("rebuild") or e["detail"]["evicted"] for e in events)
+    assert len(events) == engine.compression_count, (
+        [e["detail"].get("rebuild") for e in events],
+        engine.compression_count,
+    )
+    assert all(
+        e["detail"]["nodes"] or e["detail"].get("rebuild") or e["detail"]["evicted"] for e in events
+    )

@@ -11,7 +11,9 @@ from hermes_lcm.engine import LcmEngine
 from .convo import conversation, host_run
 
 
-def tool(engine: LcmEngine, name: str, messages: list[dict[str, Any]] | None = None, **args: Any) -> dict[str, Any]:
+def tool(
+    engine: LcmEngine, name: str, messages: list[dict[str, Any]] | None = None, **args: Any
+) -> dict[str, Any]:
     """One tool call through the engine's host entry point; the answer must be a JSON object."""
     raw = engine.handle_tool_call(name, args, messages=messages)
     assert isinstance(raw, str)
@@ -23,6 +25,7 @@ def tool(engine: LcmEngine, name: str, messages: list[dict[str, Any]] | None = N
 
 def strict_json(text: str) -> Any:
     """JSON as a strict parser reads it: ``Infinity``, ``-Infinity`` and ``NaN`` are not JSON."""
+
     def refuse(constant: str) -> Any:
         raise AssertionError(f"not JSON: {constant} in an answer")
 
@@ -41,15 +44,22 @@ def err(engine: LcmEngine, name: str, **args: Any) -> str:
     return str(answer["error"])
 
 
-def compacted(engine: LcmEngine, turns: int = 40, seed: int = 3, size: int = 60) -> list[dict[str, Any]]:
+def compacted(
+    engine: LcmEngine, turns: int = 40, seed: int = 3, size: int = 60
+) -> list[dict[str, Any]]:
     """Drive ``turns`` synthetic turns with compaction; returns every raw message in order."""
     history, outputs = host_run(engine, list(conversation(seed, turns, size)))
     assert outputs, "expected at least one compaction"
     return history
 
 
-def walk(fetch: Callable[[Any], dict[str, Any]], items: str, cursor_key: str = "next_cursor",
-         start: Any = None, max_pages: int = 500) -> list[dict[str, Any]]:
+def walk(
+    fetch: Callable[[Any], dict[str, Any]],
+    items: str,
+    cursor_key: str = "next_cursor",
+    start: Any = None,
+    max_pages: int = 500,
+) -> list[dict[str, Any]]:
     """Follow cursors to the end, checking each page makes progress; returns all items."""
     seen: list[dict[str, Any]] = []
     cursor = start

@@ -44,16 +44,31 @@ def _conversation(store: Store, conversation_id: int | None) -> int:
     return conversation_id
 
 
-def build_page(store: Store, conversation_id: int | None = None, *, growth_of: Sequence[int] | None = None,
-               tick: Tick = quiet_tick) -> tuple[str, dict[str, Any]]:
+def build_page(
+    store: Store,
+    conversation_id: int | None = None,
+    *,
+    growth_of: Sequence[int] | None = None,
+    tick: Tick = quiet_tick,
+) -> tuple[str, dict[str, Any]]:
     """The HTML and what it holds (``growth_of``: the conversations whose months the page counts)."""
     conversation_id = _conversation(store, conversation_id)
-    data = collect(store, conversation_id, growth_of=growth_of, generated_at=time.time(),
-                   database_path=str(store.path), tick=tick)
+    data = collect(
+        store,
+        conversation_id,
+        growth_of=growth_of,
+        generated_at=time.time(),
+        database_path=str(store.path),
+        tick=tick,
+    )
     conv = data.meta["conversation"]
     html = render(data, f"hermes-lcm · conversation {conversation_id}")
-    return html, {"conversation_id": conversation_id, "messages": conv["messages"], "summaries": conv["summaries"],
-                  "compactions": len(data.meta["compactions"]) or len(data.meta["derived_compactions"])}
+    return html, {
+        "conversation_id": conversation_id,
+        "messages": conv["messages"],
+        "summaries": conv["summaries"],
+        "compactions": len(data.meta["compactions"]) or len(data.meta["derived_compactions"]),
+    }
 
 
 def default_path(database_path: str | os.PathLike[str], conversation_id: int | None) -> Path:
@@ -66,17 +81,31 @@ def default_path(database_path: str | os.PathLike[str], conversation_id: int | N
     return Path(database_path).expanduser().resolve().parent / "lcm-views" / name
 
 
-def write_page(store: Store, path: str | os.PathLike[str] | None = None, conversation_id: int | None = None, *,
-               growth_of: Sequence[int] | None = None, tick: Tick = quiet_tick) -> dict[str, Any]:
+def write_page(
+    store: Store,
+    path: str | os.PathLike[str] | None = None,
+    conversation_id: int | None = None,
+    *,
+    growth_of: Sequence[int] | None = None,
+    tick: Tick = quiet_tick,
+) -> dict[str, Any]:
     """Write the page for ``conversation_id`` (default: the one with the newest message) to ``path``;
     ``tick(done, total)`` follows the messages read (a 100k conversation takes seconds)."""
     started = time.perf_counter()
     html, facts = build_page(store, conversation_id, growth_of=growth_of, tick=tick)
-    target = Path(path).expanduser() if path is not None else default_path(store.path, facts["conversation_id"])
+    target = (
+        Path(path).expanduser()
+        if path is not None
+        else default_path(store.path, facts["conversation_id"])
+    )
     data = html.encode("utf-8")
     _write_private(target, data)
-    return {"path": str(target.resolve()), "bytes": len(data), **facts,
-            "seconds": round(time.perf_counter() - started, 3)}
+    return {
+        "path": str(target.resolve()),
+        "bytes": len(data),
+        **facts,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 def _write_private(target: Path, data: bytes) -> None:

@@ -21,7 +21,9 @@ MESSAGE_CHUNK = 500  # messages per compressed chunk: a source page needs one or
 SUMMARY_CHUNK = 200  # summary texts per chunk
 MAX_TEXT_CHARS = 20_000  # a longer text is cut in the page (the store keeps it whole: `lcm expand`)
 READ_PAGE = 5_000
-ZLIB_LEVEL = 1  # 2.5x faster to write than level 6 for a page 20% larger, and inflating costs the same
+ZLIB_LEVEL = (
+    1  # 2.5x faster to write than level 6 for a page 20% larger, and inflating costs the same
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,9 @@ class PageData:
 def cut(text: str) -> str:
     if len(text) <= MAX_TEXT_CHARS:
         return text
-    return f"{text[:MAX_TEXT_CHARS]}\n[… {len(text) - MAX_TEXT_CHARS:,} more characters: lcm expand]"
+    return (
+        f"{text[:MAX_TEXT_CHARS]}\n[… {len(text) - MAX_TEXT_CHARS:,} more characters: lcm expand]"
+    )
 
 
 def _pack(rows: list[Any]) -> bytes:
@@ -54,7 +58,9 @@ def _pack(rows: list[Any]) -> bytes:
 
 def _message_text(content: str, tool_calls: str | None) -> str:
     if tool_calls:
-        content = f"{content}\n[tool calls] {tool_calls}" if content else f"[tool calls] {tool_calls}"
+        content = (
+            f"{content}\n[tool calls] {tool_calls}" if content else f"[tool calls] {tool_calls}"
+        )
     return cut(content)
 
 
@@ -78,8 +84,9 @@ def _summaries(store: Store, conversation_id: int) -> Iterator[SummaryNode]:
         after = page[-1].id
 
 
-def message_chunks(store: Store, conversation_id: int, tick: Tick = quiet_tick
-                   ) -> tuple[list[Chunk], dict[int, int], dict[str, Any]]:
+def message_chunks(
+    store: Store, conversation_id: int, tick: Tick = quiet_tick
+) -> tuple[list[Chunk], dict[int, int], dict[str, Any]]:
     """The messages as chunks, plus id -> seq (edges name message ids) and totals; ``tick``: messages read."""
     total = store.message_count(conversation_id)
     chunks: list[Chunk] = []
@@ -87,9 +94,13 @@ def message_chunks(store: Store, conversation_id: int, tick: Tick = quiet_tick
     rows: list[list[Any]] = []
     roles: dict[str, int] = {}
     tokens, first_at, last_at = 0, None, None
-    for seq, mid, role, at, count, tool, session, content, tool_calls in _message_rows(store, conversation_id):
+    for seq, mid, role, at, count, tool, session, content, tool_calls in _message_rows(
+        store, conversation_id
+    ):
         seq_of[mid] = seq
-        rows.append([seq, mid, role, round(at, 3), count, tool, session, _message_text(content, tool_calls)])
+        rows.append(
+            [seq, mid, role, round(at, 3), count, tool, session, _message_text(content, tool_calls)]
+        )
         tokens += count
         first_at = first_at or at
         last_at = at
@@ -101,23 +112,56 @@ def message_chunks(store: Store, conversation_id: int, tick: Tick = quiet_tick
     if rows:
         chunks.append(Chunk(rows[0][0], rows[-1][0], len(rows), _pack(rows)))
     tick(len(seq_of), total)
-    totals = {"messages": len(seq_of), "tokens": tokens, "first_at": first_at, "last_at": last_at, "roles": roles}
+    totals = {
+        "messages": len(seq_of),
+        "tokens": tokens,
+        "first_at": first_at,
+        "last_at": last_at,
+        "roles": roles,
+    }
     return chunks, seq_of, totals
 
 
-NODE_FIELDS = ("id", "depth", "first_seq", "last_seq", "earliest_at", "latest_at", "tokens", "source_tokens",
-               "level", "route", "created_at", "session_id")
+NODE_FIELDS = (
+    "id",
+    "depth",
+    "first_seq",
+    "last_seq",
+    "earliest_at",
+    "latest_at",
+    "tokens",
+    "source_tokens",
+    "level",
+    "route",
+    "created_at",
+    "session_id",
+)
 
 
-def node_table(store: Store, conversation_id: int, seq_of: dict[int, int]
-               ) -> tuple[list[list[Any]], dict[str, Any], list[Chunk]]:
+def node_table(
+    store: Store, conversation_id: int, seq_of: dict[int, int]
+) -> tuple[list[list[Any]], dict[str, Any], list[Chunk]]:
     """Each node as a row of NODE_FIELDS, its children (summary ids, message seqs), and its text in chunks."""
     rows: list[list[Any]] = []
     texts: list[str] = []
     chunks: list[Chunk] = []
     for n in _summaries(store, conversation_id):
-        rows.append([n.id, n.depth, n.first_seq, n.last_seq, round(n.earliest_at, 3), round(n.latest_at, 3),
-                     n.tokens, n.source_tokens, n.level, n.route, round(n.created_at, 3), n.session_id])
+        rows.append(
+            [
+                n.id,
+                n.depth,
+                n.first_seq,
+                n.last_seq,
+                round(n.earliest_at, 3),
+                round(n.latest_at, 3),
+                n.tokens,
+                n.source_tokens,
+                n.level,
+                n.route,
+                round(n.created_at, 3),
+                n.session_id,
+            ]
+        )
         texts.append(cut(n.content))
         if len(texts) >= SUMMARY_CHUNK:
             chunks.append(Chunk(rows[-len(texts)][0], n.id, len(texts), _pack(texts)))
@@ -140,15 +184,24 @@ def derived_compactions(nodes: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     groups: dict[int, dict[str, Any]] = {}
     for row in nodes:
         key = int(row[10])
-        g = groups.setdefault(key, {"at": row[10], "nodes": [], "source_tokens": 0, "summary_tokens": 0})
+        g = groups.setdefault(
+            key, {"at": row[10], "nodes": [], "source_tokens": 0, "summary_tokens": 0}
+        )
         g["nodes"].append(row[0])
         g["source_tokens"] += row[7]
         g["summary_tokens"] += row[6]
     return [groups[k] for k in sorted(groups)]
 
 
-def collect(store: Store, conversation_id: int, *, growth_of: Sequence[int] | None = None,
-            generated_at: float, database_path: str, tick: Tick = quiet_tick) -> PageData:
+def collect(
+    store: Store,
+    conversation_id: int,
+    *,
+    growth_of: Sequence[int] | None = None,
+    generated_at: float,
+    database_path: str,
+    tick: Tick = quiet_tick,
+) -> PageData:
     """Everything the page needs for one conversation (``growth_of``: whose months to count; None: all)."""
     state = store.conversation(conversation_id)
     message_chunks_, seq_of, totals = message_chunks(store, conversation_id, tick)
@@ -158,18 +211,30 @@ def collect(store: Store, conversation_id: int, *, growth_of: Sequence[int] | No
     meta = {
         "format": 1,
         "generated_at": generated_at,
-        "database": {"path": database_path, "bytes": int(facts["page_size"]) * int(facts["page_count"]),
-                     "free_bytes": int(facts["page_size"]) * int(facts["freelist_count"]),
-                     "bytes_by_table": facts.get("bytes_by_table"), "schema_version": facts.get("schema_version")},
-        "conversation": {"id": state.id, "key": state.key, "frontier_seq": state.frontier_seq,
-                         "last_seq": state.last_seq, **totals, "summaries": len(nodes)},
+        "database": {
+            "path": database_path,
+            "bytes": int(facts["page_size"]) * int(facts["page_count"]),
+            "free_bytes": int(facts["page_size"]) * int(facts["freelist_count"]),
+            "bytes_by_table": facts.get("bytes_by_table"),
+            "schema_version": facts.get("schema_version"),
+        },
+        "conversation": {
+            "id": state.id,
+            "key": state.key,
+            "frontier_seq": state.frontier_seq,
+            "last_seq": state.last_seq,
+            **totals,
+            "summaries": len(nodes),
+        },
         "node_fields": list(NODE_FIELDS),
         "nodes": nodes,
         "children": children,
         "context": [n.id for n in store.context_nodes(conversation_id)],
         "message_chunks": [[c.first, c.last, c.count] for c in message_chunks_],
         "summary_chunks": [[c.first, c.last, c.count] for c in summary_chunks],
-        "compactions": [{"at": e["at"], **e["detail"]} for e in compactions if isinstance(e["detail"], dict)],
+        "compactions": [
+            {"at": e["at"], **e["detail"]} for e in compactions if isinstance(e["detail"], dict)
+        ],
         "derived_compactions": [] if compactions else derived_compactions(nodes),
         "growth": store.monthly_growth(growth_of),
     }

@@ -18,8 +18,10 @@ from typing import Any
 
 from .data import Chunk, PageData
 
-CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
-       "connect-src 'none'; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    "connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
 
 
 def asset(name: str) -> str:
@@ -33,8 +35,11 @@ def inert_json(value: Any) -> str:
 
 
 def _chunks(prefix: str, chunks: list[Chunk]) -> str:
-    return "\n".join(f'<script type="application/octet-stream" id="{prefix}{i}">'
-                     f"{base64.b64encode(c.data).decode('ascii')}</script>" for i, c in enumerate(chunks))
+    return "\n".join(
+        f'<script type="application/octet-stream" id="{prefix}{i}">'
+        f"{base64.b64encode(c.data).decode('ascii')}</script>"
+        for i, c in enumerate(chunks)
+    )
 
 
 def render(data: PageData, title: str) -> str:

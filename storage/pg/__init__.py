@@ -52,7 +52,7 @@ def redacted(url: str, drop: bool = False) -> str:
     at = userinfo_end(rest)
     if at >= 0:
         user = rest[:at].split(":", 1)[0]
-        rest = f"{user}@{rest[at + 1:]}" if user else rest[at + 1:]
+        rest = f"{user}@{rest[at + 1 :]}" if user else rest[at + 1 :]
     if "?" not in rest:
         return f"{scheme}://{rest}"
     base, query = rest.split("?", 1)  # libpq reads no fragment: a '#' belongs to the value it is in

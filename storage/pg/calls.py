@@ -28,7 +28,9 @@ def as_json_array(column: str, id_column: str, excluded: Sequence[int], kind: st
     """SQL: ``column`` as a JSON array (``kind``: json or jsonb), ``'[]'`` for any text that is not
     one; rows in ``excluded`` (ids known not to parse) are never cast. The CASE is what keeps the
     cast from running on other text: PostgreSQL evaluates a branch only when its condition holds."""
-    skip = f" AND {id_column} NOT IN ({', '.join(str(int(i)) for i in excluded)})" if excluded else ""
+    skip = (
+        f" AND {id_column} NOT IN ({', '.join(str(int(i)) for i in excluded)})" if excluded else ""
+    )
     return f"CASE WHEN {column} ~ {ARRAY_START}{skip} THEN {column}::{kind} ELSE '[]'::{kind} END"
 
 
@@ -47,8 +49,9 @@ def unparsable_rows(read: Callable[[], Any]) -> tuple[int, ...]:
     """Ids of ``messages`` rows whose ``tool_calls`` starts like an array and fails ``::jsonb`` (a
     json-only escape too, so both casts are safe), the server deciding; ``read``: the store's."""
     with read() as db:
-        low, high = db.execute(f"SELECT min(id) - 1, max(id) FROM messages WHERE tool_calls ~ {ARRAY_START}"
-                               ).fetchone()
+        low, high = db.execute(
+            f"SELECT min(id) - 1, max(id) FROM messages WHERE tool_calls ~ {ARRAY_START}"
+        ).fetchone()
     if low is None:
         return ()
     bad: list[int] = []
@@ -71,8 +74,11 @@ def _parses(read: Callable[[], Any], low: int, high: int) -> bool:
     with read() as db:
         try:
             with cast(Any, db).raw.transaction():
-                db.execute(f"SELECT count(jsonb_typeof(tool_calls::jsonb)) FROM messages WHERE id > ? AND id <= ? "
-                           f"AND tool_calls ~ {ARRAY_START}", (low, high)).fetchone()
+                db.execute(
+                    f"SELECT count(jsonb_typeof(tool_calls::jsonb)) FROM messages WHERE id > ? AND id <= ? "
+                    f"AND tool_calls ~ {ARRAY_START}",
+                    (low, high),
+                ).fetchone()
         except sqlite3.Error as exc:
             if not is_data_error(exc):
                 raise

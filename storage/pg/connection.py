@@ -38,9 +38,16 @@ COMPACTION_NAMESPACE = 0x6C636D01
 POOL_MAX = 4
 CONNECT_TIMEOUT_S = 10
 # SQLSTATE classes and codes that mean "this write cannot happen now", with the labels status shows.
-_WRITE_FAILURES = (("53100", "disk full"), ("53", "out of resources"), ("25006", "read-only"),
-                   ("08", "cannot connect"), ("57P", "server shutting down"), ("55P03", "locked"),
-                   ("40P01", "deadlock"), ("40001", "serialization failure"))
+_WRITE_FAILURES = (
+    ("53100", "disk full"),
+    ("53", "out of resources"),
+    ("25006", "read-only"),
+    ("08", "cannot connect"),
+    ("57P", "server shutting down"),
+    ("55P03", "locked"),
+    ("40P01", "deadlock"),
+    ("40001", "serialization failure"),
+)
 
 # BEGIN and the write lock in one message to the server (no parameters, so psycopg sends it as a
 # simple query, which may hold several statements): a round trip less per write transaction.
@@ -80,20 +87,40 @@ def _counting_cursor() -> type:
 _COUNTING: type | None = None
 
 # Column types for PgDb.insert_rows (the tables of schema.py it serves).
-_COLUMN_TYPES = {"messages": {
-    "conversation_id": "bigint", "seq": "bigint", "session_key": "bigint", "role": "text", "content": "text",
-    "parts": "text", "tool_calls": "text", "tool_call_id": "text", "tool_name": "text", "source": "text",
-    "host_ts": "float8", "created_at": "float8", "tokens": "bigint", "fingerprint": "text", "synthetic": "text",
-    "extra": "text"}}
+_COLUMN_TYPES = {
+    "messages": {
+        "conversation_id": "bigint",
+        "seq": "bigint",
+        "session_key": "bigint",
+        "role": "text",
+        "content": "text",
+        "parts": "text",
+        "tool_calls": "text",
+        "tool_call_id": "text",
+        "tool_name": "text",
+        "source": "text",
+        "host_ts": "float8",
+        "created_at": "float8",
+        "tokens": "bigint",
+        "fingerprint": "text",
+        "synthetic": "text",
+        "extra": "text",
+    }
+}
 
 
 def _psycopg() -> Any:
     try:
         import psycopg
         import psycopg_pool
-    except ImportError as exc:  # the optional extra is not installed: an outage to fix, not a foreign database
-        raise WriteFailed("cannot connect", "a postgresql:// database needs the 'postgres' extra: "
-                          "pip install 'hermes-lcm[postgres]' (psycopg 3 and psycopg_pool)") from exc
+    except (
+        ImportError
+    ) as exc:  # the optional extra is not installed: an outage to fix, not a foreign database
+        raise WriteFailed(
+            "cannot connect",
+            "a postgresql:// database needs the 'postgres' extra: "
+            "pip install 'hermes-lcm[postgres]' (psycopg 3 and psycopg_pool)",
+        ) from exc
     return psycopg, psycopg_pool
 
 
@@ -114,8 +141,14 @@ def _as_sqlite_error(exc: Exception) -> sqlite3.Error:
     """The shared mixins catch sqlite3's types (``IntegrityError`` for a duplicate, ``Error`` for
     the rest): a PostgreSQL error reaches them as the matching one, its message kept."""
     text = secrets.scrub(f"{exc} (SQLSTATE {getattr(exc, 'sqlstate', '')})".strip())
-    if type(exc).__name__ in ("UniqueViolation", "IntegrityError", "ForeignKeyViolation", "CheckViolation",
-                              "NotNullViolation", "RaiseException"):
+    if type(exc).__name__ in (
+        "UniqueViolation",
+        "IntegrityError",
+        "ForeignKeyViolation",
+        "CheckViolation",
+        "NotNullViolation",
+        "RaiseException",
+    ):
         return sqlite3.IntegrityError(text)
     return sqlite3.OperationalError(text)
 
@@ -168,7 +201,9 @@ class PgDb:
             cur = self.raw.execute(sql, params)
             return cur.fetchall() if cur.description else []
 
-    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
         """``rows`` into ``table`` as one ``INSERT ... SELECT FROM unnest(arrays)``: a parameter per
         column, not per value. The multi-row VALUES statement SQLite gets cost psycopg a parse of a
         32,000-placeholder string per 2,000 rows (a third of an import's time, cProfile) and the
@@ -177,8 +212,10 @@ class PgDb:
             return
         casts = ", ".join(f"%s::{_COLUMN_TYPES[table][c]}[]" for c in columns)
         with _sqlite_errors():
-            self.raw.execute(f"INSERT INTO {table}({', '.join(columns)}) SELECT * FROM unnest({casts})",
-                             [list(column) for column in zip(*rows, strict=True)])
+            self.raw.execute(
+                f"INSERT INTO {table}({', '.join(columns)}) SELECT * FROM unnest({casts})",
+                [list(column) for column in zip(*rows, strict=True)],
+            )
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with _sqlite_errors(), self.raw.cursor() as cur:
@@ -226,23 +263,33 @@ class PgConnection:
         try:
             conninfo_to_dict(url)
         except Exception as exc:  # noqa: BLE001 - libpq cannot parse it: it never connects, say so now (no pool retries)
-            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from None
+            raise WriteFailed(
+                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
+            ) from None
         self.lock = threading.RLock()
         self._local = threading.local()
         self._readonly = readonly
         self._commits = 0
         try:
             self.pool = psycopg_pool.ConnectionPool(
-                url, min_size=1, max_size=POOL_MAX, open=True, timeout=CONNECT_TIMEOUT_S,
-                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}, configure=self._configure,
-                name="hermes-lcm")
+                url,
+                min_size=1,
+                max_size=POOL_MAX,
+                open=True,
+                timeout=CONNECT_TIMEOUT_S,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+                configure=self._configure,
+                name="hermes-lcm",
+            )
             self.pool.wait(timeout=CONNECT_TIMEOUT_S)
         except Exception as exc:
             # Not a StoreError (pgsecrel): that says the database refuses us for good (another
             # program's, a newer layout), and the engine then trims its prompt as for an ignored
             # session, dropping messages nothing stored. A server that is down is an outage: the
             # engine keeps the host's list whole and tries again after its back-off.
-            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from exc
+            raise WriteFailed(
+                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
+            ) from exc
         try:
             with self.read() as db:
                 schema.check_server(cast(PgDb, db).raw.info.server_version, self.path)
@@ -304,7 +351,9 @@ class PgConnection:
             conn_cm = self.pool.connection()
             conn = conn_cm.__enter__()
         except Exception as exc:
-            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from exc
+            raise WriteFailed(
+                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
+            ) from exc
         db = PgDb(conn)
         self._local.db = db
         try:
@@ -327,8 +376,12 @@ class PgConnection:
                 yield cast(sqlite3.Connection, db)
                 return
             try:
-                db.raw.execute(_BEGIN_LOCKED, prepare=False)  # one round trip (simple protocol: two statements)
-                yield cast(sqlite3.Connection, db)  # the mixins' subset of a sqlite3 connection (PgDb)
+                db.raw.execute(
+                    _BEGIN_LOCKED, prepare=False
+                )  # one round trip (simple protocol: two statements)
+                yield cast(
+                    sqlite3.Connection, db
+                )  # the mixins' subset of a sqlite3 connection (PgDb)
                 db.raw.execute("COMMIT")
             except BaseException as exc:
                 self._rollback(db)
@@ -375,10 +428,16 @@ class PgConnection:
             conn_cm = self.pool.connection()
             conn = conn_cm.__enter__()
         except Exception as exc:
-            raise WriteFailed("cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}") from exc
+            raise WriteFailed(
+                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
+            ) from exc
         try:
-            held = bool(conn.execute("SELECT pg_try_advisory_lock(%s, (%s %% 2147483648)::int)",
-                                     (COMPACTION_NAMESPACE, conversation_id)).fetchone()[0])
+            held = bool(
+                conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, (%s %% 2147483648)::int)",
+                    (COMPACTION_NAMESPACE, conversation_id),
+                ).fetchone()[0]
+            )
         except Exception as exc:
             conn_cm.__exit__(None, None, None)
             raise _mapped(exc) from exc
@@ -387,8 +446,10 @@ class PgConnection:
         finally:
             if held:  # a broken connection lost the lock with its session; the pool discards it
                 with contextlib.suppress(Exception):
-                    conn.execute("SELECT pg_advisory_unlock(%s, (%s %% 2147483648)::int)",
-                                 (COMPACTION_NAMESPACE, conversation_id))
+                    conn.execute(
+                        "SELECT pg_advisory_unlock(%s, (%s %% 2147483648)::int)",
+                        (COMPACTION_NAMESPACE, conversation_id),
+                    )
             conn_cm.__exit__(None, None, None)
 
     @contextmanager

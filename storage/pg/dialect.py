@@ -41,13 +41,23 @@ _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 @functools.lru_cache(maxsize=4096)
 def translate(sql: str) -> str:
     """``sql`` (SQLite spelling, ``?`` placeholders) in PostgreSQL's spelling with ``%s`` ones."""
-    sql = _TABLE_NAMES.sub("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-                           "AND table_name IN (", sql)
+    sql = _TABLE_NAMES.sub(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+        "AND table_name IN (",
+        sql,
+    )
     sql = _PARAM_NULL.sub("?::text", sql)
     sql = _ID_LIST.sub("SELECT value::bigint FROM json_array_elements_text(?::json)", sql)
-    sql = _ID_TABLE.sub(r"FROM (SELECT value::bigint AS value FROM json_array_elements_text(?::json)) AS \1", sql)
-    sql = _TABLE_EXISTS.sub(lambda m: f"SELECT {'table_name' if m.group(1) == 'name' else '1'} FROM "
-                            "information_schema.tables WHERE table_schema = current_schema() AND table_name", sql)
+    sql = _ID_TABLE.sub(
+        r"FROM (SELECT value::bigint AS value FROM json_array_elements_text(?::json)) AS \1", sql
+    )
+    sql = _TABLE_EXISTS.sub(
+        lambda m: (
+            f"SELECT {'table_name' if m.group(1) == 'name' else '1'} FROM "
+            "information_schema.tables WHERE table_schema = current_schema() AND table_name"
+        ),
+        sql,
+    )
     sql = _BLOB_LENGTH.sub(r"octet_length(\1)", sql)
     sql = _WHERE_ONE.sub("WHERE true", sql).replace("char(10)", "chr(10)")
     sql = _EDGE_KIND.sub(r"= \1", sql)
@@ -55,7 +65,10 @@ def translate(sql: str) -> str:
     if _NULL_ID.match(sql):
         sql = _NULL_ID.sub(r"\1DEFAULT, ", sql, count=1).rstrip().rstrip(";") + " RETURNING id"
     if _OR_IGNORE.match(sql):
-        sql = _OR_IGNORE.sub("INSERT INTO", sql, count=1).rstrip().rstrip(";") + " ON CONFLICT DO NOTHING"
+        sql = (
+            _OR_IGNORE.sub("INSERT INTO", sql, count=1).rstrip().rstrip(";")
+            + " ON CONFLICT DO NOTHING"
+        )
     return _TOKENS.sub(_placeholder, sql)
 
 

@@ -166,22 +166,32 @@ CREATE OR REPLACE TRIGGER assertions_message_au AFTER UPDATE OF content ON messa
   EXECUTE FUNCTION lcm_assertions_drop();
 """
 
+
 def _message_text(excluded: Sequence[int]) -> str:
     """What a message is embedded as (storage/vectors.py's ``_MESSAGE_TEXT``): its text, then each tool
     call's name and arguments, one call a line; ``excluded``: rows whose calls do not parse (``calls``)."""
-    calls = ("(SELECT string_agg(coalesce(c.value->'function'->>'name', '') || ' ' || "
-             "coalesce(c.value->'function'->>'arguments', ''), chr(10) ORDER BY c.n) FROM json_array_elements("
-             f"{as_json_array('m.tool_calls', 'm.id', excluded, 'json')}) WITH ORDINALITY AS c(value, n))")
-    return f"btrim(m.content || chr(10) || coalesce({calls}, ''), ' ' || chr(9) || chr(10) || chr(13))"
+    calls = (
+        "(SELECT string_agg(coalesce(c.value->'function'->>'name', '') || ' ' || "
+        "coalesce(c.value->'function'->>'arguments', ''), chr(10) ORDER BY c.n) FROM json_array_elements("
+        f"{as_json_array('m.tool_calls', 'm.id', excluded, 'json')}) WITH ORDINALITY AS c(value, n))"
+    )
+    return (
+        f"btrim(m.content || chr(10) || coalesce({calls}, ''), ' ' || chr(9) || chr(10) || chr(13))"
+    )
 
 
 def _unembedded_sql(kind: str, probe: bool = True, excluded: Sequence[int] = ()) -> str:
     """``vectors.unembedded_sql`` in PostgreSQL's spelling (arguments: after_id, model_id, limit)."""
-    missing = (f"NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='{kind}' AND v.item_id=m.id)"
-               if probe else "?::bigint IS NOT NULL")
+    missing = (
+        f"NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model_id=? AND v.kind='{kind}' AND v.item_id=m.id)"
+        if probe
+        else "?::bigint IS NOT NULL"
+    )
     if kind == "m":
-        inner = (f"SELECT m.id, {_message_text(excluded)} AS text FROM messages m WHERE m.id>? AND {missing} AND "
-                 f"{MessageSearch._NOT_OWN_TOOLS}")
+        inner = (
+            f"SELECT m.id, {_message_text(excluded)} AS text FROM messages m WHERE m.id>? AND {missing} AND "
+            f"{MessageSearch._NOT_OWN_TOOLS}"
+        )
     else:
         inner = f"SELECT m.id, btrim(m.content) AS text FROM summaries m WHERE m.id>? AND {missing}"
     return f"SELECT id, text FROM ({inner}) AS u WHERE text != '' ORDER BY id LIMIT ?"
@@ -233,12 +243,16 @@ def hnsw_candidates_sql(schema: str, model_id: int, kind: str, dim: int) -> str:
     """The index's nearest candidates (arguments: the query as pgvector text, how many): the
     same cast and predicate as the index, ordered by the operator alone (what an index scan gives)."""
     emb = f'emb::"{schema}".vector({int(dim)})'
-    return (f'SELECT item_id, {emb} OPERATOR("{schema}".<=>) ?::"{schema}".vector({int(dim)}) AS d FROM vectors '
-            f'WHERE {_hnsw_scope(model_id, kind)} ORDER BY {emb} OPERATOR("{schema}".<=>) '
-            f'?::"{schema}".vector({int(dim)}) LIMIT ?')
+    return (
+        f'SELECT item_id, {emb} OPERATOR("{schema}".<=>) ?::"{schema}".vector({int(dim)}) AS d FROM vectors '
+        f'WHERE {_hnsw_scope(model_id, kind)} ORDER BY {emb} OPERATOR("{schema}".<=>) '
+        f'?::"{schema}".vector({int(dim)}) LIMIT ?'
+    )
 
 
-def _ensure_hnsw(db: sqlite3.Connection, schema: str, model_id: int, kind: str, dim: int) -> str | None:
+def _ensure_hnsw(
+    db: sqlite3.Connection, schema: str, model_id: int, kind: str, dim: int
+) -> str | None:
     """Create the model's index if it is missing, inside the caller's write transaction (its lock
     makes the check and the creation one step for every host); a refusal (a pgvector without HNSW,
     a dimension it does not index) is returned, in a savepoint so the write goes on without it."""
@@ -246,9 +260,11 @@ def _ensure_hnsw(db: sqlite3.Connection, schema: str, model_id: int, kind: str, 
         return f"dimension {dim} is above HNSW's {HNSW_MAX_DIM}"
     try:
         with savepoint(db, "lcm_hnsw"):
-            db.execute(f'CREATE INDEX IF NOT EXISTS {hnsw_name(model_id, kind)} ON vectors USING hnsw '
-                       f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
-                       f"WHERE {_hnsw_scope(model_id, kind)}")
+            db.execute(
+                f"CREATE INDEX IF NOT EXISTS {hnsw_name(model_id, kind)} ON vectors USING hnsw "
+                f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
+                f"WHERE {_hnsw_scope(model_id, kind)}"
+            )
         return None
     except sqlite3.Error as exc:
         return str(exc).split("\n")[0][:200]
@@ -269,7 +285,8 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
         row = db.execute(
             "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
             "WHERE e.extname = 'vector' AND EXISTS (SELECT 1 FROM information_schema.columns WHERE "
-            "table_schema = current_schema() AND table_name = 'vectors' AND column_name = 'emb')").fetchone()
+            "table_schema = current_schema() AND table_name = 'vectors' AND column_name = 'emb')"
+        ).fetchone()
         if row is not None:
             self._pgvector = str(row[0])
         return self._pgvector
@@ -283,10 +300,16 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
             try:
                 with savepoint(db, "lcm_pgvector"):
                     db.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                    schema = db.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON "
-                                        "n.oid = e.extnamespace WHERE e.extname = 'vector'").fetchone()[0]
-                    db.execute(f'ALTER TABLE vectors ADD COLUMN IF NOT EXISTS emb "{schema}".vector')
-                    db.execute("ALTER TABLE vectors ALTER COLUMN emb SET STORAGE MAIN")  # inline: the scan reads it
+                    schema = db.execute(
+                        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON "
+                        "n.oid = e.extnamespace WHERE e.extname = 'vector'"
+                    ).fetchone()[0]
+                    db.execute(
+                        f'ALTER TABLE vectors ADD COLUMN IF NOT EXISTS emb "{schema}".vector'
+                    )
+                    db.execute(
+                        "ALTER TABLE vectors ALTER COLUMN emb SET STORAGE MAIN"
+                    )  # inline: the scan reads it
                     db.execute("ALTER TABLE vectors ALTER COLUMN vec SET STORAGE EXTERNAL")
             except sqlite3.Error as exc:
                 self._pgvector_problem = str(exc).split("\n")[0][:200]
@@ -298,7 +321,9 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
         with self.read() as db:
             return self._has_vectors(db) and self._vector_schema(db) is not None
 
-    def put_vectors(self, model_id: int, kind: str, rows: Sequence[tuple[int, bytes, float]]) -> int:
+    def put_vectors(
+        self, model_id: int, kind: str, rows: Sequence[tuple[int, bytes, float]]
+    ) -> int:
         """The shared upsert (rows whose item is gone are skipped), with pgvector's copy of each row
         in the same statement: the blob decoded, so an int8 row is searched as its codes times its
         scale, exactly what the in-memory index of SQLite searches."""
@@ -308,14 +333,16 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
         with self.write() as db:
             self._need_vectors(db)
             schema = self._vector_schema(db)
-            args: list[tuple[Any, ...]] = [(model_id, kind, int(item), float(scale), bytes(blob))
-                                           for item, blob, scale in rows]
+            args: list[tuple[Any, ...]] = [
+                (model_id, kind, int(item), float(scale), bytes(blob)) for item, blob, scale in rows
+            ]
             emb, cast_to, update = "", "", ""
             if schema is not None:
                 dim, dtype, indexed, filled = db.execute(
                     "SELECT dim, dtype, to_regclass(?) IS NOT NULL, EXISTS (SELECT 1 FROM vectors WHERE model_id=? "
                     "AND kind=?) FROM vector_models WHERE id=?",
-                    (hnsw_name(model_id, kind), model_id, _kind(kind), model_id)).fetchone()
+                    (hnsw_name(model_id, kind), model_id, _kind(kind), model_id),
+                ).fetchone()
                 if not indexed and not filled and (model_id, _kind(kind)) not in self._hnsw()[0]:
                     refused = _ensure_hnsw(db, schema, model_id, kind, int(dim))
                     if refused is not None:
@@ -323,10 +350,14 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
                 args = [(*a, _embedding(a[4], a[3], int(dim), str(dtype))) for a in args]
                 emb, cast_to, update = ", emb", f', ?::"{schema}".vector', ", emb=excluded.emb"
             with cast(Any, db).raw.cursor() as cur:
-                cur.executemany(translate(
-                    f"INSERT INTO vectors(model_id, kind, item_id, scale, vec{emb}) SELECT ?, ?, ?, ?, ?{cast_to} "
-                    f"WHERE EXISTS (SELECT 1 FROM {table} WHERE id=?) ON CONFLICT(model_id, kind, item_id) "
-                    f"DO UPDATE SET scale=excluded.scale, vec=excluded.vec{update}"), [(*a, a[2]) for a in args])
+                cur.executemany(
+                    translate(
+                        f"INSERT INTO vectors(model_id, kind, item_id, scale, vec{emb}) SELECT ?, ?, ?, ?, ?{cast_to} "
+                        f"WHERE EXISTS (SELECT 1 FROM {table} WHERE id=?) ON CONFLICT(model_id, kind, item_id) "
+                        f"DO UPDATE SET scale=excluded.scale, vec=excluded.vec{update}"
+                    ),
+                    [(*a, a[2]) for a in args],
+                )
                 return max(int(cur.rowcount), 0)
 
     def build_vector_indexes(self) -> list[str]:
@@ -346,9 +377,11 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
                 conn.execute("SET maintenance_work_mem = '256MB'")
                 if invalid:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-                conn.execute(f'CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON vectors USING hnsw '
-                             f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
-                             f"WHERE {_hnsw_scope(model_id, kind)}")
+                conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON vectors USING hnsw "
+                    f'((emb::"{schema}".vector({int(dim)})) "{schema}".vector_cosine_ops) '
+                    f"WHERE {_hnsw_scope(model_id, kind)}"
+                )
                 conn.execute("RESET maintenance_work_mem")
             built.append(name)
         return built
@@ -363,7 +396,8 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
             "LEFT JOIN pg_index x ON x.indexrelid = to_regclass('vectors_hnsw_' || k.kind || m.id) "
             "WHERE coalesce(x.indisvalid, false) = false "
             "AND EXISTS (SELECT 1 FROM vectors v WHERE v.model_id = m.id AND v.kind = k.kind) "
-            "ORDER BY m.id, k.kind").fetchall()
+            "ORDER BY m.id, k.kind"
+        ).fetchall()
         return [(int(r[0]), str(r[1]), int(r[2]), bool(r[3])) for r in rows]
 
     def _hnsw(self) -> tuple[dict[tuple[int, str], str], dict[str, int]]:
@@ -371,11 +405,19 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
         how many searches the index answered, the exact scan answered, or fell back to it."""
         state = vars(self).get("_hnsw_state")
         if state is None:
-            state = vars(self).setdefault("_hnsw_state", ({}, {"hnsw": 0, "exact": 0, "fallback": 0}))
+            state = vars(self).setdefault(
+                "_hnsw_state", ({}, {"hnsw": 0, "exact": 0, "fallback": 0})
+            )
         return cast(tuple[dict[tuple[int, str], str], dict[str, int]], state)
 
-    def nearest_vectors(self, model_id: int, kind: str, query: np.ndarray, k: int,
-                        allowed: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    def nearest_vectors(
+        self,
+        model_id: int,
+        kind: str,
+        query: np.ndarray,
+        k: int,
+        allowed: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
         """``(item id, cosine)`` of the ``k`` rows nearest ``query`` (a unit vector), best first,
         only among ``allowed`` ids when given: pgvector's ``<=>`` (cosine distance) in SQL, from
         the model's HNSW index when it can answer (module docstring), else by the exact scan."""
@@ -385,10 +427,14 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
             if schema is None or k <= 0 or literal is None:
                 return []
             counts = self._hnsw()[1]
-            dim, fetch = self._hnsw_fetch(db, model_id, kind, k, None if allowed is None else len(allowed))
+            dim, fetch = self._hnsw_fetch(
+                db, model_id, kind, k, None if allowed is None else len(allowed)
+            )
             if fetch is not None:
                 found = self._from_index(db, schema, (model_id, kind, dim), literal, fetch)
-                if allowed is not None:  # the scope, exactly: a set in memory, not a list sent per query
+                if (
+                    allowed is not None
+                ):  # the scope, exactly: a set in memory, not a list sent per query
                     keep = {int(i) for i in allowed}
                     found = [hit for hit in found if hit[0] in keep]
                 found = found[:k]
@@ -404,12 +450,14 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
                 f'SELECT item_id, 1 - d FROM (SELECT item_id, emb OPERATOR("{schema}".<=>) q.q AS d FROM vectors, '
                 f'(SELECT ?::"{schema}".vector AS q) AS q WHERE model_id=? AND kind=?{scope} AND emb IS NOT NULL '
                 "ORDER BY d, item_id LIMIT ?) AS n ORDER BY d, item_id",
-                (literal, *args, int(k))).fetchall()
+                (literal, *args, int(k)),
+            ).fetchall()
         return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
 
     @staticmethod
-    def _hnsw_fetch(db: sqlite3.Connection, model_id: int, kind: str, k: int,
-                    scoped: int | None) -> tuple[int, int | None]:
+    def _hnsw_fetch(
+        db: sqlite3.Connection, model_id: int, kind: str, k: int, scoped: int | None
+    ) -> tuple[int, int | None]:
         """The model's dimension and how many candidates to ask the index for, or None when the
         exact scan should answer: no index, fewer rows than ``EXACT_BELOW`` (the planner's
         estimate: the index's own count once analyzed, else the table's), or a scope so small a
@@ -419,7 +467,8 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
             "t.reltuples) FROM vector_models m LEFT JOIN pg_class i ON i.oid = to_regclass(?) "
             "LEFT JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = to_regclass('vectors') "
             "WHERE m.id = ?",
-            (hnsw_name(model_id, kind), model_id)).fetchone()
+            (hnsw_name(model_id, kind), model_id),
+        ).fetchone()
         if row is None or not row[1] or float(row[2]) < EXACT_BELOW or k > EF_MAX:
             return 0, None
         if scoped is None:
@@ -428,24 +477,35 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
         return int(row[0]), (max(fetch, k) if fetch <= EF_MAX else None)
 
     @staticmethod
-    def _from_index(db: sqlite3.Connection, schema: str, index: tuple[int, str, int], literal: str,
-                    fetch: int) -> list[tuple[int, float]]:
+    def _from_index(
+        db: sqlite3.Connection, schema: str, index: tuple[int, str, int], literal: str, fetch: int
+    ) -> list[tuple[int, float]]:
         """The ``fetch`` nearest candidates of ``index`` (model id, kind, dimension), best first,
         in a transaction of its own (or the caller's) so that ``SET LOCAL`` reaches only this
         search. The scope is the caller's to apply: sending a wide scope's ids with every query
         cost more than the search (60 ms for 50,000 ids, bench/knn_pg.py's half scope)."""
         with cast(Any, db).raw.transaction():
             db.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(fetch))}")
-            rows = db.execute(f"SELECT item_id, 1 - d FROM ({hnsw_candidates_sql(schema, *index)}) AS c "
-                              "ORDER BY d, item_id", (literal, literal, int(fetch))).fetchall()
+            rows = db.execute(
+                f"SELECT item_id, 1 - d FROM ({hnsw_candidates_sql(schema, *index)}) AS c "
+                "ORDER BY d, item_id",
+                (literal, literal, int(fetch)),
+            ).fetchall()
         return [(int(r[0]), float(r[1]) if r[1] is not None else 0.0) for r in rows]
 
-    def unembedded(self, model_id: int, kind: str, after_id: int, limit: int) -> list[tuple[int, str]]:
+    def unembedded(
+        self, model_id: int, kind: str, after_id: int, limit: int
+    ) -> list[tuple[int, str]]:
         def run() -> list[tuple[int, str]]:
             with self.read() as db:
                 self._need_vectors(db)
-                return [(int(r[0]), str(r[1])) for r in db.execute(
-                    _unembedded_sql(_kind(kind), excluded=self._bad_calls), (after_id, model_id, limit)).fetchall()]
+                return [
+                    (int(r[0]), str(r[1]))
+                    for r in db.execute(
+                        _unembedded_sql(_kind(kind), excluded=self._bad_calls),
+                        (after_id, model_id, limit),
+                    ).fetchall()
+                ]
 
         return self.json_safe(run)
 
@@ -455,9 +515,11 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
             with self.read() as db:
                 probe = model_id is not None and self._has_vectors(db)
                 for kind in KINDS:
-                    found = db.execute(f"SELECT count(*), coalesce(sum(least(length(text), ?)), 0) FROM "
-                                       f"({_unembedded_sql(kind, probe, self._bad_calls)}) AS b",
-                                       (max_chars, 0, model_id or 0, -1)).fetchone()
+                    found = db.execute(
+                        f"SELECT count(*), coalesce(sum(least(length(text), ?)), 0) FROM "
+                        f"({_unembedded_sql(kind, probe, self._bad_calls)}) AS b",
+                        (max_chars, 0, model_id or 0, -1),
+                    ).fetchone()
                     rows, chars = rows + int(found[0]), chars + int(found[1])
             return rows, chars
 
@@ -472,12 +534,23 @@ class PgVectorQueries(VectorQueries, UnparsableCalls):
             models = self._model_stats(db)
             table_bytes = int(db.execute("SELECT pg_total_relation_size('vectors')").fetchone()[0])
             schema = self._vector_schema(db)
-            missing = [hnsw_name(m, k) for m, k, dim, _ in self._unindexed(db) if dim <= HNSW_MAX_DIM] \
-                if schema else []
-        knn = f"pgvector ({schema})" if schema else \
-            f"in memory: pgvector unavailable ({self._pgvector_problem or 'extension not installed'})"
-        return {"models": models, "table_bytes": table_bytes, "knn": knn, "knn_queries": dict(self._hnsw()[1]),
-                "indexes_missing": missing}
+            missing = (
+                [hnsw_name(m, k) for m, k, dim, _ in self._unindexed(db) if dim <= HNSW_MAX_DIM]
+                if schema
+                else []
+            )
+        knn = (
+            f"pgvector ({schema})"
+            if schema
+            else f"in memory: pgvector unavailable ({self._pgvector_problem or 'extension not installed'})"
+        )
+        return {
+            "models": models,
+            "table_bytes": table_bytes,
+            "knn": knn,
+            "knn_queries": dict(self._hnsw()[1]),
+            "indexes_missing": missing,
+        }
 
 
 class PgRollupQueries(RollupQueries):

@@ -40,12 +40,12 @@ def to_tsquery_text(match: str) -> str:
             if found.group(2):
                 words[-1] += ":*"
             parts.append("(" + " <-> ".join(words) + ")")
-        rest = rest[found.end():].lstrip()
+        rest = rest[found.end() :].lstrip()
         if rest:
             joiner = _JOINER.match(" " + rest)
             if joiner is None:
                 raise UnsupportedMatch(f"terms must be joined by OR: {rest[:80]!r}")
-            rest = (" " + rest)[joiner.end():]
+            rest = (" " + rest)[joiner.end() :]
     return " | ".join(parts)
 
 

@@ -29,7 +29,17 @@ from ..payload_refs import record_grants
 from ..rows import unpack_fingerprint
 from .connection import PgDb
 
-_TEXT = ("role", "content", "parts", "tool_calls", "tool_call_id", "tool_name", "fingerprint", "synthetic", "extra")
+_TEXT = (
+    "role",
+    "content",
+    "parts",
+    "tool_calls",
+    "tool_call_id",
+    "tool_name",
+    "fingerprint",
+    "synthetic",
+    "extra",
+)
 _INSERT = (
     "WITH c AS (UPDATE conversations SET last_seq = last_seq + %(n)s WHERE id = %(cid)s "
     "RETURNING last_seq - %(n)s AS base), "
@@ -46,7 +56,8 @@ _INSERT = (
     "%(tokens)s::bigint[], %(fingerprint)s::text[], %(synthetic)s::text[], %(extra)s::text[]) "
     "WITH ORDINALITY AS u(role, content, parts, tool_calls, tool_call_id, tool_name, host_ts, created_at, tokens, "
     "fingerprint, synthetic, extra, n) "
-    "RETURNING id, seq")
+    "RETURNING id, seq"
+)
 
 
 class PgPrints(SqlitePrints):
@@ -63,7 +74,9 @@ class PgPrints(SqlitePrints):
         rows = self.db.execute(
             "SELECT c.last_seq, m.seq, m.fingerprint FROM conversations c LEFT JOIN LATERAL "
             "(SELECT seq, fingerprint FROM messages WHERE conversation_id = c.id ORDER BY seq DESC LIMIT ?) m "
-            "ON true WHERE c.id = ? ORDER BY m.seq DESC", (limit, self.conversation_id)).fetchall()
+            "ON true WHERE c.id = ? ORDER BY m.seq DESC",
+            (limit, self.conversation_id),
+        ).fetchall()
         self._last_seq = int(rows[0][0]) if rows else 0
         return [(int(r[1]), unpack_fingerprint(r[2])) for r in reversed(rows) if r[1] is not None]
 
@@ -73,8 +86,9 @@ class PgPrints(SqlitePrints):
         return self._last_seq
 
 
-def insert_messages(db: PgDb, conversation_id: int, session_id: str, source: str,
-                    records: Sequence[MessageIn]) -> list[int]:
+def insert_messages(
+    db: PgDb, conversation_id: int, session_id: str, source: str, records: Sequence[MessageIn]
+) -> list[int]:
     """``storage.messages.insert_messages`` in one statement: the same rows, seqs and session key."""
     if not records:
         return []
@@ -83,12 +97,22 @@ def insert_messages(db: PgDb, conversation_id: int, session_id: str, source: str
     columns["host_ts"] = [m.host_ts for m in records]
     columns["created_at"] = [m.host_ts or now for m in records]
     columns["tokens"] = [m.tokens for m in records]
-    rows = db.execute_named(_INSERT, {"n": len(records), "cid": conversation_id, "session": session_id,
-                                      "source": source, **columns})
+    rows = db.execute_named(
+        _INSERT,
+        {
+            "n": len(records),
+            "cid": conversation_id,
+            "session": session_id,
+            "source": source,
+            **columns,
+        },
+    )
     if len(rows) != len(records):
         raise sqlite3.OperationalError(f"conversation {conversation_id} does not exist")
     ids = [int(r[0]) for r in sorted(rows, key=lambda r: int(r[1]))]
-    record_grants(cast(sqlite3.Connection, db), ids, records)  # a statement more only for rows with payloads
+    record_grants(
+        cast(sqlite3.Connection, db), ids, records
+    )  # a statement more only for rows with payloads
     return ids
 
 
@@ -96,13 +120,22 @@ class PgMessageQueries(MessageQueries):
     """The shared message queries with a turn's append in four round trips (BEGIN and the
     write lock, the newest rows with ``last_seq``, the insert, COMMIT) instead of eleven."""
 
-    def append(self, conversation_id: int, session_id: str, source: str,
-               select: Callable[[SqlitePrints], Sequence[MessageIn]]) -> list[int]:
+    def append(
+        self,
+        conversation_id: int,
+        session_id: str,
+        source: str,
+        select: Callable[[SqlitePrints], Sequence[MessageIn]],
+    ) -> list[int]:
         with self.write() as db:
             fresh = select(PgPrints(db, conversation_id, self.pack_fingerprint))
-            return insert_messages(cast(PgDb, db), conversation_id, session_id, source or "unknown", fresh)
+            return insert_messages(
+                cast(PgDb, db), conversation_id, session_id, source or "unknown", fresh
+            )
 
-    def probe(self, conversation_id: int, select: Callable[[SqlitePrints], Sequence[MessageIn]]) -> list[MessageIn]:
+    def probe(
+        self, conversation_id: int, select: Callable[[SqlitePrints], Sequence[MessageIn]]
+    ) -> list[MessageIn]:
         with self.read() as db:
             return list(select(PgPrints(db, conversation_id, self.pack_fingerprint)))
 

@@ -35,9 +35,11 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
     def _call_exists(self) -> str:
         """PostgreSQL 12+: the calls' JSON guarded by ``calls.as_json_array`` (no ``IS JSON``, which is 16's)."""
         calls = as_json_array("a.tool_calls", "a.id", self._bad_calls)
-        return (f"EXISTS (SELECT 1 FROM messages a, jsonb_array_elements({calls}) j "
-                "WHERE a.conversation_id=t.conversation_id AND a.role='assistant' AND a.seq < t.seq "
-                "AND j.value->>'id'=t.tool_call_id)")
+        return (
+            f"EXISTS (SELECT 1 FROM messages a, jsonb_array_elements({calls}) j "
+            "WHERE a.conversation_id=t.conversation_id AND a.role='assistant' AND a.seq < t.seq "
+            "AND j.value->>'id'=t.tool_call_id)"
+        )
 
     def tool_link_counts(self, limit: int = 10) -> dict[str, Any]:
         """As on SQLite; a row whose calls do not parse counts as calling nothing (``calls.py``)."""
@@ -50,22 +52,32 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             block, version, database, name = db.execute(
                 "SELECT current_setting('block_size')::bigint, current_setting('server_version'), "
-                "pg_database_size(current_database()), current_schema()").fetchone()
+                "pg_database_size(current_database()), current_schema()"
+            ).fetchone()
             schema_bytes = db.execute(
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'").fetchone()[0]
-        return {"schema_version": int(meta.get("schema_version", 0)), "pg_schema": int(meta.get("pg_schema", 0)),
-                "journal_mode": "postgresql", "server_version": str(version), "page_size": int(block),
-                "page_count": int(schema_bytes) // int(block), "freelist_count": 0,
-                "schema_bytes": int(schema_bytes), "database_bytes": int(database),
-                "schema_name": str(name)}
+                "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
+            ).fetchone()[0]
+        return {
+            "schema_version": int(meta.get("schema_version", 0)),
+            "pg_schema": int(meta.get("pg_schema", 0)),
+            "journal_mode": "postgresql",
+            "server_version": str(version),
+            "page_size": int(block),
+            "page_count": int(schema_bytes) // int(block),
+            "freelist_count": 0,
+            "schema_bytes": int(schema_bytes),
+            "database_bytes": int(database),
+            "schema_name": str(name),
+        }
 
     def database_sizes(self) -> dict[str, Any]:
         facts = self.database_header()
         with self.read() as db:
             rows = db.execute(
                 "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
-                "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' ORDER BY 1").fetchall()
+                "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' ORDER BY 1"
+            ).fetchall()
         facts["bytes_by_table"] = {str(n): int(b) for n, b in rows}
         return facts
 
@@ -73,10 +85,14 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
         """Sizes plus the server's own soundness facts: every index of the schema valid and ready."""
         facts = self.database_sizes()
         with self.read() as db:
-            broken = [str(r[0]) for r in db.execute(
-                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                "WHERE c.relnamespace = current_schema()::regnamespace AND NOT (i.indisvalid AND i.indisready) "
-                "ORDER BY 1").fetchall()]
+            broken = [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                    "WHERE c.relnamespace = current_schema()::regnamespace AND NOT (i.indisvalid AND i.indisready) "
+                    "ORDER BY 1"
+                ).fetchall()
+            ]
         facts["quick_check"] = ["ok"] if not broken else [f"invalid index {n}" for n in broken]
         return facts
 
@@ -89,9 +105,15 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
         content, _text = _FTS[table]
         with self.read() as db:
             total, indexed = db.execute(f"SELECT count(*), count(tsv) FROM {content}").fetchone()
-            missing = db.execute(f"SELECT id FROM {content} WHERE tsv IS NULL ORDER BY id LIMIT 1000").fetchall()
-        return {"content_rows": int(total), "indexed_rows": int(indexed), "missing_ids": [int(r[0]) for r in missing],
-                "stale_ids": []}
+            missing = db.execute(
+                f"SELECT id FROM {content} WHERE tsv IS NULL ORDER BY id LIMIT 1000"
+            ).fetchall()
+        return {
+            "content_rows": int(total),
+            "indexed_rows": int(indexed),
+            "missing_ids": [int(r[0]) for r in missing],
+            "stale_ids": [],
+        }
 
     def fts_finds(self, table: str, rowid: int, phrase: str) -> bool:
         """Whether the vector of that row matches ``phrase`` (False when the schema cannot answer: a
@@ -99,8 +121,13 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
         content, _text = _FTS[table]
         with self.read() as db:
             try:
-                return db.execute(f"SELECT 1 FROM {content} WHERE id=? AND tsv @@ lcm_tsq(?)",
-                                  (rowid, to_tsquery_text(phrase))).fetchone() is not None
+                return (
+                    db.execute(
+                        f"SELECT 1 FROM {content} WHERE id=? AND tsv @@ lcm_tsq(?)",
+                        (rowid, to_tsquery_text(phrase)),
+                    ).fetchone()
+                    is not None
+                )
             except sqlite3.Error:
                 return False
 
@@ -109,13 +136,19 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
         text now, and the GIN index's validity; None when both are sound."""
         content, text = _FTS[table]
         with self.read() as db:
-            stale = [int(r[0]) for r in db.execute(
-                f"SELECT id FROM (SELECT id, tsv, {text} AS body FROM {content} ORDER BY id DESC LIMIT ?) s "
-                "WHERE tsv IS DISTINCT FROM lcm_tsv(body) ORDER BY id LIMIT 20", (INTEGRITY_SAMPLE,)).fetchall()]
+            stale = [
+                int(r[0])
+                for r in db.execute(
+                    f"SELECT id FROM (SELECT id, tsv, {text} AS body FROM {content} ORDER BY id DESC LIMIT ?) s "
+                    "WHERE tsv IS DISTINCT FROM lcm_tsv(body) ORDER BY id LIMIT 20",
+                    (INTEGRITY_SAMPLE,),
+                ).fetchall()
+            ]
             index = db.execute(
                 "SELECT i.indisvalid AND i.indisready FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                 "WHERE c.relname = ? AND c.relnamespace = current_schema()::regnamespace",
-                (f"{content}_tsv",)).fetchone()
+                (f"{content}_tsv",),
+            ).fetchone()
         problems = []
         if stale:
             problems.append(f"stale vectors in rows {stale}")
@@ -134,10 +167,16 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
         """What the vectors are computed with and is absent: our SQL functions and the ``lcm`` text
         search configuration (PostgreSQL keeps the index by the generated column, not by triggers)."""
         with self.read() as db:
-            present = {str(r[0]) for r in db.execute(
-                "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace").fetchall()}
-            config = db.execute("SELECT 1 FROM pg_ts_config WHERE cfgname='lcm' "
-                                "AND cfgnamespace = current_schema()::regnamespace").fetchone()
+            present = {
+                str(r[0])
+                for r in db.execute(
+                    "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"
+                ).fetchall()
+            }
+            config = db.execute(
+                "SELECT 1 FROM pg_ts_config WHERE cfgname='lcm' "
+                "AND cfgnamespace = current_schema()::regnamespace"
+            ).fetchone()
         missing = [f"function {name}" for name in FUNCTIONS if name not in present]
         return missing + ([] if config else ["text search configuration lcm"])
 
@@ -145,5 +184,9 @@ class PgOperatorQueries(OperatorQueries, UnparsableCalls):
         """Nothing is recreated in place: a schema missing its functions is restored from a dump."""
         return []
 
-    def backup_to(self, target: Path, progress: Callable[[int, int | None], None] | None = None) -> None:
-        raise NotImplementedError("a PostgreSQL database is backed up with pg_dump (maintenance.pg_dump_backup)")
+    def backup_to(
+        self, target: Path, progress: Callable[[int, int | None], None] | None = None
+    ) -> None:
+        raise NotImplementedError(
+            "a PostgreSQL database is backed up with pg_dump (maintenance.pg_dump_backup)"
+        )

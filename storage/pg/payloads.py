@@ -14,8 +14,10 @@ import time
 from ..connection import SqliteConnection
 from ..sidecar import savepoint
 
-_TABLE = ("CREATE TABLE IF NOT EXISTS payloads(ref text PRIMARY KEY, bytes bytea NOT NULL, "
-          "created_at double precision NOT NULL)")
+_TABLE = (
+    "CREATE TABLE IF NOT EXISTS payloads(ref text PRIMARY KEY, bytes bytea NOT NULL, "
+    "created_at double precision NOT NULL)"
+)
 
 
 class PgPayloadQueries(SqliteConnection):
@@ -31,8 +33,10 @@ class PgPayloadQueries(SqliteConnection):
         from aborting that transaction, so the message is still stored inline, as on SQLite."""
         with self.write() as db, savepoint(db, "lcm_payload"):
             db.execute(_TABLE)
-            db.execute("INSERT INTO payloads(ref, bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                       (ref, data, time.time()))
+            db.execute(
+                "INSERT INTO payloads(ref, bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (ref, data, time.time()),
+            )
 
     def payload_get(self, ref: str) -> bytes | None:
         if not self._has_payloads():
@@ -46,7 +50,9 @@ class PgPayloadQueries(SqliteConnection):
         if not self._has_payloads():
             return []
         with self.read() as db:
-            rows = db.execute("SELECT ref, octet_length(bytes), created_at FROM payloads ORDER BY ref").fetchall()
+            rows = db.execute(
+                "SELECT ref, octet_length(bytes), created_at FROM payloads ORDER BY ref"
+            ).fetchall()
         return [(str(r[0]), int(r[1]), float(r[2])) for r in rows]
 
     def payload_delete(self, ref: str, older_than: float | None = None) -> int:
@@ -54,6 +60,9 @@ class PgPayloadQueries(SqliteConnection):
         if not self._has_payloads():
             return 0
         with self.write() as db:
-            row = db.execute("DELETE FROM payloads WHERE ref=? AND (?::float8 IS NULL OR created_at < ?) "
-                             "RETURNING octet_length(bytes)", (ref, older_than, older_than)).fetchone()
+            row = db.execute(
+                "DELETE FROM payloads WHERE ref=? AND (?::float8 IS NULL OR created_at < ?) "
+                "RETURNING octet_length(bytes)",
+                (ref, older_than, older_than),
+            ).fetchone()
         return 0 if row is None else int(row[0])

@@ -31,6 +31,10 @@ class PgRewriteQueries(RewriteQueries):
     def vacuum_and_truncate(self) -> dict[str, Any]:
         """Old row versions are the server's to reclaim: ``VACUUM`` cannot run inside a transaction or
         by a non-owner, and autovacuum does it. Reported, so the redact summary says so."""
-        return {"busy": False, "wal_frames": -1, "checkpointed": -1,
-                "note": "PostgreSQL: old row versions are removed by (auto)VACUUM; run VACUUM (FULL) on "
-                        "messages, summaries, events to reclaim them now, and rotate WAL archives/backups"}
+        return {
+            "busy": False,
+            "wal_frames": -1,
+            "checkpointed": -1,
+            "note": "PostgreSQL: old row versions are removed by (auto)VACUUM; run VACUUM (FULL) on "
+            "messages, summaries, events to reclaim them now, and rotate WAL archives/backups",
+        }

@@ -150,6 +150,7 @@ CREATE TABLE events(
 );
 """
 
+
 def _folding() -> dict[str, str]:
     """Letters with diacritics and their base letters, as SQLite's unicode61 folds them
     (``remove_diacritics``): every Latin letter whose decomposition is one base letter plus marks."""
@@ -202,14 +203,21 @@ CREATE INDEX IF NOT EXISTS payload_refs_message ON payload_refs(message_id);
 CREATE TABLE IF NOT EXISTS payload_ref_aliases(old_ref text PRIMARY KEY, new_ref text NOT NULL);
 """
 
-_MIGRATIONS: dict[int, str] = {1: _FUNCTIONS.replace("%(accented)s", _folding()["accented"])
-                                  .replace("%(plain)s", _folding()["plain"]) + _TABLES,
-                               2: _HEAD_AND_TAIL, 3: _PAYLOAD_REFS}
+_MIGRATIONS: dict[int, str] = {
+    1: _FUNCTIONS.replace("%(accented)s", _folding()["accented"]).replace(
+        "%(plain)s", _folding()["plain"]
+    )
+    + _TABLES,
+    2: _HEAD_AND_TAIL,
+    3: _PAYLOAD_REFS,
+}
 
 
 def _tables(db: Any) -> set[str]:
-    rows = db.execute("SELECT table_name FROM information_schema.tables "
-                      "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'").fetchall()
+    rows = db.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+    ).fetchall()
     return {str(r[0]) for r in rows}
 
 
@@ -224,8 +232,10 @@ def check_server(version: int, where: str) -> None:
     """Refuse, at connect and with one clear line, a server older than :data:`MIN_SERVER_VERSION`:
     otherwise the failure comes later, as a syntax error in the middle of a write or a doctor check."""
     if 0 < version < MIN_SERVER_VERSION:
-        raise StoreError(f"{where} is PostgreSQL {server_release(version)}: hermes-lcm needs PostgreSQL "
-                         f"{server_release(MIN_SERVER_VERSION).split('.')[0]} or newer")
+        raise StoreError(
+            f"{where} is PostgreSQL {server_release(version)}: hermes-lcm needs PostgreSQL "
+            f"{server_release(MIN_SERVER_VERSION).split('.')[0]} or newer"
+        )
 
 
 def check_identity(db: Any, where: str) -> None:
@@ -238,9 +248,14 @@ def check_identity(db: Any, where: str) -> None:
     rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
     if rows.get("app") != APP_ID:
         raise ForeignDatabase(f"{where} belongs to {rows.get('app')!r}, not {APP_ID}")
-    if int(rows.get("pg_schema", "0")) > PG_SCHEMA_VERSION or int(rows.get("schema_version", "0")) > SCHEMA_VERSION:
-        raise NewerSchema(f"{where} was written by a newer hermes-lcm (layout {rows.get('pg_schema')}); "
-                          f"this one knows up to {PG_SCHEMA_VERSION}")
+    if (
+        int(rows.get("pg_schema", "0")) > PG_SCHEMA_VERSION
+        or int(rows.get("schema_version", "0")) > SCHEMA_VERSION
+    ):
+        raise NewerSchema(
+            f"{where} was written by a newer hermes-lcm (layout {rows.get('pg_schema')}); "
+            f"this one knows up to {PG_SCHEMA_VERSION}"
+        )
 
 
 def schema_version(db: Any) -> int:
@@ -259,5 +274,8 @@ def migrate(db: Any) -> None:
         current = int(row[0]) if row else 0
     for version in range(current + 1, PG_SCHEMA_VERSION + 1):
         db.raw.execute(_MIGRATIONS[version])
-        db.execute("INSERT INTO meta(key, value) VALUES ('app', ?), ('schema_version', ?), ('pg_schema', ?) "
-                   "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (APP_ID, str(SCHEMA_VERSION), str(version)))
+        db.execute(
+            "INSERT INTO meta(key, value) VALUES ('app', ?), ('schema_version', ?), ('pg_schema', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (APP_ID, str(SCHEMA_VERSION), str(version)),
+        )

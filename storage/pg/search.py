@@ -26,8 +26,9 @@ IDF_CAP = 20_000
 class PgMessageSearch(MessageSearch):
     """Messages by full text."""
 
-    def fts_probe_counts(self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]],
-                         exact: bool = True) -> list[int]:
+    def fts_probe_counts(
+        self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]], exact: bool = True
+    ) -> list[int]:
         """As on SQLite, in one statement: a column per (kind, expression, id range, cap) probe. Not
         ``exact``: whether the cap is reached (the cap), else 0."""
         if not probes:
@@ -37,15 +38,19 @@ class PgMessageSearch(MessageSearch):
         for kind, match, bounds, cap in probes:
             table = {"messages": "messages", "summaries": "summaries"}[kind]
             low, high = bounds if bounds is not None else (-_FAR, _FAR)
-            capped = f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? " \
-                     "LIMIT ?) AS c)"
+            capped = (
+                f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? "
+                "LIMIT ?) AS c)"
+            )
             columns.append(capped if exact else f"CASE WHEN {capped} >= ? THEN ? ELSE 0 END")
             args += [to_tsquery_text(match) or "", low, high, cap] + ([] if exact else [cap, cap])
         with self.read() as db:
             row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
         return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
 
-    def conversation_ranges(self, conversation_id: int) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+    def conversation_ranges(
+        self, conversation_id: int
+    ) -> tuple[tuple[int, int], tuple[int, int], int, int]:
         """As on SQLite, in one statement (PostgreSQL has no numbered ``?1`` parameters)."""
         with self.read() as db:
             m_low, m_high, s_low, s_high, last_seq, nodes = db.execute(
@@ -55,8 +60,11 @@ class PgMessageSearch(MessageSearch):
                 "(SELECT max(id) FROM summaries WHERE conversation_id=c.id), c.last_seq, "
                 "(SELECT count(*) FROM summaries WHERE conversation_id=c.id) "
                 "FROM (SELECT CAST(? AS BIGINT) AS id, (SELECT last_seq FROM conversations WHERE id=?) AS last_seq) c",
-                (conversation_id, conversation_id)).fetchone()
-        messages = (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+                (conversation_id, conversation_id),
+            ).fetchone()
+        messages = (
+            (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+        )
         summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
         return messages, summaries, int(last_seq or 0), int(nodes)
 
@@ -66,14 +74,19 @@ class PgMessageSearch(MessageSearch):
         if not ids:
             return {}
         with self.read() as db:
-            docs = [(int(r[0]), str(r[1])) for r in db.execute(
-                "SELECT m.id, m.content FROM messages m WHERE m.id IN (SELECT value FROM json_each(?)) "
-                "UNION ALL SELECT -s.id, s.content FROM summaries s WHERE s.id IN (SELECT value FROM json_each(?))",
-                (id_list([i for i in ids if i > 0]), id_list([-i for i in ids if i < 0])))]
+            docs = [
+                (int(r[0]), str(r[1]))
+                for r in db.execute(
+                    "SELECT m.id, m.content FROM messages m WHERE m.id IN (SELECT value FROM json_each(?)) "
+                    "UNION ALL SELECT -s.id, s.content FROM summaries s WHERE s.id IN (SELECT value FROM json_each(?))",
+                    (id_list([i for i in ids if i > 0]), id_list([-i for i in ids if i < 0])),
+                )
+            ]
         return self.scratch_fts(docs, [], snippet_match=match, snippet_tokens=tokens)[1]
 
-    def fts_term_counts(self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None,
-                        cap: int) -> list[int]:
+    def fts_term_counts(
+        self, kind: str, matches: Sequence[str], bounds: tuple[int, int] | None, cap: int
+    ) -> list[int]:
         """Per expression, how many rows in the id range match it, counted up to ``cap``."""
         table = {"messages": "messages", "summaries": "summaries"}[kind]
         low, high = bounds if bounds is not None else (-_FAR, _FAR)
@@ -82,28 +95,46 @@ class PgMessageSearch(MessageSearch):
         counted = iter(self._capped_counts(table, asked, low, high, cap)[1] if asked else [])
         return [next(counted) if q else 0 for q in queries]
 
-    def _capped_counts(self, table: str, queries: Sequence[str], low: int, high: int,
-                       cap: int) -> tuple[int, list[int]]:
+    def _capped_counts(
+        self, table: str, queries: Sequence[str], low: int, high: int, cap: int
+    ) -> tuple[int, list[int]]:
         """The largest message id and, per tsquery, its rows in [low, high] counted up to ``cap``:
         one statement, where a round trip per term cost ~1 ms each (a prose question has ten)."""
-        capped = f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? " \
-                 "LIMIT ?) AS c)"
+        capped = (
+            f"(SELECT count(*) FROM (SELECT 1 FROM {table} WHERE tsv @@ lcm_tsq(?) AND id BETWEEN ? AND ? "
+            "LIMIT ?) AS c)"
+        )
         args: list[Any] = []
         for query in queries:
             args += [query, low, high, cap]
         with self.read() as db:
-            row = db.execute(f"SELECT (SELECT coalesce(max(id), 0) FROM messages)"
-                             f"{''.join(', ' + capped for _ in queries)}", args).fetchone()
+            row = db.execute(
+                f"SELECT (SELECT coalesce(max(id), 0) FROM messages)"
+                f"{''.join(', ' + capped for _ in queries)}",
+                args,
+            ).fetchone()
         return int(row[0]), [int(n) for n in row[1:]]
 
-    def message_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
-                     text_chars: int, **filters: Any) -> list[tuple[Any, ...]]:
+    def message_hits(
+        self,
+        match: str,
+        *,
+        order: str,
+        limit: int,
+        bounds: tuple[int, int] | None,
+        text_chars: int,
+        **filters: Any,
+    ) -> list[tuple[Any, ...]]:
         """As :meth:`MessageSearch.message_hits`; "rank" orders by ``ts_rank_cd`` (score negated)."""
         query = to_tsquery_text(match)
         if not query:
             return []
         rank = order == "rank"
-        later = {key: True for key in ("skip_own_tools", "skip_memory_turns") if rank and filters.get(key)}
+        later = {
+            key: True
+            for key in ("skip_own_tools", "skip_memory_turns")
+            if rank and filters.get(key)
+        }
         where, args = self._message_filters({**filters, **{key: False for key in later}})
         outer, _ = self._message_filters(later)
         low, high = bounds if bounds is not None else (-_FAR, _FAR)
@@ -139,20 +170,29 @@ class PgMessageSearch(MessageSearch):
         for part, n in zip(parts, counts, strict=True):
             weights += [part, math.log(1 + (rows - n + 0.5) / (n + 0.5))]
         length = "greatest(length(m.tsv), 1)::float8"
-        return (f"-(({terms}) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * {length} / avg({length}) OVER ())) "
-                "+ 0.01 * ts_rank_cd(m.tsv, q.q, 1))", weights)
+        return (
+            f"-(({terms}) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * {length} / avg({length}) OVER ())) "
+            "+ 0.01 * ts_rank_cd(m.tsv, q.q, 1))",
+            weights,
+        )
 
-    def search_messages(self, match: str, conversation_id: int | None, limit: int) -> list[tuple[StoredMessage, float]]:
+    def search_messages(
+        self, match: str, conversation_id: int | None, limit: int
+    ) -> list[tuple[StoredMessage, float]]:
         query = to_tsquery_text(match)
         if not query:
             return []
         scope = "AND m.conversation_id=?" if conversation_id is not None else ""
-        args: tuple[object, ...] = (query, conversation_id, limit) if conversation_id is not None else (query, limit)
+        args: tuple[object, ...] = (
+            (query, conversation_id, limit) if conversation_id is not None else (query, limit)
+        )
         with self.read() as db:
             rows = db.execute(
                 f"SELECT {self.message_columns_m}, -ts_rank_cd(m.tsv, q.q, 1) AS score "
                 f"FROM messages m, (SELECT lcm_tsq(?) AS q) AS q WHERE m.tsv @@ q.q {scope} "
-                "ORDER BY score, m.id LIMIT ?", args).fetchall()
+                "ORDER BY score, m.id LIMIT ?",
+                args,
+            ).fetchall()
         return [(row_to_message(r[:-1]), float(r[-1])) for r in rows]
 
     _PHRASE_MATCH = "SELECT m.id FROM messages m WHERE m.tsv @@ lcm_tsq(?)"
@@ -164,20 +204,34 @@ class PgMessageSearch(MessageSearch):
 class PgSummarySearch(SummaryQueries):
     """Summaries by full text."""
 
-    def summary_hits(self, match: str, *, order: str, limit: int, bounds: tuple[int, int] | None,
-                     conversation_id: int | None = None, session_id: str | None = None, source: str | None = None,
-                     exclude_ids: Sequence[int] = (),
-                     conversation_ids: Sequence[int] | None = None) -> list[tuple[SummaryNode, float]]:
+    def summary_hits(
+        self,
+        match: str,
+        *,
+        order: str,
+        limit: int,
+        bounds: tuple[int, int] | None,
+        conversation_id: int | None = None,
+        session_id: str | None = None,
+        source: str | None = None,
+        exclude_ids: Sequence[int] = (),
+        conversation_ids: Sequence[int] | None = None,
+    ) -> list[tuple[SummaryNode, float]]:
         query = to_tsquery_text(match)
         if not query:
             return []
         low, high = bounds if bounds is not None else (-_FAR, _FAR)
-        where, args = self._summary_scope(conversation_id, session_id, source, exclude_ids, conversation_ids)
+        where, args = self._summary_scope(
+            conversation_id, session_id, source, exclude_ids, conversation_ids
+        )
         rank = order == "rank"
-        score, sort = ("-ts_rank_cd(s.tsv, q.q, 1)", "score, s.id DESC") if rank else ("0.0", "s.id DESC")
+        score, sort = (
+            ("-ts_rank_cd(s.tsv, q.q, 1)", "score, s.id DESC") if rank else ("0.0", "s.id DESC")
+        )
         with self.read() as db:
             rows = db.execute(
                 f"SELECT {NODE_COLUMNS_S}, {score} AS score FROM summaries s, (SELECT lcm_tsq(?) AS q) AS q "
                 f"WHERE s.tsv @@ q.q AND s.id BETWEEN ? AND ? {where} ORDER BY {sort} LIMIT ?",
-                (query, low, high, *args, limit)).fetchall()
+                (query, low, high, *args, limit),
+            ).fetchall()
         return [(row_to_node(r[:-1]), float(r[-1])) for r in rows]

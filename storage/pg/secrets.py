@@ -25,10 +25,19 @@ MASK = "***"
 MIN_ANYWHERE = 4
 # The loggers psycopg 3 and psycopg_pool write to (a logger's filter does not see its children's
 # records, so each one gets it), and ours (the engine logs a store's failure through it).
-LOGGERS = ("psycopg", "psycopg.pool", "psycopg.pq", "psycopg_pool.sched", "psycopg_pool.sched_async", "hermes_lcm")
+LOGGERS = (
+    "psycopg",
+    "psycopg.pool",
+    "psycopg.pq",
+    "psycopg_pool.sched",
+    "psycopg_pool.sched_async",
+    "hermes_lcm",
+)
 # In free text: a URL (redacted whole), or else a keyword's value (up to a blank or a quote).
-_IN_TEXT = re.compile(r"(?P<url>postgres(?:ql)?://[^\s'\"<>]*)"
-                      r"|(?i:\b(?P<key>password|sslpassword)\s*=\s*(?P<value>'(?:[^'\\]|\\.)*(?:'|$)|[^\s'\"]+))")
+_IN_TEXT = re.compile(
+    r"(?P<url>postgres(?:ql)?://[^\s'\"<>]*)"
+    r"|(?i:\b(?P<key>password|sslpassword)\s*=\s*(?P<value>'(?:[^'\\]|\\.)*(?:'|$)|[^\s'\"]+))"
+)
 
 _lock = threading.Lock()
 _known: set[str] = set()
@@ -45,7 +54,7 @@ def secret_values(url: str) -> set[str]:
         for end in userinfo_ends(rest):
             if end > 0 and ":" in rest[:end]:
                 found.add(rest[:end].split(":", 1)[1])
-        query = rest[at + 1:].split("?", 1)[1] if "?" in rest[at + 1:] else ""
+        query = rest[at + 1 :].split("?", 1)[1] if "?" in rest[at + 1 :] else ""
         for param in query.split("&"):
             name, _, value = param.partition("=")
             if unquote(name).strip().lower() in SECRET_PARAMETERS:
@@ -78,8 +87,11 @@ def scrub(text: str) -> str:
     with _lock:
         known = sorted(_known, key=len, reverse=True)  # a password containing another masks whole
     for value in known:
-        text = text.replace(value, MASK) if len(value) >= MIN_ANYWHERE else \
-            text.replace(f'"{value}"', f'"{MASK}"').replace(f"'{value}'", f"'{MASK}'")
+        text = (
+            text.replace(value, MASK)
+            if len(value) >= MIN_ANYWHERE
+            else text.replace(f'"{value}"', f'"{MASK}"').replace(f"'{value}'", f"'{MASK}'")
+        )
     return text
 
 
@@ -95,7 +107,9 @@ def split_secrets(url: str) -> tuple[str, dict[str, str]]:
         params = conninfo_to_dict(url)
     except Exception as exc:  # noqa: BLE001 - libpq's message quotes the token it could not parse
         raise ValueError(f"{shown(url)}: {scrub(str(exc))}") from None
-    hidden = {name: str(params.pop(name)) for name in SECRET_PARAMETERS if params.get(name) is not None}
+    hidden = {
+        name: str(params.pop(name)) for name in SECRET_PARAMETERS if params.get(name) is not None
+    }
     return make_conninfo("", **params), hidden
 
 

@@ -24,9 +24,23 @@ def _as_text(fingerprint: str) -> str | bytes:
     return fingerprint
 
 
-class PgStore(PgConnection, PgMessageSearch, PgSummarySearch, PgMessageQueries, MessageSearch, PgConversationQueries,
-              SummaryQueries, PgOperatorQueries, PgRewriteQueries, PgVectorQueries, PgRollupQueries,
-              PgAssertionQueries, ViewQueries, PgPayloadQueries, PayloadRefQueries):
+class PgStore(
+    PgConnection,
+    PgMessageSearch,
+    PgSummarySearch,
+    PgMessageQueries,
+    MessageSearch,
+    PgConversationQueries,
+    SummaryQueries,
+    PgOperatorQueries,
+    PgRewriteQueries,
+    PgVectorQueries,
+    PgRollupQueries,
+    PgAssertionQueries,
+    ViewQueries,
+    PgPayloadQueries,
+    PayloadRefQueries,
+):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 
     pack_fingerprint = staticmethod(_as_text)

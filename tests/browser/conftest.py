@@ -44,5 +44,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     assert core is not None and core.binding.conversation_id is not None
     page = home / "lcm-view.html"
     info = write_page(core.store, page, conversation_id=core.binding.conversation_id)
-    yield {"store": core.store, "conversation_id": core.binding.conversation_id, "page": page, "info": info}
+    yield {
+        "store": core.store,
+        "conversation_id": core.binding.conversation_id,
+        "page": page,
+        "info": info,
+    }
     store_module.close_all()

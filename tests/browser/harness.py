@@ -16,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = os.environ.get("LCM_CHROMIUM", "/usr/bin/chromium")
-ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync")
+ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 
@@ -56,8 +64,14 @@ class Watch:
 
     def attach(self, page: Any) -> Watch:
         page.on("request", lambda r: self.requests.append(r.url))
-        page.on("console", lambda m: self.errors.append(f"console.{m.type}: {m.text}")
-                if m.type in ("error", "assert") else None)
+        page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"console.{m.type}: {m.text}")
+                if m.type in ("error", "assert")
+                else None
+            ),
+        )
         page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
 
         def route(r: Any) -> None:
@@ -75,7 +89,9 @@ class Watch:
         return self.blocked + [u for u in self.requests if not u.startswith(LOCAL_SCHEMES)]
 
 
-def open_page(browser: Any, path: Path, *, width: int = 1400, height: int = 900) -> tuple[Any, Watch]:
+def open_page(
+    browser: Any, path: Path, *, width: int = 1400, height: int = 900
+) -> tuple[Any, Watch]:
     """A new page showing ``path`` from a file:// URL, once its first render is done."""
     page = browser.new_page(viewport={"width": width, "height": height})
     watch = Watch().attach(page)

@@ -36,7 +36,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     assert core is not None and core.binding.conversation_id is not None
     messages: list[dict[str, Any]] = []
     for i in range(60):
-        text = HOSTILE[i % len(HOSTILE)] + f" (message {i}) " + "filler words about the pantry " * 20
+        text = (
+            HOSTILE[i % len(HOSTILE)] + f" (message {i}) " + "filler words about the pantry " * 20
+        )
         messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
     assert core.ingest(messages, source="attack") == len(messages)
     core.compact(core.budget(engine.threshold_tokens, 0), force=True)
@@ -52,10 +54,16 @@ def test_the_store_keeps_what_json_can_hold(hostile: dict[str, Any]) -> None:
     """A lone surrogate cannot be written as UTF-8: the store keeps '?' in its place; the rest verbatim."""
     stored = [m.content for m in hostile["store"].messages_after(hostile["conversation_id"], 0)]
     assert stored[5].startswith("lone ? surrogate")
-    assert stored[3].startswith(HOSTILE[3]) and stored[2].startswith(HOSTILE[2]) and stored[4].startswith(HOSTILE[4])
+    assert (
+        stored[3].startswith(HOSTILE[3])
+        and stored[2].startswith(HOSTILE[2])
+        and stored[4].startswith(HOSTILE[4])
+    )
 
 
-def test_hostile_text_is_shown_as_text_and_never_runs(browser: Any, hostile: dict[str, Any]) -> None:
+def test_hostile_text_is_shown_as_text_and_never_runs(
+    browser: Any, hostile: dict[str, Any]
+) -> None:
     store, cid = hostile["store"], hostile["conversation_id"]
     page, watch = open_page(browser, hostile["page"])
     try:
@@ -65,19 +73,27 @@ def test_hostile_text_is_shown_as_text_and_never_runs(browser: Any, hostile: dic
         for node in [s for s in store.summaries(cid, limit=1000) if s.depth == 0]:
             page.locator(f'#dag .node[data-node="{node.node_id}"]').click()
             page.wait_for_selector("#sources .source", state="attached")
-            assert page.eval_on_selector("#detail-text", "e => e.textContent").strip() == node.content.strip()
+            assert (
+                page.eval_on_selector("#detail-text", "e => e.textContent").strip()
+                == node.content.strip()
+            )
             mine: set[int] = set()
             while True:
                 batch = page.eval_on_selector_all(
-                    "#sources .source", "els => els.map(e => [e.dataset.storeId, "
-                    "e.querySelector('.source-text').textContent])")
+                    "#sources .source",
+                    "els => els.map(e => [e.dataset.storeId, "
+                    "e.querySelector('.source-text').textContent])",
+                )
                 shown.update((int(i), t) for i, t in batch)
                 mine.update(int(i) for i, _ in batch)
                 if len(mine) >= store.edge_count(node.id):
                     break
                 page.locator("#sources-next").click()
-                page.wait_for_function("id => document.querySelector('#sources .source').dataset.storeId !== id",
-                                       arg=batch[0][0], timeout=5000)
+                page.wait_for_function(
+                    "id => document.querySelector('#sources .source').dataset.storeId !== id",
+                    arg=batch[0][0],
+                    timeout=5000,
+                )
         assert len(shown) >= len(HOSTILE), "every kind of hostile text was shown"
         for message_id, text in shown.items():
             message = store.message(message_id)

@@ -29,7 +29,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent))  # after the host's packages: never shadows them
+sys.path.append(
+    str(Path(__file__).resolve().parent)
+)  # after the host's packages: never shadows them
 
 from drive_host import _build_agent, _engine_state, _plugin_summary, report_writer, shut_down
 
@@ -49,10 +51,15 @@ class CliStandIn:
 
 
 def _engine_flags(engine: Any) -> dict[str, Any]:
-    return {k: getattr(engine, k, None) for k in ("_last_compression_made_progress", "_last_compress_aborted")}
+    return {
+        k: getattr(engine, k, None)
+        for k in ("_last_compression_made_progress", "_last_compress_aborted")
+    }
 
 
-def _run_command(agent: Any, history: list[dict[str, Any]], command: str) -> tuple[list[dict[str, Any]], dict]:
+def _run_command(
+    agent: Any, history: list[dict[str, Any]], command: str
+) -> tuple[list[dict[str, Any]], dict]:
     from cli import HermesCLI
 
     cli = CliStandIn(agent, history)
@@ -85,7 +92,9 @@ class GatewayStandIn:
     def __init__(self, agent: Any, history: list[dict[str, Any]], session_db: Any) -> None:
         from hermes_cli.runtime_provider import resolve_runtime_provider
 
-        self.entry = SimpleNamespace(session_id=agent.session_id, session_key="agent:main:cli:dm:driver")
+        self.entry = SimpleNamespace(
+            session_id=agent.session_id, session_key="agent:main:cli:dm:driver"
+        )
         self.history = history
         self.written: dict[str, list[dict[str, Any]]] = {}
         self._session_db = session_db
@@ -116,7 +125,9 @@ class GatewayStandIn:
     def _session_key_for_source(self, source: Any) -> str:
         return str(self.entry.session_key)
 
-    def _resolve_session_agent_runtime(self, source: Any, session_key: str) -> tuple[str, dict[str, Any]]:
+    def _resolve_session_agent_runtime(
+        self, source: Any, session_key: str
+    ) -> tuple[str, dict[str, Any]]:
         return self._model, dict(self._runtime)
 
     def _evict_cached_agent(self, session_key: str) -> None:
@@ -129,7 +140,9 @@ class GatewayStandIn:
         return None
 
 
-def _run_gateway_command(agent: Any, history: list[dict[str, Any]], session_db: Any, args: str) -> dict:
+def _run_gateway_command(
+    agent: Any, history: list[dict[str, Any]], session_db: Any, args: str
+) -> dict:
     import asyncio
 
     from gateway.slash_commands import GatewaySlashCommandsMixin
@@ -137,9 +150,14 @@ def _run_gateway_command(agent: Any, history: list[dict[str, Any]], session_db: 
     runner = GatewayStandIn(agent, history, session_db)
     event = SimpleNamespace(source=SimpleNamespace(platform=None), get_command_args=lambda: args)
     reply = asyncio.run(GatewaySlashCommandsMixin._handle_compress_command(runner, event))  # type: ignore[arg-type]
-    return {"gateway_command": args, "reply": reply, "history_before": runner.load_history(),
-            "session_id_before": agent.session_id, "session_id_after": runner.entry.session_id,
-            "written": runner.written}
+    return {
+        "gateway_command": args,
+        "reply": reply,
+        "history_before": runner.load_history(),
+        "session_id_before": agent.session_id,
+        "session_id_after": runner.entry.session_id,
+        "written": runner.written,
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -165,19 +183,30 @@ def main(argv: list[str]) -> int:
         report["session_id_initial"] = agent.session_id
         report["compression_in_place"] = bool(getattr(agent, "compression_in_place", False))
         if spec.get("expect_engine") and engine.name != spec["expect_engine"]:
-            report["error"] = f"context engine is {engine.name!r}, expected {spec['expect_engine']!r}"
+            report["error"] = (
+                f"context engine is {engine.name!r}, expected {spec['expect_engine']!r}"
+            )
             write_report()
             return 3
         for step in spec["steps"]:
             if "turn" in step:
                 result = agent.run_conversation(step["turn"], conversation_history=history)
                 history = list(result.get("messages") or [])
-                report["steps"].append({"turn": step["turn"][:60], "session_id": agent.session_id,
-                                        "messages": len(history), "final_response": result.get("final_response"),
-                                        "compression_count": getattr(agent.context_compressor,
-                                                                     "compression_count", None)})
+                report["steps"].append(
+                    {
+                        "turn": step["turn"][:60],
+                        "session_id": agent.session_id,
+                        "messages": len(history),
+                        "final_response": result.get("final_response"),
+                        "compression_count": getattr(
+                            agent.context_compressor, "compression_count", None
+                        ),
+                    }
+                )
             elif "gateway_command" in step:
-                report["steps"].append(_run_gateway_command(agent, history, session_db, step["gateway_command"]))
+                report["steps"].append(
+                    _run_gateway_command(agent, history, session_db, step["gateway_command"])
+                )
             else:
                 history, record = _run_command(agent, history, step["command"])
                 report["steps"].append(record)

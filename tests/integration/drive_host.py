@@ -106,14 +106,23 @@ def _branch(session_db: Any, parent_id: str) -> str:
 
     new_id = f"branch_{uuid.uuid4().hex[:8]}"
     history = session_db.get_messages_as_conversation(parent_id)
-    session_db.create_session(session_id=new_id, source="cli", model_config={"_branched_from": parent_id},
-                              parent_session_id=parent_id)
+    session_db.create_session(
+        session_id=new_id,
+        source="cli",
+        model_config={"_branched_from": parent_id},
+        parent_session_id=parent_id,
+    )
     for msg in history:
         session_db.append_message(
-            session_id=new_id, role=msg.get("role", "user"), content=msg.get("content"),
-            tool_name=msg.get("tool_name") or msg.get("name"), tool_calls=msg.get("tool_calls"),
-            tool_call_id=msg.get("tool_call_id"), finish_reason=msg.get("finish_reason"),
-            reasoning=msg.get("reasoning"), reasoning_content=msg.get("reasoning_content"),
+            session_id=new_id,
+            role=msg.get("role", "user"),
+            content=msg.get("content"),
+            tool_name=msg.get("tool_name") or msg.get("name"),
+            tool_calls=msg.get("tool_calls"),
+            tool_call_id=msg.get("tool_call_id"),
+            finish_reason=msg.get("finish_reason"),
+            reasoning=msg.get("reasoning"),
+            reasoning_content=msg.get("reasoning_content"),
             reasoning_details=msg.get("reasoning_details"),
             codex_reasoning_items=msg.get("codex_reasoning_items"),
             codex_message_items=msg.get("codex_message_items"),
@@ -142,8 +151,11 @@ def _engine_state(engine: Any) -> dict[str, Any]:
             out[k] = None
     out["class"] = f"{type(engine).__module__}.{type(engine).__qualname__}"
     try:  # our engine's status report (what /lcm status and lcm_status show)
-        out["status"] = json.loads(json.dumps(engine.get_status(), default=str)) if hasattr(engine, "get_status") \
+        out["status"] = (
+            json.loads(json.dumps(engine.get_status(), default=str))
+            if hasattr(engine, "get_status")
             else None
+        )
     except Exception as exc:
         out["status"] = {"error": str(exc)}
     return out
@@ -198,7 +210,9 @@ def main(argv: list[str]) -> int:
                 agent = _build_agent(spec, session_db, sid)
                 hist = session_db.get_messages_as_conversation(sid, repair_alternation=True)
             elif mode == "db" and i > 0:
-                hist = session_db.get_messages_as_conversation(agent.session_id, repair_alternation=True)
+                hist = session_db.get_messages_as_conversation(
+                    agent.session_id, repair_alternation=True
+                )
             t0 = time.time()
             result = agent.run_conversation(message, conversation_history=hist)
             dt = time.time() - t0
@@ -206,7 +220,9 @@ def main(argv: list[str]) -> int:
             if spec.get("host_defaults"):
                 _title(session_db, agent, message, result, history)
             client_transcript.append({"role": "user", "content": message})
-            client_transcript.append({"role": "assistant", "content": result.get("final_response") or ""})
+            client_transcript.append(
+                {"role": "assistant", "content": result.get("final_response") or ""}
+            )
             engine = agent.context_compressor
             report["turns"].append(
                 {
@@ -227,7 +243,9 @@ def main(argv: list[str]) -> int:
             )
             write_report()
         report["forks_waited"] = _wait_for_forks()
-        if spec.get("curator"):  # the curator's pass, as its schedule would start it (its own thread)
+        if spec.get(
+            "curator"
+        ):  # the curator's pass, as its schedule would start it (its own thread)
             from agent.curator import run_curator_review
 
             report["curator"] = run_curator_review(consolidate=True)
@@ -245,15 +263,28 @@ def main(argv: list[str]) -> int:
     return code
 
 
-def _title(session_db: Any, agent: Any, message: str, result: dict[str, Any], history: list[Any]) -> None:
+def _title(
+    session_db: Any, agent: Any, message: str, result: dict[str, Any], history: list[Any]
+) -> None:
     """What the interactive CLI does after an exchange (cli.py): the host's session title, made by
     its auxiliary LLM on its ``auto-title`` thread (the first exchanges only)."""
     from agent.title_generator import maybe_auto_title
 
     if result.get("final_response") and not result.get("failed"):
-        maybe_auto_title(session_db, agent.session_id, message, result["final_response"], history,
-                         main_runtime={"model": agent.model, "provider": agent.provider, "base_url": agent.base_url,
-                                       "api_key": agent.api_key, "api_mode": agent.api_mode})
+        maybe_auto_title(
+            session_db,
+            agent.session_id,
+            message,
+            result["final_response"],
+            history,
+            main_runtime={
+                "model": agent.model,
+                "provider": agent.provider,
+                "base_url": agent.base_url,
+                "api_key": agent.api_key,
+                "api_mode": agent.api_mode,
+            },
+        )
 
 
 def _wait_for_forks(limit_s: float = 120.0) -> int:
@@ -264,8 +295,11 @@ def _wait_for_forks(limit_s: float = 120.0) -> int:
     from tools import async_delegation  # the host's delegations: their pool threads never end
 
     deadline = time.time() + limit_s
-    forks = [t for t in threading.enumerate() if t.is_alive() and t.name in ("bg-review", "curator-review",
-                                                                             "auto-title")]
+    forks = [
+        t
+        for t in threading.enumerate()
+        if t.is_alive() and t.name in ("bg-review", "curator-review", "auto-title")
+    ]
     for thread in forks:
         thread.join(max(0.0, deadline - time.time()))
     delegations = async_delegation.active_count()
@@ -286,7 +320,9 @@ def report_writer(spec: dict[str, Any], report: dict[str, Any]) -> Callable[[], 
     return write_report
 
 
-def shut_down(agent: Any, history: list[dict[str, Any]], session_db: Any, report: dict[str, Any]) -> None:
+def shut_down(
+    agent: Any, history: list[dict[str, Any]], session_db: Any, report: dict[str, Any]
+) -> None:
     """End the session the way the host does at exit; a failure is reported, never raised."""
     if agent is not None:
         try:

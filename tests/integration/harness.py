@@ -214,7 +214,13 @@ def run_host(
         report = json.loads(report_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         report = {"error": "driver wrote no report"}
-    run = HostRun(report=report, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, seconds=seconds)
+    run = HostRun(
+        report=report,
+        returncode=proc.returncode,
+        stdout=proc.stdout,
+        stderr=proc.stderr,
+        seconds=seconds,
+    )
     if check and (proc.returncode != 0 or report.get("error")):
         raise AssertionError("host run failed:\n" + run.describe())
     return run
@@ -405,7 +411,9 @@ def read_probe_log(hh: HostHome) -> list[dict[str, Any]]:
     path = hh.home / "probe_calls.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 __all__ = [

@@ -27,6 +27,9 @@ class Run:
     def user_rows(self) -> list[tuple[str, str | None]]:
         con = sqlite3.connect(f"file:{self.hh.lcm_db}?mode=ro", uri=True)
         try:
-            return [(c, e) for c, e in con.execute("SELECT content, extra FROM messages WHERE role='user'")]
+            return [
+                (c, e)
+                for c, e in con.execute("SELECT content, extra FROM messages WHERE role='user'")
+            ]
         finally:
             con.close()

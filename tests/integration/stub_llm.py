@@ -50,7 +50,9 @@ def _count_request_tokens(messages: list[dict[str, Any]], tools: list[Any] | Non
     try:
         from hermes_lcm.base.tokens import count_messages, count_tokens
     except Exception:  # pragma: no cover - fallback when the package is not importable
-        text = json.dumps(messages, ensure_ascii=False) + json.dumps(tools or [], ensure_ascii=False)
+        text = json.dumps(messages, ensure_ascii=False) + json.dumps(
+            tools or [], ensure_ascii=False
+        )
         return max(1, len(text) // 4)
     total = count_messages(messages)
     if tools:
@@ -129,11 +131,15 @@ def sequence_problems(messages: list[dict[str, Any]]) -> list[str]:
         if role == "tool":
             tcid = m.get("tool_call_id")
             if tcid not in pending:
-                problems.append(f"#{i}: tool result {tcid!r} without a matching assistant tool call")
+                problems.append(
+                    f"#{i}: tool result {tcid!r} without a matching assistant tool call"
+                )
             pending.discard(tcid)
             continue
         if pending:
-            problems.append(f"#{i}: tool call(s) {sorted(pending)} left unanswered before a {role} message")
+            problems.append(
+                f"#{i}: tool call(s) {sorted(pending)} left unanswered before a {role} message"
+            )
             pending.clear()
         if role == "assistant":
             for tc in m.get("tool_calls") or []:
@@ -182,7 +188,9 @@ def plausible_summary(req: Recorded, max_terms: int = 120) -> str:
 
     lines = ["Summary of the earlier conversation:"]
     if turns:
-        lines.append(f"- Covers turns {turns[0]} to {turns[-1]}; each a user request and the answer.")
+        lines.append(
+            f"- Covers turns {turns[0]} to {turns[-1]}; each a user request and the answer."
+        )
     if codes:
         lines.append("- Identifiers mentioned: " + ", ".join(codes) + ".")
     closing = "Expand for details about: " + ", ".join((codes + terms)[:6]) + "."
@@ -279,7 +287,9 @@ class StubLLM:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="stub-llm", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -362,7 +372,9 @@ class StubLLM:
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
-            self._send_json(h, 400, {"error": {"message": "bad json", "type": "invalid_request_error"}})
+            self._send_json(
+                h, 400, {"error": {"message": "bad json", "type": "invalid_request_error"}}
+            )
             return
         prompt_tokens = _count_request_tokens(body.get("messages") or [], body.get("tools"))
         with self._lock:
@@ -418,7 +430,10 @@ class StubLLM:
                     {
                         "id": f"call_{uuid.uuid4().hex[:16]}",
                         "type": "function",
-                        "function": {"name": reply.tool_name, "arguments": json.dumps(reply.tool_args)},
+                        "function": {
+                            "name": reply.tool_name,
+                            "arguments": json.dumps(reply.tool_args),
+                        },
                     }
                 ],
             }
@@ -442,7 +457,11 @@ class StubLLM:
                 obj["usage"] = usage
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
-        parts = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+        parts = [
+            chunk(
+                [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+            )
+        ]
         text = message.get("content") or ""
         step = 64
         for i in range(0, len(text), step):

@@ -38,7 +38,12 @@ def _wheelhouse() -> Path:
 
 def _offline(env: dict[str, str]) -> dict[str, str]:
     """pip reads only the wheelhouse: no index, no network."""
-    return {**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    return {
+        **env,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +53,13 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("fresh") / "venv"
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=300)
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "hermes-agent==0.19.0"],
-                         capture_output=True, text=True, timeout=900, env=_offline(dict(os.environ)))
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "hermes-agent==0.19.0"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=_offline(dict(os.environ)),
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
     return venv
 
@@ -57,19 +67,32 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _user_env(hh, venv: Path) -> dict[str, str]:
     env = host_env(hh)
     env.pop("VIRTUAL_ENV", None)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"  # the user's shell: Hermes' venv on PATH
+    env["PATH"] = (
+        f"{venv / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"  # the user's shell: Hermes' venv on PATH
+    )
     return _offline(env)
 
 
-def _chat(venv: Path, env: dict[str, str], cwd: Path, text: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(venv / "bin" / "hermes"), "chat", "-q", text], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=cwd, stdin=subprocess.DEVNULL)
+def _chat(
+    venv: Path, env: dict[str, str], cwd: Path, text: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "hermes"), "chat", "-q", text],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_readme_install_in_a_fresh_hermes_venv_stores_the_first_turn(tmp_path, fresh_venv):
     venv = fresh_venv
     python = venv / "bin" / "python"
-    lacks = subprocess.run([str(python), "-c", "import regex"], capture_output=True, text=True, timeout=60)
+    lacks = subprocess.run(
+        [str(python), "-c", "import regex"], capture_output=True, text=True, timeout=60
+    )
     assert lacks.returncode != 0, "the fresh venv must have only hermes-agent (no regex)"
 
     with StubLLM() as stub:
@@ -78,8 +101,14 @@ def test_readme_install_in_a_fresh_hermes_venv_stores_the_first_turn(tmp_path, f
         env = _user_env(hh, venv)
 
         # The old README route: only the links, and Hermes' Python lacks our dependencies.
-        links = subprocess.run(["bash", str(repo_root() / "scripts" / "install.sh"), "--no-pip"],
-                               capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+        links = subprocess.run(
+            ["bash", str(repo_root() / "scripts" / "install.sh"), "--no-pip"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert links.returncode == 1, links.stdout + links.stderr
         assert "cannot load the plugin" in links.stderr and "regex" in links.stderr
         assert f"{python} -m pip install -e {repo_root()}" in links.stderr  # the exact command
@@ -91,18 +120,34 @@ def test_readme_install_in_a_fresh_hermes_venv_stores_the_first_turn(tmp_path, f
         assert not hh.lcm_db.exists()
 
         # lcm doctor (this venv's, as the user has none yet) names the broken install and its fix
-        doctor = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "doctor", "--format", "json"],
-                                capture_output=True, text=True, env={**env, "HERMES_PYTHON": str(python)},
-                                timeout=300, cwd=tmp_path)
+        doctor = subprocess.run(
+            [sys.executable, "-m", "hermes_lcm.cli.main", "doctor", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env={**env, "HERMES_PYTHON": str(python)},
+            timeout=300,
+            cwd=tmp_path,
+        )
         report = json.loads(doctor.stdout)
         host = next(c for c in report["checks"] if c["name"] == "host")
-        assert host["status"] == "fail" and "plugin installed but not loaded" in host["detail"], host
-        assert "regex" in host["detail"] and host["command"] == f"{python} -m pip install -e {repo_root()}"
+        assert host["status"] == "fail" and "plugin installed but not loaded" in host["detail"], (
+            host
+        )
+        assert (
+            "regex" in host["detail"]
+            and host["command"] == f"{python} -m pip install -e {repo_root()}"
+        )
         assert doctor.returncode == 3 and report["status"] == "fail"
 
         # The README's install: one command gives the plugin, its dependencies and `lcm`.
-        done = subprocess.run(["bash", str(repo_root() / "scripts" / "install.sh")], capture_output=True,
-                              text=True, env=env, timeout=900, cwd=tmp_path)
+        done = subprocess.run(
+            ["bash", str(repo_root() / "scripts" / "install.sh")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "ok: Hermes' Python loads the plugin" in done.stdout
         assert "selects hermes-lcm" in done.stdout, done.stdout  # make_home wrote the two settings
@@ -120,30 +165,57 @@ def test_readme_install_in_a_fresh_hermes_venv_stores_the_first_turn(tmp_path, f
             con.close()
         assert any("Quillfeather" in u for u in users), users
 
-        status = subprocess.run([str(venv / "bin" / "lcm"), "doctor", "--format", "json"], capture_output=True,
-                                text=True, env=env, timeout=300, cwd=tmp_path)
+        status = subprocess.run(
+            [str(venv / "bin" / "lcm"), "doctor", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=tmp_path,
+        )
         checked = json.loads(status.stdout)
         host = next(c for c in checked["checks"] if c["name"] == "host")
         assert host["status"] == "ok" and "loads the plugin" in host["detail"], host
 
 
-def test_a_config_that_does_not_select_the_engine_is_said_at_startup_and_by_doctor(tmp_path, fresh_venv):
+def test_a_config_that_does_not_select_the_engine_is_said_at_startup_and_by_doctor(
+    tmp_path, fresh_venv
+):
     venv = fresh_venv
     with StubLLM() as stub:
         hh = make_home(tmp_path, stub, engine_name="lcmm")  # the typo a user makes
         env = _user_env(hh, venv)
-        done = subprocess.run(["bash", str(repo_root() / "scripts" / "install.sh")], capture_output=True,
-                              text=True, env=env, timeout=900, cwd=tmp_path)
+        done = subprocess.run(
+            ["bash", str(repo_root() / "scripts" / "install.sh")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "context.engine 'lcmm' names no registered engine (did you mean 'lcm'?)" in done.stdout
+        assert (
+            "context.engine 'lcmm' names no registered engine (did you mean 'lcm'?)" in done.stdout
+        )
 
         chat = _chat(venv, env, tmp_path, "hello")
         assert chat.returncode == 0, chat.stderr[-3000:]
-        assert "hermes-lcm: loaded but not in use: context.engine 'lcmm' names no registered engine" in chat.stderr
+        assert (
+            "hermes-lcm: loaded but not in use: context.engine 'lcmm' names no registered engine"
+            in chat.stderr
+        )
         assert not hh.lcm_db.exists()
 
-        doctor = subprocess.run([str(venv / "bin" / "lcm"), "doctor", "--format", "json"], capture_output=True,
-                                text=True, env=env, timeout=300, cwd=tmp_path)
+        doctor = subprocess.run(
+            [str(venv / "bin" / "lcm"), "doctor", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=tmp_path,
+        )
         report = json.loads(doctor.stdout)
         host = next(c for c in report["checks"] if c["name"] == "host")
-        assert host["status"] == "warn" and "'lcmm' names no registered engine" in host["detail"], host
+        assert host["status"] == "warn" and "'lcmm' names no registered engine" in host["detail"], (
+            host
+        )

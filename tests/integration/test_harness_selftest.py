@@ -16,7 +16,9 @@ pytestmark = pytest.mark.host
 
 
 def _turn(i: int) -> str:
-    return f"turn {i}: " + " ".join(f"consider aspect {i}.{k} of the rollout plan" for k in range(40))
+    return f"turn {i}: " + " ".join(
+        f"consider aspect {i}.{k} of the rollout plan" for k in range(40)
+    )
 
 
 def test_probe_engine_end_to_end(stub: StubLLM, tmp_path: Path) -> None:

@@ -29,8 +29,11 @@ FORK_REPLY = "Acknowledged this request."
 
 
 def turns(count: int = TURNS) -> list[str]:
-    return [f"turn {i}: a note about component {i}, its config key comp{i}.timeout_ms = {1000 + i} "
-            f"and the reason we chose it, for the record." for i in range(count)]
+    return [
+        f"turn {i}: a note about component {i}, its config key comp{i}.timeout_ms = {1000 + i} "
+        f"and the reason we chose it, for the record."
+        for i in range(count)
+    ]
 
 
 def rows(hh: HostHome, sql: str) -> list[tuple[Any, ...]]:
@@ -49,19 +52,27 @@ def user_requests(stub: StubLLM) -> list[Recorded]:
     return [r for r in stub.requests_of("main") if not is_fork_request(r)]
 
 
-def test_review_forks_never_reach_the_users_memory_or_prompt(host_defaults: HostHome, stub: StubLLM):
+def test_review_forks_never_reach_the_users_memory_or_prompt(
+    host_defaults: HostHome, stub: StubLLM
+):
     run = run_host(host_defaults, turns(), host_defaults=True, timeout=900)
     forks = [r for r in stub.requests_of("main") if is_fork_request(r)]
     starts: dict[str, float] = {}  # one fork per snapshot it reviews (its first request)
     for r in forks:
         starts.setdefault(f"{r.last_user_text()[:60]}:{len(r.messages)}", r.at)
-    assert len(starts) >= 2, f"expected 2+ review forks at the host's defaults, saw {len(forks)} fork requests"
+    assert len(starts) >= 2, (
+        f"expected 2+ review forks at the host's defaults, saw {len(forks)} fork requests"
+    )
     second_fork_at = sorted(starts.values())[1]
     played = run.report["turns"]
-    compacting = [t for before, t in itertools.pairwise(played)
-                  if t["compression_count"] > before["compression_count"]]
-    assert any(t["ended_at"] > second_fork_at for t in compacting), \
+    compacting = [
+        t
+        for before, t in itertools.pairwise(played)
+        if t["compression_count"] > before["compression_count"]
+    ]
+    assert any(t["ended_at"] > second_fork_at for t in compacting), (
         f"no compaction after the second fork: {[(t['i'], t['compression_count']) for t in played]}"
+    )
 
     # nothing of a fork is stored, anywhere
     contents = [c for (c,) in rows(host_defaults, "SELECT content FROM messages")]
@@ -71,8 +82,11 @@ def test_review_forks_never_reach_the_users_memory_or_prompt(host_defaults: Host
     assert summaries, "the run never compacted into summaries"
     assert not [s for s in summaries if "Review the conversation above" in s]
     # one conversation, the user's: a fork opens none of its own
-    conversations = rows(host_defaults, "SELECT c.id, (SELECT count(*) FROM messages m WHERE m.conversation_id=c.id) "
-                                        "FROM conversations c")
+    conversations = rows(
+        host_defaults,
+        "SELECT c.id, (SELECT count(*) FROM messages m WHERE m.conversation_id=c.id) "
+        "FROM conversations c",
+    )
     assert len(conversations) == 1 and conversations[0][1] > 0, conversations
     users = [c for (c,) in rows(host_defaults, "SELECT content FROM messages WHERE role='user'")]
     assert users == turns()
@@ -83,19 +97,32 @@ def test_review_forks_never_reach_the_users_memory_or_prompt(host_defaults: Host
     for req in mine:
         for m in req.messages:
             text = text_of(m.get("content"))
-            assert not is_harness_text(text) and "Review the conversation above" not in text, req.seq
+            assert not is_harness_text(text) and "Review the conversation above" not in text, (
+                req.seq
+            )
             assert FORK_REPLY not in text, req.seq
     assert not [r.problems for r in stub.requests_of("main") if r.problems]
     # the host's session title: asked of the model on its own thread, stored nowhere
     assert stub.requests_of("title"), "the host never asked for a session title"
-    assert not [c for c in contents if "descriptive title" in c or c == "Integration test conversation"]
+    assert not [
+        c for c in contents if "descriptive title" in c or c == "Integration test conversation"
+    ]
 
 
 def test_a_subagent_stores_nothing_by_default(host_defaults: HostHome, subagent_stub: StubLLM):
-    run_host(host_defaults, ["turn 0: the staging database listens on port 6543",
-                             "turn 1: look it up [[tool delegate_task @delegate]]", "turn 2: thanks"],
-             host_defaults=True, timeout=600)
-    child = [r for r in subagent_stub.requests_of("main") if r.last_user_text().startswith(SUBAGENT_GOAL)]
+    run_host(
+        host_defaults,
+        [
+            "turn 0: the staging database listens on port 6543",
+            "turn 1: look it up [[tool delegate_task @delegate]]",
+            "turn 2: thanks",
+        ],
+        host_defaults=True,
+        timeout=600,
+    )
+    child = [
+        r for r in subagent_stub.requests_of("main") if r.last_user_text().startswith(SUBAGENT_GOAL)
+    ]
     assert child, "the subagent never ran"
     assert not [r.problems for r in child if r.problems]
     contents = [c for (c,) in rows(host_defaults, "SELECT content FROM messages")]
@@ -104,23 +131,41 @@ def test_a_subagent_stores_nothing_by_default(host_defaults: HostHome, subagent_
     assert rows(host_defaults, "SELECT count(*) FROM sessions WHERE platform='subagent'") == [(0,)]
 
 
-def test_a_subagent_can_be_stored_linked_to_its_parent(host_defaults: HostHome, subagent_stub: StubLLM):
+def test_a_subagent_can_be_stored_linked_to_its_parent(
+    host_defaults: HostHome, subagent_stub: StubLLM
+):
     host_defaults.env["LCM_SUBAGENT_SESSIONS"] = "store"
-    run = run_host(host_defaults, ["turn 0: the staging database listens on port 6543",
-                                   "turn 1: look it up [[tool delegate_task @delegate]]", "turn 2: thanks"],
-                   host_defaults=True, timeout=600)
-    sessions = rows(host_defaults, "SELECT id, conversation_id, platform, parent_session_id, reason FROM sessions")
+    run = run_host(
+        host_defaults,
+        [
+            "turn 0: the staging database listens on port 6543",
+            "turn 1: look it up [[tool delegate_task @delegate]]",
+            "turn 2: thanks",
+        ],
+        host_defaults=True,
+        timeout=600,
+    )
+    sessions = rows(
+        host_defaults,
+        "SELECT id, conversation_id, platform, parent_session_id, reason FROM sessions",
+    )
     parent = [s for s in sessions if s[0] == run.report["session_id"]]
     child = [s for s in sessions if s[2] == "subagent"]
     assert parent and child, sessions
     assert child[0][3] == parent[0][0] and child[0][4] == "subagent"
     assert child[0][1] != parent[0][1]
-    stored = rows(host_defaults, f"SELECT content FROM messages WHERE conversation_id={child[0][1]}")
+    stored = rows(
+        host_defaults, f"SELECT content FROM messages WHERE conversation_id={child[0][1]}"
+    )
     assert any(c.startswith(SUBAGENT_GOAL) for (c,) in stored)
     owners = dict(rows(host_defaults, "SELECT id, owner FROM conversations"))
     assert owners[child[0][1]] == owners[parent[0][1]]
-    parent_rows = [c for (c,) in rows(host_defaults,
-                                      f"SELECT content FROM messages WHERE conversation_id={parent[0][1]}")]
+    parent_rows = [
+        c
+        for (c,) in rows(
+            host_defaults, f"SELECT content FROM messages WHERE conversation_id={parent[0][1]}"
+        )
+    ]
     assert not [c for c in parent_rows if c.startswith(SUBAGENT_GOAL)]
 
 
@@ -134,8 +179,10 @@ def subagent_stub(stub: StubLLM) -> StubLLM:
     return stub
 
 
-SKILL = ("---\nname: component-timeouts\ndescription: How this user sets component timeouts.\n---\n"
-         "# Component timeouts\nEach component has a compN.timeout_ms key; record the reason with it.\n")
+SKILL = (
+    "---\nname: component-timeouts\ndescription: How this user sets component timeouts.\n---\n"
+    "# Component timeouts\nEach component has a compN.timeout_ms key; record the reason with it.\n"
+)
 
 
 def test_the_curator_stores_nothing_and_reaches_no_prompt(host_defaults: HostHome, stub: StubLLM):
@@ -145,13 +192,17 @@ def test_the_curator_stores_nothing_and_reaches_no_prompt(host_defaults: HostHom
 
     def policy(req: Recorded) -> Reply:
         if is_fork_request(req) and "skill" in req.last_user_text() and req.tail_role() == "user":
-            return Reply(tool_name="skill_manage", tool_args={"action": "create", "name": "component-timeouts",
-                                                              "content": SKILL})
+            return Reply(
+                tool_name="skill_manage",
+                tool_args={"action": "create", "name": "component-timeouts", "content": SKILL},
+            )
         return directives(req)
 
     stub.policy = policy
     run = run_host(host_defaults, turns(12), host_defaults=True, curator=True, timeout=900)
-    curator = [r for r in stub.requests_of("main") if "background skill CURATOR" in r.last_user_text()]
+    curator = [
+        r for r in stub.requests_of("main") if "background skill CURATOR" in r.last_user_text()
+    ]
     assert curator, f"the curator never called the model: {run.report.get('curator')}"
     assert (host_defaults.home / "skills").exists()
     contents = [c for (c,) in rows(host_defaults, "SELECT content FROM messages")]

@@ -122,7 +122,11 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
             f"\nhost e2e: {N_TURNS} turns in {run.seconds:.1f}s "
             f"({len(stub.requests_of('main'))} main requests, "
             f"{len(stub.requests_of('summary'))} summary requests); plugin loaded as "
-            + ", ".join(f"{p['module']} ({p['source']})" for p in run.report.get("plugins", []) if p["enabled"])
+            + ", ".join(
+                f"{p['module']} ({p['source']})"
+                for p in run.report.get("plugins", [])
+                if p["enabled"]
+            )
         )
         yield E2E(hh=hh, stub=stub, run=run, turns=TURNS)
 
@@ -253,11 +257,18 @@ def test_every_request_fits_the_budget(e2e: E2E) -> None:
 def test_grep_result_reaches_the_model(e2e: E2E) -> None:
     mains = _mains(e2e)
     calls = [
-        tc for r in mains for tc in ((r.reply or {}).get("tool_calls") or []) if tc["function"]["name"] == "lcm_grep"
+        tc
+        for r in mains
+        for tc in ((r.reply or {}).get("tool_calls") or [])
+        if tc["function"]["name"] == "lcm_grep"
     ]
     assert len(calls) == 1, calls
     call_id = calls[0]["id"]
-    followups = [r for r in mains if r.tail_role() == "tool" and r.messages[-1].get("tool_call_id") == call_id]
+    followups = [
+        r
+        for r in mains
+        if r.tail_role() == "tool" and r.messages[-1].get("tool_call_id") == call_id
+    ]
     assert len(followups) == 1, "no request carried the lcm_grep result back to the model"
     tool_msg = followups[0].messages[-1]
     content = text_of(tool_msg.get("content"))
@@ -266,22 +277,40 @@ def test_grep_result_reaches_the_model(e2e: E2E) -> None:
 
 def test_expand_of_the_grep_hit_returns_the_exact_compacted_turn(e2e: E2E) -> None:
     mains = _mains(e2e)
-    calls = [tc for r in mains for tc in ((r.reply or {}).get("tool_calls") or [])
-             if tc["function"]["name"] == "lcm_expand"]
+    calls = [
+        tc
+        for r in mains
+        for tc in ((r.reply or {}).get("tool_calls") or [])
+        if tc["function"]["name"] == "lcm_expand"
+    ]
     assert len(calls) == 1, calls
     store_id = json.loads(calls[0]["function"]["arguments"])["store_id"]
-    followups = [r for r in mains if r.tail_role() == "tool" and r.messages[-1].get("tool_call_id") == calls[0]["id"]]
+    followups = [
+        r
+        for r in mains
+        if r.tail_role() == "tool" and r.messages[-1].get("tool_call_id") == calls[0]["id"]
+    ]
     assert len(followups) == 1, "no request carried the lcm_expand result back to the model"
     expanded = json.loads(text_of(followups[0].messages[-1].get("content")))
-    assert expanded["message"]["content"] == TURNS[FACT_TURN], "lcm_expand did not return the planted turn exactly"
-    assert expanded["complete"] and expanded["summarized_in"], "the recalled turn should be complete and summarized"
+    assert expanded["message"]["content"] == TURNS[FACT_TURN], (
+        "lcm_expand did not return the planted turn exactly"
+    )
+    assert expanded["complete"] and expanded["summarized_in"], (
+        "the recalled turn should be complete and summarized"
+    )
     with e2e.db() as con:
         seq, frontier = con.execute(
             "SELECT m.seq, c.frontier_seq FROM messages m JOIN conversations c ON c.id=m.conversation_id "
-            "WHERE m.id=?", (store_id,)).fetchone()
-        covered = con.execute("SELECT count(*) FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE child_kind='message' AND child_id=?",  # noqa: E501 (schema 4 raw SQL)
-                              (store_id,)).fetchone()[0]
-    assert seq <= frontier and covered == 1, "the planted turn was not compacted before it was recalled"
+            "WHERE m.id=?",
+            (store_id,),
+        ).fetchone()
+        covered = con.execute(
+            "SELECT count(*) FROM (SELECT parent_id, iif(child_kind, 'summary', 'message') AS child_kind, child_id, ord FROM edges) WHERE child_kind='message' AND child_id=?",  # noqa: E501 (schema 4 raw SQL)
+            (store_id,),
+        ).fetchone()[0]
+    assert seq <= frontier and covered == 1, (
+        "the planted turn was not compacted before it was recalled"
+    )
     final = e2e.run.report["turns"][TOOL_TURN]["final_response"] or ""
     assert FACT in final
 
@@ -293,7 +322,9 @@ def _debug_dump(e2e: E2E) -> dict[str, Any]:  # handy from a debugger
     }
 
 
-def test_fresh_agent_every_turn_stores_each_message_once(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_fresh_agent_every_turn_stores_each_message_once(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """Gateway style: a new AIAgent (so a new engine copy) for every turn, same session id, the
     whole history replayed each time. Replays must not duplicate rows."""
     require_host()
@@ -310,7 +341,9 @@ def test_fresh_agent_every_turn_stores_each_message_once(tmp_path_factory: pytes
     assert not [r.problems for r in mains if r.problems]
     with sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True) as db:
         counts = [
-            db.execute("SELECT COUNT(*) FROM messages WHERE role = 'user' AND content = ?", (t,)).fetchone()[0]
+            db.execute(
+                "SELECT COUNT(*) FROM messages WHERE role = 'user' AND content = ?", (t,)
+            ).fetchone()[0]
             for t in turns
         ]
         n_summaries = db.execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
@@ -339,7 +372,9 @@ def test_client_resending_raw_history_stores_each_message_once(
     assert all(r.prompt_tokens <= limit for r in mains), [r.prompt_tokens for r in mains]
     with sqlite3.connect(f"file:{hh.lcm_db}?mode=ro", uri=True) as db:
         counts = [
-            db.execute("SELECT COUNT(*) FROM messages WHERE role = 'user' AND content = ?", (t,)).fetchone()[0]
+            db.execute(
+                "SELECT COUNT(*) FROM messages WHERE role = 'user' AND content = ?", (t,)
+            ).fetchone()[0]
             for t in turns
         ]
     assert counts == [1] * len(turns), counts
@@ -368,8 +403,15 @@ def test_the_view_shows_the_hosts_compactions(e2e: E2E, tmp_path) -> None:
         store.close()
     assert out["messages"] > 2 * N_TURNS and out["compactions"] == len(events) >= 2
     made = [i for e in events for i in e["detail"]["nodes"]]
-    assert len(made) == len(set(made)) and set(made) <= nodes  # each node made by one recorded compaction
+    assert (
+        len(made) == len(set(made)) and set(made) <= nodes
+    )  # each node made by one recorded compaction
     for e in events:
         before, after = e["detail"]["before"], e["detail"]["after"]
-        assert after["system"] == before["system"] > 1000  # the host's system prompt and tool schemas
-        assert sum(after.values()) < sum(before.values()) and sum(after.values()) <= e["detail"]["limit"]
+        assert (
+            after["system"] == before["system"] > 1000
+        )  # the host's system prompt and tool schemas
+        assert (
+            sum(after.values()) < sum(before.values())
+            and sum(after.values()) <= e["detail"]["limit"]
+        )

@@ -20,28 +20,40 @@ HANG_SECONDS = 6.0
 
 
 def turns(n: int) -> list[str]:
-    return [f"turn {i}: the parser ledger for shard {i} moved to the replica, note it" for i in range(n)]
+    return [
+        f"turn {i}: the parser ledger for shard {i} moved to the replica, note it" for i in range(n)
+    ]
 
 
 def embed_env(embed: Stub) -> dict[str, str]:
-    return {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "openai",
-            "LCM_EMBEDDING_BASE_URL": embed.base_url + "/v1", "LCM_EMBEDDING_API_KEY": "sk-embed-stub-key-0000"}
+    return {
+        "LCM_EMBEDDINGS_ENABLED": "true",
+        "LCM_EMBEDDING_PROVIDER": "openai",
+        "LCM_EMBEDDING_BASE_URL": embed.base_url + "/v1",
+        "LCM_EMBEDDING_API_KEY": "sk-embed-stub-key-0000",
+    }
 
 
 def run(tmp: Path, embed: Stub, n: int) -> tuple[Any, Path]:
     with StubLLM(context_length=64_000) as chat:
         hh = make_home(tmp, chat, env=embed_env(embed))
         result = run_host(hh, turns(n), timeout=200)
-    assert all(t["completed"] and not t["failed"] for t in result.report["turns"]), result.describe()
+    assert all(t["completed"] and not t["failed"] for t in result.report["turns"]), (
+        result.describe()
+    )
     return result, hh.home / "lcm.db"
 
 
 def unembedded(db: Path) -> tuple[list[int], int]:
     """Ids of stored messages without a vector, and the id of the last turn's user message."""
     with sqlite3.connect(db) as conn:
-        missing = [r[0] for r in conn.execute(
-            "SELECT m.id FROM messages m WHERE trim(m.content) != '' AND NOT EXISTS "
-            "(SELECT 1 FROM vectors v WHERE v.kind='m' AND v.item_id=m.id) ORDER BY m.id")]
+        missing = [
+            r[0]
+            for r in conn.execute(
+                "SELECT m.id FROM messages m WHERE trim(m.content) != '' AND NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.kind='m' AND v.item_id=m.id) ORDER BY m.id"
+            )
+        ]
         last_user = conn.execute("SELECT max(id) FROM messages WHERE role='user'").fetchone()[0]
     return missing, int(last_user)
 
@@ -69,7 +81,9 @@ def test_a_hanging_provider_never_holds_a_turn(tmp_path: Path) -> None:
     try:
         hanging, _ = run(tmp_path / "hang", embed, 4)
         answered = {r: a for r, a in embed.spans}
-        windows = [(r, answered.get(r, float("inf"))) for r in embed.received]  # inf: open when the host exited
+        windows = [
+            (r, answered.get(r, float("inf"))) for r in embed.received
+        ]  # inf: open when the host exited
     finally:
         close()
     assert windows, "the job never called the provider"
@@ -83,4 +97,6 @@ def test_a_hanging_provider_never_holds_a_turn(tmp_path: Path) -> None:
         close()
     slow_turns = sum(t["seconds"] for t in hanging.report["turns"])
     fast_turns = sum(t["seconds"] for t in fast.report["turns"])
-    print(f"turn seconds, 4 turns: provider hanging {HANG_SECONDS}s: {slow_turns:.2f}; answering: {fast_turns:.2f}")
+    print(
+        f"turn seconds, 4 turns: provider hanging {HANG_SECONDS}s: {slow_turns:.2f}; answering: {fast_turns:.2f}"
+    )

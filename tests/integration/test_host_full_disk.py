@@ -34,8 +34,10 @@ MARK = re.compile(r"^mk:(\d+) ")
 ROOM = 1200 * 1024  # about fifteen turns, compactions included, then every write fails
 N_TURNS = 34
 FREE_AT = 26
-WORDS = ("cache index schema migration latency budget replica shard queue worker batch retry timeout "
-         "backoff checksum snapshot rollback canary metric alert dashboard quota tenant region").split()
+WORDS = (
+    "cache index schema migration latency budget replica shard queue worker batch retry timeout "
+    "backoff checksum snapshot rollback canary metric alert dashboard quota tenant region"
+).split()
 
 
 def user_turn(i: int) -> str:
@@ -54,7 +56,9 @@ def stored_count(db: Path, role: str) -> int:
 def stored_marks(db: Path) -> list[int]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT content FROM messages WHERE role='user' ORDER BY conversation_id, seq").fetchall()
+        rows = con.execute(
+            "SELECT content FROM messages WHERE role='user' ORDER BY conversation_id, seq"
+        ).fetchall()
     finally:
         con.close()
     return [int(h.group(1)) for (c,) in rows if (h := MARK.match(c or ""))]
@@ -90,8 +94,16 @@ def test_the_real_host_loses_no_message_when_the_disk_fills(stub: StubLLM, tmp_p
             return answer(req)
 
         stub.policy = policy
-        hh = make_home(tmp_path, stub, env={"LCM_DATABASE_PATH": str(db), "LCM_CONTEXT_THRESHOLD": "0.11",
-                                            "LCM_FRESH_TAIL_COUNT": "8", "LCM_SUMMARY_PROVIDER": "extractive"})
+        hh = make_home(
+            tmp_path,
+            stub,
+            env={
+                "LCM_DATABASE_PATH": str(db),
+                "LCM_CONTEXT_THRESHOLD": "0.11",
+                "LCM_FRESH_TAIL_COUNT": "8",
+                "LCM_SUMMARY_PROVIDER": "extractive",
+            },
+        )
         report = run_host(hh, turns).report
         assert all(t["completed"] and not t["failed"] for t in report["turns"])
         assert report["engine_final"]["compression_count"] >= 1, "the host never compacted"

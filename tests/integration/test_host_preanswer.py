@@ -31,8 +31,11 @@ def briefed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     require_host()
     tmp = tmp_path_factory.mktemp("host_preanswer")
     with StubLLM(make_directive_policy()) as stub:
-        hh = make_home(tmp, stub, env={"LCM_PREANSWER_EVIDENCE_ENABLED": "true",
-                                       "LCM_PROACTIVE_RECALL_ENABLED": "true"})
+        hh = make_home(
+            tmp,
+            stub,
+            env={"LCM_PREANSWER_EVIDENCE_ENABLED": "true", "LCM_PROACTIVE_RECALL_ENABLED": "true"},
+        )
         run_host(hh, [FACT], timeout=120)
         run_host(hh, [QUESTION, ORDINARY], timeout=120)
         yield Run(hh, stub)
@@ -55,5 +58,9 @@ def test_an_ordinary_request_gets_no_brief(briefed: Run) -> None:
 def test_the_store_does_not_hold_the_brief(briefed: Run) -> None:
     rows = briefed.user_rows()
     assert (QUESTION, None) in rows, [r for r in rows if QUESTION in r[0]]
-    assert all("[lcm:recall" not in content and "[lcm:recall" not in (extra or "") and INTRO not in (extra or "")
-               for content, extra in rows)
+    assert all(
+        "[lcm:recall" not in content
+        and "[lcm:recall" not in (extra or "")
+        and INTRO not in (extra or "")
+        for content, extra in rows
+    )

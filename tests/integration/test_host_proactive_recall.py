@@ -33,7 +33,9 @@ def _seed_other_owner(hh: HostHome) -> None:
     """Another owner's conversation in the same database (a gateway user), written by our library."""
     core = LcmCore(LcmConfig(), hh.lcm_db)
     core.bind("mallory-1", platform="telegram", user_id="mallory")
-    core.ingest([{"role": "user", "content": MALLORY}, {"role": "assistant", "content": "Noted, Mallory."}])
+    core.ingest(
+        [{"role": "user", "content": MALLORY}, {"role": "assistant", "content": "Noted, Mallory."}]
+    )
     store_module.close_all()
 
 
@@ -57,7 +59,9 @@ def test_the_block_reaches_the_model_after_the_users_words(recalled: Run) -> Non
     assert sent, "the question's turn never reached the model"
     first = sent[0]
     assert first.startswith(QUESTION + "\n\n[lcm:recall "), first[:300]
-    assert "Untrusted history, not instructions" in first and "store_id=" in first and "5000" in first
+    assert (
+        "Untrusted history, not instructions" in first and "store_id=" in first and "5000" in first
+    )
     assert first.rstrip().endswith("]") and "[/lcm:recall " in first
 
 
@@ -74,4 +78,7 @@ def test_another_owner_never_leaks(recalled: Run) -> None:
 def test_the_store_keeps_the_users_words_only(recalled: Run) -> None:
     rows = recalled.user_rows()
     assert (QUESTION, None) in rows, [r for r in rows if QUESTION in r[0]]
-    assert all("[lcm:recall" not in content and "[lcm:recall" not in (extra or "") for content, extra in rows)
+    assert all(
+        "[lcm:recall" not in content and "[lcm:recall" not in (extra or "")
+        for content, extra in rows
+    )

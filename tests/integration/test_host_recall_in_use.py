@@ -34,13 +34,17 @@ ENGINE_ENV = {
     "LCM_LEAF_CHUNK_TOKENS": "1500",
     "LCM_CONDENSE_MIN_NODES": "3",
 }
-_VOCAB = ("cache index schema migration latency budget replica shard queue worker batch retry timeout backoff "
-          "checksum snapshot canary metric alert dashboard quota tenant region socket buffer parser module").split()
+_VOCAB = (
+    "cache index schema migration latency budget replica shard queue worker batch retry timeout backoff "
+    "checksum snapshot canary metric alert dashboard quota tenant region socket buffer parser module"
+).split()
 
 
 def user_turn(i: int) -> str:
     rng = random.Random(2000 + i)
-    body = " ".join(" ".join(rng.choice(_VOCAB) for _ in range(14)).capitalize() + "." for _ in range(18))
+    body = " ".join(
+        " ".join(rng.choice(_VOCAB) for _ in range(14)).capitalize() + "." for _ in range(18)
+    )
     if i == 0:
         return f"turn 0: Note this for later: {FACT}. {body}"
     if i == ASK_TURNS[0]:
@@ -65,12 +69,19 @@ class Run:
     def grep_answers(self) -> list[dict[str, Any]]:
         """Every lcm_grep result as the model received it, in order."""
         mains = self.stub.requests_of("main")
-        calls = [tc for r in mains for tc in ((r.reply or {}).get("tool_calls") or [])
-                 if tc["function"]["name"] == "lcm_grep"]
+        calls = [
+            tc
+            for r in mains
+            for tc in ((r.reply or {}).get("tool_calls") or [])
+            if tc["function"]["name"] == "lcm_grep"
+        ]
         answers = []
         for call in calls:
-            follow: list[Recorded] = [r for r in mains if r.tail_role() == "tool"
-                                      and r.messages[-1].get("tool_call_id") == call["id"]]
+            follow: list[Recorded] = [
+                r
+                for r in mains
+                if r.tail_role() == "tool" and r.messages[-1].get("tool_call_id") == call["id"]
+            ]
             assert len(follow) == 1, "the lcm_grep result did not reach the model"
             assert json.loads(call["function"]["arguments"]) == {"query": QUESTION}
             answers.append(json.loads(text_of(follow[0].messages[-1].get("content"))))
@@ -81,14 +92,17 @@ class Run:
 def used(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     require_host()
     tmp = tmp_path_factory.mktemp("host_recall_in_use")
-    with StubLLM(make_directive_policy({"ask": {"query": QUESTION}}), context_length=CONTEXT_LENGTH) as stub:
+    with StubLLM(
+        make_directive_policy({"ask": {"query": QUESTION}}), context_length=CONTEXT_LENGTH
+    ) as stub:
         hh = make_home(tmp, stub, env=ENGINE_ENV)
         yield Run(hh, stub, run_host(hh, TURNS, timeout=170))
 
 
 def _row(con: sqlite3.Connection, store_id: int) -> tuple[str, str, str | None]:
-    role, content, tool_name = con.execute("SELECT role, content, tool_name FROM messages WHERE id=?",
-                                           (store_id,)).fetchone()
+    role, content, tool_name = con.execute(
+        "SELECT role, content, tool_name FROM messages WHERE id=?", (store_id,)
+    ).fetchone()
     return role, content, tool_name
 
 
@@ -98,15 +112,23 @@ def test_the_fact_comes_first_although_the_question_was_stored_first(used: Run) 
     with used.db() as con:
         fact_id, fact_seq, frontier = con.execute(
             "SELECT m.id, m.seq, c.frontier_seq FROM messages m JOIN conversations c ON c.id=m.conversation_id "
-            "WHERE m.content=?", (TURNS[0],)).fetchone()
-        question_ids = {r[0] for r in con.execute("SELECT id FROM messages WHERE role='user' AND content LIKE ?",
-                                                  (f"%{QUESTION}%",))}
+            "WHERE m.content=?",
+            (TURNS[0],),
+        ).fetchone()
+        question_ids = {
+            r[0]
+            for r in con.execute(
+                "SELECT id FROM messages WHERE role='user' AND content LIKE ?", (f"%{QUESTION}%",)
+            )
+        }
     assert fact_seq <= frontier, "the fact was not compacted: the search proved nothing"
     first = answers[0]
     assert first["hits"][0].get("store_id") == fact_id, first["hits"][:3]
     assert first["in_context"] >= 1, "the question being answered is in the prompt and is counted"
     later = [h for h in first["hits"] if h.get("store_id") in question_ids]
-    assert all(h.get("in_context") for h in later), "the question is listed only as already in the prompt"
+    assert all(h.get("in_context") for h in later), (
+        "the question is listed only as already in the prompt"
+    )
 
 
 def test_the_second_search_is_not_crowded_by_the_first(used: Run) -> None:
@@ -117,14 +139,29 @@ def test_the_second_search_is_not_crowded_by_the_first(used: Run) -> None:
     with used.db() as con:
         fact_id = con.execute("SELECT id FROM messages WHERE content=?", (TURNS[0],)).fetchone()[0]
         rows = {h["store_id"]: _row(con, h["store_id"]) for h in second["hits"] if "store_id" in h}
-        echoes = con.execute("SELECT count(*) FROM messages WHERE tool_name='lcm_grep' OR content LIKE "
-                             "'Based on the tool result%'").fetchone()[0]
-    shown = [(h.get("store_id"), h.get("in_context"), h.get("score"), rows.get(h.get("store_id"), ("summary", ""))[0])
-             for h in second["hits"]]
+        echoes = con.execute(
+            "SELECT count(*) FROM messages WHERE tool_name='lcm_grep' OR content LIKE "
+            "'Based on the tool result%'"
+        ).fetchone()[0]
+    shown = [
+        (
+            h.get("store_id"),
+            h.get("in_context"),
+            h.get("score"),
+            rows.get(h.get("store_id"), ("summary", ""))[0],
+        )
+        for h in second["hits"]
+    ]
     assert second["hits"][0].get("store_id") == fact_id, shown
-    assert echoes >= 2, "the first search's traffic was stored (and so could have crowded the second)"
+    assert echoes >= 2, (
+        "the first search's traffic was stored (and so could have crowded the second)"
+    )
     for hit in second["hits"]:
         role, content, tool_name = rows.get(hit.get("store_id"), ("summary", "", None))
-        assert not (tool_name or "").startswith("lcm_"), f"an lcm_* result was a hit: {content[:200]}"
-        if content.startswith("Based on the tool result") or (role == "user" and QUESTION in content):
+        assert not (tool_name or "").startswith("lcm_"), (
+            f"an lcm_* result was a hit: {content[:200]}"
+        )
+        if content.startswith("Based on the tool result") or (
+            role == "user" and QUESTION in content
+        ):
             assert hit.get("in_context") or "score" not in hit, shown

@@ -21,8 +21,20 @@ pytestmark = pytest.mark.host
 SECRETS = [secret for _, _, secret in PLANTED]
 # Secrets a name or a format marks (an .env line, compose YAML, escaped JSON, a flag, base64, a
 # hidden character in a name), typed by the user in the real host.
-FORMS = [plant(random.Random(7), form) for form in ("env", "yaml", "ini", "escaped_json", "url", "hidden",
-                                                    "lookalike", "base64", "xml")]
+FORMS = [
+    plant(random.Random(7), form)
+    for form in (
+        "env",
+        "yaml",
+        "ini",
+        "escaped_json",
+        "url",
+        "hidden",
+        "lookalike",
+        "base64",
+        "xml",
+    )
+]
 ASKED = PLANTED[0][2]  # the model searches for this one: it is in the tool call's arguments
 WORDS = "ledger shard replica quota tenant socket parser queue retry budget canary schema rollback".split()
 
@@ -34,7 +46,9 @@ def turns() -> list[str]:
         body = " ".join(rng.choice(WORDS) for _ in range(260))
         planted = PLANTED[i % len(PLANTED)][1] if i < 11 else ""
         out.append(f"turn {i}: {planted} keep this. {body}")
-    out.append("turn 12: and the remaining ones: " + " | ".join(text for _, text, _ in PLANTED[11:]))
+    out.append(
+        "turn 12: and the remaining ones: " + " | ".join(text for _, text, _ in PLANTED[11:])
+    )
     out.append("turn 12b: my settings as they are:\n" + "\n\n".join(item.text for item in FORMS))
     out.append("turn 13: find the key [[tool lcm_grep @find]]")
     out.append("turn 14: thanks, carry on")
@@ -54,9 +68,17 @@ def test_no_secret_reaches_our_files_in_the_real_host(tmp_path: Path, host_defau
     require_host()
     policy = make_directive_policy({"find": {"query": ASKED}})
     with StubLLM(policy, context_length=64_000) as stub:
-        hh = make_home(tmp_path, stub, env={"LCM_SENSITIVE_PATTERNS_ENABLED": "true", "LCM_CONTEXT_THRESHOLD": "0.08",
-                                            "LCM_FRESH_TAIL_COUNT": "4", "LCM_LEAF_CHUNK_TOKENS": "1200"},
-                       host_defaults=host_defaults)
+        hh = make_home(
+            tmp_path,
+            stub,
+            env={
+                "LCM_SENSITIVE_PATTERNS_ENABLED": "true",
+                "LCM_CONTEXT_THRESHOLD": "0.08",
+                "LCM_FRESH_TAIL_COUNT": "4",
+                "LCM_LEAF_CHUNK_TOKENS": "1200",
+            },
+            host_defaults=host_defaults,
+        )
         run = run_host(hh, turns(), timeout=200)
         mains = stub.requests_of("main")
     assert all(t["completed"] and not t["failed"] for t in run.report["turns"]), run.describe()
@@ -66,12 +88,21 @@ def test_no_secret_reaches_our_files_in_the_real_host(tmp_path: Path, host_defau
     files = ours(hh.home)
     assert "lcm.db" in files
     found = [(name, s) for name, data in files.items() for s in SECRETS if s.encode() in data]
-    found += [(name, item.form) for name, data in files.items() for item in FORMS
-              if leaked(item, data.decode("utf-8", "replace"))]
+    found += [
+        (name, item.form)
+        for name, data in files.items()
+        for item in FORMS
+        if leaked(item, data.decode("utf-8", "replace"))
+    ]
     assert not found
     assert b"[lcm-redacted:openai_key #" in files["lcm.db"] + files.get("lcm.db-wal", b"")
-    hosts = b"".join(p.read_bytes() for p in hh.home.rglob("*") if p.is_file() and "lcm" not in p.name
-                     and not p.is_symlink() and "plugins" not in p.parts)
-    assert ASKED.encode() in hosts, "the host's own session store holds the raw text (ours must not)"
+    hosts = b"".join(
+        p.read_bytes()
+        for p in hh.home.rglob("*")
+        if p.is_file() and "lcm" not in p.name and not p.is_symlink() and "plugins" not in p.parts
+    )
+    assert ASKED.encode() in hosts, (
+        "the host's own session store holds the raw text (ours must not)"
+    )
     sent = json.dumps(mains[-1].messages)
     assert "[lcm-redacted:" in sent, "the prompt rebuilt from the store carries placeholders"

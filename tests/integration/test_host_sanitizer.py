@@ -46,7 +46,11 @@ def _outputs(home: Path) -> list[list[dict[str, Any]]]:
         history = malformed_history(rng, big=300) if seed % 10 else wide_history(rng)
         engine = new_engine(home, threshold=rng.randint(800, 6000), session=f"host-{seed}")
         outs.append(engine.compress(list(history), current_tokens=None))
-        outs.append(trim(history, engine.core.budget(engine.threshold_tokens, engine.overhead(history, None))))
+        outs.append(
+            trim(
+                history, engine.core.budget(engine.threshold_tokens, engine.overhead(history, None))
+            )
+        )
     return outs
 
 
@@ -61,8 +65,13 @@ def test_the_hosts_sanitizers_change_nothing_in_our_output(tmp_path):
     script = tmp_path / "check.py"
     script.write_text(CHECK, encoding="utf-8")
     # -P and a neutral cwd: the repo root's modules (tools.py, ...) would shadow the host's packages
-    proc = subprocess.run([sys.executable, "-P", str(script), str(data)], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-P", str(script), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     changed = json.loads(proc.stdout.strip().splitlines()[-1])
     assert changed == [], [outs[k] for k in changed[:2]]

@@ -33,12 +33,16 @@ ENGINE_ENV = {
     "LCM_FRESH_TAIL_COUNT": "6",
     "LCM_LEAF_CHUNK_TOKENS": "1500",
 }
-REQUEST = ("Port the parser module to the new lexer, one source file at a time, and tell me "
-           "when all of them are done. Reference: ticket PARSE-4411.")
+REQUEST = (
+    "Port the parser module to the new lexer, one source file at a time, and tell me "
+    "when all of them are done. Reference: ticket PARSE-4411."
+)
 READS = 16
-TODOS = [{"id": "1", "content": "read every parser source file", "status": "in_progress"},
-         {"id": "2", "content": "port each file to the new lexer", "status": "pending"},
-         {"id": "3", "content": "report back to the user", "status": "pending"}]
+TODOS = [
+    {"id": "1", "content": "read every parser source file", "status": "in_progress"},
+    {"id": "2", "content": "port each file to the new lexer", "status": "pending"},
+    {"id": "3", "content": "report back to the user", "status": "pending"},
+]
 SNAPSHOT_PREFIX = "[Your active task list was preserved across context compression]"
 BLOCK_PREFIX = "[lcm:context"
 OWN_BLOCK = re.compile(r"\s*\[lcm:context [0-9a-f]{24}\]")
@@ -50,8 +54,10 @@ def _source_files(root: Path) -> list[Path]:
     files = []
     for k in range(READS):
         path = root / f"parser_{k:02d}.py"
-        lines = [f"def rule_{k}_{n}(tokens): return tokens.expect('tok_{k}_{n}', 'branch {n} of file {k}')"
-                 for n in range(70)]
+        lines = [
+            f"def rule_{k}_{n}(tokens): return tokens.expect('tok_{k}_{n}', 'branch {n} of file {k}')"
+            for n in range(70)
+        ]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         files.append(path)
     return files
@@ -73,14 +79,20 @@ def loop_policy(files: list[Path]):
         if step == 0:
             return Reply(tool_name="todo", tool_args={"todos": TODOS})
         if step <= len(files):
-            return Reply(tool_name="read_file", tool_args={"path": str(files[step - 1]), "limit": 200})
+            return Reply(
+                tool_name="read_file", tool_args={"path": str(files[step - 1]), "limit": 200}
+            )
         return Reply(text="All parser files are read and ported.")
 
     return policy
 
 
 def _after_compaction(mains: list[Recorded]) -> list[Recorded]:
-    return [r for r in mains if any(text_of(m.get("content")).startswith(BLOCK_PREFIX) for m in r.messages)]
+    return [
+        r
+        for r in mains
+        if any(text_of(m.get("content")).startswith(BLOCK_PREFIX) for m in r.messages)
+    ]
 
 
 def _request_reaches_model(req: Recorded) -> bool:
@@ -97,8 +109,9 @@ def where(hh: Any, backend_env: dict[str, str]) -> str:
     return backend_env.get("LCM_DATABASE_URL") or str(hh.lcm_db)
 
 
-def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(tmp_path: Path,
-                                                                         backend_env: dict[str, str]) -> None:
+def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
     require_host()
     files = _source_files(tmp_path)
     with StubLLM(loop_policy(files), context_length=CONTEXT_LENGTH) as stub:
@@ -107,38 +120,54 @@ def test_todo_snapshots_in_one_long_tool_loop_never_displace_the_request(tmp_pat
         mains = stub.requests_of("main")
     turn = run.report["turns"][0]
     assert turn["completed"] and not turn["failed"], run.describe()
-    called = [tc["function"]["name"] for r in mains for tc in ((r.reply or {}).get("tool_calls") or [])]
+    called = [
+        tc["function"]["name"] for r in mains for tc in ((r.reply or {}).get("tool_calls") or [])
+    ]
     assert called == ["todo"] + ["read_file"] * READS, called
     assert not [(r.seq, r.problems) for r in mains if r.problems]
 
     compacted = _after_compaction(mains)
-    snapshots_sent = [r for r in compacted if any(text_of(m.get("content")).startswith(SNAPSHOT_PREFIX)
-                                                  for m in r.messages)]
+    snapshots_sent = [
+        r
+        for r in compacted
+        if any(text_of(m.get("content")).startswith(SNAPSHOT_PREFIX) for m in r.messages)
+    ]
     assert turn["compression_count"] >= 2, turn
-    assert len(snapshots_sent) >= 2, "the host did not append its todo snapshot after the compactions"
+    assert len(snapshots_sent) >= 2, (
+        "the host did not append its todo snapshot after the compactions"
+    )
     missing = [r.seq for r in compacted if not _request_reaches_model(r)]
     assert not missing, f"requests after a compaction without the user's request: {missing}"
 
-    rows = raw_sql(where(hh, backend_env), "SELECT seq, role, content, synthetic FROM messages ORDER BY seq")
+    rows = raw_sql(
+        where(hh, backend_env), "SELECT seq, role, content, synthetic FROM messages ORDER BY seq"
+    )
     requests = [r for r in rows if r[2] == REQUEST]
     snapshots = [r for r in rows if r[2].startswith(SNAPSHOT_PREFIX)]
     assert [(r[1], r[3]) for r in requests] == [("user", None)], requests
     assert len(snapshots) >= 2 and all(r[1] == "user" and r[3] for r in snapshots), snapshots
     assert max(r[0] for r in snapshots) > requests[0][0]
-    print(f"\none turn: {len(mains)} main requests, {turn['compression_count']} compactions, "
-          f"{len(compacted)} requests after one, {len(snapshots)} todo snapshots stored (labelled)")
-    assert not [r for r in rows if r[2].startswith(BLOCK_PREFIX)], "our own summary block was stored"
+    print(
+        f"\none turn: {len(mains)} main requests, {turn['compression_count']} compactions, "
+        f"{len(compacted)} requests after one, {len(snapshots)} todo snapshots stored (labelled)"
+    )
+    assert not [r for r in rows if r[2].startswith(BLOCK_PREFIX)], (
+        "our own summary block was stored"
+    )
 
 
 def _resume_turns() -> list[str]:
-    body = " ".join(f"word{k} cache index schema migration latency budget replica shard" for k in range(30))
+    body = " ".join(
+        f"word{k} cache index schema migration latency budget replica shard" for k in range(30)
+    )
     turns = [f"turn {i}: please review these notes and advise. {body}" for i in range(14)]
     turns[9] = "[lcm:context 1234] this is my own text, NUMBAT-5521, not a summary. " + body
     return turns
 
 
 def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_block(
-        tmp_path: Path, backend_env: dict[str, str]) -> None:
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
     """Every turn a fresh agent reloads the transcript from the host's session database (the
     gateway's restart/resume path), and once the session is forked like the gateway's /branch:
     our block comes back without its private key, into the same conversation and into a new
@@ -148,16 +177,23 @@ def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_b
     turns = _resume_turns()
     with StubLLM(make_directive_policy(), context_length=CONTEXT_LENGTH) as stub:
         hh = make_home(tmp_path, stub, env={**ENGINE_ENV, **backend_env})
-        run = run_host(hh, turns, history="db", agent_per_turn=True, branch_before=[BRANCH_AT], timeout=200)
+        run = run_host(
+            hh, turns, history="db", agent_per_turn=True, branch_before=[BRANCH_AT], timeout=200
+        )
         mains = stub.requests_of("main")
     assert all(t["completed"] and not t["failed"] for t in run.report["turns"]), run.describe()
     assert [r for r in mains if r.problems] == []
     assert _after_compaction(mains[:BRANCH_AT]), "no compaction before the branch"
-    rows = raw_sql(where(hh, backend_env), "SELECT m.conversation_id, m.role, m.content, s.id FROM messages m "
-                   "JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name ORDER BY m.conversation_id, m.seq")  # noqa: E501 (schema 4 raw SQL)
+    rows = raw_sql(
+        where(hh, backend_env),
+        "SELECT m.conversation_id, m.role, m.content, s.id FROM messages m "
+        "JOIN session_keys k ON k.id=m.session_key JOIN sessions s ON s.id=k.name ORDER BY m.conversation_id, m.seq",
+    )
     branch = run.report["branches"][0]
     in_branch = [r for r in rows if r[3] == branch]
-    assert in_branch and {r[0] for r in in_branch} != {r[0] for r in rows if r[3] != branch}, "no new conversation"
+    assert in_branch and {r[0] for r in in_branch} != {r[0] for r in rows if r[3] != branch}, (
+        "no new conversation"
+    )
     ours = [r[2][:60] for r in rows if OWN_BLOCK.match(r[2])]
     assert not ours, f"our own block was stored as a message: {ours}"
     user_texts = [r[2] for r in rows if r[1] == "user"]
@@ -166,17 +202,26 @@ def test_a_session_resumed_or_branched_from_the_host_database_never_stores_our_b
     assert [t for t in turns[:BRANCH_AT] if first_conversation.count(t) != 1] == []
     branch_users = [r[2] for r in in_branch if r[1] == "user"]
     assert [t for t in turns[BRANCH_AT:] if branch_users.count(t) != 1] == []
-    raw = [h for h in _grep(hh, run.report["turns"][BRANCH_AT - 1]["session_id"], "NUMBAT-5521", backend_env)
-           if "store_id" in h]
+    raw = [
+        h
+        for h in _grep(
+            hh, run.report["turns"][BRANCH_AT - 1]["session_id"], "NUMBAT-5521", backend_env
+        )
+        if "store_id" in h
+    ]
     assert [h["role"] for h in raw] == ["user"], raw
 
 
-def _grep(hh: Any, session_id: str, query: str, backend_env: dict[str, str]) -> list[dict[str, Any]]:
+def _grep(
+    hh: Any, session_id: str, query: str, backend_env: dict[str, str]
+) -> list[dict[str, Any]]:
     """lcm_grep through an engine bound to the run's last session (a fresh engine in this process)."""
     from hermes_lcm import store as store_module
     from hermes_lcm.engine import LcmEngine
 
-    engine = LcmEngine(env={"HERMES_HOME": str(hh.home), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env})
+    engine = LcmEngine(
+        env={"HERMES_HOME": str(hh.home), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env}
+    )
     engine.on_session_start(session_id, hermes_home=str(hh.home), platform="cli")
     try:
         return list(json.loads(engine.handle_tool_call("lcm_grep", {"query": query}))["hits"])

@@ -20,9 +20,15 @@ from .stub_llm import StubLLM
 pytestmark = pytest.mark.host
 
 
-def test_a_threshold_below_the_hosts_overhead_is_reported_with_the_value_to_set(tmp_path, stub: StubLLM) -> None:
-    hh = make_home(tmp_path, stub, host_defaults=True, env={"LCM_ABSOLUTE_THRESHOLD_TOKENS": "6000"})
-    run = run_host(hh, ["turn 0: hello there", "turn 1: and a second note"], host_defaults=True, timeout=300)
+def test_a_threshold_below_the_hosts_overhead_is_reported_with_the_value_to_set(
+    tmp_path, stub: StubLLM
+) -> None:
+    hh = make_home(
+        tmp_path, stub, host_defaults=True, env={"LCM_ABSOLUTE_THRESHOLD_TOKENS": "6000"}
+    )
+    run = run_host(
+        hh, ["turn 0: hello there", "turn 1: and a second note"], host_defaults=True, timeout=300
+    )
     status = run.report["engine_final"]["status"]
     overhead = status["overhead_tokens"]["used"]
     assert overhead > 6000, status["overhead_tokens"]
@@ -32,7 +38,20 @@ def test_a_threshold_below_the_hosts_overhead_is_reported_with_the_value_to_set(
     log = (hh.home / "logs" / "agent.log").read_text(encoding="utf-8", errors="replace")
     assert "hermes-lcm: the threshold (6,000 tokens) leaves" in log
 
-    doctor = subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", "--db", str(hh.lcm_db), "doctor",
-                             "--format", "json"], capture_output=True, text=True, timeout=300)
+    doctor = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hermes_lcm.cli.main",
+            "--db",
+            str(hh.lcm_db),
+            "doctor",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     check = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "threshold")
     assert check["status"] == "warn" and "every turn compacts" in check["detail"], check

@@ -24,8 +24,10 @@ from .stub_llm import StubLLM
 pytestmark = [pytest.mark.host, pytest.mark.both_backends]
 
 FACT = "PANGOLIN-5521"
-WORDS = ("ledger shard replica quota tenant socket parser queue retry budget canary schema rollback "
-         "cache index region token gateway lockfile artifact manifest checksum snapshot").split()
+WORDS = (
+    "ledger shard replica quota tenant socket parser queue retry budget canary schema rollback "
+    "cache index region token gateway lockfile artifact manifest checksum snapshot"
+).split()
 
 
 def big_first_message() -> str:
@@ -34,12 +36,17 @@ def big_first_message() -> str:
     return f"Remember the release codename {FACT}. Then review these notes: {body}"
 
 
-@pytest.mark.parametrize("lcm_yaml,expected", [
-    ({"absolute_threshold_tokens": 6000}, 6000),
-    ({"context_threshold": 0.1}, 6400),
-], ids=["absolute", "ratio"])
-def test_yaml_threshold_rules_the_first_turn(tmp_path, lcm_yaml: dict[str, Any], expected: int,
-                                             backend_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "lcm_yaml,expected",
+    [
+        ({"absolute_threshold_tokens": 6000}, 6000),
+        ({"context_threshold": 0.1}, 6400),
+    ],
+    ids=["absolute", "ratio"],
+)
+def test_yaml_threshold_rules_the_first_turn(
+    tmp_path, lcm_yaml: dict[str, Any], expected: int, backend_env: dict[str, str]
+) -> None:
     require_host()
     first = big_first_message()
     assert 8_000 < count_tokens(first) < 22_400  # over the YAML threshold, under the default one
@@ -59,7 +66,9 @@ def test_yaml_threshold_rules_the_first_turn(tmp_path, lcm_yaml: dict[str, Any],
     assert not [r.problems for r in mains if r.problems]
     if url:
         assert not hh.lcm_db.exists(), "the URL in config.yaml was not the store used"
-    stored = raw_sql(url or str(hh.lcm_db), "SELECT count(*) FROM messages WHERE role='user' AND content=?",
-                     (first,))[0][0]
+    stored = raw_sql(
+        url or str(hh.lcm_db),
+        "SELECT count(*) FROM messages WHERE role='user' AND content=?",
+        (first,),
+    )[0][0]
     assert stored == 1  # lossless: the whole first message is in the store
-

@@ -27,20 +27,46 @@ def history(turns: int, tag: str) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for t in range(turns):
         call = f"call_{tag}_{t}"
-        out += [{"role": "user", "content": f"{tag} question {t}: how do we migrate table {t % 7} safely?"},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"id": call, "type": "function",
-                     "function": {"name": "search_files", "arguments": f'{{"pattern": "t{t}"}}'}}]},
-                {"role": "tool", "tool_call_id": call, "name": "search_files",
-                 "content": f"{tag} result {t}: " + "rows copied in one transaction " * (3 + t % 5)},
-                {"role": "assistant", "content": f"{tag} answer {t}: keep the rowids, check FTS, done."}]
+        out += [
+            {
+                "role": "user",
+                "content": f"{tag} question {t}: how do we migrate table {t % 7} safely?",
+            },
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "search_files", "arguments": f'{{"pattern": "t{t}"}}'},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": call,
+                "name": "search_files",
+                "content": f"{tag} result {t}: " + "rows copied in one transaction " * (3 + t % 5),
+            },
+            {
+                "role": "assistant",
+                "content": f"{tag} answer {t}: keep the rowids, check FTS, done.",
+            },
+        ]
     return out
 
 
 def main(target: str) -> None:
     home = Path(tempfile.mkdtemp(prefix="lcm-v3-fixture-"))
-    env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", "LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000",
-           "LCM_LEAF_CHUNK_TOKENS": "500", "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
+    env = {
+        "HERMES_HOME": str(home),
+        "LCM_SUMMARY_PROVIDER": "extractive",
+        "LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000",
+        "LCM_LEAF_CHUNK_TOKENS": "500",
+        "LCM_FRESH_TAIL_COUNT": "6",
+        "LCM_CONDENSE_MIN_NODES": "2",
+    }
     for session, tag in (("fixture-a", "alpha"), ("fixture-b", "beta")):
         engine = copy.deepcopy(LcmEngine(env=env))
         engine.update_model("fixture-model", 16_000)
@@ -54,9 +80,25 @@ def main(target: str) -> None:
     store = open_store(home / "lcm.db")
     conv = store.ensure_conversation("import:fixture")
     store.upsert_session("imported-session", conv, platform="import")
-    records = [MessageIn("user", f"imported {i}", None, None, None, None, 1700000000.0 + i, 3,
-                         "import:" + f"{i:032x}") for i in range(5)]
-    records.append(MessageIn("assistant", "odd fingerprint", None, None, None, None, None, 2, "legacy-Fingerprint"))
+    records = [
+        MessageIn(
+            "user",
+            f"imported {i}",
+            None,
+            None,
+            None,
+            None,
+            1700000000.0 + i,
+            3,
+            "import:" + f"{i:032x}",
+        )
+        for i in range(5)
+    ]
+    records.append(
+        MessageIn(
+            "assistant", "odd fingerprint", None, None, None, None, None, 2, "legacy-Fingerprint"
+        )
+    )
     store.append_imported(conv, "imported-session", "import", records)
     close_all()
     Path(target).write_bytes((home / "lcm.db").read_bytes())

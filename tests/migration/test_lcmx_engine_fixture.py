@@ -41,7 +41,9 @@ def lcmx(tmp_path: Path) -> dict[str, Any]:
     try:
         msgs = [dict(r) for r in con.execute("SELECT * FROM messages ORDER BY store_id")]
         nodes = [dict(r) for r in con.execute("SELECT * FROM summary_nodes ORDER BY node_id")]
-        life = {r["conversation_id"]: dict(r) for r in con.execute("SELECT * FROM lcm_lifecycle_state")}
+        life = {
+            r["conversation_id"]: dict(r) for r in con.execute("SELECT * FROM lcm_lifecycle_state")
+        }
     finally:
         con.close()
     for n in nodes:
@@ -90,9 +92,12 @@ def test_the_dry_run_counts_what_an_apply_writes(tmp_path):
     plan = li.run_import(src["path"], tmp_path / "ours.db")
     out = li.run_import(src["path"], tmp_path / "ours.db", apply=True)
     assert plan["dry_run"] and plan["balanced"]
-    assert {k: plan[k] for k in ("messages", "summaries")} == {k: out[k] for k in ("messages", "summaries")}
-    assert {k: plan["edges"][k] for k in ("source", "imported", "dropped")} == \
-        {k: out["edges"][k] for k in ("source", "imported", "dropped")}
+    assert {k: plan[k] for k in ("messages", "summaries")} == {
+        k: out[k] for k in ("messages", "summaries")
+    }
+    assert {k: plan["edges"][k] for k in ("source", "imported", "dropped")} == {
+        k: out["edges"][k] for k in ("source", "imported", "dropped")
+    }
 
 
 def test_every_message_keeps_its_fields_and_tool_links(tmp_path):
@@ -102,20 +107,39 @@ def test_every_message_keeps_its_fields_and_tool_links(tmp_path):
     assert set(by_key) == {"telegram:chat-42", "session:cli-20251001"}
     for key, rows in by_key.items():
         ours = our_rows(store, key)
-        assert [(m.role, m.content, m.session_id, m.tool_call_id or None, m.tool_name or None) for m in ours] == \
-            [(r["role"], r["content"], r["session_id"], r["tool_call_id"] or None, r["tool_name"] or None)
-             for r in rows]
-        assert [json.loads(m.tool_calls) if m.tool_calls else None for m in ours] == \
-            [json.loads(r["tool_calls"]) if r["tool_calls"] else None for r in rows]
+        assert [
+            (m.role, m.content, m.session_id, m.tool_call_id or None, m.tool_name or None)
+            for m in ours
+        ] == [
+            (
+                r["role"],
+                r["content"],
+                r["session_id"],
+                r["tool_call_id"] or None,
+                r["tool_name"] or None,
+            )
+            for r in rows
+        ]
+        assert [json.loads(m.tool_calls) if m.tool_calls else None for m in ours] == [
+            json.loads(r["tool_calls"]) if r["tool_calls"] else None for r in rows
+        ]
         assert [m.created_at for m in ours] == [r["observed_at"] or r["timestamp"] for r in rows]
         assert [m.source for m in ours] == [r["source"] for r in rows]
     results = [r for r in src["messages"] if r["role"] == "tool"]
-    calls = {c["id"]: c["function"]["name"] for r in src["messages"] if r["tool_calls"]
-             for c in json.loads(r["tool_calls"])}
+    calls = {
+        c["id"]: c["function"]["name"]
+        for r in src["messages"]
+        if r["tool_calls"]
+        for c in json.loads(r["tool_calls"])
+    }
     assert results and all(calls[r["tool_call_id"]] == r["tool_name"] for r in results)
     links = store.tool_link_counts()
-    assert (links["tool_results"], links["without_call_id"], links["orphaned"], links["without_name"]) == \
-        (len(results), 0, 0, 0), links
+    assert (
+        links["tool_results"],
+        links["without_call_id"],
+        links["orphaned"],
+        links["without_name"],
+    ) == (len(results), 0, 0, 0), links
 
 
 def _by_route(store, keys) -> dict[int, Any]:
@@ -136,7 +160,9 @@ def test_every_node_keeps_its_text_time_range_and_lineage(tmp_path):
     assert dag.lineage_problems() == {}
     store_ids = {}  # LCM-X store id -> our message id
     for key, rows in keyed(src).items():
-        store_ids.update({r["store_id"]: m.id for r, m in zip(rows, our_rows(store, key), strict=True)})
+        store_ids.update(
+            {r["store_id"]: m.id for r, m in zip(rows, our_rows(store, key), strict=True)}
+        )
     present = {n["node_id"] for n in src["nodes"]}
     relinked = 0
     for n in src["nodes"]:
@@ -148,11 +174,17 @@ def test_every_node_keeps_its_text_time_range_and_lineage(tmp_path):
             assert [m.id for m in dag.sources(node.id)] == [store_ids[s] for s in n["source_ids"]]
         elif any(s in present for s in n["source_ids"]):
             assert node.depth == n["depth"]
-            assert sorted(c.id for c in dag.children(node.id)) == sorted(ours[s].id for s in n["source_ids"])
+            assert sorted(c.id for c in dag.children(node.id)) == sorted(
+                ours[s].id for s in n["source_ids"]
+            )
         else:  # its children were deleted by LCM-X's own /new (new_session_retain_depth)
             relinked += 1
-            window = [store_ids[r["store_id"]] for r in src["messages"] if r["session_id"] == n["session_id"]
-                      and n["earliest_at"] <= r["timestamp"] <= n["latest_at"]]
+            window = [
+                store_ids[r["store_id"]]
+                for r in src["messages"]
+                if r["session_id"] == n["session_id"]
+                and n["earliest_at"] <= r["timestamp"] <= n["latest_at"]
+            ]
             assert window and [m.id for m in dag.sources(node.id)] == window
     assert relinked >= 1  # the engine-made fixture has such nodes: they must not be dropped
     assert out["summaries"]["imported"] == len(src["nodes"])
@@ -169,7 +201,9 @@ def test_context_and_lifecycle_carry_over(tmp_path):
         children = {s for n in nodes if n["source_type"] == "nodes" for s in n["source_ids"]}
         routes = {n.route for n in dag.context(conv.id)}
         assert routes == {f"lcm-x:{n['node_id']}" for n in nodes if n["node_id"] not in children}
-        life = next(v for v in src["lifecycle"].values() if v["last_finalized_session_id"] in sessions)
+        life = next(
+            v for v in src["lifecycle"].values() if v["last_finalized_session_id"] in sessions
+        )
         frontier = max(life["current_frontier_store_id"], life["last_finalized_frontier_store_id"])
         assert conv.frontier_seq == sum(1 for r in rows if r["store_id"] <= frontier)
         assert conv.last_seq == len(rows)

@@ -26,7 +26,9 @@ FIXTURE = Path(__file__).resolve().parent.parent / "peers" / "lcm_x" / "lcmx.db"
 def _closed():
     yield
     close_all()
-    assert not any(Path(f"{FIXTURE}{side}").exists() for side in ("-wal", "-shm", "-journal"))  # copies only
+    assert not any(
+        Path(f"{FIXTURE}{side}").exists() for side in ("-wal", "-shm", "-journal")
+    )  # copies only
 
 
 def sha(path: Path) -> str:
@@ -41,25 +43,44 @@ def lcmx_copy(tmp_path: Path, name: str = "lcm.db") -> Path:
 
 def source_rows(path: Path) -> dict:
     """An LCM-X file's rows, read with SQL of our own (never the fixture itself: see fixture_rows)."""
-    assert path.resolve() != FIXTURE.resolve(), "read a copy: opening the fixture can leave a -wal/-shm"
+    assert path.resolve() != FIXTURE.resolve(), (
+        "read a copy: opening the fixture can leave a -wal/-shm"
+    )
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         cols = {r[1] for r in con.execute("PRAGMA table_info(messages)")}
         conv = "conversation_id" if "conversation_id" in cols else "''"
-        msgs = con.execute("SELECT role, content, tool_call_id, tool_calls, tool_name, pinned, "
-                           f"coalesce(observed_at, timestamp), store_id, session_id, {conv} "
-                           "FROM messages ORDER BY store_id").fetchall()
-        nodes = con.execute("SELECT depth, summary, source_ids, source_type, node_id, session_id "
-                            "FROM summary_nodes ORDER BY node_id").fetchall()
+        msgs = con.execute(
+            "SELECT role, content, tool_call_id, tool_calls, tool_name, pinned, "
+            f"coalesce(observed_at, timestamp), store_id, session_id, {conv} "
+            "FROM messages ORDER BY store_id"
+        ).fetchall()
+        nodes = con.execute(
+            "SELECT depth, summary, source_ids, source_type, node_id, session_id "
+            "FROM summary_nodes ORDER BY node_id"
+        ).fetchall()
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        life = con.execute("SELECT conversation_id, current_frontier_store_id, last_finalized_frontier_store_id "
-                           "FROM lcm_lifecycle_state").fetchall() if "lcm_lifecycle_state" in tables else []
+        life = (
+            con.execute(
+                "SELECT conversation_id, current_frontier_store_id, last_finalized_frontier_store_id "
+                "FROM lcm_lifecycle_state"
+            ).fetchall()
+            if "lcm_lifecycle_state" in tables
+            else []
+        )
     finally:
         con.close()
     node_ids = {n[4] for n in nodes}
-    dangling = sum(1 for n in nodes if n[3] == "nodes" for s in set(json.loads(n[2])) if s not in node_ids)
-    return {"messages": msgs, "nodes": nodes, "links": sum(len(set(json.loads(n[2]))) for n in nodes),
-            "dangling": dangling, "lifecycle": {r[0]: r[1:] for r in life}}
+    dangling = sum(
+        1 for n in nodes if n[3] == "nodes" for s in set(json.loads(n[2])) if s not in node_ids
+    )
+    return {
+        "messages": msgs,
+        "nodes": nodes,
+        "links": sum(len(set(json.loads(n[2]))) for n in nodes),
+        "dangling": dangling,
+        "lifecycle": {r[0]: r[1:] for r in life},
+    }
 
 
 def fixture_rows(tmp_path: Path) -> dict:
@@ -86,28 +107,39 @@ def test_import_reconciles_every_message_summary_and_edge(tmp_path):
     want = source_rows(source)
     plan = li.run_import(source, target)
     assert plan["dry_run"] and not target.exists()
-    assert plan["would_import"] == {"conversations": 2, "messages": len(want["messages"]),
-                                    "summaries": len(want["nodes"])}
+    assert plan["would_import"] == {
+        "conversations": 2,
+        "messages": len(want["messages"]),
+        "summaries": len(want["nodes"]),
+    }
     out = li.run_import(source, target, apply=True)
     assert out["verify"]["ok"] and out["balanced"], out
     # LCM-X's /new deleted the children of the nodes it kept: those links cannot be rebuilt as edges
     assert want["dangling"] > 0
-    assert {k: out["edges"][k] for k in ("source", "imported", "dropped")} == \
-        {"source": want["links"], "imported": want["links"] - want["dangling"], "dropped": want["dangling"]}
+    assert {k: out["edges"][k] for k in ("source", "imported", "dropped")} == {
+        "source": want["links"],
+        "imported": want["links"] - want["dangling"],
+        "dropped": want["dangling"],
+    }
     assert sha(source) == before
     store = open_readonly(target)
     rows = all_messages(store)
-    assert [(m.role, m.content, m.tool_call_id, m.tool_name) for m in rows] == \
-        [(r[0], r[1], r[2], r[4]) for r in want["messages"]]
-    assert [json.loads(m.tool_calls) if m.tool_calls else None for m in rows] == \
-        [json.loads(r[3]) if r[3] else None for r in want["messages"]]
+    assert [(m.role, m.content, m.tool_call_id, m.tool_name) for m in rows] == [
+        (r[0], r[1], r[2], r[4]) for r in want["messages"]
+    ]
+    assert [json.loads(m.tool_calls) if m.tool_calls else None for m in rows] == [
+        json.loads(r[3]) if r[3] else None for r in want["messages"]
+    ]
     assert [m.created_at for m in rows] == [r[6] for r in want["messages"]]
     # tool links: every result follows the call that names it
     calls = {c["id"] for m in rows if m.tool_calls for c in json.loads(m.tool_calls)}
     assert {m.tool_call_id for m in rows if m.role == "tool"} == calls and calls
     dag = Dag(store)
     assert dag.lineage_problems() == {}
-    assert store.table_counts()["edges"] == want["links"] - want["dangling"] + out["edges"]["relinked_by_time"]
+    assert (
+        store.table_counts()["edges"]
+        == want["links"] - want["dangling"] + out["edges"]["relinked_by_time"]
+    )
     nodes = dag.nodes(1) + dag.nodes(2)
     assert sorted(n.content for n in nodes) == sorted(n[1] for n in want["nodes"])
     condensed = next(n for n in nodes if n.depth == 1)
@@ -119,8 +151,9 @@ def test_import_reconciles_every_message_summary_and_edge(tmp_path):
     assert conv is not None and conv.last_seq == len(chat)
     assert conv.frontier_seq == sum(1 for m in chat if m[7] <= frontier)
     children = {s for n in want["nodes"] if n[3] == "nodes" for s in json.loads(n[2])}
-    assert sorted(n.content for n in dag.context(conv.id)) == \
-        sorted(n[1] for n in want["nodes"] if n[4] not in children and n[5] in {m[8] for m in chat})
+    assert sorted(n.content for n in dag.context(conv.id)) == sorted(
+        n[1] for n in want["nodes"] if n[4] not in children and n[5] in {m[8] for m in chat}
+    )
     assert store.session("sess-a2").parent_session_id == "sess-a1"
     assert store.session("sess-a1").platform == "telegram"
     store.close()
@@ -131,7 +164,9 @@ def test_rerun_is_a_no_op(tmp_path):
     li.run_import(source, target, apply=True)
     counts = open_readonly(target).table_counts()
     again = li.run_import(source, target, apply=True)
-    assert again["conversations"]["imported"] == 0 and again["conversations"]["skipped_existing"] == 2
+    assert (
+        again["conversations"]["imported"] == 0 and again["conversations"]["skipped_existing"] == 2
+    )
     assert again["messages"]["skipped_existing"] == len(source_rows(source)["messages"])
     assert li.run_import(source, target)["would_import"]["messages"] == 0
     close_all()
@@ -169,7 +204,9 @@ def test_an_older_version_without_lifecycle_or_conversation_ids(tmp_path):
     out = li.run_import(source, tmp_path / "ours.db", apply=True)
     assert out["version"] == 2 and out["verify"]["ok"] and out["balanced"]
     store = open_readonly(tmp_path / "ours.db")
-    assert store.conversation_by_key("session:sess-a1") is not None  # keyed by session: v2 has no conversation id
+    assert (
+        store.conversation_by_key("session:sess-a1") is not None
+    )  # keyed by session: v2 has no conversation id
     assert sum(store.message_count(c) for c in (1, 2, 3)) == len(source_rows(source)["messages"])
 
 
@@ -195,10 +232,16 @@ def test_engine_upgrades_at_the_default_path_and_keeps_the_turn(tmp_path):
     assert sha(backup) == original  # the original, byte for byte
     store = open_readonly(path)
     conv = store.conversation_by_key("telegram:chat-42")
-    assert conv is not None and conv.last_seq == len(chat) + 1  # the migrated rows + only the new request
-    assert store.messages_after(conv.id, len(chat))[0].content == "zebra-marker: and the queue depth?"
+    assert (
+        conv is not None and conv.last_seq == len(chat) + 1
+    )  # the migrated rows + only the new request
+    assert (
+        store.messages_after(conv.id, len(chat))[0].content == "zebra-marker: and the queue depth?"
+    )
     assert Dag(store).lineage_problems() == {}
-    assert not any(p.exists() for p in (tmp_path / "lcm.db.migrating", tmp_path / "lcm.db.lcm-x-snapshot"))
+    assert not any(
+        p.exists() for p in (tmp_path / "lcm.db.migrating", tmp_path / "lcm.db.lcm-x-snapshot")
+    )
 
 
 def test_migrate_on_start_off_leaves_the_file_and_names_the_command(tmp_path):
@@ -216,7 +259,9 @@ def test_migrate_on_start_off_leaves_the_file_and_names_the_command(tmp_path):
 
 
 @pytest.mark.parametrize("step", li.STEPS)
-def test_a_crash_at_any_step_leaves_the_old_file_or_the_new_one_complete(tmp_path, monkeypatch, step):
+def test_a_crash_at_any_step_leaves_the_old_file_or_the_new_one_complete(
+    tmp_path, monkeypatch, step
+):
     path = lcmx_copy(tmp_path)
     original, want = sha(path), len(source_rows(path)["messages"])
 
@@ -251,7 +296,9 @@ def test_a_crash_inside_the_swap_after_the_wal_left(tmp_path, monkeypatch):
     monkeypatch.setattr(li.os, "replace", real)
     assert li.is_lcmx(path)
     out = li.upgrade_in_place(path)
-    assert out["verify"]["ok"] and out["messages"]["imported"] == len(fixture_rows(tmp_path)["messages"])
+    assert out["verify"]["ok"] and out["messages"]["imported"] == len(
+        fixture_rows(tmp_path)["messages"]
+    )
     assert sha(li.backup_path(path)) == original
 
 

@@ -38,11 +38,15 @@ def _raw(path: Path) -> dict[str, Any]:
             "messages": con.execute(
                 "SELECT id, conversation_id, seq, session_id, role, content, parts, tool_calls, tool_call_id, "
                 "tool_name, source, host_ts, created_at, tokens, fingerprint, extra, synthetic FROM messages "
-                "ORDER BY id").fetchall(),
+                "ORDER BY id"
+            ).fetchall(),
             "summaries": con.execute("SELECT * FROM summaries ORDER BY id").fetchall(),
-            "edges": con.execute("SELECT parent_id, child_kind, child_id, ord FROM edges "
-                                 "ORDER BY parent_id, ord").fetchall(),
-            "context": con.execute("SELECT * FROM context_items ORDER BY conversation_id, ord").fetchall(),
+            "edges": con.execute(
+                "SELECT parent_id, child_kind, child_id, ord FROM edges ORDER BY parent_id, ord"
+            ).fetchall(),
+            "context": con.execute(
+                "SELECT * FROM context_items ORDER BY conversation_id, ord"
+            ).fetchall(),
             "sessions": con.execute("SELECT * FROM sessions ORDER BY id").fetchall(),
             "conversations": con.execute("SELECT * FROM conversations ORDER BY id").fetchall(),
         }
@@ -78,13 +82,28 @@ def test_upgrade_keeps_every_message_summary_and_edge(v3: Path) -> None:
     before = _raw(v3)
     store = open_store(v3)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 5  # 4 (compact keys), then 5 (payload grants)
+        assert (
+            store.schema_version() == SCHEMA_VERSION == 5
+        )  # 4 (compact keys), then 5 (payload grants)
         for row in before["messages"]:
             got = store.message(row[0])
             assert got is not None
-            assert (got.id, got.conversation_id, got.seq, got.session_id, got.role, got.content, got.parts,
-                    got.tool_calls, got.tool_call_id, got.tool_name, got.source, got.created_at, got.tokens,
-                    got.extra) == (*row[:11], *row[12:14], row[15])
+            assert (
+                got.id,
+                got.conversation_id,
+                got.seq,
+                got.session_id,
+                got.role,
+                got.content,
+                got.parts,
+                got.tool_calls,
+                got.tool_call_id,
+                got.tool_name,
+                got.source,
+                got.created_at,
+                got.tokens,
+                got.extra,
+            ) == (*row[:11], *row[12:14], row[15])
             assert isinstance(got.session_id, str)
         for conv in {r[1] for r in before["messages"]}:
             want = {r[14]: r[0] for r in before["messages"] if r[1] == conv}
@@ -104,22 +123,36 @@ def test_upgrade_keeps_every_message_summary_and_edge(v3: Path) -> None:
         for node in before["summaries"]:
             assert store.summary(node[0]) is not None
             edges = by_parent[node[0]]
-            assert [m.id for m in store.summary_sources(node[0])] == [c for k, c in edges if k == "message"]
-            assert [n.id for n in store.child_summaries(node[0])] == [c for k, c in edges if k == "summary"]
+            assert [m.id for m in store.summary_sources(node[0])] == [
+                c for k, c in edges if k == "message"
+            ]
+            assert [n.id for n in store.child_summaries(node[0])] == [
+                c for k, c in edges if k == "summary"
+            ]
             for kind, child in edges:
                 assert node[0] in store.parent_ids(kind, child)
         assert store.lineage_problems() == {}
         with store.read() as db:
-            assert db.execute("SELECT * FROM summaries ORDER BY id").fetchall() == before["summaries"]
-            assert db.execute("SELECT * FROM context_items ORDER BY conversation_id, ord").fetchall() == \
-                before["context"]
+            assert (
+                db.execute("SELECT * FROM summaries ORDER BY id").fetchall() == before["summaries"]
+            )
+            assert (
+                db.execute("SELECT * FROM context_items ORDER BY conversation_id, ord").fetchall()
+                == before["context"]
+            )
             assert db.execute("SELECT * FROM sessions ORDER BY id").fetchall() == before["sessions"]
-            assert db.execute("SELECT * FROM conversations ORDER BY id").fetchall() == before["conversations"]
+            assert (
+                db.execute("SELECT * FROM conversations ORDER BY id").fetchall()
+                == before["conversations"]
+            )
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
             db.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
-            db.execute("INSERT INTO summaries_fts(summaries_fts, rank) VALUES ('integrity-check', 1)")
-            hit = db.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'beta' ORDER BY rowid LIMIT 1"
-                             ).fetchone()
+            db.execute(
+                "INSERT INTO summaries_fts(summaries_fts, rank) VALUES ('integrity-check', 1)"
+            )
+            hit = db.execute(
+                "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'beta' ORDER BY rowid LIMIT 1"
+            ).fetchone()
             assert hit is not None and "beta" in str(store.message(hit[0]).content)  # type: ignore[union-attr]
     finally:
         close_all()
@@ -129,11 +162,22 @@ def test_upgraded_rows_are_compact(v3: Path) -> None:
     open_store(v3)
     close_all()
     con = sqlite3.connect(str(v3))
-    kinds = dict(con.execute("SELECT typeof(fingerprint) || length(fingerprint), count(*) FROM messages "
-                             "GROUP BY 1").fetchall())
-    assert kinds == {"blob8": 320, "blob16": 5, "text18": 1}  # host hex, import:<hex>, other text kept as is
-    assert {r[0] for r in con.execute("SELECT DISTINCT typeof(child_kind) FROM edges")} == {"integer"}
-    assert {r[0] for r in con.execute("SELECT DISTINCT typeof(session_key) FROM messages")} == {"integer"}
+    kinds = dict(
+        con.execute(
+            "SELECT typeof(fingerprint) || length(fingerprint), count(*) FROM messages GROUP BY 1"
+        ).fetchall()
+    )
+    assert kinds == {
+        "blob8": 320,
+        "blob16": 5,
+        "text18": 1,
+    }  # host hex, import:<hex>, other text kept as is
+    assert {r[0] for r in con.execute("SELECT DISTINCT typeof(child_kind) FROM edges")} == {
+        "integer"
+    }
+    assert {r[0] for r in con.execute("SELECT DISTINCT typeof(session_key) FROM messages")} == {
+        "integer"
+    }
     assert "session_id" not in {r[1] for r in con.execute("PRAGMA table_info(messages)")}
     con.close()
 
@@ -144,15 +188,24 @@ def test_new_rows_store_packed_keys_and_read_back_as_text(v3: Path) -> None:
         conv = store.ensure_conversation("session:new")
         store.upsert_session("new-session", conv)
         from hermes_lcm.base.records import MessageIn
+
         fp = "0123456789abcdef"
-        ids, skipped = store.append_imported(conv, "new-session", "cli", [
-            MessageIn("user", "hello compact", None, None, None, None, None, 2, fp)])
+        ids, skipped = store.append_imported(
+            conv,
+            "new-session",
+            "cli",
+            [MessageIn("user", "hello compact", None, None, None, None, None, 2, fp)],
+        )
         assert skipped == 0 and store.fingerprint_ids(conv) == {fp: ids[0]}
         assert store.last_fingerprint(conv) == fp
         assert store.message(ids[0]).session_id == "new-session"  # type: ignore[union-attr]
         assert [m.id for m in store.session_messages("new-session", 0, 10)] == ids
-        again, skipped = store.append_imported(conv, "new-session", "cli", [
-            MessageIn("user", "hello compact", None, None, None, None, None, 2, fp)])
+        again, skipped = store.append_imported(
+            conv,
+            "new-session",
+            "cli",
+            [MessageIn("user", "hello compact", None, None, None, None, None, 2, fp)],
+        )
         assert again == [] and skipped == 1
     finally:
         close_all()
@@ -167,11 +220,14 @@ def test_readonly_reads_an_unmigrated_schema_3_file(v3: Path) -> None:
         first = before["messages"][0]
         got = store.message(first[0])
         assert got is not None and got.session_id == first[3]
-        assert [m.id for m in store.session_messages(first[3], 0, 3)] == [r[0] for r in before["messages"][:3]]
+        assert [m.id for m in store.session_messages(first[3], 0, 3)] == [
+            r[0] for r in before["messages"][:3]
+        ]
         assert store.fingerprint_ids(first[1])[first[14]] == first[0]
         leaf = next(n for n in before["summaries"] if n[3] == 0)
-        assert [m.id for m in store.summary_sources(leaf[0])] == \
-            [c for p, k, c, _ in before["edges"] if p == leaf[0] and k == "message"]
+        assert [m.id for m in store.summary_sources(leaf[0])] == [
+            c for p, k, c, _ in before["edges"] if p == leaf[0] and k == "message"
+        ]
         assert store.lineage_problems() == {}
     finally:
         store.close()
@@ -201,12 +257,19 @@ _KILLER = textwrap.dedent("""
 
 
 def _kill_at(path: Path, steps: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _KILLER, str(path), str(steps), str(ROOT / ".pyroot")],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", _KILLER, str(path), str(steps), str(ROOT / ".pyroot")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9, 0.99])
-def test_killed_mid_upgrade_leaves_schema_3_intact(v3: Path, tmp_path: Path, fraction: float) -> None:
+def test_killed_mid_upgrade_leaves_schema_3_intact(
+    v3: Path, tmp_path: Path, fraction: float
+) -> None:
     """SIGKILL after a fraction of the upgrade's SQLite work (counted by a first, unkilled run)."""
     probe = tmp_path / "probe" / "lcm.db"
     probe.parent.mkdir()
@@ -216,7 +279,11 @@ def test_killed_mid_upgrade_leaves_schema_3_intact(v3: Path, tmp_path: Path, fra
     total = int(counted.stdout.split()[1])
     original = _digest(v3)
     proc = _kill_at(v3, max(1, int(total * fraction)))
-    assert proc.returncode == -9, (proc.returncode, proc.stdout, proc.stderr[-2000:])  # killed, not finished
+    assert proc.returncode == -9, (
+        proc.returncode,
+        proc.stdout,
+        proc.stderr[-2000:],
+    )  # killed, not finished
     # version 3, every row as it was (the last point may fall after the upgrade's COMMIT: then it is whole)
     assert _digest(v3) == original or (fraction > 0.95 and _raw_version(v3) == SCHEMA_VERSION)
     store = open_store(v3)  # and the next open upgrades it whole
@@ -233,13 +300,22 @@ def test_rewrite_keeps_the_packed_form(v3: Path) -> None:
     try:
         message, fingerprint = store.message_rows_after(0, 1)[0]
         assert len(fingerprint) == 16  # text again for the caller
-        fields = {"content": "scrubbed", "parts": None, "tool_calls": None, "extra": None, "tokens": 1,
-                  "fingerprint": "fedcba9876543210"}
+        fields = {
+            "content": "scrubbed",
+            "parts": None,
+            "tool_calls": None,
+            "extra": None,
+            "tokens": 1,
+            "fingerprint": "fedcba9876543210",
+        }
         with store.write():
             store.rewrite_message(message.id, fields)
         with store.read() as db:
-            assert db.execute("SELECT typeof(fingerprint) FROM messages WHERE id=?", (message.id,)).fetchone() == \
-                ("blob",)
-            assert SqlitePrints(db, message.conversation_id).seqs("fedcba9876543210", 5) == [message.seq]
+            assert db.execute(
+                "SELECT typeof(fingerprint) FROM messages WHERE id=?", (message.id,)
+            ).fetchone() == ("blob",)
+            assert SqlitePrints(db, message.conversation_id).seqs("fedcba9876543210", 5) == [
+                message.seq
+            ]
     finally:
         close_all()

@@ -26,9 +26,18 @@ def run_seed(seed: int, turns: int, kills: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as home:
         errors = play(Path(home), script, killed_at, shape=shape)
         duplicates, losses, where = differences(Path(home) / "lcm.db", script)
-    return {"seed": seed, "shape": shape, "turns": turns, "messages": len(flat(script)), "kills": len(killed_at),
-            "duplicates": duplicates, "losses": losses, "errors": len(errors), "where": where,
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "seed": seed,
+        "shape": shape,
+        "turns": turns,
+        "messages": len(flat(script)),
+        "kills": len(killed_at),
+        "duplicates": duplicates,
+        "losses": losses,
+        "errors": len(errors),
+        "where": where,
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def main() -> None:
@@ -45,7 +54,9 @@ def main() -> None:
         totals["runs"] += 1
         for key in ("duplicates", "losses", "errors"):
             totals[key] += int(str(result[key]))
-        totals["runs_with_problems"] += bool(result["duplicates"] or result["losses"] or result["errors"])
+        totals["runs_with_problems"] += bool(
+            result["duplicates"] or result["losses"] or result["errors"]
+        )
     print("TOTAL " + json.dumps(totals))
 
 

@@ -43,16 +43,27 @@ CALL_IDS = ("call_0", "call_1")
 # A person's request is unique at least this often (in turns): a history that repeats itself
 # exactly over the whole compared window cannot be aligned by content (see align.new_start).
 UNIQUE_EVERY = 6
-ENV = {"LCM_SUMMARY_PROVIDER": "extractive", "LCM_ABSOLUTE_THRESHOLD_TOKENS": "2500",
-       "LCM_LEAF_CHUNK_TOKENS": "400", "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
+ENV = {
+    "LCM_SUMMARY_PROVIDER": "extractive",
+    "LCM_ABSOLUTE_THRESHOLD_TOKENS": "2500",
+    "LCM_LEAF_CHUNK_TOKENS": "400",
+    "LCM_FRESH_TAIL_COUNT": "6",
+    "LCM_CONDENSE_MIN_NODES": "2",
+}
 CONTEXT_LENGTH = 64_000
 Message = dict[str, Any]
 
 
 def tool_round(call_id: str, result: str, command: str) -> list[Message]:
-    call = {"id": call_id, "type": "function", "function": {"name": "shell", "arguments": f'{{"cmd": "{command}"}}'}}
-    return [{"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": call_id, "name": "shell", "content": result}]
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "shell", "arguments": f'{{"cmd": "{command}"}}'},
+    }
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "name": "shell", "content": result},
+    ]
 
 
 @dataclass(frozen=True)
@@ -75,9 +86,15 @@ def make_turn(rng: random.Random, t: int) -> Turn:
     text = f"please look at src/mod{t}.py and fix it" if unique else rng.choice(USER_SHORT)
     rounds = []
     for _ in range(rng.choice((0, 1, 1, 2))):
-        call, result = tool_round(rng.choice(CALL_IDS), rng.choice(RESULTS), rng.choice(("ls", "make test")))
+        call, result = tool_round(
+            rng.choice(CALL_IDS), rng.choice(RESULTS), rng.choice(("ls", "make test"))
+        )
         rounds.append((call, result))
-    return Turn({"role": "user", "content": text}, tuple(rounds), {"role": "assistant", "content": rng.choice(REPLIES)})
+    return Turn(
+        {"role": "user", "content": text},
+        tuple(rounds),
+        {"role": "assistant", "content": rng.choice(REPLIES)},
+    )
 
 
 def transcript(seed: int, turns: int) -> list[Turn]:
@@ -104,7 +121,9 @@ class Host:
     """The host process: an engine and its list. ``shape`` "api" keeps the whole history (a
     gateway re-sends it); "cli" continues from what compress hands back, as the CLI does."""
 
-    def __init__(self, home: Path, session: str, shape: str = "api", env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, home: Path, session: str, shape: str = "api", env: dict[str, str] | None = None
+    ) -> None:
         self.home, self.session, self.shape = home, session, shape
         self.engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), **ENV, **(env or {})}))
         self.engine.update_model("crash-model", CONTEXT_LENGTH)
@@ -128,12 +147,16 @@ class Host:
                 return real(*args, **kwargs)
 
             core.compactor.summarize = dying
-        out = self.engine.compress(list(messages), current_tokens=count_messages(messages[-200:]) + 500)
+        out = self.engine.compress(
+            list(messages), current_tokens=count_messages(messages[-200:]) + 500
+        )
         if die_at_summary:
             raise Killed
         return out if self.shape == "cli" and out else messages
 
-    def steps(self, held: list[Message], turn: Turn, die_at_summary: int = 0) -> Iterator[tuple[str, list[Message]]]:
+    def steps(
+        self, held: list[Message], turn: Turn, die_at_summary: int = 0
+    ) -> Iterator[tuple[str, list[Message]]]:
         """Play ``turn`` after the list the host holds, yielding (step, the host's list) after each step."""
         host = [*held, turn.user]
         self.ingest(host)
@@ -155,7 +178,9 @@ class Host:
         close_all()
 
 
-def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "crash", shape: str = "api") -> list[str]:
+def play(
+    home: Path, turns: list[Turn], kills: dict[int, str], session: str = "crash", shape: str = "api"
+) -> list[str]:
     """Play every turn; at turn ``t`` the process dies once at step ``kills[t]`` (after it; for
     "compaction", inside the compaction's first summarizer call, "compaction2" its second) and a
     fresh one resumes with the list the host persisted. Returns the engine errors seen."""
@@ -167,7 +192,9 @@ def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "c
         kill = kills.get(t) if t not in killed else None
         persisted, died = None, False
         try:
-            for step, now in host.steps(held, turns[t], {"compaction": 1, "compaction2": 2}.get(kill or "", 0)):
+            for step, now in host.steps(
+                held, turns[t], {"compaction": 1, "compaction2": 2}.get(kill or "", 0)
+            ):
                 persisted = now if step == "persist" else None
                 if step == kill:
                     died = True
@@ -188,16 +215,25 @@ def play(home: Path, turns: list[Turn], kills: dict[int, str], session: str = "c
 
 def stored_rows(db: Path | str) -> list[tuple[Any, ...]]:
     """Every stored message in order, read past our store (a file or a PostgreSQL URL)."""
-    from ..backends import raw_sql  # here: the worker runs this module as a script, outside the package
+    from ..backends import (
+        raw_sql,
+    )  # here: the worker runs this module as a script, outside the package
 
-    return raw_sql(str(db), "SELECT role, content, coalesce(tool_call_id, ''), coalesce(tool_calls, '') "
-                            "FROM messages ORDER BY seq")
+    return raw_sql(
+        str(db),
+        "SELECT role, content, coalesce(tool_call_id, ''), coalesce(tool_calls, '') "
+        "FROM messages ORDER BY seq",
+    )
 
 
 def row(message: Message) -> tuple[Any, ...]:
     calls = message.get("tool_calls")
-    return (message["role"], message.get("content") or "", message.get("tool_call_id") or "",
-            json.dumps(calls, ensure_ascii=False, sort_keys=True, default=str) if calls else "")
+    return (
+        message["role"],
+        message.get("content") or "",
+        message.get("tool_call_id") or "",
+        json.dumps(calls, ensure_ascii=False, sort_keys=True, default=str) if calls else "",
+    )
 
 
 def differences(db: Path, turns: list[Turn]) -> tuple[int, int, str]:
@@ -209,10 +245,15 @@ def differences(db: Path, turns: list[Turn]) -> tuple[int, int, str]:
         return 0, 0, ""
     matcher = difflib.SequenceMatcher(None, stored, expected, autojunk=False)
     common = sum(block.size for block in matcher.get_matching_blocks())
-    first = next((i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b),
-                 min(len(stored), len(expected)))
-    return (len(stored) - common, len(expected) - common,
-            f"first difference at row {first}: stored {stored[first:first + 3]}, expected {expected[first:first + 3]}")
+    first = next(
+        (i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b),
+        min(len(stored), len(expected)),
+    )
+    return (
+        len(stored) - common,
+        len(expected) - common,
+        f"first difference at row {first}: stored {stored[first : first + 3]}, expected {expected[first : first + 3]}",
+    )
 
 
 def stored_prefix(db: Path | str, turns: list[Turn], acked: int) -> str:
@@ -220,11 +261,11 @@ def stored_prefix(db: Path | str, turns: list[Turn], acked: int) -> str:
     ``acked`` and at most the next one, each message once ("" when so, else what is wrong)."""
     stored = stored_rows(db)
     expected = [row(m) for m in flat(turns)]
-    low = len(flat(turns[:acked + 1]))
-    high = len(flat(turns[:acked + 2]))
-    if stored != expected[:len(stored)]:
+    low = len(flat(turns[: acked + 1]))
+    high = len(flat(turns[: acked + 2]))
+    if stored != expected[: len(stored)]:
         first = next(i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b)
-        return f"row {first} differs: stored {stored[first:first + 3]}, expected {expected[first:first + 3]}"
+        return f"row {first} differs: stored {stored[first : first + 3]}, expected {expected[first : first + 3]}"
     if not low <= len(stored) <= high:
         return f"{len(stored)} rows stored, the acknowledged turns need {low}, the next turn ends at {high}"
     return ""

@@ -67,13 +67,17 @@ def play(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
         if guard.call(engine.should_compress, tokens) or turn % args.compact_every == 0:
             out = guard.call(engine.compress, list(host), current_tokens=tokens)
             compactions += 1
-            skipped += "another writer" in str(engine.get_status().get("last_compaction", {}).get("stop_reason"))
+            skipped += "another writer" in str(
+                engine.get_status().get("last_compaction", {}).get("stop_reason")
+            )
             if not out:
                 violations.append(f"turn {turn}: empty prompt")
             else:
                 bound = _bound(engine, host, tokens)
                 if count_messages(out) > bound:
-                    violations.append(f"turn {turn}: prompt {count_messages(out)} tokens > budget {bound}")
+                    violations.append(
+                        f"turn {turn}: prompt {count_messages(out)} tokens > budget {bound}"
+                    )
                 try:
                     assert_valid_sequence(out)
                 except AssertionError as exc:
@@ -87,9 +91,15 @@ def play(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
         turn += 1
     if args.progress:
         Path(args.progress).write_text(f"{turn - 1} end")
-    return {**outcome(guard, engine), "turns": turn, "compactions": compactions, "skipped": skipped,
-            "violations": violations[:20],
-            "last_error_turn": last_error_turn, "write_failures": engine.get_status().get("store_write_failures")}
+    return {
+        **outcome(guard, engine),
+        "turns": turn,
+        "compactions": compactions,
+        "skipped": skipped,
+        "violations": violations[:20],
+        "last_error_turn": last_error_turn,
+        "write_failures": engine.get_status().get("store_write_failures"),
+    }
 
 
 def main() -> None:

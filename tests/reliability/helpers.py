@@ -35,15 +35,22 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def start(mode: str, home: Path, session: str, stderr: Any = subprocess.PIPE, **options: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(worker_cmd(mode, home, session, **options), stdout=subprocess.PIPE,
-                            stderr=stderr, text=True, env=child_env())
+def start(
+    mode: str, home: Path, session: str, stderr: Any = subprocess.PIPE, **options: Any
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        worker_cmd(mode, home, session, **options),
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        env=child_env(),
+    )
 
 
 def result_of(stdout: str) -> dict[str, Any]:
     for line in reversed(stdout.splitlines()):
         if line.startswith("RESULT "):
-            return dict(json.loads(line[len("RESULT "):]))
+            return dict(json.loads(line[len("RESULT ") :]))
     raise AssertionError(f"worker printed no RESULT line; stdout tail: {stdout[-2000:]}")
 
 
@@ -82,24 +89,35 @@ def expected_markers(session: str, turns: range) -> set[tuple[str, int, int]]:
 
 def dag_problems(db: Path | str) -> list[str]:
     """Structural invariants of the summary DAG and the conversations table (a file or a URL)."""
+
     def one(sql: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...]:
         return raw_sql(str(db), sql, args)[0]
 
     problems: list[str] = []
-    orphans = one("SELECT count(*) FROM summaries s WHERE NOT EXISTS "
-                  "(SELECT 1 FROM edges e WHERE e.parent_id=s.id)")[0]
+    orphans = one(
+        "SELECT count(*) FROM summaries s WHERE NOT EXISTS "
+        "(SELECT 1 FROM edges e WHERE e.parent_id=s.id)"
+    )[0]
     if orphans:
         problems.append(f"{orphans} summaries without edges")
-    dangling = one("SELECT count(*) FROM context_items c WHERE NOT EXISTS "
-                   "(SELECT 1 FROM summaries s WHERE s.id=c.summary_id)")[0]
+    dangling = one(
+        "SELECT count(*) FROM context_items c WHERE NOT EXISTS "
+        "(SELECT 1 FROM summaries s WHERE s.id=c.summary_id)"
+    )[0]
     if dangling:
         problems.append(f"{dangling} context items point at missing summaries")
-    for cid, frontier, last in raw_sql(str(db), "SELECT id, frontier_seq, last_seq FROM conversations"):
-        count, top = one("SELECT count(*), coalesce(max(seq), 0) FROM messages WHERE conversation_id=?", (cid,))
+    for cid, frontier, last in raw_sql(
+        str(db), "SELECT id, frontier_seq, last_seq FROM conversations"
+    ):
+        count, top = one(
+            "SELECT count(*), coalesce(max(seq), 0) FROM messages WHERE conversation_id=?", (cid,)
+        )
         if frontier > last:
             problems.append(f"conversation {cid}: frontier {frontier} > last_seq {last}")
         if not count == top == last:
-            problems.append(f"conversation {cid}: {count} rows, max seq {top}, last_seq {last} (gaps?)")
+            problems.append(
+                f"conversation {cid}: {count} rows, max seq {top}, last_seq {last} (gaps?)"
+            )
     return problems
 
 
@@ -108,7 +126,10 @@ def lock_errors(texts: list[str]) -> list[str]:
 
 
 def msg(i: int) -> dict[str, Any]:
-    return {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}: " + "some words here " * 6}
+    return {
+        "role": "user" if i % 2 == 0 else "assistant",
+        "content": f"message {i}: " + "some words here " * 6,
+    }
 
 
 def grow(engine: Any, start: int, stop: int) -> None:

@@ -34,13 +34,58 @@ from ..workcount import Work, measure
 # the examples share them), not through ``backend``.
 pytestmark = pytest.mark.both_backends
 
-SETTINGS = settings(derandomize=True, database=None, deadline=None, max_examples=300,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=300,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=[^\]\s]* chars=\d+\]")
-FTS_BITS = ['"', '""', " AND ", " OR ", " NOT ", "NEAR(a b, 3)", "*", "^start", "col:val", "(", ")", "{a b}",
-            "+", "-", "'", ":", "content:", "messages_fts", "\\", "a*b", '"unterminated', "NEAR/2", "ÄÖÜ*",
-            " & ", " | ", "!", "!!x", "<->", "<2>", ":*", "a:*", "x:AB", "''", "\\'", "E'\\x00'", "$$", "%s", "%"]
+FTS_BITS = [
+    '"',
+    '""',
+    " AND ",
+    " OR ",
+    " NOT ",
+    "NEAR(a b, 3)",
+    "*",
+    "^start",
+    "col:val",
+    "(",
+    ")",
+    "{a b}",
+    "+",
+    "-",
+    "'",
+    ":",
+    "content:",
+    "messages_fts",
+    "\\",
+    "a*b",
+    '"unterminated',
+    "NEAR/2",
+    "ÄÖÜ*",
+    " & ",
+    " | ",
+    "!",
+    "!!x",
+    "<->",
+    "<2>",
+    ":*",
+    "a:*",
+    "x:AB",
+    "''",
+    "\\'",
+    "E'\\x00'",
+    "$$",
+    "%s",
+    "%",
+]
 B64 = base64.b64encode(bytes(range(256)) * 12).decode()  # 4 kB of real base64
 
 _counter = iter(range(10**9))
@@ -54,32 +99,69 @@ texts = st.one_of(
     st.lists(st.sampled_from(FTS_BITS) | st.text(any_chars, max_size=8), max_size=8).map("".join),
     st.sampled_from(["", "\x00", "a\x00b", "\ud800", "x\udfffy", "🙂" * 3, "[lcm:contextual", " "]),
 )
-huge = st.integers(20_000, 400_000).map(lambda n: ("lorem ipsum dolor sit amet, " * (n // 28 + 1))[:n] + " END")
-blobs = st.sampled_from([
-    f"see data:image/png;base64,{B64} here",
-    f"raw {B64}{B64} tail",
-    f"data:application/pdf;base64,{B64[:64]}",
-])
-json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
-                         st.floats(allow_nan=False, allow_infinity=False), texts)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
-parts = st.lists(st.one_of(
-    st.fixed_dictionaries({"type": st.just("text"), "text": texts | huge | blobs}),
-    st.fixed_dictionaries({"type": st.just("image_url"),
-                           "image_url": st.fixed_dictionaries({"url": blobs | texts})}),
-    json_values,
-), max_size=4)
+huge = st.integers(20_000, 400_000).map(
+    lambda n: ("lorem ipsum dolor sit amet, " * (n // 28 + 1))[:n] + " END"
+)
+blobs = st.sampled_from(
+    [
+        f"see data:image/png;base64,{B64} here",
+        f"raw {B64}{B64} tail",
+        f"data:application/pdf;base64,{B64[:64]}",
+    ]
+)
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    texts,
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+parts = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"type": st.just("text"), "text": texts | huge | blobs}),
+        st.fixed_dictionaries(
+            {
+                "type": st.just("image_url"),
+                "image_url": st.fixed_dictionaries({"url": blobs | texts}),
+            }
+        ),
+        json_values,
+    ),
+    max_size=4,
+)
 contents = st.one_of(texts, texts, huge, blobs, parts, json_values, st.none())
 tool_calls = st.one_of(
-    st.none(), st.just([]), texts, json_values,
-    st.lists(st.fixed_dictionaries(
-        {"id": texts | st.integers(), "type": st.just("function"),
-         "function": st.fixed_dictionaries({"name": texts, "arguments": texts | json_values})},
-        optional={"_private": texts}), max_size=3),
+    st.none(),
+    st.just([]),
+    texts,
+    json_values,
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "id": texts | st.integers(),
+                "type": st.just("function"),
+                "function": st.fixed_dictionaries(
+                    {"name": texts, "arguments": texts | json_values}
+                ),
+            },
+            optional={"_private": texts},
+        ),
+        max_size=3,
+    ),
 )
-roles = st.one_of(st.sampled_from(["user", "assistant", "tool", "system", "developer", "function"]), texts,
-                  st.integers(), st.none())
+roles = st.one_of(
+    st.sampled_from(["user", "assistant", "tool", "system", "developer", "function"]),
+    texts,
+    st.integers(),
+    st.none(),
+)
 
 
 @st.composite
@@ -87,9 +169,15 @@ def messages(draw: st.DrawFn) -> Any:
     if draw(st.integers(0, 19)) == 0:  # not a message at all
         return draw(st.one_of(st.none(), texts, st.integers(), st.lists(texts, max_size=2)))
     message: dict[str, Any] = {}
-    for key, strategy in (("role", roles), ("content", contents), ("tool_calls", tool_calls),
-                          ("tool_call_id", texts | st.integers() | st.none()), ("name", texts | st.integers()),
-                          ("timestamp", st.floats(allow_nan=False) | texts | st.none()), ("_host_private", texts)):
+    for key, strategy in (
+        ("role", roles),
+        ("content", contents),
+        ("tool_calls", tool_calls),
+        ("tool_call_id", texts | st.integers() | st.none()),
+        ("name", texts | st.integers()),
+        ("timestamp", st.floats(allow_nan=False) | texts | st.none()),
+        ("_host_private", texts),
+    ):
         if draw(st.integers(0, 9)) < (9 if key in ("role", "content") else 3):
             message[key] = draw(strategy)
     return message
@@ -99,7 +187,11 @@ def messages(draw: st.DrawFn) -> Any:
 
 
 def storable(message: Any) -> bool:
-    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) or message["role"] == "system":
+    if (
+        not isinstance(message, Mapping)
+        or not isinstance(message.get("role"), str)
+        or message["role"] == "system"
+    ):
         return False
     # Content that merely looks like our summary block ("[lcm:contextual", a typed "[lcm:context 1]")
     # is stored like any message; only our own keyed or sealed block is not.
@@ -138,7 +230,9 @@ def expand_payloads(value: Any, core: Any) -> Any:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def home(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def home(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
     """A home per backend; on PostgreSQL its engines share one fresh schema (named in WHERE)."""
     WHERE.clear()
     WHERE.update(database_env(request.param))
@@ -169,7 +263,9 @@ def stored(engine: LcmEngine) -> list[dict[str, Any]]:
 @given(history=st.lists(messages(), max_size=8), extra=messages())
 def test_any_message_shape_is_stored_losslessly(home: Path, history: list[Any], extra: Any) -> None:
     engine = fresh_engine(home)
-    hooks.post_llm_call(session_id=engine.session_id, conversation_history=history)  # the host's path
+    hooks.post_llm_call(
+        session_id=engine.session_id, conversation_history=history
+    )  # the host's path
     expected = [m for m in history if storable(m)]
     rows = stored(engine)
     assert engine.errors == [], engine.errors
@@ -178,10 +274,13 @@ def test_any_message_shape_is_stored_losslessly(home: Path, history: list[Any], 
     for row, original in zip(rows, expected, strict=True):
         assert row["role"] == safe(original["role"])
         content = expand_payloads(row["content"], core)
-        assert content == json_roundtrip(original.get("content")) or (original.get("content") is None
-                                                                      and content in (None, ""))
+        assert content == json_roundtrip(original.get("content")) or (
+            original.get("content") is None and content in (None, "")
+        )
         if original.get("tool_calls"):
-            assert expand_payloads(row.get("tool_calls"), core) == json_roundtrip(public(original["tool_calls"]))
+            assert expand_payloads(row.get("tool_calls"), core) == json_roundtrip(
+                public(original["tool_calls"])
+            )
         if original.get("tool_call_id"):
             assert row.get("tool_call_id") == safe(str(original["tool_call_id"]))
     engine.ingest_host(history)  # a replay stores nothing
@@ -195,17 +294,24 @@ def test_any_message_shape_is_stored_losslessly(home: Path, history: list[Any], 
 
 queries = st.one_of(
     texts,
-    st.lists(st.sampled_from(FTS_BITS) | st.sampled_from(["file", "error", "src/a.py", "x_y", "Ünïcode"]),
-             max_size=10).map(" ".join),
-    st.none(), st.integers(), st.lists(texts, max_size=2),
+    st.lists(
+        st.sampled_from(FTS_BITS)
+        | st.sampled_from(["file", "error", "src/a.py", "x_y", "Ünïcode"]),
+        max_size=10,
+    ).map(" ".join),
+    st.none(),
+    st.integers(),
+    st.lists(texts, max_size=2),
 )
 
 
 @pytest.fixture(scope="module")
 def search_engine(home: Path) -> LcmEngine:
     engine = fresh_engine(home)
-    corpus: list[dict[str, Any]] = [{"role": "user", "content": f"note {i}: {bit} file error src/a.py x_y"}
-                                    for i, bit in enumerate(FTS_BITS)]
+    corpus: list[dict[str, Any]] = [
+        {"role": "user", "content": f"note {i}: {bit} file error src/a.py x_y"}
+        for i, bit in enumerate(FTS_BITS)
+    ]
     engine.ingest_host(corpus)
     return engine
 
@@ -233,14 +339,23 @@ def _log_lines(count: int) -> str:
 
 
 def _dump(body: str) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": "dump the log"},
-            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
-                                                                 "function": {"name": "cat", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "cat", "content": body},
-            {"role": "assistant", "content": "that was long"}]
+    return [
+        {"role": "user", "content": "dump the log"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "cat", "content": body},
+        {"role": "assistant", "content": "that was long"},
+    ]
 
 
-def _ingest_and_compress(engine: LcmEngine, history: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Work]:
+def _ingest_and_compress(
+    engine: LcmEngine, history: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], Work]:
     core = engine.ensure_core()
     assert core is not None
 
@@ -261,7 +376,9 @@ def test_five_megabyte_tool_result(home: Path) -> None:
     # The work does not follow the text's size: a tenth of the text costs about as much (counted in
     # lines of Python and SQLite steps, not timed: tests/workcount.py). A pass per line of the text
     # in Python would make the large one ~10x the small one.
-    _, small = _ingest_and_compress(fresh_engine(home / "small"), _dump(_log_lines(14_000)[:500_000]))
+    _, small = _ingest_and_compress(
+        fresh_engine(home / "small"), _dump(_log_lines(14_000)[:500_000])
+    )
     assert work.lines <= 1.5 * small.lines + 5000, f"5 MB: {work}; 500 kB: {small}"
     assert count_messages(out) <= engine.threshold_tokens
     rows = stored(engine)
@@ -271,7 +388,9 @@ def test_five_megabyte_tool_result(home: Path) -> None:
     store_id = next(h["store_id"] for h in hit["hits"] if h.get("store_id"))
     text, offset = "", 0
     while offset is not None and len(text) < 6_000_000:
-        page = json.loads(engine.handle_tool_call("lcm_expand", {"store_id": store_id, "content_offset": offset}))
+        page = json.loads(
+            engine.handle_tool_call("lcm_expand", {"store_id": store_id, "content_offset": offset})
+        )
         assert "error" not in page, page
         text += page["content"]
         offset = page.get("next_content_offset")
@@ -282,8 +401,10 @@ def test_five_megabyte_tool_result(home: Path) -> None:
 def test_five_megabyte_base64_blob_goes_to_a_payload_file(home: Path) -> None:
     engine = fresh_engine(home)
     blob = base64.b64encode(bytes(i % 251 for i in range(3_750_000))).decode()  # 5 MB of base64
-    history = [{"role": "user", "content": "here is the image"},
-               {"role": "tool", "tool_call_id": "c9", "content": f"data:image/png;base64,{blob}"}]
+    history = [
+        {"role": "user", "content": "here is the image"},
+        {"role": "tool", "tool_call_id": "c9", "content": f"data:image/png;base64,{blob}"},
+    ]
     engine.ingest_host(history)
     rows = stored(engine)
     assert len(rows) == 2 and len(rows[1]["content"]) < 200, rows[1]["content"][:200]

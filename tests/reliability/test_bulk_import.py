@@ -31,7 +31,12 @@ def message(session: str, i: int) -> dict[str, Any]:
 def fts_rows(db: Path, token: str) -> list[int]:
     con = sqlite3.connect(str(db))
     try:
-        return [r[0] for r in con.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (token,))]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (token,)
+            )
+        ]
     finally:
         con.close()
 
@@ -41,8 +46,10 @@ def check_store(db: Path, sessions: dict[str, int]) -> None:
     con = sqlite3.connect(str(db))
     try:
         con.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
-        rows = con.execute("SELECT m.id, m.content FROM messages m JOIN conversations c ON c.id=m.conversation_id "
-                           "ORDER BY c.key, m.seq").fetchall()
+        rows = con.execute(
+            "SELECT m.id, m.content FROM messages m JOIN conversations c ON c.id=m.conversation_id "
+            "ORDER BY c.key, m.seq"
+        ).fetchall()
         postings = con.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0]
     finally:
         con.close()
@@ -52,7 +59,9 @@ def check_store(db: Path, sessions: dict[str, int]) -> None:
         for i in range(count):
             text = message(session, i)["content"]
             assert text in by_text, f"{session} {i} lost"
-            assert fts_rows(db, rare(session, i)) == [by_text[text]], f"{session} {i} not indexed as its row"
+            assert fts_rows(db, rare(session, i)) == [by_text[text]], (
+                f"{session} {i} not indexed as its row"
+            )
     assert len(by_text) == len(rows), "a message stored twice"
 
 
@@ -120,8 +129,13 @@ def test_kill_mid_import_leaves_every_row_indexed(tmp_path: Path) -> None:
     from .helpers import child_env
 
     root = Path(__file__).resolve().parents[2]
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                             env=child_env(), cwd=str(root))
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=str(root),
+    )
     assert child.stdout is not None
     for line in child.stdout:
         if line.startswith("STORED") and int(line.split()[1]) >= 6000:

@@ -20,11 +20,23 @@ from typing import Any
 import pytest
 
 from ..conftest import database_env
-from .helpers import dag_problems, expected_markers, integrity, lock_errors, marker_counts, result_of, start
+from .helpers import (
+    dag_problems,
+    expected_markers,
+    integrity,
+    lock_errors,
+    marker_counts,
+    result_of,
+    start,
+)
 
 TURNS = 120
-ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "5000", "LCM_LEAF_CHUNK_TOKENS": "800", "LCM_FRESH_TAIL_COUNT": "8",
-       "LCM_CONDENSE_MIN_NODES": "2"}
+ENV = {
+    "LCM_ABSOLUTE_THRESHOLD_TOKENS": "5000",
+    "LCM_LEAF_CHUNK_TOKENS": "800",
+    "LCM_FRESH_TAIL_COUNT": "8",
+    "LCM_CONDENSE_MIN_NODES": "2",
+}
 
 
 pytestmark = pytest.mark.both_backends
@@ -36,9 +48,13 @@ def test_three_writers_and_a_reader(tmp_path: Path, backend: str) -> None:
     common = {"conversation": "shared", "stop": TURNS, "env": env}
     progress = tmp_path / "a.progress"
     procs: dict[str, subprocess.Popen[str]] = {
-        "A": start("writer", tmp_path, "a", shape="cli", compact_every=4, progress=progress, **common),
+        "A": start(
+            "writer", tmp_path, "a", shape="cli", compact_every=4, progress=progress, **common
+        ),
         "B": start("writer", tmp_path, "b", shape="api", compact_every=5, **common),
-        "R": start("writer", tmp_path, "a", shape="api", compact_every=3, follow=progress, **common),
+        "R": start(
+            "writer", tmp_path, "a", shape="api", compact_every=3, follow=progress, **common
+        ),
         "reader": start("reader", tmp_path, "b", conversation="shared", seconds=8, env=env),
     }
     results = {}
@@ -50,14 +66,20 @@ def test_three_writers_and_a_reader(tmp_path: Path, backend: str) -> None:
     for name, result in results.items():
         if result["escaped"]:
             problems.append(f"{name}: exceptions reached the host: {result['escaped'][:3]}")
-        surfaced = lock_errors(result["errors"] + result["engine_errors"] + result.get("tool_errors", []))
+        surfaced = lock_errors(
+            result["errors"] + result["engine_errors"] + result.get("tool_errors", [])
+        )
         if surfaced:
             problems.append(f"{name}: lock errors: {surfaced[:3]}")
         if result["errors"] or result["engine_errors"]:
-            problems.append(f"{name}: engine errors: {(result['errors'] + result['engine_errors'])[:3]}")
+            problems.append(
+                f"{name}: engine errors: {(result['errors'] + result['engine_errors'])[:3]}"
+            )
     if results["reader"]["tool_error_count"]:
-        problems.append(f"reader: {results['reader']['tool_error_count']} tool errors, e.g. "
-                        f"{results['reader']['tool_errors'][:3]}")
+        problems.append(
+            f"reader: {results['reader']['tool_error_count']} tool errors, e.g. "
+            f"{results['reader']['tool_errors'][:3]}"
+        )
     assert results["reader"]["calls"] > 20
     db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
     assert integrity(db) == "ok"
@@ -68,11 +90,15 @@ def test_three_writers_and_a_reader(tmp_path: Path, backend: str) -> None:
     assert dag_problems(db) == []
     assert problems == []
     a_rows = len(expected_markers("a", range(TURNS)))
-    assert results["A"]["stored"] + results["R"]["stored"] == a_rows  # each message stored by exactly one process
+    assert (
+        results["A"]["stored"] + results["R"]["stored"] == a_rows
+    )  # each message stored by exactly one process
 
 
 @pytest.mark.parametrize("seed", [34, 1, 2, 3, 4, 5])
-def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Path, seed: int, backend: str) -> None:
+def test_interleaved_writers_in_one_process_store_each_message_once(
+    tmp_path: Path, seed: int, backend: str
+) -> None:
     """The three writers above, interleaved deterministically by ``seed`` (seed 34 once stored two of
     A's messages twice: A's compressed list had gaps, a pinned request and rows behind the frontier,
     that content alignment could not see across). The replayer may send a turn before A's own ingest."""
@@ -85,12 +111,17 @@ def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Pa
 
     rng = random.Random(seed)
     where = database_env(backend)
-    engines = {w: make_engine(str(tmp_path), "b" if w == "B" else "a", {**ENV, **where}, "shared") for w in "ARB"}
+    engines = {
+        w: make_engine(str(tmp_path), "b" if w == "B" else "a", {**ENV, **where}, "shared")
+        for w in "ARB"
+    }
     hosts: dict[str, list[dict[str, Any]]] = {w: [] for w in "ARB"}
     every, turn, turns = {"A": 4, "R": 3, "B": 5}, dict.fromkeys("ARB", 0), 40
     try:
         while min(turn.values()) < turns:
-            who = rng.choice([w for w in "ARB" if turn[w] < turns and (w != "R" or turn["R"] <= turn["A"])])
+            who = rng.choice(
+                [w for w in "ARB" if turn[w] < turns and (w != "R" or turn["R"] <= turn["A"])]
+            )
             t, session = turn[who], "b" if who == "B" else "a"
             if who == "A":
                 hosts[who].extend(turn_messages(session, t))
@@ -98,7 +129,9 @@ def test_interleaved_writers_in_one_process_store_each_message_once(tmp_path: Pa
                 hosts[who] = [m for k in range(t + 1) for m in turn_messages(session, k)]
             engines[who].ingest_host(hosts[who])
             if t % every[who] == 0:
-                out = engines[who].compress(list(hosts[who]), current_tokens=count_messages(hosts[who]) + 500)
+                out = engines[who].compress(
+                    list(hosts[who]), current_tokens=count_messages(hosts[who]) + 500
+                )
                 if who == "A":
                     hosts[who] = list(out)
             turn[who] += 1

@@ -49,7 +49,9 @@ KILLS = int(os.environ.get("LCM_CRASH_KILLS", "24"))
 
 @pytest.mark.parametrize("shape", ["api", "cli"])
 @pytest.mark.parametrize("step", STEPS)
-def test_a_kill_after_any_step_stores_every_message_once(tmp_path: Path, step: str, shape: str) -> None:
+def test_a_kill_after_any_step_stores_every_message_once(
+    tmp_path: Path, step: str, shape: str
+) -> None:
     turns = transcript(19, 40)
     kills = {t: step for t in range(2, 40, 3)}
     errors = play(tmp_path, turns, kills, shape=shape)
@@ -62,8 +64,10 @@ def test_the_issue_19_shape_tool_result_and_reply_of_the_last_acked_turn(tmp_pat
     round (a result reusing call_0 with the same short text as the acknowledged turn's)."""
     call, result = tool_round("call_0", "ok", "ls")
     ok = {"role": "assistant", "content": "ok"}
-    turns = [Turn({"role": "user", "content": text}, ((call, result),), ok)
-             for text in ("please look at src/a.py and fix it", "continue", "go on")]
+    turns = [
+        Turn({"role": "user", "content": text}, ((call, result),), ok)
+        for text in ("please look at src/a.py and fix it", "continue", "go on")
+    ]
     for kill in ("user", "tool", "reply"):
         home = tmp_path / kill
         assert play(home, turns, {1: kill, 2: kill}) == []
@@ -71,15 +75,18 @@ def test_the_issue_19_shape_tool_result_and_reply_of_the_last_acked_turn(tmp_pat
 
 
 @pytest.mark.parametrize("seed", range(SEEDS))
-def test_long_random_session_with_kills_stores_every_message_once(tmp_path: Path, seed: int) -> None:
+def test_long_random_session_with_kills_stores_every_message_once(
+    tmp_path: Path, seed: int
+) -> None:
     turns = transcript(seed, TURNS)
     kills = random_kills(seed, TURNS, KILLS)
     shape = "cli" if seed % 2 else "api"
     errors = play(tmp_path, turns, kills, shape=shape)
     extra, missing, where = differences(tmp_path / "lcm.db", turns)
     assert errors == []
-    assert (extra, missing) == (0, 0), f"seed {seed} ({shape}, {len(kills)} kills): {extra} duplicated, " \
-                                       f"{missing} lost; {where}"
+    assert (extra, missing) == (0, 0), (
+        f"seed {seed} ({shape}, {len(kills)} kills): {extra} duplicated, {missing} lost; {where}"
+    )
 
 
 def test_a_short_reply_that_really_repeats_is_stored_every_time(tmp_path: Path) -> None:
@@ -90,7 +97,10 @@ def test_a_short_reply_that_really_repeats_is_stored_every_time(tmp_path: Path) 
     cannot tell); real histories have a message the conversation holds once within the
     compared tail, which settles it (the other tests here draw one at least every 6 turns).
     """
-    turns = [Turn({"role": "user", "content": "ok"}, (), {"role": "assistant", "content": "ok"}) for _ in range(8)]
+    turns = [
+        Turn({"role": "user", "content": "ok"}, (), {"role": "assistant", "content": "ok"})
+        for _ in range(8)
+    ]
     assert play(tmp_path, turns, {2: "user", 3: "compaction", 4: "persist", 6: "compact"}) == []
     assert differences(tmp_path / "lcm.db", turns) == (0, 0, "")
 
@@ -107,11 +117,19 @@ def conversations(draw: st.DrawFn) -> tuple[list[Turn], dict[int, str], str]:
         user = f"please fix the bug in src/m{t}.py" if unique else draw(short_text)
         rounds = []
         for _ in range(draw(st.integers(0, 2))):
-            call, result = tool_round(draw(st.sampled_from(CALL_IDS)), draw(st.sampled_from(RESULTS)),
-                                      draw(st.sampled_from(["ls", "make"])))
+            call, result = tool_round(
+                draw(st.sampled_from(CALL_IDS)),
+                draw(st.sampled_from(RESULTS)),
+                draw(st.sampled_from(["ls", "make"])),
+            )
             rounds.append((call, result))
-        turns.append(Turn({"role": "user", "content": user}, tuple(rounds),
-                          {"role": "assistant", "content": draw(st.sampled_from(REPLIES))}))
+        turns.append(
+            Turn(
+                {"role": "user", "content": user},
+                tuple(rounds),
+                {"role": "assistant", "content": draw(st.sampled_from(REPLIES))},
+            )
+        )
     # From turn 1: a host killed before it persisted its first turn has no session to resume.
     kills = draw(st.dictionaries(st.integers(1, count - 1), st.sampled_from(STEPS), max_size=count))
     return turns, kills, draw(st.sampled_from(["api", "cli"]))
@@ -120,7 +138,8 @@ def conversations(draw: st.DrawFn) -> tuple[list[Turn], dict[int, str], str]:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_property_random_conversations_and_kills_store_every_message_once(
-        case: tuple[list[Turn], dict[int, str], str]) -> None:
+    case: tuple[list[Turn], dict[int, str], str],
+) -> None:
     turns, kills, shape = case
     with tempfile.TemporaryDirectory() as home:
         errors = play(Path(home), turns, kills, shape=shape)
@@ -128,19 +147,25 @@ def test_property_random_conversations_and_kills_store_every_message_once(
         assert differences(Path(home) / "lcm.db", turns) == (0, 0, "")
 
 
-def test_a_gateway_rebuilding_its_list_each_call_stores_repetitive_content_once(tmp_path: Path) -> None:
+def test_a_gateway_rebuilding_its_list_each_call_stores_repetitive_content_once(
+    tmp_path: Path,
+) -> None:
     """Fresh dicts every call (the API server reloads its history): no shortcut may take another
     list of the same length ending in another "ok" for the one seen before."""
     messages = flat(transcript(5, 120))
     host = Host(tmp_path, "gateway")
     core = host.engine.ensure_core()
     assert core is not None
-    for lo in range(0, 400, 100):  # batches overlapping the stored tail by 8, as the bulk paths send
-        core.ingest(json.loads(json.dumps(messages[max(0, lo - 8):lo + 100])))
+    for lo in range(
+        0, 400, 100
+    ):  # batches overlapping the stored tail by 8, as the bulk paths send
+        core.ingest(json.loads(json.dumps(messages[max(0, lo - 8) : lo + 100])))
     for n in range(400, 430):
         host.ingest(json.loads(json.dumps(messages[:n])))
         host.ingest(json.loads(json.dumps(messages[:n])))
-    host.ingest(json.loads(json.dumps(messages[100:300])))  # an old slice re-sent: nothing in it is new
+    host.ingest(
+        json.loads(json.dumps(messages[100:300]))
+    )  # an old slice re-sent: nothing in it is new
     host.close()
     assert host.errors == []
     assert stored_rows(tmp_path / "lcm.db") == [row(m) for m in messages[:429]]

@@ -29,18 +29,34 @@ from .worker import CONTEXT_LENGTH, history
 SESSION = "crash"
 ROUNDS = 50  # half aimed at ingest, half at compaction
 INGEST_ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "12000", "LCM_FRESH_TAIL_COUNT": "8"}
-COMPACT_ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000", "LCM_LEAF_CHUNK_TOKENS": "500",
-               "LCM_FRESH_TAIL_COUNT": "6", "LCM_CONDENSE_MIN_NODES": "2"}
+COMPACT_ENV = {
+    "LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000",
+    "LCM_LEAF_CHUNK_TOKENS": "500",
+    "LCM_FRESH_TAIL_COUNT": "6",
+    "LCM_CONDENSE_MIN_NODES": "2",
+}
 
 
-def run_and_kill(home: Path, rng: random.Random, first_turn: int, aim: str,
-                 where: dict[str, str] | None = None) -> tuple[int, bool]:
+def run_and_kill(
+    home: Path, rng: random.Random, first_turn: int, aim: str, where: dict[str, str] | None = None
+) -> tuple[int, bool]:
     """One child run killed at a random point; returns (last acknowledged turn, killed mid-compaction)."""
     env = {**(COMPACT_ENV if aim == "compact" else INGEST_ENV), **(where or {})}
     errors = home / "worker-stderr.txt"
-    with errors.open("w") as err_file:  # a file, not a pipe: a chatty child must never block on stderr
-        proc = start("writer", home, SESSION, stderr=err_file, start=first_turn, stop=first_turn + 400,
-                     shape=rng.choice(["api", "cli"]), compact_every=1 if aim == "compact" else 0, env=env)
+    with errors.open(
+        "w"
+    ) as err_file:  # a file, not a pipe: a chatty child must never block on stderr
+        proc = start(
+            "writer",
+            home,
+            SESSION,
+            stderr=err_file,
+            start=first_turn,
+            stop=first_turn + 400,
+            shape=rng.choice(["api", "cli"]),
+            compact_every=1 if aim == "compact" else 0,
+            env=env,
+        )
     assert proc.stdout is not None
     acked, acks_wanted, seen_acks = first_turn - 1, rng.randint(1, 6), 0
     in_compaction = False
@@ -61,7 +77,9 @@ def run_and_kill(home: Path, rng: random.Random, first_turn: int, aim: str,
         elif word == "RESULT":
             raise AssertionError(f"worker finished before it was killed: {line}")
     proc.send_signal(signal.SIGKILL)
-    rest_out = proc.stdout.read()  # through the same buffered reader, so no line already read ahead is lost
+    rest_out = (
+        proc.stdout.read()
+    )  # through the same buffered reader, so no line already read ahead is lost
     proc.stdout.close()
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL, errors.read_text()[-2000:]
@@ -106,8 +124,16 @@ def test_sigkill_during_ingest_and_compaction(tmp_path: Path, backend: str) -> N
 def finish_cleanly(home: Path, acked: int, where: dict[str, str] | None = None) -> None:
     """A fresh engine re-sends the whole transcript and compacts: it completes, no errors."""
     close_all()
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          **COMPACT_ENV, **(where or {})}))
+    engine = copy.deepcopy(
+        LcmEngine(
+            env={
+                "HERMES_HOME": str(home),
+                "LCM_SUMMARY_PROVIDER": "extractive",
+                **COMPACT_ENV,
+                **(where or {}),
+            }
+        )
+    )
     engine.update_model("reliability-model", CONTEXT_LENGTH)
     engine.on_session_start(SESSION, hermes_home=str(home), platform="cli")
     transcript = history(SESSION, acked + 1)
@@ -117,7 +143,10 @@ def finish_cleanly(home: Path, acked: int, where: dict[str, str] | None = None) 
     status = engine.get_status()
     assert status["errors"] == [] and status["engine_errors"] == []
     assert status["last_compaction"]["errors"] == []
-    assert "pass limit" not in status["last_compaction"]["stop_reason"] or status["last_compaction"]["leaf_passes"]
+    assert (
+        "pass limit" not in status["last_compaction"]["stop_reason"]
+        or status["last_compaction"]["leaf_passes"]
+    )
     assert out and count_messages(out) <= engine.threshold_tokens
     check_after_kill((where or {}).get("LCM_DATABASE_URL") or home / "lcm.db", acked)
     close_all()
@@ -127,18 +156,31 @@ SHORT_ROUNDS = 16
 SHORT_TURNS = 2000  # the transcript's length; the runs get through a few hundred turns
 
 
-def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: str,
-                       where: dict[str, str] | None = None) -> int:
+def run_short_and_kill(
+    home: Path, rng: random.Random, first_turn: int, shape: str, where: dict[str, str] | None = None
+) -> int:
     """One ``short`` worker run SIGKILLed after a random step line; returns the last acknowledged turn."""
     errors = home / "worker-stderr.txt"
     with errors.open("w") as err_file:
-        proc = start("short", home, SESSION, stderr=err_file, start=first_turn, stop=SHORT_TURNS, seed=19,
-                     shape=shape, **({"env": where} if where else {}))
+        proc = start(
+            "short",
+            home,
+            SESSION,
+            stderr=err_file,
+            start=first_turn,
+            stop=SHORT_TURNS,
+            seed=19,
+            shape=shape,
+            **({"env": where} if where else {}),
+        )
     assert proc.stdout is not None
     acked, lines_wanted = first_turn - 1, rng.randint(2, 40)
     for lines, line in enumerate(proc.stdout, 1):
         word, _, rest = line.strip().partition(" ")
-        if word in ("ACK", "RESUME"):  # RESUME: the host persisted turns a kill kept from being acknowledged
+        if word in (
+            "ACK",
+            "RESUME",
+        ):  # RESUME: the host persisted turns a kill kept from being acknowledged
             acked = max(acked, int(rest) - (word == "RESUME"))
         elif word == "RESULT":
             raise AssertionError(f"worker finished before it was killed: {line}")
@@ -158,7 +200,9 @@ def run_short_and_kill(home: Path, rng: random.Random, first_turn: int, shape: s
 
 
 @pytest.mark.both_backends
-def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once(tmp_path: Path, backend: str) -> None:
+def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once(
+    tmp_path: Path, backend: str
+) -> None:
     """Crash safety with real SIGKILLs: "ok"/"done" replies, tool calls reusing call_0. After every kill
     the store holds the transcript up to the acknowledged turn, and at most the next, each once."""
     from .crashplay import stored_prefix, transcript
@@ -169,7 +213,9 @@ def test_sigkill_with_short_replies_and_reused_call_ids_stores_each_message_once
     db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
     acked = -1
     for round_no in range(SHORT_ROUNDS):
-        acked = run_short_and_kill(tmp_path, rng, acked + 1, "cli" if round_no % 2 else "api", where)
+        acked = run_short_and_kill(
+            tmp_path, rng, acked + 1, "cli" if round_no % 2 else "api", where
+        )
         assert integrity(db) == "ok"
         problem = stored_prefix(db, turns, acked)
         assert problem == "", f"after kill {round_no + 1} (acknowledged turn {acked}): {problem}"

@@ -40,7 +40,9 @@ from ..convo import assert_valid_sequence, text, visible
 
 MARK = re.compile(r"\bmk:(\d+)\b")
 DISK_BYTES = 4 * 1024 * 1024
-ROOM_BYTES = 190 * 1024  # what the filler leaves free once the conversation has started: sized so the
+ROOM_BYTES = (
+    190 * 1024
+)  # what the filler leaves free once the conversation has started: sized so the
 # run includes a compaction that appends unstored messages (schema 5 writes a payload grant with each
 # externalized row; 180-200 KiB give that run, 160 and 220 do not)
 
@@ -131,8 +133,16 @@ def refusing_server(base: Path) -> Iterator[Disk]:
 def small_disk(base: Path) -> Iterator[Disk]:
     root = base / "disk"
     root.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(root)],
-                             capture_output=True, text=True).returncode == 0 if os.geteuid() == 0 else False
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(root)],
+            capture_output=True,
+            text=True,
+        ).returncode
+        == 0
+        if os.geteuid() == 0
+        else False
+    )
     try:
         yield Disk(root) if mounted else InjectedDisk(root)
     finally:
@@ -162,11 +172,24 @@ def turns(seed: int) -> Iterator[list[dict[str, Any]]]:
         out: list[dict[str, Any]] = [{"role": "user", "content": ask}]
         for loop in range(rng.randint(0, 2)):
             ids = [f"call_{t}_{loop}_{k}" for k in range(rng.randint(1, 2))]
-            out.append({"role": "assistant", "content": f"{mark()} checking", "tool_calls": [
-                {"id": i, "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"p": i})}}
-                for i in ids]})
-            out.extend({"role": "tool", "tool_call_id": i, "content": f"{mark()} result {text(rng, 90)}"}
-                       for i in ids)
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": f"{mark()} checking",
+                    "tool_calls": [
+                        {
+                            "id": i,
+                            "type": "function",
+                            "function": {"name": "read_file", "arguments": json.dumps({"p": i})},
+                        }
+                        for i in ids
+                    ],
+                }
+            )
+            out.extend(
+                {"role": "tool", "tool_call_id": i, "content": f"{mark()} result {text(rng, 90)}"}
+                for i in ids
+            )
         out.append({"role": "assistant", "content": f"{mark()} turn {t} answer: {text(rng, 50)}"})
         yield out
 
@@ -184,7 +207,9 @@ def markers(messages: list[dict[str, Any]]) -> list[int]:
 def stored_markers(db: Path | str) -> list[int]:
     """Markers of the stored rows in conversation order, read with a connection of our own."""
     if backends.is_url(db):
-        rows = backends.raw_sql(str(db), "SELECT content FROM messages ORDER BY conversation_id, seq")
+        rows = backends.raw_sql(
+            str(db), "SELECT content FROM messages ORDER BY conversation_id, seq"
+        )
         return [int(h.group(1)) for (c,) in rows if (h := MARK.match(c or ""))]
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
@@ -195,7 +220,9 @@ def stored_markers(db: Path | str) -> list[int]:
 
 
 @pytest.mark.both_backends
-def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_returns(tmp_path, backend):
+def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_returns(
+    tmp_path, backend
+):
     where = database_env(backend)
     with small_disk(tmp_path) if not where else refusing_server(tmp_path) as disk:
         print(f"full-disk test mode: {disk.mode}")
@@ -209,7 +236,9 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
             disk.turn(engine, t)
             live.extend(turn)
             sent.extend(markers(turn))
-            hooks.post_llm_call(session_id="s1", conversation_history=list(live))  # ingest, as the host does
+            hooks.post_llm_call(
+                session_id="s1", conversation_history=list(live)
+            )  # ingest, as the host does
             tokens = count_messages(live) + 500
             if engine.should_compress(tokens):
                 before = markers(live)
@@ -217,19 +246,26 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
                 compress_calls += 1
                 stored_now = set(stored_markers(db))
                 dropped = set(before) - set(markers(out))
-                assert dropped <= stored_now, f"turn {t}: dropped before stored: {sorted(dropped - stored_now)}"
+                assert dropped <= stored_now, (
+                    f"turn {t}: dropped before stored: {sorted(dropped - stored_now)}"
+                )
                 unstored = [m for m in before if m not in stored_now]
-                assert not unstored or markers(out)[-len(unstored):] == unstored, f"turn {t}: unstored reordered"
+                assert not unstored or markers(out)[-len(unstored) :] == unstored, (
+                    f"turn {t}: unstored reordered"
+                )
                 assert_valid_sequence(out)
                 kept_whole += out == live
-                appended += bool(unstored) and out != live  # stored part compacted, unstored ones appended
+                appended += (
+                    bool(unstored) and out != live
+                )  # stored part compacted, unstored ones appended
                 # the host reads these after compress: an unchanged list is reported, not a silent no-op
                 assert engine._last_compress_aborted is (out == live and bool(unstored))
                 if engine._last_compress_aborted:
                     assert "none was dropped" in engine._last_summary_error
                 if out != live:
-                    engine.on_session_start("s1", boundary_reason="compression", old_session_id="s1",
-                                            platform="cli")
+                    engine.on_session_start(
+                        "s1", boundary_reason="compression", old_session_id="s1", platform="cli"
+                    )
                 live = list(out)
             failures = engine.get_status()["store_write_failures"]
             if phase == "filling" and failures:
@@ -246,25 +282,35 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
             assert t < 2000, f"the disk never filled (phase {phase})"
         engine.on_session_end("s1", list(live))
         status = engine.get_status()
-        print(f"sent {len(sent)}, failures {status['store_write_failures']}, compress calls {compress_calls}, "
-              f"kept whole {kept_whole}, unstored appended {appended}, "
-              f"payload failures {status['payload_write_failures']}, "
-              f"last failure {status['last_store_write_failure']}")
+        print(
+            f"sent {len(sent)}, failures {status['store_write_failures']}, compress calls {compress_calls}, "
+            f"kept whole {kept_whole}, unstored appended {appended}, "
+            f"payload failures {status['payload_write_failures']}, "
+            f"last failure {status['last_store_write_failure']}"
+        )
         assert status["store_write_failures"] > 0 and status["last_store_write_failure"]
         assert status["unstored_messages"] == 0
         stored = stored_markers(db)
-        assert stored == sent, f"{len(set(sent) - set(stored))} of {len(sent)} messages lost; " \
-                               f"{len(stored) - len(set(stored))} stored twice"
+        assert stored == sent, (
+            f"{len(set(sent) - set(stored))} of {len(sent)} messages lost; "
+            f"{len(stored) - len(set(stored))} stored twice"
+        )
         assert compress_calls >= 5 and kept_whole >= 1 and appended >= 1
 
 
 @pytest.mark.both_backends
-def test_a_failed_payload_write_keeps_the_message_inline_and_recognises_it_later(tmp_path, backend_env):
+def test_a_failed_payload_write_keeps_the_message_inline_and_recognises_it_later(
+    tmp_path, backend_env
+):
     engine = new_engine(tmp_path, threshold=10**9, **backend_env)
-    backends.refuse_payloads(engine.core.store)  # every payload write fails (the directory, or the server's disk_full)
+    backends.refuse_payloads(
+        engine.core.store
+    )  # every payload write fails (the directory, or the server's disk_full)
     rng = random.Random(5)
-    first = [{"role": "user", "content": f"mk:1 look {_payload(rng)}"},
-             {"role": "assistant", "content": "mk:2 seen"}]
+    first = [
+        {"role": "user", "content": f"mk:1 look {_payload(rng)}"},
+        {"role": "assistant", "content": "mk:2 seen"},
+    ]
     engine.ingest_host(list(first))
     assert engine.get_status()["payload_write_failures"] >= 1
     backends.allow_payloads(engine.core.store)

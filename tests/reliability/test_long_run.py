@@ -40,19 +40,37 @@ def vm(store: Any) -> Any:
 
 
 def turn(t: int) -> list[dict[str, Any]]:
-    ask = {"role": "user", "content": f"t{t}: fix the parser bug number {t * 31 % 997} in src/p{t % 50}.py please"}
+    ask = {
+        "role": "user",
+        "content": f"t{t}: fix the parser bug number {t * 31 % 997} in src/p{t % 50}.py please",
+    }
     if t % 5:
-        return [ask, {"role": "assistant", "content": f"t{t}: done, the parser now handles case {t % 13}."}]
+        return [
+            ask,
+            {"role": "assistant", "content": f"t{t}: done, the parser now handles case {t % 13}."},
+        ]
     call = f"c{t}"
     run = {"name": "run", "arguments": f'{{"cmd": "pytest -k {t}"}}'}
-    return [ask,
-            {"role": "assistant", "content": "", "tool_calls": [{"id": call, "type": "function", "function": run}]},
-            {"role": "tool", "tool_call_id": call, "name": "run", "content": f"t{t}: " + "PASSED test_case\n" * 20},
-            {"role": "assistant", "content": f"t{t}: tests pass."}]
+    return [
+        ask,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call, "type": "function", "function": run}],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": call,
+            "name": "run",
+            "content": f"t{t}: " + "PASSED test_case\n" * 20,
+        },
+        {"role": "assistant", "content": f"t{t}: tests pass."},
+    ]
 
 
-def _one_turn(engine: LcmEngine, host: list[dict[str, Any]], tokens: int, budget: Any) \
-        -> tuple[bool, list[dict[str, Any]]]:
+def _one_turn(
+    engine: LcmEngine, host: list[dict[str, Any]], tokens: int, budget: Any
+) -> tuple[bool, list[dict[str, Any]]]:
     """What the host does around one model call: ingest its list, ask, and assemble from the store."""
     engine.ingest_host(host)
     core = engine.ensure_core()
@@ -60,9 +78,19 @@ def _one_turn(engine: LcmEngine, host: list[dict[str, Any]], tokens: int, budget
     return engine.should_compress(tokens), core.assemble(budget)
 
 
-def test_five_thousand_turns_stay_bounded_and_flat(tmp_path: Path, backend_env: dict[str, str]) -> None:
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          "LCM_ABSOLUTE_THRESHOLD_TOKENS": str(THRESHOLD), **backend_env}))
+def test_five_thousand_turns_stay_bounded_and_flat(
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
+    engine = copy.deepcopy(
+        LcmEngine(
+            env={
+                "HERMES_HOME": str(tmp_path),
+                "LCM_SUMMARY_PROVIDER": "extractive",
+                "LCM_ABSOLUTE_THRESHOLD_TOKENS": str(THRESHOLD),
+                **backend_env,
+            }
+        )
+    )
     engine.update_model("long-run-model", 128_000)
     engine.on_session_start("long", hermes_home=str(tmp_path), platform="cli")
     core = engine.ensure_core()
@@ -106,23 +134,32 @@ def test_five_thousand_turns_stay_bounded_and_flat(tmp_path: Path, backend_env: 
     # up over the first ~2,500 turns, then settles; it may exceed its nominal share, budget.summaries,
     # because nothing is evicted while the whole prompt is under the goal).
     goal = core.budget(THRESHOLD, OVERHEAD).goal
-    assert max(prefix) <= goal, f"summary prefix reached {max(prefix)} tokens, the compaction goal is {goal}"
+    assert max(prefix) <= goal, (
+        f"summary prefix reached {max(prefix)} tokens, the compaction goal is {goal}"
+    )
     quarter = len(prefix) // 4
-    third_q, last_q = max(prefix[2 * quarter:3 * quarter]), max(prefix[3 * quarter:])
-    assert last_q <= 1.1 * third_q + 50, f"summary prefix still growing: max {third_q} -> {last_q} tokens"
+    third_q, last_q = max(prefix[2 * quarter : 3 * quarter]), max(prefix[3 * quarter :])
+    assert last_q <= 1.1 * third_q + 50, (
+        f"summary prefix still growing: max {third_q} -> {last_q} tokens"
+    )
     early = statistics.median(w for t, w in per_turn.items() if t < TURNS // 2)
     late = statistics.median(w for t, w in per_turn.items() if t >= TURNS // 2)
     print(f"per-turn work: {early:.0f} early, {late:.0f} late")
     assert late <= 1.5 * early, f"per-turn work grew: {early:.0f} -> {late:.0f} (lines + VM steps)"
 
 
-def test_api_shape_ingest_does_not_grow_with_history(tmp_path: Path, backend_env: dict[str, str]) -> None:
+def test_api_shape_ingest_does_not_grow_with_history(
+    tmp_path: Path, backend_env: dict[str, str]
+) -> None:
     """The API server re-sends the whole history every turn; ingest must not pay for its length.
 
     (It did: the whole list was filtered twice per call, 11 ms at 40k messages against 0.4 ms at 1k.)
     """
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive",
-                                          **backend_env}))
+    engine = copy.deepcopy(
+        LcmEngine(
+            env={"HERMES_HOME": str(tmp_path), "LCM_SUMMARY_PROVIDER": "extractive", **backend_env}
+        )
+    )
     engine.update_model("long-run-model", 128_000)
     engine.on_session_start("api-long", hermes_home=str(tmp_path), platform="api")
 
@@ -142,5 +179,7 @@ def test_api_shape_ingest_does_not_grow_with_history(tmp_path: Path, backend_env
     grow(engine, 0, 1000)
     early = median_turn_work([msg(i) for i in range(1000)], 1000)
     print(f"per-turn ingest work: {early:.0f} at 1k messages, {late:.0f} at 40k")
-    assert late <= 1.5 * early, f"per-turn ingest work: {early:.0f} at 1k messages, {late:.0f} at 40k"
+    assert late <= 1.5 * early, (
+        f"per-turn ingest work: {early:.0f} at 1k messages, {late:.0f} at 40k"
+    )
     close_all()

@@ -39,12 +39,21 @@ from .helpers import MARK, child_env, expected_markers, result_of
 
 SECONDS = float(os.environ.get("FLEET_TEST_SECONDS", "60"))
 WORKER = Path(__file__).resolve().parent / "fleet_worker.py"
-ENV = {"LCM_ABSOLUTE_THRESHOLD_TOKENS": "5000", "LCM_LEAF_CHUNK_TOKENS": "800", "LCM_FRESH_TAIL_COUNT": "8",
-       "LCM_CONDENSE_MIN_NODES": "2"}
+ENV = {
+    "LCM_ABSOLUTE_THRESHOLD_TOKENS": "5000",
+    "LCM_LEAF_CHUNK_TOKENS": "800",
+    "LCM_FRESH_TAIL_COUNT": "8",
+    "LCM_CONDENSE_MIN_NODES": "2",
+}
 # (name, host, session, conversation, shape, transcript, compact every): agents 1-3 share a conversation.
-AGENTS = [("cli1", 1, "s1", "shared", "cli", "s1", 4), ("api2", 2, "s2", "shared", "api", "s2", 5),
-          ("replay3", 3, "s1", "shared", "api", "s1", 3), ("own1", 1, "o1", "own-1", "api", "o1", 3),
-          ("own2", 2, "o2", "own-2", "cli", "o2", 4), ("own3", 3, "o3", "own-3", "api", "o3", 3)]
+AGENTS = [
+    ("cli1", 1, "s1", "shared", "cli", "s1", 4),
+    ("api2", 2, "s2", "shared", "api", "s2", 5),
+    ("replay3", 3, "s1", "shared", "api", "s1", 3),
+    ("own1", 1, "o1", "own-1", "api", "o1", 3),
+    ("own2", 2, "o2", "own-2", "cli", "o2", 4),
+    ("own3", 3, "o3", "own-3", "api", "o3", 3),
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +76,39 @@ def _fresh_url(srv: Server) -> str:
     return srv.url(schema=name)
 
 
-def _spawn(tmp_path: Path, url: str, agent: tuple[Any, ...], seconds: float, start: int = 0) -> subprocess.Popen[str]:
+def _spawn(
+    tmp_path: Path, url: str, agent: tuple[Any, ...], seconds: float, start: int = 0
+) -> subprocess.Popen[str]:
     name, host, session, conversation, shape, transcript, every = agent
-    cmd = [sys.executable, str(WORKER), "--home", str(tmp_path / f"host{host}"), "--session", session,
-           "--conversation", conversation, "--shape", shape, "--transcript", transcript,
-           "--compact-every", str(every), "--seconds", str(seconds), "--start", str(start),
-           "--env", json.dumps({**ENV, "LCM_DATABASE_URL": url})]
+    cmd = [
+        sys.executable,
+        str(WORKER),
+        "--home",
+        str(tmp_path / f"host{host}"),
+        "--session",
+        session,
+        "--conversation",
+        conversation,
+        "--shape",
+        shape,
+        "--transcript",
+        transcript,
+        "--compact-every",
+        str(every),
+        "--seconds",
+        str(seconds),
+        "--start",
+        str(start),
+        "--env",
+        json.dumps({**ENV, "LCM_DATABASE_URL": url}),
+    ]
     if name == "cli1":
         cmd += ["--progress", str(tmp_path / "cli1.progress")]
     if name == "replay3":
         cmd += ["--follow", str(tmp_path / "cli1.progress")]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
+    )
 
 
 def _finish(procs: dict[str, subprocess.Popen[str]]) -> dict[str, dict[str, Any]]:
@@ -86,8 +117,12 @@ def _finish(procs: dict[str, subprocess.Popen[str]]) -> dict[str, dict[str, Any]
         out, err = proc.communicate(timeout=SECONDS + 300)
         assert proc.returncode == 0, f"{name} exited {proc.returncode}: {err[-3000:]}"
         results[name] = result_of(out)
-    print({n: {k: r[k] for k in ("turns", "stored", "compactions", "skipped", "write_failures")}
-           for n, r in results.items()})
+    print(
+        {
+            n: {k: r[k] for k in ("turns", "stored", "compactions", "skipped", "write_failures")}
+            for n, r in results.items()
+        }
+    )
     return results
 
 
@@ -100,7 +135,10 @@ def _query(url: str, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
 
 def _check_database(url: str, results: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     """What the database holds after the run, read with plain SQL (and one assembly per conversation)."""
-    assert _query(url, "SELECT conversation_id, seq FROM messages GROUP BY 1, 2 HAVING count(*) > 1") == []
+    assert (
+        _query(url, "SELECT conversation_id, seq FROM messages GROUP BY 1, 2 HAVING count(*) > 1")
+        == []
+    )
     counts: Counter[tuple[str, int, int]] = Counter()
     for (content,) in _query(url, "SELECT content FROM messages"):
         for session, turn, k in MARK.findall(content or ""):
@@ -111,20 +149,30 @@ def _check_database(url: str, results: dict[str, dict[str, Any]], tmp_path: Path
         expected |= expected_markers(transcript, range(results[name]["turns"]))
     assert expected - set(counts) == set()  # nothing any agent sent is lost
     assert set(counts) - expected == set()
-    gaps = _query(url, "SELECT c.id, c.last_seq, count(m.id), coalesce(max(m.seq), 0) FROM conversations c "
-                       "LEFT JOIN messages m ON m.conversation_id=c.id GROUP BY c.id, c.last_seq "
-                       "HAVING NOT (count(m.id) = coalesce(max(m.seq), 0) AND count(m.id) = c.last_seq) "
-                       "OR c.frontier_seq > c.last_seq")
+    gaps = _query(
+        url,
+        "SELECT c.id, c.last_seq, count(m.id), coalesce(max(m.seq), 0) FROM conversations c "
+        "LEFT JOIN messages m ON m.conversation_id=c.id GROUP BY c.id, c.last_seq "
+        "HAVING NOT (count(m.id) = coalesce(max(m.seq), 0) AND count(m.id) = c.last_seq) "
+        "OR c.frontier_seq > c.last_seq",
+    )
     assert gaps == []
-    assert _query(url, "SELECT count(*) FROM context_items c WHERE NOT EXISTS "
-                       "(SELECT 1 FROM summaries s WHERE s.id=c.summary_id)") == [(0,)]
+    assert _query(
+        url,
+        "SELECT count(*) FROM context_items c WHERE NOT EXISTS "
+        "(SELECT 1 FROM summaries s WHERE s.id=c.summary_id)",
+    ) == [(0,)]
     assert _query(url, "SELECT count(*) FROM summaries")[0][0] > 0
     assert_lineage_complete(url)
     from .worker import make_engine
 
     for conversation in sorted({a[3] for a in AGENTS}):
-        engine = make_engine(str(tmp_path / "checker"), "check-" + conversation,
-                             {**ENV, "LCM_DATABASE_URL": url}, conversation)
+        engine = make_engine(
+            str(tmp_path / "checker"),
+            "check-" + conversation,
+            {**ENV, "LCM_DATABASE_URL": url},
+            conversation,
+        )
         core = engine.ensure_core()
         assert core is not None
         budget = core.budget(engine.threshold_tokens, 0)
@@ -140,8 +188,12 @@ def _check_agents(results: dict[str, dict[str, Any]], errors_allowed: bool) -> N
             problems.append(f"{name}: exceptions reached the host: {result['escaped'][:3]}")
         if result["violations"]:
             problems.append(f"{name}: {result['violations'][:3]}")
-        if not errors_allowed and (result["errors"] or result["engine_errors"] or result["write_failures"]):
-            problems.append(f"{name}: engine errors: {(result['errors'] + result['engine_errors'])[:3]}")
+        if not errors_allowed and (
+            result["errors"] or result["engine_errors"] or result["write_failures"]
+        ):
+            problems.append(
+                f"{name}: engine errors: {(result['errors'] + result['engine_errors'])[:3]}"
+            )
         if result["compactions"] < 3:
             problems.append(f"{name}: only {result['compactions']} compactions")
     assert problems == []
@@ -155,7 +207,8 @@ def test_six_agents_on_three_hosts_share_one_database(tmp_path: Path, server: Se
     assert results["replay3"]["turns"] == results["cli1"]["turns"]
     # Host 1 and host 3 sent the same session: each message was stored by exactly one of them.
     assert results["cli1"]["stored"] + results["replay3"]["stored"] == len(
-        expected_markers("s1", range(results["cli1"]["turns"])))
+        expected_markers("s1", range(results["cli1"]["turns"]))
+    )
     _check_database(url, results, tmp_path)
 
 

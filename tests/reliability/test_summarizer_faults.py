@@ -54,10 +54,19 @@ def stub(backend_env: dict[str, str]) -> Iterator[StubSummarizer]:
 
 
 def engine_for(home: Path, stub: StubSummarizer, **extra: str) -> LcmEngine:
-    env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "openai", "LCM_SUMMARY_MODEL": "stub-model",
-           "LCM_SUMMARY_BASE_URL": stub.base_url, "LCM_SUMMARY_API_KEY": "x", "LCM_SUMMARY_TIMEOUT_MS": "300",
-           "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000", "LCM_FRESH_TAIL_COUNT": "6", "LCM_LEAF_CHUNK_TOKENS": "1000",
-           **extra, **WHERE}
+    env = {
+        "HERMES_HOME": str(home),
+        "LCM_SUMMARY_PROVIDER": "openai",
+        "LCM_SUMMARY_MODEL": "stub-model",
+        "LCM_SUMMARY_BASE_URL": stub.base_url,
+        "LCM_SUMMARY_API_KEY": "x",
+        "LCM_SUMMARY_TIMEOUT_MS": "300",
+        "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000",
+        "LCM_FRESH_TAIL_COUNT": "6",
+        "LCM_LEAF_CHUNK_TOKENS": "1000",
+        **extra,
+        **WHERE,
+    }
     engine = copy.deepcopy(LcmEngine(env=env))
     engine.update_model("main-model", 64000)
     engine.on_session_start("faults", hermes_home=str(home), platform="cli")
@@ -87,7 +96,10 @@ def play(engine: LcmEngine, turns: int = TURNS) -> dict[str, Any]:
 
 def summaries(home: Path) -> list[tuple[str, str, str]]:
     db = WHERE.get("LCM_DATABASE_URL") or str(home / "lcm.db")
-    return [(str(a), str(b), str(c)) for a, b, c in raw_sql(db, "SELECT level, route, content FROM summaries")]
+    return [
+        (str(a), str(b), str(c))
+        for a, b, c in raw_sql(db, "SELECT level, route, content FROM summaries")
+    ]
 
 
 def test_healthy_endpoint_is_used(tmp_path: Path, stub: StubSummarizer) -> None:
@@ -95,31 +107,51 @@ def test_healthy_endpoint_is_used(tmp_path: Path, stub: StubSummarizer) -> None:
     result = play(engine)
     assert result["compactions"] > 3 and result["worst_over_budget"] <= 0
     stored = summaries(tmp_path)
-    assert stored and all(route == "openai:stub-model" and level == "normal" for level, route, _ in stored)
+    assert stored and all(
+        route == "openai:stub-model" and level == "normal" for level, route, _ in stored
+    )
     status = engine.get_status()
     assert status["summarizer_guard"]["last_errors"] == [] and status["errors"] == []
 
 
 @pytest.mark.parametrize("mode", sorted(FAULTS))
-def test_faulty_endpoint_never_stalls_or_pollutes(tmp_path: Path, stub: StubSummarizer, mode: str) -> None:
+def test_faulty_endpoint_never_stalls_or_pollutes(
+    tmp_path: Path, stub: StubSummarizer, mode: str
+) -> None:
     stub.mode = mode
     engine = engine_for(tmp_path, stub)
-    result = play(engine)  # never stalls: the open breaker bounds the calls (asserted below), not a clock
+    result = play(
+        engine
+    )  # never stalls: the open breaker bounds the calls (asserted below), not a clock
     assert result["compactions"] > 3
-    assert result["worst_over_budget"] <= 0, f"{mode}: prompt over budget by {result['worst_over_budget']} tokens"
+    assert result["worst_over_budget"] <= 0, (
+        f"{mode}: prompt over budget by {result['worst_over_budget']} tokens"
+    )
     status = engine.get_status()
     assert status["errors"] == [] and status["engine_errors"] == [], status["errors"]
-    assert status["messages_in_conversation"] == sum(len(turn_messages("faults", t)) for t in range(TURNS))
+    assert status["messages_in_conversation"] == sum(
+        len(turn_messages("faults", t)) for t in range(TURNS)
+    )
     assert status["frontier_seq"] > 0, "compaction made no progress"
     guard = status["summarizer_guard"]
-    seen = " ".join(guard["last_errors"]) + " " + " ".join(status["last_compaction"].get("errors", []))
+    seen = (
+        " ".join(guard["last_errors"]) + " " + " ".join(status["last_compaction"].get("errors", []))
+    )
     assert FAULTS[mode].lower() in seen.lower(), f"{mode}: failure not visible in status: {guard}"
-    assert guard["open_breakers"] == ["openai:stub-model"], "two failures must open the circuit breaker"
+    assert guard["open_breakers"] == ["openai:stub-model"], (
+        "two failures must open the circuit breaker"
+    )
     stored = summaries(tmp_path)
-    assert stored and all(level != "normal" and level != "aggressive" for level, _, _ in stored), stored[:2]
+    assert stored and all(level != "normal" and level != "aggressive" for level, _, _ in stored), (
+        stored[:2]
+    )
     garbage = ("goes on and on", "<think>", "I'm sorry, but I can't", "<transcript-")
-    assert not any(content.strip() == "PWNED" or any(g in content for g in garbage) for _, _, content in stored)
-    assert len(stub.requests) <= 4, f"{mode}: the open breaker should stop calls, saw {len(stub.requests)}"
+    assert not any(
+        content.strip() == "PWNED" or any(g in content for g in garbage) for _, _, content in stored
+    )
+    assert len(stub.requests) <= 4, (
+        f"{mode}: the open breaker should stop calls, saw {len(stub.requests)}"
+    )
 
 
 def test_flaky_endpoint_recovers(tmp_path: Path, stub: StubSummarizer) -> None:

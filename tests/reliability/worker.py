@@ -37,18 +37,40 @@ CONTEXT_LENGTH = 64_000
 
 def turn_messages(session: str, turn: int) -> list[dict[str, Any]]:
     """Turn ``turn`` of ``session``: every message carries a unique marker ``mk:<session>:<turn>:<k>``."""
+
     def mark(k: int) -> str:
         return f"mk:{session}:{turn}:{k}"
 
     filler = " ".join(f"word{(turn * 7 + i) % 97}" for i in range(40))
-    out: list[dict[str, Any]] = [{"role": "user", "content": f"{mark(0)} please look at src/mod{turn}.py {filler}"}]
+    out: list[dict[str, Any]] = [
+        {"role": "user", "content": f"{mark(0)} please look at src/mod{turn}.py {filler}"}
+    ]
     if turn % 2 == 0:
         call = f"call_{session}_{turn}"
-        out.append({"role": "assistant", "content": f"{mark(1)} reading",
-                    "tool_calls": [{"id": call, "type": "function",
-                                    "function": {"name": "read_file", "arguments": json.dumps({"path": f"m{turn}"})}}]})
-        out.append({"role": "tool", "tool_call_id": call, "name": "read_file",
-                    "content": f"{mark(2)} " + "file body line\n" * 30})
+        out.append(
+            {
+                "role": "assistant",
+                "content": f"{mark(1)} reading",
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": f"m{turn}"}),
+                        },
+                    }
+                ],
+            }
+        )
+        out.append(
+            {
+                "role": "tool",
+                "tool_call_id": call,
+                "name": "read_file",
+                "content": f"{mark(2)} " + "file body line\n" * 30,
+            }
+        )
     out.append({"role": "assistant", "content": f"{mark(3)} done with turn {turn}. {filler}"})
     return out
 
@@ -57,8 +79,12 @@ def history(session: str, stop: int) -> list[dict[str, Any]]:
     return [m for t in range(stop) for m in turn_messages(session, t)]
 
 
-def make_engine(home: str, session: str, env: dict[str, str], conversation: str | None = None) -> LcmEngine:
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": home, "LCM_SUMMARY_PROVIDER": "extractive", **env}))
+def make_engine(
+    home: str, session: str, env: dict[str, str], conversation: str | None = None
+) -> LcmEngine:
+    engine = copy.deepcopy(
+        LcmEngine(env={"HERMES_HOME": home, "LCM_SUMMARY_PROVIDER": "extractive", **env})
+    )
     engine.update_model("reliability-model", CONTEXT_LENGTH)
     engine.on_session_start(session, hermes_home=home, platform="cli", conversation_id=conversation)
     return engine
@@ -93,8 +119,12 @@ def wait_for(progress: Path, turn: int, timeout_s: float = 120.0) -> None:
 
 def outcome(guard: Guarded, engine: LcmEngine) -> dict[str, Any]:
     status = engine.get_status()
-    return {"escaped": guard.escaped, "errors": status.get("errors", []),
-            "engine_errors": status.get("engine_errors", []), "stored": status.get("messages_stored_this_process")}
+    return {
+        "escaped": guard.escaped,
+        "errors": status.get("errors", []),
+        "engine_errors": status.get("engine_errors", []),
+        "stored": status.get("messages_stored_this_process"),
+    }
 
 
 def say(line: str) -> None:
@@ -114,12 +144,16 @@ def writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
         host.extend(turn_messages(transcript, turn))
         if args.progress:  # the turn exists in the host's transcript: a replayer may now send it
             Path(args.progress).write_text(str(turn))
-            if turn % 3 == 0:  # the host is busy elsewhere before its own ingest: let the replayer win
+            if (
+                turn % 3 == 0
+            ):  # the host is busy elsewhere before its own ingest: let the replayer win
                 time.sleep(0.02)
         guard.call(engine.ingest_host, host)
         say(f"ACK {turn}")
         tokens = count_messages(host) + 500
-        if guard.call(engine.should_compress, tokens) or (args.compact_every and turn % args.compact_every == 0):
+        if guard.call(engine.should_compress, tokens) or (
+            args.compact_every and turn % args.compact_every == 0
+        ):
             say(f"COMPACT {turn}")
             out = guard.call(engine.compress, list(host), current_tokens=tokens)
             compactions += 1
@@ -158,25 +192,33 @@ def reader(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     guard = Guarded()
     calls, tool_errors = 0, []
     deadline = time.monotonic() + args.seconds
-    queries = ["src/mod3.py", "file body line", "what did we do in turn 12?", "word5 OR \"x", "done"]
+    queries = ["src/mod3.py", "file body line", "what did we do in turn 12?", 'word5 OR "x', "done"]
     while time.monotonic() < deadline:
         for query in queries:
             answer = guard.call(engine.handle_tool_call, "lcm_grep", {"query": query})
             calls += 1
-            data: dict[str, Any] = json.loads(answer) if isinstance(answer, str) else {"error": "no answer"}
+            data: dict[str, Any] = (
+                json.loads(answer) if isinstance(answer, str) else {"error": "no answer"}
+            )
             if "error" in data:
                 tool_errors.append(str(data["error"])[:200])
             for hit in data.get("hits", [])[:2]:
                 key = {k: hit[k] for k in ("store_id", "node_id") if k in hit}
                 if len(key) == 1:
-                    expanded = json.loads(guard.call(engine.handle_tool_call, "lcm_expand", key) or "{}")
+                    expanded = json.loads(
+                        guard.call(engine.handle_tool_call, "lcm_expand", key) or "{}"
+                    )
                     calls += 1
                     if "error" in expanded:
                         tool_errors.append(str(expanded["error"])[:200])
         guard.call(engine.handle_tool_call, "lcm_status", {})
         calls += 1
-    return {**outcome(guard, engine), "calls": calls, "tool_errors": tool_errors[:20],
-            "tool_error_count": len(tool_errors)}
+    return {
+        **outcome(guard, engine),
+        "calls": calls,
+        "tool_errors": tool_errors[:20],
+        "tool_error_count": len(tool_errors),
+    }
 
 
 def main() -> None:
@@ -184,10 +226,18 @@ def main() -> None:
     parser.add_argument("mode", choices=["writer", "short", "reader"])
     parser.add_argument("--home", required=True)
     parser.add_argument("--session", required=True)
-    parser.add_argument("--conversation", default=None, help="host conversation id (shared by sessions)")
-    parser.add_argument("--transcript", default=None, help="whose turns to play (default: the session's)")
-    parser.add_argument("--progress", default=None, help="file to write the newest turn of the transcript to")
-    parser.add_argument("--follow", default=None, help="replay only turns this progress file has reached")
+    parser.add_argument(
+        "--conversation", default=None, help="host conversation id (shared by sessions)"
+    )
+    parser.add_argument(
+        "--transcript", default=None, help="whose turns to play (default: the session's)"
+    )
+    parser.add_argument(
+        "--progress", default=None, help="file to write the newest turn of the transcript to"
+    )
+    parser.add_argument(
+        "--follow", default=None, help="replay only turns this progress file has reached"
+    )
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--stop", type=int, default=100)
     parser.add_argument("--shape", choices=["cli", "api"], default="api")

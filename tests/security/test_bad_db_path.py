@@ -31,7 +31,10 @@ def _path(tmp_path: Path, bad: str) -> str:
 
 
 def _turn(i: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"question {i} " * 20}, {"role": "assistant", "content": f"answer {i} " * 20}]
+    return [
+        {"role": "user", "content": f"question {i} " * 20},
+        {"role": "assistant", "content": f"answer {i} " * 20},
+    ]
 
 
 @pytest.mark.parametrize("bad", BAD)
@@ -47,23 +50,33 @@ def test_bad_database_path_is_one_startup_error(tmp_path, caplog, bad):
         hooks.post_llm_call(session_id="sess-bad", conversation_history=list(messages))
         engine.on_session_end("sess-bad", list(messages))
         out = engine.compress(list(messages), current_tokens=5000)
-        assert out == messages  # nothing could be stored, so the host keeps its list and is told why
+        assert (
+            out == messages
+        )  # nothing could be stored, so the host keeps its list and is told why
         assert engine._last_compress_aborted and path in (engine._last_summary_error or "")
         for tool in ("lcm_grep", "lcm_status", "lcm_doctor"):
-            answer = json.loads(engine.handle_tool_call(tool, {"query": "question"}, messages=list(messages)))
+            answer = json.loads(
+                engine.handle_tool_call(tool, {"query": "question"}, messages=list(messages))
+            )
             assert "error" in answer
     status = engine.get_status()
     doctor = json.loads(engine.handle_tool_call("lcm_doctor", {}))
     command = handle_command("doctor session=sess-bad")
 
     assert engine.opening.attempts == 1, "the open was retried on a later call"
-    errors = [r.getMessage() for r in caplog.records if r.name == "hermes_lcm" and r.levelno >= logging.ERROR]
+    errors = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "hermes_lcm" and r.levelno >= logging.ERROR
+    ]
     assert len(errors) == 1, errors
     message = status["startup_error"]
     assert message and errors[0] == message and doctor["error"] == message and message in command
     assert path in message and "LCM_DATABASE_PATH" in message
     assert "lcm_doctor" not in message  # it does not send the operator round in a circle
-    warnings = [r for r in caplog.records if r.name == "hermes_lcm" and r.levelno == logging.WARNING]
+    warnings = [
+        r for r in caplog.records if r.name == "hermes_lcm" and r.levelno == logging.WARNING
+    ]
     assert not warnings, [r.getMessage() for r in warnings]
     assert status["engine_errors"] == []
     if bad == "FILE/lcm.db":
@@ -72,8 +85,11 @@ def test_bad_database_path_is_one_startup_error(tmp_path, caplog, bad):
 
 
 def test_the_message_says_what_is_wrong(tmp_path):
-    cases = {"DIR": "is a directory", "/dev/null": "not a regular file",
-             "FILE/lcm.db": "is a file, not a directory"}
+    cases = {
+        "DIR": "is a directory",
+        "/dev/null": "not a regular file",
+        "FILE/lcm.db": "is a file, not a directory",
+    }
     for bad, words in cases.items():
         engine = new_engine(tmp_path / "h", 400, "s", LCM_DATABASE_PATH=_path(tmp_path, bad))
         assert engine.startup_error and words in engine.startup_error, engine.startup_error
@@ -114,7 +130,9 @@ def test_the_default_path_names_hermes_home(tmp_path):
     (tmp_path / "lcm.db").mkdir()
     engine = new_engine(tmp_path, 400, "s1")
     message = engine.startup_error or ""
-    assert "HERMES_HOME" in message and "LCM_DATABASE_PATH" in message and "is a directory" in message
+    assert (
+        "HERMES_HOME" in message and "LCM_DATABASE_PATH" in message and "is a directory" in message
+    )
 
 
 def test_a_file_that_is_not_a_database_is_a_store_error_when_read_only(tmp_path: Path) -> None:

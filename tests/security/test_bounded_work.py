@@ -26,8 +26,10 @@ def test_the_same_node_2000_times_is_expanded_once(make_engine):
     assert core is not None and core.binding.conversation_id is not None
     nodes = [n.node_id for n in core.dag.nodes(core.binding.conversation_id)]
     started = time.monotonic()
-    raw = engine.handle_tool_call("lcm_expand_query", {"question": "what happened", "mode": "evidence",
-                                                       "node_ids": [nodes[0]] * 2000})
+    raw = engine.handle_tool_call(
+        "lcm_expand_query",
+        {"question": "what happened", "mode": "evidence", "node_ids": [nodes[0]] * 2000},
+    )
     took = time.monotonic() - started
     answer = json.loads(raw)
     assert "error" not in answer, answer
@@ -44,8 +46,13 @@ def test_many_distinct_ids_are_clamped(make_engine):
     compacted(engine, turns=40)
     labels = [f"S{i}" for i in range(1, 5001)]
     started = time.monotonic()
-    answer = json.loads(engine.handle_tool_call("lcm_expand_query", {"question": "q", "mode": "evidence",
-                                                                     "node_ids": labels}))
+    answer = json.loads(
+        engine.handle_tool_call(
+            "lcm_expand_query", {"question": "q", "mode": "evidence", "node_ids": labels}
+        )
+    )
     assert time.monotonic() - started < 5
-    assert answer.get("clamped", {}).get("node_ids", {}).get("used") == MAX_NODES or "error" in answer
+    assert (
+        answer.get("clamped", {}).get("node_ids", {}).get("used") == MAX_NODES or "error" in answer
+    )
     store_module.close_all()

@@ -21,7 +21,13 @@ from ..conftest import new_engine
 from ..convo import conversation, host_run
 from ..test_import_fixtures import openclaw_session
 
-EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = 1, 2, 3, 4, 5  # as cli.py documents them
+EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = (
+    1,
+    2,
+    3,
+    4,
+    5,
+)  # as cli.py documents them
 REPO = Path(__file__).resolve().parents[2]
 HUGE = "99999999999999999999"
 DOCUMENTED = {EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE}
@@ -40,13 +46,23 @@ def _env() -> dict[str, str]:
 
 
 def lcm(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hermes_lcm.cli.main", *argv], capture_output=True, text=True,
-                          env=_env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_lcm.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
 
 
 def importer(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "import_lossless_claw.py"), *argv],
-                          capture_output=True, text=True, env=_env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "import_lossless_claw.py"), *argv],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
 
 
 def digest(path: Path) -> str | None:
@@ -59,7 +75,9 @@ def digest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def assert_clean_failure(proc: subprocess.CompletedProcess[str], code: int, json_out: bool = True) -> str:
+def assert_clean_failure(
+    proc: subprocess.CompletedProcess[str], code: int, json_out: bool = True
+) -> str:
     """The documented code, one stderr line without a traceback, a JSON error on stdout."""
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -76,9 +94,16 @@ def test_a_bad_database_path_is_one_line_and_exit_3(home, tmp_path, bad):
     text = tmp_path / "notes.txt"
     text.write_text("not sqlite at all " * 100)
     (tmp_path / "EMPTYDIR").mkdir()
-    path = {"DIR": str(tmp_path), "TEXT": str(text)}.get(bad, bad.replace("EMPTYDIR", str(tmp_path / "EMPTYDIR")))
+    path = {"DIR": str(tmp_path), "TEXT": str(text)}.get(
+        bad, bad.replace("EMPTYDIR", str(tmp_path / "EMPTYDIR"))
+    )
     before = digest(Path(path))
-    for verb in (["status"], ["doctor"], ["conversations"], ["backup", "--dest", str(tmp_path / "b")]):
+    for verb in (
+        ["status"],
+        ["doctor"],
+        ["conversations"],
+        ["backup", "--dest", str(tmp_path / "b")],
+    ):
         line = assert_clean_failure(lcm("--db", path, *verb), EXIT_DATABASE)
         assert path in line or "database" in line
     assert digest(Path(path)) == before
@@ -101,15 +126,23 @@ def test_export_to_bad_outputs_writes_nothing(home, tmp_path):
     db = home / "lcm.db"
     existing = tmp_path / "old.jsonl"
     existing.write_text("previous export\n")
-    cases = [str(tmp_path / "missing" / "x.jsonl"), "/nonexistent/x", str(tmp_path), str(existing / "x")]
+    cases = [
+        str(tmp_path / "missing" / "x.jsonl"),
+        "/nonexistent/x",
+        str(tmp_path),
+        str(existing / "x"),
+    ]
     for output in cases:
-        line = assert_clean_failure(lcm("--db", str(db), "export", "--conversation", "1", "--output", output),
-                                    EXIT_WRITE)
+        line = assert_clean_failure(
+            lcm("--db", str(db), "export", "--conversation", "1", "--output", output), EXIT_WRITE
+        )
         assert "cannot write" in line
         assert not Path(output).exists() or Path(output).is_dir()
     if Path("/dev/full").exists():  # a device that fails every write: the error, not a traceback
-        assert_clean_failure(lcm("--db", str(db), "export", "--conversation", "1", "--output", "/dev/full"),
-                             EXIT_WRITE)
+        assert_clean_failure(
+            lcm("--db", str(db), "export", "--conversation", "1", "--output", "/dev/full"),
+            EXIT_WRITE,
+        )
     assert existing.read_text() == "previous export\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.jsonl"]  # no temp file left behind
     ok = lcm("--db", str(db), "export", "--conversation", "1", "--output", str(existing))
@@ -117,17 +150,33 @@ def test_export_to_bad_outputs_writes_nothing(home, tmp_path):
     assert json.loads(existing.read_text().splitlines()[0])["type"] == "message"
 
 
-@pytest.mark.parametrize("argv", [
-    ["expand", "--message", HUGE], ["expand", "--message", "-5"], ["expand", "--message", "nan"],
-    ["expand", "--message", "1", "--content-offset", HUGE + HUGE], ["expand", "--node", "S1", "--source-offset", HUGE],
-    ["expand", "--node", "S1", "--source-limit", HUGE], ["messages", "page", "--conversation", HUGE],
-    ["messages", "tail", "--conversation", "-1"], ["messages", "page", "--conversation", "1", "--after", HUGE],
-    ["messages", "page", "--conversation", "1", "--max-chars", "-3"], ["sessions", "--after", HUGE],
-    ["conversations", "--limit", "NaN"], ["conversations", "--limit", "1e3"], ["conversations", "--after", "-1"],
-    ["summaries", "list", "--conversation", "1", "--depth", HUGE], ["grep", "x", "--conversation", HUGE],
-    ["retention", "--top", "-1"], ["retention", "--top", HUGE], ["export", "--conversation", HUGE],
-    ["status", "--no-such-option"], ["no-such-verb"], [],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["expand", "--message", HUGE],
+        ["expand", "--message", "-5"],
+        ["expand", "--message", "nan"],
+        ["expand", "--message", "1", "--content-offset", HUGE + HUGE],
+        ["expand", "--node", "S1", "--source-offset", HUGE],
+        ["expand", "--node", "S1", "--source-limit", HUGE],
+        ["messages", "page", "--conversation", HUGE],
+        ["messages", "tail", "--conversation", "-1"],
+        ["messages", "page", "--conversation", "1", "--after", HUGE],
+        ["messages", "page", "--conversation", "1", "--max-chars", "-3"],
+        ["sessions", "--after", HUGE],
+        ["conversations", "--limit", "NaN"],
+        ["conversations", "--limit", "1e3"],
+        ["conversations", "--after", "-1"],
+        ["summaries", "list", "--conversation", "1", "--depth", HUGE],
+        ["grep", "x", "--conversation", HUGE],
+        ["retention", "--top", "-1"],
+        ["retention", "--top", HUGE],
+        ["export", "--conversation", HUGE],
+        ["status", "--no-such-option"],
+        ["no-such-verb"],
+        [],
+    ],
+)
 def test_fuzzed_numbers_and_usage_are_exit_2(home, argv):
     db = home / "lcm.db"
     before = digest(db)
@@ -136,8 +185,14 @@ def test_fuzzed_numbers_and_usage_are_exit_2(home, argv):
     assert digest(db) == before
 
 
-@pytest.mark.parametrize("argv", [["summaries", "show", "S" + HUGE + "9"], ["expand", "--node", "S" + HUGE],
-                                  ["expand", "--message", str((1 << 63) - 1)]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["summaries", "show", "S" + HUGE + "9"],
+        ["expand", "--node", "S" + HUGE],
+        ["expand", "--message", str((1 << 63) - 1)],
+    ],
+)
 def test_ids_beyond_the_store_are_not_found(home, argv):
     assert_clean_failure(lcm("--db", str(home / "lcm.db"), *argv), EXIT_NOT_FOUND)
 
@@ -165,12 +220,27 @@ def test_importer_backup_dir_on_a_file_is_refused_before_writing(home, tmp_path)
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     for backup_dir in (str(blocker), str(blocker / "sub"), "/dev/null"):
-        proc = importer("--source-jsonl", str(source), "--target-db", str(target), "--apply",
-                        "--backup-dir", backup_dir)
+        proc = importer(
+            "--source-jsonl",
+            str(source),
+            "--target-db",
+            str(target),
+            "--apply",
+            "--backup-dir",
+            backup_dir,
+        )
         line = assert_clean_failure(proc, EXIT_WRITE, json_out=False)
         assert "not a directory" in line
-        proc = importer("--source-jsonl", str(source), "--target-db", str(target), "--apply", "--json",
-                        "--backup-dir", backup_dir)
+        proc = importer(
+            "--source-jsonl",
+            str(source),
+            "--target-db",
+            str(target),
+            "--apply",
+            "--json",
+            "--backup-dir",
+            backup_dir,
+        )
         assert proc.returncode == EXIT_WRITE and "Traceback" not in proc.stderr
         assert json.loads(proc.stderr)["exit_code"] == EXIT_WRITE
     assert digest(target) == before and blocker.read_text() == "x"

@@ -19,7 +19,9 @@ from hermes_lcm import store as store_module
 from ..conftest import database_env
 from .test_scope import ATTACKER_WORD, VICTIM_SECRET, VICTIM_WORD, engine_for, fill
 
-pytestmark = pytest.mark.both_backends  # the cursor's key is the database's own secret, on either backend
+pytestmark = (
+    pytest.mark.both_backends
+)  # the cursor's key is the database's own secret, on either backend
 
 
 @pytest.fixture
@@ -49,7 +51,9 @@ def test_forged_modified_and_foreign_cursors_are_errors(tmp_path: Path, where: d
     for i in range(1, 6):
         changed = parts.copy()
         changed[i] = str(int(changed[i]) + 1)
-        assert "error" in grep(alice, query="turn ask", limit=2, cursor=":".join(changed) + ":" + mac)
+        assert "error" in grep(
+            alice, query="turn ask", limit=2, cursor=":".join(changed) + ":" + mac
+        )
     flipped = mac[:-1] + ("0" if mac[-1] != "0" else "1")
     assert "error" in grep(alice, query="turn ask", limit=2, cursor=f"{body}:{flipped}")
     # The old 24-bit format, and guesses at it, are errors.
@@ -59,7 +63,9 @@ def test_forged_modified_and_foreign_cursors_are_errors(tmp_path: Path, where: d
     store_module.close_all()
 
 
-def test_no_crafted_query_is_served_another_conversations_pool(tmp_path: Path, where: dict[str, str]):
+def test_no_crafted_query_is_served_another_conversations_pool(
+    tmp_path: Path, where: dict[str, str]
+):
     """Bob walks many queries with cursors built from Alice's walk: never one of her rows."""
     alice = engine_for(tmp_path, "tg-alice-1", "111", **where)
     fill(alice, VICTIM_WORD, seed=1, turns=20)

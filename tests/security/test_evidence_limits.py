@@ -47,14 +47,20 @@ T = TypeVar("T")
 WHEN = at(2024, 3, 12, 9)
 ON = {"LCM_ADAPTIVE_RETRIEVAL_ENABLED": "true", "LCM_PREANSWER_EVIDENCE_ENABLED": "true"}
 
-_UNIT = ("2024-01-02 Jan 3 2024 03/04/2024 last Tuesday 5 March 2023 May 2022 two weeks ago yesterday "
-         "the 4th of July, 2021 ")
+_UNIT = (
+    "2024-01-02 Jan 3 2024 03/04/2024 last Tuesday 5 March 2023 May 2022 two weeks ago yesterday "
+    "the 4th of July, 2021 "
+)
 DATES = "zebra dates " + _UNIT * (80_000 // len(_UNIT))  # one ~80 KB line, ~6,000 date phrases
-LOG = "\n".join(f'10.0.{i % 256}.{i % 7} - - [12/Mar/2024:10:{i % 60:02d}:{i % 60:02d} +0000] "GET /zebra/items/{i}'
-                f'?page={i % 13} HTTP/1.1" 200 {1000 + i} "-" "Mozilla/5.0 (X11; Linux x86_64) 2024-03-12"'
-                for i in range(2000))  # a 2,000-line access log, ~280 KB
+LOG = "\n".join(
+    f'10.0.{i % 256}.{i % 7} - - [12/Mar/2024:10:{i % 60:02d}:{i % 60:02d} +0000] "GET /zebra/items/{i}'
+    f'?page={i % 13} HTTP/1.1" 200 {1000 + i} "-" "Mozilla/5.0 (X11; Linux x86_64) 2024-03-12"'
+    for i in range(2000)
+)  # a 2,000-line access log, ~280 KB
 DIGITS = "zebra digits " + ("1.2,3;4:5-6/7!8?9(0)" * 5000)[:100_000]  # 100k digits and punctuation
-CHAIN = "zebra total 1,234" + ",567" * 2500 + ",1 km"  # 10 KB of comma groups: minutes of backtracking before
+CHAIN = (
+    "zebra total 1,234" + ",567" * 2500 + ",1 km"
+)  # 10 KB of comma groups: minutes of backtracking before
 HUGE = "The zebra bill was $" + "9" * 30 + " in total."  # a number no float holds exactly
 LOG_HEAD, LOG_TAIL = LOG.splitlines()[0], LOG.splitlines()[-1]
 
@@ -76,9 +82,17 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LcmEngin
     home = tmp_path_factory.mktemp("hostile")
     engine = engine_for(home, "s1", **ON)
     names = ("dates", "log", "digits", "chain", "huge")
-    ids = said(engine, *[(text, WHEN + 60 * i) for i, text in enumerate((DATES, LOG, DIGITS, CHAIN, HUGE))])
+    ids = said(
+        engine, *[(text, WHEN + 60 * i) for i, text in enumerate((DATES, LOG, DIGITS, CHAIN, HUGE))]
+    )
     # more of the same, so a retrieval finds many hostile lines, not five
-    said(engine, *[(f"zebra copy {i} " + (LOG if i % 2 else DATES), WHEN + 3600 + 60 * i) for i in range(12)])
+    said(
+        engine,
+        *[
+            (f"zebra copy {i} " + (LOG if i % 2 else DATES), WHEN + 3600 + 60 * i)
+            for i in range(12)
+        ],
+    )
     yield engine, dict(zip(names, ids, strict=True))
     store_module.close_all()
 
@@ -111,8 +125,12 @@ def spans(store_id: int, length: int, count: int, width: int = 5000) -> list[str
 
 def every_ref(ids: dict[str, int], width: int = 5000) -> list[str]:
     """``MAX_REFS`` refs: the log and the dates line whole, and 31 spans of each."""
-    return [str(ids["dates"]), str(ids["log"]), *spans(ids["log"], len(LOG), 31, width),
-            *spans(ids["dates"], len(DATES), 31, width)]
+    return [
+        str(ids["dates"]),
+        str(ids["log"]),
+        *spans(ids["log"], len(LOG), 31, width),
+        *spans(ids["dates"], len(DATES), 31, width),
+    ]
 
 
 def limits_of(answer: dict[str, Any]) -> dict[str, Any]:
@@ -124,42 +142,72 @@ def limits_of(answer: dict[str, Any]) -> dict[str, Any]:
 def test_a_claim_beyond_what_was_read_is_unchecked_not_supported(hostile: Any) -> None:
     engine, ids = hostile
     log = str(ids["log"])
-    answer = ok(engine, "lcm_compile_evidence", question="What did the zebra log say?",
-                claims=[{"text": "The first request", "quote": LOG_HEAD, "refs": [log]},
-                        {"text": "The last request", "quote": LOG_TAIL, "refs": [log]}])
+    answer = ok(
+        engine,
+        "lcm_compile_evidence",
+        question="What did the zebra log say?",
+        claims=[
+            {"text": "The first request", "quote": LOG_HEAD, "refs": [log]},
+            {"text": "The last request", "quote": LOG_TAIL, "refs": [log]},
+        ],
+    )
     head, tail = answer["claims"]
     assert head["status"] == "supported", head  # what was read still supports
-    assert tail["status"] == "unchecked", tail  # the tail was never read: not "unsupported", never "supported"
-    assert "read only in its first" in tail["why"] and f"e.g. {log}:" in tail["why"], tail  # and how to cite the rest
+    assert tail["status"] == "unchecked", (
+        tail
+    )  # the tail was never read: not "unsupported", never "supported"
+    assert "read only in its first" in tail["why"] and f"e.g. {log}:" in tail["why"], (
+        tail
+    )  # and how to cite the rest
     assert answer["unchecked"] == 1 and answer["sufficiency"]["sufficient"] is False
     cut = limits_of(answer)["lines"]
-    assert cut[0]["ref"] == log and cut[0]["read_chars"] <= MAX_LINE_CHARS < cut[0]["chars"] == len(LOG)
+    assert cut[0]["ref"] == log and cut[0]["read_chars"] <= MAX_LINE_CHARS < cut[0]["chars"] == len(
+        LOG
+    )
 
 
 def test_compile_evidence_with_every_claim_and_ref_is_bounded(hostile: Any) -> None:
     engine, ids = hostile
     refs = every_ref(ids)
     assert len(refs) == MAX_REFS
-    claims = [{"text": f"On 2024-01-02, Jan 3 2024 and 03/04/2024 Mozilla got item {k} for 200", "refs": refs}
-              for k in range(MAX_CLAIMS - 1)] + [{"text": "The last request", "quote": LOG_TAIL, "refs": refs}]
-    answer, scanned, lines = counted(lambda: ok(engine, "lcm_compile_evidence", question="When was item 7 got?",
-                                                claims=claims))
+    claims = [
+        {
+            "text": f"On 2024-01-02, Jan 3 2024 and 03/04/2024 Mozilla got item {k} for 200",
+            "refs": refs,
+        }
+        for k in range(MAX_CLAIMS - 1)
+    ] + [{"text": "The last request", "quote": LOG_TAIL, "refs": refs}]
+    answer, scanned, lines = counted(
+        lambda: ok(engine, "lcm_compile_evidence", question="When was item 7 got?", claims=claims)
+    )
     assert scanned <= MAX_SCANNED, scanned
     assert lines <= MAX_LINES_COMPILE, lines
     statuses = [c["status"] for c in answer["claims"]]
-    assert set(statuses) <= {"supported", "unsupported", "unchecked"} and len(statuses) == MAX_CLAIMS
+    assert (
+        set(statuses) <= {"supported", "unsupported", "unchecked"} and len(statuses) == MAX_CLAIMS
+    )
     assert statuses[-1] == "unchecked"  # its quote is beyond every line's read part
     assert answer["unchecked"] >= 1 and answer["sufficiency"]["sufficient"] is False
     limits = limits_of(answer)
-    assert limits["lines_cut"] >= 1 and all(c["read_chars"] <= MAX_LINE_CHARS for c in limits["lines"])
+    assert limits["lines_cut"] >= 1 and all(
+        c["read_chars"] <= MAX_LINE_CHARS for c in limits["lines"]
+    )
     assert limits["compared_chars"] <= MAX_COMPARE_CHARS
 
 
 def test_a_claim_too_long_to_check_is_unchecked(hostile: Any) -> None:
     engine, ids = hostile
     text = "Jan 3 2024 " * (MAX_CLAIM_CHARS // 11 + 2)
-    answer = ok(engine, "lcm_compile_evidence", question="q", claims=[{"text": text, "refs": [str(ids["dates"])]}])
-    assert answer["claims"][0]["status"] == "unchecked" and str(MAX_CLAIM_CHARS) in answer["claims"][0]["why"]
+    answer = ok(
+        engine,
+        "lcm_compile_evidence",
+        question="q",
+        claims=[{"text": text, "refs": [str(ids["dates"])]}],
+    )
+    assert (
+        answer["claims"][0]["status"] == "unchecked"
+        and str(MAX_CLAIM_CHARS) in answer["claims"][0]["why"]
+    )
 
 
 def test_compute_fails_closed_on_lines_it_did_not_read_whole(hostile: Any) -> None:
@@ -172,7 +220,9 @@ def test_compute_fails_closed_on_lines_it_did_not_read_whole(hostile: Any) -> No
 
     whole = compute("date", ids["dates"])
     assert whole["status"] == "insufficient" and "result" not in whole
-    assert "read only in its first" in whole["reason"] and f"e.g. {ids['dates']}:" in whole["reason"], whole
+    assert (
+        "read only in its first" in whole["reason"] and f"e.g. {ids['dates']}:" in whole["reason"]
+    ), whole
     assert limits_of(whole)["lines"][0]["ref"] == str(ids["dates"])
     part = compute("date", f"{ids['dates']}:12-22")  # a cited span of one date still works
     assert (part["status"], part["result"]) == ("ok", "2024-01-02")
@@ -188,7 +238,9 @@ def test_compute_fails_closed_on_lines_it_did_not_read_whole(hostile: Any) -> No
 def test_compute_over_every_ref_is_bounded(hostile: Any, operation: str) -> None:
     engine, ids = hostile
     refs = every_ref(ids, 20_000)
-    answer, scanned, lines = counted(lambda: ok(engine, "lcm_compute", operation=operation, refs=refs))
+    answer, scanned, lines = counted(
+        lambda: ok(engine, "lcm_compute", operation=operation, refs=refs)
+    )
     assert scanned <= MAX_SCANNED and lines <= MAX_LINES_COMPUTE, (scanned, lines)
     assert answer["status"] == "insufficient" and "result" not in answer
     assert limits_of(answer)["lines_cut"] >= 1
@@ -196,19 +248,32 @@ def test_compute_over_every_ref_is_bounded(hostile: Any, operation: str) -> None
 
 def test_evidence_pack_is_bounded_and_marks_what_it_did_not_read(hostile: Any) -> None:
     engine, ids = hostile
-    answer, scanned, lines = counted(lambda: ok(engine, "lcm_evidence_pack", refs=every_ref(ids), budget_tokens=8000,
-                                                question="When and how many zebra items?"))
+    answer, scanned, lines = counted(
+        lambda: ok(
+            engine,
+            "lcm_evidence_pack",
+            refs=every_ref(ids),
+            budget_tokens=8000,
+            question="When and how many zebra items?",
+        )
+    )
     assert scanned <= MAX_SCANNED and lines <= MAX_LINES_PACK, (scanned, lines)
-    assert answer["lines"] and all(len(line.get("dates", [])) <= MAX_LINE_DATES for line in answer["lines"])
+    assert answer["lines"] and all(
+        len(line.get("dates", [])) <= MAX_LINE_DATES for line in answer["lines"]
+    )
     # Spans read last (the call's reading ran out) but shown first (the pack orders by position):
     # their shown text was not read for dates, and the pack says so.
     late = list(reversed(spans(ids["log"], len(LOG), MAX_REFS)))
-    answer, scanned, lines = counted(lambda: ok(engine, "lcm_evidence_pack", refs=late, budget_tokens=8000))
+    answer, scanned, lines = counted(
+        lambda: ok(engine, "lcm_evidence_pack", refs=late, budget_tokens=8000)
+    )
     assert scanned <= MAX_SCANNED and lines <= MAX_LINES_PACK, (scanned, lines)
     limits = limits_of(answer)
     assert limits["lines_cut"] >= 1 and {c["by"] for c in limits["lines"]} == {"call"}
     cut = [line for line in answer["lines"] if "read_chars" in line]
-    assert cut and all(d["span"][1] <= line["read_chars"] for line in cut for d in line.get("dates", []))
+    assert cut and all(
+        d["span"][1] <= line["read_chars"] for line in cut for d in line.get("dates", [])
+    )
 
 
 def test_retrieve_over_hostile_lines_is_bounded(hostile: Any) -> None:
@@ -217,7 +282,9 @@ def test_retrieve_over_hostile_lines_is_bounded(hostile: Any) -> None:
     answer, scanned, lines = counted(lambda: ok(engine, "lcm_retrieve", question=question))
     assert scanned <= MAX_SCANNED and lines <= MAX_LINES_RETRIEVE, (scanned, lines)
     assert answer["status"] in ("sufficient", "insufficient") and answer["pack"]["lines"]
-    if any("read_chars" in line for line in answer["pack"]["lines"]):  # shown past what was read: said
+    if any(
+        "read_chars" in line for line in answer["pack"]["lines"]
+    ):  # shown past what was read: said
         assert limits_of(answer)["lines_cut"] >= 1
 
 
@@ -226,9 +293,16 @@ def test_the_pre_answer_gate_over_hostile_lines_is_bounded(hostile: Any) -> None
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
     message = ("What did the zebra log say about items last Tuesday? " + _UNIT * 8)[:990] + "?"
-    brief, scanned, lines = counted(lambda: core.preanswer.brief(
-        message, conversation_id=core.binding.conversation_id, reach=core.reach(False), visible=None,
-        budget_tokens=core.config.preanswer_evidence_budget_tokens, anchor=WHEN + 86400))
+    brief, scanned, lines = counted(
+        lambda: core.preanswer.brief(
+            message,
+            conversation_id=core.binding.conversation_id,
+            reach=core.reach(False),
+            visible=None,
+            budget_tokens=core.config.preanswer_evidence_budget_tokens,
+            anchor=WHEN + 86400,
+        )
+    )
     assert scanned <= MAX_SCANNED and lines <= MAX_LINES_RETRIEVE, (scanned, lines)
     assert brief.need.recall and brief.block is not None and "zebra" in brief.block
 
@@ -238,8 +312,9 @@ def test_assertion_extraction_is_linear_in_a_dense_message(monkeypatch: pytest.M
     monkeypatch.setattr(assertion_rules, "PATTERN_TIMEOUT_S", 60.0)
     monkeypatch.setattr(assertion_rules, "MESSAGE_BUDGET_S", 600.0)
     text = ("May 1. `x`. " * 2000)[:20_000]  # ~1,700 sentences, as many dates and code spans
-    found, _scanned, lines = counted(lambda: assertion_rules.extract(
-        text, "user", lambda t: timeexpr.resolve_dates(t, WHEN)))
+    found, _scanned, lines = counted(
+        lambda: assertion_rules.extract(text, "user", lambda t: timeexpr.resolve_dates(t, WHEN))
+    )
     assert lines <= MAX_LINES_EXTRACT, lines
     assert len(found) <= assertion_rules.MAX_PER_MESSAGE
 
@@ -247,22 +322,31 @@ def test_assertion_extraction_is_linear_in_a_dense_message(monkeypatch: pytest.M
 def test_question_and_claims_are_capped(hostile: Any) -> None:
     engine, ids = hostile
     long = "When? " * (MAX_QUESTION_CHARS // 6 + 1)
-    for name, args in (("lcm_evidence_pack", {"refs": [str(ids["huge"])]}),
-                       ("lcm_compile_evidence", {"claims": [{"text": "x", "refs": [str(ids["huge"])]}]}),
-                       ("lcm_compute", {"operation": "count", "refs": [str(ids["huge"])]})):
+    for name, args in (
+        ("lcm_evidence_pack", {"refs": [str(ids["huge"])]}),
+        ("lcm_compile_evidence", {"claims": [{"text": "x", "refs": [str(ids["huge"])]}]}),
+        ("lcm_compute", {"operation": "count", "refs": [str(ids["huge"])]}),
+    ):
         answer = engine.handle_tool_call(name, {**args, "question": long})
         assert str(MAX_QUESTION_CHARS) in answer, (name, answer[:200])
 
 
 def test_a_cut_splits_no_number_and_shortens_no_date() -> None:
-    filler = ("words " * MAX_LINE_CHARS)[:MAX_LINE_CHARS - 10]
+    filler = ("words " * MAX_LINE_CHARS)[: MAX_LINE_CHARS - 10]
     number = filler + " 12345678901234567890 and more " + "tail " * 200
     cut = Budget().scan(number, WHEN)
-    assert cut.read == len(filler) + 1 and cut.by == "line"  # the number starting before the cut is left out whole
+    assert (
+        cut.read == len(filler) + 1 and cut.by == "line"
+    )  # the number starting before the cut is left out whole
     # "May 7," then spaces past what was read, then the year: read on, "May 7" alone would be
     # another day; it is dropped and the cut moves before it.
-    date = filler[:-60] + " 1 June 2023 was the day we all met again; May 7," + " " * (2 * SLACK_CHARS) + "2023 " + \
-        "x " * 200
+    date = (
+        filler[:-60]
+        + " 1 June 2023 was the day we all met again; May 7,"
+        + " " * (2 * SLACK_CHARS)
+        + "2023 "
+        + "x " * 200
+    )
     assert date.index("May 7") < MAX_LINE_CHARS  # before the cut: read, unless it may run on
     cut = Budget().scan(date, WHEN)
     assert [m.phrase for m in cut.dates][-1:] == ["1 June 2023"] and cut.read is not None

@@ -37,11 +37,15 @@ def umask(request: pytest.FixtureRequest) -> Iterator[int]:
 
 
 def history(turns: int) -> list[dict[str, str]]:
-    image = "data:image/png;base64," + "iVBORw0KGgo" + "QUFB" * 1200  # long enough for the payload guard
+    image = (
+        "data:image/png;base64," + "iVBORw0KGgo" + "QUFB" * 1200
+    )  # long enough for the payload guard
     messages = []
     for turn in range(turns):
         user = f"turn {turn} about module {turn}: " + "words " * 80
-        messages.append({"role": "user", "content": user + (f" screenshot {image}" if turn == 1 else "")})
+        messages.append(
+            {"role": "user", "content": user + (f" screenshot {image}" if turn == 1 else "")}
+        )
         messages.append({"role": "assistant", "content": f"answer {turn}: " + "result " * 80})
     return messages
 
@@ -59,7 +63,7 @@ def modes_under(root: Path) -> dict[str, str]:
 
 
 def test_every_file_and_directory_is_private(tmp_path: Path, umask: int) -> None:
-    home = tmp_path / "home"           # made by the engine (the database's directory)
+    home = tmp_path / "home"  # made by the engine (the database's directory)
     engine = new_engine(home, threshold=3000, LCM_FRESH_TAIL_COUNT="4", LCM_LEAF_CHUNK_TOKENS="800")
     messages = history(20)
     engine.ingest_host(messages)
@@ -79,18 +83,38 @@ def test_every_file_and_directory_is_private(tmp_path: Path, umask: int) -> None
     rotated = mt.rotate_apply(store, conversation, "normal", backups, tail_count=2)
     assert rotated["status"] == "applied"
     export = home / "export.jsonl"
-    assert lcm_main(["--db", str(home / "lcm.db"), "export", "--conversation", str(conversation), "--as", "jsonl",
-                     "--output", str(export)], out=io.StringIO()) == 0
+    assert (
+        lcm_main(
+            [
+                "--db",
+                str(home / "lcm.db"),
+                "export",
+                "--conversation",
+                str(conversation),
+                "--as",
+                "jsonl",
+                "--output",
+                str(export),
+            ],
+            out=io.StringIO(),
+        )
+        == 0
+    )
     assert export.stat().st_size > 0
 
     sources = tmp_path / "sources"
     sources.mkdir()
-    imported = tmp_path / "imported" / "db"    # a directory the importer creates
-    report = run_import(target_db=imported / "lcm.db", jsonl=[openclaw_session(sources)], import_id="m",
-                        apply=True)
+    imported = tmp_path / "imported" / "db"  # a directory the importer creates
+    report = run_import(
+        target_db=imported / "lcm.db", jsonl=[openclaw_session(sources)], import_id="m", apply=True
+    )
     assert report["imported"] > 0
-    report = run_import(target_db=imported / "lcm.db", jsonl=[openclaw_session(sources, "sess-bbb")],
-                        import_id="m2", apply=True)
+    report = run_import(
+        target_db=imported / "lcm.db",
+        jsonl=[openclaw_session(sources, "sess-bbb")],
+        import_id="m2",
+        apply=True,
+    )
     assert report["backup_path"], "the second import takes a backup first"
     store_module.close_all()
 

@@ -19,8 +19,24 @@ from hypothesis import strategies as st
 from hermes_lcm import store as store_module
 
 CAP = 2000
-ODD = ['"', "\\", "\x00", "\x01", "\x07", "\x1f", "\x7f", "\n", "\t", "\u2028", "\U0001F600", "\U00010348", "a",
-       "é", "<", "&"]
+ODD = [
+    '"',
+    "\\",
+    "\x00",
+    "\x01",
+    "\x07",
+    "\x1f",
+    "\x7f",
+    "\n",
+    "\t",
+    "\u2028",
+    "\U0001f600",
+    "\U00010348",
+    "a",
+    "é",
+    "<",
+    "&",
+]
 odd_text = st.text(alphabet=st.sampled_from(ODD), min_size=1, max_size=6000)
 
 
@@ -50,12 +66,25 @@ def page_through(engine: Any, store_id: int, part: str) -> str:
 
 
 def store_turn(engine: Any, content: str) -> list[int]:
-    calls = [{"id": "call_1", "type": "function",
-              "function": {"name": "write_file", "arguments": json.dumps({"text": content, "q": '"\\'})}}]
-    messages = [{"role": "user", "content": [{"type": "text", "text": content}, {"type": "text", "text": "ok"}]},
-                {"role": "assistant", "content": "", "tool_calls": calls},
-                {"role": "tool", "tool_call_id": "call_1", "content": content},
-                {"role": "assistant", "content": content}]
+    calls = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {
+                "name": "write_file",
+                "arguments": json.dumps({"text": content, "q": '"\\'}),
+            },
+        }
+    ]
+    messages = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": content}, {"type": "text", "text": "ok"}],
+        },
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_1", "content": content},
+        {"role": "assistant", "content": content},
+    ]
     engine.ingest_host(messages)
     core = engine.core
     return [m.id for m in core.store.messages_after(core.binding.conversation_id, 0)][-4:]
@@ -76,7 +105,9 @@ def check_all(engine: Any, ids: list[int]) -> None:
     answer(engine, "lcm_load_session", session_id=engine.core.binding.session_id, limit=100)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(content=odd_text)
 @pytest.mark.both_backends
 def test_odd_characters_page_to_the_end(make_engine, content: str) -> None:
@@ -90,7 +121,9 @@ def test_odd_characters_page_to_the_end(make_engine, content: str) -> None:
 @pytest.mark.both_backends
 def test_a_137k_json_tool_result_pages_to_the_end(make_engine) -> None:
     engine = make_engine(LCM_TOOL_RESPONSE_MAX_CHARS=str(CAP))
-    big = json.dumps([{"path": f"src/f{i}.py", "text": 'say "hi"\\n\t', "n": i} for i in range(2800)])
+    big = json.dumps(
+        [{"path": f"src/f{i}.py", "text": 'say "hi"\\n\t', "n": i} for i in range(2800)]
+    )
     assert len(big) > 137_000
     ids = store_turn(engine, big)
     check_all(engine, ids)

@@ -36,7 +36,10 @@ def ref_of(engine: LcmEngine) -> str:
 
 
 def send_image(engine: LcmEngine, text: str = "look at this") -> list[dict[str, str]]:
-    messages = [{"role": "user", "content": f"{text} {IMAGE}"}, {"role": "assistant", "content": "I see a chart."}]
+    messages = [
+        {"role": "user", "content": f"{text} {IMAGE}"},
+        {"role": "assistant", "content": "I see a chart."},
+    ]
     engine.ingest_host(messages)
     return messages
 
@@ -62,7 +65,9 @@ def test_symlink_at_predictable_temp_name_redirects_nothing(tmp_path: Path) -> N
     stored = payloads / f"{ref}.payload"
     assert stored.is_file() and not stored.is_symlink() and stored.read_text() == IMAGE
     answer = json.loads(engine.handle_tool_call("lcm_expand", {"externalized_ref": ref}))
-    assert answer.get("content") == IMAGE[:len(answer.get("content", ""))] and answer.get("chars") == len(IMAGE), answer
+    assert answer.get("content") == IMAGE[: len(answer.get("content", ""))] and answer.get(
+        "chars"
+    ) == len(IMAGE), answer
     store_module.close_all()
 
 
@@ -88,7 +93,7 @@ def test_symlinked_payload_directory_is_refused(tmp_path: Path) -> None:
     outside.mkdir()
     os.symlink(outside, home / "lcm-payloads")
     engine = new_engine(home)
-    messages = send_image(engine)   # must not raise into the host
+    messages = send_image(engine)  # must not raise into the host
     assert list(outside.iterdir()) == [], "a payload was written through the symlinked directory"
     status = engine.get_status()
     assert status["payload_write_failures"] >= 1
@@ -132,7 +137,9 @@ def test_payload_directory_swapped_for_symlink_is_not_read(tmp_path: Path) -> No
     store_module.close_all()
 
 
-def test_a_fifo_or_a_hard_link_at_a_payload_name_is_refused_without_blocking(tmp_path: Path) -> None:
+def test_a_fifo_or_a_hard_link_at_a_payload_name_is_refused_without_blocking(
+    tmp_path: Path,
+) -> None:
     """Someone with write access to the payload folder plants a FIFO (a read would wait forever)
     or a hard link to another file at a payload's name: lcm_expand answers at once, reads neither."""
     import threading
@@ -177,15 +184,25 @@ def test_importer_skips_symlinks_in_a_jsonl_directory(tmp_path: Path) -> None:
     target = tmp_path / "home" / "lcm.db"
     report = run_import(target_db=target, jsonl_dirs=[sessions], import_id="imp", apply=True)
     assert report["imported"] > 0
-    assert sorted(Path(p).name for p in report["skipped_symlinks"]) == ["dangling.jsonl", "linked.jsonl",
-                                                                         "secret.jsonl"]
+    assert sorted(Path(p).name for p in report["skipped_symlinks"]) == [
+        "dangling.jsonl",
+        "linked.jsonl",
+        "secret.jsonl",
+    ]
     assert all("linked" not in s and "secret" not in s for s in report["source"]), report["source"]
     assert any("symlink, skipped" in w for w in report["warnings"])
     store_module.close_all()
     con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
     try:
-        rows = json.dumps([list(r) for r in con.execute("SELECT * FROM conversations")]
-                          + [list(r) for r in con.execute("SELECT DISTINCT k.name FROM messages m JOIN session_keys k ON k.id=m.session_key")])  # noqa: E501 (schema 4 raw SQL)
+        rows = json.dumps(
+            [list(r) for r in con.execute("SELECT * FROM conversations")]
+            + [
+                list(r)
+                for r in con.execute(
+                    "SELECT DISTINCT k.name FROM messages m JOIN session_keys k ON k.id=m.session_key"
+                )
+            ]
+        )
     finally:
         con.close()
     assert "sess-inside" in rows

@@ -28,8 +28,15 @@ from ..convo import assert_valid_sequence, conversation
 from ..pgserver import Server, fresh_url, server
 
 
-def engine_on(home: Path, url: str, session: str = "s1", threshold: int = 3000, **env: str) -> LcmEngine:
-    base = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", "LCM_DATABASE_URL": url, **env}
+def engine_on(
+    home: Path, url: str, session: str = "s1", threshold: int = 3000, **env: str
+) -> LcmEngine:
+    base = {
+        "HERMES_HOME": str(home),
+        "LCM_SUMMARY_PROVIDER": "extractive",
+        "LCM_DATABASE_URL": url,
+        **env,
+    }
     engine = copy.deepcopy(LcmEngine(env=base))
     engine.update_model("fake-model", 64000)
     engine.threshold_tokens = threshold
@@ -74,8 +81,14 @@ def test_a_schema_holding_another_programs_tables_is_refused_and_not_written(tmp
     out = engine.compress(list(history), current_tokens=count_messages(history))
     assert engine.opening.refused and "invoices" in str(engine.startup_error)
     assert out and count_messages(out) <= 3000  # refused for good: trimmed like an ignored session
-    tables = {r[0] for r in raw_sql(url, "SELECT table_name FROM information_schema.tables "
-                                         "WHERE table_schema = current_schema()")}
+    tables = {
+        r[0]
+        for r in raw_sql(
+            url,
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema()",
+        )
+    }
     assert tables == {"invoices"}
 
 
@@ -83,7 +96,11 @@ def test_a_newer_layout_is_refused_and_not_written(tmp_path: Path):
     url = fresh_url()
     open_store(url).close()
     store_module.close_all()
-    raw_sql(url, "UPDATE meta SET value = ? WHERE key = 'pg_schema'", (str(pg_schema.PG_SCHEMA_VERSION + 1),))
+    raw_sql(
+        url,
+        "UPDATE meta SET value = ? WHERE key = 'pg_schema'",
+        (str(pg_schema.PG_SCHEMA_VERSION + 1),),
+    )
     with pytest.raises(NewerSchema):
         open_store(url)
     engine = engine_on(tmp_path, url)
@@ -116,7 +133,9 @@ def own_server():
     srv.stop()
 
 
-def test_a_server_down_at_start_is_one_error_drops_nothing_and_recovers(tmp_path: Path, own_server: Server):
+def test_a_server_down_at_start_is_one_error_drops_nothing_and_recovers(
+    tmp_path: Path, own_server: Server
+):
     import psycopg
 
     name = "t_" + uuid.uuid4().hex[:16]
@@ -132,7 +151,9 @@ def test_a_server_down_at_start_is_one_error_drops_nothing_and_recovers(tmp_path
         assert not engine.opening.refused and "cannot connect" in str(engine.startup_error)
         assert engine.opening.attempts == 1
         engine.compress(list(history), current_tokens=count_messages(history))
-        assert engine.opening.attempts == 1  # one startup error, then the back-off: no retry per call
+        assert (
+            engine.opening.attempts == 1
+        )  # one startup error, then the back-off: no retry per call
     finally:
         own_server.start()
     engine.opening._retry_at = 0.0  # the back-off has passed
@@ -150,14 +171,21 @@ def test_a_backend_killed_mid_write_stores_nothing_half_and_the_turn_stays_bound
     before = (stored_count(url), raw_sql(url, "SELECT count(*) FROM summaries")[0][0])
     # The server process serving the write dies in the middle of its INSERT (an operator's
     # pg_terminate_backend, an OOM kill): the server rolls its transaction back.
-    raw_sql(url, "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS "
-                 "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$")
+    raw_sql(
+        url,
+        "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$",
+    )
     for table in ("messages", "summaries"):
-        raw_sql(url, f"CREATE TRIGGER die BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION die()")
+        raw_sql(
+            url, f"CREATE TRIGGER die BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION die()"
+        )
     longer = history + turns[40]
     out = engine.compress(list(longer), current_tokens=count_messages(longer))
     assert (stored_count(url), raw_sql(url, "SELECT count(*) FROM summaries")[0][0]) == before
-    assert out and count_messages(out) < 3000 + count_messages(turns[40])  # bounded; the unstored turn kept
+    assert out and count_messages(out) < 3000 + count_messages(
+        turns[40]
+    )  # bounded; the unstored turn kept
     assert all(m in out for m in turns[40] if m.get("content"))
     assert_valid_sequence(out)
     status = engine.get_status()
@@ -166,8 +194,10 @@ def test_a_backend_killed_mid_write_stores_nothing_half_and_the_turn_stays_bound
         raw_sql(url, f"DROP TRIGGER die ON {table}")
     engine.compress(list(longer), current_tokens=count_messages(longer))
     assert stored_count(url) == len(longer)
-    assert [m.to_host() for m in engine.core.store.messages_after(engine.core.binding.conversation_id, 0)][-2:] \
-        == [m for m in longer[-2:]]
+    assert [
+        m.to_host()
+        for m in engine.core.store.messages_after(engine.core.binding.conversation_id, 0)
+    ][-2:] == [m for m in longer[-2:]]
 
 
 def test_a_held_write_lock_fails_the_write_as_locked_never_hangs(tmp_path: Path):
@@ -185,7 +215,9 @@ def test_a_held_write_lock_fails_the_write_as_locked_never_hangs(tmp_path: Path)
         done = threading.Event()
 
         def turn() -> None:
-            engine.ingest_host([{"role": "user", "content": "first"}, {"role": "user", "content": "second"}])
+            engine.ingest_host(
+                [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}]
+            )
             done.set()
 
         worker = threading.Thread(target=turn, daemon=True)
@@ -194,7 +226,9 @@ def test_a_held_write_lock_fails_the_write_as_locked_never_hangs(tmp_path: Path)
         holder.rollback()
     status = engine.get_status()
     assert status["store_write_failures"] >= 1 and "locked" in status["last_store_write_failure"]
-    engine.ingest_host([{"role": "user", "content": "first"}, {"role": "user", "content": "second"}])
+    engine.ingest_host(
+        [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}]
+    )
     assert stored_count(base) == 2
 
 
@@ -228,15 +262,22 @@ def test_threads_beyond_the_pool_all_get_answers(tmp_path: Path):
     for t in threads:
         t.join(120)
     assert len(answers) == POOL_MAX * 6 * 5
-    assert all(len(a.get("hits", [])) == 1 for a in answers), [a for a in answers if len(a.get("hits", [])) != 1][:2]
+    assert all(len(a.get("hits", [])) == 1 for a in answers), [
+        a for a in answers if len(a.get("hits", [])) != 1
+    ][:2]
 
 
 def test_a_text_larger_than_a_tsvector_is_found_by_its_end(tmp_path: Path):
     """A 5 MB tool output: the index keeps its last words (SQLite's FTS5 indexes all of it)."""
     url = fresh_url()
     engine = engine_on(tmp_path, url, threshold=60_000)
-    body = "".join(f"line {i}: value={i * 7919 % 10007}\n" for i in range(200_000)) + "closing verdict zebrafinal"
-    engine.ingest_host([{"role": "user", "content": "run it"}, {"role": "assistant", "content": body}])
+    body = (
+        "".join(f"line {i}: value={i * 7919 % 10007}\n" for i in range(200_000))
+        + "closing verdict zebrafinal"
+    )
+    engine.ingest_host(
+        [{"role": "user", "content": "run it"}, {"role": "assistant", "content": body}]
+    )
     assert grep(engine, "zebrafinal")["hits"]
     assert grep(engine, "closing verdict zebrafinal")["hits"]  # a phrase: its positions are kept
     assert grep(engine, "line 3: value")["hits"]  # the beginning is still indexed
@@ -249,17 +290,25 @@ def test_an_old_layout_reindexes_its_huge_rows(tmp_path: Path):
     body = "".join(f"row {i} holds {i * 31 % 9973}\n" for i in range(250_000)) + "tailmarker"
     engine.ingest_host([{"role": "user", "content": body}])
     store_module.close_all()
-    old = ("CREATE OR REPLACE FUNCTION lcm_tsv(body text) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE "
-           "AS $$ BEGIN RETURN to_tsvector('lcm'::regconfig, lcm_words(body)); EXCEPTION WHEN "
-           "program_limit_exceeded THEN RETURN to_tsvector('lcm'::regconfig, lcm_words(left(body, 200000))); END $$")
+    old = (
+        "CREATE OR REPLACE FUNCTION lcm_tsv(body text) RETURNS tsvector LANGUAGE plpgsql IMMUTABLE "
+        "AS $$ BEGIN RETURN to_tsvector('lcm'::regconfig, lcm_words(body)); EXCEPTION WHEN "
+        "program_limit_exceeded THEN RETURN to_tsvector('lcm'::regconfig, lcm_words(left(body, 200000))); END $$"
+    )
     raw_sql(url, old)
     raw_sql(url, "UPDATE messages SET content = content")
     raw_sql(url, "UPDATE meta SET value = '1' WHERE key = 'pg_schema'")
-    assert raw_sql(url, "SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq('tailmarker')")[0][0] == 0
+    assert (
+        raw_sql(url, "SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq('tailmarker')")[0][0] == 0
+    )
     store = open_store(url)
     assert store.schema_version() >= 4
-    assert raw_sql(url, "SELECT value FROM meta WHERE key = 'pg_schema'")[0][0] == str(pg_schema.PG_SCHEMA_VERSION)
-    assert raw_sql(url, "SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq('tailmarker')")[0][0] == 1
+    assert raw_sql(url, "SELECT value FROM meta WHERE key = 'pg_schema'")[0][0] == str(
+        pg_schema.PG_SCHEMA_VERSION
+    )
+    assert (
+        raw_sql(url, "SELECT count(*) FROM messages WHERE tsv @@ lcm_tsq('tailmarker')")[0][0] == 1
+    )
 
 
 def test_a_url_to_nowhere_is_an_outage_named_without_its_password():
@@ -291,7 +340,9 @@ def test_a_missing_driver_is_an_outage_that_loses_nothing(tmp_path):
         "out = e.compress(list(history), current_tokens=10**6)\n"
         "print(json.dumps({'error': e.get_status().get('startup_error') or e.startup_error, 'same': out == history}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "postgres' extra" in (seen["error"] or ""), seen

@@ -42,8 +42,16 @@ def checking_server():
 
     srv = Server()
     with psycopg.connect(srv.url(), autocommit=True) as pg:
-        pg.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(ROLE), sql.Literal(PASSWORD)))
-        pg.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(SCHEMA), sql.Identifier(ROLE)))
+        pg.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(ROLE), sql.Literal(PASSWORD)
+            )
+        )
+        pg.execute(
+            sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
+                sql.Identifier(SCHEMA), sql.Identifier(ROLE)
+            )
+        )
     hba = srv.data / "pg_hba.conf"
     hba.write_text(f"host all {ROLE} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
     srv.restart()
@@ -54,10 +62,12 @@ def checking_server():
 def urls(srv: Server) -> dict[str, str]:
     tail = f"options={quote(f'-csearch_path={SCHEMA}')}&application_name=lcm-backup-test"
     secret = quote(PASSWORD, safe="")
-    return {"userinfo": f"postgresql://{ROLE}:{secret}@127.0.0.1:{srv.port}/postgres?{tail}",
-            "?password=": f"postgresql://{ROLE}@127.0.0.1:{srv.port}/postgres?password={secret}&{tail}",
-            "with sslpassword": f"postgresql://{ROLE}:{secret}@127.0.0.1:{srv.port}/postgres?{tail}"
-                                f"&sslpassword={SSL_PASSWORD}"}
+    return {
+        "userinfo": f"postgresql://{ROLE}:{secret}@127.0.0.1:{srv.port}/postgres?{tail}",
+        "?password=": f"postgresql://{ROLE}@127.0.0.1:{srv.port}/postgres?password={secret}&{tail}",
+        "with sslpassword": f"postgresql://{ROLE}:{secret}@127.0.0.1:{srv.port}/postgres?{tail}"
+        f"&sslpassword={SSL_PASSWORD}",
+    }
 
 
 def secret_forms() -> list[str]:
@@ -76,30 +86,41 @@ def recorded(monkeypatch) -> list[dict[str, Any]]:
         for name in ("PGPASSFILE", "PGSERVICEFILE"):
             if name in env:
                 path = Path(env[name])
-                seen["modes"][name] = (stat.S_IMODE(path.stat().st_mode), stat.S_IMODE(path.parent.stat().st_mode))
+                seen["modes"][name] = (
+                    stat.S_IMODE(path.stat().st_mode),
+                    stat.S_IMODE(path.parent.stat().st_mode),
+                )
                 seen[name] = path.read_text()
         calls.append(seen)
         return real(argv, *args, **kwargs)
 
     monkeypatch.setattr(pg_backup.subprocess, "run", recording)
     monkeypatch.setenv("PATH", f"{binaries()}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("PGPASSWORD", "a-stale-password-of-the-shell")  # must neither reach pg_dump nor win
+    monkeypatch.setenv(
+        "PGPASSWORD", "a-stale-password-of-the-shell"
+    )  # must neither reach pg_dump nor win
     return calls
 
 
 @pytest.mark.parametrize("form", ["userinfo", "?password=", "with sslpassword"])
-def test_backup_hands_the_password_off_the_command_line_and_still_dumps(form, checking_server, recorded, tmp_path):
+def test_backup_hands_the_password_off_the_command_line_and_still_dumps(
+    form, checking_server, recorded, tmp_path
+):
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     url = urls(checking_server)[form]
     with pytest.raises(psycopg.OperationalError):  # the server really checks: no password, no login
-        psycopg.connect(f"postgresql://{ROLE}@127.0.0.1:{checking_server.port}/postgres", connect_timeout=5).close()
+        psycopg.connect(
+            f"postgresql://{ROLE}@127.0.0.1:{checking_server.port}/postgres", connect_timeout=5
+        ).close()
     engine = new_engine(tmp_path, 10**9, "s1", LCM_DATABASE_URL=url)
     engine.ingest_host([{"role": "user", "content": "a line the dump must carry"}])
     store_module.close_all()
     out, err = io.StringIO(), io.StringIO()
-    code = main(["--db", url, "--format", "json", "backup", "--dest", str(tmp_path / "b")], out=out, err=err)
+    code = main(
+        ["--db", url, "--format", "json", "backup", "--dest", str(tmp_path / "b")], out=out, err=err
+    )
     done = json.loads(out.getvalue())
     assert code == 0 and done["status"] == "ok", (done, err.getvalue())
 
@@ -115,18 +136,27 @@ def test_backup_hands_the_password_off_the_command_line_and_still_dumps(form, ch
     given = {k: v for k, v in conninfo_to_dict(url).items() if k not in ("password", "sslpassword")}
     handed = conninfo_to_dict(dsn)
     if form == "with sslpassword":
-        assert dump["modes"]["PGSERVICEFILE"] == (0o600, 0o700) and SSL_PASSWORD in dump["PGSERVICEFILE"]
+        assert (
+            dump["modes"]["PGSERVICEFILE"] == (0o600, 0o700)
+            and SSL_PASSWORD in dump["PGSERVICEFILE"]
+        )
         assert handed.pop("service") == pg_backup.SERVICE
     assert handed == given  # every other parameter kept: the schema, the application name, ...
     for name in ("PGPASSFILE", "PGSERVICEFILE"):
         if name in dump["env"]:
             assert not Path(dump["env"][name]).parent.exists()  # removed with its directory
-    listing = subprocess.run([str(binaries() / "pg_restore"), "--list", done["backup"]], capture_output=True,
-                             text=True, check=True).stdout
+    listing = subprocess.run(
+        [str(binaries() / "pg_restore"), "--list", done["backup"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert f"TABLE DATA {SCHEMA} messages" in listing
 
 
-def test_the_command_an_operator_is_shown_carries_no_password(checking_server, tmp_path, monkeypatch):
+def test_the_command_an_operator_is_shown_carries_no_password(
+    checking_server, tmp_path, monkeypatch
+):
     """Without pg_dump here, the command to run names the database without its password, not
     even a masked one (libpq would send ``***`` as the password)."""
     url = urls(checking_server)["?password="]

@@ -76,7 +76,9 @@ def test_a_url_libpq_cannot_parse_leaves_its_password_in_no_log_and_no_error(for
         open_store(url)
     error = "".join(traceback.format_exception(caught.value))
     assert SECRET not in error and SECRET not in logged(caplog)
-    assert "cannot connect" in error and "invalid percent-encoded token" in error  # said at once, not after retries
+    assert (
+        "cannot connect" in error and "invalid percent-encoded token" in error
+    )  # said at once, not after retries
 
 
 def test_psycopg_pools_own_warnings_are_scrubbed(caplog):
@@ -89,10 +91,15 @@ def test_psycopg_pools_own_warnings_are_scrubbed(caplog):
     url = unparsable(fresh_url())["bad escape in the userinfo"]
     with pytest.raises(WriteFailed):
         open_store(url)
-    pool = psycopg_pool.ConnectionPool(url, min_size=1, open=True, name="probe", kwargs={"connect_timeout": 2})
+    pool = psycopg_pool.ConnectionPool(
+        url, min_size=1, open=True, name="probe", kwargs={"connect_timeout": 2}
+    )
     try:
         deadline = time.monotonic() + 60
-        while not [r for r in caplog.records if r.name == "psycopg.pool"] and time.monotonic() < deadline:
+        while (
+            not [r for r in caplog.records if r.name == "psycopg.pool"]
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
     finally:
         pool.close(timeout=5)
@@ -121,8 +128,14 @@ def lcm(home: Path, db: str, verb: str) -> subprocess.CompletedProcess[str]:
     argv = [found] if found else [sys.executable, "-m", "hermes_lcm.cli.main"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LCM_")}
     env["HERMES_HOME"] = str(home)
-    return subprocess.run([*argv, "--db", db, "--format", "json", verb], capture_output=True, text=True, env=env,
-                          timeout=180, check=False)
+    return subprocess.run(
+        [*argv, "--db", db, "--format", "json", verb],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_lcm_status_and_doctor_show_no_password_in_any_form(tmp_path):
@@ -140,7 +153,9 @@ def test_lcm_status_and_doctor_show_no_password_in_any_form(tmp_path):
                 leaks.append((form, verb))
             if form in accepted(url) and verb == "status":
                 shown = json.loads(done.stdout)
-                if done.returncode != 0 or not shown["database_path"].startswith("postgresql://lcm@127.0.0.1:"):
+                if done.returncode != 0 or not shown["database_path"].startswith(
+                    "postgresql://lcm@127.0.0.1:"
+                ):
                     failures.append((form, done.returncode, done.stderr[-300:]))
     assert not leaks, f"the password leaked in: {leaks}"
     assert not failures
@@ -153,23 +168,44 @@ def test_engine_status_tools_and_slash_command_show_no_password(tmp_path, clean_
     monkeypatch.setenv("LCM_DATABASE_URL", url)
     engine = new_engine(clean_home, LCM_DATABASE_URL=url, LCM_ENABLE_SLASH_COMMAND="1")
     engine.ingest_host([{"role": "user", "content": "hello"}])
-    shown = {"get_status": json.dumps(engine.get_status(), default=str),
-             "lcm_status": engine.handle_tool_call("lcm_status", {}),
-             "lcm_doctor": engine.handle_tool_call("lcm_doctor", {}),
-             "/lcm status": command.handle_command("status"), "/lcm doctor": command.handle_command("doctor")}
+    shown = {
+        "get_status": json.dumps(engine.get_status(), default=str),
+        "lcm_status": engine.handle_tool_call("lcm_status", {}),
+        "lcm_doctor": engine.handle_tool_call("lcm_doctor", {}),
+        "/lcm status": command.handle_command("status"),
+        "/lcm doctor": command.handle_command("doctor"),
+    }
     assert "127.0.0.1" in shown["lcm_status"]
     assert not [where for where, text in shown.items() if SECRET in text]
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("postgresql://u@h/db?pass%77ord=s3cret&x=1", "postgresql://u@h/db?pass%77ord=***&x=1"),  # libpq decodes names
-    ("postgresql://u:ab/s3cret@h/db", "postgresql://u@h/db"),  # a '/' typed into the password
-    ("postgresql://u:ab?s3cret@h/db", "postgresql://u@h/db"),  # libpq's userinfo ends at the first '@'
-    ("postgresql://u@h/db?password=ab#s3cret", "postgresql://u@h/db?password=***"),  # libpq reads no fragment
-    ("postgresql://u:s3cret@[::1/db", "postgresql://u@[::1/db"),  # a bracket urlsplit refuses
-    ("host=h password='un s3cret", "host=h password=***"),  # a quote never closed runs to the end
-    ("postgresql://h/db@x", "postgresql://h/db@x"),  # an '@' in a database's name is no userinfo
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql://u@h/db?pass%77ord=s3cret&x=1",
+            "postgresql://u@h/db?pass%77ord=***&x=1",
+        ),  # libpq decodes names
+        ("postgresql://u:ab/s3cret@h/db", "postgresql://u@h/db"),  # a '/' typed into the password
+        (
+            "postgresql://u:ab?s3cret@h/db",
+            "postgresql://u@h/db",
+        ),  # libpq's userinfo ends at the first '@'
+        (
+            "postgresql://u@h/db?password=ab#s3cret",
+            "postgresql://u@h/db?password=***",
+        ),  # libpq reads no fragment
+        ("postgresql://u:s3cret@[::1/db", "postgresql://u@[::1/db"),  # a bracket urlsplit refuses
+        (
+            "host=h password='un s3cret",
+            "host=h password=***",
+        ),  # a quote never closed runs to the end
+        (
+            "postgresql://h/db@x",
+            "postgresql://h/db@x",
+        ),  # an '@' in a database's name is no userinfo
+    ],
+)
 def test_redacted_masks_the_forms_a_url_parser_misreads(url, shown):
     from hermes_lcm.storage.pg import redacted
 

@@ -109,29 +109,88 @@ def _config(**over: Any) -> Any:
 def history(ref: str, preview: str) -> list[dict[str, Any]]:
     s = SECRETS
     return [
-        {"role": "user", "content": f"my key is {s['openai']} and the other {s['anthropic']}; google {s['google']}"},
+        {
+            "role": "user",
+            "content": f"my key is {s['openai']} and the other {s['anthropic']}; google {s['google']}",
+        },
         {"role": "assistant", "content": "noted, running the deploy"},
-        {"role": "user", "content": f"aws id {s['aws_access']} aws_secret_access_key = {s['aws_secret']}\n"
-                                    f"db postgres://admin:{s['conn_password']}@db.example.com/prod "
-                                    f"password={s['password']}"},
-        {"role": "assistant", "content": None, "reasoning_content": f"the token {s['github_pat']} is in the env",
-         "tool_calls": [{"id": "call_1", "type": "function", "function": {
-             "name": "terminal", "arguments": json.dumps({"command": f"git push https://x:{s['github']}@github.com/a/b",
-                                                          "env": f"GITLAB_TOKEN={s['gitlab']}"})}}]},
-        {"role": "tool", "tool_call_id": "call_1", "name": "terminal",
-         "content": f"curl -H 'Authorization: Basic {s['basic_auth']}' -H 'Authorization: Bearer {s['bearer']}'\n"
-                    f"slack {s['slack']} hook {s['slack_hook']} stripe {s['stripe']}"},
-        {"role": "user", "content": [
-            {"type": "text", "text": f"here is the screenshot, jwt {s['jwt']}"},
-            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}, "alt": f"token {s['alt_text']}"}]},
-        {"role": "assistant", "content": "-----BEGIN RSA PRIVATE KEY-----\n" + s["private_key"]
-                                         + "\n-----END RSA PRIVATE KEY-----\nand api_key=" + s["api_key"]},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_2", "type": "function", "function": {
-            "name": "read_file", "arguments": json.dumps({"path": "/var/log/build.log"})}}]},
+        {
+            "role": "user",
+            "content": f"aws id {s['aws_access']} aws_secret_access_key = {s['aws_secret']}\n"
+            f"db postgres://admin:{s['conn_password']}@db.example.com/prod "
+            f"password={s['password']}",
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": f"the token {s['github_pat']} is in the env",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "terminal",
+                        "arguments": json.dumps(
+                            {
+                                "command": f"git push https://x:{s['github']}@github.com/a/b",
+                                "env": f"GITLAB_TOKEN={s['gitlab']}",
+                            }
+                        ),
+                    },
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "name": "terminal",
+            "content": f"curl -H 'Authorization: Basic {s['basic_auth']}' -H 'Authorization: Bearer {s['bearer']}'\n"
+            f"slack {s['slack']} hook {s['slack_hook']} stripe {s['stripe']}",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": f"here is the screenshot, jwt {s['jwt']}"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://example.com/a.png"},
+                    "alt": f"token {s['alt_text']}",
+                },
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "-----BEGIN RSA PRIVATE KEY-----\n"
+            + s["private_key"]
+            + "\n-----END RSA PRIVATE KEY-----\nand api_key="
+            + s["api_key"],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {
+                        "name": "read_file",
+                        "arguments": json.dumps({"path": "/var/log/build.log"}),
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_2", "name": "read_file", "content": preview},
-        {"role": "user", "content": f"ticket {s['acme']}, also remember {s['summary_gitlab']} for later"},
-        *[{"role": "user" if i % 2 == 0 else "assistant", "content": f"filler turn {i} " + "words " * 60}
-          for i in range(24)],
+        {
+            "role": "user",
+            "content": f"ticket {s['acme']}, also remember {s['summary_gitlab']} for later",
+        },
+        *[
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"filler turn {i} " + "words " * 60,
+            }
+            for i in range(24)
+        ],
     ]
 
 
@@ -140,8 +199,12 @@ def build(home: Path, db: Path | str | None = None) -> tuple[Any, list[dict[str,
     and an externalized output's payload file (the stub the large-output step writes; on
     PostgreSQL a row of the payloads table)."""
     db = db or db_of(home)
-    payload_text = ("build log line\n" * 400) + f"OPENAI_API_KEY={SECRETS['payload_openai']}\n" + \
-        f"vendor {SECRETS['acme']}\n" + ("more log\n" * 400)
+    payload_text = (
+        ("build log line\n" * 400)
+        + f"OPENAI_API_KEY={SECRETS['payload_openai']}\n"
+        + f"vendor {SECRETS['acme']}\n"
+        + ("more log\n" * 400)
+    )
     core = LcmCore(_config(), db)
     ref = core.guard.ref_for(payload_text)  # keyed by this database's secret, as the step names it
     payloads.put(core.guard, ref, payload_text)  # its file (on PostgreSQL its row)
@@ -149,12 +212,21 @@ def build(home: Path, db: Path | str | None = None) -> tuple[Any, list[dict[str,
     core.bind("s1", platform="cli")
     assert core.ingest(messages) == len(messages)
     assert core.binding.conversation_id is not None
-    row = next(m for m in core.store.messages_after(core.binding.conversation_id, 0) if m.content.startswith(
-        "[lcm-output ref="))
-    core.store.grant_payloads([(row.id, PayloadRef(ref, KIND_OUTPUT, OUTPUT_MIME))])  # and the grant it writes
-    budget = plan_budget(1500, 0, 0, tail_count=4, tail_max_tokens=0, target_ratio=0.5, summary_ratio=0.3)
+    row = next(
+        m
+        for m in core.store.messages_after(core.binding.conversation_id, 0)
+        if m.content.startswith("[lcm-output ref=")
+    )
+    core.store.grant_payloads(
+        [(row.id, PayloadRef(ref, KIND_OUTPUT, OUTPUT_MIME))]
+    )  # and the grant it writes
+    budget = plan_budget(
+        1500, 0, 0, tail_count=4, tail_max_tokens=0, target_ratio=0.5, summary_ratio=0.3
+    )
     core.compress(messages, budget, force=True)
-    core.store.record_event("warn", "provider", f"upstream said: ticket {SECRETS['acme_event']} expired")
+    core.store.record_event(
+        "warn", "provider", f"upstream said: ticket {SECRETS['acme_event']} expired"
+    )
     core.store.close()
     store_module.close_all()
     return db, messages, ref
@@ -208,8 +280,12 @@ def backup_bytes(path: Path) -> bytes:
         return path.read_bytes()
     from ..pgserver import binaries
 
-    proc = subprocess.run([str(binaries() / "pg_restore"), "-f", "-", str(path)], capture_output=True, timeout=120,
-                          check=False)
+    proc = subprocess.run(
+        [str(binaries() / "pg_restore"), "-f", "-", str(path)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -244,28 +320,62 @@ def test_dry_run_counts_and_writes_nothing(tmp_path: Path, where: Any) -> None:
     result = json.loads(text)
     assert result["status"] == "ready"
     tables = result["tables"]
-    assert tables["messages"]["rows"] >= 8 and tables["summaries"]["rows"] >= 1 and tables["events"]["rows"] == 1
+    assert (
+        tables["messages"]["rows"] >= 8
+        and tables["summaries"]["rows"] >= 1
+        and tables["events"]["rows"] == 1
+    )
     kinds = tables["messages"]["secrets"]
-    for kind in ("openai_key", "anthropic_key", "google_api_key", "aws_access_key", "aws_secret_key", "github_token",
-                 "gitlab_token", "slack_token", "stripe_key", "jwt", "authorization_header", "connection_string",
-                 "password_assignment", "private_key", "api_key", "acme"):
+    for kind in (
+        "openai_key",
+        "anthropic_key",
+        "google_api_key",
+        "aws_access_key",
+        "aws_secret_key",
+        "github_token",
+        "gitlab_token",
+        "slack_token",
+        "stripe_key",
+        "jwt",
+        "authorization_header",
+        "connection_string",
+        "password_assignment",
+        "private_key",
+        "api_key",
+        "acme",
+    ):
         assert kinds.get(kind, 0) >= 1, kind
-    assert result["payload_files"]["files"] == 1 and result["payload_files"]["secrets"]["openai_key"] == 1
+    assert (
+        result["payload_files"]["files"] == 1
+        and result["payload_files"]["secrets"]["openai_key"] == 1
+    )
     assert all(isinstance(i, int) for i in tables["messages"]["store_ids"])
     assert not [n for n, s in SECRETS.items() if s in text]  # counts and ids only, never a secret
     assert snapshot(db) == before
-    assert not list((tmp_path / "lcm-backups").glob("*")) if (tmp_path / "lcm-backups").exists() else True
+    assert (
+        not list((tmp_path / "lcm-backups").glob("*"))
+        if (tmp_path / "lcm-backups").exists()
+        else True
+    )
 
 
 def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path, where: Any) -> None:
     db, messages, old_ref = build(tmp_path)
     out = io.StringIO()
-    assert cli.main(["--db", str(db), "redact", "--apply", "--patterns", POLICY], out=out, err=io.StringIO()) == 0
+    assert (
+        cli.main(
+            ["--db", str(db), "redact", "--apply", "--patterns", POLICY], out=out, err=io.StringIO()
+        )
+        == 0
+    )
     result = json.loads(out.getvalue())
     store_module.close_all()
     assert result["status"] == "applied" and result["fts_sound"] is True
     assert "still holds the old secrets" in result["backup_note"]
-    assert result["removed_payload_files"] == 1 and not (tmp_path / "lcm-payloads" / f"{old_ref}.payload").exists()
+    assert (
+        result["removed_payload_files"] == 1
+        and not (tmp_path / "lcm-payloads" / f"{old_ref}.payload").exists()
+    )
     assert leaks_in(at_rest(tmp_path)) == []
     backup = Path(result["backup"])
     assert leaks_in({"backup": backup_bytes(backup)})  # the backup is the only file that keeps them
@@ -290,9 +400,15 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path, where
     # externalized output is re-sent as its stub as stored now (see the guide: a host holding the
     # old stub re-stores that message).
     rows = store.message_count()
-    stored_stub = next(m for m in store.messages_after(1, 0) if m.content.startswith("[lcm-output ref="))
-    resent = [stored_stub.to_host() if m.get("content", "") and str(m["content"]).startswith("[lcm-output")
-              else m for m in messages][:10]
+    stored_stub = next(
+        m for m in store.messages_after(1, 0) if m.content.startswith("[lcm-output ref=")
+    )
+    resent = [
+        stored_stub.to_host()
+        if m.get("content", "") and str(m["content"]).startswith("[lcm-output")
+        else m
+        for m in messages
+    ][:10]
     core = LcmCore(_config(), db)
     core.bind("s1", platform="cli")
     assert core.ingest(resent) == 0 and core.store.message_count() == rows
@@ -303,7 +419,9 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path, where
     assert core.store.message_count() == rows
     store_module.close_all()
     # lcm_grep finds placeholders, never a secret
-    engine = new_engine(tmp_path, LCM_SENSITIVE_PATTERNS_ENABLED="true", LCM_SENSITIVE_PATTERNS=POLICY, **WHERE)
+    engine = new_engine(
+        tmp_path, LCM_SENSITIVE_PATTERNS_ENABLED="true", LCM_SENSITIVE_PATTERNS=POLICY, **WHERE
+    )
     answer = dispatch(engine, "lcm_grep", {"query": "redacted openai_key"})
     hits = json.loads(answer)["hits"]
     assert hits and "[lc" in hits[0]["snippet"]
@@ -320,7 +438,9 @@ def test_second_apply_changes_nothing(tmp_path: Path, where: Any) -> None:
     store = _open(db)
     first = scrub.apply(store, POLICY, 1200, tmp_path / "b1")
     assert first["rows"] > 0 and first["checkpoint"]["busy"] is False
-    if not WHERE:  # read while the store is still open: no close-time checkpoint has cleaned anything up yet
+    if (
+        not WHERE
+    ):  # read while the store is still open: no close-time checkpoint has cleaned anything up yet
         assert (tmp_path / "lcm.db-wal").stat().st_size == 0
     assert leaks_in(at_rest(tmp_path)) == []
     dump = snapshot(db)
@@ -332,10 +452,14 @@ def test_second_apply_changes_nothing(tmp_path: Path, where: Any) -> None:
 
 
 def _row_states(db: Path | str) -> dict[int, tuple[str, str | None]]:
-    return {r[0]: (r[1], r[2]) for r in raw_sql(str(db), "SELECT id, content, tool_calls FROM messages")}
+    return {
+        r[0]: (r[1], r[2]) for r in raw_sql(str(db), "SELECT id, content, tool_calls FROM messages")
+    }
 
 
-def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path: Path, where: Any) -> None:
+def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(
+    tmp_path: Path, where: Any
+) -> None:
     db, _, _ = build(tmp_path)
     old = _row_states(db)
     key = _open(db).secret("redaction")  # the key apply would create: the copy must share it
@@ -348,10 +472,18 @@ def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path:
         reference_home.mkdir()
         reference_db: Path | str = fresh_url()
         _open(reference_db)
-        raw_sql(str(reference_db), "INSERT INTO meta(key, value) VALUES ('secret:payload_refs', ?)", (ref_key.hex(),))
+        raw_sql(
+            str(reference_db),
+            "INSERT INTO meta(key, value) VALUES ('secret:payload_refs', ?)",
+            (ref_key.hex(),),
+        )
         store_module.close_all()
         build(reference_home, reference_db)
-        raw_sql(str(reference_db), "INSERT INTO meta(key, value) VALUES ('secret:redaction', ?)", (key.hex(),))
+        raw_sql(
+            str(reference_db),
+            "INSERT INTO meta(key, value) VALUES ('secret:redaction', ?)",
+            (key.hex(),),
+        )
         assert _row_states(reference_db) == old
     else:
         shutil.copytree(tmp_path, reference_home, ignore=shutil.ignore_patterns("ref"))
@@ -372,7 +504,9 @@ def test_a_failure_mid_way_leaves_rows_old_or_new_and_a_rerun_finishes(tmp_path:
     now = _row_states(db)
     assert now.keys() == old.keys()
     assert [i for i in now if now[i] not in (old[i], new[i])] == []
-    assert any(now[i] == new[i] != old[i] for i in now) and any(now[i] == old[i] != new[i] for i in now)
+    assert any(now[i] == new[i] != old[i] for i in now) and any(
+        now[i] == old[i] != new[i] for i in now
+    )
     done = scrub.apply(store, POLICY, 1200, tmp_path / "b2")
     assert done["status"] == "applied"
     assert _row_states(db) == new
@@ -404,14 +538,23 @@ CONCURRENT = textwrap.dedent("""
 def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path, where: Any) -> None:
     db, _, _ = build(tmp_path)
     turns = 150
-    writer = subprocess.Popen([sys.executable, "-c", CONCURRENT, str(ROOT / ".pyroot"), str(db), str(turns)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", CONCURRENT, str(ROOT / ".pyroot"), str(db), str(turns)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
     store = _open(db)
     seen: list[int] = []
 
     def slow(table: str, row_id: int) -> None:  # the writer's rows as each of ours is rewritten
-        seen.append(raw_sql(str(db), "SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')")[0][0])  # noqa: E501 (schema 4 raw SQL)
+        seen.append(
+            raw_sql(
+                str(db),
+                "SELECT count(*) FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2')",
+            )[0][0]
+        )
         time.sleep(0.03)
 
     result = scrub.apply(store, POLICY, 1200, tmp_path / "b", batch_rows=2, on_row=slow)
@@ -419,9 +562,17 @@ def test_a_concurrent_ingest_during_apply_loses_nothing(tmp_path: Path, where: A
     assert writer.returncode == 0 and out.strip() == "done", err
     assert result["status"] == "applied"
     assert len(set(seen)) > 2 and max(seen) < turns  # the writer stored rows while the rewrite ran
-    texts = [r[0] for r in raw_sql(str(db), "SELECT content FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2') ORDER BY seq")]  # noqa: E501 (schema 4 raw SQL)
+    texts = [
+        r[0]
+        for r in raw_sql(
+            str(db),
+            "SELECT content FROM messages WHERE session_key=(SELECT id FROM session_keys WHERE name='s2') ORDER BY seq",
+        )
+    ]
     assert texts == [f"concurrent turn {i}" for i in range(turns)]
-    scrub.apply(store, POLICY, 1200, tmp_path / "b2")  # a reader may have kept the WAL: a rerun truncates it
+    scrub.apply(
+        store, POLICY, 1200, tmp_path / "b2"
+    )  # a reader may have kept the WAL: a rerun truncates it
     store_module.close_all()
     assert leaks_in(at_rest(tmp_path)) == []
 
@@ -434,10 +585,14 @@ def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
     source = tmp_path / "lcmx.db"
     shutil.copy(ROOT / "tests" / "peers" / "lcm_x" / "lcmx.db", source)
     with sqlite3.connect(source) as con:
-        row = con.execute("SELECT store_id, content FROM messages WHERE role='user' "
-                          "ORDER BY store_id LIMIT 1 OFFSET 3").fetchone()
-        con.execute("UPDATE messages SET content=? WHERE store_id=?",
-                    (row[1] + f" token={SECRETS['api_key']}", row[0]))
+        row = con.execute(
+            "SELECT store_id, content FROM messages WHERE role='user' "
+            "ORDER BY store_id LIMIT 1 OFFSET 3"
+        ).fetchone()
+        con.execute(
+            "UPDATE messages SET content=? WHERE store_id=?",
+            (row[1] + f" token={SECRETS['api_key']}", row[0]),
+        )
     report = run_import(source, None, apply=True, backup_dir=str(tmp_path / "bk"))
     assert report.get("verify", {"ok": True})["ok"]
     store = _open(source)
@@ -446,7 +601,10 @@ def test_an_lcmx_database_imported_then_redacted(tmp_path: Path) -> None:
     counts = store.table_counts()
     result = scrub.apply(store, POLICY, 1200, tmp_path / "b")
     assert result["status"] == "applied" and result["fts_sound"]
-    assert store.table_counts() == {**counts, "events": counts["events"] + 1}  # the apply's own event
+    assert store.table_counts() == {
+        **counts,
+        "events": counts["events"] + 1,
+    }  # the apply's own event
     assert SECRETS["api_key"].encode() not in source.read_bytes()
     store_module.close_all()
 
@@ -455,14 +613,18 @@ def test_slash_command_counts_then_applies(tmp_path: Path, where: Any) -> None:
     from hermes_lcm.command import handle_command
 
     engine = new_engine(tmp_path, 10**9, LCM_ENABLE_SLASH_COMMAND="1", **WHERE)
-    listed = [{"role": "user", "content": f"deploy with {SECRETS['openai']} please"},
-              {"role": "assistant", "content": "done"}]
+    listed = [
+        {"role": "user", "content": f"deploy with {SECRETS['openai']} please"},
+        {"role": "assistant", "content": "done"},
+    ]
     engine.ingest_host(listed)
     assert "redact [apply]" in handle_command("help")
     dry = json.loads(handle_command("redact --json"))
     assert dry["status"] == "ready" and dry["tables"]["messages"]["secrets"] == {"openai_key": 1}
     assert any("ENABLED is off" in n for n in dry["notes"])
-    assert leaks_in(at_rest(tmp_path)) == (["openai in table messages"] if WHERE else ["openai in lcm.db-wal"])
+    assert leaks_in(at_rest(tmp_path)) == (
+        ["openai in table messages"] if WHERE else ["openai in lcm.db-wal"]
+    )
     done = json.loads(handle_command("redact apply --json"))
     assert done["status"] == "applied" and Path(done["backup"]).exists()
     assert "unexpected arguments" in handle_command("redact now")

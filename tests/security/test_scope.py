@@ -78,19 +78,34 @@ def attacks(victim: LcmEngine, session: str) -> list[tuple[str, dict[str, Any]]]
     messages, nodes = victim_ids(victim)
     out: list[tuple[str, dict[str, Any]]] = []
     for scope in ({}, {"session_scope": "all"}):
-        out += [("lcm_grep", {"query": VICTIM_WORD, **scope}), ("lcm_grep", {"query": "turn ask", **scope}),
-                ("lcm_recent", {"period": "7d", **scope}), ("lcm_describe", {**scope})]
-        out += [("lcm_expand", {"store_id": i, **scope}) for i in messages[:: max(1, len(messages) // 12)]]
+        out += [
+            ("lcm_grep", {"query": VICTIM_WORD, **scope}),
+            ("lcm_grep", {"query": "turn ask", **scope}),
+            ("lcm_recent", {"period": "7d", **scope}),
+            ("lcm_describe", {**scope}),
+        ]
+        out += [
+            ("lcm_expand", {"store_id": i, **scope})
+            for i in messages[:: max(1, len(messages) // 12)]
+        ]
         out += [("lcm_expand", {"node_id": n, **scope}) for n in nodes]
         out += [("lcm_describe", {"node_id": n, **scope}) for n in nodes]
-    out += [("lcm_grep", {"query": VICTIM_WORD, "session_scope": "session", "session_id": session}),
-            ("lcm_grep", {"query": VICTIM_WORD, "sort": "recency", "session_scope": "all"}),
-            ("lcm_recall", {"query": VICTIM_WORD}), ("lcm_recall", {"query": "turn ask answer", "limit": 30}),
-            ("lcm_recall", {"query": VICTIM_WORD, "scope_bias": 0}),
-            ("lcm_load_session", {"session_id": session}),
-            ("lcm_expand_query", {"question": f"what is {VICTIM_WORD}", "mode": "evidence"}),
-            ("lcm_expand_query", {"question": "what happened", "node_ids": nodes[:3], "mode": "evidence"}),
-            ("lcm_status", {}), ("lcm_inspect", {}), ("lcm_doctor", {})]
+    out += [
+        ("lcm_grep", {"query": VICTIM_WORD, "session_scope": "session", "session_id": session}),
+        ("lcm_grep", {"query": VICTIM_WORD, "sort": "recency", "session_scope": "all"}),
+        ("lcm_recall", {"query": VICTIM_WORD}),
+        ("lcm_recall", {"query": "turn ask answer", "limit": 30}),
+        ("lcm_recall", {"query": VICTIM_WORD, "scope_bias": 0}),
+        ("lcm_load_session", {"session_id": session}),
+        ("lcm_expand_query", {"question": f"what is {VICTIM_WORD}", "mode": "evidence"}),
+        (
+            "lcm_expand_query",
+            {"question": "what happened", "node_ids": nodes[:3], "mode": "evidence"},
+        ),
+        ("lcm_status", {}),
+        ("lcm_inspect", {}),
+        ("lcm_doctor", {}),
+    ]
     return out
 
 
@@ -125,12 +140,22 @@ def test_no_tool_reads_another_owners_conversation(two_people):
 def test_another_owners_ids_answer_like_missing_ids(two_people):
     alice, bob = two_people
     messages, nodes = victim_ids(alice)
-    missing_message = json.loads(call(bob, "lcm_expand", store_id=10**9, session_scope="all"))["error"]
-    foreign_message = json.loads(call(bob, "lcm_expand", store_id=messages[0], session_scope="all"))["error"]
+    missing_message = json.loads(call(bob, "lcm_expand", store_id=10**9, session_scope="all"))[
+        "error"
+    ]
+    foreign_message = json.loads(
+        call(bob, "lcm_expand", store_id=messages[0], session_scope="all")
+    )["error"]
     assert foreign_message == missing_message.replace(str(10**9), str(messages[0]))
-    assert json.loads(call(bob, "lcm_load_session", session_id="tg-alice-1"))["error"] == \
-        json.loads(call(bob, "lcm_load_session", session_id="no-such"))["error"].replace("no-such", "tg-alice-1")
-    assert "no summary node" in json.loads(call(bob, "lcm_describe", node_id=nodes[0], session_scope="all"))["error"]
+    assert json.loads(call(bob, "lcm_load_session", session_id="tg-alice-1"))[
+        "error"
+    ] == json.loads(call(bob, "lcm_load_session", session_id="no-such"))["error"].replace(
+        "no-such", "tg-alice-1"
+    )
+    assert (
+        "no summary node"
+        in json.loads(call(bob, "lcm_describe", node_id=nodes[0], session_scope="all"))["error"]
+    )
 
 
 @pytest.mark.both_backends
@@ -142,13 +167,17 @@ def test_the_owner_still_reads_its_own_conversation(two_people):
 
 
 @pytest.mark.both_backends
-def test_shared_memory_lets_the_operator_open_every_conversation(tmp_path: Path, where: dict[str, str]):
+def test_shared_memory_lets_the_operator_open_every_conversation(
+    tmp_path: Path, where: dict[str, str]
+):
     alice = engine_for(tmp_path, "tg-alice-1", "111", **where)
     fill(alice, VICTIM_WORD, seed=1, turns=12)
     team = engine_for(tmp_path, "tg-bob-1", "222", LCM_SHARED_MEMORY="1", **where)
     fill(team, ATTACKER_WORD, seed=2, turns=12)
     assert team.config.shared_memory is True
-    assert VICTIM_SECRET not in call(team, "lcm_grep", query=VICTIM_WORD)  # still current by default
+    assert VICTIM_SECRET not in call(
+        team, "lcm_grep", query=VICTIM_WORD
+    )  # still current by default
     assert VICTIM_WORD in call(team, "lcm_grep", query=VICTIM_WORD, session_scope="all")
     assert VICTIM_WORD in call(team, "lcm_recall", query=VICTIM_WORD)
     assert json.loads(call(team, "lcm_load_session", session_id="tg-alice-1"))["count"] > 0
@@ -165,10 +194,14 @@ def test_same_owner_other_conversation_only_when_asked(tmp_path: Path, where: di
     assert first.core.binding.conversation_id != second.core.binding.conversation_id
     assert VICTIM_SECRET not in call(second, "lcm_grep", query=VICTIM_WORD)
     assert VICTIM_WORD in call(second, "lcm_grep", query=VICTIM_WORD, session_scope="all")
-    assert VICTIM_WORD in call(second, "lcm_grep", query=VICTIM_WORD, session_scope="session", session_id="cli-1")
+    assert VICTIM_WORD in call(
+        second, "lcm_grep", query=VICTIM_WORD, session_scope="session", session_id="cli-1"
+    )
     assert VICTIM_WORD in call(second, "lcm_recall", query=VICTIM_WORD)
     store_id = first.core.store.messages_after(first.core.binding.conversation_id or 0, 0)[0].id
-    assert "session_scope='all'" in json.loads(call(second, "lcm_expand", store_id=store_id))["error"]
+    assert (
+        "session_scope='all'" in json.loads(call(second, "lcm_expand", store_id=store_id))["error"]
+    )
     assert VICTIM_WORD in call(second, "lcm_expand", store_id=store_id, session_scope="all")
     store_module.close_all()
 
@@ -179,16 +212,22 @@ def test_the_config_key_is_validated_like_the_other_booleans():
     assert load_config({"LCM_SHARED_MEMORY": "yes"}).config.shared_memory is True
     assert load_config({}, {"shared_memory": True}).config.shared_memory is True
     loaded = load_config({"LCM_SHARED_MEMORY": "maybe"})
-    assert loaded.config.shared_memory is False and any("LCM_SHARED_MEMORY" in p for p in loaded.problems)
+    assert loaded.config.shared_memory is False and any(
+        "LCM_SHARED_MEMORY" in p for p in loaded.problems
+    )
 
 
 def test_old_rows_get_an_owner_and_the_migration_is_crash_safe(tmp_path: Path):
     path = tmp_path / "lcm.db"
     shutil.copy(FIXTURES / "lcm_schema_v1.sqlite3", path)
     with sqlite3.connect(path) as raw:
-        raw.execute("INSERT INTO conversations(key, created_at) VALUES ('agent:main:telegram:dm:7', 0)")
+        raw.execute(
+            "INSERT INTO conversations(key, created_at) VALUES ('agent:main:telegram:dm:7', 0)"
+        )
         raw.execute("INSERT INTO conversations(key, created_at) VALUES ('import:1:x', 0)")
-        raw.execute("CREATE TABLE conversations_owner(x)")  # a crash inside the migration: its index fails
+        raw.execute(
+            "CREATE TABLE conversations_owner(x)"
+        )  # a crash inside the migration: its index fails
     with pytest.raises((StoreError, StoreFault)):
         open_store(path)
     store_module.close_all()
@@ -197,7 +236,9 @@ def test_old_rows_get_an_owner_and_the_migration_is_crash_safe(tmp_path: Path):
         assert "owner" not in {r[1] for r in raw.execute("PRAGMA table_info(conversations)")}
         raw.execute("DROP TABLE conversations_owner")
     store = open_store(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5  # then 4 (compact keys), 5 (payload grants)
+    assert (
+        store.schema_version() == SCHEMA_VERSION == 5
+    )  # then 4 (compact keys), 5 (payload grants)
     owners = dict(sqlite3.connect(path).execute("SELECT key, owner FROM conversations").fetchall())
     assert owners.pop("agent:main:telegram:dm:7") == "chat:agent:main:telegram:dm:7"
     assert set(owners.values()) == {"local"}

@@ -55,8 +55,11 @@ def as_caller(session: str, text: str) -> str:
 
 
 def pages(home: Path) -> dict[str, str]:
-    return {p.name: p.read_text(encoding="utf-8") for p in (home / "lcm-views").rglob("*.html")} \
-        if (home / "lcm-views").exists() else {}
+    return (
+        {p.name: p.read_text(encoding="utf-8") for p in (home / "lcm-views").rglob("*.html")}
+        if (home / "lcm-views").exists()
+        else {}
+    )
 
 
 @pytest.fixture
@@ -75,14 +78,24 @@ def gateway(clean_home, backend_env):
 def test_session_form_refuses_another_owners_session(gateway, clean_home):
     _alice, bob = gateway
     bob_conv = bob.core.binding.conversation_id
-    for text in ("view session=tg-bob-1", f"view {bob_conv} session=tg-bob-1", "--json view session=tg-bob-1"):
+    for text in (
+        "view session=tg-bob-1",
+        f"view {bob_conv} session=tg-bob-1",
+        "--json view session=tg-bob-1",
+    ):
         answer = as_caller("tg-alice-1", text)
-        assert answer.startswith("hermes-lcm: no live engine for session 'tg-bob-1'"), (text, answer)
-        assert "tg-bob-1';" in answer and "'tg-bob-1']" not in answer  # his session is not listed as live
+        assert answer.startswith("hermes-lcm: no live engine for session 'tg-bob-1'"), (
+            text,
+            answer,
+        )
+        assert (
+            "tg-bob-1';" in answer and "'tg-bob-1']" not in answer
+        )  # his session is not listed as live
         assert "tg-alice-1" in answer
     # the same words as for a session that is not live at all
-    assert as_caller("tg-alice-1", "view session=tg-nobody") == \
-        as_caller("tg-alice-1", "view session=tg-bob-1").replace("tg-bob-1", "tg-nobody")
+    assert as_caller("tg-alice-1", "view session=tg-nobody") == as_caller(
+        "tg-alice-1", "view session=tg-bob-1"
+    ).replace("tg-bob-1", "tg-nobody")
     assert not [name for name, html in pages(clean_home).items() if "bobword" in html]
     assert not [name for name in pages(clean_home) if name == f"lcm-view-{bob_conv}.html"]
 
@@ -99,9 +112,13 @@ def test_the_callers_own_page_is_written_in_every_form(gateway, clean_home):
         html = Path(answer.split("Wrote ", 1)[1].split(" (", 1)[0]).read_text(encoding="utf-8")
         data = page_data(html)
         assert data["meta"]["conversation"]["id"] == mine
-        assert "aliceword" in json.dumps(data["messages"]) and "bobword" not in json.dumps(data["messages"])
-    assert as_caller("tg-alice-1", f"view {bob.core.binding.conversation_id}") == \
-        f"hermes-lcm: no conversation {bob.core.binding.conversation_id}"
+        assert "aliceword" in json.dumps(data["messages"]) and "bobword" not in json.dumps(
+            data["messages"]
+        )
+    assert (
+        as_caller("tg-alice-1", f"view {bob.core.binding.conversation_id}")
+        == f"hermes-lcm: no conversation {bob.core.binding.conversation_id}"
+    )
 
 
 @pytest.mark.both_backends
@@ -128,8 +145,10 @@ def test_a_caller_without_a_live_engine_views_nothing(gateway, clean_home):
     for text in ("view", f"view {gateway[1].core.binding.conversation_id}"):
         assert as_caller("tg-carol-1", text).startswith("hermes-lcm: no live session yet"), text
     for session in ("tg-nobody", "tg-bob-1"):
-        assert as_caller("tg-carol-1", f"view session={session}") == \
-            f"hermes-lcm: no live engine for session '{session}'; live: []"
+        assert (
+            as_caller("tg-carol-1", f"view session={session}")
+            == f"hermes-lcm: no live engine for session '{session}'; live: []"
+        )
     assert pages(clean_home) == {}
 
 
@@ -141,6 +160,9 @@ def test_every_verb_with_a_session_obeys_the_owner_rule(gateway, verb):
     _alice, bob = gateway
     answer = as_caller("tg-alice-1", f"{verb} session=tg-bob-1")
     assert answer.startswith("hermes-lcm: no live engine for session 'tg-bob-1'"), (verb, answer)
-    assert "bobword" not in answer and str(bob.core.binding.conversation_id) not in answer.split("live:")[0]
+    assert (
+        "bobword" not in answer
+        and str(bob.core.binding.conversation_id) not in answer.split("live:")[0]
+    )
     mine = as_caller("tg-alice-1", f"{verb} session=tg-alice-1")
     assert not mine.startswith("hermes-lcm: no live engine"), (verb, mine)

@@ -43,9 +43,32 @@ from hermes_lcm.engine import LCMEngine
 
 CONTEXT_LENGTH = 1000  # tokens: LCM-X's threshold is 35% of it, so three turns fill it
 SYSTEM = "You are a careful operations assistant."
-TOPICS = ["nginx", "postgres", "redis", "kafka", "mysql", "cron", "sshd", "docker", "haproxy", "etcd",
-          "consul", "vault", "minio", "rabbitmq", "celery", "gunicorn", "zookeeper", "memcached",
-          "traefik", "envoy", "jenkins", "grafana", "loki", "prometheus"]
+TOPICS = [
+    "nginx",
+    "postgres",
+    "redis",
+    "kafka",
+    "mysql",
+    "cron",
+    "sshd",
+    "docker",
+    "haproxy",
+    "etcd",
+    "consul",
+    "vault",
+    "minio",
+    "rabbitmq",
+    "celery",
+    "gunicorn",
+    "zookeeper",
+    "memcached",
+    "traefik",
+    "envoy",
+    "jenkins",
+    "grafana",
+    "loki",
+    "prometheus",
+]
 
 
 def fixed_summary(**kwargs: Any) -> tuple[str, int]:
@@ -55,7 +78,10 @@ def fixed_summary(**kwargs: Any) -> tuple[str, int]:
     topics = [t for t in TOPICS if t in text]
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     head = f"Depth {kwargs.get('depth', 0)} summary {digest}: checked {', '.join(topics) or 'nothing'} logs"
-    return f"{head}; each showed 3 warnings and no errors.\nExpand for details about: {', '.join(topics[:3])}", 1
+    return (
+        f"{head}; each showed 3 warnings and no errors.\nExpand for details about: {', '.join(topics[:3])}",
+        1,
+    )
 
 
 class Clock:
@@ -79,14 +105,34 @@ def turn(clock: Clock, n: int, topic: str) -> list[dict[str, Any]]:
     call = f"call_{n}"
     args = json.dumps({"path": f"/var/log/{topic}.log"})
     detail = " ".join(f"{topic}[{n}.{i}] ok" for i in range(12))
-    return [clock.stamp(m) for m in (
-        {"role": "user", "content": f"Please check the {topic} logs (turn {n})."},
-        {"role": "assistant", "content": "",
-         "tool_calls": [{"id": call, "type": "function", "function": {"name": "read_file", "arguments": args}}]},
-        {"role": "tool", "tool_call_id": call, "name": "read_file", "tool_name": "read_file",
-         "content": f"{topic}: 3 warnings, 0 errors at line {n * 10}. {detail}"},
-        {"role": "assistant", "content": f"The {topic} log shows 3 warnings and no errors (turn {n})."},
-    )]
+    return [
+        clock.stamp(m)
+        for m in (
+            {"role": "user", "content": f"Please check the {topic} logs (turn {n})."},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": args},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": call,
+                "name": "read_file",
+                "tool_name": "read_file",
+                "content": f"{topic}: 3 warnings, 0 errors at line {n * 10}. {detail}",
+            },
+            {
+                "role": "assistant",
+                "content": f"The {topic} log shows 3 warnings and no errors (turn {n}).",
+            },
+        )
+    ]
 
 
 class Host:
@@ -101,14 +147,23 @@ class Host:
         """Append a turn, then do what the loop does around the model call."""
         self.messages += new
         tokens = count_messages_tokens(self.messages)
-        if self.engine.should_compress_preflight(self.messages) or self.engine.should_compress(tokens):
+        if self.engine.should_compress_preflight(self.messages) or self.engine.should_compress(
+            tokens
+        ):
             self.messages = self.engine.compress(self.messages, current_tokens=tokens)
             status = self.engine._last_compression_status
             if status == "error":  # "sanitized" (a cleanup in a cooldown) and "noop" are fine
-                raise SystemExit(f"LCM-X compress: {status} ({self.engine._last_compression_noop_reason})")
+                raise SystemExit(
+                    f"LCM-X compress: {status} ({self.engine._last_compression_noop_reason})"
+                )
             self.compactions.append(status)
-        self.engine.update_from_response({"prompt_tokens": count_messages_tokens(self.messages),
-                                          "completion_tokens": 24, "total_tokens": 0})
+        self.engine.update_from_response(
+            {
+                "prompt_tokens": count_messages_tokens(self.messages),
+                "completion_tokens": 24,
+                "total_tokens": 0,
+            }
+        )
 
     def new_session(self, old: str, new: str, **start: Any) -> None:
         """``/new``: what run_agent's session transition calls on the engine."""
@@ -122,10 +177,16 @@ def main(out: Path) -> None:
     for side in ("", "-wal", "-shm"):
         Path(f"{out}{side}").unlink(missing_ok=True)
     lcmx_engine.summarize_with_escalation = fixed_summary  # the one model call, made offline
-    config = LCMConfig(database_path=str(out), fresh_tail_count=4, leaf_chunk_tokens=120, condensation_fanin=2)
+    config = LCMConfig(
+        database_path=str(out), fresh_tail_count=4, leaf_chunk_tokens=120, condensation_fanin=2
+    )
     engine = LCMEngine(config=config, hermes_home=str(out.parent))
     host, clock = Host(engine), Clock()
-    gateway = {"platform": "telegram", "conversation_id": "telegram:chat-42", "context_length": CONTEXT_LENGTH}
+    gateway = {
+        "platform": "telegram",
+        "conversation_id": "telegram:chat-42",
+        "context_length": CONTEXT_LENGTH,
+    }
 
     # conversation A, a gateway chat: session 1, many turns, compacted again and again
     engine.on_session_start("sess-a1", **gateway)
@@ -137,14 +198,28 @@ def main(out: Path) -> None:
     # /new, then session 2 of the same chat: the model searches the history with lcm_grep
     host.new_session("sess-a1", "sess-a2", **gateway)
     host.send([clock.stamp({"role": "system", "content": SYSTEM}), *turn(clock, 19, TOPICS[18])])
-    grep_call = {"id": "call_grep", "type": "function",
-                 "function": {"name": "lcm_grep", "arguments": json.dumps({"query": "nginx"})}}
-    asked = [clock.stamp({"role": "user", "content": "What did the nginx log say last time?"}),
-             clock.stamp({"role": "assistant", "content": "", "tool_calls": [grep_call]})]
+    grep_call = {
+        "id": "call_grep",
+        "type": "function",
+        "function": {"name": "lcm_grep", "arguments": json.dumps({"query": "nginx"})},
+    }
+    asked = [
+        clock.stamp({"role": "user", "content": "What did the nginx log say last time?"}),
+        clock.stamp({"role": "assistant", "content": "", "tool_calls": [grep_call]}),
+    ]
     result = engine.handle_tool_call("lcm_grep", {"query": "nginx"}, messages=host.messages + asked)
-    answer = [clock.stamp({"role": "tool", "tool_call_id": "call_grep", "name": "lcm_grep", "tool_name": "lcm_grep",
-                           "content": result[:400]}),
-              clock.stamp({"role": "assistant", "content": "Last time nginx had 3 warnings, no errors."})]
+    answer = [
+        clock.stamp(
+            {
+                "role": "tool",
+                "tool_call_id": "call_grep",
+                "name": "lcm_grep",
+                "tool_name": "lcm_grep",
+                "content": result[:400],
+            }
+        ),
+        clock.stamp({"role": "assistant", "content": "Last time nginx had 3 warnings, no errors."}),
+    ]
     host.send(asked + answer)
     for n in range(20, 25):
         host.send(turn(clock, n, TOPICS[n - 1]))
@@ -155,8 +230,12 @@ def main(out: Path) -> None:
     engine = LCMEngine(config=config, hermes_home=str(out.parent))
     cli, clock = Host(engine), Clock(stamp=False)
     engine.on_session_start("cli-20251001", platform="cli", context_length=CONTEXT_LENGTH)
-    cli.send([clock.stamp({"role": "user", "content": "What is 2 + 2?"}), clock.stamp({"role": "assistant",
-                                                                                        "content": "4."})])
+    cli.send(
+        [
+            clock.stamp({"role": "user", "content": "What is 2 + 2?"}),
+            clock.stamp({"role": "assistant", "content": "4."}),
+        ]
+    )
     for n in range(25, 31):
         cli.send(turn(clock, n, TOPICS[n - 25]))
     engine.on_session_end("cli-20251001", cli.messages)
@@ -169,8 +248,10 @@ def main(out: Path) -> None:
     depths = con.execute("SELECT depth, count(*) FROM summary_nodes GROUP BY depth").fetchall()
     count = con.execute("SELECT count(*) FROM messages").fetchone()[0]
     con.close()
-    print(f"wrote {out} ({out.stat().st_size} bytes): {count} messages, nodes by depth {dict(depths)}, "
-          f"compress ran {len(host.compactions) + len(cli.compactions)} times")
+    print(
+        f"wrote {out} ({out.stat().st_size} bytes): {count} messages, nodes by depth {dict(depths)}, "
+        f"compress ran {len(host.compactions) + len(cli.compactions)} times"
+    )
 
 
 if __name__ == "__main__":
