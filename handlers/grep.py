@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..base.display import iso, score
-from ..search.query import Query, build_query, plain_snippet
+from ..search.query import Query, build_query
 from ..search.searcher import (
     SNIPPET_TOKENS,
     Filters,
@@ -24,10 +24,12 @@ from ..search.searcher import (
     SearchRequest,
     whole_text,
 )
+from ..search.snippets import snippet
 from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")
-SNIPPET_CHARS = 260
+SNIPPET_CHARS = 260  # a highlighted snippet is cut to this (FTS5 counts tokens, not characters)
+PLAIN_CHARS = 200  # a hit with no highlighted match shows its start, cut on a word, this long
 HIT_CHARS = (
     450  # a rendered hit is at most about this long: limits are clamped so a page always fits
 )
@@ -79,11 +81,14 @@ def _snippets(ctx: Ctx, hits: list[Hit], query: Query, page: SearchPage) -> dict
     return snippets
 
 
-def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, Any]:
-    """A hit as the model sees it: the id to pass to lcm_expand first."""
-    text = " ".join(snippet.split()) if snippet else plain_snippet(hit.text)
-    if len(text) > SNIPPET_CHARS:
-        text = text[:SNIPPET_CHARS] + "…"
+def render_hit(hit: Hit, highlighted: str | None, current: int | None) -> dict[str, Any]:
+    """A hit as the model sees it: the id to pass to lcm_expand first. ``highlighted`` is its
+    FTS5 snippet (None: no query word in its text, so it shows its start)."""
+    text = (
+        snippet(highlighted, width=SNIPPET_CHARS)
+        if highlighted
+        else snippet(hit.text, width=PLAIN_CHARS, word_end=True)
+    )
     if hit.kind == "summary" and hit.node is not None:
         node = hit.node
         item: dict[str, Any] = {
@@ -101,9 +106,9 @@ def render_hit(hit: Hit, snippet: str | None, current: int | None) -> dict[str, 
         }
         if hit.tool_name:
             item["tool"] = hit.tool_name
-        if not snippet and hit.cosine is not None and not hit.matched:
+        if not highlighted and hit.cosine is not None and not hit.matched:
             item["semantic"] = True  # found by meaning: no query word in it
-        elif not snippet and not hit.matched:
+        elif not highlighted and not hit.matched:
             item["neighbour"] = (
                 True  # no query word: the turn next to a strong match, listed after the matches
             )

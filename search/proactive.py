@@ -53,6 +53,7 @@ from ..dag import Dag
 from ..store import Store, StoreError
 from .query import Query, Term, build_query
 from .searcher import Filters, Hit, Scope, Searcher, SearchRequest
+from .snippets import first_words, snippet
 from .visible import Visible
 
 POOL_HITS = 12  # ranked hits looked at per user message
@@ -131,18 +132,6 @@ def defused(text: str) -> str:
     return _LOOKALIKE.sub(lambda m: f"[{m[1]} ", text) if "[" in text else text
 
 
-def snippet(text: str, query: Query, chars: int) -> str:
-    """About ``chars`` of ``text`` on one line, starting shortly before its first query word."""
-    flat = " ".join(text.split())
-    if len(flat) <= chars:
-        return flat
-    lower = flat.lower()
-    starts = [i for i in (lower.find(w) for t in query.parts for w in t.words[:1]) if i >= 0]
-    start = max(0, min(starts) - chars // 4) if starts else 0
-    start = min(start, len(flat) - chars)
-    return ("…" if start > 0 else "") + flat[start : start + chars] + "…"
-
-
 def _line(hit: Hit, text: str) -> str:
     if hit.kind == "summary" and hit.node is not None:
         node = hit.node
@@ -162,10 +151,11 @@ def render(hits: Sequence[Hit], query: Query, seal: RecallSeal, budget_tokens: i
     head, tail = f"{header} {INTRO}", closer(header)
     lines: list[str] = []
     shown: list[Hit] = []
+    needles = first_words(query.parts)
     for hit in hits[:MAX_HITS]:
         chars = SNIPPET_CHARS
         while chars >= MIN_SNIPPET_CHARS:
-            line = _line(hit, snippet(hit.text, query, chars))
+            line = _line(hit, snippet(hit.text, needles, chars, lead=chars // 4))
             if count_tokens("\n".join([head, *lines, line, tail])) <= budget_tokens:
                 lines.append(line)
                 shown.append(hit)

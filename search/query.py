@@ -211,12 +211,3 @@ def conversational(terms: Sequence[Term]) -> bool:
     """A prose question (two or more plain words) gets conversational context; an identifier,
     phrase or prefix lookup wants exact matches only."""
     return sum(1 for t in terms if t.kind == "word") >= 2
-
-
-def plain_snippet(text: str, width: int = 200) -> str:
-    """The start of a text, cut on a word boundary, for hits without a highlighted match."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    cut = flat.rfind(" ", 0, width)
-    return flat[: cut if cut > width // 2 else width] + "…"

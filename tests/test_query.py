@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_lcm.search.query import Term, build_query, conversational, plain_snippet, plan_terms
+from hermes_lcm.search.query import Term, build_query, conversational, plan_terms
 from hermes_lcm.search.rank import coverage, idf, is_exact, own_score, with_context
 
 from .conftest import BACKENDS
@@ -229,13 +229,6 @@ def test_context_is_for_prose_questions_only():
     assert conversational(build_query("what did we decide about the parser").parts)
     assert not conversational(build_query("src/app/main.py").parts)
     assert not conversational(build_query('"rollback plan"').parts)
-
-
-def test_plain_snippet_cuts_on_a_word():
-    assert plain_snippet("short  text") == "short text"
-    long = "word " * 100
-    cut = plain_snippet(long, 50)
-    assert cut.endswith("…") and len(cut) <= 51
 
 
 def test_fts_keywords_and_apostrophes_mean_what_a_user_means():
