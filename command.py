@@ -3,7 +3,7 @@
 The host calls the handler on the engine *template*; the work happens on the
 live engine copy (the one bound to a session), found through the live-engine
 registry. Read-only verbs come first; every ``apply`` is narrow, backup-first
-and a no-op when re-run (see maintenance.py).
+and a no-op when re-run (see maintenance/doctor.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from .engine import LcmEngine
 from .handlers.status import engine_status
 from .host import presets
 from .host.calls import host_session_id
-from .maintenance import doctor as mt
-from .maintenance import fork_turns, scrub
+from .maintenance import backups, cleanup, doctor, fork_turns, repairs, retention, rotate, scrub
 from .store import Store, StoreError, is_url, redacted
 from .viewer import ViewError, write_page
 
@@ -103,7 +102,7 @@ class Target:
 
     @property
     def backup_dir(self) -> Path:
-        return mt.backup_dir(self.db_path, self.config.backup_dir)
+        return backups.backup_dir(self.db_path, self.config.backup_dir)
 
     @property
     def live_sessions(self) -> list[str]:
@@ -122,7 +121,7 @@ def _handle(raw_args: str) -> str:
     words = [w for w in words if w != "--json"]
     try:
         result = run(words)
-    except (UsageError, mt.MaintenanceError, presets.PresetError, StoreError, KeyError) as exc:
+    except (UsageError, backups.MaintenanceError, presets.PresetError, StoreError, KeyError) as exc:
         return f"hermes-lcm: {exc}"
     except Exception as exc:  # a slash command answers; it never breaks the session
         log.warning("hermes-lcm /lcm %s failed: %s", raw_args, exc, exc_info=True)
@@ -220,7 +219,7 @@ def _status(t: Target, rest: list[str]) -> dict[str, Any]:
         }
     info = engine_status(t.engine)
     if t.engine.core is not None:
-        info.update(mt.last_rotate(t.engine.core.store, t.backup_dir))
+        info.update(rotate.last_rotate(t.engine.core.store, t.backup_dir))
     info["backup_dir"] = str(t.backup_dir)
     info["doctor_clean_apply_enabled"] = t.config.doctor_clean_apply_enabled
     return info
@@ -234,7 +233,7 @@ def _doctor(t: Target, rest: list[str]) -> dict[str, Any] | str:
         return sub(t, rest[1:])
     engine = t.engine or t.template
     store = t.store()
-    return mt.doctor_report(
+    return doctor.doctor_report(
         store,
         deep=True,
         config=t.config,
@@ -258,23 +257,23 @@ def _clean(t: Target, rest: list[str]) -> dict[str, Any]:
         return _harness(t, rest[1:])
     store, patterns = t.store(), t.config.ignore_session_patterns
     if _apply_flag(rest):
-        return mt.clean_apply(
+        return cleanup.clean_apply(
             store,
             t.backup_dir,
             patterns,
             t.live_sessions,
             allowed=t.config.doctor_clean_apply_enabled,
         )
-    return mt.clean_scan(store, patterns, t.live_sessions)
+    return cleanup.clean_scan(store, patterns, t.live_sessions)
 
 
 def _lifecycle(t: Target, rest: list[str]) -> dict[str, Any]:
     store, age = t.store(), t.config.empty_lifecycle_min_age_hours
     if _apply_flag(rest):
-        return mt.lifecycle_apply(
+        return cleanup.lifecycle_apply(
             store, t.backup_dir, age, t.live_sessions, allowed=t.config.doctor_clean_apply_enabled
         )
-    return mt._public(mt.lifecycle_scan(store, age, t.live_sessions))
+    return cleanup.public_plan(cleanup.lifecycle_scan(store, age, t.live_sessions))
 
 
 def _harness(t: Target, rest: list[str]) -> dict[str, Any]:
@@ -290,19 +289,27 @@ def _harness(t: Target, rest: list[str]) -> dict[str, Any]:
         def rebuild(sources: Sequence[tuple[str, str]], target: int) -> str:
             return core.summarize_text(sources, target)
 
-    return mt.harness_apply(
+    return cleanup.harness_apply(
         store, t.backup_dir, allowed=t.config.doctor_clean_apply_enabled, rebuild=rebuild
     )
 
 
 def _repair(t: Target, rest: list[str]) -> dict[str, Any]:
     store = t.store()
-    return mt.repair_apply(store, t.backup_dir) if _apply_flag(rest) else mt.repair_scan(store)
+    return (
+        repairs.repair_apply(store, t.backup_dir)
+        if _apply_flag(rest)
+        else repairs.repair_scan(store)
+    )
 
 
 def _source(t: Target, rest: list[str]) -> dict[str, Any]:
     store = t.store()
-    return mt.source_apply(store, t.backup_dir) if _apply_flag(rest) else mt.source_scan(store)
+    return (
+        repairs.source_apply(store, t.backup_dir)
+        if _apply_flag(rest)
+        else repairs.source_scan(store)
+    )
 
 
 def _retention(t: Target, rest: list[str]) -> dict[str, Any]:
@@ -311,13 +318,13 @@ def _retention(t: Target, rest: list[str]) -> dict[str, Any]:
         raise UsageError(
             "retention is read-only; its guidance names the commands that change things"
         )
-    return mt.retention_report(t.store())
+    return retention.retention_report(t.store())
 
 
 def _backup(t: Target, rest: list[str]) -> dict[str, Any]:
     if rest:
         raise UsageError(f"unexpected arguments {rest}")
-    saved = mt.backup(t.store(), t.backup_dir)
+    saved = backups.backup(t.store(), t.backup_dir)
     return {"status": "ok", "backup": saved.path, "bytes": saved.bytes, "seconds": saved.seconds}
 
 
@@ -338,9 +345,9 @@ def _redact(t: Target, rest: list[str]) -> dict[str, Any]:
 def _gc_payloads(t: Target, rest: list[str]) -> dict[str, Any]:
     store = t.store()
     return (
-        mt.gc_payloads_apply(store, t.backup_dir)
+        repairs.gc_payloads_apply(store, t.backup_dir)
         if _apply_flag(rest)
-        else mt.gc_payloads_scan(store)
+        else repairs.gc_payloads_scan(store)
     )
 
 
@@ -352,7 +359,7 @@ def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
         raise UsageError("rotate acts on the live session: send one normal message first")
     binding = core.binding
     if binding.mode != "normal":
-        raise mt.MaintenanceError(
+        raise backups.MaintenanceError(
             f"rotate refuses session {binding.session_id!r}: it is {binding.mode} "
             f"(matched {binding.matched_pattern!r}) and stores nothing of its own"
         )
@@ -360,7 +367,7 @@ def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
         raise UsageError("this session has no stored conversation yet")
     config = t.config
     if apply:
-        return mt.rotate_apply(
+        return rotate.rotate_apply(
             core.store,
             binding.conversation_id,
             binding.mode,
@@ -368,7 +375,7 @@ def _rotate(t: Target, rest: list[str]) -> dict[str, Any]:
             config.fresh_tail_count,
             config.fresh_tail_max_tokens,
         )
-    plan = mt.rotate_scan(
+    plan = rotate.rotate_scan(
         core.store, binding.conversation_id, config.fresh_tail_count, config.fresh_tail_max_tokens
     )
     return {**plan, "apply": "/lcm rotate apply" if plan["status"] == "ready" else None}

@@ -1,6 +1,6 @@
 """Secrets found by what a text says they are, not only by how they look.
 
-The catalog (sensitive.py) knows the shapes of provider keys and tokens. A password has no shape:
+The catalog (secretkinds.py) knows the shapes of provider keys and tokens. A password has no shape:
 it is a secret because of the name it is assigned to. This module reads texts the way the formats
 that carry credentials write them, and returns the spans of the values to replace:
 

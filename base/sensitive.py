@@ -1,4 +1,4 @@
-"""The catalog of secret kinds, and the redactor that replaces them before anything is written.
+"""The redactor that replaces secrets before anything is written, and the policy that picks its kinds.
 
 With ``LCM_SENSITIVE_PATTERNS_ENABLED`` on, every text on its way into the store (a message's
 content and tool-call arguments, its other fields, a large output's payload file, a summary and
@@ -11,10 +11,10 @@ Equal secrets get equal digests within one database (the key is the database's o
 so "the same token again" stays visible; a password gets none, because a short digest of a
 low-entropy value can be checked against a dictionary. Redaction is not reversible: that is its point.
 
-Secrets are found as spans of the text as it came (:class:`Finder`): the catalog's patterns find
-shapes, secretscan.py finds values by the name they are assigned to in any format, by a JSON text's
-structure, through hidden characters and inside base64; overlapping spans merge into one
-placeholder. Nothing one reader replaced first can hide what another would find.
+Secrets are found as spans of the text as it came (secretfinder.py): the catalog's patterns
+(secretkinds.py) find shapes, secretscan.py finds values by the name they are assigned to in any
+format, by a JSON text's structure, through hidden characters and inside base64; overlapping spans
+merge into one placeholder. Nothing one reader replaced first can hide what another would find.
 
 Guarantees:
 
@@ -42,6 +42,8 @@ from typing import Any
 import regex
 
 from . import secretscan
+from .secretfinder import Finder, Found, Unscanned
+from .secretkinds import BY_NAME, CATALOG, GROUPS, PASSWORD_KIND, TIMEOUT_BASE_S, Kind, compiled
 
 PREFIX = "[lcm-redacted:"
 _DATA_URI = regex.compile(
@@ -50,220 +52,15 @@ _DATA_URI = regex.compile(
 )
 UNSCANNED = PREFIX + "unscanned"
 DIGEST_HEX = 8
-# Time a pattern may take on a text: a base plus a budget per character (a linear pattern needs
-# far less; a user pattern that backtracks does not get to stall a turn).
-TIMEOUT_BASE_S = 0.05
-TIMEOUT_PER_CHAR_S = 2e-7
-# Below this many characters the catalog's own patterns (bounded, linear) run without a timeout:
-# arming one costs ``regex`` some 10-30 us a call, more than the scan of a usual message. User
-# patterns always run with one (they may backtrack on a short text too).
-UNTIMED_CHARS = 4096
 # No catalog kind matches a shorter text ("pwd=abc" is the shortest); call ids, types and names
 # are skipped without a look. A user pattern may match less, so it lowers the bound (Policy).
 MIN_TEXT_CHARS = 7
-# A value right after a key name is not a secret when it is already a placeholder.
-_NOT_MASKED = r"(?!\[(?:lcm-redacted|REDACTED))"
-_ASSIGN = r"""['"]?\s{0,8}(?:[:=]|=>)\s{0,8}"""
 # How many times a redacted text is read again for what its placeholders' edges let match.
 MAX_ROUNDS = 4
 # Past this depth a JSON value's strings are redacted as texts, without their keys' light.
 MAX_JSON_DEPTH = 64
 # A token split over two neighbouring strings is looked for when both together are at most this long.
 MAX_SPLIT_CHARS = 1024
-# How far after a key word its ``:`` or ``=`` may be (a quote, 8 spaces, and the sign itself).
-ASSIGN_REACH = 11
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One kind of secret: its name (in placeholders and settings), the LCM-X group names that
-    select it, its pattern (the secret is the first group that matched, else the whole match),
-    whether its placeholder carries a digest, and the lower-case substrings one of which must
-    be in a text for the pattern to be worth running (empty: always run)."""
-
-    name: str
-    groups: tuple[str, ...]
-    source: str
-    digest: bool = True
-    tells: tuple[str, ...] = ()
-    # The secret is assigned right after a tell (``api_key = ...``): a tell with no ``:`` or ``=``
-    # in the few characters after it cannot start a match, so the pattern is not run for it.
-    assigned: bool = False
-    # Found by the assignment scan (secretscan.py: the value after a secret's name), not a pattern.
-    scan: bool = False
-
-    def worth_running(self, lowered: str, present: frozenset[str] | None = None) -> bool:
-        """Can the pattern match ``lowered`` (the text in lower case)? A cheap, exact pre-check:
-        substring searches run at memory speed, the pattern's alternations do not. ``present``:
-        the tells known to occur in the text (see :func:`tells_in`)."""
-        if not self.tells:
-            return True
-        for tell in self.tells:
-            if present is not None and tell not in present:
-                continue
-            start = lowered.find(tell)
-            while start >= 0:
-                if not self.assigned:
-                    return True
-                after = lowered[start + len(tell) : start + len(tell) + ASSIGN_REACH]
-                if ":" in after or "=" in after:
-                    return True
-                start = lowered.find(tell, start + 1)
-        return False
-
-    @property
-    def pattern(self) -> regex.Pattern[str]:
-        return _compiled(self.source)
-
-    @property
-    def user(self) -> bool:
-        return self.groups == ("user",)
-
-    def timeout(self, chars: int) -> float | None:
-        """The time this pattern may take on a text of ``chars`` characters (None: unbounded)."""
-        if not self.user and chars < UNTIMED_CHARS:
-            return None
-        return TIMEOUT_BASE_S + TIMEOUT_PER_CHAR_S * chars
-
-    def secret_span(self, match: regex.Match[str]) -> tuple[int, int]:
-        for index in range(1, (match.re.groups or 0) + 1):
-            if match.group(index) is not None:
-                return match.span(index)
-        return match.span()
-
-
-@functools.cache
-def _compiled(source: str) -> regex.Pattern[str]:
-    """Compiled on first use, once per process: compiling the whole catalog costs ~10 ms, which
-    every ``lcm`` command would pay at import although most never redact anything."""
-    return regex.compile(source)
-
-
-def _kind(
-    name: str,
-    groups: str,
-    pattern: str,
-    *,
-    digest: bool = True,
-    tells: str = "",
-    assigned: bool = False,
-    scan: bool = False,
-) -> Kind:
-    return Kind(name, tuple(groups.split()), pattern, digest, tuple(tells.split()), assigned, scan)
-
-
-# Every quantifier is bounded and every pattern starts at a literal, so a scan costs at most a
-# bounded amount per starting point: linear in the text (tests/security/test_sensitive_catalog.py
-# times them on hostile input). The key name before an assignment is not matched at all: only the
-# value is replaced, so the pattern starts at the key word itself.
-_PEM = r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
-_PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))*+(?:-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----)?"
-
-CATALOG: tuple[Kind, ...] = (
-    _kind("private_key", "private_key", _PEM + _PEM_BODY, tells="private key-----"),
-    _kind(
-        "anthropic_key",
-        "api_key",
-        r"\bsk-ant-[A-Za-z0-9]{2,8}-[A-Za-z0-9_-]{20,512}",
-        tells="sk-ant-",
-    ),
-    _kind(
-        "openai_key",
-        "api_key",
-        r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_-]{20,512}",
-        tells="sk-",
-    ),
-    _kind("google_api_key", "api_key", r"\bAIza[0-9A-Za-z_-]{35}", tells="aiza"),
-    _kind(
-        "aws_access_key",
-        "api_key",
-        r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
-        tells="akia asia agpa aida aroa anpa anva aipa",
-    ),
-    _kind(
-        "aws_secret_key",
-        "api_key",
-        r"(?i)\baws_?secret_?(?:access_?)?key"
-        + _ASSIGN
-        + r"""['"]?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])""",
-        tells="key",
-        assigned=True,
-    ),
-    _kind(
-        "github_token",
-        "api_key",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
-        tells="ghp_ gho_ ghu_ ghs_ ghr_ github_pat_",
-    ),
-    _kind(
-        "gitlab_token",
-        "api_key",
-        r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,255}",
-        tells="glpat- gldt- glrt- glptt- glcbt- gloas-",
-    ),
-    _kind(
-        "slack_token",
-        "api_key",
-        r"\bxox[abposre]-[A-Za-z0-9-]{10,255}|https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,255}",
-        tells="xox hooks.slack.com",
-    ),
-    _kind(
-        "stripe_key",
-        "api_key",
-        r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,255}",
-        tells="_live_ _test_",
-    ),
-    _kind(
-        "jwt",
-        "bearer_token",
-        r"\beyJ[A-Za-z0-9_-]{8,2048}\.[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,2048}",
-        tells="eyj",
-    ),
-    _kind(
-        "authorization_header",
-        "bearer_token",
-        r"(?i)authorization['\"]?\s{0,8}[:=]\s{0,8}['\"]?(?:(?:bearer|basic|token|digest)\s{1,8})?+"
-        + _NOT_MASKED
-        + r"([^\s'\",;}\]]{6,4096})",
-        tells="authorization",
-        assigned=True,
-    ),
-    _kind(
-        "bearer_token",
-        "bearer_token",
-        r"(?i)\bbearer\s{1,8}" + _NOT_MASKED + r"([A-Za-z0-9._~+/=-]{8,4096})",
-        tells="bearer",
-    ),
-    _kind(
-        "connection_string",
-        "password_assignment",
-        r"(?i)\b[a-z][a-z0-9+.-]{0,30}://[^\s/@:\[\]]{0,256}:" + _NOT_MASKED + r"([^\s/@]{1,256})@",
-        digest=False,
-        tells="://",
-    ),
-    # The value after a secret's name in any format (secretscan.py), and after a flag or a
-    # name/value pair: passwords get no digest, every other value assigned a secret's name does.
-    _kind("password_assignment", "password_assignment", "", digest=False, scan=True),
-    _kind("api_key", "api_key", "", scan=True),
-)
-BY_NAME: dict[str, Kind] = {kind.name: kind for kind in CATALOG}
-PASSWORD_KIND = secretscan.PASSWORD
-_ALL_TELLS = tuple(sorted({tell for kind in CATALOG for tell in kind.tells}))
-
-
-def tells_in(lowered: str) -> frozenset[str]:
-    """The catalog's tells that occur in ``lowered``: one pass of substring checks per text, so a
-    kind whose tells are all absent costs nothing more."""
-    return frozenset(tell for tell in _ALL_TELLS if tell in lowered)
-
-
-GROUPS: dict[str, tuple[str, ...]] = {}
-for _k in CATALOG:
-    for _g in _k.groups:
-        GROUPS.setdefault(_g, ())
-        GROUPS[_g] = (*GROUPS[_g], _k.name)
-# LCM-X's default list: the same four names select every kind of their group here.
-LCMX_DEFAULT = "api_key,bearer_token,password_assignment,private_key"
 
 
 def split_entries(text: str) -> list[str]:
@@ -369,7 +166,7 @@ def _user_kind(name: str, source: str, problems: list[str]) -> Kind | None:
         )
         return None
     try:
-        pattern = _compiled(source)
+        pattern = compiled(source)
     except regex.error as exc:
         problems.append(
             f"LCM_SENSITIVE_PATTERNS: pattern {name}={source!r} is invalid ({exc}); ignored"
@@ -388,125 +185,6 @@ class Tally:
     by_kind: Counter[str] = field(default_factory=Counter)
     unscanned: int = 0
     timeouts: Counter[str] = field(default_factory=Counter)
-
-
-class Unscanned(Exception):
-    """A pattern ran out of time on a text: the kind is named, the text must not be stored."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
-
-
-@dataclass(frozen=True)
-class Found:
-    """One secret: its span in the text scanned and the kind that found it."""
-
-    start: int
-    end: int
-    kind: Kind
-
-
-class Finder:
-    """Every secret of a set of kinds in a text, as spans of that very text.
-
-    The catalog's patterns, the assignment scan, the structure of a JSON text, the text with hidden
-    characters folded away, and base64 runs read decoded all contribute spans; overlapping ones
-    merge (the kind that comes first in the policy names the whole). Spans are found on the text as
-    it came, so nothing found first can hide what another reader would find."""
-
-    def __init__(self, kinds: tuple[Kind, ...]) -> None:
-        self.kinds = kinds
-        self.patterns = tuple(kind for kind in kinds if not kind.scan)
-        self.families = frozenset(kind.name for kind in kinds if kind.scan)
-        self.rank = {kind.name: i for i, kind in enumerate(kinds)}
-
-    def find(self, text: str, *, strict: bool, depth: int = 0) -> list[Found]:
-        """The merged secrets of ``text``. ``strict``: a pattern out of time raises
-        :class:`Unscanned` (else that kind is skipped). ``depth``: how far inside a decoded or
-        folded reading this is (one level only: a decoded text is not decoded again)."""
-        lowered = text.lower()
-        found = self._patterns(text, lowered, strict)
-        found += [
-            Found(s, e, BY_NAME[f])
-            for s, e, f in secretscan.assignments(text, lowered, self.families)
-        ]
-        if depth == 0:
-            found += self._structured(text, lowered)
-            shadow = secretscan.Shadow.of(text)
-            if shadow is not None:
-                for item in self.find(shadow.text, strict=strict, depth=1):
-                    start, end = shadow.original(item.start, item.end)
-                    found.append(Found(start, end, item.kind))
-            if len(text) >= 16:
-                for start, end, decoded in secretscan.base64_runs(text):
-                    inner = self.find(decoded, strict=strict, depth=1)
-                    if inner:
-                        found.append(
-                            Found(start, end, min((f.kind for f in inner), key=self._order))
-                        )
-        return self._merged(text, found)
-
-    def _order(self, kind: Kind) -> int:
-        return self.rank.get(kind.name, len(self.rank))
-
-    def _patterns(self, text: str, lowered: str, strict: bool) -> list[Found]:
-        present = tells_in(lowered)
-        found: list[Found] = []
-        for kind in self.patterns:
-            if not kind.worth_running(lowered, present):
-                continue
-            try:
-                matches = list(kind.pattern.finditer(text, timeout=kind.timeout(len(text))))
-            except TimeoutError:
-                if strict:
-                    raise Unscanned(kind.name) from None
-                continue
-            for match in matches:
-                start, end = kind.secret_span(match)
-                if start < end:
-                    found.append(Found(start, end, kind))
-        return found
-
-    def _structured(self, text: str, lowered: str) -> list[Found]:
-        """Values only a JSON text's structure marks (``{"name": "DB_PASSWORD", "value": ...}``,
-        ``["--password", ...]``), located in the text by their JSON spelling."""
-        if (
-            not self.families
-            or text.lstrip()[:1] not in ("{", "[")
-            or ('"value"' not in lowered and '"--' not in lowered)
-        ):
-            return []
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return []
-        found = []
-        for secret, family in set(secretscan.structured_values(parsed, self.families)):
-            spelled = json.dumps(secret, ensure_ascii=False)[1:-1]
-            at = text.find(spelled)
-            while at >= 0 and spelled:
-                found.append(Found(at, at + len(spelled), BY_NAME[family]))
-                at = text.find(spelled, at + len(spelled))
-        return found
-
-    def _merged(self, text: str, found: list[Found]) -> list[Found]:
-        """Overlapping spans as one, none that touches a placeholder already in the text (so the
-        redactor is a fixed point: a user pattern may match a placeholder's own letters)."""
-        if not found:
-            return found
-        masked = _placeholder_spans(text)
-        merged: list[Found] = []
-        for item in sorted(found, key=lambda f: (f.start, -f.end)):
-            if any(s < item.end and item.start < e for s, e in masked):
-                continue
-            if merged and item.start < merged[-1].end:
-                last = merged[-1]
-                kind = min((last.kind, item.kind), key=self._order)
-                merged[-1] = Found(last.start, max(last.end, item.end), kind)
-            else:
-                merged.append(item)
-        return merged
 
 
 class Redactor:
@@ -730,17 +408,6 @@ def mask(text: str, replacement: str) -> str:
     if text[:1] in "{[" and text[-1:] in "}]":
         return masker.redact_json_text(text)
     return masker.redact(text)
-
-
-def _placeholder_spans(text: str) -> list[tuple[int, int]]:
-    spans = []
-    start = text.find(PREFIX)
-    while start >= 0:
-        end = text.find("]", start)
-        end = len(text) if end < 0 else end + 1
-        spans.append((start, end))
-        start = text.find(PREFIX, end)
-    return spans
 
 
 def redaction_patterns(config: Any) -> str | None:

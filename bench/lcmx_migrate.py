@@ -3,7 +3,7 @@
 ``python bench/lcmx_migrate.py [messages]`` builds an LCM-X-schema database in a temp dir by
 copying the rows of tests/peers/lcm_x/lcmx.db (LCM-X's own schema, written by LCM-X) over and
 over, each copy a conversation of its own with its summary nodes' ``source_ids`` renumbered,
-then times ``lcmx_import.upgrade_in_place`` on it (snapshot, build, verify, backup, swap: the
+then times ``lcmx_swap.upgrade_in_place`` on it (snapshot, build, verify, backup, swap: the
 whole upgrade the engine runs at start). It writes ``bench/results/lcmx_migrate.json`` and
 re-renders docs/benchmarks.md, like every benchmark here (bench/common.py).
 """
@@ -76,7 +76,7 @@ def grow(path: Path, target: int) -> dict[str, int]:
 def main(target: int = 100_000) -> dict[str, object]:
     from common import print_table, save_result  # sibling module; imports hermes_lcm
 
-    from hermes_lcm.importers import lcmx as lcmx_import
+    from hermes_lcm.importers import lcmx_swap
 
     work = Path(tempfile.mkdtemp(prefix="lcmx-bench-"))
     try:
@@ -87,7 +87,7 @@ def main(target: int = 100_000) -> dict[str, object]:
         built = time.perf_counter() - started
         size = path.stat().st_size
         started = time.perf_counter()
-        out = lcmx_import.upgrade_in_place(path)
+        out = lcmx_swap.upgrade_in_place(path)
         seconds = time.perf_counter() - started
         details = {
             "lcmx_messages": counts["messages"],

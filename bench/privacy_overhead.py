@@ -22,6 +22,8 @@ from typing import Any
 from common import History, core_of, make_engine, print_table, save_result, temp_dir
 from steady_state import WARMUP_TURNS, HostTurns, build
 
+from hermes_lcm.handlers.status import core_privacy
+
 TARGET_RATIO = 1.5
 IGNORE = ",".join(
     [
@@ -105,7 +107,7 @@ def main() -> None:
                 f"privacy {entry[f'{shape}_privacy']['total']['median_ms']:.3f} ms, ratio {ratio:.2f}x",
                 flush=True,
             )
-        redaction = core_of(pair["privacy"][0]).privacy()["redaction"]
+        redaction = core_privacy(core_of(pair["privacy"][0]))["redaction"]
         entry["redacted"] = redaction["redacted_this_process"]
         assert sum(entry["redacted"].values()) > 0, (
             "the privacy engine redacted nothing: the run proves nothing"

@@ -34,29 +34,27 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
     """Register both verbs on the ``lcm`` parser (cli.parser calls this)."""
 
     def gc(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        from ..maintenance import (
-            doctor as mt,
-        )  # lazy: registering a verb must not import its work (`lcm status` speed)
+        # lazy: registering a verb must not import its work (`lcm status` speed)
+        from ..maintenance import backups, repairs
 
         grace = float(args.grace_seconds)
         if not args.apply:
-            return mt.gc_payloads_scan(store, grace)
+            return repairs.gc_payloads_scan(store, grace)
         writable = open_store(cli_pg.target_of(store))
         try:
             with reporter("gc-payloads: backup", notes=False) as line:
-                return mt.gc_payloads_apply(
+                return repairs.gc_payloads_apply(
                     writable,
-                    mt.backup_dir(store.path, config_of(args).backup_dir),
+                    backups.backup_dir(store.path, config_of(args).backup_dir),
                     grace,
                     line.update,
                 )
-        except mt.MaintenanceError as exc:
+        except backups.MaintenanceError as exc:
             raise fail(str(exc)) from exc
 
     def fill(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         from ..base.sensitive import redactor_for
-        from ..maintenance import backfill
-        from ..maintenance import doctor as mt
+        from ..maintenance import backfill, backups
 
         config = config_of(args)
         threshold = (
@@ -67,7 +65,7 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
         if threshold < 1:
             raise fail("--threshold-chars must be at least 1")
         preview = config.large_output_preview_chars
-        directory = mt.backup_dir(store.path, config.backup_dir)
+        directory = backups.backup_dir(store.path, config.backup_dir)
         try:
             with reporter("backfill-outputs", args.quiet) as line:
                 if args.rollback:
@@ -105,7 +103,7 @@ def add_verbs(add: Add, config_of: ConfigOf, fail: Fail) -> None:
                     line.note,
                     line.update,
                 )
-        except mt.MaintenanceError as exc:
+        except backups.MaintenanceError as exc:
             raise fail(str(exc)) from exc
 
     g = add(

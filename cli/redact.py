@@ -19,10 +19,8 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
     """Add the ``redact`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
 
     def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        from ..maintenance import (
-            doctor as mt,
-        )  # lazy: registering a verb must not import its work (`lcm status` speed)
-        from ..maintenance import scrub
+        # lazy: registering a verb must not import its work (`lcm status` speed)
+        from ..maintenance import backups, scrub
 
         settings = config(args)
         patterns = args.patterns if args.patterns is not None else settings.sensitive_patterns
@@ -34,7 +32,7 @@ def register(add: Add, config: Callable[[argparse.Namespace], Any]) -> None:
                 target,
                 patterns,
                 settings.large_output_preview_chars,
-                mt.backup_dir(store.path, settings.backup_dir),
+                backups.backup_dir(store.path, settings.backup_dir),
                 args.apply,
                 settings.sensitive_patterns_enabled,
                 settings.sensitive_patterns,

@@ -12,7 +12,9 @@ from typing import Any
 
 from ..base.display import ELLIPSIS, cut, iso
 from ..base.registry import live_session_ids
-from ..maintenance import doctor as maintenance
+from ..maintenance.checks import INSPECT
+from ..maintenance.doctor import doctor_report
+from ..maintenance.retention import payload_stats
 from ..schemas import tool_names
 from .toolkit import Args, Ctx, fit
 
@@ -85,7 +87,7 @@ def lcm_inspect(ctx: Ctx, args: Args) -> dict[str, Any]:
                 "routes": ctx.core.summarizer_name,
                 "open_breakers": ctx.core.call_guard.snapshot()["open_breakers"],
             },
-            "payloads": maintenance.payload_stats(store.path, store),
+            "payloads": payload_stats(store.path, store),
             "recent_warnings": [
                 {
                     "at": iso(at),
@@ -118,7 +120,7 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
             {
                 "name": "context_pressure",
                 "status": "warn",
-                "action": maintenance.INSPECT,
+                "action": INSPECT,
                 "detail": f"last prompt {prompt} tokens, threshold {threshold}",
             }
         )
@@ -138,7 +140,7 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
             "detail": f"open breakers: {breakers}"
             if breakers
             else f"routes: {core.summarizer_name}",
-            **({"action": maintenance.INSPECT} if breakers else {}),
+            **({"action": INSPECT} if breakers else {}),
         }
     )
     if core.stats.write_failures:
@@ -147,7 +149,7 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
             {
                 "name": "store_writes",
                 "status": "warn",
-                "action": maintenance.INSPECT,
+                "action": INSPECT,
                 "detail": f"{core.stats.write_failures} writes refused, last: {core.stats.last_write_failure}; "
                 + (
                     f"{unstored} messages wait in the host's list until a write succeeds"
@@ -161,7 +163,7 @@ def _engine_checks(ctx: Ctx) -> list[dict[str, Any]]:
             {
                 "name": "payload_writes",
                 "status": "warn",
-                "action": maintenance.INSPECT,
+                "action": INSPECT,
                 "detail": f"{core.guard.failures} payloads kept inline: their file write failed",
             }
         )
@@ -174,7 +176,7 @@ GUIDANCE_CHARS = 300
 
 def lcm_doctor(ctx: Ctx, args: Args) -> dict[str, Any]:
     deep = args.flag("deep", False)
-    report = maintenance.doctor_report(
+    report = doctor_report(
         ctx.core.store,
         deep=deep,
         config=ctx.core.config,

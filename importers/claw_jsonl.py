@@ -1,13 +1,21 @@
-"""OpenClaw JSONL transcript helpers for the importer: the active branch, the parent session,
-content blocks. Pure functions (no store, no report), split from claw_import.py to keep it small."""
+"""The OpenClaw JSONL source: session transcripts read into source conversations.
+
+A transcript is a ``{"type": "session"}`` header line, then entries with ``id``/``parentId``;
+``{"type": "message"}`` entries carry ``user`` / ``assistant`` / ``toolResult`` messages. Only the
+active branch (the path from the last entry back to the root) is imported, as the model saw it.
+Files are read through ``base.private`` (never through a link); every line that cannot be
+imported is counted and warned about in the report, so the reconciliation balances.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..base import private
+from .claw_report import ImportFailure, Report, SourceConversation, SourceMessage, source_time
 
 
 def parent_session_id(value: Any, path: Path) -> tuple[str | None, str | None]:
@@ -100,3 +108,179 @@ def text_blocks(content: Any) -> tuple[list[str], list[dict[str, Any]], bool]:
             )
             other = True
     return texts, parts, other
+
+
+def jsonl_scan(
+    files: Iterable[str | Path], dirs: Iterable[str | Path]
+) -> tuple[list[Path], list[str]]:
+    """The session files to read, and the symlinks skipped in the directories.
+
+    A file named on the command line is read where it points (the operator chose it); inside a
+    directory only regular files count: a link there could lead anywhere (``/etc``, another
+    user's home), so it is skipped and the report says so."""
+    found: set[Path] = set()
+    for f in files:
+        named = Path(f).expanduser()
+        if not named.exists():
+            raise ImportFailure(f"source {named} does not exist")
+        if not named.is_file():
+            raise ImportFailure(f"source {named} is not a regular file")
+        found.add(named.resolve())
+    skipped: list[str] = []
+    for directory in dirs:
+        d = Path(directory).expanduser()
+        if not d.exists():
+            raise ImportFailure(f"source {d} is not a directory: it does not exist")
+        if not d.is_dir():
+            raise ImportFailure(f"{d} is not a directory")
+        d = d.resolve()
+        for p in d.glob("*.jsonl"):
+            if p.is_symlink():
+                skipped.append(str(p))
+            elif p.is_file():
+                found.add(p)
+    return sorted(found), sorted(skipped)
+
+
+def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversation | None:
+    """One session file -> one conversation (active branch only)."""
+    try:
+        # Never through a link: a file swapped for one after the scan is not read.
+        lines = (
+            private.read_in(path.parent, path.name, single_link=False)
+            .decode("utf-8", "replace")
+            .splitlines()
+        )
+    except OSError as exc:
+        report.invalid_rows += 1
+        report.warn(f"{path}: unreadable ({exc})")
+        return None
+    header: dict[str, Any] = {}
+    entries: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            report.scanned += 1
+            report.invalid_rows += 1
+            report.warn(f"{path.name}:{number}: not JSON; skipped")
+            continue
+        if not isinstance(entry, dict):
+            report.scanned += 1
+            report.invalid_rows += 1
+            report.warn(f"{path.name}:{number}: not a JSON object; skipped")
+            continue
+        if entry.get("type") == "session" and not header:
+            header = entry
+            continue
+        entries.append((number, entry))
+    session = str(header.get("id") or path.stem)
+    prefix = f"openclaw:{agent}:" if agent else "openclaw:"
+    parent, problem = parent_session_id(header.get("parentSession"), path)
+    if problem:
+        report.warn(f"{path.name}: {problem}")
+    conv = SourceConversation(
+        key=f"{prefix}{session}",
+        session_id=f"{prefix}{session}",
+        parent_session_id=f"{prefix}{parent}" if parent else None,
+    )
+    branch, dropped, idless = active_branch(entries)
+    if dropped:
+        report.warn(
+            f"{path.name}: {dropped} message entries are on abandoned branches and not imported"
+        )
+    for number, _entry in idless:
+        report.scanned += 1
+        report.invalid_rows += 1
+        report.warn(
+            f"{path.name}:{number}: message entry without an id in a file whose entries have ids "
+            "(not on any branch); skipped"
+        )
+    compactions = 0
+    for number, entry in branch:
+        if entry.get("type") == "compaction":
+            compactions += 1
+            continue
+        if entry.get("type", "message") != "message" or "message" not in entry:
+            continue
+        report.scanned += 1
+        converted = _convert(entry, report, f"{path.name}:{number}")
+        if converted is not None:
+            ident = str(entry.get("id") or f"line{number}")
+            conv.messages.append(SourceMessage(f"{session}:{ident}", converted[0], converted[1]))
+            if converted[0].get("reasoning_content"):
+                report.thinking_kept += 1
+    if compactions:
+        report.compactions_reported += compactions
+        report.warn(
+            f"{path.name}: {compactions} OpenClaw compaction entries (its own summaries) are not imported; "
+            "the messages they summarized are, and hermes-lcm summarizes them itself"
+        )
+    return conv
+
+
+def _convert(
+    entry: dict[str, Any], report: Report, where: str
+) -> tuple[dict[str, Any], float | None] | None:
+    raw = entry.get("message")
+    if not isinstance(raw, dict) or not isinstance(raw.get("role"), str):
+        report.invalid_rows += 1
+        report.warn(f"{where}: message entry without a role; skipped")
+        return None
+    role, content = raw["role"], raw.get("content")
+    if content is not None and not isinstance(content, str | list):
+        report.invalid_rows += 1
+        report.warn(f"{where}: content is neither text nor a list; skipped")
+        return None
+    ts = source_time(raw.get("timestamp")) or source_time(entry.get("timestamp"))
+    texts, parts, other = text_blocks(content)
+    body: Any = parts if other else "\n".join(texts)
+    if role == "user":
+        return {"role": "user", "content": body}, ts
+    if role == "assistant":
+        message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
+        thinking = (
+            [
+                str(b.get("thinking") or "")
+                for b in content or []
+                if isinstance(b, dict) and b.get("type") == "thinking" and b.get("thinking")
+            ]
+            if isinstance(content, list)
+            else []
+        )
+        if (
+            thinking
+        ):  # kept as the host's reasoning field (stored with the message, not shown as content)
+            message["reasoning_content"] = "\n".join(thinking)
+        calls = (
+            [b for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+            if isinstance(content, list)
+            else []
+        )
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": str(c.get("id") or ""),
+                    "type": "function",
+                    "function": {
+                        "name": str(c.get("name") or "unknown_tool"),
+                        "arguments": json.dumps(c.get("arguments") or {}, ensure_ascii=False),
+                    },
+                }
+                for c in calls
+            ]
+        return message, ts
+    if role == "toolResult":
+        if not raw.get("toolCallId"):
+            report.invalid_rows += 1
+            report.warn(f"{where}: toolResult without toolCallId; skipped")
+            return None
+        message = {"role": "tool", "tool_call_id": str(raw["toolCallId"]), "content": body}
+        if raw.get("toolName"):
+            message["name"] = str(raw["toolName"])
+        return message, ts
+    report.skipped_unsupported += 1
+    report.warn(f"{where}: role {role!r} is not imported")
+    return None

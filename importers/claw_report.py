@@ -1,7 +1,8 @@
 """The records of one OpenClaw import: what was read from the source, and the reconciliation report.
 
-Split from claw_import.py (which reads, plans and writes) to keep it small; no logic beyond the
-report's own bookkeeping.
+Both readers (``claw_sqlite``, ``claw_jsonl``) fill these and the writer (``claw_write``) consumes
+them, so they sit below all three; no logic beyond the report's own bookkeeping and the one way
+both sources' times are read.
 """
 
 from __future__ import annotations
@@ -9,6 +10,19 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..base.times import TimeError, parse_time
+
+
+def source_time(value: Any) -> float | None:
+    """Epoch seconds from ms/s numbers or ISO / SQLite datetime text (``times.parse_time``); None
+    when absent or unreadable (the caller warns)."""
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except (TimeError, OverflowError):
+        return None
 
 
 class ImportFailure(RuntimeError):

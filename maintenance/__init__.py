@@ -1,6 +1,7 @@
-"""The operator's work on a store: doctor, backup, rotate and repair (``doctor``), secrets in old
-history rewritten (``scrub``), large tool rows moved to files afterwards (``backfill``), payload
-files no row names (``payload_gc``), the payload refs' upgrade to keyed, granted refs
-(``payload_rekey``), PostgreSQL backups (``pg_backup``) and the host's review-fork turns removed
-(``fork_turns``).
+"""The operator's work on a store: the doctor's report (``doctor``) and its checks (``checks``,
+``config_checks``), backups (``backups``), repairs (``repairs``), cleanups (``cleanup``), rotate
+(``rotate``), retention (``retention``), secrets in old history rewritten (``scrub``), large tool
+rows moved to files afterwards (``backfill``), payload files no row names (``payload_gc``), the
+payload refs' upgrade to keyed, granted refs (``payload_rekey``), PostgreSQL backups
+(``pg_backup``) and the host's review-fork turns removed (``fork_turns``).
 """

@@ -39,8 +39,7 @@ from ..base.records import PayloadRef
 from ..base.sensitive import UNSCANNED, Redactor
 from ..base.tokens import count_tokens
 from ..store import Store, blobs_of, directory_of, is_url
-from . import doctor as mt
-from . import payload_gc, payload_rekey
+from . import backups, payload_gc, payload_rekey
 
 FORMAT = "hermes-lcm backfill-outputs manifest"
 VERSION = 1
@@ -50,7 +49,7 @@ _SIZING_KEY = bytes(32)
 Progress = Callable[[str], None]
 
 
-class BackfillError(mt.MaintenanceError):
+class BackfillError(backups.MaintenanceError):
     """A refused backfill or rollback (a foreign or edited manifest, a file that does not match)."""
 
 
@@ -222,7 +221,7 @@ def apply(
         if not manifest.exists():
             save_manifest(store, manifest, preview_chars, entries)
         return {**plan, "manifest": str(manifest), "rewritten": 0, "manifest_rows": len(entries)}
-    saved = mt.backup(store, backup_dir, "pre-backfill")
+    saved = backups.backup(store, backup_dir, "pre-backfill")
     progress(f"backup {saved.path}")
     payload_rekey.upgrade(store)
     key = store.secret(REF_SECRET)
@@ -324,7 +323,7 @@ def rollback(
     }
     if not do_apply or not ready:
         return out
-    saved = mt.backup(store, backup_dir, "pre-rollback")
+    saved = backups.backup(store, backup_dir, "pre-rollback")
     restored = 0
     for start in range(0, len(ready), BATCH):
         with store.write():  # the text is back: the row no longer holds the stub its grant was for

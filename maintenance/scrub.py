@@ -45,8 +45,7 @@ from ..base.records import PayloadRef, StoredMessage
 from ..base.sensitive import PREFIX, Policy, Redactor
 from ..ingest.steps import Normalizer, RedactStep
 from ..store import Store, StoreError, StoreFault, blobs_of, directory_of, ref_key
-from . import doctor as mt
-from . import payload_rekey
+from . import backups, checks, payload_rekey
 
 BATCH_ROWS = 200
 # After each batch the write lock is left free for about as long as the batch held it (at most
@@ -258,12 +257,12 @@ def apply(
     ``on_row`` is called for each rewritten row inside its batch's transaction (tests make it raise
     to prove a failed batch leaves every row old or new)."""
     if store.readonly:
-        raise mt.MaintenanceError("lcm redact --apply needs a writable database")
+        raise backups.MaintenanceError("lcm redact --apply needs a writable database")
     started = time.monotonic()
     payload_rekey.upgrade(
         store
     )  # old refs keyed and granted first: a stub is rewritten by its grant
-    saved = mt.backup(store, backup_dir, "pre-redact")
+    saved = backups.backup(store, backup_dir, "pre-redact")
     manifest_path = Path(saved.path).with_name(Path(saved.path).stem + ".redact-manifest.json")
     redactor = redactor_of(store, patterns)
     rewriter = Rewriter(store, redactor, preview_chars)
@@ -298,7 +297,7 @@ def apply(
                 "removed_payload_refs": removed,
             },
         )
-    scan_after = mt.fts_scan(store, deep=True)
+    scan_after = checks.fts_scan(store, deep=True)
     return {
         "status": status,
         **_summary(done),

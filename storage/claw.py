@@ -1,6 +1,6 @@
 """Reading a lossless-claw database (OpenClaw's LCM) for the importer, read-only.
 
-Only the *foreign* lossless-claw schema is queried here; claw_import.py maps what it
+Only the *foreign* lossless-claw schema is queried here; importers/claw_sqlite.py maps what it
 returns (plain dicts, one per row) onto our records. Column sets vary by version, so
 optional columns are probed rather than assumed.
 """

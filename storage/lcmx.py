@@ -1,8 +1,8 @@
 """Reading an LCM-X database (also published as a Hermes plugin named ``hermes-lcm``), read-only.
 
 LCM-X shares our default path (``$HERMES_HOME/lcm.db``), so its file is what our engine finds
-after a switch. Only its *foreign* schema is queried here; lcmx_import.py maps what comes back
-(plain dicts, one per row) onto our records. Its core schema is versioned by
+after a switch. Only its *foreign* schema is queried here; importers/lcmx_source.py maps what
+comes back (plain dicts, one per row) onto our records. Its core schema is versioned by
 ``metadata.schema_version`` (0: written before the ladder, no stamp; 2..5 by its
 ``run_versioned_migrations``); columns added along the way are probed, never assumed.
 

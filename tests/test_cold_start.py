@@ -64,11 +64,11 @@ def test_lcm_status_imports_nothing_heavy_and_never_loads_the_ranks(tmp_path: Pa
         "import io, json, sqlite3, sys\nsql = []\nreal = sqlite3.connect\n"
         "def connect(*a, **k):\n    c = real(*a, **k)\n    c.set_trace_callback(sql.append)\n    return c\n"
         "sqlite3.connect = connect\n"
-        "from hermes_lcm.base import sensitive, tokens\nfrom hermes_lcm.cli import main as cli\n"
+        "from hermes_lcm.base import secretkinds, tokens\nfrom hermes_lcm.cli import main as cli\n"
         "out = io.StringIO()\n"
         f"rc = cli.main(['--db', {str(db)!r}, '--format', 'json', 'status'], out=out)\n"
         f"print(json.dumps({{'rc': rc, 'report': json.loads(out.getvalue()), 'backend': tokens._backend, "
-        f"'compiled': sensitive._compiled.cache_info().currsize, 'sql': sql, "
+        f"'compiled': secretkinds.compiled.cache_info().currsize, 'sql': sql, "
         f"'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))"
     )
     proc = subprocess.run(

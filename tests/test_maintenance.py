@@ -22,7 +22,7 @@ import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.dag import Dag
-from hermes_lcm.maintenance import doctor as mt
+from hermes_lcm.maintenance import backups, checks, cleanup, doctor, repairs, retention, rotate
 from hermes_lcm.search.query import build_query
 from hermes_lcm.storage.sqlite import SqliteStore as Store
 from hermes_lcm.store import is_url
@@ -105,7 +105,7 @@ def test_backup_then_restore_round_trip(tmp_path):
     store = engine.core.store
     db = Path(store.path)
     assert rows(db, "SELECT count(*) FROM summaries")[0][0] > 0, "the run must have compacted"
-    saved = mt.backup(store, mt.backup_dir(db))
+    saved = backups.backup(store, backups.backup_dir(db))
     at_backup = snapshot_of(db)
     stored_at_backup = len(at_backup["messages"])
 
@@ -130,7 +130,7 @@ def test_backup_then_restore_round_trip(tmp_path):
 
     restored = new_engine(tmp_path, NO_COMPACTION, "s1")
     assert any(c.startswith("turn 3 answer") for c in finds(restored.core.store, "turn 3 answer"))
-    assert mt.doctor_report(restored.core.store)["status"] in ("ok", "warn")
+    assert doctor.doctor_report(restored.core.store)["status"] in ("ok", "warn")
     # the host re-sends its history: only what the backup did not have is stored again
     restored.ingest_host(history)
     assert rows(db, "SELECT count(*) FROM messages")[0][0] == stored_at_backup + 2
@@ -197,7 +197,7 @@ def test_backup_is_consistent_while_another_process_writes(tmp_path):
             time.sleep(0.05)
         counts = []
         for _ in range(6):
-            saved = mt.backup(store, tmp_path / "backups")
+            saved = backups.backup(store, tmp_path / "backups")
             counts.append(_consistent(Path(saved.path)))
             time.sleep(0.15)
     finally:
@@ -221,7 +221,7 @@ def _fts_status(report: dict, table: str) -> str:
 @pytest.mark.both_backends
 def test_doctor_is_clean_on_an_engine_database(tmp_path, on_backend):
     engine, _ = built(tmp_path)
-    report = mt.doctor_report(engine.core.store, config=engine.config)
+    report = doctor.doctor_report(engine.core.store, config=engine.config)
     assert report["status"] == "ok", report["guidance"]
     assert report["guidance"] == []
     assert {c["name"] for c in report["checks"]} >= {
@@ -250,22 +250,22 @@ def test_doctor_detects_a_drifted_index_and_repair_fixes_it(tmp_path):
                 "INSERT INTO messages_fts(messages_fts, rowid, content) VALUES('delete', ?, ?)",
                 (mid, content),
             )
-    report = mt.doctor_report(store)
+    report = doctor.doctor_report(store)
     assert report["status"] == "fail" and _fts_status(report, "messages_fts") == "fail"
     assert any("doctor repair apply" in g for g in report["guidance"])
-    plan = mt.repair_scan(store)
+    plan = repairs.repair_scan(store)
     assert plan["status"] == "ready" and plan["rebuild"] == ["messages_fts"]
     assert plan["fts"]["messages_fts"]["missing_ids"] == damaged
 
-    backups = mt.backup_dir(db)
-    result = mt.repair_apply(store, backups)
+    backup_folder = backups.backup_dir(db)
+    result = repairs.repair_apply(store, backup_folder)
     assert result["status"] == "applied" and result["after"] == "noop", result
     assert Path(result["backup"]["path"]).exists()
-    assert mt.doctor_report(store)["status"] == "ok"
+    assert doctor.doctor_report(store)["status"] == "ok"
     assert store.fts_finds("messages_fts", damaged[0], '"turn"')
     # re-running is a no-op and takes no second backup
-    again = mt.repair_apply(store, backups)
-    assert again["status"] == "noop" and len(list(backups.iterdir())) == 1
+    again = repairs.repair_apply(store, backup_folder)
+    assert again["status"] == "noop" and len(list(backup_folder.iterdir())) == 1
     store_module.close_all()
 
 
@@ -274,12 +274,12 @@ def test_doctor_detects_a_damaged_index_and_repair_fixes_it(tmp_path):
     store = engine.core.store
     with store.write() as con:  # zero the index's data blocks: corruption, not drift
         con.execute("UPDATE messages_fts_data SET block=zeroblob(length(block)) WHERE id > 10")
-    plan = mt.repair_scan(store)
+    plan = repairs.repair_scan(store)
     info = plan["fts"]["messages_fts"]
     assert plan["status"] == "ready" and info["integrity"], info
     assert info["unfindable_ids"], "sampled rows can no longer be found"
     assert info["missing_ids"] == [] and info["stale_ids"] == []  # structure alone would miss it
-    result = mt.repair_apply(store, mt.backup_dir(store.path))
+    result = repairs.repair_apply(store, backups.backup_dir(store.path))
     assert result["after"] == "noop"
     assert any(c.startswith("turn 30 answer") for c in finds(store, "turn 30 answer"))
     store_module.close_all()
@@ -292,11 +292,11 @@ def test_repair_recreates_a_dropped_trigger_so_new_rows_are_indexed(tmp_path):
         con.execute("DROP TRIGGER messages_ai")
     history.append({"role": "user", "content": "unindexed zeppelin question"})
     engine.ingest_host(history)
-    report = mt.doctor_report(store)
+    report = doctor.doctor_report(store)
     assert any(c["name"] == "fts:triggers" and c["status"] == "fail" for c in report["checks"])
-    plan = mt.repair_scan(store)
+    plan = repairs.repair_scan(store)
     assert "recreate trigger messages_ai" in plan["actions"]
-    mt.repair_apply(store, mt.backup_dir(store.path))
+    repairs.repair_apply(store, backups.backup_dir(store.path))
     assert store.missing_triggers() == []
     assert finds(store, "zeppelin") == ["unindexed zeppelin question"]
     history.append({"role": "assistant", "content": "indexed hovercraft answer"})
@@ -311,7 +311,7 @@ def test_readonly_doctor_skips_the_integrity_check_but_still_probes(tmp_path):
     with engine.core.store.write() as con:
         con.execute("UPDATE messages_fts_data SET block=zeroblob(length(block)) WHERE id > 10")
     view = Store.open_readonly(db)
-    scan = mt.fts_scan(view)
+    scan = checks.fts_scan(view)
     assert scan["tables"]["messages_fts"]["integrity"] == "skipped (read-only connection)"
     assert scan["tables"]["messages_fts"]["needs_rebuild"]
     view.close()
@@ -328,13 +328,13 @@ def test_source_scan_apply_and_rerun(tmp_path, on_backend):
     with store.write() as con:  # legacy rows: the engine itself always writes a source
         con.execute("UPDATE messages SET source='' WHERE id IN (1, 2, 3)")
         con.execute("UPDATE messages SET source='  ' WHERE id=4")
-    scan = mt.source_scan(store)
+    scan = repairs.source_scan(store)
     assert scan["status"] == "ready" and scan["blank_source_rows"] == 4
-    result = mt.source_apply(store, mt.backup_dir(store.path))
+    result = repairs.source_apply(store, backups.backup_dir(store.path))
     assert result["updated"] == 4 and result["remaining"] == 0
     assert rows(store.path, "SELECT DISTINCT source FROM messages WHERE id<=4") == [("unknown",)]
     assert rows(store.path, "SELECT count(*) FROM messages WHERE source='cli'")[0][0] > 0
-    assert mt.source_apply(store, mt.backup_dir(store.path))["status"] == "noop"
+    assert repairs.source_apply(store, backups.backup_dir(store.path))["status"] == "noop"
     store_module.close_all()
 
 
@@ -346,21 +346,21 @@ def test_lifecycle_clean_removes_only_old_empty_sessions(tmp_path, on_backend):
     live = new_engine(tmp_path, NO_COMPACTION, "fork-live", **WHERE)
     store = engine.core.store
     db = store.path
-    assert mt.lifecycle_scan(store, 24)["status"] == "noop"  # too young
-    scan = mt.lifecycle_scan(store, 0, live_sessions=[live.session_id, engine.session_id])
+    assert cleanup.lifecycle_scan(store, 24)["status"] == "noop"  # too young
+    scan = cleanup.lifecycle_scan(store, 0, live_sessions=[live.session_id, engine.session_id])
     assert sorted(scan["session_ids"]) == ["fork-a", "fork-b"]
-    with pytest.raises(mt.MaintenanceError, match="LCM_DOCTOR_CLEAN_APPLY_ENABLED"):
-        mt.lifecycle_apply(store, mt.backup_dir(db), 0, [live.session_id], allowed=False)
-    result = mt.lifecycle_apply(
-        store, mt.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True
+    with pytest.raises(backups.MaintenanceError, match="LCM_DOCTOR_CLEAN_APPLY_ENABLED"):
+        cleanup.lifecycle_apply(store, backups.backup_dir(db), 0, [live.session_id], allowed=False)
+    result = cleanup.lifecycle_apply(
+        store, backups.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True
     )
     assert result["deleted"] == {"sessions": 2, "conversations": 2}
     assert sorted(r[0] for r in rows(db, "SELECT id FROM sessions")) == ["fork-live", "s1"]
-    again = mt.lifecycle_apply(
-        store, mt.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True
+    again = cleanup.lifecycle_apply(
+        store, backups.backup_dir(db), 0, [live.session_id, engine.session_id], allowed=True
     )
     assert again["status"] == "noop"
-    assert len(list(mt.backup_dir(db).iterdir())) == 1
+    assert len(list(backups.backup_dir(db).iterdir())) == 1
     store_module.close_all()
 
 
@@ -380,14 +380,14 @@ def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path, on_
     )
     before = snapshot_of(db)
 
-    assert mt.clean_scan(store, "")["status"] == "noop"
-    scan = mt.clean_scan(store, "cron:*")
+    assert cleanup.clean_scan(store, "")["status"] == "noop"
+    scan = cleanup.clean_scan(store, "cron:*")
     assert [c["conversation_id"] for c in scan["conversations"]] == [noisy_conversation]
-    assert mt.clean_scan(store, "cron:*", live_sessions=["cron:nightly"])["status"] == "noop"
-    with pytest.raises(mt.MaintenanceError):
-        mt.clean_apply(store, mt.backup_dir(db), "cron:*", allowed=False)
+    assert cleanup.clean_scan(store, "cron:*", live_sessions=["cron:nightly"])["status"] == "noop"
+    with pytest.raises(backups.MaintenanceError):
+        cleanup.clean_apply(store, backups.backup_dir(db), "cron:*", allowed=False)
     assert snapshot_of(db) == before
-    result = mt.clean_apply(store, mt.backup_dir(db), "cron:*", allowed=True)
+    result = cleanup.clean_apply(store, backups.backup_dir(db), "cron:*", allowed=True)
     assert result["deleted"]["conversations"] == 1 and result["deleted"]["summaries"] > 0
     assert (
         rows(db, "SELECT count(*) FROM messages WHERE conversation_id=?", (noisy_conversation,))[0][
@@ -399,8 +399,11 @@ def test_clean_deletes_only_conversations_matching_ignore_patterns(tmp_path, on_
     assert snapshot_of(db)["messages"] == kept
     assert_lineage_complete(str(db))
     assert Dag(store).lineage_problems() == {}
-    assert mt.doctor_report(store)["status"] == "ok"
-    assert mt.clean_apply(store, mt.backup_dir(db), "cron:*", allowed=True)["status"] == "noop"
+    assert doctor.doctor_report(store)["status"] == "ok"
+    assert (
+        cleanup.clean_apply(store, backups.backup_dir(db), "cron:*", allowed=True)["status"]
+        == "noop"
+    )
     store_module.close_all()
 
 
@@ -422,7 +425,7 @@ def test_retention_reports_by_conversation_and_age(tmp_path, on_backend):
     engine.ingest_host(old + new)
     other = new_engine(tmp_path, NO_COMPACTION, "s2", **WHERE)
     other.ingest_host([{"role": "user", "content": "lorem ipsum dolor " * 400}])
-    report = mt.retention_report(engine.core.store, now=now)
+    report = retention.retention_report(engine.core.store, now=now)
     assert report["totals"]["conversations"] == 2 and report["totals"]["messages"] == 9
     assert report["messages_by_age"] == {
         "older_than_7d": 5,
@@ -444,7 +447,7 @@ def test_rotate_preview_apply_and_noop(tmp_path):
     store, cid = engine.core.store, engine.core.binding.conversation_id
     db = Path(store.path)
     before = snapshot_of(db)
-    plan = mt.rotate_scan(store, cid, tail_count=8)
+    plan = rotate.rotate_scan(store, cid, tail_count=8)
     assert plan["status"] == "ready" and plan["frontier_seq"] == 0
     assert (
         plan["tail_messages"] <= 8
@@ -452,8 +455,8 @@ def test_rotate_preview_apply_and_noop(tmp_path):
     )
     assert snapshot_of(db) == before  # preview writes nothing
 
-    backups = tmp_path / "backups"
-    result = mt.rotate_apply(store, cid, "normal", backups, tail_count=8)
+    backup_folder = tmp_path / "backups"
+    result = rotate.rotate_apply(store, cid, "normal", backup_folder, tail_count=8)
     assert (
         result["status"] == "applied"
         and result["frontier_seq_after"] == plan["target_frontier_seq"]
@@ -470,30 +473,30 @@ def test_rotate_preview_apply_and_noop(tmp_path):
     assert all(not str(m.get("content", "")).startswith("turn 0 ask") for m in prompt)
 
     stamp = slot.stat().st_mtime_ns
-    again = mt.rotate_apply(store, cid, "normal", backups, tail_count=8)
+    again = rotate.rotate_apply(store, cid, "normal", backup_folder, tail_count=8)
     assert again["status"] == "noop" and again["backup"] is None
-    assert slot.stat().st_mtime_ns == stamp and sorted(p.name for p in backups.iterdir()) == [
+    assert slot.stat().st_mtime_ns == stamp and sorted(p.name for p in backup_folder.iterdir()) == [
         slot.name
     ]
-    with pytest.raises(mt.MaintenanceError, match="stateless"):
-        mt.rotate_apply(store, cid, "stateless", backups, tail_count=8)
+    with pytest.raises(backups.MaintenanceError, match="stateless"):
+        rotate.rotate_apply(store, cid, "stateless", backup_folder, tail_count=8)
     store_module.close_all()
 
 
 def test_rotate_slot_is_overwritten_not_accumulated(tmp_path):
     engine, history = built(tmp_path, turns=10, threshold=NO_COMPACTION)
     store, cid = engine.core.store, engine.core.binding.conversation_id
-    backups = tmp_path / "backups"
-    first = mt.rotate_apply(store, cid, "normal", backups, tail_count=4)
+    backup_folder = tmp_path / "backups"
+    first = rotate.rotate_apply(store, cid, "normal", backup_folder, tail_count=4)
     history += [m for t in conversation(99, 6) for m in t]
     engine.ingest_host(history)
-    second = mt.rotate_apply(store, cid, "normal", backups, tail_count=4)
+    second = rotate.rotate_apply(store, cid, "normal", backup_folder, tail_count=4)
     assert (
         second["status"] == "applied"
         and second["target_frontier_seq"] > first["target_frontier_seq"]
     )
-    assert [p.name for p in backups.iterdir()] == ["lcm-rotate-latest.sqlite3"]
-    restored = sqlite3.connect(backups / "lcm-rotate-latest.sqlite3")
+    assert [p.name for p in backup_folder.iterdir()] == ["lcm-rotate-latest.sqlite3"]
+    restored = sqlite3.connect(backup_folder / "lcm-rotate-latest.sqlite3")
     assert (
         restored.execute("SELECT frontier_seq FROM conversations WHERE id=?", (cid,)).fetchone()[0]
         == first["target_frontier_seq"]
@@ -506,9 +509,9 @@ def test_a_backup_name_reads_as_a_time(tmp_path):
     """``lcm-20261201T214501.123456Z.sqlite3``: the seconds, then their fraction after a dot."""
     import re
 
-    from hermes_lcm.maintenance import doctor as maintenance
+    from hermes_lcm.maintenance import backups
     from hermes_lcm.store import open_store
 
     store = open_store(tmp_path / "lcm.db")
-    saved = maintenance.backup(store, tmp_path / "backups")
+    saved = backups.backup(store, tmp_path / "backups")
     assert re.fullmatch(r"lcm-\d{8}T\d{6}\.\d{6}Z\.sqlite3", Path(saved.path).name), saved.path

@@ -18,8 +18,7 @@ from hermes_lcm.base import outputs, private
 from hermes_lcm.base.payloads import PLACEHOLDER_PREFIX
 from hermes_lcm.cli import main as cli
 from hermes_lcm.command import handle_command
-from hermes_lcm.maintenance import doctor as mt
-from hermes_lcm.maintenance import payload_gc
+from hermes_lcm.maintenance import cleanup, doctor, payload_gc, repairs
 
 from .conftest import new_engine
 
@@ -106,16 +105,16 @@ def test_files_of_rows_removed_by_doctor_clean_become_orphans(home: Path) -> Non
     age(payloads, *refs_in(payloads))
     assert junk.core is not None
     store = junk.core.store
-    assert mt.gc_payloads_scan(store)["status"] == "noop"  # both referenced
-    mt.lifecycle_apply(
+    assert repairs.gc_payloads_scan(store)["status"] == "noop"  # both referenced
+    cleanup.lifecycle_apply(
         store, home / "bk", 0, allowed=True
     )  # empty session rows only: nothing freed
-    assert mt.gc_payloads_scan(store)["status"] == "noop"
-    cleaned = mt.clean_apply(store, home / "bk", "cron:*", allowed=True)
+    assert repairs.gc_payloads_scan(store)["status"] == "noop"
+    cleaned = cleanup.clean_apply(store, home / "bk", "cron:*", allowed=True)
     assert cleaned["deleted"]["messages"] == 2
-    plan = mt.gc_payloads_scan(store)
+    plan = repairs.gc_payloads_scan(store)
     assert plan["orphans"] == 1
-    done = mt.gc_payloads_apply(store, home / "bk")
+    done = repairs.gc_payloads_apply(store, home / "bk")
     assert done["removed"] == 1 and len(refs_in(payloads)) == 1
     (left,) = refs_in(payloads)
     assert store.message_ids_mentioning(left, None)  # the survivor is the one a row still names
@@ -164,7 +163,7 @@ def test_a_symlinked_payload_directory_is_refused(home: Path) -> None:
     (home / "lcm-payloads").rename(elsewhere)
     plant(elsewhere, "12" * 12)
     os.symlink(elsewhere, home / "lcm-payloads")
-    plan = mt.gc_payloads_scan(store)
+    plan = repairs.gc_payloads_scan(store)
     assert plan["status"] == "noop" and "symlink" in plan["refused"]
     assert payload_gc.remove(store, ["12" * 12])["removed"] == []
     assert (elsewhere / ("12" * 12 + ".payload")).is_file()
@@ -178,10 +177,10 @@ def test_doctor_reports_orphans_and_missing_files_without_content(home: Path) ->
     (referenced,) = refs_in(payloads)
     secret_text = "orphan-secret-words"
     plant(payloads, "34" * 12, secret_text)
-    check = next(c for c in mt.doctor_report(store)["checks"] if c["name"] == "payloads")
+    check = next(c for c in doctor.doctor_report(store)["checks"] if c["name"] == "payloads")
     assert check["status"] == "warn" and check["data"]["orphans"] == 1
     (payloads / f"{referenced}.payload").unlink()
-    report = mt.doctor_report(store)
+    report = doctor.doctor_report(store)
     check = next(c for c in report["checks"] if c["name"] == "payloads")
     assert check["status"] == "warn" and check["data"]["missing_files"] == 1
     assert check["data"]["missing_sample"][0]["ref"] == referenced

@@ -125,13 +125,13 @@ def test_backfill_and_gc_through_the_cli_on_postgres(tmp_path, monkeypatch):
 
 
 def test_doctor_and_retention_count_payload_rows(tmp_path):
-    from hermes_lcm.maintenance import doctor as mt
+    from hermes_lcm.maintenance import retention
 
     from .pgserver import fresh_url
 
     engine = new_engine(tmp_path, 10**9, "s1", LCM_DATABASE_URL=fresh_url(), **ON)
     engine.ingest_host(tool_turn("run", big_output(seed="counted"), "c1"))
-    stats = mt.payload_stats(engine.core.store.path, engine.core.store)
+    stats = retention.payload_stats(engine.core.store.path, engine.core.store)
     assert stats["files"] == 1 and stats["bytes"] > 20_000
     del engine
     store_module.close_all()

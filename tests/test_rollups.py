@@ -20,6 +20,7 @@ from hermes_lcm.base.times import host_time
 from hermes_lcm.compaction.rollups import plan, serve, span
 from hermes_lcm.config import load_config
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.handlers.status import core_status
 from hermes_lcm.store import is_url
 
 from .backends import table_names
@@ -94,7 +95,7 @@ def test_tables_absent_when_off_and_status_block_present(make_engine, tmp_path):
     engine = make_engine()
     engine.ingest_host(msgs([MAY_1 + 3600]))
     assert not tables(where(engine)) & {"rollups", "rollup_cursor"}
-    block = core_of(engine).status()["temporal_rollups"]
+    block = core_status(core_of(engine))["temporal_rollups"]
     assert block["enabled"] is False and block["tables"] is False and block["counts"]["day"] == {}
 
 
@@ -198,7 +199,7 @@ def test_a_failing_summarizer_marks_failed_and_retries_later(make_engine, tmp_pa
     built = core.rollups.step()
     assert built and built[0].status == "failed" and "provider down" in built[0].error
     assert core.rollups.step() == []  # not retried before retry_after_s
-    status = core.status()["temporal_rollups"]
+    status = core_status(core)["temporal_rollups"]
     assert "provider down" in status["last_error"] and status["counts"]["day"] == {"failed": 1}
     assert core.store.message_count(core.binding.conversation_id) == 2  # the sources are intact
     core.rollups.summarize, core.rollups.retry_after_s = real, 0.0
@@ -381,7 +382,7 @@ def test_cli_and_slash_command_rollups(clean_home, monkeypatch, capsys, backend_
 
 def test_replays_and_lcmx_imports_keep_original_times(tmp_path, backend_env):
     from hermes_lcm.demo.replay import flatten, make_engine, replay
-    from hermes_lcm.importers.lcmx import host_time as lcmx_time
+    from hermes_lcm.importers.lcmx_source import host_time as lcmx_time
 
     assert lcmx_time({"observed_at": "2024-05-01T00:00:00Z", "timestamp": 5.0}) == MAY_1
     assert lcmx_time({"observed_at": math.nan, "timestamp": MAY_1 * 1000}) == MAY_1

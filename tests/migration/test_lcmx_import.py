@@ -15,6 +15,7 @@ import pytest
 
 from hermes_lcm.dag import Dag
 from hermes_lcm.importers import lcmx as li
+from hermes_lcm.importers import lcmx_swap as swap
 from hermes_lcm.store import ForeignDatabase, close_all, open_readonly
 
 from ..conftest import new_engine
@@ -189,7 +190,7 @@ def test_unknown_version_is_refused_clearly(tmp_path):
     engine = new_engine(tmp_path)
     engine.compress([{"role": "user", "content": "hello"}], current_tokens=10)
     assert "schema_version 99" in engine.get_status()["startup_error"]
-    assert sha(source) == before and not li.backup_path(source).exists()
+    assert sha(source) == before and not swap.backup_path(source).exists()
 
 
 def test_an_older_version_without_lifecycle_or_conversation_ids(tmp_path):
@@ -228,7 +229,7 @@ def test_engine_upgrades_at_the_default_path_and_keeps_the_turn(tmp_path):
     engine.ingest_host(history)
     status = engine.get_status()
     assert status["startup_error"] is None
-    backup = li.backup_path(path)
+    backup = swap.backup_path(path)
     assert sha(backup) == original  # the original, byte for byte
     store = open_readonly(path)
     conv = store.conversation_by_key("telegram:chat-42")
@@ -253,12 +254,12 @@ def test_migrate_on_start_off_leaves_the_file_and_names_the_command(tmp_path):
     assert command in engine.get_status()["startup_error"]
     doctor = json.loads(engine.handle_tool_call("lcm_doctor", {}))
     assert command in json.dumps(doctor)
-    assert sha(path) == original and not li.backup_path(path).exists()
+    assert sha(path) == original and not swap.backup_path(path).exists()
     with pytest.raises(ForeignDatabase):
         li.prepare(path, migrate_on_start=False)
 
 
-@pytest.mark.parametrize("step", li.STEPS)
+@pytest.mark.parametrize("step", swap.STEPS)
 def test_a_crash_at_any_step_leaves_the_old_file_or_the_new_one_complete(
     tmp_path, monkeypatch, step
 ):
@@ -269,37 +270,37 @@ def test_a_crash_at_any_step_leaves_the_old_file_or_the_new_one_complete(
         if name == step:
             raise KeyboardInterrupt(f"killed at {name}")
 
-    monkeypatch.setattr(li, "_hook", crash)
+    monkeypatch.setattr(swap, "_hook", crash)
     with pytest.raises(KeyboardInterrupt):
-        li.upgrade_in_place(path)
+        swap.upgrade_in_place(path)
     assert li.is_lcmx(path) and sha(path) == original  # the old file, untouched
-    monkeypatch.setattr(li, "_hook", lambda name: None)
-    out = li.upgrade_in_place(path)  # the next start finishes the job
+    monkeypatch.setattr(swap, "_hook", lambda name: None)
+    out = swap.upgrade_in_place(path)  # the next start finishes the job
     assert out["verify"]["ok"] and not li.is_lcmx(path)
     store = open_readonly(path)
     assert sum(store.message_count(c) for c in (1, 2)) == want
-    assert sha(li.backup_path(path)) == original
+    assert sha(swap.backup_path(path)) == original
 
 
 def test_a_crash_inside_the_swap_after_the_wal_left(tmp_path, monkeypatch):
     """Between the old WAL leaving and the replace: the rerun reads the backup (the same inode)."""
     path = lcmx_copy(tmp_path)
     original = sha(path)
-    real = li.os.replace
+    real = swap.os.replace
 
     def dies(a, b):
         raise KeyboardInterrupt("power cut")
 
-    monkeypatch.setattr(li.os, "replace", dies)
+    monkeypatch.setattr(swap.os, "replace", dies)
     with pytest.raises(KeyboardInterrupt):
-        li.upgrade_in_place(path)
-    monkeypatch.setattr(li.os, "replace", real)
+        swap.upgrade_in_place(path)
+    monkeypatch.setattr(swap.os, "replace", real)
     assert li.is_lcmx(path)
-    out = li.upgrade_in_place(path)
+    out = swap.upgrade_in_place(path)
     assert out["verify"]["ok"] and out["messages"]["imported"] == len(
         fixture_rows(tmp_path)["messages"]
     )
-    assert sha(li.backup_path(path)) == original
+    assert sha(swap.backup_path(path)) == original
 
 
 def test_engines_starting_together_upgrade_once(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.cli.main import main as lcm_main
 from hermes_lcm.importers.claw import run_import
-from hermes_lcm.maintenance import doctor as mt
+from hermes_lcm.maintenance import backups, rotate
 
 from ..conftest import new_engine
 from ..test_import_fixtures import openclaw_session
@@ -77,10 +77,10 @@ def test_every_file_and_directory_is_private(tmp_path: Path, umask: int) -> None
     assert (home / "lcm.db-wal").exists(), "the WAL is checked too"
 
     store = core.store
-    backups = home / "lcm-backups"
-    mt.backup(store, backups, "test")
+    backup_folder = home / "lcm-backups"
+    backups.backup(store, backup_folder, "test")
     conversation = status["conversation_id"]
-    rotated = mt.rotate_apply(store, conversation, "normal", backups, tail_count=2)
+    rotated = rotate.rotate_apply(store, conversation, "normal", backup_folder, tail_count=2)
     assert rotated["status"] == "applied"
     export = home / "export.jsonl"
     assert (

@@ -33,8 +33,7 @@ from hermes_lcm.base.records import PayloadRef
 from hermes_lcm.cli import main as cli
 from hermes_lcm.config import load_config
 from hermes_lcm.core import LcmCore
-from hermes_lcm.maintenance import doctor as mt
-from hermes_lcm.maintenance import scrub
+from hermes_lcm.maintenance import checks, scrub
 from hermes_lcm.prompt.assemble import plan_budget
 from hermes_lcm.tools import dispatch
 
@@ -386,7 +385,7 @@ def test_apply_leaves_no_secret_bytes_and_stays_recognised(tmp_path: Path, where
     assert not leaks([manifest])
     # the doctor's FTS scan (deep: FTS5's own integrity-check) finds both indexes sound
     store = _open(db)
-    scan = mt.fts_scan(store, deep=True)
+    scan = checks.fts_scan(store, deep=True)
     assert not any(t["needs_rebuild"] for t in scan["tables"].values()), scan
     # the new payload file holds the redacted text, and the row's stub names it
     if WHERE:

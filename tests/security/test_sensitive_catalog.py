@@ -13,9 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm.base.patterns import MessagePatterns
+from hermes_lcm.base.secretkinds import BY_NAME, CATALOG
 from hermes_lcm.base.sensitive import (
-    BY_NAME,
-    CATALOG,
     PREFIX,
     UNSCANNED,
     Policy,
