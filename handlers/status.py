@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..base.outputs import settings_view as outputs_view
 from ..base.peer_settings import is_settings_note
 from ..base.redact import redact_value
 from ..base.tokens import backend_name
+from ..sessions.binding import ROLE_SUBAGENT
 from ..version import __version__
 
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
             info["payload_problem"] = (
                 engine.core.guard.problem
             )  # a refused (symlinked) payload directory
-            info.update(engine.core.status())
+            info.update(core_status(engine.core))
         except Exception as exc:  # noqa: BLE001 - status must work when the store does not
             info["store_error"] = (
                 f"{exc.__class__.__name__}: {exc}"  # masked with the rest by engine_status
@@ -94,3 +96,72 @@ def _over(engine: EngineFacts, last_prompt: int) -> dict[str, Any] | None:
         else "a turn crossed it: the prompt is rebuilt under the threshold at the compaction that follows"
     )
     return {"tokens": last_prompt - engine.threshold_tokens, "cause": cause}
+
+
+def core_privacy(core: LcmCore) -> dict[str, Any]:
+    """What status and doctor show of the ingest filters: redaction's policy and counts, the
+    message patterns; never a secret or a message."""
+    redaction = (
+        core.redactor.describe()
+        if core.redactor is not None
+        else {
+            "enabled": False,
+            "note": "off (LCM_SENSITIVE_PATTERNS_ENABLED): messages are stored as sent",
+        }
+    )
+    return {
+        "redaction": redaction,
+        "ignore_message_patterns": len(core.message_patterns.compiled),
+        "ignore_message_pattern_problems": list(core.message_patterns.problems),
+        "ignored_messages_this_process": core.normalizer.ignored_count,
+    }
+
+
+def core_status(core: LcmCore) -> dict[str, Any]:
+    """The core's part of the report: the bound session, the process counters, each job's health
+    and, when a conversation is bound, what its store and DAG hold."""
+    state = core.conversation_state()
+    binding, stats = core.binding, core.stats
+    info: dict[str, Any] = {
+        "database_path": core.store.path,
+        "session_id": binding.session_id or None,
+        "session_mode": binding.mode,
+        "matched_session_pattern": binding.matched_pattern,
+        "agent_role": binding.role,
+        "summarizer": core.summarizer_name,
+        "summarizer_guard": core.call_guard.snapshot(),
+        "ingest_calls": stats.ingest_calls,
+        "messages_stored_this_process": stats.stored,
+        "ignored_messages_this_process": core.normalizer.ignored_count,
+        "compactions_this_process": stats.compactions,
+        "last_compaction": stats.last_compaction,
+        "payload_write_failures": core.guard.failures,
+        "store_write_failures": stats.write_failures,
+        "last_store_write_failure": stats.last_write_failure or None,
+        "unstored_messages": stats.unstored_messages,
+        "ingest_backlog_messages": stats.ingest_backlog,
+        "errors": list(stats.errors),
+        "privacy": core_privacy(core),
+        "embeddings": core.semantic.status(),
+        "temporal_rollups": core.rollups.status(),
+        "assertions": core.assertions.status(),
+        "proactive_recall": core.proactive.status(core.config.proactive_recall_enabled),
+        "large_outputs": outputs_view(core.config),
+    }
+    if binding.role == ROLE_SUBAGENT:
+        info["linked_parent"] = core.binder.linked_parent()
+    if state is not None:
+        context = core.dag.context(state.id)
+        info.update(
+            {
+                "conversation_id": state.id,
+                "conversation_key": state.key,
+                "messages_in_conversation": core.store.message_count(state.id),
+                "frontier_seq": state.frontier_seq,
+                "last_seq": state.last_seq,
+                "context_summaries": [n.node_id for n in context],
+                "context_summary_tokens": sum(n.tokens for n in context),
+                "summaries_by_depth": core.dag.depth_counts(state.id),
+            }
+        )
+    return info

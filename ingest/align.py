@@ -28,7 +28,7 @@ from ..base.records import MessageIn
 from ..base.tokens import content_text
 from ..prompt.blocks import CUT_MARKER, IMAGE_MARKER, TEXT_MARKER
 from ..store import StoredPrints
-from .normalize import is_storable, last_storable
+from .hostlist import HostList
 from .steps import Normalizer
 
 # Consecutive agreeing messages that confirm an alignment anchor.
@@ -74,25 +74,26 @@ class _FromEnd:
 
     def __init__(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        host: HostList,
         normalizer: Normalizer,
         original: Callable[[int], str | None] | None = None,
         strict: bool = False,
         present: Callable[[Sequence[str]], set[str]] | None = None,
     ) -> None:
-        self.messages, self.normalizer, self.original = messages, normalizer, original
+        self.host, self.messages = host, host.messages
+        self.normalizer, self.original = normalizer, original
         self.present = present
         self.strict = strict
         self.kept: list[tuple[int, str]] = []
         self.by_index: dict[int, str] = {}
-        self.next_index = len(messages) - 1
+        self.next_index = len(host) - 1
 
     def get(self, rank: int) -> tuple[int, str] | None:
         while len(self.kept) <= rank and self.next_index >= 0:
             index = self.next_index
             self.next_index -= 1
             message = self.messages[index]
-            kept = is_storable(message, self.normalizer.seal)
+            kept = self.host.is_storable(index)
             caller = caller_of(self.messages, index) if self.normalizer.ignoring else None
             fingerprint = self.normalizer.fingerprint_if_kept(message, caller) if kept else None
             if fingerprint is not None and self.original is not None:
@@ -324,7 +325,7 @@ class Selection:
     def __init__(
         self,
         normalizer: Normalizer,
-        messages: Sequence[Any],
+        host: HostList,
         seen: Seen | None,
         fresh_start: bool = False,
         strict: bool = False,
@@ -345,7 +346,9 @@ class Selection:
         # Index just past the last message selected when ``limit`` cut the run short (None: the run
         # selected every new message); the messages from there on wait for the next run.
         self.cut: int | None = None
-        self.messages = messages
+        # The host's list, each message viewed once for the whole host call (hostlist.py).
+        self.host = host
+        self.messages = host.messages
         self.seen_before = seen
         self.fresh_start = fresh_start
         # Where a wrong "already stored" would lose messages (some wait unstored): anchors must not
@@ -353,7 +356,7 @@ class Selection:
         self.strict = strict
         self.seen_after: Seen | None = None
         self.extended = False
-        self.last = last_storable(messages, seal=normalizer.seal)
+        self.last = host.last()
         # The stored seq the host's list ends at, once selected (None: nothing in it is stored).
         self.end_seq: int | None = None
         self._now: Seen | None = None
@@ -377,9 +380,8 @@ class Selection:
         return self._now
 
     def __call__(self, stored: StoredPrints) -> list[MessageIn]:
-        messages = self.messages
         incoming = _FromEnd(
-            messages, self.normalizer, stored.fingerprint_of, self.strict, stored.present
+            self.host, self.normalizer, stored.fingerprint_of, self.strict, stored.present
         )
         start = 0 if self.fresh_start else self._extension(stored)
         self.extended = start is not None
@@ -409,7 +411,7 @@ class Selection:
         self.cut = None
         limit = len(messages) if self.limit is None else max(1, self.limit)
         for index in range(start, len(messages)):
-            if not is_storable(messages[index], self.normalizer.seal):
+            if not self.host.is_storable(index):
                 continue
             caller = caller_of(messages, index) if self.normalizer.ignoring else None
             fingerprint = incoming.cached(index) or self.normalizer.fingerprint_if_kept(
@@ -479,7 +481,7 @@ class Selection:
     def _extends(self, seen: Seen | None, stored: StoredPrints) -> int | None:
         if seen is None or not 0 < seen.count <= len(self.messages):
             return None
-        last = last_storable(self.messages, seen.count, self.normalizer.seal)
+        last = self.host.last(seen.count)
         if last is None or self.normalizer.fingerprint(self.messages[last]) != seen.fingerprint:
             return None
         if stored.tail(1) != [seen.stored]:

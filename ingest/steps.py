@@ -20,7 +20,8 @@ one the store holds (:meth:`Normalizer.alternates`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +34,7 @@ from ..base.sensitive import Policy, Redactor
 from ..base.times import message_time
 from ..base.tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_tokens
 from ..store import Store, ref_key
+from .hostlist import HostList
 from .normalize import (
     Draft,
     Prepared,
@@ -215,6 +217,18 @@ class Normalizer:
         self._kept: dict[int, tuple[Mapping[str, Any], tuple[PayloadRef, ...]]] = {}
         self._prints: dict[int, tuple[Mapping[str, Any], str]] = {}
         self._large: dict[int, _Large] = {}
+        # The host's list of the call in progress (:meth:`reading`): views are taken from it.
+        self._host: HostList | None = None
+
+    @contextlib.contextmanager
+    def reading(self, host: HostList) -> Iterator[HostList]:
+        """While the core works on ``host`` (one host call), each of its messages is viewed as the
+        host's own through it, so the call normalizes every message once (hostlist.py)."""
+        before, self._host = self._host, host
+        try:
+            yield host
+        finally:
+            self._host = before
 
     def _prepared(self, message: Mapping[str, Any]) -> tuple[Prepared, Prepared]:
         """((content, parts, tool_calls) to store, the same as the message's identity) after
@@ -313,7 +327,8 @@ class Normalizer:
 
     def view(self, message: Mapping[str, Any]) -> Mapping[str, Any]:
         """What of ``message`` is the host's (our merged summary block left out)."""
-        return host_view(message, self.seal) or message
+        known = self._host.view_of(message) if self._host is not None else None
+        return known or host_view(message, self.seal) or message
 
     def _large_hit(self, message: Mapping[str, Any]) -> _Large | None:
         entry = self._large.get(id(message))

@@ -23,7 +23,7 @@ from ..base.tokens import content_text, count_messages, count_tokens
 from ..base.wire import problems
 from ..compaction.passes import fit_sources
 from ..compaction.summarize import SourceItem, SummaryOutcome
-from ..ingest.normalize import storable
+from ..ingest.hostlist import HostList
 from ..prompt.assemble import Budget, Retention, block_nonce, build, defused, newest_request
 from ..prompt.blocks import Item
 
@@ -42,10 +42,9 @@ Other = Callable[[list[dict[str, Any]], Budget, str | None], list[dict[str, Any]
 
 
 def unstored_prompt(
-    messages: Sequence[Any],
+    host: HostList,
     budget: Budget,
     retention: Retention,
-    seal: BlockSeal | None,
     summarize: Summarizer,
     other: Other | None = None,
     focus: str | None = None,
@@ -53,9 +52,11 @@ def unstored_prompt(
 ) -> list[dict[str, Any]]:
     """The prompt of a session that stores nothing: ``other``'s answer when it compacted and the
     answer is valid and fits (with our note in front, which says nothing of it was kept), else
-    :func:`summarized_prompt`. A failure of ``other`` is reported, never raised."""
+    :func:`summarized_prompt`. A failure of ``other`` is reported, never raised. ``host`` is the
+    host's list, normalized once for the call; its seal knows our blocks."""
+    seal = host.seal
     if other is not None:
-        mine = [dict(m) for m in storable(messages, seal)]  # our own note blocks left out
+        mine = [dict(m) for m in host.storable()]  # our own note blocks left out
         try:
             theirs = other(mine, budget, focus)
         except Exception as exc:  # noqa: BLE001 - the other compressor is optional
@@ -73,7 +74,7 @@ def unstored_prompt(
             ]
             if not problems(told) and count_messages(told) <= budget.total:
                 return told
-    return summarized_prompt(messages, budget, retention, seal, summarize)
+    return summarized_prompt(host, budget, retention, summarize)
 
 
 def summary_note(text: str, count: int, retention: Retention, header: str | None) -> dict[str, Any]:
@@ -124,11 +125,41 @@ def _newest_turn(out: Sequence[dict[str, Any]]) -> str:
     return json.dumps(out[starts[-1] if starts else 0 :], default=str, sort_keys=True)
 
 
-def summarized_prompt(
+def trim(
     messages: Sequence[Any],
     budget: Budget,
+    retention: Retention = Retention.UNCERTAIN,
+    seal: BlockSeal | None = None,
+) -> list[dict[str, Any]]:
+    """Deterministic bounded fallback without the store: the newest valid tail that fits.
+
+    ``retention`` is what the caller knows of the messages it drops (nothing, by default).
+    Our own earlier block is left out (known by ``seal`` when the host dropped its key).
+    """
+    return trimmed(HostList(messages, seal), budget, retention)
+
+
+def trimmed(host: HostList, budget: Budget, retention: Retention) -> list[dict[str, Any]]:
+    """:func:`trim` of a host list normalized already."""
+    items = _items(host)
+    return build(
+        [],
+        items,
+        budget,
+        newest_request(items),
+        retention=retention,
+        header=host.seal.header() if host.seal is not None else None,
+    )
+
+
+def _items(host: HostList) -> list[Item]:
+    return [Item.host(dict(m), ref=i + 1) for i, m in enumerate(host.storable())]
+
+
+def summarized_prompt(
+    host: HostList,
+    budget: Budget,
     retention: Retention,
-    seal: BlockSeal | None,
     summarize: Summarizer,
 ) -> list[dict[str, Any]]:
     """``messages`` within ``budget``: the newest valid tail that fits, after a summary of the rest.
@@ -137,10 +168,11 @@ def summarized_prompt(
     from the budget first, so the tail and the summary fit together; if the summary cannot be had
     or does not fit, the plain trim (whose note says the messages were left out) is the answer.
     """
+    seal = host.seal
     header = seal.header() if seal is not None else None
-    items = [Item.host(dict(m), ref=i + 1) for i, m in enumerate(storable(messages, seal))]
+    items = _items(host)
     plain = build([], items, budget, newest_request(items), retention=retention, header=header)
-    carried = carried_summary(messages, seal)
+    carried = carried_summary(host.messages, seal)
     if all(any(out is item.message for out in plain) for item in items) and not carried:
         return plain
     room = max(MIN_SUMMARY_TOKENS, min(MAX_SUMMARY_TOKENS, int(budget.total * SUMMARY_SHARE)))

@@ -168,7 +168,7 @@ def test_grouping_remembered_on_items_gives_the_same_groups(messages, cut):
 
 def test_assembly_is_the_same_whatever_the_item_cache_holds(make_engine, monkeypatch):
     """Assembly reads only rows it has no item for; a cache smaller than the window gives the same prompt."""
-    from hermes_lcm import core as core_module
+    from hermes_lcm.prompt import stored as stored_module
 
     engine = make_engine(threshold=40000)
     history: list[dict[str, Any]] = []
@@ -183,8 +183,8 @@ def test_assembly_is_the_same_whatever_the_item_cache_holds(make_engine, monkeyp
     core = engine.core
     budget = core.budget(engine.threshold_tokens, 1000)
     whole = core.assemble(budget)
-    monkeypatch.setattr(core_module, "ITEM_CACHE_SIZE", 7)
-    core._items.clear()
+    monkeypatch.setattr(stored_module, "ITEM_CACHE_SIZE", 7)
+    core.items.cache.clear()
     assert core.assemble(budget) == whole
     assert core.assemble(budget) == whole
-    assert len(core._items) <= 7
+    assert len(core.items.cache) <= 7

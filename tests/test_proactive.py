@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hermes_lcm.base.scaffold import RECALL_MARKER, BlockSeal, RecallSeal, without_recall
 from hermes_lcm.base.tokens import count_tokens
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.handlers.status import core_status
 from hermes_lcm.host import hooks
 from hermes_lcm.search.arms import Hit
 from hermes_lcm.search.proactive import INTRO, relevant, render
@@ -111,7 +112,7 @@ def test_the_current_turn_is_not_echoed_and_one_search_per_message(make_engine: 
     other.ingest_host([{"role": "user", "content": QUESTION}])  # the tool loop stored the question
     assert hook("s2", QUESTION) == block  # same message: the cached answer, no second search
     assert other.core.proactive.searches == before + 1
-    shown = other.core.status()["proactive_recall"]
+    shown = core_status(other.core)["proactive_recall"]
     assert shown["enabled"] is True and shown["blocks_this_process"] == 1
     assert 0 < shown["last_block_tokens"] <= shown["budget_tokens"]
 

@@ -21,6 +21,7 @@ import pytest
 
 from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.handlers.status import core_status
 from hermes_lcm.store import close_all, is_url
 
 from ..workcount import measure
@@ -121,7 +122,7 @@ def test_five_thousand_turns_stay_bounded_and_flat(
             compactions += 1
             if count_messages(host) > real.total:
                 over_budget.append((t, count_messages(host) - real.total))
-            status = core.status()
+            status = core_status(core)
             prefix.append(status["context_summary_tokens"])
     status = engine.get_status()
     close_all()

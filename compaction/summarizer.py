@@ -1,0 +1,82 @@
+"""The core's one summarizer: routes chosen from the settings, redaction on both sides of a call.
+
+Compaction, rollups, assertions, maintenance rebuilds and an unstored session's summary all go
+through it, so each shares the same routes and call guard (one circuit breaker and spend window
+per process) and none sends a secret to a remote model or stores one it answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..base.sensitive import Redactor
+from ..config import LcmConfig
+from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
+
+
+def routes_for(config: LcmConfig, host_call_llm: Callable[..., Any] | None) -> list[Any]:
+    """The summary routes ``config`` asks for (``host_call_llm``: the host's auxiliary model)."""
+    provider = config.summary_provider
+    if provider == "extractive":
+        return []
+    host = host_call_llm if provider in ("auto", "auxiliary") else None
+    model = config.summary_model if provider in ("auto", "openai") else ""
+    base_url = config.summary_base_url if provider in ("auto", "openai") else ""
+    return build_routes(model, base_url, config.summary_api_key, list(config.fallback_models), host)
+
+
+class Summarizer:
+    """``summarizer(sources, depth, target, focus, deadline)``: a summary through the routes."""
+
+    def __init__(
+        self,
+        config: LcmConfig,
+        routes: list[Any],
+        guard: CallGuard,
+        redactor: Redactor | None,
+    ) -> None:
+        self.config, self.routes, self.guard, self.redactor = config, routes, guard, redactor
+
+    @property
+    def name(self) -> str:
+        return ",".join(r.name for r in self.routes) or "extractive (offline)"
+
+    def __call__(
+        self,
+        sources: Sequence[SourceItem],
+        depth: int,
+        target: int,
+        focus: str | None,
+        deadline: float | None,
+    ) -> SummaryOutcome:
+        """A summary of ``sources``. With redaction on, the summarizer's input is redacted too (rows
+        stored before it was turned on still hold their secrets, and the input may go to a remote
+        model), and so is what it answers, before it is stored."""
+        redactor = self.redactor
+        if redactor is not None:
+            sources = [SourceItem(s.label, redactor.redact(s.text)) for s in sources]
+            focus = redactor.redact(focus) if focus else focus
+        outcome = summarize(
+            sources,
+            depth=depth,
+            target_tokens=target,
+            focus=focus,
+            routes=self.routes,
+            guard=self.guard,
+            deadline=deadline,
+            timeout_s=self.config.summary_timeout_ms / 1000,
+        )
+        if redactor is None:
+            return outcome
+        return dataclasses.replace(outcome, text=redactor.redact(outcome.text))
+
+    def text(self, sources: Sequence[tuple[str, str]], target: int) -> str:
+        """A summary of ``(label, text)`` sources within ``target`` tokens, bounded by
+        LCM_COMPACTION_MAX_SECONDS (maintenance rebuilds a summary with it)."""
+        deadline = time.monotonic() + self.config.compaction_max_seconds
+        return self(
+            [SourceItem(label, text) for label, text in sources], 0, target, None, deadline
+        ).text
