@@ -12,7 +12,6 @@ valid prompt.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -20,10 +19,8 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from .base import registry
-from .base.hostagents import current_kind
 from .base.redact import redact, remember, remember_env
 from .base.sensitive import redaction_patterns
 from .base.startup import Opening, locate
@@ -38,11 +35,13 @@ from .config import (
 from .core import LcmCore, budget_for, trim
 from .handlers.status import engine_status
 from .host.calls import BuiltinCompressor, host_call_llm, host_home
+from .host.guard import guarded
+from .host.lifecycle import SessionCalls
 from .host.overhead import OverheadMeter
 from .importers.lcmx import prepare as prepare_path
 from .ingest.externalize import ActiveReplay
 from .schemas import tool_schemas
-from .sessions.binding import MODE_NORMAL, ROLE_FORK, ROLE_USER
+from .sessions.binding import MODE_NORMAL, ROLE_USER
 from .store import StoreError
 from .tools import dispatch
 
@@ -54,27 +53,9 @@ except Exception:  # noqa: BLE001 - no host installed: tests, demo, benchmarks
     from .host.base import ContextEngine as _Base
 
 ENGINE_NAME = "lcm"
-_T = TypeVar("_T")
 
 
-def _guarded(fallback: Callable[..., _T]) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
-    """Run a host-facing method; on any error record it and return ``fallback(...)``."""
-
-    def wrap(method: Callable[..., _T]) -> Callable[..., _T]:
-        @functools.wraps(method)
-        def run(self: LcmEngine, *args: Any, **kwargs: Any) -> _T:
-            try:
-                return method(self, *args, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - nothing may escape into the host's turn
-                self.record_error(f"{method.__name__}: {exc.__class__.__name__}: {exc}")
-                return fallback(self, *args, **kwargs)
-
-        return run
-
-    return wrap
-
-
-class LcmEngine(_Base):
+class LcmEngine(SessionCalls, _Base):
     """hermes-lcm as a Hermes context engine. The registered object is a template."""
 
     def __init__(
@@ -227,84 +208,6 @@ class LcmEngine(_Base):
     def _resolve_call_llm(self) -> Callable[..., Any] | None:
         return self._host_call_llm if self._host_call_llm is not None else host_call_llm()
 
-    # -- sessions -------------------------------------------------------------------
-
-    def _bind(self, session_id: str, **kwargs: Any) -> None:
-        core = self.ensure_core()
-        self.session_id = session_id
-        if (
-            self.role != ROLE_FORK
-        ):  # a fork's hooks carry the user's session id: none may reach it here
-            registry.register(session_id, self)
-        if core is not None:
-            core.bind(
-                session_id,
-                platform=self.platform,
-                user_id=self.user_id or None,
-                role=self.role,
-                linked_parent=core.binding.parent_session_id,
-                **kwargs,
-            )
-
-    def link_parent(self, parent_session_id: str) -> None:  # hooks.subagent_start
-        if self.core is not None:
-            self.core.link_parent(parent_session_id)
-
-    def adopt_session(self, session_id: str) -> None:
-        """Take over the new session id a hook revealed after ``/new``."""
-        core = self.ensure_core()
-        old = self.session_id
-        self._bind(session_id, parent_session_id=old or None, reason="new")
-        if core is not None:
-            core.start_fresh_context()
-
-    @_guarded(lambda self, *a, **k: None)
-    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
-        self.hermes_home = str(kwargs.get("hermes_home") or self.hermes_home or "") or None
-        self._load_settings()
-        self.platform = str(kwargs.get("platform") or self.platform or "")
-        self.user_id = str(kwargs.get("user_id") or kwargs.get("sender_id") or self.user_id or "")
-        if kwargs.get("model"):
-            self.model = str(kwargs["model"])
-        if kwargs.get("context_length"):
-            self._set_window(int(kwargs["context_length"]))
-        old = kwargs.get("old_session_id")
-        self.role = (
-            self.role if old else current_kind(self.platform, session_id).value
-        )  # whose agent, at its start
-        if old and old != session_id:
-            self.ingest_host(kwargs.get("messages") or [])
-        self._bind(
-            session_id,
-            conversation_key=kwargs.get("conversation_id"),
-            wait_for_parent=True,
-            parent_session_id=old if old != session_id else None,
-            reason=kwargs.get("boundary_reason"),
-        )
-
-    @_guarded(lambda self, *a, **k: None)
-    def bind_session_state(
-        self, session_db: Any = None, session_id: str | None = None, *args: Any, **kwargs: Any
-    ) -> None:
-        if session_id and not self.session_id:
-            self.session_id = str(session_id)
-
-    @_guarded(lambda self, *a, **k: None)
-    def on_session_end(self, session_id: str, messages: Sequence[Any] | None = None) -> None:
-        if messages and (not self.session_id or session_id == self.session_id):
-            self.ingest_host(messages)
-
-    @_guarded(lambda self, *a, **k: None)
-    def on_session_reset(self) -> None:
-        """``/new``: the next session keeps deep summaries only; it announces itself via hooks."""
-        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = (
-            self.compression_count
-        ) = 0
-        core = self.ensure_core()
-        if core is not None:
-            core.start_fresh_context()
-        registry.await_session(self)
-
     # -- model and usage ---------------------------------------------------------------
 
     def _set_window(self, context_length: int) -> None:
@@ -319,7 +222,7 @@ class LcmEngine(_Base):
         )
         self._window_problems = threshold.problems
 
-    @_guarded(lambda self, *a, **k: None)
+    @guarded(lambda self, *a, **k: None)
     def update_model(
         self,
         model: str,
@@ -338,7 +241,7 @@ class LcmEngine(_Base):
         self._load_settings()
         self._set_window(int(context_length or 0))
 
-    @_guarded(lambda self, *a, **k: None)
+    @guarded(lambda self, *a, **k: None)
     def update_from_response(self, usage: Mapping[str, Any] | None) -> None:
         usage = usage or {}
         prompt = int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
@@ -363,7 +266,7 @@ class LcmEngine(_Base):
     def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int:
         return self.meter.overhead(self.threshold_tokens, messages, current_tokens)
 
-    @_guarded(lambda self, *a, **k: False)
+    @guarded(lambda self, *a, **k: False)
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
         if bool(self.threshold_tokens) and tokens is not None and tokens >= self.threshold_tokens:
@@ -422,7 +325,7 @@ class LcmEngine(_Base):
             or compute_threshold(self.config, self.model, self.context_length).tokens
         )
 
-    @_guarded(_fallback_compress)
+    @guarded(_fallback_compress)
     def compress(
         self,
         messages: list[dict[str, Any]],

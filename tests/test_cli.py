@@ -567,13 +567,16 @@ def test_usage_errors_say_what_is_wanted_once(tmp_path):
 
 def test_grep_snippets_start_just_before_the_match_and_scores_are_never_negative_zero():
     from hermes_lcm.base.display import score
-    from hermes_lcm.cli.main import snippet
+    from hermes_lcm.search.snippets import snippet
+
+    def cli_cell(text: str) -> str:  # how lcm grep cuts a hit for its table
+        return snippet(text, ["quetzal"], 200, lead=24, fill=False, word_start=True)
 
     text = "word " * 60 + "the quetzal\nledger  was   chosen " + "tail " * 80
-    shown = snippet(text, ['"quetzal"'])
+    shown = cli_cell(text)
     assert shown.startswith("…") and shown.index("quetzal") <= 30  # a 60-column cell still shows it
     assert "\n" not in shown and "  " not in shown and len(shown) <= 202
-    assert snippet("quetzal at the start", ['"quetzal"']) == "quetzal at the start"
+    assert cli_cell("quetzal at the start") == "quetzal at the start"
     assert (
         str(score(-0.0000001)) == "0.0" and str(score(-0.0004)) == "0.0" and score(0.12345) == 0.123
     )

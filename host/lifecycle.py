@@ -1,0 +1,121 @@
+"""The host's session lifecycle calls on the engine: start, adopt after ``/new``, end, reset.
+
+They bind the engine's copy to the host's session id (the live-engine registry the hooks read)
+and hand the binding to the core; a fork of the user's agent never takes the user's session.
+LcmEngine inherits them; what they read of the engine is declared below for the type checker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..base import registry
+from ..base.hostagents import current_kind
+from ..sessions.binding import ROLE_FORK
+from .guard import guarded
+
+if TYPE_CHECKING:
+    from ..core import LcmCore
+
+
+class SessionCalls:
+    """The lifecycle half of the context-engine interface (mixed into LcmEngine)."""
+
+    if TYPE_CHECKING:
+        core: LcmCore | None
+        session_id: str
+        platform: str
+        user_id: str
+        role: str
+        model: str
+        hermes_home: str | None
+        last_prompt_tokens: int
+        last_completion_tokens: int
+        last_total_tokens: int
+        compression_count: int
+
+        def ensure_core(self) -> LcmCore | None: ...
+        def record_error(self, text: str) -> None: ...
+        def _load_settings(self) -> None: ...
+        def _set_window(self, context_length: int) -> None: ...
+        def ingest_host(self, messages: Sequence[Any]) -> int: ...
+        def observe_request(
+            self, request_messages: Sequence[Any], tools: Sequence[Any] | None
+        ) -> None: ...
+
+    def _bind(self, session_id: str, **kwargs: Any) -> None:
+        core = self.ensure_core()
+        self.session_id = session_id
+        if (
+            self.role != ROLE_FORK
+        ):  # a fork's hooks carry the user's session id: none may reach it here
+            registry.register(session_id, self)
+        if core is not None:
+            core.bind(
+                session_id,
+                platform=self.platform,
+                user_id=self.user_id or None,
+                role=self.role,
+                linked_parent=core.binding.parent_session_id,
+                **kwargs,
+            )
+
+    def link_parent(self, parent_session_id: str) -> None:  # hooks.subagent_start
+        if self.core is not None:
+            self.core.link_parent(parent_session_id)
+
+    def adopt_session(self, session_id: str) -> None:
+        """Take over the new session id a hook revealed after ``/new``."""
+        core = self.ensure_core()
+        old = self.session_id
+        self._bind(session_id, parent_session_id=old or None, reason="new")
+        if core is not None:
+            core.start_fresh_context()
+
+    @guarded(lambda self, *a, **k: None)
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        self.hermes_home = str(kwargs.get("hermes_home") or self.hermes_home or "") or None
+        self._load_settings()
+        self.platform = str(kwargs.get("platform") or self.platform or "")
+        self.user_id = str(kwargs.get("user_id") or kwargs.get("sender_id") or self.user_id or "")
+        if kwargs.get("model"):
+            self.model = str(kwargs["model"])
+        if kwargs.get("context_length"):
+            self._set_window(int(kwargs["context_length"]))
+        old = kwargs.get("old_session_id")
+        self.role = (
+            self.role if old else current_kind(self.platform, session_id).value
+        )  # whose agent, at its start
+        if old and old != session_id:
+            self.ingest_host(kwargs.get("messages") or [])
+        self._bind(
+            session_id,
+            conversation_key=kwargs.get("conversation_id"),
+            wait_for_parent=True,
+            parent_session_id=old if old != session_id else None,
+            reason=kwargs.get("boundary_reason"),
+        )
+
+    @guarded(lambda self, *a, **k: None)
+    def bind_session_state(
+        self, session_db: Any = None, session_id: str | None = None, *args: Any, **kwargs: Any
+    ) -> None:
+        if session_id and not self.session_id:
+            self.session_id = str(session_id)
+
+    @guarded(lambda self, *a, **k: None)
+    def on_session_end(self, session_id: str, messages: Sequence[Any] | None = None) -> None:
+        if messages and (not self.session_id or session_id == self.session_id):
+            self.ingest_host(messages)
+
+    @guarded(lambda self, *a, **k: None)
+    def on_session_reset(self) -> None:
+        """``/new``: the next session keeps deep summaries only; it announces itself via hooks."""
+        self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = (
+            self.compression_count
+        ) = 0
+        core = self.ensure_core()
+        if core is not None:
+            core.start_fresh_context()
+        registry.await_session(self)
