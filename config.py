@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,128 +19,362 @@ from typing import Any
 from .base import peer_settings as compat
 from .base.patterns import MessagePatterns, split_list
 from .base.sensitive import Policy
+from .base.setting_rules import MAX_TOKENS, PARSERS, parse_model_thresholds, setting, validate
 
 log = logging.getLogger("hermes_lcm")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
-SUMMARY_PROVIDERS = ("auto", "auxiliary", "openai", "extractive")
-SUBAGENT_POLICIES = ("stateless", "store", "ignore")
 # The window assumed while the host has not told the model's context length yet.
 DEFAULT_CONTEXT_LENGTH = 128_000
-# The largest token count any setting may name: ten times the largest context windows sold today.
-MAX_TOKENS = 100_000_000
+
+# The settings' groups (base/setting_rules.GROUPS), named once for the fields below.
+_STORE, _WHEN, _VERBATIM, _HOW = (
+    "Database and storage",
+    "When to compact",
+    "What stays verbatim",
+    "How to compact",
+)
+_SUMMARIZER, _SESSIONS, _AGENTS = ("Summarizer", "Sessions and noise", "The host's own agents")
+_RECALL, _PRIVACY, _OUTPUTS, _ROLLUPS = (
+    "Semantic recall",
+    "Privacy",
+    "Large outputs",
+    "Temporal rollups",
+)
+_PREANSWER, _TOOLS, _OPERATOR = ("The pre-answer hook", "Tools", "Operator surface")
 
 
 @dataclass(frozen=True)
 class LcmConfig:
-    """Every setting with its default; each field is documented in docs/operator-guide.md
-    (a test compares the two)."""
+    """Every setting with its default, its group and what it does: docs/settings.md is printed
+    from these fields (scripts/docs.py; a test fails when the page is stale)."""
 
-    database_path: str = ""
-    database_url: str = ""
-    context_threshold: float = 0.35
-    absolute_threshold_tokens: int = 0
-    model_thresholds: str = ""
-    fresh_tail_count: int = 32
-    fresh_tail_max_tokens: int = 0
-    leaf_chunk_tokens: int = 20000
-    incremental_max_depth: int = 3
-    condense_min_nodes: int = 4
-    summary_budget_ratio: float = 0.4
-    compaction_target_ratio: float = 0.6
-    reserve_tokens: int = 0
-    max_passes_per_compress: int = 12
-    compaction_max_seconds: float = 45.0
-    new_session_retain_depth: int = 2
-    ignore_session_patterns: str = ""
-    stateless_session_patterns: str = ""
-    # A delegate_task subagent's session: "stateless" reads its parent's memory and writes nothing,
-    # "store" keeps it as its own conversation linked to the parent, "ignore" neither reads nor writes.
-    # The session patterns above take precedence.
-    subagent_sessions: str = "stateless"
-    ignore_message_patterns: str = ""
-    summary_provider: str = "auto"
-    summary_model: str = ""
-    summary_base_url: str = ""
-    summary_api_key: str = ""
-    summary_fallback_models: str = ""
-    summary_timeout_ms: int = 60000
-    summary_circuit_breaker_failure_threshold: int = 2
-    summary_circuit_breaker_cooldown_seconds: float = 300.0
-    summary_max_calls_per_hour: int = 120
-    expansion_context_tokens: int = 32000
-    tool_response_max_chars: int = 24000
-    disabled_tools: str = ""
-    assertions_enabled: bool = False
-    # Assertions (evidence/assertions.py): the summary route refines the rule-based extraction when on.
-    assertion_extraction_enabled: bool = False
-    assertion_extraction_max_sources_per_pass: int = 4  # clamped to 1..8 where it is used (LCM-X)
-    assertion_extraction_timeout_seconds: float = (
-        30.0  # clamped to 0.1..120 where it is used (LCM-X)
+    database_path: str = setting(
+        "",
+        _STORE,
+        "SQLite file. Empty: `$HERMES_HOME/lcm.db`, resolved per session from the host's home.",
     )
-    evidence_tools_enabled: bool = True
-    adaptive_retrieval_enabled: bool = False
-    enable_slash_command: bool = False
-    doctor_clean_apply_enabled: bool = False
-    payload_min_base64_chars: int = 2048
-    backup_dir: str = ""
-    empty_lifecycle_min_age_hours: float = 24.0
-    # The lcm_* tools read across owners (people, chats) only when on: a team bot whose users
-    # share one memory. Off, a call reads its owner's conversations at most (binding.owner_for).
-    shared_memory: bool = False
-    # An LCM-X database found at the path is upgraded in place before the first turn
-    # (lcmx_import.upgrade_in_place); off, it is left alone and status names the command.
-    migrate_on_start: bool = True
-    # Privacy (sensitive.py): secrets replaced by placeholders before anything is written. Off: lossless.
-    sensitive_patterns_enabled: bool = False
-    # Catalog kinds or groups to apply ("all", or LCM-X's names: api_key, bearer_token, ...), and user
-    # patterns as name=regex entries (see sensitive.parse_policy).
-    sensitive_patterns: str = "all"
-    # Large outputs (outputs.py): tool results over the threshold go to payload files, the row keeps a stub.
-    large_output_externalization_enabled: bool = False
-    large_output_externalization_threshold_chars: int = 12000
-    # Characters of an externalized output the stub keeps (its head and its tail).
-    large_output_preview_chars: int = 1200
-    # An answered tool result this large is stubbed in the host's prompt at once (a compress with no summary).
-    large_output_active_replay_stubbing_enabled: bool = False
-    large_output_active_replay_stub_threshold_tokens: int = 25000
-    # Semantic recall (embed/, vectors): off by default; its tables exist only once it is on.
-    embeddings_enabled: bool = False
-    embedding_provider: str = (
-        ""  # openai (any OpenAI-compatible /v1/embeddings), voyage, ollama, local
+    database_url: str = setting(
+        "",
+        _STORE,
+        "The memory on this PostgreSQL server, shared by all who name it (`postgres` extra); wins over the path.",
+        form="`postgresql://` URL",
     )
-    embedding_model: str = ""
-    embedding_base_url: str = ""
-    embedding_api_key: str = ""
-    embedding_api_key_env: str = ""  # the name of an environment variable holding the key (LCM-X)
-    embedding_storage_dtype: str = "float32"  # or int8 (per-vector scale)
-    embedding_store_dim: int = 0  # Matryoshka truncation (0: the model's own dimension)
-    embedding_backfill_batch_size: int = 64
-    embedding_query_timeout_s: float = 10.0
-    # Text sent to a provider that is not on this machine is redacted (sensitive.py) even when
-    # LCM_SENSITIVE_PATTERNS_ENABLED is off; false sends it as stored.
-    embedding_privacy_enabled: bool = True
-    knn_prescreen_multiplier: int = 8
-    ollama_base_url: str = ""
-    # lcm_recall's fusion: the weight of the vector arm against full text (0: full text alone).
-    recall_vector_weight: float = (
-        0.2  # tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once
+    context_threshold: float = setting(
+        0.35,
+        _WHEN,
+        "Compaction starts when the prompt reaches this fraction of the context window.",
     )
-    proactive_recall_enabled: bool = False
-    proactive_recall_budget_tokens: int = 500
-    # The pre-answer evidence hook (evidence/preanswer.py): a sealed brief of exact cited lines before
-    # questions about the past; mode "" / legacy_selective / requirements_v1 gate on evidence/need.py, off none.
-    preanswer_evidence_enabled: bool = False
-    preanswer_evidence_mode: str = ""
-    preanswer_evidence_budget_tokens: int = 600
-    # Temporal rollups (rollups.py): day/week/month summaries built off the turn; tables only when on.
-    temporal_rollups_enabled: bool = False
-    rollup_daily_target_tokens: int = 5000
-    rollup_daily_max_tokens: int = 15000
-    rollup_aggregate_max_tokens: int = 20000
-    rollup_builds_per_pass: int = 2
-    timezone: str = ""  # an IANA name (Europe/Paris): rollups in it too; "" = UTC only
+    absolute_threshold_tokens: int = setting(
+        0,
+        _WHEN,
+        "A fixed trigger in tokens; > 0 replaces the fractions. Above the model's window it is reported and unused.",
+    )
+    model_thresholds: str = setting(
+        "",
+        _WHEN,
+        "Per-model fractions (`glm-5.2:0.70,glm-5.2-1M:0.25`); the longest name contained in the model id wins.",
+        form="`name:ratio`, comma-separated; ratio in (0, 1]",
+    )
+    fresh_tail_count: int = setting(
+        32,
+        _VERBATIM,
+        "Newest messages kept verbatim and never compacted; a tool call and its results are never split.",
+    )
+    fresh_tail_max_tokens: int = setting(
+        0,
+        _VERBATIM,
+        "Token cap on that tail; 0 = no cap. The newest message and user request are always kept.",
+    )
+    leaf_chunk_tokens: int = setting(
+        20000, _HOW, "Size of the oldest raw chunk turned into one depth-0 summary per leaf pass."
+    )
+    incremental_max_depth: int = setting(
+        3,
+        _HOW,
+        "Deepest summary level; -1 unlimited, 0 leaves only. At the cap the oldest leave the context (not the DAG).",
+    )
+    condense_min_nodes: int = setting(
+        4, _HOW, "Same-depth summaries wanted before a condensation pass makes a deeper node."
+    )
+    summary_budget_ratio: float = setting(
+        0.4,
+        _HOW,
+        "Share of the compaction goal the summary prefix may use; the rest is for the fresh tail.",
+    )
+    compaction_target_ratio: float = setting(
+        0.6,
+        _HOW,
+        "Compaction aims at this fraction of the prompt budget, leaving headroom until the next one.",
+    )
+    reserve_tokens: int = setting(
+        0,
+        _WHEN,
+        "Tokens kept free for the reply; 0: a tenth of the threshold, 256..4096 (over half of it: reported).",
+    )
+    max_passes_per_compress: int = setting(
+        12, _HOW, "Upper bound on leaf/condense passes in one compress call."
+    )
+    compaction_max_seconds: float = setting(
+        45.0,
+        _HOW,
+        "Time budget of one compress call (ingest included); also bounds every other host call's ingest.",
+    )
+    new_session_retain_depth: int = setting(
+        2,
+        _VERBATIM,
+        "After `/new`, summaries this deep or deeper stay in context; -1 all, 0 none. Nothing is deleted.",
+    )
+    ignore_session_patterns: str = setting(
+        "",
+        _SESSIONS,
+        "Matching sessions store nothing (the prompt stays bounded); tried on `session_id`, `platform`, both.",
+        form="globs, comma-separated (`*` within a `:` segment, `**` across)",
+    )
+    stateless_session_patterns: str = setting(
+        "",
+        _SESSIONS,
+        "Matching sessions read existing memory but never write.",
+        form="globs, as above",
+    )
+    subagent_sessions: str = setting(
+        "stateless",
+        _AGENTS,
+        "A subagent reads its parent's memory (`stateless`), is kept linked to it (`store`), or neither.",
+    )
+    ignore_message_patterns: str = setting(
+        "",
+        _SESSIONS,
+        "A message whose text or tool-call arguments match is not stored (nor a dropped call's results).",
+        form="regexes, comma-separated (`\\,` and commas in `{2,5}`, `[a,b]` do not split)",
+    )
+    summary_provider: str = setting(
+        "auto",
+        _SUMMARIZER,
+        "`auto`: your endpoint if set, else the host's auxiliary LLM, else offline; failures fall back offline.",
+    )
+    summary_model: str = setting(
+        "",
+        _SUMMARIZER,
+        "Summary model: on your endpoint with `LCM_SUMMARY_BASE_URL`, else asked of the host's auxiliary LLM.",
+    )
+    summary_base_url: str = setting("", _SUMMARIZER, "That endpoint's base URL.")
+    summary_api_key: str = setting("", _SUMMARIZER, "Its API key (never printed by status).")
+    summary_fallback_models: str = setting(
+        "", _SUMMARIZER, "Models tried after the first route fails.", form="comma-separated"
+    )
+    summary_timeout_ms: int = setting(
+        60000,
+        _SUMMARIZER,
+        "Timeout of one whole summary call (a trickling server is cut off; an answer over 8 MB is refused).",
+    )
+    summary_circuit_breaker_failure_threshold: int = setting(
+        2, _SUMMARIZER, "Consecutive failures before a route is skipped."
+    )
+    summary_circuit_breaker_cooldown_seconds: float = setting(
+        300.0, _SUMMARIZER, "How long a failed route is skipped."
+    )
+    summary_max_calls_per_hour: int = setting(
+        120,
+        _SUMMARIZER,
+        "Spend guard: summary LLM calls per rolling hour; beyond it summaries are made offline.",
+    )
+    expansion_context_tokens: int = setting(32000, _TOOLS, "Context budget of `lcm_expand_query`.")
+    tool_response_max_chars: int = setting(
+        24000,
+        _TOOLS,
+        "Hard cap on one tool answer (lowered to the host's per-result limit); bigger answers ask to narrow.",
+    )
+    disabled_tools: str = setting(
+        "", _TOOLS, "`lcm_*` tools hidden from the model.", form="tool names, comma-separated"
+    )
+    assertions_enabled: bool = setting(
+        False,
+        _TOOLS,
+        "The assertion sidecar and `lcm_query_state`; off, no table, no extraction, the tool answers disabled.",
+    )
+    assertion_extraction_enabled: bool = setting(
+        False,
+        _TOOLS,
+        "With assertions on, the summary route also extracts facts (a message holding a secret is not sent).",
+    )
+    assertion_extraction_max_sources_per_pass: int = setting(
+        4,
+        _TOOLS,
+        "Messages the summary route is asked about per extraction run; clamped to 1..8 where used.",
+    )
+    assertion_extraction_timeout_seconds: float = setting(
+        30.0, _TOOLS, "Timeout of each of those calls; clamped to 0.1..120 where used."
+    )
+    evidence_tools_enabled: bool = setting(
+        True,
+        _TOOLS,
+        "`lcm_compute`, `lcm_compile_evidence`, `lcm_evidence_pack` answer; false: `status: disabled`.",
+    )
+    adaptive_retrieval_enabled: bool = setting(
+        False,
+        _TOOLS,
+        "Activates `lcm_retrieve`, the bounded retrieval controller; off, it answers `status: disabled`.",
+    )
+    enable_slash_command: bool = setting(
+        False, _OPERATOR, "Registers `/lcm` (interactive CLI and gateway; not `hermes chat -q`)."
+    )
+    doctor_clean_apply_enabled: bool = setting(
+        False,
+        _OPERATOR,
+        "Allows `/lcm doctor clean apply` and `... lifecycle apply`, the commands that delete rows.",
+    )
+    payload_min_base64_chars: int = setting(
+        2048,
+        _STORE,
+        "A base64-looking run this long goes to a payload file (`data:...;base64,` URIs always do).",
+    )
+    backup_dir: str = setting(
+        "",
+        _STORE,
+        "Where backups go (`/lcm backup`, `lcm backup`, every apply, the importer). Empty: `<db dir>/lcm-backups`.",
+    )
+    empty_lifecycle_min_age_hours: float = setting(
+        24.0, _OPERATOR, "Empty session rows younger than this are never lifecycle-cleaned."
+    )
+    # Off, a call reads its owner's conversations at most (sessions/binding.owner_for).
+    shared_memory: bool = setting(
+        False,
+        _TOOLS,
+        "Off: tools read the caller's owner's conversations at most. On: a team bot's users share one memory.",
+    )
+    # The upgrade is importers/lcmx_swap.upgrade_in_place.
+    migrate_on_start: bool = setting(
+        True,
+        _TOOLS,
+        "An LCM-X database at the path is upgraded in place (original kept) before the first turn.",
+    )
+    sensitive_patterns_enabled: bool = setting(
+        False,
+        _PRIVACY,
+        "Redact secrets before anything is stored (cannot be undone). Off: lossless.",
+    )
+    sensitive_patterns: str = setting(
+        "all",
+        _PRIVACY,
+        "Which kinds: `all`, kind names, LCM-X's groups (`api_key`, ...), your own `name=regex`.",
+        form="names or `name=regex`, comma-separated",
+    )
+    large_output_externalization_enabled: bool = setting(
+        False, _OUTPUTS, "Write large tool results to payload files; their rows keep a stub."
+    )
+    large_output_externalization_threshold_chars: int = setting(
+        12000, _OUTPUTS, "A text of a tool result at least this long is externalized."
+    )
+    large_output_preview_chars: int = setting(
+        1200,
+        _OUTPUTS,
+        "Characters of head and tail in the stub; cut so a stub is always below the threshold.",
+    )
+    large_output_active_replay_stubbing_enabled: bool = setting(
+        False,
+        _OUTPUTS,
+        "Also replace answered large outputs in the host's own list, at once (a compress with no summary).",
+    )
+    large_output_active_replay_stub_threshold_tokens: int = setting(
+        25000,
+        _OUTPUTS,
+        "How large (tokens) an answered tool result must be for active replay to act.",
+    )
+    embeddings_enabled: bool = setting(
+        False,
+        _RECALL,
+        "Turn on the vector arm of recall; off, nothing is embedded, created or sent.",
+    )
+    embedding_provider: str = setting(
+        "",
+        _RECALL,
+        "`openai`: any `/v1/embeddings`; `local`: `hermes-lcm[local]` offline. LCM-X's `fastembed` reads as `local`.",
+    )
+    embedding_model: str = setting(
+        "", _RECALL, "The provider's model id; vectors are kept per model."
+    )
+    embedding_base_url: str = setting(
+        "", _RECALL, "The endpoint of an `openai` or `voyage` provider."
+    )
+    embedding_api_key: str = setting("", _RECALL, "Its key (masked everywhere, like every key).")
+    embedding_api_key_env: str = setting(
+        "", _RECALL, "The name of an environment variable holding the key instead (LCM-X's)."
+    )
+    embedding_storage_dtype: str = setting(
+        "float32", _RECALL, "`int8` keeps a quarter of the size (per-vector scale)."
+    )
+    embedding_store_dim: int = setting(
+        0, _RECALL, "Matryoshka truncation to this many leading dimensions (0: the model's own)."
+    )
+    embedding_backfill_batch_size: int = setting(
+        64, _RECALL, "Texts per provider call when embedding history (shortest first)."
+    )
+    embedding_query_timeout_s: float = setting(
+        10.0,
+        _RECALL,
+        "How long a query's whole embedding call may take before recall goes on with full text alone.",
+    )
+    embedding_privacy_enabled: bool = setting(
+        True,
+        _RECALL,
+        "Text sent to a provider off this machine is redacted even when redaction of the store is off.",
+    )
+    knn_prescreen_multiplier: int = setting(
+        8,
+        _RECALL,
+        "The sign-bit prescreen keeps this many times k candidates for the exact rescore.",
+    )
+    ollama_base_url: str = setting(
+        "", _RECALL, "Ollama's endpoint (empty: `http://127.0.0.1:11434`)."
+    )
+    # Tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once.
+    recall_vector_weight: float = setting(
+        0.2, _RECALL, "The vector arm's weight in `lcm_recall`'s fusion (0: full text alone)."
+    )
+    proactive_recall_enabled: bool = setting(
+        False,
+        _RECALL,
+        "A budget-capped block of the best earlier hits for the newest user message.",
+    )
+    proactive_recall_budget_tokens: int = setting(
+        500, _RECALL, "The most that block may cost (counted in the prompt reserve)."
+    )
+    preanswer_evidence_enabled: bool = setting(
+        False, _PREANSWER, "A sealed brief of exact cited lines before questions about the past."
+    )
+    preanswer_evidence_mode: str = setting(
+        "",
+        _PREANSWER,
+        "With the hook on: `off` turns it off; the others run it behind the recall-need gate.",
+    )
+    preanswer_evidence_budget_tokens: int = setting(
+        600,
+        _PREANSWER,
+        "The brief's size in tokens, framing included (counted in the prompt reserve).",
+    )
+    temporal_rollups_enabled: bool = setting(
+        False,
+        _ROLLUPS,
+        "Day, week and month summaries built in the background, served by `lcm_recent`; tables only once on.",
+    )
+    rollup_daily_target_tokens: int = setting(
+        5000, _ROLLUPS, "The size a day rollup is summarized to."
+    )
+    rollup_daily_max_tokens: int = setting(
+        15000, _ROLLUPS, "The size a day rollup is cut to if the summary route returns more."
+    )
+    rollup_aggregate_max_tokens: int = setting(
+        20000, _ROLLUPS, "The size of a week or month rollup (its target and its limit)."
+    )
+    rollup_builds_per_pass: int = setting(
+        2, _ROLLUPS, "The most rollups one background pass builds (days before weeks and months)."
+    )
+    timezone: str = setting(
+        "",
+        _ROLLUPS,
+        "Rollups are also kept for this zone's days, served by `lcm_recent`. Empty: UTC only.",
+        form="IANA zone name (`Europe/Paris`)",
+    )
 
     @property
     def fallback_models(self) -> tuple[str, ...]:
@@ -162,20 +395,6 @@ class LcmConfig:
     def threshold_tokens_for(self, model: str, context_length: int) -> int:
         """The compaction threshold in tokens; see :func:`compute_threshold`."""
         return compute_threshold(self, model, context_length).tokens
-
-
-def parse_model_thresholds(value: str) -> tuple[tuple[str, float], ...]:
-    """``"glm-5.2:0.70,glm-5.2-1M:0.25"`` -> pairs; the ratio is after the last colon."""
-    pairs = []
-    for item in split_list(value):
-        key, sep, ratio = item.rpartition(":")
-        if not sep:
-            raise ValueError(f"model threshold {item!r} has no ':ratio'")
-        number = float(ratio)
-        if not (math.isfinite(number) and 0 < number <= 1):
-            raise ValueError(f"model threshold ratio {number} not in (0, 1]")
-        pairs.append((key.strip(), number))
-    return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -247,129 +466,6 @@ class LoadedConfig:
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
-def _parse_bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"expected a boolean, got {raw!r}")
-
-
-def _parse_str(raw: Any) -> str:
-    if isinstance(raw, list | tuple):
-        return ",".join(str(item) for item in raw)
-    if isinstance(raw, Mapping):
-        return ",".join(f"{key}:{value}" for key, value in raw.items())
-    return str(raw)
-
-
-_PARSERS: dict[type, Callable[[Any], Any]] = {
-    bool: _parse_bool,
-    int: lambda raw: int(str(raw).strip()),
-    float: lambda raw: float(str(raw).strip()),
-    str: _parse_str,
-}
-
-# Bounds checked after parsing: (minimum, maximum); None means open.
-# Every numeric key has both bounds, so no number that parses can be absurd (a test checks this).
-_BOUNDS: dict[str, tuple[float, float]] = {
-    "context_threshold": (0.01, 1.0),
-    "absolute_threshold_tokens": (0, MAX_TOKENS),
-    "fresh_tail_count": (1, 10_000),
-    "fresh_tail_max_tokens": (0, MAX_TOKENS),
-    "leaf_chunk_tokens": (500, 1_000_000),
-    "incremental_max_depth": (-1, 64),
-    "condense_min_nodes": (2, 64),
-    "summary_budget_ratio": (0.05, 0.9),
-    "compaction_target_ratio": (0.1, 1.0),
-    "reserve_tokens": (0, MAX_TOKENS),
-    "max_passes_per_compress": (1, 200),
-    "compaction_max_seconds": (0.0, 3600.0),
-    "new_session_retain_depth": (-1, 64),
-    "summary_timeout_ms": (100, 3_600_000),
-    "summary_circuit_breaker_failure_threshold": (1, 100),
-    "summary_circuit_breaker_cooldown_seconds": (0.0, 86_400.0),
-    "summary_max_calls_per_hour": (0, 100_000),
-    "expansion_context_tokens": (500, 1_000_000),
-    "tool_response_max_chars": (1000, 1_000_000),
-    "payload_min_base64_chars": (256, 1 << 30),
-    "empty_lifecycle_min_age_hours": (0.0, 87_600.0),
-    "large_output_externalization_threshold_chars": (1000, 1 << 30),
-    "large_output_preview_chars": (0, 100_000),
-    "large_output_active_replay_stub_threshold_tokens": (100, MAX_TOKENS),
-    "embedding_store_dim": (0, 16384),
-    "embedding_backfill_batch_size": (1, 4096),
-    "embedding_query_timeout_s": (0.1, 600.0),
-    "knn_prescreen_multiplier": (1, 1000),
-    "recall_vector_weight": (0.0, 1.0),
-    "proactive_recall_budget_tokens": (50, 20000),
-    "preanswer_evidence_budget_tokens": (100, 8000),
-    "rollup_daily_target_tokens": (200, 200_000),
-    "rollup_daily_max_tokens": (200, 400_000),
-    "rollup_aggregate_max_tokens": (200, 400_000),
-    "rollup_builds_per_pass": (1, 100),
-    "assertion_extraction_max_sources_per_pass": (0, 1_000_000),
-    "assertion_extraction_timeout_seconds": (0.0, 86_400.0),
-}
-PREANSWER_MODES = ("", "off", "legacy_selective", "requirements_v1")
-EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
-EMBEDDING_DTYPES = ("float32", "int8")
-
-
-def _validate(name: str, value: Any) -> None:
-    """Raise ValueError for a parsed value out of its key's range.
-
-    NaN compares false with everything, so a range check alone lets it through: every
-    float must first be finite.
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value} is not a finite number")
-    if name in _BOUNDS:
-        low, high = _BOUNDS[name]
-        if not low <= value <= high:
-            raise ValueError(f"{value} is outside {low}..{high}")
-    if name == "subagent_sessions" and value not in SUBAGENT_POLICIES:
-        raise ValueError(f"{value!r} is not one of {', '.join(SUBAGENT_POLICIES)}")
-    if name == "summary_provider" and value not in SUMMARY_PROVIDERS:
-        raise ValueError(f"{value!r} is not one of {', '.join(SUMMARY_PROVIDERS)}")
-    if name == "embedding_provider" and value not in EMBEDDING_PROVIDERS:
-        hint = (
-            " (fastembed: use local, the offline ONNX model of hermes-lcm[local])"
-            if value == "fastembed"
-            else ""
-        )
-        raise ValueError(f"{value!r} is not one of openai, voyage, ollama, local{hint}")
-    if name == "embedding_storage_dtype" and value not in EMBEDDING_DTYPES:
-        raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_DTYPES)}")
-    if name == "model_thresholds":
-        parse_model_thresholds(value)
-    if name == "preanswer_evidence_mode" and value.strip().lower() not in PREANSWER_MODES:
-        raise ValueError(
-            f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)"
-        )
-    if name == "timezone" and value:
-        check_timezone(value)
-    if name == "database_url" and value and not value.startswith(("postgresql://", "postgres://")):
-        raise ValueError("not a postgresql:// URL (a SQLite file is set with LCM_DATABASE_PATH)")
-
-
-def check_timezone(name: str) -> None:
-    """Raise ValueError unless ``name`` is an IANA zone this machine knows ("" is UTC)."""
-    import zoneinfo  # here: only a set LCM_TIMEZONE pays for the zone database
-
-    if "/" in name and (name.startswith("/") or ".." in name):
-        raise ValueError(f"{name!r} is not an IANA time zone name")
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ValueError(
-            f"{name!r} is not a known IANA time zone (e.g. Europe/Paris, Asia/Tokyo)"
-        ) from exc
-
-
 def env_name(field_name: str) -> str:
     return "LCM_" + field_name.upper()
 
@@ -402,8 +498,8 @@ def load_config(
             if spec.name == "embedding_provider" and str(raw).strip().lower() == "fastembed":
                 raw = _fastembed(label, problems)
             try:
-                parsed = _PARSERS[_field_type(spec)](raw)
-                _validate(spec.name, parsed)
+                parsed = PARSERS[_field_type(spec)](raw)
+                validate(spec.name, parsed)
             except (TypeError, ValueError, ArithmeticError) as exc:
                 problems.append(
                     f"{label}={raw!r} is invalid ({exc}); using {values.get(spec.name, spec.default)!r}"
@@ -460,10 +556,8 @@ def announce(loaded: LoadedConfig) -> None:
             log.warning("hermes-lcm: %s", note)
 
 
-def _field_type(spec: dataclasses.Field[Any]) -> type:
-    names = {"bool": bool, "int": int, "float": float, "str": str}
-    declared = spec.type if isinstance(spec.type, str) else spec.type.__name__
-    return names[declared]
+def _field_type(spec: dataclasses.Field[Any]) -> str:
+    return spec.type if isinstance(spec.type, str) else spec.type.__name__
 
 
 def read_yaml_block(

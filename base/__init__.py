@@ -7,6 +7,7 @@ redactor (``sensitive``), what a text says is secret (``secretscan``), the maski
 (``redact``); private files (``private``), times and display (``times``, ``display``), background
 jobs and the live-engine registry (``jobs``, ``registry``), the database-open state
 (``startup``), embedding vectors (``vectors``), progress lines (``progress``), bounded HTTP calls
-(``httpcall``), which of the host's agents is calling (``hostagents``), and the peers' settings
-and what each means here (``peer_settings``).
+(``httpcall``), which of the host's agents is calling (``hostagents``), the peers' settings
+and what each means here (``peer_settings``), the rules our settings' values obey
+(``setting_rules``), and the settings reference printed from them (``settings_doc``).
 """

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
+from hermes_lcm.base.setting_rules import BOUNDS
 from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.config import (
-    _BOUNDS,
     LcmConfig,
     compute_threshold,
     env_name,
@@ -56,8 +56,8 @@ def _close_stores():
 
 
 def test_every_numeric_key_has_finite_bounds():
-    assert NUMERIC and set(NUMERIC) <= set(_BOUNDS)
-    assert all(math.isfinite(low) and math.isfinite(high) for low, high in _BOUNDS.values())
+    assert NUMERIC and set(NUMERIC) <= set(BOUNDS)
+    assert all(math.isfinite(low) and math.isfinite(high) for low, high in BOUNDS.values())
 
 
 @pytest.mark.parametrize("source", ["env", "yaml"])
@@ -229,7 +229,7 @@ def test_any_config_loads_into_bounded_finite_settings_and_a_sane_budget(
     env = {env_name(k): str(v) for k, v in env_block.items() if v is not None}
     loaded = load_config(env, yaml_block)
     config = loaded.config
-    for name, (low, high) in _BOUNDS.items():
+    for name, (low, high) in BOUNDS.items():
         value = getattr(config, name)
         assert not isinstance(value, bool) and math.isfinite(value) and low <= value <= high, (
             name,
