@@ -8,7 +8,7 @@ variable and every key of the ``lcm:`` block through this table, and status, doc
 log name what was not honoured. The lists below were extracted from the peers' own sources
 (``LCMX_SOURCE``, ``CLAW_SOURCE``); ``tests/test_settings_compat.py`` checks that each one is
 classified, and ``python -m hermes_lcm.base.peer_settings`` prints the totals and the table
-docs/operator-guide.md ("Migration") shows.
+docs/guide/import-and-migrate.md ("Every peer setting") shows.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ ALIASES: dict[str, dict[str, Alias]] = {
 
 _NO_VECTORS = (
     "not used here: semantic recall takes LCM_EMBEDDINGS_ENABLED, LCM_EMBEDDING_PROVIDER (openai, ollama, "
-    "local), LCM_EMBEDDING_MODEL and LCM_RECALL_VECTOR_WEIGHT; see docs/operator-guide.md, Semantic recall"
+    "local), LCM_EMBEDDING_MODEL and LCM_RECALL_VECTOR_WEIGHT; see docs/guide/semantic-recall.md"
 )
 _SUMMARY_SIZE = "summary sizes follow LCM_SUMMARY_BUDGET_RATIO"
 _SPEND = "use LCM_SUMMARY_MAX_CALLS_PER_HOUR (= max calls x 3600 / window seconds)"
@@ -269,7 +269,7 @@ INSTEAD: dict[str, str] = {
     "LCM_QUERY_VIEWS_ENABLED": "no query views; remove it",
     "LCM_RESERVE_TOKENS_FLOOR": "closest: LCM_RESERVE_TOKENS (kept free below the threshold, not the window)",
     "LCM_THRESHOLD_FULL_SWEEP_ENABLED": "compress runs passes until the goal: LCM_MAX_PASSES_PER_COMPRESS",
-    "LCM_BOOTSTRAP_MAX_TOKENS": "no start-up import: run lcm import (see docs/operator-guide.md, Migration)",
+    "LCM_BOOTSTRAP_MAX_TOKENS": "no start-up import: run lcm import (see docs/guide/import-and-migrate.md)",
     "LCM_CONDENSED_MIN_FANOUT_HARD": "use LCM_CONDENSE_MIN_NODES",
     "LCM_LEAF_MIN_FANOUT": "use LCM_CONDENSE_MIN_NODES",
     "LCM_DELEGATION_TIMEOUT_MS": _NO_SUBAGENT,
@@ -523,7 +523,7 @@ def is_ignored_note(text: str) -> bool:
 
 
 def markdown_table() -> str:
-    """The migration table of docs/operator-guide.md."""
+    """The peer settings table of docs/guide/import-and-migrate.md (a generated block)."""
     lines = ["| peer | kind | setting | here | note |", "| --- | --- | --- | --- | --- |"]
     for row in TABLE:
         here = {"same": f"same: `{row.ours}`", "alias": f"alias of `{row.ours}`"}.get(

@@ -83,7 +83,7 @@ def fix_for(setting: str, path: Path | str) -> str:
     if isinstance(path, str):
         return (
             f"the URL comes from {setting}: check that the server is up and reachable, the database "
-            "exists and its user may create tables (see docs/operator-guide.md, PostgreSQL)"
+            "exists and its user may create tables (see docs/guide/postgresql.md)"
         )
     if setting == "HERMES_HOME":
         return (
@@ -140,7 +140,7 @@ class Opening:
         if isinstance(exc, PathRefused):
             what = str(exc)
         elif for_good:
-            what = f"{exc} - this engine will not write to it; see docs/operator-guide.md (import)"
+            what = f"{exc} - this engine will not write to it; see docs/guide/import-and-migrate.md"
         elif isinstance(path, Path) and str(path) != MEMORY and not path.exists():
             what = f"{path} cannot be created ({exc.__class__.__name__}: {exc})"
         else:

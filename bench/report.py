@@ -21,8 +21,24 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+# A verdict-table cell longer than this is cut at a clause; its whole text follows the table, so a
+# row still reads as one line while no figure is lost.
+CELL_MAX = 80
+
+
+def _short(text: str, notes: list[str]) -> str:
+    if len(text) <= CELL_MAX:
+        return text
+    cut = max(text.rfind("; ", 0, CELL_MAX), text.rfind(" (", 0, CELL_MAX))
+    if cut < 20:
+        cut = text.rfind(" ", 0, CELL_MAX)
+    notes.append(text)
+    return f"{text[:cut]} ... [{len(notes)}]"
+
+
 def summary_table(results: list[dict[str, Any]]) -> str:
     machines: list[str] = []
+    notes: list[str] = []
     lines = [
         "| target | ours | reference systems | verdict | date | machine |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -38,9 +54,9 @@ def summary_table(results: list[dict[str, Any]]) -> str:
                     _cell(v)
                     for v in (
                         row["target"],
-                        row["ours"],
-                        row.get("reference", "-"),
-                        row.get("verdict", "-"),
+                        _short(str(row["ours"]), notes),
+                        _short(str(row.get("reference", "-")), notes),
+                        _short(str(row.get("verdict", "-")), notes),
                         result["date"],
                         label,
                     )
@@ -49,6 +65,9 @@ def summary_table(results: list[dict[str, Any]]) -> str:
             )
     lines.append("")
     lines += [f"- M{i + 1}: {m}" for i, m in enumerate(machines)]
+    if notes:
+        lines += ["", "Cells cut short above, in full:", ""]
+        lines += [f"{i + 1}. {_cell(text)}" for i, text in enumerate(notes)]
     return "\n".join(lines)
 
 

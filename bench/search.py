@@ -41,7 +41,7 @@ PROSE = (
     "how should we handle the timeout and retry in the client connection?",
 )
 COMMON = ("file", "error", "test value")
-# An identifier shaped like the AUTH_BATCH_LIMIT (every part a common token) planted in a
+# An identifier shaped like AUTH_BATCH_LIMIT (every part a common token) planted in a
 # handful of messages: the phrase is rare though its words are not (5 rows at 100k, 50 at 1M).
 PLANTED_IDENT = "AUTH_INVOICE_LIMIT"
 PLANT_EVERY = 20_000

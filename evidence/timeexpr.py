@@ -5,7 +5,7 @@ the way the writer meant it, so a relative phrase is resolved against the messag
 timestamp (the anchor), in the user's timezone when one is configured, else UTC. Absolute forms
 ("May 7, 2023", "7 May 2023", "2023-05-07", "May 2023", "2023") need no anchor.
 
-Conventions (documented in the operator guide, tested in tests/test_timeexpr.py):
+Conventions (docs/guide/semantic-recall.md, Evidence tools; tested in tests/test_timeexpr.py):
 weeks run Monday..Sunday; "last Friday" is the latest Friday strictly before the anchor's day
 (said on a Friday it means a week earlier); "next Friday" the first one strictly after;
 "this Friday" the Friday of the anchor's week; "in June" / "May 7" without a year the nearest

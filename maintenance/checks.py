@@ -125,7 +125,7 @@ def database_check(store: Store, facts: dict[str, Any]) -> Check:
             "fail",
             detail,
             INSPECT,
-            "restore the newest good backup (docs/operator-guide.md)",
+            "restore the newest good backup (docs/guide/operate.md, Backups and restore)",
         )
     if str(facts["journal_mode"]).lower() not in ("wal", "postgresql") and not store.readonly:
         return Check("database", "warn", detail + " (expected wal)", INSPECT)

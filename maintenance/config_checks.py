@@ -105,6 +105,6 @@ def settings_check(notes: list[str]) -> Check:
         "settings",
         "warn" if ignored else "ok",
         "; ".join(notes),
-        "rename or remove them (docs/operator-guide.md, Migration)" if ignored else None,
+        "rename or remove them (docs/guide/import-and-migrate.md, Migration)" if ignored else None,
         data={"notes": notes},
     )

@@ -304,9 +304,9 @@ def test_install_without_a_findable_hermes_python_says_how_to_name_it(tmp_path):
 
 
 def test_the_guide_lists_the_runtime_dependencies_of_pyproject():
-    guide = (REPO / "docs" / "operator-guide.md").read_text()
-    block = guide.split("<!-- dependencies: host.install.dependency_table() -->\n", 1)[1]
-    block = block.split("\n<!-- /dependencies -->")[0]
+    guide = (REPO / "docs" / "guide" / "install.md").read_text()
+    block = guide.split("<!-- generated: hermes_lcm.host.install.dependency_table -->\n", 1)[1]
+    block = block.split("\n<!-- /generated -->")[0]
     assert block == hostinstall.dependency_table()
     import tomllib
 

@@ -1,5 +1,6 @@
-"""The installed documentation stays true: every config key documented with its real default,
-every operator command and CLI verb documented, the skill's references all present."""
+"""The installed documentation stays true: every config key in the settings reference with its
+real default, every operator command and CLI verb in the guide, the guide's index linking every
+page, the skill's references all present."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ from hermes_lcm.command import DOCTOR, VERBS
 from hermes_lcm.config import LcmConfig, env_name
 
 REPO = Path(__file__).resolve().parents[1]
-GUIDE = (REPO / "docs" / "operator-guide.md").read_text(encoding="utf-8")
+INDEX = REPO / "docs" / "operator-guide.md"
+PAGES = sorted((REPO / "docs" / "guide").glob("*.md"))
+GUIDE = "\n".join(p.read_text(encoding="utf-8") for p in [INDEX, *PAGES])
+SETTINGS = REPO / "docs" / "settings.md"
 SKILL = REPO / "skills" / "hermes-lcm"
 
 
 def documented_defaults() -> dict[str, str]:
+    """The settings reference's rows: every table whose first cell is an `LCM_*` name."""
     rows = {}
-    for line in GUIDE.splitlines():
+    for line in SETTINGS.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 3 and re.fullmatch(r"`LCM_[A-Z0-9_]+`", cells[0]):
             rows[cells[0].strip("`")] = cells[1]
@@ -43,7 +48,7 @@ def test_every_config_key_is_documented_with_its_default():
     missing = [
         env_name(f.name) for f in dataclasses.fields(LcmConfig) if env_name(f.name) not in rows
     ]
-    assert not missing, f"add these keys to docs/operator-guide.md (Configuration): {missing}"
+    assert not missing, f"add these keys to docs/settings.md: {missing}"
     wrong = {
         env_name(f.name): (rows[env_name(f.name)], f.default)
         for f in dataclasses.fields(LcmConfig)
@@ -87,6 +92,21 @@ def test_skill_has_frontmatter_and_all_references():
 def test_docs_exist_and_link_each_other():
     for name in ("operator-guide.md", "tools-reference.md", "architecture.md"):
         assert (REPO / "docs" / name).stat().st_size > 1000, name
+    index = INDEX.read_text(encoding="utf-8")
+    wanted = {
+        "install",
+        "configure",
+        "operate",
+        "semantic-recall",
+        "privacy",
+        "import-and-migrate",
+        "postgresql",
+        "troubleshoot",
+        "security",
+    }
+    assert wanted <= {p.stem for p in PAGES}
+    for page in PAGES:  # the index is where code and docs send a reader: it must reach every page
+        assert f"(guide/{page.name})" in index, page.name
     arch = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     for part in ("Hermes Agent (host)", "LcmEngine", "summaries", "assemble", "tools", "search"):
         assert part in arch, part

@@ -126,11 +126,12 @@ def test_the_totals_come_from_the_table_and_the_module_prints_them():
     )
 
 
-def test_the_operator_guide_holds_the_table_as_generated():
-    guide = (
-        Path(compat.__file__).resolve().parent.parent / "docs" / "operator-guide.md"
+def test_the_migration_page_holds_the_table_as_generated():
+    page = (
+        Path(compat.__file__).resolve().parent.parent / "docs" / "guide" / "import-and-migrate.md"
     ).read_text(encoding="utf-8")
-    assert compat.markdown_table() in guide
+    block = page.split("<!-- generated: hermes_lcm.base.peer_settings.markdown_table -->\n", 1)[1]
+    assert block.split("\n<!-- /generated -->")[0] == compat.markdown_table()
 
 
 # -- aliases change behaviour ---------------------------------------------------------------------
