@@ -1,7 +1,6 @@
 """``lcm assertions`` for the ``lcm`` CLI: the sidecar's status, and ``rebuild``.
 
-A layer of its own just below the surfaces (like cli_embed.py), so cli.py registers it with one
-line. ``status`` reads only (counts by kind and extractor, the cursor, the messages not read
+``status`` reads only (counts by kind and extractor, the cursor, the messages not read
 yet). ``rebuild`` WRITES: it drops every assertion and extracts again from the first message
 with the rules (the summary route's refinement runs only in the engine's job); the same store
 gives the same facts.
@@ -10,17 +9,15 @@ gives the same facts.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from ..base import progress as pg
 from ..store import Store, is_read_only_file, open_store, writable_target
+from . import common
+from .common import Subparsers
+from .output import EXIT_DATABASE, CliError
 
-Add = Callable[..., argparse.ArgumentParser]
-Fail = Callable[..., Exception]  # cli.CliError(message, code)
-
-EXIT_NOT_ENABLED = 2
-EXIT_DATABASE = 3
+EXIT_NOT_ENABLED = 2  # the setting is off: a usage problem, like a bad flag
 
 
 def status(store: Store, config: Any) -> dict[str, Any]:
@@ -35,20 +32,22 @@ def status(store: Store, config: Any) -> dict[str, Any]:
     }
 
 
-def rebuild(store: Store, config: Any, fail: Fail) -> dict[str, Any]:
+def rebuild(store: Store, config: Any) -> dict[str, Any]:
     from ..base.sensitive import Policy, Redactor
     from ..evidence import Assertions  # lazy: its rules compile ~70 ms of regexes
 
     if not config.assertions_enabled:
-        raise fail("assertions are off: set LCM_ASSERTIONS_ENABLED=true first", EXIT_NOT_ENABLED)
+        raise CliError(
+            "assertions are off: set LCM_ASSERTIONS_ENABLED=true first", EXIT_NOT_ENABLED
+        )
     if is_read_only_file(store):
-        raise fail(
+        raise CliError(
             f"the database {store.path} is read-only: lcm assertions rebuild writes", EXIT_DATABASE
         )
     try:
         writable = open_store(writable_target(store))
     except Exception as exc:
-        raise fail(
+        raise CliError(
             f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE
         ) from exc
     redactor = (
@@ -68,18 +67,25 @@ def rebuild(store: Store, config: Any, fail: Fail) -> dict[str, Any]:
     return {"rebuilt": rebuilt, "refused": sidecar.refused, **status(writable, config)}
 
 
-def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) -> None:
-    """Add the ``assertions`` verb through cli.parser's ``add``."""
-
-    def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        if args.action == "rebuild":
-            return rebuild(store, config(args), fail)
-        return status(store, config(args))
-
-    cmd = add(
+def register(subparsers: Subparsers) -> None:
+    cmd = common.verb(
+        subparsers,
         "assertions",
         handler,
         "the assertion sidecar (lcm_query_state): status, or rebuild (WRITES: drops "
         "the assertions and extracts them again from every stored message)",
     )
-    cmd.add_argument("action", nargs="?", choices=("status", "rebuild"), default="status")
+    cmd.add_argument(
+        "action",
+        nargs="?",
+        choices=("status", "rebuild"),
+        metavar="status|rebuild",
+        default="status",
+        help="status reads; rebuild writes",
+    )
+
+
+def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    if args.action == "rebuild":
+        return rebuild(store, common.settings())
+    return status(store, common.settings())

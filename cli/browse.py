@@ -1,67 +1,97 @@
-"""The browsing verbs of ``lcm``: conversations, sessions, messages, summaries, grep, expand.
-
-They read a store opened read-only and answer one page at a time (keyset cursors, ``--after``),
-so a large memory never loads whole; lcm grep ranks the way lcm_grep does, through the searcher.
-"""
+"""``lcm conversations``, ``sessions``, ``messages``, ``summaries`` and ``expand``: walking what the
+store holds, page by page (keyset cursors), from a conversation down to one message's exact
+content. Read-only, like the agent's lcm_describe and lcm_expand tools they mirror."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..base.display import cut, iso, score
-from ..base.records import StoredMessage, SummaryNode, node_label, parse_node_label
+from ..base.display import iso
+from ..base.records import SummaryNode, node_label, parse_node_label
 from ..dag import Dag
-from ..search.snippets import first_words, snippet
 from ..store import Store
-from .export import node_row
+from . import common
+from .common import ID, ID_MAX, OFFSET, Subparsers, page_limit
 from .output import EXIT_USAGE, CliError
-
-if TYPE_CHECKING:
-    from ..search.query import Query
-    from ..search.searcher import Hit
-
-ID_MAX = (
-    1 << 63
-) - 1  # SQLite's INTEGER range: an id or cursor beyond it names nothing we could store
-PAGE_MAX = 500
-GREP_PAGES = 8  # pages of lcm_grep's walk `lcm grep` reads to find --limit hits of each kind
+from .rows import message_row, node_row
 
 
-def page_limit(value: int) -> int:
-    if value < 1 or value > PAGE_MAX:
-        raise CliError(f"--limit must be between 1 and {PAGE_MAX}", EXIT_USAGE)
-    return value
+def register(subparsers: Subparsers) -> None:
+    common.paged(
+        common.verb(
+            subparsers,
+            "conversations",
+            conversations,
+            "conversations with message/summary/session counts",
+        )
+    )
+    s = common.verb(
+        subparsers,
+        "sessions",
+        sessions,
+        "sessions (host session ids), optionally of one conversation",
+    )
+    common.conversation(s, "only this conversation's sessions")
+    common.paged(s)
+    m = common.verb(
+        subparsers,
+        "messages",
+        messages,
+        "raw messages: 'tail' (newest) or 'page' (keyset, oldest first)",
+    )
+    m.add_argument(
+        "mode",
+        choices=("tail", "page"),
+        metavar="tail|page",
+        help="tail: a conversation's newest; page: oldest first, from --after",
+    )
+    common.conversation(m, "the conversation to read (tail needs it)")
+    m.add_argument("--session", help="page one host session's messages instead of a conversation's")
+    common.max_chars(m, 2000)
+    common.paged(m, 20)
+    sm = common.verb(
+        subparsers,
+        "summaries",
+        summaries,
+        "summary nodes: 'list' a conversation's, or 'show' one with lineage",
+    )
+    sm.add_argument(
+        "mode",
+        choices=("list", "show"),
+        metavar="list|show",
+        help="list: a conversation's nodes; show: one node, its lineage and sources",
+    )
+    sm.add_argument("node", nargs="?", help="node id for show (S12)")
+    common.conversation(sm, "the conversation to list (list needs it)")
+    sm.add_argument(
+        "--depth", type=ID, metavar="N", help="list only nodes of this depth (0: over messages)"
+    )
+    common.max_chars(sm, 400)
+    common.source_window(sm)
+    common.paged(sm)
+    e = common.verb(
+        subparsers,
+        "expand",
+        expand,
+        "one node's sources or one message's exact content, paged",
+    )
+    e.add_argument("--node", metavar="NODE_ID", help="a summary node id (S12): its sources")
+    e.add_argument(
+        "--message", type=ID, metavar="STORE_ID", help="a message's store_id: its exact content"
+    )
+    common.source_window(e)
+    e.add_argument(
+        "--content-offset",
+        type=OFFSET,
+        default=0,
+        metavar="N",
+        help="start the message's content at this character (the previous next_content_offset)",
+    )
+    common.max_chars(e, 20000)
 
 
-def message_row(m: StoredMessage, max_chars: int) -> dict[str, Any]:
-    content, truncated = cut(m.content, max_chars)
-    row: dict[str, Any] = {
-        "store_id": m.id,
-        "conversation_id": m.conversation_id,
-        "seq": m.seq,
-        "session_id": m.session_id,
-        "role": m.role,
-        "created_at": iso(m.created_at),
-        "source": m.source,
-        "tokens": m.tokens,
-        "content": content,
-        "truncated": truncated,
-        "content_chars": len(m.content),
-    }
-    if m.tool_calls:
-        row["tool_calls"] = json.loads(m.tool_calls)
-    if m.tool_call_id:
-        row["tool_call_id"] = m.tool_call_id
-    if m.tool_name:
-        row["tool_name"] = m.tool_name
-    return row
-
-
-def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+def conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     limit = page_limit(args.limit)
     rows = store.conversations_page(args.after or 0, limit)
     for r in rows:
@@ -70,7 +100,7 @@ def cmd_conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     return {"items": rows, "next_cursor": rows[-1]["id"] if len(rows) == limit else None}
 
 
-def cmd_sessions(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+def sessions(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     limit = page_limit(args.limit)
     rows = store.sessions_page(args.conversation, args.after or 0, limit)
     for r in rows:
@@ -78,7 +108,7 @@ def cmd_sessions(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     return {"items": rows, "next_cursor": rows[-1]["rowid"] if len(rows) == limit else None}
 
 
-def cmd_messages(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+def messages(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     limit = page_limit(args.limit)
     if args.mode == "tail":
         if args.conversation is None:
@@ -118,7 +148,7 @@ def _node_or_fail(dag: Dag, label: str) -> SummaryNode:
     return node
 
 
-def cmd_summaries(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+def summaries(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     dag = Dag(store)
     if args.mode == "list":
         if args.conversation is None:
@@ -163,99 +193,7 @@ def expand_node(
     }
 
 
-def cmd_grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-    """The lcm_grep tool's search (same arms, same ranking), over every conversation or one."""
-    from ..search.query import build_query  # lazy, like every verb's work
-
-    query = build_query(args.query)
-    if query.empty:
-        raise CliError("query has no searchable terms", EXIT_USAGE)
-    limit = page_limit(args.limit)
-    kinds = {"all": ("message", "summary"), "messages": ("message",), "summaries": ("summary",)}[
-        args.kind
-    ]
-    hits: list[dict[str, Any]] = []
-    for h in _ranked_hits(store, query, args, kinds, limit):
-        if h.kind == "message":
-            item = {
-                "kind": "message",
-                "store_id": h.id,
-                "conversation_id": h.conversation_id,
-                "seq": h.seq,
-                "role": h.role,
-                "created_at": iso(h.created_at),
-                "score": score(h.score),
-                "snippet": snippet(
-                    h.text, first_words(query.parts), 200, lead=24, fill=False, word_start=True
-                ),
-            }
-        elif h.node is not None:
-            item = {
-                "kind": "summary",
-                "node_id": h.node.node_id,
-                "conversation_id": h.conversation_id,
-                "depth": h.node.depth,
-                "score": score(h.score),
-                "snippet": snippet(
-                    h.text, first_words(query.parts), 200, lead=24, fill=False, word_start=True
-                ),
-            }
-        else:
-            continue
-        hits.append({**item, "in_context": True} if h.in_context else item)
-    return {
-        "query": query.match,
-        **({"excluded": query.excluded_match} if query.excluded else {}),
-        "count": len(hits),
-        "items": hits,
-        "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind" + GREP_NOTE,
-    }
-
-
-GREP_NOTE = (
-    "; with --conversation, what its prompt shows now is marked in_context and listed last "
-    "(--include-in-context ranks it in place); lcm_* tool traffic is left out (--include-lcm-traffic)"
-)
-
-
-def _ranked_hits(
-    store: Store, query: Query, args: argparse.Namespace, kinds: Sequence[str], limit: int
-) -> list[Hit]:
-    """Up to ``limit`` hits of each wanted kind, walking lcm_grep's pages (at most GREP_PAGES), by lcm_grep's
-    rules: with one conversation, the rows its prompt shows are listed last."""
-    from ..search.searcher import Scope, Searcher, SearchRequest
-    from ..search.visible import visible_now
-
-    conversation, visible = args.conversation, None
-    if conversation is not None:
-        try:
-            store.conversation(conversation)
-        except KeyError:
-            return []  # nothing to find in a conversation that does not exist
-        visible = visible_now(store, Dag(store), conversation)
-    scope = Scope("all") if conversation is None else Scope("current", conversation)
-    request = SearchRequest(
-        query,
-        scope,
-        limit=PAGE_MAX,
-        summaries="summary" in kinds,
-        visible=visible,
-        rank_visible=args.include_in_context,
-        own_tools=args.include_lcm_traffic,
-    )
-    taken: dict[str, list[Hit]] = {kind: [] for kind in kinds}
-    for _ in range(GREP_PAGES):
-        page = Searcher(store, Dag(store), request).page()
-        for h in page.hits:
-            if h.kind in taken and len(taken[h.kind]) < limit:
-                taken[h.kind].append(h)
-        if page.next_cursor is None or all(len(v) >= limit for v in taken.values()):
-            break
-        request = replace(request, cursor=page.next_cursor)
-    return [h for kind in kinds for h in taken[kind]]
-
-
-def cmd_expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+def expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     if (args.node is None) == (args.message is None):
         raise CliError("give exactly one of --node or --message", EXIT_USAGE)
     dag = Dag(store)

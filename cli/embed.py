@@ -1,7 +1,6 @@
 """``lcm embed`` for the ``lcm`` CLI: the dry run, ``--warmup`` and the resumable ``--apply`` backfill.
 
-A layer of its own just below the surfaces (like cli_redact.py), so cli.py registers it with one
-line. The dry run calls no provider: rows, estimated tokens and cost, the model, and whether text
+The dry run calls no provider: rows, estimated tokens and cost, the model, and whether text
 leaves this machine. ``--apply`` opens its own writable connection, warms the model up (tables
 and model id), then embeds batch by batch with progress on stderr; Ctrl-C stops after the batch
 under way, and running it again resumes (what has no vector yet is the state). Progress is
@@ -22,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from ..base import progress as pg
 from ..base.redact import clip
 from ..store import Store, StoreError, StoreFault, is_read_only_file, open_store, writable_target
+from . import common
+from .common import POSITIVE, Subparsers
+from .output import CliError
 
 if TYPE_CHECKING:  # embed/ and embedder import numpy and httpx: `lcm status` must not pay them
     from ..embed import Embedder, Progress
-
-Add = Callable[..., argparse.ArgumentParser]
-Fail = Callable[..., Exception]  # cli.CliError(message, code)
 
 EXIT_NOT_ENABLED = 2  # the settings: embeddings off, or a flag that does not fit
 EXIT_DATABASE = 3  # read-only, locked, or otherwise not writable
@@ -45,7 +44,6 @@ def run(
     store: Store,
     settings: Any,
     env: dict[str, str],
-    fail: Fail,
     *,
     apply: bool = False,
     warmup: bool = False,
@@ -56,7 +54,7 @@ def run(
     from ..embed import Embedder, ProviderError, provider_for  # lazy: numpy, httpx
 
     if not settings.embeddings_enabled:
-        raise fail(
+        raise CliError(
             "embeddings are not enabled: set LCM_EMBEDDINGS_ENABLED=true and LCM_EMBEDDING_PROVIDER "
             "(openai, voyage, ollama or local)",
             EXIT_NOT_ENABLED,
@@ -64,7 +62,7 @@ def run(
     try:
         provider = provider_for(settings, env)
     except ProviderError as exc:
-        raise fail(f"embedding provider problem: {clip(str(exc), 300)}", EXIT_PROVIDER) from exc
+        raise CliError(f"embedding provider problem: {clip(str(exc), 300)}", EXIT_PROVIDER) from exc
     assert provider is not None
     if not (apply or warmup):
         embedder = Embedder(store, provider, settings)
@@ -78,8 +76,8 @@ def run(
             "vectors": store.vector_stats(),
             "next": "lcm embed --apply (lcm embed --warmup only loads the model and creates the tables)",
         }
-    target = _writable(store, fail)
-    embedder = Embedder(target, provider, settings, _key(target, fail))
+    target = _writable(store)
+    embedder = Embedder(target, provider, settings, _key(target))
     if apply and pg.mode() != "never":
         write(
             f"loading {provider.name} and counting the rows without a vector"
@@ -87,18 +85,17 @@ def run(
     try:
         info = embedder.warmup()
     except ProviderError as exc:
-        raise fail(f"embedding provider problem: {clip(str(exc), 300)}", EXIT_PROVIDER) from exc
+        raise CliError(f"embedding provider problem: {clip(str(exc), 300)}", EXIT_PROVIDER) from exc
     except (StoreError, StoreFault, OSError) as exc:
-        raise fail(f"cannot write the database {store.path}: {exc}", EXIT_DATABASE) from exc
+        raise CliError(f"cannot write the database {store.path}: {exc}", EXIT_DATABASE) from exc
     if warmup:
         return {"warmup": "ok", **info, "backlog_rows": embedder.backlog().rows}
-    return _backfill(embedder, info, fail, limit, write)
+    return _backfill(embedder, info, limit, write)
 
 
 def _backfill(
     embedder: Embedder,
     info: dict[str, Any],
-    fail: Fail,
     limit: int | None,
     write: Callable[[str], None],
 ) -> dict[str, Any]:
@@ -133,13 +130,13 @@ def _backfill(
         stop["asked"] = True
         progress = Progress(embedder.embedded, embedder.embedded, 0.0)
     except ProviderError as exc:
-        raise fail(
+        raise CliError(
             f"embedding provider problem after {embedder.embedded} rows: {clip(str(exc), 300)}; "
             f"{RESUME}",
             EXIT_PROVIDER,
         ) from exc
     except (StoreError, StoreFault, OSError) as exc:
-        raise fail(f"cannot write the database: {exc}; {RESUME}", EXIT_DATABASE) from exc
+        raise CliError(f"cannot write the database: {exc}; {RESUME}", EXIT_DATABASE) from exc
     finally:
         line.close()
         if previous is not None:
@@ -147,7 +144,7 @@ def _backfill(
     if last and not isinstance(line, pg.LIVE):
         write(last[-1].line())  # off a terminal: one summary line (the live line said it already)
     remaining = embedder.backlog().rows
-    built = [] if stop["asked"] else _build_indexes(embedder, fail)
+    built = [] if stop["asked"] else _build_indexes(embedder)
     out = {
         "applied": True,
         **info,
@@ -159,7 +156,7 @@ def _backfill(
         "indexes_built": built,
     }
     if stop["asked"]:  # the error line is the one line that says how to resume
-        raise fail(
+        raise CliError(
             f"interrupted after {progress.done} rows, {remaining} left; {RESUME}",
             EXIT_INTERRUPTED,
             **out,
@@ -167,13 +164,13 @@ def _backfill(
     return out
 
 
-def _build_indexes(embedder: Any, fail: Fail) -> list[str]:
+def _build_indexes(embedder: Any) -> list[str]:
     """PostgreSQL's approximate indexes a model with vectors lacks, built without blocking writers
     (after a refusal, a dropped index or an interrupted build; a new model's comes with its first rows)."""
     try:
         return embedder.store.build_vector_indexes()
     except (StoreError, StoreFault, OSError) as exc:
-        raise fail(f"cannot build the vector index: {exc}; {RESUME}", EXIT_DATABASE) from exc
+        raise CliError(f"cannot build the vector index: {exc}; {RESUME}", EXIT_DATABASE) from exc
 
 
 def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -202,70 +199,59 @@ def status(store: Store, settings: Any, env: dict[str, str] | None = None) -> di
         return {"enabled": True, "problem": clip(str(exc), 300)}
 
 
-def _writable(store: Store, fail: Fail) -> Store:
+def _writable(store: Store) -> Store:
     if is_read_only_file(store):
-        raise fail(
+        raise CliError(
             f"the database {store.path} is read-only: lcm embed --apply writes vectors",
             EXIT_DATABASE,
         )
     try:
         return open_store(writable_target(store))
     except Exception as exc:
-        raise fail(
+        raise CliError(
             f"cannot open the database {store.path} for writing: {exc}", EXIT_DATABASE
         ) from exc
 
 
-def _key(store: Store, fail: Fail) -> bytes:
+def _key(store: Store) -> bytes:
     try:
         return store.secret("redaction")
     except Exception as exc:
-        raise fail(
+        raise CliError(
             f"cannot write the database {store.path} (locked?): {exc}", EXIT_DATABASE
         ) from exc
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
-
-
-def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) -> None:
-    """Add the ``embed`` verb through cli.parser's ``add``; ``config`` gives the settings in force."""
-
-    def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        if args.json:
-            args.format = "json"
-        if args.warmup and args.apply:
-            raise fail(
-                "--warmup and --apply: choose one (--apply warms up first)", EXIT_NOT_ENABLED
-            )
-        return run(
-            store,
-            config(args),
-            dict(os.environ),
-            fail,
-            apply=args.apply,
-            warmup=args.warmup,
-            limit=args.limit,
-        )
-
-    cmd = add(
+def register(subparsers: Subparsers) -> None:
+    cmd = common.verb(
+        subparsers,
         "embed",
         handler,
         "semantic recall's vectors: a dry run (rows, tokens, cost, what leaves this "
         "machine); WRITES with --apply (resumable backfill, progress on stderr) or --warmup",
     )
-    cmd.add_argument(
-        "--apply",
-        action="store_true",
-        help="embed every row without a vector (Ctrl-C stops after "
-        "the batch under way; run again to resume)",
+    common.apply_flag(
+        cmd,
+        "embed every row without a vector (Ctrl-C stops after the batch under way; run again "
+        "to resume)",
     )
     cmd.add_argument(
         "--warmup", action="store_true", help="only load the model and create the vector tables"
     )
-    cmd.add_argument("--limit", type=_positive, help="embed at most this many rows")
-    cmd.add_argument("--json", action="store_true", help="JSON output (the default format)")
+    cmd.add_argument("--limit", type=POSITIVE, help="embed at most this many rows")
+    common.json_flag(cmd)
+
+
+def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    if args.warmup and args.apply:
+        raise CliError(
+            "--warmup and --apply: choose one (--apply warms up first)", EXIT_NOT_ENABLED
+        )
+    return run(
+        store,
+        common.settings(),
+        dict(os.environ),
+        apply=args.apply,
+        warmup=args.warmup,
+        limit=args.limit,
+    )

@@ -12,34 +12,33 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..base import private
-from ..base.display import cut, iso
+from ..base.display import iso
 from ..base.records import StoredMessage, SummaryNode
 from ..dag import Dag
 from ..store import Store
+from . import common
+from .common import PAGE_MAX, Subparsers
 from .output import EXIT_WRITE, CliError
-
-PAGE_MAX = 500
-
-
-def node_row(n: SummaryNode, max_chars: int = 400) -> dict[str, Any]:
-    content, truncated = cut(n.content, max_chars)
-    return {
-        "node_id": n.node_id,
-        "conversation_id": n.conversation_id,
-        "depth": n.depth,
-        "tokens": n.tokens,
-        "first_seq": n.first_seq,
-        "last_seq": n.last_seq,
-        "earliest_at": iso(n.earliest_at),
-        "latest_at": iso(n.latest_at),
-        "level": n.level,
-        "route": n.route,
-        "content": content,
-        "truncated": truncated,
-    }
+from .rows import node_row
 
 
-def cmd_export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
+def register(subparsers: Subparsers) -> None:
+    x = common.verb(
+        subparsers, "export", export, "a conversation as JSONL (exact messages) or Markdown"
+    )
+    common.conversation(x, "the conversation to export", required=True)
+    x.add_argument(
+        "--as",
+        dest="as_",
+        choices=("jsonl", "markdown"),
+        default="jsonl",
+        help="jsonl: the exact messages, one per line; markdown: to read",
+    )
+    x.add_argument("--output", help="file to write (default stdout)")
+    x.add_argument("--include-summaries", action="store_true", help="also write the summary nodes")
+
+
+def export(store: Store, args: argparse.Namespace) -> dict[str, Any] | None:
     try:
         state = store.conversation(args.conversation)
     except KeyError as exc:

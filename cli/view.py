@@ -9,15 +9,14 @@ Read-only on the database like the rest of ``lcm``; the one file it writes is th
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..base import progress
 from ..store import Store
-
-Add = Callable[..., argparse.ArgumentParser]
-Fail = Callable[..., Exception]  # cli.CliError(message, code)
+from . import common
+from .common import Subparsers
+from .output import CliError
 
 
 def open_in_browser(path: str) -> bool:
@@ -30,36 +29,32 @@ def open_in_browser(path: str) -> bool:
         return False
 
 
-def register(add: Add, config: Callable[[argparse.Namespace], Any], fail: Fail) -> None:
-    """Add the ``view`` verb through cli.parser's ``add``."""
-
-    def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-        from ..viewer import ViewError, write_page
-
-        try:
-            with progress.start("lcm view: reading messages", unit="messages") as line:
-                written = write_page(store, args.output, args.conversation, tick=line.update)
-        except ViewError as exc:
-            raise fail(str(exc)) from exc
-        if args.open:
-            written["opened"] = open_in_browser(written["path"])
-        written["hint"] = "open it in a browser (it works from file://, offline)"
-        return written
-
-    cmd = add(
+def register(subparsers: Subparsers) -> None:
+    cmd = common.verb(
+        subparsers,
         "view",
         handler,
         "WRITES one self-contained HTML page (the summary DAG, compactions, search, database "
         "growth) for a conversation; the database is untouched",
     )
-    cmd.add_argument(
-        "--conversation",
-        type=int,
-        help="conversation id (default: the one with the newest message)",
-    )
+    common.conversation(cmd, "conversation id (default: the one with the newest message)")
     cmd.add_argument(
         "--output",
         help="file to write (default: lcm-views/lcm-view-<id>.html beside the database; "
         "under the Hermes home for a URL)",
     )
     cmd.add_argument("--open", action="store_true", help="open the page in the system's browser")
+
+
+def handler(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    from ..viewer import ViewError, write_page
+
+    try:
+        with progress.start("lcm view: reading messages", unit="messages") as line:
+            written = write_page(store, args.output, args.conversation, tick=line.update)
+    except ViewError as exc:
+        raise CliError(str(exc)) from exc
+    if args.open:
+        written["opened"] = open_in_browser(written["path"])
+    written["hint"] = "open it in a browser (it works from file://, offline)"
+    return written

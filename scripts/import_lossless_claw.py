@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
 
     load_package()
     from hermes_lcm.base import progress
-    from hermes_lcm.cli.main import CliError, failure, resolve_db
+    from hermes_lcm.cli.database import resolve_db
+    from hermes_lcm.cli.main import failure
+    from hermes_lcm.cli.output import CliError
     from hermes_lcm.importers.claw import ImportFailure, run_import
 
     try:
@@ -166,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
 def _redaction() -> str | None:
     """LCM_SENSITIVE_PATTERNS when redaction is on in the settings the engine would use here."""
     from hermes_lcm.base.sensitive import redaction_patterns
-    from hermes_lcm.cli.main import _loaded
+    from hermes_lcm.cli.common import settings
 
-    return redaction_patterns(_loaded().config)
+    return redaction_patterns(settings())
 
 
 def _check_writable(target: Path, backup_dir: str, error: type[Exception]) -> None:

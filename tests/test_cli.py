@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.cli.main import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, main, resolve_db
+from hermes_lcm.cli.database import resolve_db
+from hermes_lcm.cli.main import main
+from hermes_lcm.cli.output import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE
 from hermes_lcm.storage.pg import redacted
 from hermes_lcm.store import is_url, open_readonly
 

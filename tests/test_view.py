@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from hermes_lcm import store as store_module
-from hermes_lcm.cli.main import EXIT_NOT_FOUND, EXIT_WRITE, main
+from hermes_lcm.cli.main import main
+from hermes_lcm.cli.output import EXIT_NOT_FOUND, EXIT_WRITE
 from hermes_lcm.command import handle_command
 from hermes_lcm.prompt.timeline import PARTS
 from hermes_lcm.store import is_url, open_readonly, open_store
