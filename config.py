@@ -412,8 +412,8 @@ def compute_threshold(config: LcmConfig, model: str, context_length: int) -> Thr
     window times the per-model ratio (longest matching key) or ``context_threshold``. Until the
     host has said the window (``context_length`` <= 0) DEFAULT_CONTEXT_LENGTH stands in, so a
     threshold exists from the engine's construction on. Settings that only make sense against the
-    window (an absolute threshold above it, a reserve that eats the threshold) are reported here,
-    because only here is the window known.
+    window (an absolute threshold above it) are reported here, because only here is the window
+    known; the reserve's own check against it is :func:`prompt.budget.reserve_problem`.
     """
     known = context_length > 0
     window = min(context_length, MAX_TOKENS) if known else DEFAULT_CONTEXT_LENGTH
@@ -427,36 +427,7 @@ def compute_threshold(config: LcmConfig, model: str, context_length: int) -> Thr
             f"absolute_threshold_tokens={absolute} is above the context length {window} of "
             f"{model or 'the model'}; using {tokens}"
         )
-    if config.reserve_tokens and reserve_for(config, tokens) != config.reserve_tokens:
-        problems.append(
-            f"reserve_tokens={config.reserve_tokens} leaves less than half of the threshold "
-            f"{tokens}; using {reserve_for(config, tokens)}"
-        )
     return Threshold(tokens, tuple(problems))
-
-
-def reserve_for(config: LcmConfig, threshold_tokens: int) -> int:
-    """Tokens kept free below the threshold for the next turn.
-
-    The configured ``reserve_tokens`` when it leaves at least half of the threshold for the
-    prompt; otherwise (unset, or absurd for this window) a tenth of the threshold, 256..4096.
-    With proactive recall on, its block's budget on top (at most half of the threshold in all).
-    """
-    configured = config.reserve_tokens
-    reserve = (
-        configured
-        if 0 < configured <= threshold_tokens // 2
-        else min(4096, max(256, threshold_tokens // 10))
-    )
-    if (
-        config.proactive_recall_enabled
-    ):  # the recall block rides in the next turn's message (proactive.py)
-        reserve = min(threshold_tokens // 2, reserve + config.proactive_recall_budget_tokens)
-    if config.preanswer_evidence_enabled:  # so does the evidence brief (evidence/preanswer.py)
-        reserve = min(threshold_tokens // 2, reserve + config.preanswer_evidence_budget_tokens)
-    return max(
-        1, reserve
-    )  # a threshold of 1 token (a window of 1) would halve to 0: keep one token free
 
 
 @dataclass(frozen=True)

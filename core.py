@@ -24,7 +24,7 @@ from .compaction.passes import CompactionReport, CompactionSettings, Compactor
 from .compaction.rollups import Rollups
 from .compaction.summarize import CallGuard, SourceItem, SummaryOutcome
 from .compaction.summarizer import Summarizer, routes_for
-from .config import LcmConfig, reserve_for
+from .config import LcmConfig
 from .dag import Dag
 from .embed import Semantic
 from .evidence import Assertions, PreAnswer
@@ -35,8 +35,9 @@ from .ingest.pipeline import pipeline_for
 from .ingest.steps import Normalizer
 from .maintenance.payload_rekey import open_guard
 from .prompt import timeline
-from .prompt.assemble import Budget, Retention, build, plan_budget
+from .prompt.assemble import Retention, build
 from .prompt.blocks import Item
+from .prompt.budget import Budget, budget_for
 from .prompt.stored import StoredItems
 from .search.proactive import ProactiveRecall
 from .sessions.binding import (
@@ -53,7 +54,7 @@ from .sessions.unstored import Other, trim, trimmed, unstored_prompt
 from .store import Store, WriteFailed, open_store
 
 # What callers import from the front door (the session modes, the store-less fallback).
-__all__ = ["MODE_IGNORED", "MODE_NORMAL", "LcmCore", "budget_for", "trim"]
+__all__ = ["MODE_IGNORED", "MODE_NORMAL", "LcmCore", "trim"]
 
 log = logging.getLogger("hermes_lcm")
 
@@ -548,20 +549,3 @@ class LcmCore:
         if self.binding.conversation_id is None:
             return None
         return self.store.conversation(self.binding.conversation_id)
-
-
-def budget_for(config: LcmConfig, threshold_tokens: int, overhead_tokens: int) -> Budget:
-    """The prompt budget under ``config``: threshold minus the host's overhead minus room for a turn.
-
-    ``threshold_tokens`` comes from :func:`config.compute_threshold` (or the host's own lowering
-    of it); the reserve from :func:`config.reserve_for`, which refuses one that eats the threshold.
-    """
-    return plan_budget(
-        threshold_tokens,
-        overhead_tokens,
-        reserve_for(config, threshold_tokens),
-        tail_count=config.fresh_tail_count,
-        tail_max_tokens=config.fresh_tail_max_tokens,
-        target_ratio=config.compaction_target_ratio,
-        summary_ratio=config.summary_budget_ratio,
-    )

@@ -30,9 +30,8 @@ from .config import (
     compute_threshold,
     load_config,
     load_for_home,
-    reserve_for,
 )
-from .core import LcmCore, budget_for, trim
+from .core import LcmCore, trim
 from .handlers.status import engine_status
 from .host.calls import BuiltinCompressor, host_call_llm, host_home
 from .host.guard import guarded
@@ -40,6 +39,7 @@ from .host.lifecycle import SessionCalls
 from .host.overhead import OverheadMeter
 from .importers.lcmx import prepare as prepare_path
 from .ingest.externalize import ActiveReplay
+from .prompt.budget import budget_for, reserve_for, reserve_problem
 from .schemas import tool_schemas
 from .sessions.binding import MODE_NORMAL, ROLE_USER
 from .store import StoreError
@@ -220,7 +220,8 @@ class LcmEngine(SessionCalls, _Base):
             if context_length > 0
             else self.config.threshold_ratio_for(self.model)
         )
-        self._window_problems = threshold.problems
+        reserve = reserve_problem(self.config, threshold.tokens)
+        self._window_problems = (*threshold.problems, *([reserve] if reserve else []))
 
     @guarded(lambda self, *a, **k: None)
     def update_model(

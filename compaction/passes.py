@@ -29,8 +29,9 @@ from dataclasses import dataclass, field, replace
 from ..base.records import NewNode, StoredMessage, SummaryNode
 from ..base.tokens import count_tokens
 from ..dag import Dag
-from ..prompt.assemble import SUMMARY_WRAPPER_TOKENS, Budget, tail_start
+from ..prompt.assemble import SUMMARY_WRAPPER_TOKENS, tail_start
 from ..prompt.blocks import Item, group
+from ..prompt.budget import Budget
 from ..store import Store
 from .summarize import SourceItem, SummaryOutcome
 

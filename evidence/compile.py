@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from .limits import MAX_CALL_REFS, MAX_CLAIM_CHARS, MAX_CLAIM_VALUES, MAX_COMPARE_CHARS, Budget
+from .limits import (
+    MAX_CALL_REFS,
+    MAX_CLAIM_CHARS,
+    MAX_CLAIM_VALUES,
+    MAX_COMPARE_CHARS,
+    ReadingBudget,
+)
 from .pack import fit_lines, names, sufficiency
 from .refs import Line, Missing, Ref, RefError, dedupe, hydrate_all, limits_note, read_refs
 from .timeexpr import DateMention, resolve_dates
@@ -267,12 +273,12 @@ def compile_brief(
     reach: Sequence[int] | None,
     budget_tokens: int = 1500,
     tz: str = "",
-    work: Budget | None = None,
+    work: ReadingBudget | None = None,
 ) -> dict[str, Any]:
     """The brief: each claim supported/unsupported/unchecked and why, the lines that support them
     (bounded), the refs that gave nothing, the overall sufficiency, and ``limits`` when a work
     limit cut anything (``work``: the call's reading budget, a fresh one when None)."""
-    work = Budget() if work is None else work
+    work = ReadingBudget() if work is None else work
     items = read_claims(claims)
     parsed: list[tuple[list[Ref], list[Missing]]] = []
     for claim in items:
@@ -343,7 +349,7 @@ def _claim(
     by_ref: dict[str, Line],
     facts: dict[str, Facts],
     unread: set[str],
-    work: Budget,
+    work: ReadingBudget,
 ) -> dict[str, Any]:
     """One claim's verdict within the call's limits: its refs past ``MAX_CALL_REFS`` were not
     read, and its lines' text is spent from the comparison budget (claims x refs)."""

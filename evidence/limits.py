@@ -82,7 +82,7 @@ class Scan:
 
 
 @dataclass
-class Budget:
+class ReadingBudget:
     """One call's reading: characters left to read, cited text left for claims to be compared
     with, and what was read already (a ref cited again is not read again; ``memo`` keeps the
     pack's token counts of a line, which a retrieval counts again on every rebuild)."""

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..base.tokens import count_tokens
-from .limits import MAX_CHARS_PER_TOKEN, Budget
+from .limits import MAX_CHARS_PER_TOKEN, ReadingBudget
 from .refs import Line, Missing, Ref, dedupe, hydrate_all, limits_note, read_refs
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class Pack:
 
 
 def fit_lines(
-    lines: Sequence[Line], budget_tokens: int, work: Budget | None = None
+    lines: Sequence[Line], budget_tokens: int, work: ReadingBudget | None = None
 ) -> tuple[list[dict[str, Any]], list[str], int]:
     """The line items within the budget (the first one that overflows is cut), the refs left
     out, and the tokens used. ``work`` keeps each whole line's count for the call: a retrieval
@@ -227,7 +227,7 @@ def build_pack(
     budget_tokens: int = DEFAULT_BUDGET,
     question: str = "",
     tz: str = "",
-    work: Budget | None = None,
+    work: ReadingBudget | None = None,
 ) -> Pack:
     """The bounded pack of ``refs`` (any accepted ref forms, or ``Ref`` values) within ``reach``;
     ``work`` is the call's reading budget (a fresh one when None: every read is bounded)."""

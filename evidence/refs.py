@@ -25,7 +25,7 @@ from .limits import (
     MAX_LINE_DATES,
     MAX_NOTED,
     NOTE,
-    Budget,
+    ReadingBudget,
     cut_text,
 )
 from .timeexpr import DateMention
@@ -212,12 +212,12 @@ def hydrate_all(
     refs: Sequence[Ref],
     reach: Sequence[int] | None,
     tz: str = "",
-    work: Budget | None = None,
+    work: ReadingBudget | None = None,
 ) -> tuple[list[Line], list[Missing]]:
     """The lines of ``refs`` readable within ``reach`` (conversation ids; None = the whole store),
     in the order of ``refs``, and the refs that gave none. ``work`` is the call's reading budget
     (a fresh one when None), so every read is bounded; a ref read before in the call is reused."""
-    work = Budget() if work is None else work
+    work = ReadingBudget() if work is None else work
     rows = {m.id: m for m in store.messages_in_reach(sorted({r.store_id for r in refs}), reach)}
     lines: list[Line] = []
     missing: list[Missing] = []

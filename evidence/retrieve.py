@@ -37,7 +37,7 @@ from ..search.query import Query, build_query
 from ..search.searcher import Filters, Hit, Scope, Searcher, SearchRequest
 from ..search.visible import Visible
 from ..store import Store, StoreError
-from .limits import Budget
+from .limits import ReadingBudget
 from .pack import build_pack
 from .timeexpr import resolve_dates
 
@@ -231,7 +231,7 @@ def _pack(
     budget_tokens: int,
     question: str,
     tz: str,
-    work: Budget,
+    work: ReadingBudget,
 ) -> Any:
     """The pack of the best refs that fit whole: the estimate first, then the longest run of the
     best refs whose pack leaves none out (its lines carry dates and fields the estimate misses).
@@ -310,7 +310,7 @@ def retrieve(
 ) -> Retrieved:
     """Run the plan for ``question`` within the bounds; see the module docstring."""
     started = time.perf_counter()
-    work = Budget()  # the call's reading, shared by every pack it builds (limits.py)
+    work = ReadingBudget()  # the call's reading, shared by every pack it builds (limits.py)
     query = build_query(question)
     run = _Run(
         store, dag, question, query, conversation_id, reach, visible, novel_only, exclude, pool

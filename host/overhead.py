@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..base.tokens import count_messages, count_tokens
+from ..prompt.budget import default_reserve
 
 # Above this many messages a request is not re-estimated (cost on every API call).
 MAX_ESTIMATED_MESSAGES = 400
@@ -104,10 +105,10 @@ class OverheadMeter:
 
 def smallest_threshold(overhead: int) -> int:
     """The smallest threshold that leaves a turn's room (``TURN_ROOM``) above ``overhead`` and the
-    reserve (reserve_for's default: a tenth of the threshold, 256..4096), in whole thousands."""
+    default reserve (which grows with the threshold, hence the few rounds), in whole thousands."""
     tokens = overhead + TURN_ROOM
     for _ in range(4):
-        tokens = overhead + TURN_ROOM + min(4096, max(256, tokens // 10))
+        tokens = overhead + TURN_ROOM + default_reserve(tokens)
     return -(-tokens // 1000) * 1000
 
 

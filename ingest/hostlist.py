@@ -71,8 +71,3 @@ class HostList:
         """The storable messages from ``start`` on, each as the host's own."""
         views = (self.view(i) for i in range(start, len(self.messages)))
         return [v for v in views if v is not None]
-
-
-def host_list(messages: Sequence[Any] | HostList, seal: BlockSeal | None) -> HostList:
-    """``messages`` as a :class:`HostList` (the one already made for this call when it is one)."""
-    return messages if isinstance(messages, HostList) else HostList(messages, seal)

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
@@ -26,6 +24,7 @@ from ..base.records import SummaryNode, without_shadows
 from ..base.scaffold import BLOCK_KEY, BLOCK_MARKER, classify, closer
 from ..base.tokens import MESSAGE_OVERHEAD_TOKENS, content_text, count_message, count_tokens
 from .blocks import CUT_MARKER, Item, group, marker, plain
+from .budget import Budget
 
 # What one <summary-NONCE ...> wrapper costs in the prompt, rounded up: measured at most 63
 # tokens for ids below a million, 68 for 19-digit ids (tests/security/test_summary_framing.py).
@@ -70,64 +69,6 @@ class Retention(Enum):
         "hermes-lcm could not use its store for this prompt, so they may not have been kept; "
         "lcm_grep finds only those that were"
     )
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Token limits for one assembly; ``goal`` is where compaction aims."""
-
-    total: int
-    goal: int
-    summaries: int
-    tail_count: int
-    tail_tokens: int
-    overhead: int = 0  # the host's tokens outside the list (system prompt, tool schemas): the timeline's "system"
-    limit: int = 0  # what the whole prompt may reach: the threshold less the reserve (the timeline's budget line)
-
-
-def plan_budget(
-    threshold: int,
-    overhead: int,
-    reserve: int,
-    *,
-    tail_count: int,
-    tail_max_tokens: int,
-    target_ratio: float,
-    summary_ratio: float,
-) -> Budget:
-    """Split the room under ``threshold`` into the prompt total, the compaction goal and its parts.
-
-    Config is validated before it gets here; this still never yields a negative or NaN field
-    whatever comes in (negative overhead, a ratio outside 0..1 or NaN), so nothing the host or
-    a setting does can turn into a ValueError mid-turn: 48 <= goal <= total, 0 <= every part.
-
-    An overhead above half the threshold leaves the conversation half of it all the same (the
-    prompt then stays over the threshold, which status and doctor report with the value to set):
-    summarizing everything to nothing would not bring the host's own tokens down.
-    """
-    overhead = max(0, int(overhead))
-    total = max(
-        64, int(threshold) - min(overhead, max(0, int(threshold)) // 2) - max(0, int(reserve))
-    )
-    goal = min(total, max(48, int(total * _share(target_ratio, 0.6))))
-    summaries = int(goal * _share(summary_ratio, 0.4))
-    tail_tokens = goal - summaries
-    if tail_max_tokens > 0:
-        tail_tokens = min(tail_tokens, int(tail_max_tokens))
-    return Budget(
-        total=total,
-        goal=goal,
-        summaries=summaries,
-        tail_count=max(1, int(tail_count)),
-        tail_tokens=tail_tokens,
-        overhead=overhead,
-        limit=max(0, int(threshold) - max(0, int(reserve))),
-    )
-
-
-def _share(ratio: float, fallback: float) -> float:
-    """``ratio`` clamped to 0..1; ``fallback`` (the documented default) when it is not a number."""
-    return min(1.0, max(0.0, ratio)) if math.isfinite(ratio) else fallback
 
 
 def newest_request(items: Sequence[Item]) -> Item | None:

@@ -29,7 +29,7 @@ We use the hook: it shows the block on every turn where it is enabled. What it c
   seal made out of ``api_content`` (dropping the sidecar when only the user's words remain) and out
   of ``content`` should a host ever merge it there, so the store never holds recalled text as the
   user's, search never finds it twice, and a prompt we rebuild never replays an old block;
-* the block counts against the prompt budget: ``config.reserve_for`` keeps its budget free below
+* the block counts against the prompt budget: ``prompt.budget.reserve_for`` keeps its budget free below
   the threshold while the feature is on, so a compress leaves room for it.
 
 This module knows nothing of Hermes (``hooks.pre_llm_call`` is the glue; ``core.LcmCore`` holds

@@ -24,8 +24,9 @@ from ..base.wire import problems
 from ..compaction.passes import fit_sources
 from ..compaction.summarize import SourceItem, SummaryOutcome
 from ..ingest.hostlist import HostList
-from ..prompt.assemble import Budget, Retention, block_nonce, build, defused, newest_request
+from ..prompt.assemble import Retention, block_nonce, build, defused, newest_request
 from ..prompt.blocks import Item
+from ..prompt.budget import Budget
 
 # The share of the budget a summary of the dropped turns may take, and the most it is given.
 SUMMARY_SHARE = 0.25

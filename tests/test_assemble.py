@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from hermes_lcm.base.records import SummaryNode
 from hermes_lcm.base.tokens import count_messages, count_tokens
-from hermes_lcm.prompt.assemble import SUMMARY_WRAPPER_TOKENS, build, plan_budget, tail_start
+from hermes_lcm.prompt.assemble import SUMMARY_WRAPPER_TOKENS, build, tail_start
 from hermes_lcm.prompt.blocks import Item, group
+from hermes_lcm.prompt.budget import plan_budget
 
 from .convo import assert_valid_sequence
 

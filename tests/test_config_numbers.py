@@ -27,11 +27,9 @@ from hermes_lcm.config import (
     compute_threshold,
     env_name,
     load_config,
-    reserve_for,
 )
-from hermes_lcm.core import budget_for
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.prompt.assemble import plan_budget
+from hermes_lcm.prompt.budget import budget_for, plan_budget, reserve_for
 
 from .convo import assert_valid_sequence, conversation
 

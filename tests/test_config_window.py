@@ -17,9 +17,9 @@ import pytest
 
 from hermes_lcm import store as store_module
 from hermes_lcm.base.tokens import count_messages
-from hermes_lcm.config import DEFAULT_CONTEXT_LENGTH, compute_threshold, load_config, reserve_for
-from hermes_lcm.core import budget_for
+from hermes_lcm.config import DEFAULT_CONTEXT_LENGTH, compute_threshold, load_config
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.prompt.budget import budget_for, reserve_for
 
 from .backends import raw_sql
 from .convo import assert_valid_sequence, conversation

@@ -258,3 +258,24 @@ def test_a_package_with_a_front_door_is_entered_through_it() -> None:
     for door, names in doors.items():
         module = __import__(f"hermes_lcm.{door}", fromlist=["*"])
         assert all(hasattr(module, name) for name in names), door
+
+
+# Arithmetic that was once split across modules, and the one module that now holds each piece.
+ONE_HOME = {
+    "prompt/budget.py": {"Budget", "plan_budget", "budget_for", "reserve_for", "default_reserve"},
+    "search/snippets.py": {"snippet"},
+    "ingest/hostlist.py": {"HostList"},
+}
+
+
+def test_each_split_piece_of_arithmetic_has_one_home() -> None:
+    """The prompt budget, snippets and the host list's normalization are each defined once: a
+    second ``reserve_for`` or ``snippet`` elsewhere (a copy that drifts) fails here."""
+    homes: dict[str, list[str]] = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.col_offset == 0:
+                homes.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    for home, names in ONE_HOME.items():
+        for name in names:
+            assert homes.get(name) == [home], (name, homes.get(name))

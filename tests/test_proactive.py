@@ -254,7 +254,8 @@ def test_a_compacted_earlier_turn_of_the_same_conversation_is_recalled(make_engi
 
 
 def test_the_reserve_keeps_room_for_the_block() -> None:
-    from hermes_lcm.config import LcmConfig, reserve_for
+    from hermes_lcm.config import LcmConfig
+    from hermes_lcm.prompt.budget import reserve_for
 
     off, on = (
         LcmConfig(),

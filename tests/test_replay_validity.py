@@ -23,8 +23,9 @@ from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.base.wire import problems
 from hermes_lcm.core import trim
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.prompt.assemble import build, newest_request, plan_budget
+from hermes_lcm.prompt.assemble import build, newest_request
 from hermes_lcm.prompt.blocks import Item
+from hermes_lcm.prompt.budget import plan_budget
 from hermes_lcm.store import close_all
 
 from .conftest import fresh_database, new_engine

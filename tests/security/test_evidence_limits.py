@@ -35,7 +35,7 @@ from hermes_lcm.evidence.limits import (
     MAX_NUMBER_RUN,
     MAX_QUESTION_CHARS,
     SLACK_CHARS,
-    Budget,
+    ReadingBudget,
 )
 from hermes_lcm.evidence.refs import MAX_REFS
 
@@ -334,7 +334,7 @@ def test_question_and_claims_are_capped(hostile: Any) -> None:
 def test_a_cut_splits_no_number_and_shortens_no_date() -> None:
     filler = ("words " * MAX_LINE_CHARS)[: MAX_LINE_CHARS - 10]
     number = filler + " 12345678901234567890 and more " + "tail " * 200
-    cut = Budget().scan(number, WHEN)
+    cut = ReadingBudget().scan(number, WHEN)
     assert (
         cut.read == len(filler) + 1 and cut.by == "line"
     )  # the number starting before the cut is left out whole
@@ -348,9 +348,9 @@ def test_a_cut_splits_no_number_and_shortens_no_date() -> None:
         + "x " * 200
     )
     assert date.index("May 7") < MAX_LINE_CHARS  # before the cut: read, unless it may run on
-    cut = Budget().scan(date, WHEN)
+    cut = ReadingBudget().scan(date, WHEN)
     assert [m.phrase for m in cut.dates][-1:] == ["1 June 2023"] and cut.read is not None
     assert cut.read <= date.index("May 7")
-    small = Budget(chars_left=100)
+    small = ReadingBudget(chars_left=100)
     assert small.scan("On 1 June 2023 we met.", WHEN).read is None and small.chars_left == 100 - 22
     assert small.scan("x " * 200, WHEN).by == "call" and small.chars_left <= 0

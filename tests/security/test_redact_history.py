@@ -34,7 +34,7 @@ from hermes_lcm.cli import main as cli
 from hermes_lcm.config import load_config
 from hermes_lcm.core import LcmCore
 from hermes_lcm.maintenance import checks, scrub
-from hermes_lcm.prompt.assemble import plan_budget
+from hermes_lcm.prompt.budget import plan_budget
 from hermes_lcm.tools import dispatch
 
 from ..backends import every_value, raw_sql
