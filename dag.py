@@ -69,7 +69,7 @@ class Dag:
     def depth_counts(self, conversation_id: int) -> dict[int, int]:
         return self.store.depth_counts(conversation_id)
 
-    # -- operator surface (cli.py, maintenance.py, claw_import.py) -----------------
+    # -- operator surface (cli/, maintenance/, importers/) ---------------------------
 
     def nodes_page(
         self, conversation_id: int, depth: int | None, after_id: int, limit: int

@@ -176,7 +176,7 @@ class MessageStore(Protocol):
     ) -> StoredMessage | None: ...
     def message_count(self, conversation_id: int | None = None) -> int: ...
 
-    # full-text search (search.py and the handlers, cli.py)
+    # full-text search (search/, the handlers, cli/)
     def message_id_bounds(
         self,
         conversation_id: int | None = None,
@@ -331,7 +331,7 @@ class SummaryStore(Protocol):
 
 
 class OperatorStore(Protocol):
-    """Inventory, health checks, the narrow repairs and cleanups, backups (maintenance.py, cli.py)."""
+    """Inventory, health checks, the narrow repairs and cleanups, backups (maintenance/, cli/)."""
 
     def table_counts(self) -> dict[str, int]: ...
     def database_facts(self) -> dict[str, Any]: ...
@@ -556,7 +556,7 @@ class Store(
 
         Never waits: a caller that gets ``False`` skips compaction and assembles from the store,
         so two writers never summarize the same span at once. SQLite: a lock per conversation
-        within this process (across processes the optimistic publish in compact.py decides);
+        within this process (across processes the optimistic publish in compaction/passes.py decides);
         PostgreSQL: a session advisory lock, so across every host sharing the database.
         """
 

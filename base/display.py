@@ -31,7 +31,7 @@ def cut(text: str, limit: int, mark: str = "") -> tuple[str, bool]:
 
 
 def file_sizes(db_path: str) -> dict[str, int | None]:
-    """Bytes of the database and its -wal and -shm files (None: absent). Here, not in maintenance.py,
+    """Bytes of the database and its -wal and -shm files (None: absent). Here, not in maintenance/,
     so `lcm status` shows them without importing the maintenance verbs."""
     sizes: dict[str, int | None] = {}
     for suffix in ("", "-wal", "-shm"):

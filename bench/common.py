@@ -16,10 +16,12 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -320,6 +322,14 @@ def git_rev() -> str:
         return "unknown"
 
 
+def command() -> str:
+    """The command line that ran this benchmark, as the reader would type it from the repo root
+    (the result's name is not always its script's: ``recall.py --hybrid`` writes recall_hybrid)."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path(script.name)
+    return " ".join(["python", shown.as_posix(), *(shlex.quote(a) for a in sys.argv[1:])])
+
+
 def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) -> Path:
     """Write ``bench/results/<name>.json`` and re-render docs/benchmarks.md.
 
@@ -331,6 +341,7 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
         "commit": git_rev(),
+        "command": command(),
         "rows": rows,
         "details": details,
     }

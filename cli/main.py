@@ -1,7 +1,7 @@
 """``lcm``: read the hermes-lcm database without a running agent.
 
 ``--format auto`` by default: a rich table when stdout is a terminal, JSON when it is piped or
-redirected (``--format json|table`` forces one; cli_output.py). Long verbs report progress on
+redirected (``--format json|table`` forces one; cli/output.py). Long verbs report progress on
 stderr through progress.py (one live line on a terminal; ``LCM_PROGRESS=auto|always|never``), and
 Ctrl-C exits 130 with one line saying how to resume. Keyset pagination
 (``--after`` takes the previous page's ``next_cursor``), and read-only: the

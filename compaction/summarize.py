@@ -6,7 +6,7 @@ before it is trusted, calls are bounded (each route at most once per level) and 
 circuit breaker and a spend window, and the last resort is a deterministic extractive summary that is
 cut to the target. Every path returns text whose ``count_tokens`` is at most ``target_tokens``.
 
-This module is the front door and holds the escalation; its parts are in ``summarizer/``: the routes
+This module is the front door and holds the escalation; its parts sit beside it in ``compaction/``: the routes
 and their call guard (routes.py), the prompt and the answer checks (prompts.py), the offline summary
 (extractive.py) and the cutting to the target (fitting.py).
 """

@@ -254,7 +254,7 @@ class SqliteConnection:
 
         Process-local on purpose: the engines that share a SQLite file are the processes of one
         machine, whose compactions already serialize on the file's write lock and publish only
-        when nothing changed (compact.py), so a cross-process lock would only add a lock file
+        when nothing changed (compaction/passes.py), so a cross-process lock would only add a lock file
         a killed process could leave behind. Within a process it spares a second engine on the
         same conversation a summarizer call whose result would be dropped.
         """

@@ -1,4 +1,4 @@
-"""The operator's queries (maintenance.py, cli.py): inventory counts and pages, database
+"""The operator's queries (maintenance/, cli/): inventory counts and pages, database
 facts, retention, FTS health and repair, the narrow cleanups, and backups.
 
 Read-only connections serve every read here; the writes are the narrow repairs and

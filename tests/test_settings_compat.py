@@ -1,7 +1,7 @@
 """Migration: every LCM-X and lossless-claw setting is honoured, read as an alias or
 reported; no ``LCM_*`` variable and no ``lcm:`` key is ignored without a word.
 
-The peer lists live in hermes_lcm/compat.py with the commit and files they were extracted from
+The peer lists live in hermes_lcm/base/peer_settings.py with the commit and files they were extracted from
 (LCMX_SOURCE, CLAW_SOURCE). These tests drive real engines on real SQLite files, and (those that
 open a database: ``both_backends``) on a real PostgreSQL.
 """

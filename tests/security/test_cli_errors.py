@@ -27,7 +27,7 @@ EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE, EXIT_INTERNAL = (
     3,
     4,
     5,
-)  # as cli.py documents them
+)  # as cli/output.py documents them
 REPO = Path(__file__).resolve().parents[2]
 HUGE = "99999999999999999999"
 DOCUMENTED = {EXIT_NOT_FOUND, EXIT_USAGE, EXIT_DATABASE, EXIT_WRITE}
