@@ -265,6 +265,14 @@ def sampled_count(text: str) -> int:
     return max(1, estimate)
 
 
+def written_text(content: Any) -> str:
+    """The text a message's ``content`` was written with: a string or a parts list, else ''.
+
+    Unlike :func:`content_text` no other value is serialized: a marker or a payload name looked
+    for in the text can only have been written there, not produced by dumping a stray object."""
+    return content_text(content) if isinstance(content, str | list) else ""
+
+
 def content_text(content: Any) -> str:
     """The countable text of a message's ``content`` (str, parts list, or other)."""
     if content is None:

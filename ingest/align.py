@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..base.records import MessageIn
-from ..base.tokens import content_text
+from ..base.tokens import written_text
 from ..prompt.blocks import CUT_MARKER, IMAGE_MARKER, TEXT_MARKER
 from ..store import StoredPrints
 from .hostlist import HostList
@@ -118,13 +118,7 @@ class _FromEnd:
     def _original(self, message: Mapping[str, Any]) -> str | None:
         """A message the assembler cut or stripped of an image names its stored row; it is that row."""
         content = message.get("content")
-        text = (
-            content
-            if isinstance(content, str)
-            else content_text(content)
-            if isinstance(content, list)
-            else ""
-        )
+        text = written_text(content)
         if "[lcm: " not in text:
             return None
         found = _REPLAY_REF.search(text)

@@ -18,7 +18,7 @@ from typing import Any
 from ..base.outputs import PREFIX as OUTPUT_PREFIX
 from ..base.payloads import PLACEHOLDER_PREFIX
 from ..base.stats import Stats
-from ..base.tokens import content_text
+from ..base.tokens import written_text
 from ..base.wire import problems
 from ..prompt.assemble import is_block, same_block
 from ..prompt.blocks import Item
@@ -211,12 +211,6 @@ def names_payload(message: Any, prefix: str = PLACEHOLDER_PREFIX) -> bool:
     """Does the message name a payload file (the payload guard moved an inline payload out, or,
     with outputs.PREFIX, a large tool output is its stub)?"""
     content = message.get("content") if isinstance(message, dict) else None
-    text = (
-        content
-        if isinstance(content, str)
-        else content_text(content)
-        if isinstance(content, list)
-        else ""
-    )
+    text = written_text(content)
     calls = message.get("tool_calls") if isinstance(message, dict) else None
     return prefix in text or (bool(calls) and prefix in json.dumps(calls, default=str))
