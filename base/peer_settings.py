@@ -533,9 +533,15 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
+def markdown_totals() -> str:
+    """The totals list of docs/guide/import-and-migrate.md (a generated block, so it cannot go
+    stale when a row changes)."""
+    return "\n".join(
+        f"- {peer}: {sum(counts.values())} settings: {counts['same']} honoured as they are, "
+        f"{counts['alias']} read as aliases, {counts['unsupported']} reported."
+        for peer, counts in totals().items()
+    )
+
+
 if __name__ == "__main__":
-    for peer, counts in totals().items():
-        print(
-            f"{peer}: {sum(counts.values())} settings, honoured {counts['same']}, alias {counts['alias']}, "
-            f"reported {counts['unsupported']}"
-        )
+    print(markdown_totals())
