@@ -160,11 +160,13 @@ def main() -> None:
     results: dict[str, Any] = {}
     for size in sizes:
         engine, budget, seconds = build(size, history)
-        state = core_of(engine).status()
+        core = core_of(engine)
+        state = core.conversation_state()
+        assert state is not None, "the built conversation is not bound"
         entry: dict[str, Any] = {
             "build_seconds": round(seconds, 1),
-            "summaries_by_depth": {str(k): v for k, v in state["summaries_by_depth"].items()},
-            "raw_after_frontier": state["last_seq"] - state["frontier_seq"],
+            "summaries_by_depth": {str(k): v for k, v in core.dag.depth_counts(state.id).items()},
+            "raw_after_frontier": state.last_seq - state.frontier_seq,
         }
         for shape in ("cli", "api"):
             # the API turns continue the same conversation after the CLI turns
