@@ -8,6 +8,7 @@ Run ``python bench/report.py`` to re-render without re-measuring.
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -909,7 +910,42 @@ def _pg_recall(details: dict[str, Any]) -> str:
     )
 
 
+def _ab(details: dict[str, Any]) -> str:
+    """The figures of one benchmark on two revisions: each side's runs, their medians, the ratio."""
+
+    def runs(values: list[float]) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    figures = details["figures"]
+    totals = {k: v for k, v in figures.items() if k.endswith("/total")} or figures
+    rows = [
+        [
+            path.removesuffix("/total").replace("sizes/", "").replace("/", " "),
+            runs(f["before_ms"]),
+            runs(f["after_ms"]),
+            f"{statistics.median(f['before_ms']):.2f}",
+            f"{statistics.median(f['after_ms']):.2f}",
+            f"{f['ratio']:.2f}x" if f["ratio"] is not None else "-",
+        ]
+        for path, f in totals.items()
+    ]
+    ratios = [f["ratio"] for f in figures.values() if f["ratio"] is not None]
+    return (
+        f"`bench/{details['bench']}.py {' '.join(details['args'])}`".replace(" `", "`")
+        + f" on {details['before']} (before) and {details['after']} (after), "
+        f"{details['rounds']} rounds each, the sides alternating.\n\n"
+        + _table(
+            ["figure", "before runs ms", "after runs ms", "before ms", "after ms", "after/before"],
+            rows,
+        )
+        + f"\n\nAll {len(ratios)} median figures (parts included): ratio median "
+        f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}x..{max(ratios):.2f}x. "
+        f"Load average during the run: {', '.join(f'{x:.1f}' for x in details['load'])}."
+    )
+
+
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "ab_steady_state": ("Per-turn overhead, the code before and after a change", _ab),
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
     "search": ("Search latency and database size", _search),
@@ -967,6 +1003,7 @@ def render(results: list[dict[str, Any]]) -> str:
 def iter_results() -> Iterator[dict[str, Any]]:
     order = [
         "steady_state",
+        "ab_steady_state",
         "ingest_growth",
         "search",
         "ingest",
