@@ -120,10 +120,12 @@ def test_the_totals_come_from_the_table_and_the_module_prints_them():
         check=True,
         env={**os.environ, "PYTHONPATH": str(Path(compat.__file__).parent.parent.parent)},
     ).stdout
+    lcmx = counts[compat.LCMX]
     assert (
-        f"LCM-X: {sum(counts[compat.LCMX].values())} settings, honoured {counts[compat.LCMX]['same']}"
-        in out
+        f"LCM-X: {sum(lcmx.values())} settings: {lcmx['same']} honoured as they are, "
+        f"{lcmx['alias']} read as aliases, {lcmx['unsupported']} reported." in out
     )
+    assert out.strip() == compat.markdown_totals()
 
 
 def test_the_migration_page_holds_the_table_as_generated():
