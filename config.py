@@ -119,6 +119,17 @@ class LcmConfig:
         _HOW,
         "Time budget of one compress call (ingest included); also bounds every other host call's ingest.",
     )
+    compaction_mode: str = setting(
+        "deferred",
+        _HOW,
+        "deferred: summaries are made between turns, compress publishes them without a call; "
+        "inline: all inside compress.",
+    )
+    prepare_at_ratio: float = setting(
+        0.75,
+        _HOW,
+        "Share of the threshold the prompt must reach before a reply's ingest prepares the next compaction.",
+    )
     new_session_retain_depth: int = setting(
         2,
         _VERBATIM,

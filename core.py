@@ -21,6 +21,8 @@ from .base.scaffold import BlockSeal
 from .base.stats import Stats
 from .base.tokens import MESSAGE_OVERHEAD_TOKENS
 from .compaction.passes import CompactionReport, CompactionSettings, Compactor
+from .compaction.prepare import PreparedSummaries, settings_tag
+from .compaction.preparer import Preparer
 from .compaction.rollups import Rollups
 from .compaction.summarize import CallGuard, SourceItem, SummaryOutcome
 from .compaction.summarizer import Summarizer, routes_for
@@ -106,17 +108,28 @@ class LcmCore:
         self.assertions = Assertions(
             config, self.store, self.redactor, self.routes, self.call_guard
         )
-        self.compactor = Compactor(
-            self.store,
-            self.dag,
-            CompactionSettings(
-                leaf_chunk_tokens=config.leaf_chunk_tokens,
-                max_depth=config.incremental_max_depth,
-                condense_min_nodes=config.condense_min_nodes,
-                max_passes=config.max_passes_per_compress,
-                max_seconds=config.compaction_max_seconds,
-            ),
-            self.summarizer,
+        settings = CompactionSettings(
+            leaf_chunk_tokens=config.leaf_chunk_tokens,
+            max_depth=config.incremental_max_depth,
+            condense_min_nodes=config.condense_min_nodes,
+            max_passes=config.max_passes_per_compress,
+            max_seconds=config.compaction_max_seconds,
+        )
+        # LCM_COMPACTION_MODE=deferred: summaries prepared between turns (compaction/prepare.py),
+        # looked up by the compactor; each side has a compactor of its own, sharing the counts.
+        prepared = (
+            PreparedSummaries(self.store, settings_tag(config, self.summarizer.name))
+            if config.compaction_mode == "deferred"
+            else None
+        )
+        self.compactor = Compactor(self.store, self.dag, settings, self.summarizer, prepared)
+        self.preparer = (
+            Preparer(
+                Compactor(self.store, self.dag, settings, self.summarizer, prepared),
+                config.prepare_at_ratio,
+            )
+            if prepared is not None
+            else None
         )
         self.binder = Binder(config, self.store)
         self.stats = Stats()
@@ -279,6 +292,13 @@ class LcmCore:
         """Compact toward the budget's goal; nothing after seq ``upto`` is summarized.
         ``deadline`` (monotonic) bounds the passes, by default LCM_COMPACTION_MAX_SECONDS from now."""
         assert self.binding.conversation_id is not None
+        if self.preparer is not None:  # a summary it is making now is not made twice
+            until = (
+                deadline
+                if deadline is not None
+                else time.monotonic() + self.config.compaction_max_seconds
+            )
+            self.preparer.wait(self.binding.conversation_id, until - time.monotonic())
         report = self.compactor.run(
             self.binding.conversation_id,
             self.binding.session_id,
@@ -296,12 +316,45 @@ class LcmCore:
             "evicted": report.evicted,
             "conflicts": report.conflicts,
             "stop_reason": report.stop_reason,
+            "prepared_published": report.prepared_published,
             "errors": report.errors[-5:],
         }
         for error in report.errors:
             self.store.record_event("warning", "summarizer", error, self.binding.conversation_id)
         self.rollups.after_ingest()  # new summaries re-stale the days they cover
         return report
+
+    def prepare_soon(
+        self,
+        prompt_tokens: int | None,
+        threshold_tokens: int,
+        budget: Budget,
+        growth_tokens: int = 0,
+    ) -> bool:
+        """After a reply: ask the preparer for a run when the prompt passed the preparation point
+        (deferred mode, a stored session). Costs a turn a comparison, and a request when due.
+        ``growth_tokens`` is what the last turn added: a run is asked only when two such turns (or
+        a tenth of the threshold) would reach the threshold, so the summaries are ready before
+        the turn that does and cover what inline compaction would (made sooner, each would cover
+        only the turns since the last)."""
+        preparer = self.preparer
+        if (
+            preparer is None
+            or not self.writable
+            or not preparer.due(prompt_tokens, threshold_tokens)
+        ):
+            return False
+        margin = max(growth_tokens + growth_tokens // 2, threshold_tokens // 20)
+        if (prompt_tokens or 0) + margin < threshold_tokens:
+            return False
+        assert self.binding.conversation_id is not None
+        preparer.ask(
+            self.binding.conversation_id,
+            self.binding.session_id,
+            budget,
+            max(budget.goal, budget.total - margin),
+        )
+        return True
 
     def assemble(
         self, budget: Budget, upto: int | None = None, state: ConversationState | None = None

@@ -39,6 +39,7 @@ from .base.records import (
     NewNode,
     PayloadGrant,
     PayloadRef,
+    PreparedSummary,
     Rollup,
     SessionInfo,
     StoredMessage,
@@ -527,6 +528,23 @@ class ViewStore(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
+class PreparedStore(Protocol):
+    """Summaries made ahead of compaction (storage/prepared.py; compaction/prepare.py makes and
+    publishes them). The table exists once :meth:`ensure_prepared_tables` ran; reads without it
+    give nothing."""
+
+    def ensure_prepared_tables(self) -> None: ...
+    def keep_prepared(self, summary: PreparedSummary) -> bool: ...
+    def prepared_summary(self, conversation_id: int, key: str) -> PreparedSummary | None: ...
+    def take_prepared(self, prepared_id: int) -> bool: ...
+    def prepared_summaries(self, conversation_id: int) -> list[PreparedSummary]: ...
+    def drop_stale_prepared(self, conversation_id: int, frontier_seq: int) -> int: ...
+    def drop_prepared_for(
+        self, conversation_ids: Sequence[int] | None = None, older_than: float | None = None
+    ) -> int: ...
+    def prepared_counts(self) -> dict[int, tuple[int, int]]: ...
+
+
 class Store(
     MessageStore,
     ConversationStore,
@@ -538,6 +556,7 @@ class Store(
     AssertionStore,
     ViewStore,
     PayloadRefStore,
+    PreparedStore,
     Protocol,
 ):
     """An opened store: everything the services use."""

@@ -172,6 +172,8 @@ ALIASES: dict[str, dict[str, Alias]] = {
         "LCM_MAX_SWEEP_ITERATIONS": Alias("max_passes_per_compress"),
         "LCM_COMPACT_UNTIL_UNDER_DEADLINE_MS": Alias("compaction_max_seconds", "ms_to_s"),
         "LCM_MAX_EXPAND_TOKENS": Alias("expansion_context_tokens"),
+        # deferred | inline, lossless-claw's words for what LCM_COMPACTION_MODE says
+        "LCM_PROACTIVE_THRESHOLD_COMPACTION_MODE": Alias("compaction_mode"),
     },
 }
 
@@ -222,8 +224,9 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("LCM_CACHE_FRIENDLY_", "condensation starts at LCM_CONDENSE_MIN_NODES nodes"),
     (
         "LCM_DEFERRED_MAINTENANCE_",
-        "compaction runs inside compress, bounded by LCM_COMPACTION_MAX_SECONDS and "
-        "LCM_MAX_PASSES_PER_COMPRESS",
+        "compaction is deferred by default here (LCM_COMPACTION_MODE=deferred: summaries prepared "
+        "between turns from LCM_PREPARE_AT_RATIO of the threshold, published by compress); its "
+        "knobs are not read",
     ),
     (
         "LCM_EMPTY_LIFECYCLE_GC_",
@@ -277,7 +280,6 @@ INSTEAD: dict[str, str] = {
     "LCM_ENABLE_SUMMARY_THINKING": "summaries use the model's default; remove it",
     "LCM_FALLBACK_PROVIDERS": "list model names in LCM_SUMMARY_FALLBACK_MODELS (same route)",
     "LCM_HOST_FALLBACK_MODE": "not applicable: an engine error never reaches the host",
-    "LCM_PROACTIVE_THRESHOLD_COMPACTION_MODE": "compaction runs when the host compresses at the threshold",
     "LCM_PROMPT_AWARE_EVICTION_ENABLED": "the newest user request always stays; remove it",
     "LCM_PRUNE_HEARTBEAT_OK": "keep such messages out with LCM_IGNORE_MESSAGE_PATTERNS (e.g. ^HEARTBEAT_OK$)",
     "LCM_SKIP_STATELESS_SESSIONS": "always on: sessions matching LCM_STATELESS_SESSION_PATTERNS never write",

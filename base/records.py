@@ -250,6 +250,25 @@ def parse_node_label(label: str | int) -> int:
 
 
 @dataclass(frozen=True)
+class PreparedSummary:
+    """A summary made ahead of the compaction that will want it (compaction/prepare.py), not yet a
+    node: ``key`` names exactly what it was made from, ``first_seq..last_seq`` what it covers."""
+
+    conversation_id: int
+    key: str
+    depth: int
+    first_seq: int
+    last_seq: int
+    target_tokens: int
+    content: str
+    tokens: int
+    level: str
+    route: str
+    created_at: float = 0.0
+    id: int = 0
+
+
+@dataclass(frozen=True)
 class Rollup:
     """One temporal rollup row (rollups.py): a conversation's day, week or month in a time zone.
 

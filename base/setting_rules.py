@@ -21,6 +21,7 @@ from .patterns import split_list
 MAX_TOKENS = 100_000_000
 
 SUMMARY_PROVIDERS = ("auto", "auxiliary", "openai", "extractive")
+COMPACTION_MODES = ("deferred", "inline")
 SUBAGENT_POLICIES = ("stateless", "store", "ignore")
 PREANSWER_MODES = ("", "off", "legacy_selective", "requirements_v1")
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
@@ -30,6 +31,7 @@ EMBEDDING_DTYPES = ("float32", "int8")
 CHOICES: dict[str, tuple[str, ...]] = {
     "subagent_sessions": SUBAGENT_POLICIES,
     "summary_provider": SUMMARY_PROVIDERS,
+    "compaction_mode": COMPACTION_MODES,
     "embedding_provider": EMBEDDING_PROVIDERS,
     "embedding_storage_dtype": EMBEDDING_DTYPES,
     "preanswer_evidence_mode": PREANSWER_MODES,
@@ -50,6 +52,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "reserve_tokens": (0, MAX_TOKENS),
     "max_passes_per_compress": (1, 200),
     "compaction_max_seconds": (0.0, 3600.0),
+    "prepare_at_ratio": (0.1, 1.0),
     "new_session_retain_depth": (-1, 64),
     "summary_timeout_ms": (100, 3_600_000),
     "summary_circuit_breaker_failure_threshold": (1, 100),

@@ -910,6 +910,44 @@ def _pg_recall(details: dict[str, Any]) -> str:
     )
 
 
+def _host_compaction(details: dict[str, Any]) -> str:
+    """Turns through the real host, deferred vs inline: what the user waited for, where the calls ran."""
+    rows = [
+        [
+            r["mode"],
+            f"{r['summary_s']:g}",
+            f"{r['think_s']:g}",
+            r["compaction_turns"],
+            r["compaction_median_s"],
+            r["compaction_max_s"],
+            r["ordinary_median_s"],
+            f"{r['calls_inside_turns']} / {r['calls_between_turns']}",
+            r["prompt_tokens_median"],
+            r["prompt_tokens_max"],
+        ]
+        for r in details["runs"]
+    ]
+    return (
+        _table(
+            [
+                "mode",
+                "summary s",
+                "think s",
+                "compaction turns",
+                "compaction turn median s",
+                "max s",
+                "ordinary turn median s",
+                "summary calls inside / between turns",
+                "prompt tokens median",
+                "max",
+            ],
+            rows,
+        )
+        + f"\n\n{details['turns']} turns of about 550 tokens each, threshold "
+        f"{details['threshold']:,} tokens (LCM_ABSOLUTE_THRESHOLD_TOKENS), the host's minimal toolset."
+    )
+
+
 def _ab(details: dict[str, Any]) -> str:
     """The figures of one benchmark on two revisions: each side's runs, their medians, the ratio."""
 
@@ -946,6 +984,7 @@ def _ab(details: dict[str, Any]) -> str:
 
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "ab_steady_state": ("Per-turn overhead, the code before and after a change", _ab),
+    "host_compaction": ("Compaction off the turn, through the real host", _host_compaction),
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
     "search": ("Search latency and database size", _search),

@@ -22,6 +22,16 @@ def register(subparsers: Subparsers) -> None:
     common.verb(subparsers, "status", status, "database path, sizes, counts, recent engine events")
 
 
+def _prepared(store: Store) -> dict[str, int]:
+    """Summaries prepared between turns that no compaction has published yet (deferred mode)."""
+    counts = store.prepared_counts()
+    return {
+        "conversations": len(counts),
+        "summaries": sum(n for n, _ in counts.values()),
+        "tokens": sum(t for _, t in counts.values()),
+    }
+
+
 def status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     dag = Dag(store)
     facts = store.database_header()
@@ -41,6 +51,7 @@ def status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         "lineage_problems": sorted(dag.lineage_problems()),
         "embeddings": cli_embed.status(store, settings),
         "temporal_rollups": store.rollup_stats(),
+        "prepared_summaries": _prepared(store),
         "assertions": cli_assertions.status(store, settings),
         "recent_events": [
             {"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest

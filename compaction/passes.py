@@ -21,29 +21,25 @@ compacting the same conversation); otherwise it is dropped and the loop re-plans
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..base.records import NewNode, StoredMessage, SummaryNode
+from ..base.records import NewNode, PreparedSummary, StoredMessage, SummaryNode
 from ..base.tokens import count_tokens
 from ..dag import Dag
 from ..prompt.assemble import SUMMARY_WRAPPER_TOKENS, tail_start
 from ..prompt.blocks import Item, group
 from ..prompt.budget import Budget
 from ..store import Store
+from .prepare import PreparedSummaries
+from .sources import MAX_SUMMARY_INPUT_CHARS, fit_sources, message_source
 from .summarize import SourceItem, SummaryOutcome
 
 SummarizeFn = Callable[
     [Sequence[SourceItem], int, int, "str | None", "float | None"], SummaryOutcome
 ]
 
-# One source item's text is cut to this many characters before summarizing.
-MAX_SOURCE_CHARS = 60_000
-# All source items of one summary together: past this, each gets a fair share (short ones stay
-# whole), so a leaf over 2,000 huge tool results costs what one over a few does.
-MAX_SUMMARY_INPUT_CHARS = 400_000
 MAX_CONDENSE_FANOUT = 8
 # Rows a pass reads from the oldest end of the raw backlog (a leaf chunk comes from these).
 OLDEST_WINDOW = 2048
@@ -67,10 +63,22 @@ class CompactionReport:
     stop_reason: str = ""
     nodes: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    prepared_published: int = 0  # nodes written from prepared summaries, without a call
+    waiting: bool = False  # stopped where a call would be needed: the next preparation makes it
 
     @property
     def passes(self) -> int:
         return self.leaf_passes + self.condense_passes + self.evicted
+
+
+@dataclass
+class _Overlay:
+    """The conversation as a preparation sees it: the store's rows, with the frontier and context
+    its own passes would have published (virtual nodes have negative ids)."""
+
+    frontier: int
+    context: list[SummaryNode]
+    made: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,10 +117,19 @@ def _cut_block_start(oldest: Sequence[StoredMessage]) -> int | None:
 
 class Compactor:
     def __init__(
-        self, store: Store, dag: Dag, settings: CompactionSettings, summarize: SummarizeFn
+        self,
+        store: Store,
+        dag: Dag,
+        settings: CompactionSettings,
+        summarize: SummarizeFn,
+        prepared: PreparedSummaries | None = None,
     ) -> None:
         self.store, self.dag, self.settings, self.summarize = store, dag, settings, summarize
+        self.prepared = prepared  # None: compaction inline only (no lookups, nothing prepared)
         self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
+        self._overlay: _Overlay | None = None  # set while this compactor prepares (prepare.py)
+        self._may_call = True  # a preparation makes calls only once its overlay is near the budget
+        self._found = False  # a preparation found earlier ones waiting
 
     def run(
         self,
@@ -137,7 +154,59 @@ class Compactor:
                 return CompactionReport(
                     stop_reason="another writer is compacting this conversation"
                 )
-            return self._run(conversation_id, session_id, budget, force, focus, upto, deadline)
+            report = self._run(conversation_id, session_id, budget, force, focus, upto, deadline)
+            if self.prepared is not None and report.nodes:
+                self.prepared.counts.published += report.prepared_published
+                self.prepared.tidy(
+                    conversation_id, self.store.conversation(conversation_id).frontier_seq
+                )
+            return report
+
+    def prepare(
+        self,
+        conversation_id: int,
+        session_id: str,
+        budget: Budget,
+        *,
+        stopping: Callable[[], bool],
+        deadline: float,
+        start_at: int = 0,
+    ) -> str:
+        """Make now, as prepared summaries, what a compaction to ``budget`` would summarize now;
+        publish nothing. Returns why it stopped. Passes already prepared cost no call (their key
+        is found), so a run after a run prepares only what is new.
+
+        Once a run found earlier preparations still waiting, its new calls wait until the
+        conversation, with them applied, holds ``start_at`` tokens (the budget less a turn or two
+        of growth): a leaf made sooner would cover only the turns since the last one, and the
+        calls would outnumber inline compaction's."""
+        if self.prepared is None:
+            return "preparation is off"
+        state = self.store.conversation(conversation_id)
+        self._overlay = _Overlay(state.frontier_seq, list(self.dag.context(conversation_id)))
+        self._budget = budget
+        self._found = False
+        report = CompactionReport()
+        try:
+            while report.passes < self.settings.max_passes:
+                if stopping():
+                    return "stopped: the engine is closing"
+                if time.monotonic() >= deadline:
+                    return "time limit reached; the next run goes on"
+                plan = self._sized(conversation_id, None)
+                if plan.total_tokens <= budget.goal:
+                    return f"ready: {report.passes} passes prepared or found"
+                self._may_call = not self._found or plan.total_tokens >= start_at
+                plan = self._with_backlog(plan, conversation_id, budget, None)
+                step = self._next_step(plan, budget, False)
+                if step is None:
+                    return self._stuck_reason(plan, True)
+                step(conversation_id, session_id, plan, report, None, deadline)
+                if report.waiting:
+                    return report.stop_reason
+            return f"pass limit {self.settings.max_passes} reached"
+        finally:
+            self._overlay = None
 
     def _run(
         self,
@@ -172,6 +241,8 @@ class Compactor:
                 report.stop_reason = self._stuck_reason(plan, over)
                 return report
             step(conversation_id, session_id, plan, report, focus, deadline)
+            if report.waiting:
+                return report
             longest = max(longest, time.monotonic() - started)
         report.stop_reason = f"pass limit {self.settings.max_passes} reached"
         return report
@@ -183,10 +254,15 @@ class Compactor:
 
     def _sized(self, conversation_id: int, upto: int | None) -> _Plan:
         """The plan's sizes only (context and raw backlog tokens): enough to tell whether a pass is due."""
-        frontier = self.store.conversation(conversation_id).frontier_seq
+        overlay = self._overlay
+        if overlay is not None:
+            frontier, context = overlay.frontier, list(overlay.context)
+        else:
+            frontier = self.store.conversation(conversation_id).frontier_seq
+            context = self.dag.context(conversation_id)
         return _Plan(
             frontier,
-            self.dag.context(conversation_id),
+            context,
             self.store.raw_tokens(conversation_id, frontier, upto),
             [],
             [],
@@ -290,14 +366,34 @@ class Compactor:
                 break
             chunk.extend(g)
             tokens += sum(i.tokens for i in g)
-        ids = {i.store_id for i in chunk}
-        last_seq = max(m.seq for m in plan.oldest if m.id in ids)
+        item_tokens = {i.store_id: i.tokens for i in chunk}
+        last_seq = max(m.seq for m in plan.oldest if m.id in item_tokens)
         # Everything up to last_seq leaves the raw context, including rows no group replays
         # (orphan tool results, unknown roles), so each one is linked to this node.
         covered = [m for m in plan.oldest if m.seq <= last_seq]
         target = _target(tokens, 4, self._budget.summaries // 4)
-        sources = fit_sources([_message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
-        outcome = self.summarize(sources, 0, target, focus, deadline)
+        sources = fit_sources([message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
+        found = self._prepared_leaf(conversation_id, covered, item_tokens, focus)
+        if found is not None and self.prepared is not None:
+            covered, prepared = found
+            report.prepared_published += self._overlay is None
+            self._found = True
+            made: tuple[SummaryOutcome, int | None] | None = (
+                self.prepared.outcome(prepared),
+                prepared.id,
+            )
+        else:
+            made = self._made(
+                conversation_id,
+                plan,
+                report,
+                (sources, 0, target, focus, deadline),
+                (covered[0].seq, last_seq),
+            )
+        if made is None:
+            return
+        outcome, prepared_id = made
+        last_seq = covered[-1].seq
         node = NewNode.over_messages(
             covered,
             conversation_id=conversation_id,
@@ -308,11 +404,130 @@ class Compactor:
             route=outcome.route,
         )
         context_ids = [n.id for n in plan.context]
-        if self._publish(
-            conversation_id, plan, node, lambda nid: [*context_ids, nid], last_seq, report
+        if self._overlay is not None:
+            self._overlay.frontier = last_seq
+            self._overlay.context = [*plan.context, self._virtual(node)]
+            report.leaf_passes += 1
+        elif self._publish(
+            conversation_id,
+            plan,
+            node,
+            lambda nid: [*context_ids, nid],
+            last_seq,
+            report,
+            prepared_id,
         ):
             report.leaf_passes += 1
         report.errors.extend(outcome.errors)
+
+    def _prepared_leaf(
+        self,
+        conversation_id: int,
+        covered: list[StoredMessage],
+        item_tokens: dict[int | None, int],
+        focus: str | None,
+    ) -> tuple[list[StoredMessage], PreparedSummary] | None:
+        """A prepared leaf over this chunk, or over its first rows (the longest that is): made
+        from exactly those rows, as they are stored now, under these settings. A preparation
+        takes it too, so a later run goes on after it instead of summarizing its rows again."""
+        if self.prepared is None or not covered:
+            return None
+        first, last = covered[0].seq, covered[-1].seq
+        candidates = [
+            p
+            for p in self.store.prepared_summaries(conversation_id)
+            if p.depth == 0 and p.first_seq == first and p.last_seq <= last
+        ]
+        for candidate in sorted(candidates, key=lambda p: -p.last_seq):
+            part = [m for m in covered if m.seq <= candidate.last_seq]
+            sources = fit_sources([message_source(m) for m in part], MAX_SUMMARY_INPUT_CHARS)
+            target = _target(
+                sum(item_tokens.get(m.id, 0) for m in part), 4, self._budget.summaries // 4
+            )
+            if self.prepared.key(sources, 0, focus) != candidate.key:
+                continue
+            if self.prepared.find(conversation_id, candidate.key, target) is not None:
+                return part, candidate
+        return None
+
+    def _made(
+        self,
+        conversation_id: int,
+        plan: _Plan,
+        report: CompactionReport,
+        call: tuple[list[SourceItem], int, int, str | None, float],
+        span: tuple[int, int],
+    ) -> tuple[SummaryOutcome, int | None] | None:
+        """The summary a pass needs and the prepared row it came from (None: made now). Looked up
+        by key (a condensation, or a preparation finding its own earlier work), else made by a
+        call. A
+        compaction that published prepared summaries and fits its budget waits instead (None), and
+        a preparation keeps what it made; one whose call failed stops (the next run tries again)
+        rather than keep a degraded summary that inline compaction could still do better."""
+        sources, depth, target, focus, deadline = call
+        prepared = self.prepared
+        key = prepared.key(sources, depth, focus) if prepared is not None else ""
+        if prepared is not None:
+            found = prepared.find(conversation_id, key, target)
+            if found is not None:
+                report.prepared_published += self._overlay is None
+                self._found = True
+                return prepared.outcome(found), found.id
+            if (
+                self._overlay is None
+                and report.prepared_published
+                and (plan.total_tokens <= self._budget.total)
+            ):
+                report.waiting = True
+                report.stop_reason = (
+                    f"{report.prepared_published} prepared summaries published and the prompt fits; "
+                    "the rest is prepared after the next reply"
+                )
+                return None
+        if self._overlay is not None and not self._may_call:
+            report.waiting = True
+            report.stop_reason = (
+                f"not due: {plan.total_tokens:,} tokens with what is prepared applied, "
+                "calls start nearer the budget"
+            )
+            return None
+        outcome = self.summarize(sources, depth, target, focus, deadline)
+        if self._overlay is not None and prepared is not None:
+            if outcome.errors:
+                report.waiting = True
+                report.stop_reason = f"a summary call failed ({outcome.errors[-1]}); not kept"
+                return None
+            prepared.keep(
+                conversation_id,
+                key,
+                depth=depth,
+                span=span,
+                target=target,
+                outcome=outcome,
+                tokens=_node_tokens(outcome.text),
+            )
+        return outcome, None
+
+    def _virtual(self, node: NewNode) -> SummaryNode:
+        """``node`` as the preparation's overlay holds it (never written)."""
+        assert self._overlay is not None
+        self._overlay.made += 1
+        return SummaryNode(
+            id=-self._overlay.made,
+            conversation_id=node.conversation_id,
+            session_id=node.session_id,
+            depth=node.depth,
+            content=node.content,
+            tokens=node.tokens,
+            first_seq=node.first_seq,
+            last_seq=node.last_seq,
+            earliest_at=node.earliest_at,
+            latest_at=node.latest_at,
+            source_tokens=node.source_tokens,
+            level=node.level,
+            route=node.route,
+            created_at=0.0,
+        )
 
     def _condense(
         self,
@@ -327,18 +542,25 @@ class Compactor:
         assert span is not None
         start, end = span
         run = plan.context[start:end]
+        # Labels name what a source covers, not its node id: a preparation condenses nodes that
+        # have no id yet, and the key of its summary must be the one the compaction computes.
         sources = fit_sources(
-            [
-                SourceItem(f"{n.node_id} d{n.depth} {n.first_seq}..{n.last_seq}", n.content)
-                for n in run
-            ],
+            [SourceItem(f"d{n.depth} seq {n.first_seq}..{n.last_seq}", n.content) for n in run],
             MAX_SUMMARY_INPUT_CHARS,
         )
         tokens = sum(n.tokens for n in run)
         depth = max(n.depth for n in run) + 1
-        outcome = self.summarize(
-            sources, depth, _target(tokens, 2, self._budget.summaries // 2), focus, deadline
+        target = _target(tokens, 2, self._budget.summaries // 2)
+        made = self._made(
+            conversation_id,
+            plan,
+            report,
+            (sources, depth, target, focus, deadline),
+            (run[0].first_seq, run[-1].last_seq),
         )
+        if made is None:
+            return
+        outcome, prepared_id = made
         node = NewNode.over_nodes(
             run,
             conversation_id=conversation_id,
@@ -349,13 +571,21 @@ class Compactor:
             route=outcome.route,
         )
         ids = [n.id for n in plan.context]
-        if self._publish(
+        if self._overlay is not None:
+            self._overlay.context = [
+                *plan.context[:start],
+                self._virtual(node),
+                *plan.context[end:],
+            ]
+            report.condense_passes += 1
+        elif self._publish(
             conversation_id,
             plan,
             node,
             lambda nid: [*ids[:start], nid, *ids[end:]],
             plan.frontier,
             report,
+            prepared_id,
         ):
             report.condense_passes += 1
         report.errors.extend(outcome.errors)
@@ -370,6 +600,10 @@ class Compactor:
         deadline: float,
     ) -> None:
         """Take the oldest summary out of the active context; the DAG keeps it."""
+        if self._overlay is not None:
+            self._overlay.context = plan.context[1:]
+            report.evicted += 1
+            return
         with self.store.write():
             if not self._unchanged(conversation_id, plan):
                 report.conflicts += 1
@@ -392,13 +626,18 @@ class Compactor:
         items: Callable[[int], list[int]],
         frontier: int,
         report: CompactionReport,
+        prepared_id: int | None = None,
     ) -> bool:
+        """Write the node and the new context in one transaction, only if nothing changed since the
+        plan; a prepared summary it was written from leaves the prepared table in the same one."""
         with self.store.write():
             if not self._unchanged(conversation_id, plan):
                 report.conflicts += 1
                 return False
             node_id = self.dag.add_node(node)
             self.dag.publish(conversation_id, items(node_id), frontier)
+            if prepared_id is not None:
+                self.store.take_prepared(prepared_id)
         report.nodes.append(node_id)
         return True
 
@@ -417,71 +656,3 @@ def _target(source_tokens: int, ratio: int, share: int) -> int:
 def _node_tokens(text: str) -> int:
     """What the node costs in the prompt, wrapper included."""
     return count_tokens(text) + SUMMARY_WRAPPER_TOKENS
-
-
-def _calls_text(stored: str) -> str:
-    """The calls as ``name(arguments)``; the stored JSON as it is when it holds anything else
-    (malformed host tool_calls are stored verbatim)."""
-    try:
-        calls = json.loads(stored)
-    except ValueError:
-        return stored
-    if not isinstance(calls, list):
-        return stored
-    shown = []
-    for c in calls:
-        fn = c.get("function") if isinstance(c, dict) else None
-        if isinstance(fn, dict) and is_own_tool(fn.get("name")):
-            shown.append(f"{fn.get('name')}(…)")  # a memory search: its words are the request's
-        elif isinstance(fn, dict):
-            shown.append(f"{fn.get('name')}({fn.get('arguments', '')})")
-        else:
-            shown.append(json.dumps(c, ensure_ascii=False, default=str))
-    return "; ".join(shown)
-
-
-def is_own_tool(name: object) -> bool:
-    """An lcm_* tool: its calls and results are LCM's own traffic (copies of stored rows)."""
-    return isinstance(name, str) and name.startswith("lcm_")
-
-
-def _message_source(m: StoredMessage) -> SourceItem:
-    """A message as the summarizer reads it; an lcm_* result is named, not copied: its text is
-    stored rows already, and a summary restating them would be a second hit for one source."""
-    text = m.content
-    if m.role == "tool" and is_own_tool(m.tool_name):
-        text = f"[{m.tool_name} result: {len(m.content)} chars of stored history, not restated]"
-    if m.tool_calls:
-        text = f"{text}\n[tool calls] {_calls_text(m.tool_calls)}".strip()
-    label = f"#{m.id} {m.role}" + (f" {m.tool_name}" if m.tool_name else "")
-    return SourceItem(label, _middle_cut(text, MAX_SOURCE_CHARS))
-
-
-def _middle_cut(text: str, chars: int) -> str:
-    """``text`` cut to about ``chars`` characters: head and tail kept, the middle named."""
-    if len(text) <= chars:
-        return text
-    half = chars // 2
-    return (
-        f"{text[:half]}\n[... {len(text) - 2 * half} chars omitted ...]\n{text[len(text) - half :]}"
-    )
-
-
-def fit_sources(sources: Sequence[SourceItem], limit: int) -> list[SourceItem]:
-    """Sources whose texts total about ``limit`` characters: every text longer than a common
-    share is cut to it, the share being the largest that fits (shorter texts stay whole)."""
-    total = sum(len(s.text) for s in sources)
-    if total <= limit:
-        return list(sources)
-    lengths = sorted(len(s.text) for s in sources)
-    remaining, share = limit, lengths[-1]
-    for i, length in enumerate(lengths):
-        fair = remaining // (len(lengths) - i)
-        if length > fair:
-            share = fair
-            break
-        remaining -= length
-    return [
-        s if len(s.text) <= share else SourceItem(s.label, _middle_cut(s.text, share))
-        for s in sources
-    ]

@@ -117,6 +117,21 @@ def core_privacy(core: LcmCore) -> dict[str, Any]:
     }
 
 
+def deferred_view(core: LcmCore) -> dict[str, Any]:
+    """LCM_COMPACTION_MODE and, when deferred, the preparer's runs and what waits prepared for the
+    bound conversation (published by its next compaction without a call)."""
+    if core.preparer is None:
+        return {"mode": core.config.compaction_mode}
+    conversation = core.binding.conversation_id
+    waiting = core.store.prepared_counts().get(conversation, (0, 0)) if conversation else (0, 0)
+    return {
+        "mode": core.config.compaction_mode,
+        **core.preparer.view(),
+        "prepared_waiting": waiting[0],
+        "prepared_waiting_tokens": waiting[1],
+    }
+
+
 def core_status(core: LcmCore) -> dict[str, Any]:
     """The core's part of the report: the bound session, the process counters, each job's health
     and, when a conversation is bound, what its store and DAG hold."""
@@ -147,6 +162,7 @@ def core_status(core: LcmCore) -> dict[str, Any]:
         "assertions": core.assertions.status(),
         "proactive_recall": core.proactive.status(core.config.proactive_recall_enabled),
         "large_outputs": outputs_view(core.config),
+        "deferred_compaction": deferred_view(core),
     }
     if binding.role == ROLE_SUBAGENT:
         info["linked_parent"] = core.binder.linked_parent()

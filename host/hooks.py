@@ -43,7 +43,7 @@ def _engine_for(kwargs: dict[str, Any]) -> LiveEngine | None:
 def post_llm_call(**kwargs: Any) -> None:
     engine = _engine_for(kwargs)
     if engine is not None:
-        engine.ingest_host(kwargs.get("conversation_history") or [])
+        engine.after_reply(kwargs.get("conversation_history") or [])
 
 
 def pre_llm_call(**kwargs: Any) -> dict[str, str] | None:

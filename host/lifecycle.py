@@ -40,9 +40,26 @@ class SessionCalls:
         def _load_settings(self) -> None: ...
         def _set_window(self, context_length: int) -> None: ...
         def ingest_host(self, messages: Sequence[Any]) -> int: ...
+        def _threshold(self) -> int: ...
+        def overhead(self, messages: Sequence[Any], current_tokens: int | None) -> int: ...
         def observe_request(
             self, request_messages: Sequence[Any], tools: Sequence[Any] | None
         ) -> None: ...
+
+    @guarded(lambda self, *a, **k: 0)
+    def after_reply(self, messages: Sequence[Any]) -> int:
+        """The host's ``post_llm_call``: store the turn, then, past the preparation point, ask for
+        the next compaction to be prepared (deferred mode) while the user reads the reply."""
+        stored = self.ingest_host(messages)
+        core, tokens = self.core, self.last_prompt_tokens
+        growth = max(0, tokens - getattr(self, "_reply_prompt_tokens", tokens))
+        self._reply_prompt_tokens = tokens  # the turn's growth, for the next reply's preparation
+        if core is not None and core.preparer is not None:
+            threshold = self._threshold()
+            if core.preparer.due(tokens, threshold):
+                budget = core.budget(threshold, self.overhead(messages, None))
+                core.prepare_soon(tokens, threshold, budget, growth)
+        return stored
 
     def _bind(self, session_id: str, **kwargs: Any) -> None:
         core = self.ensure_core()

@@ -277,6 +277,32 @@ def events_check(store: Store) -> Check:
     return Check("events", "ok", "no recent engine errors")
 
 
+# Failed preparations in a day that make the doctor warn: one is a provider's bad minute.
+PREPARE_FAILURES_WARN = 3
+
+
+def preparer_check(store: Store, now: float) -> Check:
+    """The preparer (deferred compaction) records each run its summary calls stopped; several in a
+    day mean its compactions are made inline again, inside the user's turn."""
+    failures = [
+        (at, detail)
+        for at, level, kind, detail in store.recent_events(200)
+        if kind == "prepare" and at >= now - 86_400
+    ]
+    if len(failures) >= PREPARE_FAILURES_WARN:
+        return Check(
+            "preparer",
+            "warn",
+            f"{len(failures)} preparations stopped on a failed summary call in the last day, "
+            f"newest: {failures[0][1][:200]}; compaction ran inside the turn instead",
+            "check the summary route (LCM_SUMMARY_MODEL, its key and endpoint) in status",
+            data={"failures": [(iso(a), d[:200]) for a, d in failures[:10]]},
+        )
+    if failures:
+        return Check("preparer", "ok", f"{len(failures)} failed preparation(s) in the last day")
+    return Check("preparer", "ok", "no failed preparation in the last day")
+
+
 def threshold_check(store: Store) -> Check:
     """The engine's last verdict on its threshold against the host's measured overhead (an event)."""
     newest = next(

@@ -21,6 +21,7 @@ ignore patterns, and only with ``LCM_DOCTOR_CLEAN_APPLY_ENABLED=true``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
@@ -70,6 +71,7 @@ def doctor_report(
     checks.append(cc.rollups_check(config, store))
     checks.append(ck.events_check(store))
     checks.append(ck.threshold_check(store))
+    checks.append(ck.preparer_check(store, time.time()))
     if host is not None:
         checks.insert(0, Check("host", **host))
     database = {

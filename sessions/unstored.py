@@ -21,7 +21,7 @@ from typing import Any
 from ..base.scaffold import BLOCK_KEY, BLOCK_MARKER, BlockSeal, closer, is_own_block
 from ..base.tokens import content_text, count_messages, count_tokens
 from ..base.wire import problems
-from ..compaction.passes import fit_sources
+from ..compaction.sources import fit_sources
 from ..compaction.summarize import SourceItem, SummaryOutcome
 from ..ingest.hostlist import HostList
 from ..prompt.assemble import Retention, block_nonce, build, defused, newest_request

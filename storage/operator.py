@@ -16,6 +16,7 @@ from urllib.parse import quote
 from . import schema
 from .connection import SqliteConnection, faults_mapped
 from .errors import StoreError
+from .prepared import forget_prepared
 
 
 def verify_backup(path: Path) -> str | None:
@@ -462,6 +463,7 @@ class OperatorQueries(SqliteConnection):
         marks = ",".join("?" * len(message_ids))
         ids = tuple(message_ids)
         with self.write() as db:
+            forget_prepared(db, f"SELECT conversation_id FROM messages WHERE id IN ({marks})", ids)
             edges = db.execute(
                 f"DELETE FROM edges WHERE child_kind IN (0, 'message') AND child_id IN ({marks})",
                 ids,
@@ -479,6 +481,7 @@ class OperatorQueries(SqliteConnection):
         nodes = f"SELECT id FROM summaries WHERE conversation_id IN ({marks})"
         counts: dict[str, int] = {}
         with self.write() as db:
+            forget_prepared(db, f"SELECT id FROM conversations WHERE id IN ({marks})", ids)
             counts["edges"] = db.execute(
                 f"DELETE FROM edges WHERE parent_id IN ({nodes})", ids
             ).rowcount

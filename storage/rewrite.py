@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .connection import SqliteConnection, faults_mapped
+from .prepared import forget_prepared
 from .rows import row_to_message, unpack_fingerprint
 
 # The text columns of the rows ``lcm redact`` rewrites besides messages (table -> column).
@@ -49,6 +50,7 @@ class RewriteQueries(SqliteConnection):
         """Set a message's content, parts, tool_calls, extra, tokens and fingerprint (the FTS row
         follows by the UPDATE trigger)."""
         with self.write() as db:
+            forget_prepared(db, "SELECT conversation_id FROM messages WHERE id=?", (message_id,))
             db.execute(
                 "UPDATE messages SET content=?, parts=?, tool_calls=?, extra=?, tokens=?, fingerprint=? "
                 "WHERE id=?",
@@ -69,6 +71,7 @@ class RewriteQueries(SqliteConnection):
         column = TEXT_TABLES[table]
         with self.write() as db:
             if table == "summaries":
+                forget_prepared(db, "SELECT conversation_id FROM summaries WHERE id=?", (row_id,))
                 old = db.execute("SELECT content FROM summaries WHERE id=?", (row_id,)).fetchone()
                 if old is None:
                     return

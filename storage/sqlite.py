@@ -12,6 +12,7 @@ from .message_search import MessageSearch
 from .messages import MessageQueries
 from .operator import OperatorQueries
 from .payload_refs import PayloadRefQueries
+from .prepared import PreparedQueries
 from .rewrite import RewriteQueries
 from .rollups import RollupQueries
 from .summaries import SummaryQueries
@@ -31,5 +32,6 @@ class SqliteStore(
     AssertionQueries,
     ViewQueries,
     PayloadRefQueries,
+    PreparedQueries,
 ):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..prepared import forget_prepared
 from ..rewrite import TEXT_TABLES, RewriteQueries
 
 
@@ -19,6 +20,8 @@ class PgRewriteQueries(RewriteQueries):
         """Set one summary's or event's text (a summary's vector follows: it is a generated column)."""
         column = TEXT_TABLES[table]
         with self.write() as db:
+            if table == "summaries":
+                forget_prepared(db, "SELECT conversation_id FROM summaries WHERE id=?", (row_id,))
             db.execute(f"UPDATE {table} SET {column}=? WHERE id=?", (text, row_id))
 
     def secure_delete(self, on: bool) -> bool:

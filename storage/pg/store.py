@@ -11,7 +11,7 @@ from ..payload_refs import PayloadRefQueries
 from ..summaries import SummaryQueries
 from ..views import ViewQueries
 from .connection import PgConnection
-from .families import PgAssertionQueries, PgRollupQueries, PgVectorQueries
+from .families import PgAssertionQueries, PgPreparedQueries, PgRollupQueries, PgVectorQueries
 from .messages import PgConversationQueries, PgMessageQueries
 from .operator import PgOperatorQueries
 from .payloads import PgPayloadQueries
@@ -40,6 +40,7 @@ class PgStore(
     ViewQueries,
     PgPayloadQueries,
     PayloadRefQueries,
+    PgPreparedQueries,
 ):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 

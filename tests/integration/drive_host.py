@@ -23,6 +23,8 @@ Run as ``python drive_host.py SPEC.json`` with ``HERMES_HOME`` pointing at a pre
                     to finish before it ends the session
 ``curator``         after the turns, run one curator pass with consolidation (the host's
                     ``run_curator_review``, on its ``curator-review`` thread) and wait for it
+``think_seconds``   a pause after each turn but the last (a user reading the reply and typing
+                    the next message), not counted in any turn's ``seconds``
 ``branch_before``   turn indexes before which the session is forked the way the gateway's
                     ``/branch`` does it: the transcript copied into a new session in the host's
                     session database, a new agent on the new session id, the history reloaded
@@ -197,6 +199,8 @@ def main(argv: list[str]) -> int:
             write_report()
             return 3
         for i, message in enumerate(spec["turns"]):
+            if i and spec.get("think_seconds"):
+                time.sleep(float(spec["think_seconds"]))
             if spec.get("agent_per_turn") and i > 0:
                 sid = agent.session_id
                 agent.close()
@@ -228,6 +232,7 @@ def main(argv: list[str]) -> int:
                 {
                     "i": i,
                     "seconds": round(dt, 3),
+                    "started_at": t0,
                     "ended_at": time.time(),
                     "final_response": result.get("final_response"),
                     "api_calls": result.get("api_calls"),

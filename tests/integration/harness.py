@@ -184,6 +184,7 @@ def run_host(
     check: bool = True,
     host_defaults: bool = False,
     curator: bool = False,
+    think_seconds: float = 0.0,
 ) -> HostRun:
     """Run ``turns`` through the real host in a subprocess and return its report."""
     spec_path = hh.root / f"spec-{time.time_ns()}.json"
@@ -198,6 +199,7 @@ def run_host(
         "branch_before": branch_before or [],
         "host_defaults": host_defaults,
         "curator": curator,
+        "think_seconds": think_seconds,
     }
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     t0 = time.time()

@@ -30,7 +30,7 @@ from hermes_lcm.base.tokens import (
     count_tokens,
 )
 from hermes_lcm.compaction import passes as compact
-from hermes_lcm.compaction.passes import fit_sources
+from hermes_lcm.compaction.sources import fit_sources
 from hermes_lcm.compaction.summarize import SourceItem
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.host import hooks
