@@ -60,15 +60,19 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
         )
         summaries = [r for r in stub.requests if r.kind == "summary"]
     rows = done.report["turns"]
-    compaction, ordinary, previous = [], [], 0
+    compaction, ordinary, previous, first = [], [], 0, None
     for row in rows:
         count = int(row.get("compression_count") or 0)
         (compaction if count > previous else ordinary).append(float(row["seconds"]))
+        if count > previous and first is None:
+            first = row
         previous = count
-    inside = sum(
-        1
-        for request in summaries
-        if any(r["started_at"] <= request.at <= r["ended_at"] for r in rows)
+    within = [
+        next((r for r in rows if r["started_at"] <= q.at <= r["ended_at"]), None) for q in summaries
+    ]
+    inside = sum(1 for r in within if r is not None)
+    after_first = sum(
+        1 for r in within if r is not None and first is not None and r["i"] > first["i"]
     )
     prompts = [int(r.get("last_prompt_tokens") or 0) for r in rows]
     return {
@@ -83,6 +87,7 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
         "summary_calls": len(summaries),
         "calls_inside_turns": inside,
         "calls_between_turns": len(summaries) - inside,
+        "calls_inside_after_first_compaction": after_first,
         "prompt_tokens_median": int(statistics.median(prompts)) if prompts else 0,
         "prompt_tokens_max": max(prompts) if prompts else 0,
     }

@@ -922,6 +922,7 @@ def _host_compaction(details: dict[str, Any]) -> str:
             r["compaction_max_s"],
             r["ordinary_median_s"],
             f"{r['calls_inside_turns']} / {r['calls_between_turns']}",
+            r.get("calls_inside_after_first_compaction", "-"),
             r["prompt_tokens_median"],
             r["prompt_tokens_max"],
         ]
@@ -938,6 +939,7 @@ def _host_compaction(details: dict[str, Any]) -> str:
                 "max s",
                 "ordinary turn median s",
                 "summary calls inside / between turns",
+                "inside, after the first compaction",
                 "prompt tokens median",
                 "max",
             ],

@@ -190,7 +190,7 @@ class Compactor:
         try:
             while report.passes < self.settings.max_passes:
                 if stopping():
-                    return "stopped: the engine is closing"
+                    return "stopped: the engine is closing, or a compaction began"
                 if time.monotonic() >= deadline:
                     return "time limit reached; the next run goes on"
                 plan = self._sized(conversation_id, None)

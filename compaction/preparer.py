@@ -102,6 +102,7 @@ class Preparer:
         self.job = PrepareJob(self._run)
         self.busy_with: int | None = None
         self._idle = threading.Condition()
+        self._yielding: set[int] = set()  # conversations a compaction has started on
 
     def due(self, prompt_tokens: int | None, threshold_tokens: int) -> bool:
         """Whether the prompt passed the preparation point (a comparison: free on every turn)."""
@@ -127,11 +128,18 @@ class Preparer:
         return False
 
     def wait(self, conversation_id: int, timeout: float) -> None:
-        """Until the run under way on ``conversation_id`` (if any) ends, at most ``timeout`` s."""
+        """A compaction is starting on ``conversation_id``: the run under way there (if any) ends
+        after its current call, and this waits for that call, at most ``timeout`` s. Its summary
+        is then found by the compaction, so the turn waits for the rest of one call where inline
+        compaction would have made it whole; the run's further calls are the compaction's own."""
         end = time.monotonic() + max(0.0, timeout)
         with self._idle:
-            while self.busy_with == conversation_id and time.monotonic() < end:
-                self._idle.wait(end - time.monotonic())
+            self._yielding.add(conversation_id)
+            try:
+                while self.busy_with == conversation_id and time.monotonic() < end:
+                    self._idle.wait(end - time.monotonic())
+            finally:
+                self._yielding.discard(conversation_id)
 
     def _run(self, request: PrepareRequest, stopping: Callable[[], bool]) -> str:
         store = self.compactor.store
@@ -145,7 +153,7 @@ class Preparer:
                     request.conversation_id,
                     request.session_id,
                     request.budget,
-                    stopping=stopping,
+                    stopping=lambda: stopping() or request.conversation_id in self._yielding,
                     deadline=time.monotonic() + RUN_SECONDS,
                     start_at=request.start_at,
                 )
