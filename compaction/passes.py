@@ -32,7 +32,7 @@ from ..prompt.assemble import SUMMARY_WRAPPER_TOKENS, tail_start
 from ..prompt.blocks import Item, group
 from ..prompt.budget import Budget
 from ..store import Store
-from .prepare import PreparedSummaries
+from .prepare import PreparedSummaries, fits
 from .sources import MAX_SUMMARY_INPUT_CHARS, fit_sources, message_source
 from .summarize import SourceItem, SummaryOutcome
 
@@ -444,10 +444,8 @@ class Compactor:
             target = _target(
                 sum(item_tokens.get(m.id, 0) for m in part), 4, self._budget.summaries // 4
             )
-            if self.prepared.key(sources, 0, focus) != candidate.key:
-                continue
-            if self.prepared.find(conversation_id, candidate.key, target) is not None:
-                return part, candidate
+            if self.prepared.key(sources, 0, focus) == candidate.key and fits(candidate, target):
+                return part, candidate  # the row is in hand: no second read of it
         return None
 
     def _made(

@@ -73,6 +73,11 @@ def summary_key(tag: str, sources: Sequence[SourceItem], depth: int, focus: str 
     return digest.hexdigest()
 
 
+def fits(prepared: PreparedSummary, target: int) -> bool:
+    """Whether a summary made for its own target serves a pass that asks for ``target``."""
+    return prepared.target_tokens <= target * TARGET_SLACK
+
+
 @dataclass
 class Preparations:
     """What preparing and publishing did in this process (status shows it)."""
@@ -108,9 +113,7 @@ class PreparedSummaries:
 
     def find(self, conversation_id: int, key: str, target: int) -> PreparedSummary | None:
         found = self.store.prepared_summary(conversation_id, key)
-        if found is None or found.target_tokens > target * TARGET_SLACK:
-            return None
-        return found
+        return found if found is not None and fits(found, target) else None
 
     def keep(
         self,
