@@ -21,7 +21,7 @@ from .base.scaffold import BlockSeal
 from .base.stats import Stats
 from .base.tokens import MESSAGE_OVERHEAD_TOKENS
 from .compaction.passes import CompactionReport, CompactionSettings, Compactor
-from .compaction.prepare import PreparedSummaries, settings_tag
+from .compaction.prepare import PreparedSummaries, ahead_of, settings_tag
 from .compaction.preparer import Preparer
 from .compaction.rollups import Rollups
 from .compaction.summarize import CallGuard, SourceItem, SummaryOutcome
@@ -181,7 +181,9 @@ class LcmCore:
     def start_fresh_context(self) -> None:
         """Keep summaries at depth >= LCM_NEW_SESSION_RETAIN_DEPTH; raw history leaves the context.
 
-        Nothing is deleted: every node and message stays expandable.
+        Nothing is deleted: every node and message stays expandable. What was prepared for the
+        next compaction is dropped: its rows left the context, and its condensations were of
+        nodes that did too.
         """
         conversation_id = self.binding.conversation_id
         if conversation_id is None or self.binding.mode != MODE_NORMAL:
@@ -191,6 +193,7 @@ class LcmCore:
         kept = [n.id for n in context if retain < 0 or (retain > 0 and n.depth >= retain)]
         state = self.store.conversation(conversation_id)
         self.dag.publish(conversation_id, kept, state.last_seq)
+        self.store.drop_prepared_for([conversation_id])
         self.memory.fresh_start = True
 
     # -- ingest ------------------------------------------------------------------
@@ -329,14 +332,15 @@ class LcmCore:
         prompt_tokens: int | None,
         threshold_tokens: int,
         budget: Budget,
-        growth_tokens: int = 0,
+        growth: tuple[int, int] = (0, 0),
+        user_tokens: int = 0,
     ) -> bool:
         """After a reply: ask the preparer for a run when the prompt passed the preparation point
         (deferred mode, a stored session). Costs a turn a comparison, and a request when due.
-        ``growth_tokens`` is what the last turn added: a run is asked only when two such turns (or
-        a tenth of the threshold) would reach the threshold, so the summaries are ready before
-        the turn that does and cover what inline compaction would (made sooner, each would cover
-        only the turns since the last)."""
+        ``growth`` is what the last turn added (tokens, messages), ``user_tokens`` its user
+        message: a run is asked only once two such turns (or a twentieth of the threshold) would
+        reach the threshold, and it plans for the turns still to come
+        (:class:`~.compaction.prepare.Ahead`), so what it makes is what that compaction takes."""
         preparer = self.preparer
         if (
             preparer is None
@@ -344,15 +348,15 @@ class LcmCore:
             or not preparer.due(prompt_tokens, threshold_tokens)
         ):
             return False
-        margin = max(growth_tokens + growth_tokens // 2, threshold_tokens // 20)
-        if (prompt_tokens or 0) + margin < threshold_tokens:
+        prompt, (tokens, messages) = prompt_tokens or 0, growth
+        if prompt + max(tokens + tokens // 2, threshold_tokens // 20) < threshold_tokens:
             return False
         assert self.binding.conversation_id is not None
         preparer.ask(
             self.binding.conversation_id,
             self.binding.session_id,
             budget,
-            max(budget.goal, budget.total - margin),
+            ahead_of(prompt, threshold_tokens, (tokens, messages), user_tokens),
         )
         return True
 

@@ -84,6 +84,7 @@ class LcmEngine(SessionCalls, _Base):
         self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = (
             self.compression_count
         ) = 0
+        self.pressure_tokens = 0  # the host's last should_compress figure (deferred compaction)
         # Read by the host (getattr) after each compress: did the list change, did we abort.
         self._last_compression_made_progress = self._last_compress_aborted = False
         self.protect_first_n = 0
@@ -269,6 +270,8 @@ class LcmEngine(SessionCalls, _Base):
 
     @guarded(lambda self, *a, **k: False)
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        if prompt_tokens:  # the host's own measure of its next request: when it will compact
+            self.pressure_tokens = prompt_tokens
         tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
         if bool(self.threshold_tokens) and tokens is not None and tokens >= self.threshold_tokens:
             return True

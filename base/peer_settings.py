@@ -191,7 +191,11 @@ _LARGE = (
     "large tool results go to payload files with LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED (threshold "
     "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS); base64 payloads always do (LCM_PAYLOAD_MIN_BASE64_CHARS)"
 )
-_CACHE = "no prompt-cache-aware scheduling: compaction starts at LCM_CONTEXT_THRESHOLD"
+_CACHE = (
+    "no cache window to wait for: the prompt changes only when compress runs at "
+    "LCM_CONTEXT_THRESHOLD (with LCM_COMPACTION_MODE=deferred it publishes what was prepared "
+    "between turns); below it the cached prefix is never rewritten"
+)
 _ASSEMBLY = "the prompt budget follows the host's window; cap it with LCM_ABSOLUTE_THRESHOLD_TOKENS"
 
 # What to do instead, by the name's start (the first match wins); then the exact names.

@@ -1,13 +1,16 @@
 """What a user waits for at compaction: turns through the real Hermes host, deferred vs inline.
 
-One command: ``.venv/bin/python bench/host_compaction.py [--runs deferred:3:4,inline:3:4,deferred:3:0]
-[--turns 60] [--threshold 10000]``; each run is ``mode:summary seconds:think seconds``.
+One command: ``.venv/bin/python bench/host_compaction.py [--runs deferred:3:4,inline:3:4,...]
+[--turns 60] [--threshold 10000]``; each run is ``mode:summary seconds:think seconds`` (the
+default: 1, 3 and 10 s summaries; 0, 4 and 30 s of think time; inline beside deferred).
 
 The real host (hermes-agent, tests/integration/drive_host.py in a fresh interpreter) talks to the
 tests' OpenAI-compatible stub on 127.0.0.1, whose summary requests (the engine's summarizer, through
 the host's auxiliary client) sleep the set time before they answer; the main model answers at once.
 Each turn is one user message of about 300 tokens and a reply of about 250. Between turns the
-driver pauses the think time (a user reading and typing), which no turn's time includes. A turn's
+driver pauses the think time (a user reading and typing), which no turn's time includes; the pause
+ends early once the preparer is idle (a longer pause would give it nothing more to do), so 30 s of
+think time costs the run only what the preparer spends. A turn's
 wall time is the host's ``run_conversation``; a compaction turn is one whose compression count
 went up. A summary request counts as inside a turn when it started within that turn's wall time.
 """
@@ -56,6 +59,7 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
             home,
             [message(i) for i in range(turns)],
             think_seconds=think_s,
+            think_until_idle=True,
             timeout=turns * (think_s + 10 * summary_s + 30),
         )
         summaries = [r for r in stub.requests if r.kind == "summary"]
@@ -75,6 +79,8 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
         1 for r in within if r is not None and first is not None and r["i"] > first["i"]
     )
     prompts = [int(r.get("last_prompt_tokens") or 0) for r in rows]
+    # what the session sent the main model in all (each turn's prompt): deferred vs inline
+    sent = sum(prompts)
     return {
         "mode": mode,
         "summary_s": summary_s,
@@ -90,12 +96,17 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
         "calls_inside_after_first_compaction": after_first,
         "prompt_tokens_median": int(statistics.median(prompts)) if prompts else 0,
         "prompt_tokens_max": max(prompts) if prompts else 0,
+        "prompt_tokens_total": sent,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default="deferred:3:4,inline:3:4,deferred:3:0")
+    parser.add_argument(
+        "--runs",
+        default="deferred:3:4,inline:3:4,deferred:3:0,inline:3:0,deferred:1:4,deferred:10:4,"
+        "deferred:10:30,inline:10:30",
+    )
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--threshold", type=int, default=10_000)
     args = parser.parse_args()

@@ -342,6 +342,41 @@ def _privacy(details: dict[str, Any]) -> str:
     )
 
 
+def _prepare_overhead(details: dict[str, Any]) -> str:
+    rows = []
+    for size, entry in details["sizes"].items():
+        for shape in ("cli", "api"):
+            inline, deferred = entry[f"{shape}_inline"], entry[f"{shape}_deferred"]
+            rows.append(
+                [
+                    f"{int(size):,}",
+                    shape,
+                    inline["total"]["median_ms"],
+                    deferred["total"]["median_ms"],
+                    entry[f"{shape}_ratio"],
+                    inline["compactions"],
+                    deferred["compactions"],
+                ]
+            )
+    runs = {size: entry["preparer"] for size, entry in details["sizes"].items()}
+    return _table(
+        [
+            "stored msgs",
+            "host shape",
+            "inline ms",
+            "deferred ms",
+            "ratio",
+            "inline compactions",
+            "deferred compactions",
+        ],
+        rows,
+    ) + (
+        f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies "
+        "of one database, in one process, each handed the reply's usage first; the preparer's "
+        f"runs, summaries prepared and published (offline summarizer): {runs}."
+    )
+
+
 def _hook_filter(details: dict[str, Any]) -> str:
     rows = [
         [
@@ -925,6 +960,7 @@ def _host_compaction(details: dict[str, Any]) -> str:
             r.get("calls_inside_after_first_compaction", "-"),
             r["prompt_tokens_median"],
             r["prompt_tokens_max"],
+            f"{r['prompt_tokens_total']:,}" if "prompt_tokens_total" in r else "-",
         ]
         for r in details["runs"]
     ]
@@ -942,11 +978,14 @@ def _host_compaction(details: dict[str, Any]) -> str:
                 "inside, after the first compaction",
                 "prompt tokens median",
                 "max",
+                "prompt tokens, whole session",
             ],
             rows,
         )
         + f"\n\n{details['turns']} turns of about 550 tokens each, threshold "
-        f"{details['threshold']:,} tokens (LCM_ABSOLUTE_THRESHOLD_TOKENS), the host's minimal toolset."
+        f"{details['threshold']:,} tokens (LCM_ABSOLUTE_THRESHOLD_TOKENS), the host's minimal toolset. "
+        "Think time is the user's pause between turns, in no turn's time; it ends early once the "
+        "preparer is idle (a longer pause gives it nothing more to do)."
     )
 
 
@@ -999,6 +1038,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "lcmx_migrate": ("LCM-X database upgrade", _lcmx_migrate),
     "pg_migrate": ("`lcm migrate-to-postgres` at 100k messages", _pg_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
+    "prepare_overhead": ("Per-turn overhead of deferred compaction", _prepare_overhead),
     "hook_filter": ("The post_llm_call hook with the host-agent check", _hook_filter),
     "knn": ("Vector search (embeddings)", _knn),
     "vector_growth": ("Database growth per message with vectors", _vector_growth),

@@ -32,7 +32,7 @@ from ..prompt.assemble import SUMMARY_WRAPPER_TOKENS, tail_start
 from ..prompt.blocks import Item, group
 from ..prompt.budget import Budget
 from ..store import Store
-from .prepare import PreparedSummaries, fits
+from .prepare import NOW, Ahead, PreparedSummaries, fits
 from .sources import MAX_SUMMARY_INPUT_CHARS, fit_sources, message_source
 from .summarize import SourceItem, SummaryOutcome
 
@@ -41,6 +41,8 @@ SummarizeFn = Callable[
 ]
 
 MAX_CONDENSE_FANOUT = 8
+# Summary levels that are a model's answer (summarize.py): a preparation keeps those.
+LLM_LEVELS = frozenset({"normal", "aggressive"})
 # Rows a pass reads from the oldest end of the raw backlog (a leaf chunk comes from these).
 OLDEST_WINDOW = 2048
 
@@ -128,8 +130,7 @@ class Compactor:
         self.prepared = prepared  # None: compaction inline only (no lookups, nothing prepared)
         self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
         self._overlay: _Overlay | None = None  # set while this compactor prepares (prepare.py)
-        self._may_call = True  # a preparation makes calls only once its overlay is near the budget
-        self._found = False  # a preparation found earlier ones waiting
+        self._cut_ok = False  # a preparation may make the chunk the fresh tail cuts (Ahead.last)
 
     def run(
         self,
@@ -170,22 +171,29 @@ class Compactor:
         *,
         stopping: Callable[[], bool],
         deadline: float,
-        start_at: int = 0,
+        ahead: Ahead = NOW,
     ) -> str:
-        """Make now, as prepared summaries, what a compaction to ``budget`` would summarize now;
-        publish nothing. Returns why it stopped. Passes already prepared cost no call (their key
-        is found), so a run after a run prepares only what is new.
+        """Make now, as prepared summaries, what the compaction to ``budget`` will summarize once
+        the conversation grew by ``ahead`` (below the goal by its tokens); publish nothing.
+        Returns why it stopped. Passes already prepared cost no call (their key is found), so a
+        run after a run prepares only what is new.
 
-        Once a run found earlier preparations still waiting, its new calls wait until the
-        conversation, with them applied, holds ``start_at`` tokens (the budget less a turn or two
-        of growth): a leaf made sooner would cover only the turns since the last one, and the
-        calls would outnumber inline compaction's."""
+        A leaf is made over a whole chunk (one the next group would overflow): its rows are then
+        exactly those a compaction's pass takes from the same frontier, whenever it runs. The
+        chunk the fresh tail still cuts is left for a later run, once the turns after it have
+        grown it: made sooner it would cover only the turns so far, and the calls would
+        outnumber inline compaction's. Only the last run before the compaction
+        (:attr:`Ahead.last`) makes it, up to where the tail will cut it then; the compaction
+        takes it whole, or as the first rows of its own chunk when the tail moved further than
+        the last turn's size predicted."""
         if self.prepared is None:
             return "preparation is off"
         state = self.store.conversation(conversation_id)
         self._overlay = _Overlay(state.frontier_seq, list(self.dag.context(conversation_id)))
         self._budget = budget
-        self._found = False
+        # The last run before the compaction also makes the chunk the fresh tail cuts.
+        self._cut_ok = ahead.last
+        planned = ahead.budget(budget)
         report = CompactionReport()
         try:
             while report.passes < self.settings.max_passes:
@@ -194,10 +202,9 @@ class Compactor:
                 if time.monotonic() >= deadline:
                     return "time limit reached; the next run goes on"
                 plan = self._sized(conversation_id, None)
-                if plan.total_tokens <= budget.goal:
+                if plan.total_tokens <= planned.goal:
                     return f"ready: {report.passes} passes prepared or found"
-                self._may_call = not self._found or plan.total_tokens >= start_at
-                plan = self._with_backlog(plan, conversation_id, budget, None)
+                plan = self._with_backlog(plan, conversation_id, planned, None)
                 step = self._next_step(plan, budget, False)
                 if step is None:
                     return self._stuck_reason(plan, True)
@@ -361,8 +368,10 @@ class Compactor:
     ) -> None:
         chunk: list[Item] = []
         tokens = 0
+        whole = False  # the next group overflows the chunk: it ends here whatever comes later
         for g in plan.compactable:
             if chunk and tokens + sum(i.tokens for i in g) > self.settings.leaf_chunk_tokens:
+                whole = True
                 break
             chunk.extend(g)
             tokens += sum(i.tokens for i in g)
@@ -374,10 +383,15 @@ class Compactor:
         target = _target(tokens, 4, self._budget.summaries // 4)
         sources = fit_sources([message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
         found = self._prepared_leaf(conversation_id, covered, item_tokens, focus)
+        if found is None and self._overlay is not None and not whole and not self._cut_ok:
+            report.waiting = True
+            report.stop_reason = (
+                "ready up to the chunk the fresh tail still cuts; it is made once whole"
+            )
+            return
         if found is not None and self.prepared is not None:
             covered, prepared = found
             report.prepared_published += self._overlay is None
-            self._found = True
             made: tuple[SummaryOutcome, int | None] | None = (
                 self.prepared.outcome(prepared),
                 prepared.id,
@@ -459,9 +473,12 @@ class Compactor:
         """The summary a pass needs and the prepared row it came from (None: made now). Looked up
         by key (a condensation, or a preparation finding its own earlier work), else made by a
         call. A
-        compaction that published prepared summaries and fits its budget waits instead (None), and
-        a preparation keeps what it made; one whose call failed stops (the next run tries again)
-        rather than keep a degraded summary that inline compaction could still do better."""
+        compaction that published prepared summaries and is at most halfway from its goal to its
+        budget waits instead (None: a few turns remain before the next threshold), and
+        a preparation keeps what it made, an answer the model gave on a second try included
+        (inline compaction would have made the same calls and taken it); one that got no answer
+        at all stops (the next run tries again) rather than keep a truncation that inline
+        compaction, once the model answers again, could still do better."""
         sources, depth, target, focus, deadline = call
         prepared = self.prepared
         key = prepared.key(sources, depth, focus) if prepared is not None else ""
@@ -469,12 +486,11 @@ class Compactor:
             found = prepared.find(conversation_id, key, target)
             if found is not None:
                 report.prepared_published += self._overlay is None
-                self._found = True
                 return prepared.outcome(found), found.id
             if (
                 self._overlay is None
                 and report.prepared_published
-                and (plan.total_tokens <= self._budget.total)
+                and plan.total_tokens <= (self._budget.goal + self._budget.total) // 2
             ):
                 report.waiting = True
                 report.stop_reason = (
@@ -482,16 +498,9 @@ class Compactor:
                     "the rest is prepared after the next reply"
                 )
                 return None
-        if self._overlay is not None and not self._may_call:
-            report.waiting = True
-            report.stop_reason = (
-                f"not due: {plan.total_tokens:,} tokens with what is prepared applied, "
-                "calls start nearer the budget"
-            )
-            return None
         outcome = self.summarize(sources, depth, target, focus, deadline)
         if self._overlay is not None and prepared is not None:
-            if outcome.errors:
+            if outcome.errors and outcome.level not in LLM_LEVELS:
                 report.waiting = True
                 report.stop_reason = f"a summary call failed ({outcome.errors[-1]}); not kept"
                 return None

@@ -14,8 +14,9 @@ When the host calls ``compress`` at the threshold, each pass computes the key of
 to summarize and, where a prepared summary has it, writes that summary as the node in the same
 transaction that publishes it and deletes the prepared row: no LLM call. A leaf pass also takes a
 prepared leaf that covers only the first rows of its chunk (the chunk grew since: the turn added
-rows the preparation could not see). Once prepared summaries were published and the prompt fits
-its budget, the pass that would need a call waits for the next preparation instead. What was not
+rows the preparation could not see). Once prepared summaries were published and the prompt is
+at most halfway from the goal to the budget (a few turns from the next threshold), the pass that
+would need a call waits for the next preparation instead. What was not
 prepared in time is compacted inline, as always, within ``LCM_COMPACTION_MAX_SECONDS``.
 
 A prepared summary whose sources changed (a rewrite, ``lcm redact``, a retention prune) or that was
@@ -29,11 +30,11 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from ..base.records import PreparedSummary
 from ..config import LcmConfig
+from ..prompt.budget import Budget
 from ..store import Store
 from .summarize import SourceItem, SummaryOutcome
 
@@ -78,26 +79,62 @@ def fits(prepared: PreparedSummary, target: int) -> bool:
     return prepared.target_tokens <= target * TARGET_SLACK
 
 
-@dataclass
-class Preparations:
-    """What preparing and publishing did in this process (status shows it)."""
+@dataclass(frozen=True)
+class Ahead:
+    """What the conversation will add before the compaction a preparation is for.
 
-    runs: int = 0
+    A preparation plans as that compaction will: with the fresh tail as it will be then (these
+    ``messages`` and ``tokens`` newer, so the oldest rows of today's tail will be outside it) and
+    aiming ``goal_tokens`` below the goal (the prompt will have grown by them). What it makes is
+    then what that compaction takes, not the smaller pieces today's tail leaves room for."""
+
+    tokens: int = 0  # what the fresh tail gains before the compaction
+    messages: int = 0
+    turns: int = 0  # replies until the threshold
+    goal_tokens: int = 0  # what the prompt gains before the compaction
+
+    @property
+    def last(self) -> bool:
+        """Whether this is the last preparation before the compaction (the next reply reaches the
+        threshold): it also makes the chunk the fresh tail will cut then, up to that edge."""
+        return self.turns <= 1
+
+    def budget(self, budget: Budget) -> Budget:
+        return replace(
+            budget,
+            goal=max(0, budget.goal - self.goal_tokens),
+            tail_count=max(0, budget.tail_count - self.messages),
+            tail_tokens=max(0, budget.tail_tokens - self.tokens),
+        )
+
+
+NOW = Ahead()  # nothing more to come: plan as a compaction would now
+
+
+def ahead_of(prompt: int, threshold: int, growth: tuple[int, int], user_tokens: int = 0) -> Ahead:
+    """What comes before the compaction, from a reply's prompt, the last turn's growth (tokens,
+    messages) and its user message's tokens. The host compacts at the start of the turn whose
+    prompt reaches the threshold, with that turn's user message in its list but not its reply:
+    so the turns before it whole, then one message the size of the last user message (a tail
+    guessed too long leaves a leaf the compaction still takes as the first rows of its own; one
+    guessed too short, a leaf it cannot take, made again inside the turn)."""
+    growth_tokens, growth_messages = growth
+    turns = max(1, -(-max(0, threshold - prompt) // growth_tokens)) if growth_tokens > 0 else 1
+    before = turns - 1  # whole turns before the compacting one
+    return Ahead(
+        tokens=before * growth_tokens + user_tokens,
+        messages=before * max(2, growth_messages) + 1,
+        turns=turns,
+        goal_tokens=before * growth_tokens + max(user_tokens, growth_tokens // 2),
+    )
+
+
+@dataclass
+class PublishedCounts:
+    """What preparing kept and compactions published from it, in this process (status shows it)."""
+
     prepared: int = 0  # summaries made ahead of their compaction
     published: int = 0  # of them, written as nodes by a compaction, without a call
-    last_run_at: float | None = None
-    last_error: str = ""
-    last_stop: str = ""
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "runs": self.runs,
-            "prepared": self.prepared,
-            "published": self.published,
-            "last_run_at": self.last_run_at,
-            "last_stop": self.last_stop,
-            "last_error": self.last_error or None,
-        }
 
 
 class PreparedSummaries:
@@ -105,7 +142,7 @@ class PreparedSummaries:
 
     def __init__(self, store: Store, tag: str) -> None:
         self.store, self.tag = store, tag
-        self.counts = Preparations()
+        self.counts = PublishedCounts()
         self._tables = False
 
     def key(self, sources: Sequence[SourceItem], depth: int, focus: str | None) -> str:

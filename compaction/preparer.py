@@ -21,7 +21,7 @@ from typing import Any
 
 from ..base.jobs import BackgroundJob
 from .passes import Compactor
-from .prepare import Preparations
+from .prepare import NOW, Ahead
 
 # How a run that stopped on a failed summary call says so (passes.Compactor._made).
 FAILED = "a summary call failed"
@@ -36,7 +36,25 @@ class PrepareRequest:
     conversation_id: int
     session_id: str
     budget: Any  # prompt.budget.Budget (not imported: the job runs the compactor's own call)
-    start_at: int = 0  # tokens the overlay must hold before a run makes calls (Compactor.prepare)
+    ahead: Ahead = NOW  # what the conversation adds before that compaction
+
+
+@dataclass
+class RunCounts:
+    """The preparer's runs in this process and how the last one ended (status shows them)."""
+
+    runs: int = 0
+    last_run_at: float | None = None
+    last_error: str = ""
+    last_stop: str = ""
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "last_run_at": self.last_run_at,
+            "last_stop": self.last_stop,
+            "last_error": self.last_error or None,
+        }
 
 
 class PrepareJob(BackgroundJob):
@@ -55,7 +73,7 @@ class PrepareJob(BackgroundJob):
         self._pending: dict[int, PrepareRequest] = {}
         self._pending_lock = threading.Lock()
         self._active = False
-        self.counts = Preparations()
+        self.counts = RunCounts()
 
     def ask(self, request: PrepareRequest) -> None:
         with self._pending_lock:
@@ -114,8 +132,8 @@ class Preparer:
             )
         )
 
-    def ask(self, conversation_id: int, session_id: str, budget: Any, start_at: int = 0) -> None:
-        self.job.ask(PrepareRequest(conversation_id, session_id, budget, start_at))
+    def ask(self, conversation_id: int, session_id: str, budget: Any, ahead: Ahead = NOW) -> None:
+        self.job.ask(PrepareRequest(conversation_id, session_id, budget, ahead))
 
     def settle(self, timeout: float) -> bool:
         """Until nothing is asked or running (True), at most ``timeout`` s: for a caller that must
@@ -155,7 +173,7 @@ class Preparer:
                     request.budget,
                     stopping=lambda: stopping() or request.conversation_id in self._yielding,
                     deadline=time.monotonic() + RUN_SECONDS,
-                    start_at=request.start_at,
+                    ahead=request.ahead,
                 )
                 if stop.startswith(FAILED):  # doctor and status read it from the events
                     store.record_event("warning", "prepare", stop, request.conversation_id)
@@ -169,7 +187,7 @@ class Preparer:
         """The preparer for status: its runs (the job's) and what was prepared and published (the
         compactors' shared counts)."""
         shared = self.compactor.prepared
-        runs = self.job.counts.view()
+        runs = {"runs": 0, "prepared": 0, "published": 0, **self.job.counts.view()}
         if shared is not None:
             runs.update(prepared=shared.counts.prepared, published=shared.counts.published)
         return {

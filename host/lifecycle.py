@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import registry
 from ..base.hostagents import current_kind
+from ..base.tokens import count_messages
 from ..sessions.binding import ROLE_FORK
 from .guard import guarded
 
@@ -34,6 +35,7 @@ class SessionCalls:
         last_completion_tokens: int
         last_total_tokens: int
         compression_count: int
+        pressure_tokens: int
 
         def ensure_core(self) -> LcmCore | None: ...
         def record_error(self, text: str) -> None: ...
@@ -52,13 +54,18 @@ class SessionCalls:
         the next compaction to be prepared (deferred mode) while the user reads the reply."""
         stored = self.ingest_host(messages)
         core, tokens = self.core, self.last_prompt_tokens
-        growth = max(0, tokens - getattr(self, "_reply_prompt_tokens", tokens))
-        self._reply_prompt_tokens = tokens  # the turn's growth, for the next reply's preparation
+        # The host compacts when its own measure of a request (what it hands should_compress
+        # before each call) reaches the threshold: the preparation counts the turns in it.
+        pressure = self.pressure_tokens or tokens
+        before, count = getattr(self, "_reply_sizes", (pressure, len(messages))), len(messages)
+        self._reply_sizes = (pressure, count)  # the turn's growth, for the next reply's preparation
         if core is not None and core.preparer is not None:
             threshold = self._threshold()
-            if core.preparer.due(tokens, threshold):
-                budget = core.budget(threshold, self.overhead(messages, None))
-                core.prepare_soon(tokens, threshold, budget, growth)
+            if core.preparer.due(pressure, threshold):
+                # the budget compress will compute from the same list and prompt tokens
+                budget = core.budget(threshold, self.overhead(messages, tokens))
+                growth = (max(0, pressure - before[0]), max(0, count - before[1]))
+                core.prepare_soon(pressure, threshold, budget, growth, _last_user_tokens(messages))
         return stored
 
     def _bind(self, session_id: str, **kwargs: Any) -> None:
@@ -136,3 +143,11 @@ class SessionCalls:
         if core is not None:
             core.start_fresh_context()
         registry.await_session(self)
+
+
+def _last_user_tokens(messages: Sequence[Any]) -> int:
+    """The tokens of the list's newest user message: the guess for the next one's."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return count_messages([message])
+    return 0

@@ -14,6 +14,8 @@ import pytest
 from hermes_lcm import store as store_module
 from hermes_lcm.engine import LcmEngine
 
+from .reliability.stub_summarizer import StubSummarizer
+
 
 def new_engine(home: Path, threshold: int = 6000, session: str = "s1", **env: str) -> LcmEngine:
     """An engine copy as the host makes one: template, deepcopy, model, session start."""
@@ -83,6 +85,17 @@ def backend_env(backend: str) -> Iterator[dict[str, str]]:
     """The settings that put engines a test builds itself (its own home, user, platform) on
     ``backend``, one database for the whole test; every store is closed after it."""
     yield database_env(backend)
+    store_module.close_all()
+
+
+@pytest.fixture
+def stub(backend_env: dict[str, str]) -> Iterator[StubSummarizer]:
+    """An OpenAI-compatible summarizer on 127.0.0.1 (reliability/stub_summarizer.py) whose
+    :meth:`~StubSummarizer.engine` builds engines on the test's backend."""
+    server = StubSummarizer()
+    server.env = dict(backend_env)
+    yield server
+    server.close()
     store_module.close_all()
 
 

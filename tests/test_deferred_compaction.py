@@ -10,10 +10,11 @@ gives it time to; without that wait, compaction stays inline and the prompt stay
 
 from __future__ import annotations
 
-import copy
 import io
 import json
-from collections.abc import Iterator
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ import pytest
 
 from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.store import close_all
 
 from .backends import raw_sql
 from .convo import assert_lineage_complete, assert_valid_sequence
@@ -29,36 +29,10 @@ from .reliability.stub_summarizer import StubSummarizer
 
 TURNS = 40
 OVERHEAD = 400
-WHERE: dict[str, str] = {}
-
-
-@pytest.fixture
-def stub(backend_env: dict[str, str]) -> Iterator[StubSummarizer]:
-    WHERE.update(backend_env)
-    server = StubSummarizer()
-    yield server
-    server.close()
-    close_all()
-    WHERE.clear()
 
 
 def engine_for(home: Path, stub: StubSummarizer, **extra: str) -> LcmEngine:
-    env = {
-        "HERMES_HOME": str(home),
-        "LCM_SUMMARY_PROVIDER": "openai",
-        "LCM_SUMMARY_MODEL": "stub-model",
-        "LCM_SUMMARY_BASE_URL": stub.base_url,
-        "LCM_SUMMARY_API_KEY": "x",
-        "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000",
-        "LCM_FRESH_TAIL_COUNT": "6",
-        "LCM_LEAF_CHUNK_TOKENS": "1000",
-        **extra,
-        **WHERE,
-    }
-    engine = copy.deepcopy(LcmEngine(env=env))
-    engine.update_model("main-model", 64000)
-    engine.on_session_start("deferred", hermes_home=str(home), platform="cli")
-    return engine
+    return stub.engine(home, "deferred", **extra)
 
 
 def turn(i: int) -> list[dict[str, Any]]:
@@ -69,19 +43,36 @@ def turn(i: int) -> list[dict[str, Any]]:
     ]
 
 
-def play(engine: LcmEngine, stub: StubSummarizer, *, settle: bool) -> dict[str, Any]:
-    """Host turns in CLI shape; the calls each compress made, and every prompt checked."""
+def working_turn(i: int) -> list[dict[str, Any]]:
+    """A turn shaped like work: its length varies, and every third one reads a file by a tool."""
+    words = " ".join(f"v{i}y{k}" for k in range(20 + (i * 37) % 90))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {i}: {words}"}]
+    if i % 3 == 0:
+        call = {"id": f"call_{i}", "type": "function"}
+        call["function"] = {"name": "read_file", "arguments": json.dumps({"path": f"m{i}.py"})}
+        messages += [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"def f{i}(): {words}"},
+        ]
+    return [*messages, {"role": "assistant", "content": f"Done {i}. {words}"}]
+
+
+def play(
+    engine: LcmEngine, stub: StubSummarizer, *, settle: bool, shape: Any = turn
+) -> dict[str, Any]:
+    """Host turns in CLI shape, in the host's order: the user's message joins the list, the host
+    compresses if that prompt reaches the threshold (the calls each compress made are counted and
+    its prompt checked), then the turn's other messages and the reply, whose prompt is the
+    request before it; then ``post_llm_call``."""
     core = engine.ensure_core()
     assert core is not None
     host: list[dict[str, Any]] = []
     inside: list[int] = []
+    first = len(stub.requests)
     for i in range(TURNS):
-        host.extend(turn(i))
+        user, *rest = shape(i)
+        host.append(user)
         tokens = count_messages(host) + OVERHEAD
-        engine.update_from_response({"prompt_tokens": tokens, "completion_tokens": 50})
-        engine.after_reply(host)
-        if settle and core.preparer is not None:
-            assert core.preparer.settle(30), "the preparer did not finish"
         if engine.should_compress(tokens):
             budget = core.budget(engine.threshold_tokens, engine.overhead(host, tokens))
             before = len(stub.requests)
@@ -89,11 +80,13 @@ def play(engine: LcmEngine, stub: StubSummarizer, *, settle: bool) -> dict[str, 
             inside.append(len(stub.requests) - before)
             assert count_messages(host) <= budget.total
             assert_valid_sequence(host)
-    return {"inside": inside, "calls": len(stub.requests)}
-
-
-def _db(home: Path) -> str:
-    return WHERE.get("LCM_DATABASE_URL") or str(home / "lcm.db")
+        host.extend(rest)
+        request = count_messages(host[:-1]) + OVERHEAD
+        engine.update_from_response({"prompt_tokens": request, "completion_tokens": 50})
+        engine.after_reply(host)
+        if settle and core.preparer is not None:
+            assert core.preparer.settle(30), "the preparer did not finish"
+    return {"inside": inside, "calls": len(stub.requests) - first}
 
 
 @pytest.mark.both_backends
@@ -110,13 +103,96 @@ def test_a_prepared_compaction_makes_no_call_inside_the_turn(
     assert core is not None and core.preparer is not None
     view = core.preparer.view()
     assert view["published"] > 0 and view["prepared"] >= view["published"], view
-    assert_lineage_complete(_db(tmp_path))
+    assert_lineage_complete(stub.database(tmp_path))
     # Every node's sources are stored rows: a published prepared leaf covers exactly its rows.
     edges = raw_sql(
-        _db(tmp_path),
+        stub.database(tmp_path),
         "SELECT count(*) FROM edges e JOIN messages m ON m.id = e.child_id WHERE e.child_kind = 0",
     )
     assert int(edges[0][0]) > 0
+
+
+def long_turn(i: int) -> list[dict[str, Any]]:
+    """A turn of some 550 tokens, as the benchmark's."""
+    body = " ".join(f"detail{(i * 11 + k) % 97}x{k % 7}" for k in range(160))
+    return [
+        {"role": "user", "content": f"turn {i}: notes for later. {body}"},
+        {"role": "assistant", "content": f"noted {i}. {body[:600]}"},
+    ]
+
+
+def _spent(tmp_path: Path, stub: StubSummarizer, shape: Any, **extra: str) -> dict[str, Any]:
+    """The same turns inline and deferred: deferred's play, its summaries waiting and published,
+    inline's calls, and how many messages each summarized (its frontier)."""
+
+    def frontier(engine: LcmEngine) -> int:
+        core = engine.core
+        assert core is not None and core.binding.conversation_id is not None
+        return core.store.conversation(core.binding.conversation_id).frontier_seq
+
+    inline = stub.engine(tmp_path / "inline", "inline", LCM_COMPACTION_MODE="inline", **extra)
+    spent_inline = play(inline, stub, settle=False, shape=shape)["calls"]
+    engine = stub.engine(tmp_path / "deferred", "deferred", **extra)
+    played = play(engine, stub, settle=True, shape=shape)
+    core = engine.core
+    assert core is not None and core.preparer is not None
+    assert core.binding.conversation_id is not None
+    return {
+        **played,
+        "waiting": len(core.store.prepared_summaries(core.binding.conversation_id)),
+        "published": core.preparer.view()["published"],
+        "inline_calls": spent_inline,
+        "summarized": frontier(engine),
+        "inline_summarized": frontier(inline),
+    }
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize(
+    ("shape", "settings"),
+    [
+        (turn, {}),
+        (
+            long_turn,
+            {
+                "LCM_LEAF_CHUNK_TOKENS": "20000",
+                "LCM_FRESH_TAIL_COUNT": "32",
+                "LCM_ABSOLUTE_THRESHOLD_TOKENS": "10000",
+            },
+        ),
+    ],
+    ids=["small-chunks", "default-chunk"],
+)
+def test_preparing_spends_no_more_calls_than_inline_compaction(
+    tmp_path: Path, stub: StubSummarizer, shape: Any, settings: dict[str, str]
+) -> None:
+    """Over the same turns, every call the preparer made was published or waits for the next
+    compaction (none made twice, none thrown away), what was published took no more calls than
+    inline compaction made for the same history, and after the first compaction none was made
+    inside a turn: with leaf chunks smaller than a compaction (whole chunks) and with the
+    default, larger than one (the chunk the fresh tail cuts, made by the last preparation)."""
+    run = _spent(tmp_path, stub, shape, **settings)
+    assert sum(run["inside"][1:]) == 0, run
+    assert run["calls"] == sum(run["inside"]) + run["published"] + run["waiting"], run
+    # per message summarized (the two runs stop at different points of the same turns)
+    used = run["calls"] - run["waiting"]
+    assert used * run["inline_summarized"] <= run["inline_calls"] * run["summarized"], run
+
+
+@pytest.mark.both_backends
+def test_turns_of_changing_size_cost_a_few_more_calls_and_waste_none(
+    tmp_path: Path, stub: StubSummarizer
+) -> None:
+    """Turns whose size and tool calls vary: the last preparation guesses where the fresh tail
+    will cut the chunk from the last turn's size, and a wrong guess leaves the rest of that chunk
+    for a leaf of its own (inside the turn when the prompt needs it). Nothing is thrown away; the
+    extra calls stay under a third of inline compaction's, and the turns wait for a fraction of
+    the calls inline compaction makes inside them."""
+    run = _spent(tmp_path, stub, working_turn)
+    assert run["calls"] == sum(run["inside"]) + run["published"] + run["waiting"], run
+    used = run["calls"] - run["waiting"]
+    assert used * run["inline_summarized"] * 3 <= run["inline_calls"] * run["summarized"] * 4, run
+    assert sum(run["inside"][1:]) * 4 <= run["inline_calls"], run
 
 
 @pytest.mark.both_backends
@@ -165,7 +241,7 @@ def test_a_prepared_summary_is_neither_in_a_prompt_nor_found_before_it_is_publis
     assert core is not None and core.binding.conversation_id is not None
     prepared = core.store.prepared_summaries(core.binding.conversation_id)
     assert prepared, "nothing was prepared past the preparation point"
-    assert int(raw_sql(_db(tmp_path), "SELECT count(*) FROM summaries")[0][0]) == 0
+    assert int(raw_sql(stub.database(tmp_path), "SELECT count(*) FROM summaries")[0][0]) == 0
     assert core.dag.context(core.binding.conversation_id) == []
     # The stub's summaries speak of a "retry limit"; no stored message does.
     found = json.loads(engine.handle_tool_call("lcm_grep", {"query": "retry limit"}))
@@ -217,13 +293,15 @@ def test_a_changed_source_is_never_published_from_its_prepared_summary(
     assert core is not None and core.binding.conversation_id is not None
     conversation = core.binding.conversation_id
     first = core.store.messages_after(conversation, 0, 1)[0]
-    raw_sql(_db(tmp_path), "UPDATE messages SET content = 'changed' WHERE id = ?", (first.id,))
+    raw_sql(
+        stub.database(tmp_path), "UPDATE messages SET content = 'changed' WHERE id = ?", (first.id,)
+    )
     before = len(stub.requests)
     tokens = count_messages(host) + OVERHEAD
     engine.compress(list(host), current_tokens=tokens, force=True)
     assert len(stub.requests) > before, "a prepared summary of a changed row was published"
     published = raw_sql(
-        _db(tmp_path),
+        stub.database(tmp_path),
         "SELECT count(*) FROM edges WHERE child_kind = 0 AND child_id = ?",
         (first.id,),
     )
@@ -261,8 +339,12 @@ def test_status_and_lcm_status_show_what_waits_prepared(
     assert deferred["mode"] == "deferred" and deferred["runs"] >= 1, deferred
     assert deferred["prepared_waiting"] > 0 and deferred["prepared_waiting_tokens"] > 0
     assert deferred["last_error"] is None
-    cli = _cli(_db(tmp_path), "status")["prepared_summaries"]
+    cli = _cli(stub.database(tmp_path), "status")["prepared_summaries"]
     assert cli["conversations"] == 1 and cli["summaries"] == deferred["prepared_waiting"]
+    from hermes_lcm.command import handle_command
+
+    slash = json.loads(handle_command("status --json"))["deferred_compaction"]
+    assert slash["prepared_waiting"] == deferred["prepared_waiting"], slash
 
 
 @pytest.mark.both_backends
@@ -278,7 +360,7 @@ def test_a_preparer_that_keeps_failing_keeps_nothing_and_the_doctor_warns(
     core = engine.core
     assert core is not None and core.binding.conversation_id is not None
     assert core.store.prepared_summaries(core.binding.conversation_id) == []
-    doctor = {c["name"]: c for c in _cli(_db(tmp_path), "doctor")["checks"]}
+    doctor = {c["name"]: c for c in _cli(stub.database(tmp_path), "doctor")["checks"]}
     assert doctor["preparer"]["status"] == "warn", doctor["preparer"]
     assert "summary route" in doctor["preparer"]["action"]
     # Compaction still happens, inline, and the prompt is bounded.
@@ -287,3 +369,193 @@ def test_a_preparer_that_keeps_failing_keeps_nothing_and_the_doctor_warns(
     out = engine.compress(list(host), current_tokens=tokens)
     assert count_messages(out) <= budget.total
     assert_valid_sequence(out)
+
+
+def _reply(engine: LcmEngine, host: list[dict[str, Any]]) -> None:
+    """The host's post_llm_call after a reply whose prompt held ``host``; no wait."""
+    engine.update_from_response({"prompt_tokens": count_messages(host) + OVERHEAD})
+    engine.after_reply(host)
+
+
+def _busy(engine: LcmEngine) -> bool:
+    core = engine.core
+    assert core is not None and core.preparer is not None
+    for _ in range(500):
+        if core.preparer.busy_with is not None:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.both_backends
+def test_one_preparer_per_conversation_however_many_engines(
+    tmp_path: Path, stub: StubSummarizer
+) -> None:
+    """A second engine on the conversation (another process, another host on PostgreSQL) finds
+    the preparation slot taken and makes no call: the first one's run is the conversation's."""
+    stub.mode, stub.delay_s = "timeout", 1.0  # every summary call takes a second, then answers
+    host = _history(14)
+    first, second = engine_for(tmp_path, stub), engine_for(tmp_path, stub)
+    _reply(first, host)
+    assert _busy(first)
+    calls = len(stub.requests)
+    _reply(second, host)
+    core = second.core
+    assert core is not None and core.preparer is not None
+    assert core.preparer.settle(30)
+    assert core.preparer.view()["last_stop"] == "another preparer is preparing this conversation"
+    assert len(stub.requests) == calls
+    other = first.core
+    assert other is not None and other.preparer is not None and other.preparer.settle(60)
+    assert other.preparer.view()["last_stop"].startswith("ready"), other.preparer.view()
+
+
+@pytest.mark.both_backends
+def test_a_head_compress_publishes_what_was_prepared_within_the_head(
+    tmp_path: Path, stub: StubSummarizer
+) -> None:
+    """``/compress here N``: the head is compacted from what was prepared, without a call, and
+    nothing after the head is summarized. (The host counts the kept exchanges in the prompt's
+    tokens, so the head's budget is smaller than the preparation's; at this threshold the
+    summaries' sizes do not depend on it, as at any threshold of real models.)"""
+    engine = engine_for(tmp_path, stub, LCM_ABSOLUTE_THRESHOLD_TOKENS="12000")
+    host = _history(40)
+    _prepare_once(engine, host)
+    core = engine.core
+    assert core is not None and core.binding.conversation_id is not None
+    prepared = core.store.prepared_summaries(core.binding.conversation_id)
+    assert prepared
+    head = host[:-4]
+    calls = len(stub.requests)
+    out = engine.compress(list(head), current_tokens=count_messages(host) + OVERHEAD, force=True)
+    assert len(stub.requests) == calls, "the head compress called the model"
+    assert_valid_sequence([*out, *host[-4:]])
+    nodes = core.dag.context(core.binding.conversation_id)
+    assert nodes and max(n.last_seq for n in nodes) <= len(head)
+    last = engine.get_status()["last_compaction"]
+    assert last["prepared_published"] >= len(nodes) and last["errors"] == [], last
+
+
+@pytest.mark.both_backends
+def test_a_new_session_drops_what_was_prepared_and_compacts_on(
+    tmp_path: Path, stub: StubSummarizer
+) -> None:
+    """``/new`` takes the raw history out of the context: what was prepared for it is dropped
+    (never published over rows the context no longer holds), and the next session compacts."""
+    engine = engine_for(tmp_path, stub)
+    _prepare_once(engine, _history(16))
+    core = engine.core
+    assert core is not None and core.binding.conversation_id is not None
+    conversation = core.binding.conversation_id
+    assert core.store.prepared_summaries(conversation)
+    engine.on_session_reset()
+    engine.on_session_start("deferred-2", hermes_home=str(tmp_path), platform="cli")
+    assert core.store.prepared_summaries(conversation) == []
+    host = [m for i in range(100, 116) for m in turn(i)]
+    _prepare_once(engine, host)
+    tokens = count_messages(host) + OVERHEAD
+    budget = core.budget(engine.threshold_tokens, engine.overhead(host, tokens))
+    out = engine.compress(list(host), current_tokens=tokens)
+    assert count_messages(out) <= budget.total
+    assert_valid_sequence(out)
+    assert_lineage_complete(stub.database(tmp_path))
+
+
+EXIT_SCRIPT = """
+import copy, json, sys, time
+from hermes_lcm.engine import LcmEngine
+from hermes_lcm.host import hooks
+env, how = json.loads(sys.argv[1]), sys.argv[2]
+engine = copy.deepcopy(LcmEngine(env=env))
+engine.update_model("main-model", 64000)
+engine.on_session_start("exit", hermes_home=env["HERMES_HOME"], platform="cli")
+host = json.loads(sys.argv[3])
+engine.update_from_response({"prompt_tokens": int(sys.argv[4])})
+engine.after_reply(host)
+while engine.core.preparer.busy_with is None:
+    time.sleep(0.01)
+print("BUSY", flush=True)
+sys.stdin.readline()  # the test saw the summary call reach the model
+hooks.on_session_finalize(session_id="exit", platform="cli", reason="shutdown")
+engine.on_session_end("exit", host)
+if how == "close":  # every store closed first, as a gateway does on its way out
+    from hermes_lcm.store import close_all
+    close_all()
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "close"])
+def test_the_process_exits_while_a_preparation_is_under_way(
+    tmp_path: Path, stub: StubSummarizer, how: str
+) -> None:
+    """A session's end and the interpreter's exit never wait for a summary call the preparer is
+    making (here one that would take a minute): the unfinished run is simply redone later."""
+    stub.mode, stub.delay_s = "timeout", 60.0
+    host = _history(16)
+    env = {
+        "HERMES_HOME": str(tmp_path),
+        "LCM_SUMMARY_PROVIDER": "openai",
+        "LCM_SUMMARY_MODEL": "stub-model",
+        "LCM_SUMMARY_BASE_URL": stub.base_url,
+        "LCM_SUMMARY_API_KEY": "x",
+        "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000",
+        "LCM_FRESH_TAIL_COUNT": "6",
+        "LCM_LEAF_CHUNK_TOKENS": "1000",
+        **stub.env,
+    }
+    argv = [json.dumps(env), how, json.dumps(host), str(count_messages(host) + OVERHEAD)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", EXIT_SCRIPT, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "BUSY", proc.stderr
+        for _ in range(1000):
+            if stub.requests:
+                break
+            time.sleep(0.01)
+        assert stub.requests, "the preparer's summary call never reached the model"
+        started = time.monotonic()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        _, err = proc.communicate(timeout=50)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert time.monotonic() - started < 30, "the exit waited for the summary call"
+
+
+@pytest.mark.both_backends
+def test_lcm_view_shows_what_waits_prepared(tmp_path: Path, stub: StubSummarizer) -> None:
+    from hermes_lcm.viewer import build_page
+    from hermes_lcm.viewer.data import collect
+
+    from .test_view import page_data
+
+    engine = engine_for(tmp_path, stub)
+    _prepare_once(engine, _history(14))
+    core = engine.core
+    assert core is not None and core.binding.conversation_id is not None
+    conversation = core.binding.conversation_id
+    waiting = core.store.prepared_summaries(conversation)
+    assert waiting
+    view = _cli(stub.database(tmp_path), "view", "--output", str(tmp_path / "page.html"))
+    assert view["prepared_waiting"] == len(waiting)
+    meta = collect(
+        core.store, conversation, generated_at=0.0, database_path=str(core.store.path)
+    ).meta["prepared"]
+    assert [row[1:3] for row in meta["waiting"]] == [[p.first_seq, p.last_seq] for p in waiting]
+    assert meta["last_error"] is None
+    stub.mode = "500"
+    _prepare_once(engine, [*_history(14), *turn(50), *turn(51)])
+    failed = collect(
+        core.store, conversation, generated_at=0.0, database_path=str(core.store.path)
+    ).meta["prepared"]["last_error"]
+    assert failed is not None and "summary call failed" in failed["detail"]
+    page = page_data(build_page(core.store, conversation)[0])["meta"]
+    assert page["prepared"]["last_error"]["detail"] == failed["detail"]

@@ -217,9 +217,14 @@ def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path, on_backen
         "  summary_reasoning_effort: high\n",
         LCM_EMBEDDING_BOUNDED_SCAN_ROWS="5000",
         LCM_ENABLED="false",
+        LCM_CACHE_TTL_SECONDS="300",
     )
     notes, check = _seen(engine)
     text = " ".join(notes)
+    assert (
+        "LCM_CACHE_TTL_SECONDS (lossless-claw): not supported, ignored; no cache window to wait "
+        "for: the prompt changes only when compress runs at LCM_CONTEXT_THRESHOLD" in text
+    )
     assert (
         "LCM_EMBEDDING_BOUNDED_SCAN_ROWS (LCM-X): not supported, ignored; not used here: semantic recall"
         in text

@@ -68,6 +68,7 @@ def build_page(
         "messages": conv["messages"],
         "summaries": conv["summaries"],
         "compactions": len(data.meta["compactions"]) or len(data.meta["derived_compactions"]),
+        "prepared_waiting": len(data.meta["prepared"]["waiting"]),
     }
 
 

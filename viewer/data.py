@@ -193,6 +193,20 @@ def derived_compactions(nodes: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
     return [groups[k] for k in sorted(groups)]
 
 
+def prepared_view(store: Store, conversation_id: int) -> dict[str, Any]:
+    """What deferred compaction prepared and the next compaction will publish without a model
+    call (depth, first and last seq, tokens, when made), and the last preparation that failed."""
+    failed = store.events_of("prepare", conversation_id, limit=1)
+    return {
+        "fields": ["depth", "first_seq", "last_seq", "tokens", "created_at"],
+        "waiting": [
+            [p.depth, p.first_seq, p.last_seq, p.tokens, round(p.created_at, 3)]
+            for p in store.prepared_summaries(conversation_id)
+        ],
+        "last_error": failed[-1] if failed else None,
+    }
+
+
 def collect(
     store: Store,
     conversation_id: int,
@@ -236,6 +250,7 @@ def collect(
             {"at": e["at"], **e["detail"]} for e in compactions if isinstance(e["detail"], dict)
         ],
         "derived_compactions": [] if compactions else derived_compactions(nodes),
+        "prepared": prepared_view(store, conversation_id),
         "growth": store.monthly_growth(growth_of),
     }
     return PageData(meta, message_chunks_, summary_chunks)

@@ -240,6 +240,8 @@ def test_the_compactions_tab_and_header_show_everything_a_person_reads(
         assert wrap[0] == "auto"  # a narrow pane scrolls the table; nothing is clipped for good
         count = page.locator("#timeline p.muted").first.inner_text()
         assert "compactions, each a compress that changed the prompt" in count
+        prepared = page.locator("#timeline #prepared").inner_text()
+        assert prepared.startswith(("Prepared for the next compaction", "Nothing prepared"))
         assert watch.errors == []
     finally:
         page.close()

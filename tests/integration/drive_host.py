@@ -25,6 +25,9 @@ Run as ``python drive_host.py SPEC.json`` with ``HERMES_HOME`` pointing at a pre
                     ``run_curator_review``, on its ``curator-review`` thread) and wait for it
 ``think_seconds``   a pause after each turn but the last (a user reading the reply and typing
                     the next message), not counted in any turn's ``seconds``
+``think_until_idle`` the pause ends early once the engine's preparer (deferred compaction) is
+                    idle: a longer pause would give it nothing more to do, so a benchmark of long
+                    think times need not sleep them out
 ``branch_before``   turn indexes before which the session is forked the way the gateway's
                     ``/branch`` does it: the transcript copied into a new session in the host's
                     session database, a new agent on the new session id, the history reloaded
@@ -44,6 +47,17 @@ import time
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+
+def _think(seconds: float, agent: Any, until_idle: bool) -> None:
+    """The user's pause between turns (see ``think_until_idle``)."""
+    end = time.monotonic() + seconds
+    core = getattr(agent.context_compressor, "core", None)
+    preparer = getattr(core, "preparer", None) if until_idle else None
+    while time.monotonic() < end:
+        if preparer is not None and preparer.busy_with is None and not preparer.job.pending():
+            return
+        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
 
 
 def _plugin_summary() -> list[dict[str, Any]]:
@@ -200,7 +214,7 @@ def main(argv: list[str]) -> int:
             return 3
         for i, message in enumerate(spec["turns"]):
             if i and spec.get("think_seconds"):
-                time.sleep(float(spec["think_seconds"]))
+                _think(float(spec["think_seconds"]), agent, bool(spec.get("think_until_idle")))
             if spec.get("agent_per_turn") and i > 0:
                 sid = agent.session_id
                 agent.close()

@@ -185,6 +185,7 @@ def run_host(
     host_defaults: bool = False,
     curator: bool = False,
     think_seconds: float = 0.0,
+    think_until_idle: bool = False,
 ) -> HostRun:
     """Run ``turns`` through the real host in a subprocess and return its report."""
     spec_path = hh.root / f"spec-{time.time_ns()}.json"
@@ -200,6 +201,7 @@ def run_host(
         "host_defaults": host_defaults,
         "curator": curator,
         "think_seconds": think_seconds,
+        "think_until_idle": think_until_idle,
     }
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     t0 = time.time()

@@ -138,3 +138,51 @@ def grow(engine: Any, start: int, stop: int) -> None:
     assert core is not None
     for lo in range(start, stop, 1000):
         core.ingest([msg(i) for i in range(max(0, lo - 8), min(stop, lo + 1000))])
+
+
+def prepared_count(db: Path | str) -> int | None:
+    """How many prepared summaries the database holds (None: it has no table for them yet)."""
+    exists = (
+        "SELECT to_regclass('prepared_summaries') IS NOT NULL"  # on the test's search_path
+        if is_url(db)
+        else "SELECT count(*) FROM sqlite_master WHERE name = 'prepared_summaries'"
+    )
+    if not raw_sql(str(db), exists)[0][0]:
+        return None
+    return int(raw_sql(str(db), "SELECT count(*) FROM prepared_summaries")[0][0])
+
+
+def publication_problems(db: Path | str, *, one_writer: bool = True) -> list[str]:
+    """What deferred compaction's publication must never leave: a row or a summary under two
+    summaries (a node published twice, or two overlapping ones), a prepared summary half-written,
+    or (``one_writer``: a single process, whose compaction waits for its own preparer) a prepared
+    summary still kept after the node made from it was published."""
+    problems: list[str] = []
+    for kind, what in ((0, "messages"), (1, "summaries")):
+        twice = raw_sql(
+            str(db),
+            "SELECT count(*) FROM (SELECT child_id FROM edges WHERE child_kind = ? "
+            "GROUP BY child_id HAVING count(*) > 1) t",
+            (kind,),
+        )[0][0]
+        if twice:
+            problems.append(f"{twice} {what} under more than one summary")
+    if prepared_count(db) is None:
+        return problems
+    broken = raw_sql(
+        str(db),
+        "SELECT count(*) FROM prepared_summaries WHERE content = '' OR tokens <= 0 "
+        "OR first_seq > last_seq OR key = ''",
+    )[0][0]
+    if broken:
+        problems.append(f"{broken} prepared summaries half-written")
+    if one_writer:
+        kept = raw_sql(
+            str(db),
+            "SELECT count(*) FROM prepared_summaries p JOIN summaries s "
+            "ON s.conversation_id = p.conversation_id AND s.depth = p.depth "
+            "AND s.content = p.content",
+        )[0][0]
+        if kept:
+            problems.append(f"{kept} prepared summaries kept after their node was published")
+    return problems

@@ -9,11 +9,15 @@ in the transcript), echo (repeats the request, envelope nonce included), refusal
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from hermes_lcm.engine import LcmEngine
 
 from ..httpserve import reply
 
@@ -30,6 +34,7 @@ class StubSummarizer:
         self.mode = mode
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
+        self.env: dict[str, str] = {}  # the database settings of the test using it (backend_env)
         self._lock = threading.Lock()
         stub = self
 
@@ -50,6 +55,30 @@ class StubSummarizer:
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def engine(self, home: Path, session: str, **extra: str) -> LcmEngine:
+        """An engine in ``home`` that summarizes through this stub: a 4,000-token threshold, a
+        6-message fresh tail and 1,000-token leaf chunks, so a few dozen turns compact often."""
+        env = {
+            "HERMES_HOME": str(home),
+            "LCM_SUMMARY_PROVIDER": "openai",
+            "LCM_SUMMARY_MODEL": "stub-model",
+            "LCM_SUMMARY_BASE_URL": self.base_url,
+            "LCM_SUMMARY_API_KEY": "x",
+            "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000",
+            "LCM_FRESH_TAIL_COUNT": "6",
+            "LCM_LEAF_CHUNK_TOKENS": "1000",
+            **extra,
+            **self.env,
+        }
+        engine = copy.deepcopy(LcmEngine(env=env))
+        engine.update_model("main-model", 64000)
+        engine.on_session_start(session, hermes_home=str(home), platform="cli")
+        return engine
+
+    def database(self, home: Path) -> str:
+        """Where the engines of :meth:`engine` in ``home`` store (a path or a URL)."""
+        return self.env.get("LCM_DATABASE_URL") or str(home / "lcm.db")
 
     @property
     def base_url(self) -> str:

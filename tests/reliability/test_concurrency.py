@@ -26,6 +26,7 @@ from .helpers import (
     integrity,
     lock_errors,
     marker_counts,
+    publication_problems,
     result_of,
     start,
 )
@@ -93,6 +94,37 @@ def test_three_writers_and_a_reader(tmp_path: Path, backend: str) -> None:
     assert (
         results["A"]["stored"] + results["R"]["stored"] == a_rows
     )  # each message stored by exactly one process
+
+
+def test_two_preparing_writers_never_publish_overlapping_summaries(
+    tmp_path: Path, backend: str
+) -> None:
+    """Deferred compaction in two processes on one conversation: each prepares between its turns
+    and publishes at its threshold. A publication is checked against the context it was planned
+    on in the transaction that writes it, so neither ever publishes over what the other did."""
+    where = database_env(backend)
+    env = {**ENV, "LCM_ABSOLUTE_THRESHOLD_TOKENS": "3000", **where}
+    common = {"conversation": "shared", "stop": 80, "env": env, "prepare": 1}
+    procs = {
+        "A": start("writer", tmp_path, "a", shape="cli", **common),
+        "B": start("writer", tmp_path, "b", shape="cli", **common),
+    }
+    results = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, f"{name} exited {proc.returncode}: {err[-3000:]}"
+        results[name] = result_of(out)
+        assert results[name]["escaped"] == [], results[name]
+        assert results[name]["errors"] == results[name]["engine_errors"] == [], results[name]
+    assert sum(r["published"] for r in results.values()) > 0, results
+    assert all(r["compactions"] > 0 for r in results.values()), results
+    db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
+    assert integrity(db) == "ok"
+    counts = marker_counts(db)
+    assert {m: n for m, n in counts.items() if n > 1} == {}
+    assert set(counts) == expected_markers("a", range(80)) | expected_markers("b", range(80))
+    assert dag_problems(db) == []
+    assert publication_problems(db, one_writer=False) == []
 
 
 @pytest.mark.parametrize("seed", [34, 1, 2, 3, 4, 5])

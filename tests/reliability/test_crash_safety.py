@@ -22,8 +22,17 @@ from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
 from hermes_lcm.store import close_all
 
+from ..backends import raw_sql
 from ..conftest import database_env
-from .helpers import dag_problems, expected_markers, integrity, marker_counts, start
+from .helpers import (
+    dag_problems,
+    expected_markers,
+    integrity,
+    marker_counts,
+    prepared_count,
+    publication_problems,
+    start,
+)
 from .worker import CONTEXT_LENGTH, history
 
 SESSION = "crash"
@@ -38,10 +47,18 @@ COMPACT_ENV = {
 
 
 def run_and_kill(
-    home: Path, rng: random.Random, first_turn: int, aim: str, where: dict[str, str] | None = None
-) -> tuple[int, bool]:
-    """One child run killed at a random point; returns (last acknowledged turn, killed mid-compaction)."""
-    env = {**(COMPACT_ENV if aim == "compact" else INGEST_ENV), **(where or {})}
+    home: Path,
+    rng: random.Random,
+    first_turn: int,
+    aim: str,
+    where: dict[str, str] | None = None,
+    prepare: bool = False,
+) -> tuple[int, bool, bool]:
+    """One child run killed at a random point; returns (last acknowledged turn, killed
+    mid-compaction, killed mid-preparation). ``prepare``: replies through ``after_reply`` with the
+    preparer waited for between turns (deferred compaction), compactions at the threshold only;
+    ``aim`` "prepare" kills during a preparation."""
+    env = {**(INGEST_ENV if aim == "ingest" else COMPACT_ENV), **(where or {})}
     errors = home / "worker-stderr.txt"
     with errors.open(
         "w"
@@ -54,12 +71,13 @@ def run_and_kill(
             start=first_turn,
             stop=first_turn + 400,
             shape=rng.choice(["api", "cli"]),
-            compact_every=1 if aim == "compact" else 0,
+            compact_every=1 if aim == "compact" and not prepare else 0,
+            prepare=int(prepare),
             env=env,
         )
     assert proc.stdout is not None
     acked, acks_wanted, seen_acks = first_turn - 1, rng.randint(1, 6), 0
-    in_compaction = False
+    in_compaction = in_preparation = False
     for line in proc.stdout:
         word, _, rest = line.strip().partition(" ")
         if word == "ACK":
@@ -74,6 +92,13 @@ def run_and_kill(
                 break
         elif word == "COMPACTED":
             in_compaction = False
+        elif word == "PREPARE":
+            in_preparation = True
+            if aim == "prepare" and seen_acks >= acks_wanted:
+                time.sleep(rng.uniform(0, 0.02))
+                break
+        elif word == "PREPARED":
+            in_preparation = False
         elif word == "RESULT":
             raise AssertionError(f"worker finished before it was killed: {line}")
     proc.send_signal(signal.SIGKILL)
@@ -91,7 +116,11 @@ def run_and_kill(
             in_compaction = True
         elif word == "COMPACTED":
             in_compaction = False
-    return acked, in_compaction
+        elif word == "PREPARE":
+            in_preparation = True
+        elif word == "PREPARED":
+            in_preparation = False
+    return acked, in_compaction, in_preparation
 
 
 def check_after_kill(db: Path | str, acked: int) -> None:
@@ -113,12 +142,43 @@ def test_sigkill_during_ingest_and_compaction(tmp_path: Path, backend: str) -> N
     mid_compaction = 0
     for round_no in range(ROUNDS):
         aim = "compact" if round_no % 2 else "ingest"
-        acked, inside = run_and_kill(tmp_path, rng, acked + 1, aim, where)
+        acked, inside, _ = run_and_kill(tmp_path, rng, acked + 1, aim, where)
         mid_compaction += inside
         check_after_kill(db, acked)
     assert acked > ROUNDS, "the workers made too little progress to mean anything"
     assert mid_compaction >= 3, f"only {mid_compaction} kills landed inside a compaction"
     finish_cleanly(tmp_path, acked, where)
+
+
+PREPARE_ROUNDS = 24  # half aimed at a preparation, half at the compaction that publishes it
+
+
+@pytest.mark.both_backends
+def test_sigkill_during_preparation_and_publication(tmp_path: Path, backend: str) -> None:
+    """Deferred compaction killed while it prepares summaries between turns, or while a compaction
+    publishes them: after every kill nothing acknowledged is lost, nothing is stored or published
+    twice, no prepared summary is half-written, and the next run goes on from there."""
+    rng = random.Random(20261203)
+    where = database_env(backend)
+    db = where.get("LCM_DATABASE_URL") or tmp_path / "lcm.db"
+    acked, mid_compaction, mid_preparation, seen_prepared = -1, 0, 0, 0
+    for round_no in range(PREPARE_ROUNDS):
+        aim = "compact" if round_no % 2 else "prepare"
+        acked, compacting, preparing = run_and_kill(
+            tmp_path, rng, acked + 1, aim, where, prepare=True
+        )
+        mid_compaction += compacting
+        mid_preparation += preparing
+        check_after_kill(db, acked)
+        assert publication_problems(db) == [], f"after kill {round_no + 1}"
+        seen_prepared += bool(prepared_count(db))
+    assert seen_prepared >= 3, f"prepared summaries waited after only {seen_prepared} kills"
+    published = raw_sql(str(db), "SELECT count(*) FROM summaries")[0][0]
+    assert published > 0, "nothing was compacted"
+    assert mid_preparation >= 3, f"only {mid_preparation} kills landed inside a preparation"
+    assert mid_compaction >= 3, f"only {mid_compaction} kills landed inside a compaction"
+    finish_cleanly(tmp_path, acked, where)
+    assert publication_problems(db) == []
 
 
 def finish_cleanly(home: Path, acked: int, where: dict[str, str] | None = None) -> None:

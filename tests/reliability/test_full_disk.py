@@ -37,6 +37,7 @@ from hermes_lcm.host import hooks
 from .. import backends
 from ..conftest import database_env, new_engine
 from ..convo import assert_valid_sequence, text, visible
+from .helpers import publication_problems
 
 MARK = re.compile(r"\bmk:(\d+)\b")
 DISK_BYTES = 4 * 1024 * 1024
@@ -220,9 +221,13 @@ def stored_markers(db: Path | str) -> list[int]:
 
 
 @pytest.mark.both_backends
+@pytest.mark.parametrize("replies", ["ingest", "prepared"])
 def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_returns(
-    tmp_path, backend
+    tmp_path, backend, replies
 ):
+    """``replies`` "prepared": each reply carries its usage, so deferred compaction prepares the
+    next compaction between turns (its writes fail with the rest while the disk is full) and
+    compress publishes what it prepared."""
     where = database_env(backend)
     with small_disk(tmp_path) if not where else refusing_server(tmp_path) as disk:
         print(f"full-disk test mode: {disk.mode}")
@@ -236,10 +241,15 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
             disk.turn(engine, t)
             live.extend(turn)
             sent.extend(markers(turn))
+            tokens = count_messages(live) + 500
+            if replies == "prepared":
+                engine.update_from_response({"prompt_tokens": tokens})
             hooks.post_llm_call(
                 session_id="s1", conversation_history=list(live)
             )  # ingest, as the host does
-            tokens = count_messages(live) + 500
+            preparer = engine.core.preparer
+            if replies == "prepared" and preparer is not None:
+                assert preparer.settle(30)
             if engine.should_compress(tokens):
                 before = markers(live)
                 out = engine.compress(list(live), current_tokens=tokens)
@@ -296,6 +306,13 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
             f"{len(stored) - len(set(stored))} stored twice"
         )
         assert compress_calls >= 5 and kept_whole >= 1 and appended >= 1
+        assert publication_problems(db) == []
+        if replies == "prepared":
+            view = engine.core.preparer.view()
+            print(f"preparer: {view}")
+            assert view["runs"] > 0 and view["published"] > 0, view
+            # its failed writes are recorded where status shows them, none reached the host
+            assert any(("disk full" in e or "read-only" in e) for e in view["job_errors"]), view
 
 
 @pytest.mark.both_backends

@@ -9,8 +9,6 @@ On SQLite and PostgreSQL (``both_backends``).
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +16,12 @@ import pytest
 
 from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.engine import LcmEngine
-from hermes_lcm.store import close_all
 
 from ..backends import raw_sql
 from .stub_summarizer import INJECTION, StubSummarizer
 from .worker import turn_messages
 
 pytestmark = pytest.mark.both_backends
-WHERE: dict[str, str] = {}  # the running test's database setting (empty: lcm.db in its home)
-
 TURNS = 40
 FAULTS = {
     # mode: text expected in the status' summarizer errors
@@ -43,34 +38,8 @@ FAULTS = {
 }
 
 
-@pytest.fixture
-def stub(backend_env: dict[str, str]) -> Iterator[StubSummarizer]:
-    WHERE.update(backend_env)
-    server = StubSummarizer()
-    yield server
-    server.close()
-    close_all()
-    WHERE.clear()
-
-
 def engine_for(home: Path, stub: StubSummarizer, **extra: str) -> LcmEngine:
-    env = {
-        "HERMES_HOME": str(home),
-        "LCM_SUMMARY_PROVIDER": "openai",
-        "LCM_SUMMARY_MODEL": "stub-model",
-        "LCM_SUMMARY_BASE_URL": stub.base_url,
-        "LCM_SUMMARY_API_KEY": "x",
-        "LCM_SUMMARY_TIMEOUT_MS": "300",
-        "LCM_ABSOLUTE_THRESHOLD_TOKENS": "4000",
-        "LCM_FRESH_TAIL_COUNT": "6",
-        "LCM_LEAF_CHUNK_TOKENS": "1000",
-        **extra,
-        **WHERE,
-    }
-    engine = copy.deepcopy(LcmEngine(env=env))
-    engine.update_model("main-model", 64000)
-    engine.on_session_start("faults", hermes_home=str(home), platform="cli")
-    return engine
+    return stub.engine(home, "faults", LCM_SUMMARY_TIMEOUT_MS="300", **extra)
 
 
 def play(engine: LcmEngine, turns: int = TURNS) -> dict[str, Any]:
@@ -94,8 +63,8 @@ def play(engine: LcmEngine, turns: int = TURNS) -> dict[str, Any]:
     return {"compactions": compactions, "worst_over_budget": worst_over}
 
 
-def summaries(home: Path) -> list[tuple[str, str, str]]:
-    db = WHERE.get("LCM_DATABASE_URL") or str(home / "lcm.db")
+def summaries(home: Path, stub: StubSummarizer) -> list[tuple[str, str, str]]:
+    db = stub.database(home)
     return [
         (str(a), str(b), str(c))
         for a, b, c in raw_sql(db, "SELECT level, route, content FROM summaries")
@@ -106,7 +75,7 @@ def test_healthy_endpoint_is_used(tmp_path: Path, stub: StubSummarizer) -> None:
     engine = engine_for(tmp_path, stub)
     result = play(engine)
     assert result["compactions"] > 3 and result["worst_over_budget"] <= 0
-    stored = summaries(tmp_path)
+    stored = summaries(tmp_path, stub)
     assert stored and all(
         route == "openai:stub-model" and level == "normal" for level, route, _ in stored
     )
@@ -141,7 +110,7 @@ def test_faulty_endpoint_never_stalls_or_pollutes(
     assert guard["open_breakers"] == ["openai:stub-model"], (
         "two failures must open the circuit breaker"
     )
-    stored = summaries(tmp_path)
+    stored = summaries(tmp_path, stub)
     assert stored and all(level != "normal" and level != "aggressive" for level, _, _ in stored), (
         stored[:2]
     )
@@ -160,6 +129,6 @@ def test_flaky_endpoint_recovers(tmp_path: Path, stub: StubSummarizer) -> None:
     engine = engine_for(tmp_path, stub, LCM_SUMMARY_CIRCUIT_BREAKER_COOLDOWN_SECONDS="0")
     result = play(engine)
     assert result["worst_over_budget"] <= 0
-    levels = {level for level, _, _ in summaries(tmp_path)}
+    levels = {level for level, _, _ in summaries(tmp_path, stub)}
     assert "normal" in levels, levels
     assert any("HTTP 500" in e for e in engine.get_status()["summarizer_guard"]["last_errors"])

@@ -6,7 +6,10 @@ Modes:
   engine exactly as the host does (post_llm_call ingest with the host's list, should_compress,
   compress). After each ingest call returns it prints ``ACK <turn>`` (flushed), so a parent
   that SIGKILLs it knows which messages were acknowledged. Before a compaction it prints
-  ``COMPACT <turn>``, after it ``COMPACTED <turn> <tokens>``.
+  ``COMPACT <turn>``, after it ``COMPACTED <turn> <tokens>``. With ``--prepare 1`` each turn is
+  the reply's ``post_llm_call`` (``after_reply``, deferred compaction's preparation point) and the
+  worker waits for the preparer like a user reading the reply, between ``PREPARE <turn>`` and
+  ``PREPARED <turn>``.
 * ``short``: plays turns of ``crashplay.transcript(--seed)`` (short repeated replies, tool calls
   reusing ``call_0``) step by step as ``crashplay.Host`` does, printing ``STEP <turn> <step>`` after
   each step; at the end of a turn it persists its list to ``host-list.json`` in ``--home`` (the
@@ -148,9 +151,19 @@ def writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
                 turn % 3 == 0
             ):  # the host is busy elsewhere before its own ingest: let the replayer win
                 time.sleep(0.02)
-        guard.call(engine.ingest_host, host)
-        say(f"ACK {turn}")
         tokens = count_messages(host) + 500
+        if args.prepare:  # the host's post_llm_call after a reply of this size, then the user reads
+            guard.call(engine.update_from_response, {"prompt_tokens": tokens})
+            guard.call(engine.after_reply, host)
+            say(f"ACK {turn}")
+            preparer = engine.core.preparer if engine.core is not None else None
+            if preparer is not None and (preparer.busy_with or preparer.job.pending()):
+                say(f"PREPARE {turn}")
+                preparer.settle(30)
+                say(f"PREPARED {turn}")
+        else:
+            guard.call(engine.ingest_host, host)
+            say(f"ACK {turn}")
         if guard.call(engine.should_compress, tokens) or (
             args.compact_every and turn % args.compact_every == 0
         ):
@@ -160,7 +173,14 @@ def writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
             say(f"COMPACTED {turn} {count_messages(out or [])}")
             if args.shape == "cli" and out:
                 host = list(out)
-    return {**outcome(guard, engine), "compactions": compactions}
+    preparer = engine.core.preparer if engine.core is not None else None
+    prepared = preparer.view() if preparer is not None else {}
+    return {
+        **outcome(guard, engine),
+        "compactions": compactions,
+        "prepared": prepared.get("prepared", 0),
+        "published": prepared.get("published", 0),
+    }
 
 
 def short_writer(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -242,6 +262,9 @@ def main() -> None:
     parser.add_argument("--stop", type=int, default=100)
     parser.add_argument("--shape", choices=["cli", "api"], default="api")
     parser.add_argument("--compact-every", type=int, default=0)
+    parser.add_argument(
+        "--prepare", type=int, default=0, help="1: replies through after_reply, preparer settled"
+    )
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0, help="short: which transcript")
     parser.add_argument("--env", default="{}", help="extra LCM_* settings as JSON")

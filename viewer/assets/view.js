@@ -303,9 +303,30 @@
   }
 
   // -- compactions --------------------------------------------------------------------------------
+  function preparedNote() {
+    // Deferred compaction: what waits for the next compaction, published then without a model call.
+    const prepared = META.prepared || { waiting: [], last_error: null };
+    const parts = [];
+    if (prepared.waiting.length) {
+      const leaves = prepared.waiting.filter((p) => p[0] === 0);
+      const tokens = prepared.waiting.reduce((s, p) => s + p[3], 0);
+      const span = leaves.length ? ` over seq ${fmt(Math.min(...leaves.map((p) => p[1])))}–` +
+        `${fmt(Math.max(...leaves.map((p) => p[2])))}` : "";
+      parts.push(`Prepared for the next compaction: ${fmt(prepared.waiting.length)} summaries (` +
+        `${fmt(leaves.length)} leaves${span}, ${fmt(tokens)} tokens), published then without a model call.`);
+    } else {
+      parts.push("Nothing prepared for the next compaction.");
+    }
+    const failed = prepared.last_error;
+    if (failed) parts.push(`Last failed preparation (${new Date(failed.at * 1000).toLocaleString()}): ` +
+      `${typeof failed.detail === "string" ? failed.detail : JSON.stringify(failed.detail)}`);
+    return el("p", { class: "prepared", id: "prepared", text: parts.join(" ") });
+  }
+
   function drawTimeline() {
     const box = document.getElementById("timeline");
     box.textContent = "";
+    box.append(preparedNote());
     const recorded = META.compactions;
     if (!recorded.length && !META.derived_compactions.length) {
       box.append(el("p", { class: "muted", text: "No compaction yet: the whole conversation still fits the prompt." }));

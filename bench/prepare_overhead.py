@@ -1,0 +1,115 @@
+"""What deferred compaction adds to every turn: the preparation point's check, against inline.
+
+One command: ``.venv/bin/python bench/prepare_overhead.py [--sizes 1000,10000] [--turns 300]``.
+
+Each conversation is grown once (bench/steady_state.build) and copied; one copy is run with
+``LCM_COMPACTION_MODE=inline``, the other with the default ``deferred``, the same host turns in the
+same process, interleaved turn by turn (each goes first every other turn) so machine drift hits
+both alike (steady_state.HostTurns: the post_llm_call hook on the host's list, should_compress, one
+assembly; the CLI and the API shapes). Before each turn's hook the engine is handed the reply's
+usage, as the host does, so the deferred engine checks the preparation point on every turn and,
+past it, asks its preparer for a run (which runs on its own thread, with the offline summarizer,
+outside the timed region). The target: the check costs nothing measurable (ratio within the
+machine's noise, 1.1x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import shutil
+from typing import Any
+
+from common import History, core_of, make_engine, print_table, save_result, temp_dir
+from steady_state import PROMPT_OVERHEAD, WARMUP_TURNS, HostTurns, build, context_tokens
+
+TARGET_RATIO = 1.1
+MODES = ("inline", "deferred")
+
+
+class UsageTurns(HostTurns):
+    """HostTurns with the reply's usage handed over first (the host's update_from_response)."""
+
+    def turn(self, turn: int, timed: bool) -> None:
+        self.engine.update_from_response(
+            {"prompt_tokens": context_tokens(self.core) + PROMPT_OVERHEAD}
+        )
+        super().turn(turn, timed)
+
+
+def engines(size: int, history: History) -> tuple[dict[str, Any], float]:
+    """The grown conversation as two engines on two copies, one per compaction mode."""
+    engine, _budget, seconds = build(size, history)
+    source = core_of(engine).store.path
+    core_of(engine).store.close()
+    out: dict[str, Any] = {}
+    for mode in MODES:
+        home = temp_dir(f"prepare-{size}-{mode}")
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(source + suffix, str(home / "lcm.db") + suffix)
+        copy = make_engine(home, session=f"steady-{size}", extra_env={"LCM_COMPACTION_MODE": mode})
+        out[mode] = (copy, core_of(copy).budget(copy.threshold_tokens, PROMPT_OVERHEAD))
+    return out, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    history = History(args.seed)
+    results: dict[str, Any] = {}
+    for size in (int(s) for s in args.sizes.split(",")):
+        pair, seconds = engines(size, history)
+        entry: dict[str, Any] = {"build_seconds": round(seconds, 1)}
+        for shape in ("cli", "api"):
+            start = size if shape == "cli" else size + 4 * (WARMUP_TURNS + args.turns)
+            players = {mode: UsageTurns(*pair[mode], history, start, shape) for mode in MODES}
+            gc.collect()
+            for turn in range(WARMUP_TURNS + args.turns):
+                for mode in MODES if turn % 2 else reversed(MODES):
+                    players[mode].turn(turn, timed=turn >= WARMUP_TURNS)
+            for mode, player in players.items():
+                entry[f"{shape}_{mode}"] = player.result()
+            ratio = (
+                entry[f"{shape}_deferred"]["total"]["median_ms"]
+                / entry[f"{shape}_inline"]["total"]["median_ms"]
+            )
+            entry[f"{shape}_ratio"] = round(ratio, 3)
+            print(
+                f"{size:>7} msgs {shape}: inline {entry[f'{shape}_inline']['total']['median_ms']:.3f}"
+                f" ms, deferred {entry[f'{shape}_deferred']['total']['median_ms']:.3f} ms, "
+                f"ratio {ratio:.2f}x",
+                flush=True,
+            )
+        preparer = core_of(pair["deferred"][0]).preparer
+        assert preparer is not None, "the deferred engine has no preparer"
+        view = preparer.view()
+        entry["preparer"] = {k: view[k] for k in ("runs", "prepared", "published")}
+        assert view["runs"] > 0, "no turn passed the preparation point: the run proves little"
+        results[str(size)] = entry
+    rows = [
+        {
+            "target": f"per-turn overhead, deferred vs inline compaction, {label} <= {TARGET_RATIO}x",
+            "ours": ", ".join(
+                f"{int(s) // 1000}k {r[f'{shape}_ratio']:.2f}x "
+                f"({r[f'{shape}_deferred']['total']['median_ms']:.2f} vs "
+                f"{r[f'{shape}_inline']['total']['median_ms']:.2f} ms)"
+                for s, r in results.items()
+            ),
+            "reference": "the same engine with LCM_COMPACTION_MODE=inline, same turns",
+            "verdict": "met"
+            if max(r[f"{shape}_ratio"] for r in results.values()) <= TARGET_RATIO
+            else "missed",
+        }
+        for shape, label in (("cli", "CLI list"), ("api", "API full history"))
+    ]
+    print_table(rows)
+    save_result("prepare_overhead", rows, {"sizes": results, "turns": args.turns})
+
+
+if __name__ == "__main__":
+    main()
