@@ -16,13 +16,11 @@ machine's noise, 1.1x).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import shutil
 from typing import Any
 
-from common import History, core_of, make_engine, print_table, save_result, temp_dir
-from steady_state import PROMPT_OVERHEAD, WARMUP_TURNS, HostTurns, build, context_tokens
+from common import History, core_of, print_table, save_result
+from steady_state import PROMPT_OVERHEAD, WARMUP_TURNS, HostTurns, context_tokens, copies
 
 TARGET_RATIO = 1.1
 MODES = ("inline", "deferred")
@@ -38,22 +36,6 @@ class UsageTurns(HostTurns):
         super().turn(turn, timed)
 
 
-def engines(size: int, history: History) -> tuple[dict[str, Any], float]:
-    """The grown conversation as two engines on two copies, one per compaction mode."""
-    engine, _budget, seconds = build(size, history)
-    source = core_of(engine).store.path
-    core_of(engine).store.close()
-    out: dict[str, Any] = {}
-    for mode in MODES:
-        home = temp_dir(f"prepare-{size}-{mode}")
-        for suffix in ("", "-wal"):
-            with contextlib.suppress(FileNotFoundError):
-                shutil.copyfile(source + suffix, str(home / "lcm.db") + suffix)
-        copy = make_engine(home, session=f"steady-{size}", extra_env={"LCM_COMPACTION_MODE": mode})
-        out[mode] = (copy, core_of(copy).budget(copy.threshold_tokens, PROMPT_OVERHEAD))
-    return out, seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
@@ -63,7 +45,9 @@ def main() -> None:
     history = History(args.seed)
     results: dict[str, Any] = {}
     for size in (int(s) for s in args.sizes.split(",")):
-        pair, seconds = engines(size, history)
+        pair, seconds = copies(
+            size, history, {mode: {"LCM_COMPACTION_MODE": mode} for mode in MODES}, "prepare"
+        )
         entry: dict[str, Any] = {"build_seconds": round(seconds, 1)}
         for shape in ("cli", "api"):
             start = size if shape == "cli" else size + 4 * (WARMUP_TURNS + args.turns)

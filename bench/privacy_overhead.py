@@ -14,13 +14,11 @@ privacy engine costs at most 1.5x the default one.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import shutil
 from typing import Any
 
-from common import History, core_of, make_engine, print_table, save_result, temp_dir
-from steady_state import WARMUP_TURNS, HostTurns, build
+from common import History, core_of, print_table, save_result
+from steady_state import WARMUP_TURNS, HostTurns, copies
 
 from hermes_lcm.handlers.status import core_privacy
 
@@ -56,22 +54,6 @@ class SecretHistory(History):
         return out
 
 
-def engines(size: int, history: History) -> tuple[dict[str, Any], float]:
-    """The grown conversation as two engines on two copies: ``base`` and ``privacy``."""
-    engine, _budget, seconds = build(size, history)
-    source = core_of(engine).store.path
-    core_of(engine).store.close()
-    out: dict[str, Any] = {}
-    for name, env in (("base", {}), ("privacy", PRIVACY_ENV)):
-        home = temp_dir(f"privacy-{size}-{name}")
-        for suffix in ("", "-wal"):
-            with contextlib.suppress(FileNotFoundError):
-                shutil.copyfile(source + suffix, str(home / "lcm.db") + suffix)
-        copy = make_engine(home, session=f"steady-{size}", extra_env=env)
-        out[name] = (copy, core_of(copy).budget(copy.threshold_tokens, 3000))
-    return out, seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,100000")
@@ -81,7 +63,7 @@ def main() -> None:
     history = SecretHistory(args.seed)
     results: dict[str, Any] = {}
     for size in (int(s) for s in args.sizes.split(",")):
-        pair, seconds = engines(size, history)
+        pair, seconds = copies(size, history, {"base": {}, "privacy": PRIVACY_ENV}, "privacy")
         entry: dict[str, Any] = {"build_seconds": round(seconds, 1)}
         for shape in ("cli", "api"):
             start = size if shape == "cli" else size + 4 * 220

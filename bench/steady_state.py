@@ -19,7 +19,9 @@ runs outside the timed region (it is the LLM's time, not per-turn overhead).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import shutil
 import time
 from typing import Any
 
@@ -51,6 +53,26 @@ def build(size: int, history: History) -> tuple[Any, Any, float]:
     seconds = bulk_ingest(core, history, 0, size, batch=1000, compact_every=1000, budget=budget)
     core.compact(budget)
     return engine, budget, seconds
+
+
+def copies(
+    size: int, history: History, envs: dict[str, dict[str, str]], tag: str
+) -> tuple[dict[str, Any], float]:
+    """The conversation grown once (:func:`build`), copied per name of ``envs``: an engine on each
+    copy with that name's settings, and its budget (benches that compare two engines on one
+    history: privacy_overhead.py, prepare_overhead.py)."""
+    engine, _budget, seconds = build(size, history)
+    source = core_of(engine).store.path
+    core_of(engine).store.close()
+    out: dict[str, Any] = {}
+    for name, env in envs.items():
+        home = temp_dir(f"{tag}-{size}-{name}")
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(source + suffix, str(home / "lcm.db") + suffix)
+        copy = make_engine(home, session=f"steady-{size}", extra_env=env)
+        out[name] = (copy, core_of(copy).budget(copy.threshold_tokens, PROMPT_OVERHEAD))
+    return out, seconds
 
 
 def context_tokens(core: Any) -> int:
