@@ -62,8 +62,9 @@ class SessionCalls:
         if core is not None and core.preparer is not None:
             threshold = self._threshold()
             if core.preparer.due(pressure, threshold):
-                # the budget compress will compute from the same list and prompt tokens
-                budget = core.budget(threshold, self.overhead(messages, tokens))
+                # the budget compress will compute from the same list and prompt tokens: the
+                # prompt figure is the request that the reply answered, so the reply is not in it
+                budget = core.budget(threshold, self.overhead(_request(messages), tokens))
                 growth = (max(0, pressure - before[0]), max(0, count - before[1]))
                 core.prepare_soon(pressure, threshold, budget, growth, _last_user_tokens(messages))
         return stored
@@ -143,6 +144,15 @@ class SessionCalls:
         if core is not None:
             core.start_fresh_context()
         registry.await_session(self)
+
+
+def _request(messages: Sequence[Any]) -> Sequence[Any]:
+    """The list as the last request had it: without the reply that ends it. An overhead inferred
+    from the whole list would take the reply's tokens off it, and a preparation planned under
+    that larger budget condenses later than the compaction will, making summaries it never takes."""
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        return messages[:-1]
+    return messages
 
 
 def _last_user_tokens(messages: Sequence[Any]) -> int:
