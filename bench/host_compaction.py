@@ -85,6 +85,7 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
         "mode": mode,
         "summary_s": summary_s,
         "think_s": think_s,
+        "threshold": threshold,
         "turns": len(rows),
         "compaction_turns": len(compaction),
         "compaction_median_s": round(statistics.median(compaction), 3) if compaction else None,
@@ -98,6 +99,74 @@ def run(mode: str, summary_s: float, think_s: float, turns: int, threshold: int)
         "prompt_tokens_max": max(prompts) if prompts else 0,
         "prompt_tokens_total": sent,
     }
+
+
+# Measurement noise a deferred compaction turn may exceed inline's by: well under one summary call.
+NOISE_S = 0.1
+
+
+def judged(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One verdict row per run. Inline runs are the reference: every call inside the turn. A
+    deferred run with think time at least a summary call's is held to the target (compaction turns
+    within 0.5 s of ordinary ones, no call inside a turn after the first compaction); one with less
+    (no time to prepare) to the fallback's promise: prompts within the threshold and compaction
+    turns no longer than inline's at the same summary time."""
+    inline = {r["summary_s"]: r for r in results if r["mode"] == "inline"}
+    rows = []
+    for r in results:
+        setting = f"{r['mode']}, {r['summary_s']:g} s summaries, {r['think_s']:g} s think"
+        ours = (
+            f"{r['compaction_median_s']} s (max {r['compaction_max_s']}) vs "
+            f"{r['ordinary_median_s']} s; {r['calls_inside_turns']} of {r['summary_calls']} "
+            "calls inside turns"
+        )
+        if r["mode"] == "inline":
+            rows.append(
+                {
+                    "target": f"{setting}: the reference (every summary call inside a turn)",
+                    "ours": ours,
+                    "reference": "-",
+                    "verdict": "reference",
+                }
+            )
+            continue
+        if r["think_s"] >= r["summary_s"]:
+            gap = (r["compaction_median_s"] or 0.0) - (r["ordinary_median_s"] or 0.0)
+            met = gap <= 0.5 and not r["calls_inside_after_first_compaction"]
+            rows.append(
+                {
+                    "target": f"{setting}: compaction turn within 0.5 s of an ordinary one, "
+                    "no call inside a turn after the first compaction",
+                    "ours": ours + f", {r['calls_inside_after_first_compaction']} after the first",
+                    "reference": "inline before: 9.4 s vs 0.20 s, 22 of 22 inside (3 s summaries)",
+                    "verdict": "met" if met else "missed",
+                }
+            )
+            continue
+        base = inline.get(r["summary_s"])
+        if base is None:
+            verdict, reference = "no inline run to compare", "-"
+        else:
+            met = (
+                r["prompt_tokens_max"] <= r["threshold"]
+                and r["compaction_median_s"] <= base["compaction_median_s"] + NOISE_S
+                and r["compaction_max_s"] <= base["compaction_max_s"] + NOISE_S
+            )
+            verdict = "met" if met else "missed"
+            reference = (
+                f"inline, {base['think_s']:g} s think: {base['compaction_median_s']} s "
+                f"(max {base['compaction_max_s']})"
+            )
+        rows.append(
+            {
+                "target": f"{setting}: no time to prepare; prompts within the threshold, "
+                f"compaction turns (median, max) no longer than inline's (+{NOISE_S:g} s noise)",
+                "ours": ours + f"; prompt max {r['prompt_tokens_max']:,}",
+                "reference": reference,
+                "verdict": verdict,
+            }
+        )
+    return rows
 
 
 def main() -> None:
@@ -116,23 +185,7 @@ def main() -> None:
         result = run(mode, float(summary_s), float(think_s), args.turns, args.threshold)
         print(result, flush=True)
         results.append(result)
-    rows = []
-    for r in results:
-        gap = (
-            r["compaction_median_s"] - r["ordinary_median_s"]
-            if r["compaction_median_s"] is not None and r["ordinary_median_s"] is not None
-            else None
-        )
-        rows.append(
-            {
-                "target": f"{r['mode']}, {r['summary_s']:g} s summaries, {r['think_s']:g} s think: "
-                "compaction turn within 0.5 s of an ordinary one",
-                "ours": f"{r['compaction_median_s']} s vs {r['ordinary_median_s']} s; "
-                f"{r['calls_inside_turns']} of {r['summary_calls']} calls inside turns",
-                "reference": "inline before: 9.4 s vs 0.20 s, 22 of 22 inside (3 s summaries)",
-                "verdict": "met" if gap is not None and gap <= 0.5 else "missed",
-            }
-        )
+    rows = judged(results)
     print_table(rows)
     save_result(
         "host_compaction",

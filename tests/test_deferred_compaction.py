@@ -13,9 +13,11 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from .convo import assert_lineage_complete, assert_valid_sequence
 from .reliability.stub_summarizer import StubSummarizer
 
 TURNS = 40
+LCMX_FIXTURE = Path(__file__).resolve().parent / "peers" / "lcm_x" / "lcmx.db"
 OVERHEAD = 400
 
 
@@ -65,14 +68,16 @@ def play(
     settle: bool,
     shape: Any = turn,
     turns: int = TURNS,
+    history: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Host turns in CLI shape, in the host's order: the user's message joins the list, the host
     compresses if that prompt reaches the threshold (the calls each compress made are counted and
     its prompt checked), then the turn's other messages and the reply, whose prompt is the
-    request before it; then ``post_llm_call``."""
+    request before it; then ``post_llm_call``. ``history``: what the host's list holds before the
+    first turn (a resumed session's)."""
     core = engine.ensure_core()
     assert core is not None
-    host: list[dict[str, Any]] = []
+    host: list[dict[str, Any]] = list(history)
     inside: list[int] = []
     frontiers: list[int] = []  # how far the conversation was summarized after each compress
     first = len(stub.requests)
@@ -567,3 +572,49 @@ def test_lcm_view_shows_what_waits_prepared(tmp_path: Path, stub: StubSummarizer
     assert failed is not None and "summary call failed" in failed["detail"]
     page = page_data(build_page(core.store, conversation)[0])["meta"]
     assert page["prepared"]["last_error"]["detail"] == failed["detail"]
+
+
+def test_an_imported_conversation_goes_on_compacting_from_prepared_summaries(
+    tmp_path: Path, stub: StubSummarizer
+) -> None:
+    """An LCM-X database (written by LCM-X's own code) upgraded in place when the engine starts,
+    and the user's imported conversation resumed: the turns after it compact from summaries
+    prepared over imported and new rows alike, with no call inside a turn after the first
+    compaction, and every imported message and summary is still there, its lineage whole."""
+    db = tmp_path / "lcm.db"
+    shutil.copy(LCMX_FIXTURE, db)  # a copy: opening the fixture itself could leave a -wal beside it
+    before = raw_sql(str(db), "SELECT count(*) FROM messages")[0][0]
+    engine = stub.engine(tmp_path, "sess-a2")
+    core = engine.core
+    assert core is not None and core.preparer is not None
+    imported = raw_sql(str(db), "SELECT count(*), max(id) FROM messages")[0]
+    nodes = raw_sql(str(db), "SELECT count(*), coalesce(max(id), 0) FROM summaries")[0]
+    assert imported[0] == before and nodes[0] > 0, (imported, nodes)
+    conversation = core.binding.conversation_id
+    assert conversation is not None
+    resumed = core.store.messages_after(conversation, 0)
+    assert resumed, "the session did not resume its imported conversation"
+    history = [
+        {"role": m.role, "content": m.content}
+        for m in resumed[-4:]
+        if m.role in ("user", "assistant") and not m.tool_calls
+    ]
+    played = play(engine, stub, settle=True, history=history)
+    inside = played["inside"]
+    assert len(inside) >= 3 and sum(inside[1:]) == 0, played
+    assert core.preparer.view()["published"] > 0
+    # nothing imported was lost: the same rows, and the imported nodes, still stored
+    assert raw_sql(str(db), "SELECT count(*) FROM messages WHERE id <= ?", (imported[1],)) == [
+        (before,)
+    ]
+    assert raw_sql(str(db), "SELECT count(*) FROM summaries WHERE id <= ?", (nodes[1],)) == [
+        (nodes[0],)
+    ]
+    # the summaries made since cover imported rows: the imported history was compacted on
+    first_new = raw_sql(
+        str(db),
+        "SELECT min(s.first_seq) FROM summaries s WHERE s.id > ? AND s.conversation_id = ?",
+        (nodes[1], conversation),
+    )[0][0]
+    assert first_new is not None and first_new <= len(resumed), (first_new, len(resumed))
+    assert_lineage_complete(str(db))
