@@ -17,11 +17,18 @@ it: the figure is the check and the request alone. The target: they cost nothing
 from __future__ import annotations
 
 import argparse
-import gc
 from typing import Any
 
 from common import History, core_of, print_table, save_result
-from steady_state import PROMPT_OVERHEAD, WARMUP_TURNS, HostTurns, context_tokens, copies
+from steady_state import (
+    PROMPT_OVERHEAD,
+    WARMUP_TURNS,
+    HostTurns,
+    context_tokens,
+    copies,
+    pair_rows,
+    play_pair,
+)
 
 TARGET_RATIO = 1.1
 MODES = ("inline", "deferred")
@@ -37,6 +44,13 @@ class UsageTurns(HostTurns):
         super().turn(turn, timed)
 
 
+def settled(player: HostTurns) -> None:
+    """What the turn asked the preparer for, done before any timed turn."""
+    preparer = player.core.preparer
+    if preparer is not None:
+        assert preparer.settle(60), "the preparer did not finish within 60 s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
@@ -45,6 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     history = History(args.seed)
     results: dict[str, Any] = {}
+
     for size in (int(s) for s in args.sizes.split(",")):
         pair, seconds = copies(
             size, history, {mode: {"LCM_COMPACTION_MODE": mode} for mode in MODES}, "prepare"
@@ -52,49 +67,24 @@ def main() -> None:
         entry: dict[str, Any] = {"build_seconds": round(seconds, 1)}
         for shape in ("cli", "api"):
             start = size if shape == "cli" else size + 4 * (WARMUP_TURNS + args.turns)
-            players = {mode: UsageTurns(*pair[mode], history, start, shape) for mode in MODES}
-            gc.collect()
-            for turn in range(WARMUP_TURNS + args.turns):
-                for mode in MODES if turn % 2 else reversed(MODES):
-                    players[mode].turn(turn, timed=turn >= WARMUP_TURNS)
-                    preparer = core_of(pair[mode][0]).preparer
-                    if preparer is not None:  # what it was asked for, done before any timed turn
-                        assert preparer.settle(60), "the preparer did not finish within 60 s"
-            for mode, player in players.items():
-                entry[f"{shape}_{mode}"] = player.result()
-            ratio = (
-                entry[f"{shape}_deferred"]["total"]["median_ms"]
-                / entry[f"{shape}_inline"]["total"]["median_ms"]
-            )
-            entry[f"{shape}_ratio"] = round(ratio, 3)
-            print(
-                f"{size:>7} msgs {shape}: inline {entry[f'{shape}_inline']['total']['median_ms']:.3f}"
-                f" ms, deferred {entry[f'{shape}_deferred']['total']['median_ms']:.3f} ms, "
-                f"ratio {ratio:.2f}x",
-                flush=True,
-            )
+            players: dict[str, HostTurns] = {
+                mode: UsageTurns(*pair[mode], history, start, shape) for mode in MODES
+            }
+            print(f"{size:>7} msgs", end=" ")
+            play_pair(entry, shape, players, args.turns, settled)
         deferred = core_of(pair["deferred"][0]).preparer
         assert deferred is not None, "the deferred engine has no preparer"
         view = deferred.view()
         entry["preparer"] = {k: view[k] for k in ("runs", "prepared", "published")}
         assert view["runs"] > 0, "no turn passed the preparation point: the run proves little"
         results[str(size)] = entry
-    rows = [
-        {
-            "target": f"per-turn overhead, deferred vs inline compaction, {label} <= {TARGET_RATIO}x",
-            "ours": ", ".join(
-                f"{int(s) // 1000}k {r[f'{shape}_ratio']:.2f}x "
-                f"({r[f'{shape}_deferred']['total']['median_ms']:.2f} vs "
-                f"{r[f'{shape}_inline']['total']['median_ms']:.2f} ms)"
-                for s, r in results.items()
-            ),
-            "reference": "the same engine with LCM_COMPACTION_MODE=inline, same turns",
-            "verdict": "met"
-            if max(r[f"{shape}_ratio"] for r in results.values()) <= TARGET_RATIO
-            else "missed",
-        }
-        for shape, label in (("cli", "CLI list"), ("api", "API full history"))
-    ]
+    rows = pair_rows(
+        results,
+        MODES,
+        "per-turn overhead, deferred vs inline compaction",
+        TARGET_RATIO,
+        "the same engine with LCM_COMPACTION_MODE=inline, same turns",
+    )
     print_table(rows)
     save_result("prepare_overhead", rows, {"sizes": results, "turns": args.turns})
 

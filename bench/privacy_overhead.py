@@ -14,11 +14,10 @@ privacy engine costs at most 1.5x the default one.
 from __future__ import annotations
 
 import argparse
-import gc
 from typing import Any
 
 from common import History, core_of, print_table, save_result
-from steady_state import WARMUP_TURNS, HostTurns, copies
+from steady_state import HostTurns, copies, pair_rows, play_pair
 
 from hermes_lcm.handlers.status import core_privacy
 
@@ -70,47 +69,21 @@ def main() -> None:
             players = {
                 name: HostTurns(*pair[name], history, start, shape) for name in ("base", "privacy")
             }
-            gc.collect()
-            for turn in range(
-                WARMUP_TURNS + args.turns
-            ):  # interleaved, each goes first every other turn
-                order = ("base", "privacy") if turn % 2 else ("privacy", "base")
-                for name in order:
-                    players[name].turn(turn, timed=turn >= WARMUP_TURNS)
-            for name, player in players.items():
-                entry[f"{shape}_{name}"] = player.result()
-            ratio = (
-                entry[f"{shape}_privacy"]["total"]["median_ms"]
-                / entry[f"{shape}_base"]["total"]["median_ms"]
-            )
-            entry[f"{shape}_ratio"] = round(ratio, 3)
-            print(
-                f"{size:>7} msgs {shape}: base {entry[f'{shape}_base']['total']['median_ms']:.3f} ms, "
-                f"privacy {entry[f'{shape}_privacy']['total']['median_ms']:.3f} ms, ratio {ratio:.2f}x",
-                flush=True,
-            )
+            print(f"{size:>7} msgs", end=" ")
+            play_pair(entry, shape, players, args.turns)
         redaction = core_privacy(core_of(pair["privacy"][0]))["redaction"]
         entry["redacted"] = redaction["redacted_this_process"]
         assert sum(entry["redacted"].values()) > 0, (
             "the privacy engine redacted nothing: the run proves nothing"
         )
         results[str(size)] = entry
-    rows = [
-        {
-            "target": f"per-turn overhead with redaction + 5 ignore patterns, {label} <= {TARGET_RATIO}x",
-            "ours": ", ".join(
-                f"{int(s) // 1000}k {r[f'{shape}_ratio']:.2f}x "
-                f"({r[f'{shape}_privacy']['total']['median_ms']:.2f} vs "
-                f"{r[f'{shape}_base']['total']['median_ms']:.2f} ms)"
-                for s, r in results.items()
-            ),
-            "reference": "LCM-X: 39 ms/turn at 4k messages, 111 ms with one ignore regex",
-            "verdict": "met"
-            if max(r[f"{shape}_ratio"] for r in results.values()) <= TARGET_RATIO
-            else "missed",
-        }
-        for shape, label in (("cli", "CLI list"), ("api", "API full history"))
-    ]
+    rows = pair_rows(
+        results,
+        ("base", "privacy"),
+        "per-turn overhead with redaction + 5 ignore patterns",
+        TARGET_RATIO,
+        "LCM-X: 39 ms/turn at 4k messages, 111 ms with one ignore regex",
+    )
     print_table(rows)
     save_result(
         "privacy_overhead", rows, {"sizes": results, "turns": args.turns, "ignore_patterns": IGNORE}

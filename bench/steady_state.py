@@ -23,6 +23,7 @@ import contextlib
 import gc
 import shutil
 import time
+from collections.abc import Callable
 from typing import Any
 
 from common import (
@@ -158,6 +159,59 @@ class HostTurns:
             "compactions": self.compactions,
             "turns": len(self.parts["total"]),
         }
+
+
+def play_pair(
+    entry: dict[str, Any],
+    shape: str,
+    players: dict[str, HostTurns],
+    turns: int,
+    after: Callable[[HostTurns], None] = lambda player: None,
+) -> float:
+    """Two players' turns interleaved (each goes first every other turn, so machine drift hits
+    both alike), ``after(player)`` run untimed after each of its turns; each one's result goes into
+    ``entry`` as ``<shape>_<name>`` and the ratio of the second name's median to the first's
+    as ``<shape>_ratio``, which is returned (privacy_overhead.py, prepare_overhead.py)."""
+    base, other = players
+    gc.collect()
+    for turn in range(WARMUP_TURNS + turns):
+        for name in (base, other) if turn % 2 else (other, base):
+            players[name].turn(turn, timed=turn >= WARMUP_TURNS)
+            after(players[name])
+    for name, player in players.items():
+        entry[f"{shape}_{name}"] = player.result()
+    medians = [entry[f"{shape}_{name}"]["total"]["median_ms"] for name in (base, other)]
+    ratio = medians[1] / medians[0]
+    entry[f"{shape}_ratio"] = round(ratio, 3)
+    print(
+        f"{shape}: {base} {medians[0]:.3f} ms, {other} {medians[1]:.3f} ms, ratio {ratio:.2f}x",
+        flush=True,
+    )
+    return ratio
+
+
+def pair_rows(
+    results: dict[str, Any], names: tuple[str, str], target: str, ratio: float, reference: str
+) -> list[dict[str, Any]]:
+    """The verdict rows of :func:`play_pair` results per size: one per shape, the target
+    ``<target>, <shape label> <= <ratio>x`` met when every size's ratio is within it."""
+    base, other = names
+    return [
+        {
+            "target": f"{target}, {label} <= {ratio}x",
+            "ours": ", ".join(
+                f"{int(s) // 1000}k {r[f'{shape}_ratio']:.2f}x "
+                f"({r[f'{shape}_{other}']['total']['median_ms']:.2f} vs "
+                f"{r[f'{shape}_{base}']['total']['median_ms']:.2f} ms)"
+                for s, r in results.items()
+            ),
+            "reference": reference,
+            "verdict": "met"
+            if max(r[f"{shape}_ratio"] for r in results.values()) <= ratio
+            else "missed",
+        }
+        for shape, label in (("cli", "CLI list"), ("api", "API full history"))
+    ]
 
 
 def measure(
