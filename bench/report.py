@@ -307,22 +307,31 @@ def _pg_migrate(details: dict[str, Any]) -> str:
     )
 
 
-def _privacy(details: dict[str, Any]) -> str:
+def _pair_rows(
+    details: dict[str, Any], names: tuple[str, str], extra: tuple[str, str]
+) -> list[list[Any]]:
+    """Per size and host shape, two engines' per-turn medians (steady_state.play_pair), their
+    ratio, and one more figure (``extra``: a part's median, or a count) of each."""
+    part, field = extra
     rows = []
     for size, entry in details["sizes"].items():
         for shape in ("cli", "api"):
-            base, privacy = entry[f"{shape}_base"], entry[f"{shape}_privacy"]
+            one, two = (entry[f"{shape}_{name}"] for name in names)
             rows.append(
                 [
                     f"{int(size):,}",
                     shape,
-                    base["total"]["median_ms"],
-                    privacy["total"]["median_ms"],
+                    one["total"]["median_ms"],
+                    two["total"]["median_ms"],
                     entry[f"{shape}_ratio"],
-                    base["ingest"]["median_ms"],
-                    privacy["ingest"]["median_ms"],
+                    one[part][field] if field else one[part],
+                    two[part][field] if field else two[part],
                 ]
             )
+    return rows
+
+
+def _privacy(details: dict[str, Any]) -> str:
     redacted = {size: sum(entry["redacted"].values()) for size, entry in details["sizes"].items()}
     return _table(
         [
@@ -334,7 +343,7 @@ def _privacy(details: dict[str, Any]) -> str:
             "default ingest ms",
             "privacy ingest ms",
         ],
-        rows,
+        _pair_rows(details, ("base", "privacy"), ("ingest", "median_ms")),
     ) + (
         f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies of one "
         f"database, in one process; every tenth new message holds a secret (secrets replaced: {redacted}). "
@@ -343,21 +352,6 @@ def _privacy(details: dict[str, Any]) -> str:
 
 
 def _prepare_overhead(details: dict[str, Any]) -> str:
-    rows = []
-    for size, entry in details["sizes"].items():
-        for shape in ("cli", "api"):
-            inline, deferred = entry[f"{shape}_inline"], entry[f"{shape}_deferred"]
-            rows.append(
-                [
-                    f"{int(size):,}",
-                    shape,
-                    inline["total"]["median_ms"],
-                    deferred["total"]["median_ms"],
-                    entry[f"{shape}_ratio"],
-                    inline["compactions"],
-                    deferred["compactions"],
-                ]
-            )
     runs = {size: entry["preparer"] for size, entry in details["sizes"].items()}
     return _table(
         [
@@ -369,11 +363,12 @@ def _prepare_overhead(details: dict[str, Any]) -> str:
             "inline compactions",
             "deferred compactions",
         ],
-        rows,
+        _pair_rows(details, ("inline", "deferred"), ("compactions", "")),
     ) + (
         f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies "
-        "of one database, in one process, each handed the reply's usage first; the preparer's "
-        f"runs, summaries prepared and published (offline summarizer): {runs}."
+        "of one database, in one process, each handed the reply's usage first and the preparer "
+        "waited for after each turn, untimed; the preparer's runs, summaries prepared and "
+        f"published (offline summarizer): {runs}."
     )
 
 
