@@ -1,5 +1,6 @@
 """The real host as a user has it: every CLI toolset, memory on, the memory and skill reviews at
-their default intervals (every 10 turns), subagents through ``delegate_task``.
+their default intervals (every 10 turns), subagents through ``delegate_task``, compaction
+prepared between turns (the default).
 
 What must hold: the host's background review forks (which take over the user's session id)
 store nothing in any conversation and leave no conversation behind; none of their harness
@@ -55,7 +56,16 @@ def user_requests(stub: StubLLM) -> list[Recorded]:
 def test_review_forks_never_reach_the_users_memory_or_prompt(
     host_defaults: HostHome, stub: StubLLM
 ):
-    run = run_host(host_defaults, turns(), host_defaults=True, timeout=900)
+    # the user pauses between turns (until the preparer is idle): compaction is prepared, as users
+    # who read the reply have it, while the review forks run on the host's own threads
+    run = run_host(
+        host_defaults,
+        turns(),
+        host_defaults=True,
+        think_seconds=5,
+        think_until_idle=True,
+        timeout=900,
+    )
     forks = [r for r in stub.requests_of("main") if is_fork_request(r)]
     starts: dict[str, float] = {}  # one fork per snapshot it reviews (its first request)
     for r in forks:
@@ -81,6 +91,12 @@ def test_review_forks_never_reach_the_users_memory_or_prompt(
     summaries = [c for (c,) in rows(host_defaults, "SELECT content FROM summaries")]
     assert summaries, "the run never compacted into summaries"
     assert not [s for s in summaries if "Review the conversation above" in s]
+    # what was prepared between turns was published, and nothing prepared holds a fork's words
+    deferred = run.report["engine_final"]["status"]["deferred_compaction"]
+    assert deferred["mode"] == "deferred" and deferred["published"] > 0, deferred
+    waiting = [c for (c,) in rows(host_defaults, "SELECT content FROM prepared_summaries")]
+    assert not [c for c in waiting if is_harness_text(c) or FORK_REPLY in c]
+    assert not [c for c in waiting if "Review the conversation above" in c]
     # one conversation, the user's: a fork opens none of its own
     conversations = rows(
         host_defaults,
