@@ -372,6 +372,41 @@ def _prepare_overhead(details: dict[str, Any]) -> str:
     )
 
 
+def _prepare_point(details: dict[str, Any]) -> str:
+    """The preparation point swept: per turn shape and ratio, what the user waited for and what
+    starting early leaves waiting."""
+    rows = [
+        [
+            r["shape"],
+            "inline" if r["ratio"] is None else f"{r['ratio']:g}",
+            r["compactions"],
+            r["calls"],
+            r["calls_inside"],
+            r["calls_inside_after_first"],
+            r["waiting_mean"],
+        ]
+        for r in details["runs"]
+    ]
+    return _table(
+        [
+            "turns",
+            "LCM_PREPARE_AT_RATIO",
+            "compactions",
+            "summary calls",
+            "inside turns",
+            "inside, after the first compaction",
+            "prepared waiting per turn",
+        ],
+        rows,
+    ) + (
+        f"\n\n{details['turns']} turns per session, summary calls of {details['delay_s']:g} s, a "
+        f"pause of {details['think_calls']:g} calls' time after each reply; threshold 4,000 tokens, "
+        "fresh tail 6 messages, leaf chunks 1,000 tokens. Questions are ~T/30 a turn, work varies "
+        "(a tool call every third turn), notes are ~T/7. Prepared waiting: the summaries made and "
+        "not yet published after an average turn, the calls a session ending there leaves unused."
+    )
+
+
 def _hook_filter(details: dict[str, Any]) -> str:
     rows = [
         [
@@ -1034,6 +1069,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "pg_migrate": ("`lcm migrate-to-postgres` at 100k messages", _pg_migrate),
     "privacy_overhead": ("Per-turn overhead with redaction and ignore patterns", _privacy),
     "prepare_overhead": ("Per-turn overhead of deferred compaction", _prepare_overhead),
+    "prepare_point": ("Where preparation starts (LCM_PREPARE_AT_RATIO)", _prepare_point),
     "hook_filter": ("The post_llm_call hook with the host-agent check", _hook_filter),
     "knn": ("Vector search (embeddings)", _knn),
     "vector_growth": ("Database growth per message with vectors", _vector_growth),

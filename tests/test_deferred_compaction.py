@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,78 +27,14 @@ from hermes_lcm.engine import LcmEngine
 
 from .backends import raw_sql
 from .convo import assert_lineage_complete, assert_valid_sequence
+from .deferred_play import OVERHEAD, TURNS, long_turn, play, turn, working_turn
 from .reliability.stub_summarizer import StubSummarizer
 
-TURNS = 40
 LCMX_FIXTURE = Path(__file__).resolve().parent / "peers" / "lcm_x" / "lcmx.db"
-OVERHEAD = 400
 
 
 def engine_for(home: Path, stub: StubSummarizer, **extra: str) -> LcmEngine:
     return stub.engine(home, "deferred", **extra)
-
-
-def turn(i: int) -> list[dict[str, Any]]:
-    words = " ".join(f"w{i}x{k}" for k in range(60))
-    return [
-        {"role": "user", "content": f"Question {i}: what about module m{i}? {words}"},
-        {"role": "assistant", "content": f"Answer {i}: module m{i} is fine. {words}"},
-    ]
-
-
-def working_turn(i: int) -> list[dict[str, Any]]:
-    """A turn shaped like work: its length varies, and every third one reads a file by a tool."""
-    words = " ".join(f"v{i}y{k}" for k in range(20 + (i * 37) % 90))
-    messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {i}: {words}"}]
-    if i % 3 == 0:
-        call = {"id": f"call_{i}", "type": "function"}
-        call["function"] = {"name": "read_file", "arguments": json.dumps({"path": f"m{i}.py"})}
-        messages += [
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"def f{i}(): {words}"},
-        ]
-    return [*messages, {"role": "assistant", "content": f"Done {i}. {words}"}]
-
-
-def play(
-    engine: LcmEngine,
-    stub: StubSummarizer,
-    *,
-    settle: bool,
-    shape: Any = turn,
-    turns: int = TURNS,
-    history: Sequence[dict[str, Any]] = (),
-) -> dict[str, Any]:
-    """Host turns in CLI shape, in the host's order: the user's message joins the list, the host
-    compresses if that prompt reaches the threshold (the calls each compress made are counted and
-    its prompt checked), then the turn's other messages and the reply, whose prompt is the
-    request before it; then ``post_llm_call``. ``history``: what the host's list holds before the
-    first turn (a resumed session's)."""
-    core = engine.ensure_core()
-    assert core is not None
-    host: list[dict[str, Any]] = list(history)
-    inside: list[int] = []
-    frontiers: list[int] = []  # how far the conversation was summarized after each compress
-    first = len(stub.requests)
-    for i in range(turns):
-        user, *rest = shape(i)
-        host.append(user)
-        tokens = count_messages(host) + OVERHEAD
-        if engine.should_compress(tokens):
-            budget = core.budget(engine.threshold_tokens, engine.overhead(host, tokens))
-            before = len(stub.requests)
-            host = engine.compress(host, current_tokens=tokens)
-            inside.append(len(stub.requests) - before)
-            frontiers.append(core.store.conversation(core._conversation()).frontier_seq)
-            assert count_messages(host) <= budget.total
-            assert_valid_sequence(host)
-        host.extend(rest)
-        request = count_messages(host[:-1]) + OVERHEAD
-        engine.update_from_response({"prompt_tokens": request, "completion_tokens": 50})
-        engine.after_reply(host)
-        if settle and core.preparer is not None:
-            assert core.preparer.settle(30), "the preparer did not finish"
-    return {"inside": inside, "frontiers": frontiers, "calls": len(stub.requests) - first}
 
 
 @pytest.mark.both_backends
@@ -107,7 +42,7 @@ def test_a_prepared_compaction_makes_no_call_inside_the_turn(
     tmp_path: Path, stub: StubSummarizer
 ) -> None:
     engine = engine_for(tmp_path, stub)
-    played = play(engine, stub, settle=True)
+    played = play(engine, stub, think=30)
     inside = played["inside"]
     assert len(inside) >= 3, inside
     # The first compaction may come before any preparation; after it, none calls the model.
@@ -125,15 +60,6 @@ def test_a_prepared_compaction_makes_no_call_inside_the_turn(
     assert int(edges[0][0]) > 0
 
 
-def long_turn(i: int) -> list[dict[str, Any]]:
-    """A turn of some 550 tokens, as the benchmark's."""
-    body = " ".join(f"detail{(i * 11 + k) % 97}x{k % 7}" for k in range(160))
-    return [
-        {"role": "user", "content": f"turn {i}: notes for later. {body}"},
-        {"role": "assistant", "content": f"noted {i}. {body[:600]}"},
-    ]
-
-
 def _spent(tmp_path: Path, stub: StubSummarizer, shape: Any, **extra: str) -> dict[str, Any]:
     """The same turns deferred, then inline: deferred's play, its summaries waiting and published,
     the calls that summarized the conversation as far as it got (``used``: the waiting ones are
@@ -141,14 +67,14 @@ def _spent(tmp_path: Path, stub: StubSummarizer, shape: Any, **extra: str) -> di
     far over the same turns (``inline_needed``, counted at the first compaction that did, the
     turns played on past deferred's end when it takes more)."""
     engine = stub.engine(tmp_path / "deferred", "deferred", **extra)
-    played = play(engine, stub, settle=True, shape=shape)
+    played = play(engine, stub, think=30, shape=shape)
     core = engine.core
     assert core is not None and core.preparer is not None
     assert core.binding.conversation_id is not None
     waiting = len(core.store.prepared_summaries(core.binding.conversation_id))
     summarized = core.store.conversation(core.binding.conversation_id).frontier_seq
     inline = stub.engine(tmp_path / "inline", "inline", LCM_COMPACTION_MODE="inline", **extra)
-    by_inline = play(inline, stub, settle=False, shape=shape, turns=2 * TURNS)
+    by_inline = play(inline, stub, think=None, shape=shape, turns=2 * TURNS)
     needed = itertools.accumulate(by_inline["inside"])
     reached = [n for n, f in zip(needed, by_inline["frontiers"], strict=True) if f >= summarized]
     assert reached, (summarized, by_inline)
@@ -213,7 +139,7 @@ def test_inline_mode_prepares_nothing_and_compacts_inside_the_turn(
     tmp_path: Path, stub: StubSummarizer
 ) -> None:
     engine = engine_for(tmp_path, stub, LCM_COMPACTION_MODE="inline")
-    played = play(engine, stub, settle=False)
+    played = play(engine, stub, think=None)
     core = engine.core
     assert core is not None and core.preparer is None
     assert sum(played["inside"]) == played["calls"] > 0
@@ -226,7 +152,7 @@ def test_without_time_to_prepare_compaction_stays_inline_and_bounded(
     """No pause between turns: whatever the preparer has not made, compress makes (the prompt
     is checked against its budget on every compaction in ``play``)."""
     engine = engine_for(tmp_path, stub)
-    played = play(engine, stub, settle=False)
+    played = play(engine, stub, think=None)
     assert played["inside"], "no compaction"
 
 
@@ -599,7 +525,7 @@ def test_an_imported_conversation_goes_on_compacting_from_prepared_summaries(
         for m in resumed[-4:]
         if m.role in ("user", "assistant") and not m.tool_calls
     ]
-    played = play(engine, stub, settle=True, history=history)
+    played = play(engine, stub, think=30, history=history)
     inside = played["inside"]
     assert len(inside) >= 3 and sum(inside[1:]) == 0, played
     assert core.preparer.view()["published"] > 0

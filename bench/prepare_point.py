@@ -1,0 +1,136 @@
+"""Where preparation should start: LCM_PREPARE_AT_RATIO swept over turn shapes, against inline.
+
+One command: ``.venv/bin/python bench/prepare_point.py [--ratios 0.5,0.6,0.75,0.85,0.95]
+[--turns 40] [--delay 0.1] [--think 1.5]``.
+
+The tests' summarizer stub on 127.0.0.1 answers each summary call after ``--delay`` seconds; the
+engines are the tests' deferred-compaction engines (a 4,000-token threshold, a 6-message fresh
+tail, 1,000-token leaf chunks) played turn by turn in the host's order (tests/deferred_play.py).
+After each reply the user pauses ``--think`` summary calls' time (the preparer gets about that
+many calls between turns, never more: a preparation point too late leaves it too few pauses).
+Three turn shapes: short questions (~T/30 a turn), work (varied sizes, a tool call every third
+turn) and long notes (~T/7 a turn). For each ratio and shape: the summary calls made inside a
+turn after the first compaction (what the user waits for), all calls, and the prepared summaries
+waiting after an average turn (the calls lost if the session ended there: what starting early
+costs). The default is the highest ratio with the fewest calls inside turns in every shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from common import ROOT, print_table, save_result
+
+sys.path.insert(0, str(ROOT))
+from hermes_lcm import store as store_module
+from hermes_lcm.config import LcmConfig
+from tests.deferred_play import long_turn, play, turn, working_turn
+from tests.reliability.stub_summarizer import StubSummarizer
+
+SHAPES = {"questions": turn, "work": working_turn, "notes": long_turn}
+
+
+def run(
+    stub: StubSummarizer, ratio: float | None, shape: str, turns: int, think: float
+) -> dict[str, Any]:
+    """One session; ``ratio`` None: inline compaction (the reference)."""
+    with tempfile.TemporaryDirectory(prefix="lcm-prepare-point-") as home:
+        extra = (
+            {"LCM_COMPACTION_MODE": "inline"}
+            if ratio is None
+            else {"LCM_PREPARE_AT_RATIO": f"{ratio:g}"}
+        )
+        engine = stub.engine(Path(home), "point", **extra)
+        played = play(
+            engine,
+            stub,
+            think=None if ratio is None else think,
+            shape=SHAPES[shape],
+            turns=turns,
+            done=False,
+        )
+        engine.on_session_end("point", [])
+        store_module.close_all()
+    inside = played["inside"]
+    return {
+        "ratio": ratio,
+        "shape": shape,
+        "compactions": len(inside),
+        "calls": played["calls"],
+        "calls_inside": sum(inside),
+        "calls_inside_after_first": sum(inside[1:]),
+        "waiting_mean": round(statistics.mean(played["waiting"]), 2) if played["waiting"] else 0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ratios", default="0.5,0.6,0.75,0.85,0.95")
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--delay", type=float, default=0.1)
+    parser.add_argument("--think", type=float, default=1.5, help="in summary calls' time")
+    args = parser.parse_args()
+    ratios = [float(r) for r in args.ratios.split(",")]
+    stub = StubSummarizer("timeout", delay_s=args.delay)
+    stub.env = {"LCM_SUMMARY_TIMEOUT_MS": str(int(max(5.0, 20 * args.delay) * 1000))}
+    results = []
+    try:
+        for shape in SHAPES:
+            for ratio in [None, *ratios]:
+                result = run(stub, ratio, shape, args.turns, args.think * args.delay)
+                print(result, flush=True)
+                results.append(result)
+    finally:
+        stub.close()
+    default = LcmConfig().prepare_at_ratio
+    deferred = [r for r in results if r["ratio"] is not None]
+    fewest = {
+        shape: min(r["calls_inside_after_first"] for r in deferred if r["shape"] == shape)
+        for shape in SHAPES
+    }
+    best = [
+        ratio
+        for ratio in ratios
+        if all(
+            r["calls_inside_after_first"] == fewest[r["shape"]]
+            for r in deferred
+            if r["ratio"] == ratio
+        )
+    ]
+    at_default = [r for r in deferred if r["ratio"] == default]
+    rows = [
+        {
+            "target": "LCM_PREPARE_AT_RATIO default: the highest ratio with the fewest summary calls "
+            "inside turns (after the first compaction) in every turn shape",
+            "ours": f"default {default:g}; best {max(best):g} of {', '.join(f'{x:g}' for x in ratios)}"
+            if best
+            else f"default {default:g}; no ratio is best in every shape",
+            "reference": "; ".join(
+                f"{r['shape']}: {r['calls_inside_after_first']} inside, "
+                f"{r['waiting_mean']} waiting per turn at {default:g}"
+                for r in at_default
+            ),
+            "verdict": "met" if best and max(best) == default else "missed",
+        }
+    ]
+    print_table(rows)
+    save_result(
+        "prepare_point",
+        rows,
+        {
+            "turns": args.turns,
+            "delay_s": args.delay,
+            "think_calls": args.think,
+            "default": default,
+            "runs": results,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
