@@ -295,22 +295,24 @@ class LcmCore:
         """Compact toward the budget's goal; nothing after seq ``upto`` is summarized.
         ``deadline`` (monotonic) bounds the passes, by default LCM_COMPACTION_MAX_SECONDS from now."""
         assert self.binding.conversation_id is not None
+        held: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if self.preparer is not None:  # a summary it is making now is not made twice
             until = (
                 deadline
                 if deadline is not None
                 else time.monotonic() + self.config.compaction_max_seconds
             )
-            self.preparer.wait(self.binding.conversation_id, until - time.monotonic())
-        report = self.compactor.run(
-            self.binding.conversation_id,
-            self.binding.session_id,
-            budget,
-            force=force,
-            focus=focus,
-            upto=upto,
-            deadline=deadline,
-        )
+            held = self.preparer.holding(self.binding.conversation_id, until - time.monotonic())
+        with held:
+            report = self.compactor.run(
+                self.binding.conversation_id,
+                self.binding.session_id,
+                budget,
+                force=force,
+                focus=focus,
+                upto=upto,
+                deadline=deadline,
+            )
         self.stats.compactions += 1
         self.stats.last_compaction = {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -338,9 +340,9 @@ class LcmCore:
         """After a reply: ask the preparer for a run when the prompt passed the preparation point
         (deferred mode, a stored session). Costs a turn a comparison, and a request when due.
         ``growth`` is what the last turn added (tokens, messages), ``user_tokens`` its user
-        message: a run is asked only once two such turns (or a twentieth of the threshold) would
-        reach the threshold, and it plans for the turns still to come
-        (:class:`~.compaction.prepare.Ahead`), so what it makes is what that compaction takes."""
+        message: the run plans for the turns still to come (:class:`~.compaction.prepare.Ahead`),
+        so what it makes is what that compaction takes: whole leaf chunks while it is turns away,
+        then, in the last turns, what it condenses and the chunk the tail cuts."""
         preparer = self.preparer
         if (
             preparer is None
@@ -348,15 +350,13 @@ class LcmCore:
             or not preparer.due(prompt_tokens, threshold_tokens)
         ):
             return False
-        prompt, (tokens, messages) = prompt_tokens or 0, growth
-        if prompt + max(tokens + tokens // 2, threshold_tokens // 20) < threshold_tokens:
-            return False
+        prompt = prompt_tokens or 0
         assert self.binding.conversation_id is not None
         preparer.ask(
             self.binding.conversation_id,
             self.binding.session_id,
             budget,
-            ahead_of(prompt, threshold_tokens, (tokens, messages), user_tokens),
+            ahead_of(prompt, threshold_tokens, growth, user_tokens),
         )
         return True
 

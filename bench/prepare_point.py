@@ -54,6 +54,11 @@ def run(
             turns=turns,
             done=False,
         )
+        core = engine.core
+        assert core is not None and core.binding.conversation_id is not None
+        waiting = len(core.store.prepared_summaries(core.binding.conversation_id))
+        published = core.preparer.view()["published"] if core.preparer is not None else 0
+        summarized = core.store.conversation(core.binding.conversation_id).frontier_seq
         engine.on_session_end("point", [])
         store_module.close_all()
     inside = played["inside"]
@@ -64,6 +69,9 @@ def run(
         "calls": played["calls"],
         "calls_inside": sum(inside),
         "calls_inside_after_first": sum(inside[1:]),
+        "published": published,
+        "waiting_at_end": waiting,
+        "summarized": summarized,
         "waiting_mean": round(statistics.mean(played["waiting"]), 2) if played["waiting"] else 0,
     }
 

@@ -185,7 +185,10 @@ class Compactor:
         outnumber inline compaction's. Only the last run before the compaction
         (:attr:`Ahead.last`) makes it, up to where the tail will cut it then; the compaction
         takes it whole, or as the first rows of its own chunk when the tail moved further than
-        the last turn's size predicted."""
+        the last turn's size predicted. A run while the compaction is still turns away
+        (:attr:`Ahead.early`) makes the whole chunks outside today's tail and nothing else: a
+        user whose pauses fit a call or two gets the leaves made over many of them, and only
+        what condenses (which depends on where that compaction stops) is left for the last."""
         if self.prepared is None:
             return "preparation is off"
         state = self.store.conversation(conversation_id)
@@ -205,7 +208,15 @@ class Compactor:
                 if plan.total_tokens <= planned.goal:
                     return f"ready: {report.passes} passes prepared or found"
                 plan = self._with_backlog(plan, conversation_id, planned, None)
-                step = self._next_step(plan, budget, False)
+                if ahead.early:  # leaves only: a chunk's rows are the same whenever it is made
+                    if not plan.compactable:
+                        return (
+                            f"ready: {report.passes} leaves prepared or found; what is condensed "
+                            "is prepared in the last turns before the compaction"
+                        )
+                    step: Callable[..., None] | None = self._leaf
+                else:
+                    step = self._next_step(plan, budget, False)
                 if step is None:
                     return self._stuck_reason(plan, True)
                 step(conversation_id, session_id, plan, report, None, deadline)

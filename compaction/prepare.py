@@ -94,6 +94,13 @@ class Ahead:
     goal_tokens: int = 0  # what the prompt gains before the compaction
 
     @property
+    def early(self) -> bool:
+        """Whether the compaction is more turns away than a growth guess should span: a run then
+        makes only the whole leaf chunks outside today's fresh tail, which that compaction takes
+        whatever the turns before it add (what it condenses depends on where it stops)."""
+        return self.turns > EARLY_TURNS
+
+    @property
     def last(self) -> bool:
         """Whether this is the last preparation before the compaction (the next reply reaches the
         threshold): it also makes the chunk the fresh tail will cut then, up to that edge."""
@@ -109,6 +116,8 @@ class Ahead:
 
 
 NOW = Ahead()  # nothing more to come: plan as a compaction would now
+# Further than this many replies from the threshold, a preparation makes whole leaf chunks only.
+EARLY_TURNS = 2
 
 
 def ahead_of(prompt: int, threshold: int, growth: tuple[int, int], user_tokens: int = 0) -> Ahead:
@@ -120,6 +129,8 @@ def ahead_of(prompt: int, threshold: int, growth: tuple[int, int], user_tokens: 
     guessed too short, a leaf it cannot take, made again inside the turn)."""
     growth_tokens, growth_messages = growth
     turns = max(1, -(-max(0, threshold - prompt) // growth_tokens)) if growth_tokens > 0 else 1
+    if turns > EARLY_TURNS:  # today's tail, and every whole chunk outside it (goal 0)
+        return Ahead(turns=turns, goal_tokens=threshold)
     before = turns - 1  # whole turns before the compacting one
     return Ahead(
         tokens=before * growth_tokens + user_tokens,

@@ -13,9 +13,10 @@ than the same call made inline.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,18 +146,24 @@ class Preparer:
             time.sleep(0.01)
         return False
 
-    def wait(self, conversation_id: int, timeout: float) -> None:
-        """A compaction is starting on ``conversation_id``: the run under way there (if any) ends
-        after its current call, and this waits for that call, at most ``timeout`` s. Its summary
-        is then found by the compaction, so the turn waits for the rest of one call where inline
-        compaction would have made it whole; the run's further calls are the compaction's own."""
+    @contextlib.contextmanager
+    def holding(self, conversation_id: int, timeout: float) -> Iterator[None]:
+        """While a compaction runs on ``conversation_id``: the run under way there (if any) ends
+        after its current call, and this first waits for that call, at most ``timeout`` s. Its
+        summary is then found by the compaction, so the turn waits for the rest of one call where
+        inline compaction would have made it whole. A run that starts meanwhile (one the job had
+        taken before the compaction began) stops before its first call: none makes a summary the
+        compaction is making too."""
         end = time.monotonic() + max(0.0, timeout)
         with self._idle:
             self._yielding.add(conversation_id)
-            try:
+        try:
+            with self._idle:
                 while self.busy_with == conversation_id and time.monotonic() < end:
                     self._idle.wait(end - time.monotonic())
-            finally:
+            yield
+        finally:
+            with self._idle:
                 self._yielding.discard(conversation_id)
 
     def _run(self, request: PrepareRequest, stopping: Callable[[], bool]) -> str:

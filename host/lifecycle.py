@@ -64,7 +64,9 @@ class SessionCalls:
             if core.preparer.due(pressure, threshold):
                 # the budget compress will compute from the same list and prompt tokens: the
                 # prompt figure is the request that the reply answered, so the reply is not in it
-                budget = core.budget(threshold, self.overhead(_request(messages), tokens))
+                # (no usage reported: the host's own figure for that request)
+                figure = tokens or pressure
+                budget = core.budget(threshold, self.overhead(_request(messages), figure))
                 growth = (max(0, pressure - before[0]), max(0, count - before[1]))
                 core.prepare_soon(pressure, threshold, budget, growth, _last_user_tokens(messages))
         return stored

@@ -544,3 +544,28 @@ def test_an_imported_conversation_goes_on_compacting_from_prepared_summaries(
     )[0][0]
     assert first_new is not None and first_new <= len(resumed), (first_new, len(resumed))
     assert_lineage_complete(str(db))
+
+
+def test_far_from_the_threshold_a_preparation_makes_whole_leaves_only(
+    tmp_path: Path, stub: StubSummarizer
+) -> None:
+    """Past the preparation point but turns before the threshold, each reply's run makes the
+    whole leaf chunks outside today's fresh tail (the compaction takes them whatever the turns
+    before it add) and nothing it could not be sure of: no condensation, no chunk the tail cuts."""
+    engine = engine_for(
+        tmp_path, stub, LCM_PREPARE_AT_RATIO="0.3", LCM_ABSOLUTE_THRESHOLD_TOKENS="8000"
+    )
+    # turns of ~500 tokens: the last reply is 5 turns from the threshold
+    played = play(engine, stub, think=30, turns=10)
+    core = engine.core
+    assert core is not None and core.preparer is not None
+    assert core.binding.conversation_id is not None
+    assert played["inside"] == [], "the turns reached the threshold: the test proves nothing"
+    prepared = core.store.prepared_summaries(core.binding.conversation_id)
+    assert len(prepared) >= 2, prepared
+    assert {p.depth for p in prepared} == {0}
+    # they chain from the first row, chunk after chunk, all outside today's fresh tail
+    spans = sorted((p.first_seq, p.last_seq) for p in prepared)
+    assert spans[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in itertools.pairwise(spans))
+    stored = core.store.messages_after(core.binding.conversation_id, 0)
+    assert spans[-1][1] <= len(stored) - 6, (spans, len(stored))

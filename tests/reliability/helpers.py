@@ -179,10 +179,14 @@ def publication_problems(db: Path | str, *, one_writer: bool = True) -> list[str
     if one_writer:
         kept = raw_sql(
             str(db),
-            "SELECT count(*) FROM prepared_summaries p JOIN summaries s "
+            "SELECT p.depth, p.first_seq, p.last_seq, p.target_tokens, s.id, s.first_seq, "
+            "s.last_seq FROM prepared_summaries p JOIN summaries s "
             "ON s.conversation_id = p.conversation_id AND s.depth = p.depth "
             "AND s.content = p.content",
-        )[0][0]
+        )
         if kept:
-            problems.append(f"{kept} prepared summaries kept after their node was published")
+            problems.append(
+                f"{len(kept)} prepared summaries kept after their node was published "
+                f"(depth, span, target; node, span): {kept}"
+            )
     return problems
