@@ -352,13 +352,13 @@ class LcmCore:
             return False
         prompt = prompt_tokens or 0
         assert self.binding.conversation_id is not None
-        preparer.ask(
+        return preparer.ask(
             self.binding.conversation_id,
             self.binding.session_id,
             budget,
             ahead_of(prompt, threshold_tokens, growth, user_tokens),
+            prompt,
         )
-        return True
 
     def assemble(
         self, budget: Budget, upto: int | None = None, state: ConversationState | None = None

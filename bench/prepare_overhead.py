@@ -6,12 +6,14 @@ Each conversation is grown once (bench/steady_state.build) and copied; one copy 
 ``LCM_COMPACTION_MODE=inline``, the other with the default ``deferred``, the same host turns in the
 same process, interleaved turn by turn (each goes first every other turn) so machine drift hits
 both alike (steady_state.HostTurns: the post_llm_call hook on the host's list, should_compress, one
-assembly; the CLI and the API shapes). Before each turn's hook the engine is handed the reply's
-usage, as the host does, so the deferred engine checks the preparation point on every turn and,
-past it, asks its preparer for a run. That run is on its own thread, with the offline summarizer,
-and is waited for after the turn, untimed, so neither engine's next turn shares the process with
-it: the figure is the check and the request alone. The target: they cost nothing measurable
-(ratio within the machine's noise, 1.1x).
+assembly; the CLI and the API shapes). Before each turn's hook the engine observes the request
+and is handed the reply's usage, as the host has it do, and compacts and assembles to the budget
+it computes from them (the one its preparer plans under), so the deferred engine checks the
+preparation point on every turn and, past it, asks its preparer for a run. That run is on its
+own thread, with the offline summarizer, and is waited for after the turn, untimed. The target:
+the check and the request cost nothing measurable (ratio within the machine's noise, 1.1x), for
+the whole turn and for the hook alone, where the check is (the whole turn also carries what the
+two engines' compactions left to assemble).
 """
 
 from __future__ import annotations
@@ -34,12 +36,23 @@ TARGET_RATIO = 1.1
 MODES = ("inline", "deferred")
 
 
+# The system prompt and tool schemas the host sends: measured by the engine from each request, as
+# the host's pre-request hook has it do (host/overhead.py), so the engine's own budget, the one
+# compress and the preparer plan under, is the one this benchmark compacts and assembles to.
+SYSTEM = {"role": "system", "content": "policy " * (PROMPT_OVERHEAD - 16)}
+
+
 class UsageTurns(HostTurns):
-    """HostTurns with the reply's usage handed over first (the host's update_from_response)."""
+    """HostTurns as the host drives an engine around a reply: the request observed and the reply's
+    usage handed over first (untimed, both the host's), and the budget the engine computes from
+    them, not a fixed one, for the compaction and the assembly."""
 
     def turn(self, turn: int, timed: bool) -> None:
-        self.engine.update_from_response(
-            {"prompt_tokens": context_tokens(self.core) + PROMPT_OVERHEAD}
+        reported = context_tokens(self.core) + PROMPT_OVERHEAD
+        self.engine.observe_request([SYSTEM, *self.host], [])
+        self.engine.update_from_response({"prompt_tokens": reported})
+        self.budget = self.core.budget(
+            self.engine.threshold_tokens, self.engine.overhead(self.host, reported)
         )
         super().turn(turn, timed)
 
@@ -84,6 +97,21 @@ def main() -> None:
         "per-turn overhead, deferred vs inline compaction",
         TARGET_RATIO,
         "the same engine with LCM_COMPACTION_MODE=inline, same turns",
+    )
+    hooks = {
+        f"{int(size) // 1000}k {shape}": entry[f"{shape}_deferred"]["ingest"]["median_ms"]
+        / entry[f"{shape}_inline"]["ingest"]["median_ms"]
+        for size, entry in results.items()
+        for shape in ("cli", "api")
+    }
+    rows.append(
+        {
+            "target": "the post_llm_call hook alone (where the check is), deferred vs inline "
+            f"<= {TARGET_RATIO}x",
+            "ours": ", ".join(f"{k} {v:.2f}x" for k, v in hooks.items()),
+            "reference": "the same engine with LCM_COMPACTION_MODE=inline, same turns",
+            "verdict": "met" if max(hooks.values()) <= TARGET_RATIO else "missed",
+        }
     )
     print_table(rows)
     save_result("prepare_overhead", rows, {"sizes": results, "turns": args.turns})

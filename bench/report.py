@@ -360,15 +360,22 @@ def _prepare_overhead(details: dict[str, Any]) -> str:
             "inline ms",
             "deferred ms",
             "ratio",
-            "inline compactions",
-            "deferred compactions",
+            "inline hook ms",
+            "deferred hook ms",
         ],
-        _pair_rows(details, ("inline", "deferred"), ("compactions", "")),
+        _pair_rows(details, ("inline", "deferred"), ("ingest", "median_ms")),
     ) + (
         f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies "
         "of one database, in one process, each handed the reply's usage first and the preparer "
         "waited for after each turn, untimed; the preparer's runs, summaries prepared and "
-        f"published (offline summarizer): {runs}."
+        f"published (offline summarizer): {runs}. Compactions, inline / deferred: "
+        + ", ".join(
+            f"{int(size):,} {shape} {entry[f'{shape}_inline']['compactions']} / "
+            f"{entry[f'{shape}_deferred']['compactions']}"
+            for size, entry in details["sizes"].items()
+            for shape in ("cli", "api")
+        )
+        + "."
     )
 
 

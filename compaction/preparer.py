@@ -122,6 +122,7 @@ class Preparer:
         self.busy_with: int | None = None
         self._idle = threading.Condition()
         self._yielding: set[int] = set()  # conversations a compaction has started on
+        self._early: dict[int, int] = {}  # the prompt figure at each conversation's last early ask
 
     def due(self, prompt_tokens: int | None, threshold_tokens: int) -> bool:
         """Whether the prompt passed the preparation point (a comparison: free on every turn)."""
@@ -133,8 +134,28 @@ class Preparer:
             )
         )
 
-    def ask(self, conversation_id: int, session_id: str, budget: Any, ahead: Ahead = NOW) -> None:
+    def ask(
+        self,
+        conversation_id: int,
+        session_id: str,
+        budget: Any,
+        ahead: Ahead = NOW,
+        prompt_tokens: int = 0,
+    ) -> bool:
+        """Ask for a run (False: not needed). While the compaction is turns away a run makes whole
+        leaf chunks only, and none can have left the fresh tail since the last such run until the
+        prompt grew by half a chunk: until then the run would only re-read the conversation (on
+        a thread of its own, but in the process whose next turn may be starting)."""
+        if ahead.early:
+            last = self._early.get(conversation_id)
+            half = self.compactor.settings.leaf_chunk_tokens // 2
+            if last is not None and last <= prompt_tokens < last + half:
+                return False
+            self._early[conversation_id] = prompt_tokens
+        else:
+            self._early.pop(conversation_id, None)
         self.job.ask(PrepareRequest(conversation_id, session_id, budget, ahead))
+        return True
 
     def settle(self, timeout: float) -> bool:
         """Until nothing is asked or running (True), at most ``timeout`` s: for a caller that must
