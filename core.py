@@ -333,32 +333,31 @@ class LcmCore:
         self,
         prompt_tokens: int | None,
         threshold_tokens: int,
-        budget: Budget,
+        budget: Callable[[], Budget],
         growth: tuple[int, int] = (0, 0),
         user_tokens: int = 0,
     ) -> bool:
         """After a reply: ask the preparer for a run when the prompt passed the preparation point
-        (deferred mode, a stored session). Costs a turn a comparison, and a request when due.
+        (deferred mode, a stored session). Costs a turn a comparison, and a request when due;
+        ``budget`` (the one compress will compute) is only worked out then.
         ``growth`` is what the last turn added (tokens, messages), ``user_tokens`` its user
         message: the run plans for the turns still to come (:class:`~.compaction.prepare.Ahead`),
         so what it makes is what that compaction takes: whole leaf chunks while it is turns away,
         then, in the last turns, what it condenses and the chunk the tail cuts."""
-        preparer = self.preparer
+        preparer, conversation = self.preparer, self.binding.conversation_id
         if (
             preparer is None
+            or conversation is None
             or not self.writable
             or not preparer.due(prompt_tokens, threshold_tokens)
         ):
             return False
         prompt = prompt_tokens or 0
-        assert self.binding.conversation_id is not None
-        return preparer.ask(
-            self.binding.conversation_id,
-            self.binding.session_id,
-            budget,
-            ahead_of(prompt, threshold_tokens, growth, user_tokens),
-            prompt,
-        )
+        ahead = ahead_of(prompt, threshold_tokens, growth, user_tokens)
+        if not preparer.wanted(conversation, ahead, prompt):
+            return False
+        preparer.ask(conversation, self.binding.session_id, budget(), ahead)
+        return True
 
     def assemble(
         self, budget: Budget, upto: int | None = None, state: ConversationState | None = None

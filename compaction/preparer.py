@@ -134,28 +134,23 @@ class Preparer:
             )
         )
 
-    def ask(
-        self,
-        conversation_id: int,
-        session_id: str,
-        budget: Any,
-        ahead: Ahead = NOW,
-        prompt_tokens: int = 0,
-    ) -> bool:
-        """Ask for a run (False: not needed). While the compaction is turns away a run makes whole
+    def wanted(self, conversation_id: int, ahead: Ahead, prompt_tokens: int) -> bool:
+        """Whether a run is worth asking for. While the compaction is turns away a run makes whole
         leaf chunks only, and none can have left the fresh tail since the last such run until the
         prompt grew by half a chunk: until then the run would only re-read the conversation (on
         a thread of its own, but in the process whose next turn may be starting)."""
-        if ahead.early:
-            last = self._early.get(conversation_id)
-            half = self.compactor.settings.leaf_chunk_tokens // 2
-            if last is not None and last <= prompt_tokens < last + half:
-                return False
-            self._early[conversation_id] = prompt_tokens
-        else:
+        if not ahead.early:
             self._early.pop(conversation_id, None)
-        self.job.ask(PrepareRequest(conversation_id, session_id, budget, ahead))
+            return True
+        last = self._early.get(conversation_id)
+        half = self.compactor.settings.leaf_chunk_tokens // 2
+        if last is not None and last <= prompt_tokens < last + half:
+            return False
+        self._early[conversation_id] = prompt_tokens
         return True
+
+    def ask(self, conversation_id: int, session_id: str, budget: Any, ahead: Ahead = NOW) -> None:
+        self.job.ask(PrepareRequest(conversation_id, session_id, budget, ahead))
 
     def settle(self, timeout: float) -> bool:
         """Until nothing is asked or running (True), at most ``timeout`` s: for a caller that must

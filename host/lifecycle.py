@@ -66,9 +66,14 @@ class SessionCalls:
                 # prompt figure is the request that the reply answered, so the reply is not in it
                 # (no usage reported: the host's own figure for that request)
                 figure = tokens or pressure
-                budget = core.budget(threshold, self.overhead(_request(messages), figure))
                 growth = (max(0, pressure - before[0]), max(0, count - before[1]))
-                core.prepare_soon(pressure, threshold, budget, growth, _last_user_tokens(messages))
+                core.prepare_soon(
+                    pressure,
+                    threshold,
+                    lambda: core.budget(threshold, self.overhead(_request(messages), figure)),
+                    growth,
+                    _last_user_tokens(messages),
+                )
         return stored
 
     def _bind(self, session_id: str, **kwargs: Any) -> None:
