@@ -126,7 +126,7 @@ class LcmConfig:
         "inline: all inside compress.",
     )
     prepare_at_ratio: float = setting(
-        0.75,
+        0.5,
         _HOW,
         "Share of the threshold the prompt must reach before a reply's ingest prepares the next compaction.",
     )

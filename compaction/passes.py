@@ -130,7 +130,8 @@ class Compactor:
         self.prepared = prepared  # None: compaction inline only (no lookups, nothing prepared)
         self._budget = Budget(total=0, goal=0, summaries=0, tail_count=0, tail_tokens=0)
         self._overlay: _Overlay | None = None  # set while this compactor prepares (prepare.py)
-        self._cut_ok = False  # a preparation may make the chunk the fresh tail cuts (Ahead.last)
+        # The smallest chunk cut by the fresh tail a preparation makes (Ahead.cut_chunk_tokens).
+        self._cut_from: int | None = None
 
     def run(
         self,
@@ -195,7 +196,7 @@ class Compactor:
         self._overlay = _Overlay(state.frontier_seq, list(self.dag.context(conversation_id)))
         self._budget = budget
         # The last run before the compaction also makes the chunk the fresh tail cuts.
-        self._cut_ok = ahead.last
+        self._cut_from = ahead.cut_chunk_tokens
         planned = ahead.budget(budget)
         report = CompactionReport()
         try:
@@ -394,7 +395,12 @@ class Compactor:
         target = _target(tokens, 4, self._budget.summaries // 4)
         sources = fit_sources([message_source(m) for m in covered], MAX_SUMMARY_INPUT_CHARS)
         found = self._prepared_leaf(conversation_id, covered, item_tokens, focus)
-        if found is None and self._overlay is not None and not whole and not self._cut_ok:
+        if (
+            found is None
+            and self._overlay is not None
+            and not whole
+            and (self._cut_from is None or tokens < self._cut_from)
+        ):
             report.waiting = True
             report.stop_reason = (
                 "ready up to the chunk the fresh tail still cuts; it is made once whole"

@@ -92,6 +92,7 @@ class Ahead:
     messages: int = 0
     turns: int = 0  # replies until the threshold
     goal_tokens: int = 0  # what the prompt gains before the compaction
+    turn_tokens: int = 0  # the last turn's growth: how far off a guess of the tail's edge can be
 
     @property
     def early(self) -> bool:
@@ -105,6 +106,15 @@ class Ahead:
         """Whether this is the last preparation before the compaction (the next reply reaches the
         threshold): it also makes the chunk the fresh tail will cut then, up to that edge."""
         return self.turns <= 1
+
+    @property
+    def cut_chunk_tokens(self) -> int | None:
+        """The smallest chunk cut by the fresh tail this run makes (None: it makes none). Where
+        the tail will cut is a guess off by up to a turn, so a cut chunk smaller than a turn may
+        be a sliver the guess made: the compaction would publish it and stop short of where it
+        would have cut, and each sliver is one more call for the same rows. It is left for the
+        compaction, which takes it in a chunk of its own size, or waits for a later run."""
+        return max(1, self.turn_tokens) if self.last else None
 
     def budget(self, budget: Budget) -> Budget:
         return replace(
@@ -137,6 +147,7 @@ def ahead_of(prompt: int, threshold: int, growth: tuple[int, int], user_tokens: 
         messages=before * max(2, growth_messages) + 1,
         turns=turns,
         goal_tokens=before * growth_tokens + max(user_tokens, growth_tokens // 2),
+        turn_tokens=growth_tokens,
     )
 
 

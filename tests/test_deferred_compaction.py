@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm.base.tokens import count_messages
+from hermes_lcm.compaction.prepare import ahead_of
 from hermes_lcm.engine import LcmEngine
 
 from .backends import raw_sql
@@ -316,11 +317,13 @@ def _reply(engine: LcmEngine, host: list[dict[str, Any]]) -> None:
     engine.after_reply(host)
 
 
-def _busy(engine: LcmEngine) -> bool:
+def _calling(engine: LcmEngine, stub: StubSummarizer) -> bool:
+    """Whether the engine's preparer got as far as a summary call the stub received (the run
+    holds the slot some time before its request arrives)."""
     core = engine.core
     assert core is not None and core.preparer is not None
     for _ in range(500):
-        if core.preparer.busy_with is not None:
+        if core.preparer.busy_with is not None and stub.requests:
             return True
         time.sleep(0.01)
     return False
@@ -336,7 +339,7 @@ def test_one_preparer_per_conversation_however_many_engines(
     host = _history(14)
     first, second = engine_for(tmp_path, stub), engine_for(tmp_path, stub)
     _reply(first, host)
-    assert _busy(first)
+    assert _calling(first, stub)
     calls = len(stub.requests)
     _reply(second, host)
     core = second.core
@@ -569,3 +572,16 @@ def test_far_from_the_threshold_a_preparation_makes_whole_leaves_only(
     assert spans[0][0] == 1 and all(b[0] == a[1] + 1 for a, b in itertools.pairwise(spans))
     stored = core.store.messages_after(core.binding.conversation_id, 0)
     assert spans[-1][1] <= len(stored) - 6, (spans, len(stored))
+
+
+def test_only_the_last_run_makes_a_chunk_the_tail_cuts_and_none_smaller_than_a_turn() -> None:
+    """Where the fresh tail will cut is guessed from the last turn's size: the run a turn before
+    the threshold makes the cut chunk only when it is at least that size (a smaller one may be a
+    sliver of the guess's error), a run further away makes none."""
+    last = ahead_of(3600, 4000, (500, 2), user_tokens=120)
+    assert last.last and not last.early and last.cut_chunk_tokens == 500
+    two = ahead_of(3200, 4000, (500, 2), user_tokens=120)
+    assert not two.last and not two.early and two.cut_chunk_tokens is None
+    far = ahead_of(1000, 4000, (500, 2))
+    assert far.early and far.cut_chunk_tokens is None
+    assert ahead_of(3990, 4000, (0, 0)).cut_chunk_tokens == 1  # no growth seen: any size
