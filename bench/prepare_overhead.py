@@ -19,6 +19,7 @@ two engines' compactions left to assemble).
 from __future__ import annotations
 
 import argparse
+import statistics
 from typing import Any
 
 from common import History, core_of, print_table, save_result
@@ -28,7 +29,6 @@ from steady_state import (
     HostTurns,
     context_tokens,
     copies,
-    pair_rows,
     play_pair,
 )
 
@@ -47,6 +47,11 @@ class UsageTurns(HostTurns):
     usage handed over first (untimed, both the host's), and the budget the engine computes from
     them, not a fixed one, for the compaction and the assembly."""
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.parts["hook_and_check"] = []
+        self.prompts: list[int] = []
+
     def turn(self, turn: int, timed: bool) -> None:
         reported = context_tokens(self.core) + PROMPT_OVERHEAD
         self.engine.observe_request([SYSTEM, *self.host], [])
@@ -55,6 +60,13 @@ class UsageTurns(HostTurns):
             self.engine.threshold_tokens, self.engine.overhead(self.host, reported)
         )
         super().turn(turn, timed)
+        if timed:  # the engine's own work of the turn, and the prompt the turn assembled from
+            engine_s = self.parts["ingest"][-1] + self.parts["should_compress"][-1]
+            self.parts["hook_and_check"].append(engine_s)
+            self.prompts.append(reported)
+
+    def result(self) -> dict[str, Any]:
+        return {**super().result(), "prompt_tokens_median": statistics.median(self.prompts)}
 
 
 def settled(player: HostTurns) -> None:
@@ -91,30 +103,53 @@ def main() -> None:
         entry["preparer"] = {k: view[k] for k in ("runs", "prepared", "published")}
         assert view["runs"] > 0, "no turn passed the preparation point: the run proves little"
         results[str(size)] = entry
-    rows = pair_rows(
-        results,
-        MODES,
-        "per-turn overhead, deferred vs inline compaction",
-        TARGET_RATIO,
-        "the same engine with LCM_COMPACTION_MODE=inline, same turns",
-    )
-    hooks = {
-        f"{int(size) // 1000}k {shape}": entry[f"{shape}_deferred"]["ingest"]["median_ms"]
-        / entry[f"{shape}_inline"]["ingest"]["median_ms"]
+    rows = [
+        _row(
+            results,
+            f"the engine's work of a turn, the post_llm_call hook and should_compress (where the "
+            f"check is), deferred vs inline <= {TARGET_RATIO}x",
+            "hook_and_check",
+            judged=True,
+        ),
+        _row(
+            results,
+            "the whole turn, with the assembly of what each engine's compactions left",
+            "total",
+            judged=False,
+        ),
+    ]
+    print_table(rows)
+    save_result("prepare_overhead", rows, {"sizes": results, "turns": args.turns})
+
+
+def _row(results: dict[str, Any], target: str, part: str, *, judged: bool) -> dict[str, Any]:
+    """One verdict row over sizes and shapes: the ratio of deferred's median ``part`` to inline's.
+    The whole turn is reported, not judged: its assembly is of two different prompts (a deferred
+    compaction that published prepared summaries stops once the prompt is within half of the
+    budget over its goal, where inline goes on to the goal), so the prompt medians stand beside it."""
+    ratios = {
+        f"{int(size) // 1000}k {shape}": (
+            entry[f"{shape}_deferred"][part]["median_ms"],
+            entry[f"{shape}_inline"][part]["median_ms"],
+            entry[f"{shape}_deferred"]["prompt_tokens_median"],
+            entry[f"{shape}_inline"]["prompt_tokens_median"],
+        )
         for size, entry in results.items()
         for shape in ("cli", "api")
     }
-    rows.append(
-        {
-            "target": "the post_llm_call hook alone (where the check is), deferred vs inline "
-            f"<= {TARGET_RATIO}x",
-            "ours": ", ".join(f"{k} {v:.2f}x" for k, v in hooks.items()),
-            "reference": "the same engine with LCM_COMPACTION_MODE=inline, same turns",
-            "verdict": "met" if max(hooks.values()) <= TARGET_RATIO else "missed",
-        }
+    ours = ", ".join(
+        f"{k} {d / i:.2f}x ({d:.2f} vs {i:.2f} ms"
+        + ("" if judged else f"; prompts {pd:,.0f} vs {pi:,.0f} tokens")
+        + ")"
+        for k, (d, i, pd, pi) in ratios.items()
     )
-    print_table(rows)
-    save_result("prepare_overhead", rows, {"sizes": results, "turns": args.turns})
+    worst = max(d / i for d, i, _, _ in ratios.values())
+    return {
+        "target": target,
+        "ours": ours,
+        "reference": "the same engine with LCM_COMPACTION_MODE=inline, same turns",
+        "verdict": ("met" if worst <= TARGET_RATIO else "missed") if judged else "measured",
+    }
 
 
 if __name__ == "__main__":

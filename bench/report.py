@@ -353,21 +353,34 @@ def _privacy(details: dict[str, Any]) -> str:
 
 def _prepare_overhead(details: dict[str, Any]) -> str:
     runs = {size: entry["preparer"] for size, entry in details["sizes"].items()}
+    rows = _pair_rows(details, ("inline", "deferred"), ("hook_and_check", "median_ms"))
+    prompts = [
+        entry[f"{shape}_{mode}"]["prompt_tokens_median"]
+        for entry in details["sizes"].values()
+        for shape in ("cli", "api")
+        for mode in ("inline", "deferred")
+    ]
     return _table(
         [
             "stored msgs",
             "host shape",
-            "inline ms",
-            "deferred ms",
+            "inline turn ms",
+            "deferred turn ms",
             "ratio",
-            "inline hook ms",
-            "deferred hook ms",
+            "inline hook + check ms",
+            "deferred hook + check ms",
+            "inline prompt tokens",
+            "deferred prompt tokens",
         ],
-        _pair_rows(details, ("inline", "deferred"), ("ingest", "median_ms")),
+        [
+            [*row, f"{a:,.0f}", f"{b:,.0f}"]
+            for row, a, b in zip(rows, prompts[::2], prompts[1::2], strict=True)
+        ],
     ) + (
         f"\n\n{details['turns']} measured turns per row, the same turns for both engines on copies "
         "of one database, in one process, each handed the reply's usage first and the preparer "
-        "waited for after each turn, untimed; the preparer's runs, summaries prepared and "
+        "waited for after each turn, untimed; prompt tokens are the median the host reported "
+        "before each turn. The preparer's runs, summaries prepared and "
         f"published (offline summarizer): {runs}. Compactions, inline / deferred: "
         + ", ".join(
             f"{int(size):,} {shape} {entry[f'{shape}_inline']['compactions']} / "
