@@ -43,15 +43,9 @@ def register(ctx: Any) -> None:
     register_hooks(ctx)
     check_host_config()
     if engine.config.enable_slash_command and hasattr(ctx, "register_command"):
-        from .command import handle_command
+        from .command import ARGS_HINT, DESCRIPTION, handle_command
 
-        ctx.register_command(
-            "lcm",
-            handle_command,
-            description="hermes-lcm: status, doctor (clean, repair, source, retention), backup, "
-            "rotate, preset",
-            args_hint="[status|doctor|backup|rotate|preset|help]",
-        )
+        ctx.register_command("lcm", handle_command, description=DESCRIPTION, args_hint=ARGS_HINT)
 
 
 def _not_loaded(exc: ImportError) -> str:

@@ -218,8 +218,6 @@ def _status(t: Target, rest: list[str]) -> dict[str, Any]:
             "doctor_clean_apply_enabled": t.config.doctor_clean_apply_enabled,
         }
     info = engine_status(t.engine)
-    if t.engine.core is not None:
-        info.update(rotate.last_rotate(t.engine.core.store, t.backup_dir))
     info["backup_dir"] = str(t.backup_dir)
     info["doctor_clean_apply_enabled"] = t.config.doctor_clean_apply_enabled
     return info
@@ -534,3 +532,7 @@ VERBS: dict[str, Verb] = {
     "view": _view,
     "help": _help,
 }
+
+# What the host's command list shows beside /lcm: every verb, so none is found only by reading help.
+ARGS_HINT = "[" + "|".join(VERBS) + "]"
+DESCRIPTION = "hermes-lcm: " + ", ".join(v for v in VERBS if v != "help") + " (/lcm help)"

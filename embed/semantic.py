@@ -89,6 +89,10 @@ class Semantic(JobOwner):
     def enabled(self) -> bool:
         return self.embedder is not None
 
+    @property
+    def prescreen_multiplier(self) -> int:
+        return self.config.knn_prescreen_multiplier
+
     # -- the query side ---------------------------------------------------------------------------
 
     def query_vector(self, text: str) -> np.ndarray | None:

@@ -13,6 +13,7 @@ from ..base.outputs import settings_view as outputs_view
 from ..base.peer_settings import is_settings_note
 from ..base.redact import redact_value
 from ..base.tokens import backend_name
+from ..maintenance import backups, rotate
 from ..sessions.binding import ROLE_SUBAGENT
 from ..version import __version__
 
@@ -132,6 +133,12 @@ def deferred_view(core: LcmCore) -> dict[str, Any]:
     }
 
 
+def _backups_view(core: LcmCore) -> dict[str, Any]:
+    """Where backups go and the last rotate's: the one backup rotate keeps, for its undo."""
+    directory = backups.backup_dir(core.store.path, core.config.backup_dir)
+    return {**rotate.last_rotate(core.store, directory), "backup_dir": str(directory)}
+
+
 def core_status(core: LcmCore) -> dict[str, Any]:
     """The core's part of the report: the bound session, the process counters, each job's health
     and, when a conversation is bound, what its store and DAG hold."""
@@ -163,6 +170,7 @@ def core_status(core: LcmCore) -> dict[str, Any]:
         "proactive_recall": core.proactive.status(core.config.proactive_recall_enabled),
         "large_outputs": outputs_view(core.config),
         "deferred_compaction": deferred_view(core),
+        **_backups_view(core),
     }
     if binding.role == ROLE_SUBAGENT:
         info["linked_parent"] = core.binder.linked_parent()

@@ -219,6 +219,9 @@ class Normalizer:
         self._large: dict[int, _Large] = {}
         # The host's list of the call in progress (:meth:`reading`): views are taken from it.
         self._host: HostList | None = None
+        # tool_call_id -> the tool it called, from the assistant messages prepared: a tool result
+        # without its ``name`` (the OpenAI shape) is still known as one of ours, never externalized.
+        self._call_tools: dict[str, str] = {}
 
     @contextlib.contextmanager
     def reading(self, host: HostList) -> Iterator[HostList]:
@@ -273,6 +276,10 @@ class Normalizer:
     def _prepare(self, message: Mapping[str, Any], steps: Sequence[Step] | None = None) -> Prepared:
         role = message.get("role")
         tool = message.get("name") or message.get("tool_name")
+        if role == "assistant":
+            self._learn_calls(message.get("tool_calls"))
+        elif role == "tool" and not tool:
+            tool = self._called_tool(message.get("tool_call_id"))
         original = draft = draft_of(
             self.view(message).get("content"),
             message.get("tool_calls"),
@@ -284,6 +291,32 @@ class Normalizer:
                 self._changed[id(message)] = message  # an optional step changed it: see alternates
             draft = step(draft)
         return written(draft)
+
+    def _learn_calls(self, calls: Any) -> None:
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if isinstance(name, str) and isinstance(call.get("id"), str):
+                if len(self._call_tools) >= MEMO_SIZE:
+                    self._call_tools.pop(next(iter(self._call_tools)))
+                self._call_tools[call["id"]] = name
+
+    def _called_tool(self, call_id: Any) -> str | None:
+        """The tool a nameless tool result answers: its call as prepared before, else as the
+        host's list of this call holds it (an assistant message already stored is not prepared
+        again)."""
+        if not isinstance(call_id, str):
+            return None
+        if call_id not in self._call_tools and self._host is not None:
+            for message in reversed(self._host.messages):
+                if isinstance(message, Mapping) and message.get("role") == "assistant":
+                    calls = message.get("tool_calls")
+                    if isinstance(calls, list) and any(
+                        isinstance(c, Mapping) and c.get("id") == call_id for c in calls
+                    ):
+                        self._learn_calls(calls)
+                        break
+        return self._call_tools.get(call_id)
 
     def stored_form(self, message: Mapping[str, Any]) -> Prepared:
         """(content, parts, tool calls) as ``message`` is stored, running the steps once (memoized)."""

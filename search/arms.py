@@ -289,7 +289,6 @@ class FullTextArm:
 # lifted LoCoMo (R@10 0.778 -> 0.780) and the paraphrase set (0.100 -> 0.114), lowered no conversation.
 VECTOR_POOL = 100
 VECTOR_WIDEN = 3  # KNN rows asked for per pool row before the scope filter
-VECTOR_MULTIPLIER = 4  # the index's prescreen shortlist per asked row (at least its floor of 160)
 VECTOR_ALLOWED_CAP = (
     200_000  # in-scope ids passed to the index when the scope is a small part of it
 )
@@ -315,6 +314,11 @@ class VectorSource(Protocol):
 
     @property
     def enabled(self) -> bool: ...
+    @property
+    def prescreen_multiplier(self) -> int:
+        """The index's prescreen shortlist per asked row (LCM_KNN_PRESCREEN_MULTIPLIER)."""
+        ...
+
     def query_vector(self, text: str) -> np.ndarray | None: ...
     def index(self, kind: str) -> KnnIndex | None: ...
 
@@ -370,7 +374,9 @@ class VectorArm:
             return Candidates([], [])
         assert self.messages is not None and self.query is not None
         pool = min(pool, VECTOR_POOL)
-        found = self.messages.search(self.query, pool * VECTOR_WIDEN, VECTOR_MULTIPLIER)
+        found = self.messages.search(
+            self.query, pool * VECTOR_WIDEN, self.source.prescreen_multiplier
+        )
         hits = self._scoped(found, upper, pool)
         if len(hits) < pool and len(self.messages) > len(found):
             view = self.view
@@ -381,7 +387,9 @@ class VectorArm:
                 **view.filters.sql(),
             )
             ids = np.asarray(allowed, dtype=np.int64)
-            found = self.messages.search(self.query, pool, VECTOR_MULTIPLIER, allowed=ids)
+            found = self.messages.search(
+                self.query, pool, self.source.prescreen_multiplier, allowed=ids
+            )
             hits = self._scoped(found, upper, pool)
         return Candidates(hits, [])
 

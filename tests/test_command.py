@@ -68,6 +68,7 @@ class StubContext:
         self.commands: dict[str, Any] = {}
         self.engines: list[Any] = []
         self.hooks: list[str] = []
+        self.hints: dict[str, tuple[str, str]] = {}
 
     def register_context_engine(self, engine: Any) -> None:
         self.engines.append(engine)
@@ -79,6 +80,7 @@ class StubContext:
         self, name: str, handler: Any, description: str = "", args_hint: str = ""
     ) -> None:
         self.commands[name] = handler
+        self.hints[name] = (description, args_hint)
 
 
 def test_command_is_registered_only_when_enabled(monkeypatch):
@@ -90,6 +92,19 @@ def test_command_is_registered_only_when_enabled(monkeypatch):
     hermes_lcm.register(ctx)
     assert "lcm" in ctx.commands
     assert "status" in ctx.commands["lcm"]("help")
+    # the host's command list names every verb, as help does
+    description, hint = ctx.hints["lcm"]
+    for verb in ("status", "doctor", "embed", "rollups", "view", "redact", "gc-payloads", "rotate"):
+        assert verb in hint.strip("[]").split("|") and verb in description
+        assert f"  {verb}" in ctx.commands["lcm"]("help")
+
+
+def test_the_manifest_names_every_hook_registered():
+    """plugin.yaml's provides_hooks is what register() registers, no more and no less."""
+    manifest = yaml.safe_load((Path(hermes_lcm.__file__).parent / "plugin.yaml").read_text())
+    ctx = StubContext()
+    hermes_lcm.register(ctx)
+    assert sorted(manifest["provides_hooks"]) == sorted(ctx.hooks)
 
 
 def test_status_before_any_session_is_unbound(tmp_path):
@@ -197,7 +212,7 @@ def test_retention(tmp_path):
 
 @pytest.mark.both_backends
 def test_rotate_preview_apply_noop_and_status(tmp_path):
-    _engine, _ = engine_with_history(tmp_path, turns=25, LCM_FRESH_TAIL_COUNT="10")
+    engine, _ = engine_with_history(tmp_path, turns=25, LCM_FRESH_TAIL_COUNT="10")
     preview = lcm("rotate")
     assert preview["status"] == "ready" and preview["apply"] == "/lcm rotate apply"
     applied = lcm("rotate apply")
@@ -213,6 +228,11 @@ def test_rotate_preview_apply_noop_and_status(tmp_path):
     status = lcm("status")
     assert status["last_rotate_at"] and re.fullmatch(latest, Path(status["rotate_backup"]).name)
     assert status["frontier_seq"] == preview["target_frontier_seq"]
+    # the agent's lcm_status tool tells it the same: when, and the backup that undoes it
+    tool = json.loads(engine.handle_tool_call("lcm_status", {}))
+    assert {k: tool[k] for k in ("last_rotate_at", "rotate_backup", "backup_dir")} == {
+        k: status[k] for k in ("last_rotate_at", "rotate_backup", "backup_dir")
+    }
 
 
 @pytest.mark.both_backends

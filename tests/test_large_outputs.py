@@ -475,6 +475,35 @@ def test_our_own_answers_are_never_externalized_and_page_below_the_threshold(
     store_module.close_all()
 
 
+def test_a_recovery_answer_without_the_tool_name_stays_whole(make_engine: Any) -> None:
+    """A tool result in the OpenAI shape (``tool_call_id``, no ``name``) is known by its call:
+    a 25,000-character lcm_expand or lcm_describe answer is stored whole, not as a stub the model
+    would have to expand again, in the call that brings it and after a restart re-reads the list;
+    another tool's result of the same size is externalized as before."""
+    settings = {**ON, "LCM_LARGE_OUTPUT_EXTERNALIZATION_THRESHOLD_CHARS": "6000"}
+    engine = make_engine(threshold=10**6, **settings)
+    answer = big_output(25_000, "answer")
+    history: list[dict[str, Any]] = []
+    for i, tool in enumerate(("lcm_expand", "lcm_describe", "terminal")):
+        call = {"id": f"r{i}", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+        history += [
+            {"role": "user", "content": f"look {i}"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"r{i}", "content": f"{tool}: {answer}"},
+            {"role": "assistant", "content": f"seen {i}"},
+        ]
+        engine.ingest_host(history)  # each turn in its own call, as the host sends them
+    tools = [r for r in rows(engine) if r.role == "tool"]
+    assert [is_stub(r.content) for r in tools] == [False, False, True]
+    assert tools[0].content == f"lcm_expand: {answer}"
+    stored = [(r.id, r.content) for r in rows(engine)]
+    store_module.close_all()
+    again = make_engine(threshold=10**6, **settings)  # another process, the whole list again
+    again.ingest_host(history)
+    assert [(r.id, r.content) for r in rows(again)] == stored
+    store_module.close_all()
+
+
 def test_answer_cap_is_the_smallest_limit_an_answer_would_hit() -> None:
     from hermes_lcm.config import LcmConfig
     from hermes_lcm.tools import MIN_ANSWER_CHARS, answer_cap

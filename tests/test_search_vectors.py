@@ -564,3 +564,35 @@ def test_the_nearest_row_by_meaning_keeps_a_place_on_the_first_page(
     hits = recall(engine, query="market stall groceries automobile", limit=10)["hits"]
     assert wanted in [h["store_id"] for h in hits]
     assert hits[0]["store_id"] != wanted  # the keyword rows keep the head of the page
+
+
+def test_the_prescreen_keeps_the_multiplier_the_setting_asks_for(
+    server: Stub, tmp_path: Path
+) -> None:
+    """LCM_KNN_PRESCREEN_MULTIPLIER reaches the index the vector arm searches: each search asks
+    for the shortlist the setting names, not a constant of the arm."""
+    engine = engine_for(tmp_path, "s1", None, vector_env(server, LCM_KNN_PRESCREEN_MULTIPLIER="50"))
+    engine.ingest_host(TALK)
+    embed_all(engine)
+    core = engine.core
+    assert core is not None
+    asked: list[int] = []
+    real = core.semantic.index
+
+    class Recording:
+        """The real index, with the multiplier each search was given written down."""
+
+        def __init__(self, index: Any) -> None:
+            self.index, self.dim = index, index.dim
+
+        def __len__(self) -> int:
+            return len(self.index)
+
+        def search(self, query: Any, k: int, multiplier: int = 8, allowed: Any = None) -> Any:
+            asked.append(multiplier)
+            return self.index.search(query, k, multiplier, allowed=allowed)
+
+    core.semantic.index = lambda kind: None if (i := real(kind)) is None else Recording(i)  # type: ignore[method-assign]
+    on = recall(engine, query="what automobile do they drive")
+    assert on["arms"]["vectors"].startswith("on"), on["arms"]
+    assert asked and asked[0] == 50, asked  # the arm's search (a rescore of given ids follows)
