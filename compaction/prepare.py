@@ -114,7 +114,7 @@ class Ahead:
         be a sliver the guess made: the compaction would publish it and stop short of where it
         would have cut, and each sliver is one more call for the same rows. It is left for the
         compaction, which takes it in a chunk of its own size, or waits for a later run."""
-        return max(1, self.turn_tokens) if self.last else None
+        return self.turn_tokens if self.last else None
 
     def budget(self, budget: Budget) -> Budget:
         return replace(
@@ -138,7 +138,9 @@ def ahead_of(prompt: int, threshold: int, growth: tuple[int, int], user_tokens: 
     guessed too long leaves a leaf the compaction still takes as the first rows of its own; one
     guessed too short, a leaf it cannot take, made again inside the turn)."""
     growth_tokens, growth_messages = growth
-    turns = max(1, -(-max(0, threshold - prompt) // growth_tokens)) if growth_tokens > 0 else 1
+    if growth_tokens <= 0:  # no turn's size known yet: how far the threshold is is unknown too
+        return Ahead(turns=EARLY_TURNS + 1, goal_tokens=threshold)
+    turns = max(1, -(-max(0, threshold - prompt) // growth_tokens))
     if turns > EARLY_TURNS:  # today's tail, and every whole chunk outside it (goal 0)
         return Ahead(turns=turns, goal_tokens=threshold)
     before = turns - 1  # whole turns before the compacting one

@@ -58,7 +58,12 @@ class SessionCalls:
         # before each call) reaches the threshold: the preparation counts the turns in it.
         pressure = self.pressure_tokens or tokens
         before, count = getattr(self, "_reply_sizes", (pressure, len(messages))), len(messages)
-        self._reply_sizes = (pressure, count)  # the turn's growth, for the next reply's preparation
+        self._reply_sizes = (pressure, count)
+        if pressure > before[0]:  # the turn's growth, for this and later replies' preparation
+            self._turn_growth = (pressure - before[0], max(0, count - before[1]))
+        # A prompt that did not grow was compacted during the turn (or is the first seen): what
+        # the turn added is unknown, so the last turn's that is known stands for it.
+        growth: tuple[int, int] = getattr(self, "_turn_growth", (0, 0))
         if core is not None and core.preparer is not None:
             threshold = self._threshold()
             if core.preparer.due(pressure, threshold):
@@ -66,7 +71,6 @@ class SessionCalls:
                 # prompt figure is the request that the reply answered, so the reply is not in it
                 # (no usage reported: the host's own figure for that request)
                 figure = tokens or pressure
-                growth = (max(0, pressure - before[0]), max(0, count - before[1]))
                 core.prepare_soon(
                     pressure,
                     threshold,

@@ -584,4 +584,5 @@ def test_only_the_last_run_makes_a_chunk_the_tail_cuts_and_none_smaller_than_a_t
     assert not two.last and not two.early and two.cut_chunk_tokens is None
     far = ahead_of(1000, 4000, (500, 2))
     assert far.early and far.cut_chunk_tokens is None
-    assert ahead_of(3990, 4000, (0, 0)).cut_chunk_tokens == 1  # no growth seen: any size
+    unknown = ahead_of(3990, 4000, (0, 0))  # no turn's size seen: plans as if turns away
+    assert unknown.early and unknown.cut_chunk_tokens is None
