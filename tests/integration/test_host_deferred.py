@@ -28,16 +28,20 @@ def message(i: int) -> str:
     return f"turn {i}: please keep these notes for later. {body}"
 
 
+def _policy(req: Recorded) -> Reply:
+    if req.kind == "summary":
+        time.sleep(SUMMARY_SECONDS)
+    return directive_policy(req)
+
+
 def test_no_summary_call_inside_a_turn_after_the_first_compaction(tmp_path: Path) -> None:
+    """And no more calls than inline compaction makes over the same turns: a reply after a
+    compaction (its prompt shrank) must not be taken for the last before the threshold."""
     require_host()
-
-    def policy(req: Recorded) -> Reply:
-        if req.kind == "summary":
-            time.sleep(SUMMARY_SECONDS)
-        return directive_policy(req)
-
-    with StubLLM(policy) as stub:
-        home = make_home(tmp_path, stub, env={"LCM_ABSOLUTE_THRESHOLD_TOKENS": "10000"})
+    with StubLLM(_policy) as stub:
+        home = make_home(
+            tmp_path / "deferred", stub, env={"LCM_ABSOLUTE_THRESHOLD_TOKENS": "10000"}
+        )
         run = run_host(
             home,
             [message(i) for i in range(36)],
@@ -46,6 +50,16 @@ def test_no_summary_call_inside_a_turn_after_the_first_compaction(tmp_path: Path
             timeout=600,
         )
         summaries = [r for r in stub.requests if r.kind == "summary"]
+    with StubLLM(_policy) as stub:
+        inline_home = make_home(
+            tmp_path / "inline",
+            stub,
+            env={"LCM_ABSOLUTE_THRESHOLD_TOKENS": "10000", "LCM_COMPACTION_MODE": "inline"},
+        )
+        run_host(inline_home, [message(i) for i in range(36)], timeout=600)
+        inline_calls = sum(1 for r in stub.requests if r.kind == "summary")
+    waiting = run.report["engine_final"]["status"]["deferred_compaction"]["prepared_waiting"]
+    assert len(summaries) - waiting <= inline_calls, (len(summaries), waiting, inline_calls)
     rows = run.report["turns"]
     counts = [int(r.get("compression_count") or 0) for r in rows]
     compactions = [i for i in range(1, len(rows)) if counts[i] > counts[i - 1]]
