@@ -1,7 +1,7 @@
 """Where preparation should start: LCM_PREPARE_AT_RATIO swept over turn shapes, against inline.
 
 One command: ``.venv/bin/python bench/prepare_point.py [--ratios 0.4,0.5,0.6,0.75,0.85,0.95]
-[--turns 40] [--delay 0.1] [--think 1.5]``.
+[--turns 40] [--delay 0.1] [--think 1.5] [--repeat 3]``.
 
 The tests' summarizer stub on 127.0.0.1 answers each summary call after ``--delay`` seconds; the
 engines are the tests' deferred-compaction engines (a 4,000-token threshold, a 6-message fresh
@@ -77,12 +77,28 @@ def run(
     }
 
 
+def summed(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sessions of one shape and ratio as one row: the counts summed, the waiting averaged. The
+    user's pause is wall time, so a call lands inside a turn or not by a few milliseconds: one
+    session's counts are noisy, their sum over repeats less so."""
+    first = sessions[0]
+    row: dict[str, Any] = {"ratio": first["ratio"], "shape": first["shape"]}
+    for key in first:
+        if key not in row:
+            values = [s[key] for s in sessions]
+            row[key] = round(statistics.mean(values), 2) if key == "waiting_mean" else sum(values)
+    return {**row, "sessions": len(sessions)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ratios", default="0.4,0.5,0.6,0.75,0.85,0.95")
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--delay", type=float, default=0.1)
     parser.add_argument("--think", type=float, default=1.5, help="in summary calls' time")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="sessions per shape and ratio, summed"
+    )
     args = parser.parse_args()
     ratios = [float(r) for r in args.ratios.split(",")]
     stub = StubSummarizer("timeout", delay_s=args.delay)
@@ -91,7 +107,11 @@ def main() -> None:
     try:
         for shape in SHAPES:
             for ratio in [None, *ratios]:
-                result = run(stub, ratio, shape, args.turns, args.think * args.delay)
+                sessions = [
+                    run(stub, ratio, shape, args.turns, args.think * args.delay)
+                    for _ in range(args.repeat)
+                ]
+                result = summed(sessions)
                 print(result, flush=True)
                 results.append(result)
     finally:
@@ -130,6 +150,7 @@ def main() -> None:
             "turns": args.turns,
             "delay_s": args.delay,
             "think_calls": args.think,
+            "repeat": args.repeat,
             "default": default,
             "runs": results,
         },

@@ -409,7 +409,7 @@ def _prepare_point(details: dict[str, Any]) -> str:
     ]
     return _table(
         [
-            "turns",
+            "turn shape",
             "LCM_PREPARE_AT_RATIO",
             "compactions",
             "summary calls",
@@ -419,7 +419,8 @@ def _prepare_point(details: dict[str, Any]) -> str:
         ],
         rows,
     ) + (
-        f"\n\n{details['turns']} turns per session, summary calls of {details['delay_s']:g} s, a "
+        f"\n\n{details.get('repeat', 1)} sessions per row (counts summed, waiting averaged), "
+        f"{details['turns']} turns per session, summary calls of {details['delay_s']:g} s, a "
         f"pause of {details['think_calls']:g} calls' time after each reply; threshold 4,000 tokens, "
         "fresh tail 6 messages, leaf chunks 1,000 tokens. Questions are ~T/30 a turn, work varies "
         "(a tool call every third turn), notes are ~T/7. Prepared waiting: the summaries made and "
