@@ -562,7 +562,8 @@ def read_yaml_block(
         return {}, None
     if not isinstance(block, Mapping):
         return {}, f"{path}: 'lcm' is not a mapping, ignored"
-    return {str(key).lower(): value for key, value in block.items()}, None
+    # as the user wrote them: keys are matched without case (compat.norm), notes name them as written
+    return {str(key): value for key, value in block.items()}, None
 
 
 def load_for_home(

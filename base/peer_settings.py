@@ -297,9 +297,10 @@ INSTEAD: dict[str, str] = {
     "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED",
     # lossless-claw plugin keys without an environment twin, and LCM-X's YAML-only keys:
     "contextThresholdOverrides": "use LCM_MODEL_THRESHOLDS (model substring:ratio, ...)",
-    "timezone": "times are stored in UTC and shown in local time; not needed",
     "expansion_reasoning_effort": _NO_SUBAGENT,
 }
+# lossless-claw plugin keys with no environment twin of theirs that are our key, same meaning.
+PLUGIN_OURS = {"timezone": "timezone"}  # the zone whose days are the day boundaries
 # lossless-claw plugin keys whose environment twin is not LCM_ + the key in capitals.
 PLUGIN_TWIN = {
     "promptAwareEviction": "LCM_PROMPT_AWARE_EVICTION_ENABLED",
@@ -371,7 +372,9 @@ def _build() -> tuple[PeerSetting, ...]:
     rows.extend(_env_row(CLAW, "env", name, name) for name in CLAW_ENV)
     for key in CLAW_PLUGIN:
         twin = plugin_twin(key)
-        if key in INSTEAD or twin not in CLAW_ENV:
+        if key in PLUGIN_OURS:
+            rows.append(PeerSetting(CLAW, "plugin", key, "same", PLUGIN_OURS[key]))
+        elif key in INSTEAD or twin not in CLAW_ENV:
             rows.append(
                 PeerSetting(CLAW, "plugin", key, "unsupported", "", instead(key) or instead(twin))
             )

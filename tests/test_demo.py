@@ -6,8 +6,11 @@ second); the last test runs the demo as the README does, in a subprocess.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +182,10 @@ def test_demo_command_json(tmp_path: Path) -> None:
     assert report["dag"]["by_depth"]["0"] > 0 and report["dag"]["lineage"]
     assert report["recoveries"] and all(r["exact"] for r in report["recoveries"])
     assert report["timing"]["engine_ms_median"] > 0 and report["engine_errors"] == []
+    # the clean exit leaves the file whole: a plain copy of lcm.db alone holds every message
+    wal = tmp_path / "lcm.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(tmp_path / "lcm.db", copy)
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == storage["stored"]

@@ -172,6 +172,17 @@ def test_camel_case_plugin_keys_in_the_yaml_block_are_read(tmp_path, on_backend)
     assert engine.config.fresh_tail_count == 9 and engine.config.max_passes_per_compress == 3
 
 
+def test_a_note_names_the_yaml_key_as_written_and_the_peers_timezone_is_read(tmp_path, on_backend):
+    """lossless-claw's camel-case keys keep their spelling in the note the user reads, and its
+    ``timezone`` is LCM_TIMEZONE's (the zone whose days the rollups are kept for)."""
+    engine = _engine(tmp_path, "  cacheAwareCompaction: true\n  timezone: Europe/Paris\n")
+    notes, _check = _seen(engine)
+    assert engine.config.timezone == "Europe/Paris"
+    assert [n for n in notes if "cacheAwareCompaction" in n] and not any(
+        "cacheawarecompaction" in n or "timezone" in n for n in notes
+    ), notes
+
+
 def test_a_bad_alias_value_is_reported_under_the_peer_name_and_falls_back():
     loaded = load_config({"LCM_CIRCUIT_BREAKER_COOLDOWN_MS": "soon"}, {})
     assert loaded.config.summary_circuit_breaker_cooldown_seconds == 300.0
