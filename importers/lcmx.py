@@ -77,14 +77,14 @@ def run_import(
     db.close()
     if target == source:
         if not apply:
-            out = plan(source, target)
+            out = plan(source, target, redact_patterns)
             out["note"] = (
                 f"dry run: `{command_for(source)}` upgrades it in place (the original kept beside it)"
             )
             return out
         return upgrade_in_place(source, redact_patterns, progress)
     if not apply:
-        return plan(source, target)
+        return plan(source, target, redact_patterns)
     if target.exists() and detect_source(target) != "hermes-lcm":
         raise ImportFailure(
             f"target {target} is not a hermes-lcm database; refusing to write to it"

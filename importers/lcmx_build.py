@@ -6,6 +6,7 @@ Shared by an import into another file (``lcmx.run_import``) and the in-place upg
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -20,23 +21,28 @@ from .lcmx_source import read_source
 from .lcmx_write import Writer
 
 
-def plan(source: Path, target: Path) -> dict[str, Any]:
-    """The dry run: what an apply would write, read from the source alone (and the target's marks)."""
-    db = x.LcmxDatabase(source)
-    try:
-        report = Report(str(source), str(target), db.version, dry_run=True)
-        convs = read_source(db, report)
-    finally:
-        db.close()
+def plan(source: Path, target: Path, redact_patterns: str | None = None) -> dict[str, Any]:
+    """The dry run: the apply itself, into a scratch file that is then thrown away, so its report
+    is the apply's (warnings, relinked lineage, invalid nodes and all). Conversations the target
+    marks as done are skipped, and keys it already holds are warned of, as the apply would."""
     done: set[str] = set()
+    taken: frozenset[str] = frozenset()
     if target != source and target.exists() and detect_source(target) == "hermes-lcm":
-        marks = x.read_marks(target, MARK)
-        done = {c.key for c in convs if c.key in marks}
-    for c in convs:
-        report.whole(c, "skipped_existing" if c.key in done else "imported")
-    out = report.as_dict()
+        done = x.read_marks(target, MARK)
+        taken = frozenset(x.read_conversation_keys(target))
+    with tempfile.TemporaryDirectory(prefix="lcm-import-plan-") as scratch:
+        out = build(
+            source,
+            Path(scratch) / "plan.db",
+            label=source,
+            private=True,
+            redact_patterns=redact_patterns,
+            skip=done,
+            taken=taken,
+        )
+    out.update(target=str(target), dry_run=True)
     out["would_import"] = {
-        k: report.__dict__[k]["imported"] for k in ("conversations", "messages", "summaries")
+        k: out[k]["imported"] for k in ("conversations", "messages", "summaries")
     }
     return out
 
@@ -48,11 +54,15 @@ def build(
     private: bool = False,
     redact_patterns: str | None = None,
     progress: Tick = quiet_tick,
+    skip: set[str] | frozenset[str] = frozenset(),
+    taken: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Apply: every conversation of ``source`` into ``target`` (created when missing), then verify.
     ``redact_patterns``: redaction is on (LCM_SENSITIVE_PATTERNS), applied to all that is written.
     ``label``: the file named as the source in the report and marks (the original, not a snapshot);
-    ``private``: the target is a file being built, written over a connection of its own, closed after."""
+    ``private``: the target is a file being built, written over a connection of its own, closed after.
+    ``skip``: conversation keys counted as already imported, not written; ``taken``: keys another
+    target holds (the dry run's, see :func:`plan`)."""
     started = time.monotonic()
     db = x.LcmxDatabase(source)
     try:
@@ -68,10 +78,14 @@ def build(
             import_normalizer(target.parent / "lcm-payloads", store, redact_patterns),
             report,
             report.source,
+            taken,
         )
         done, total = 0, sum(len(c.messages) for c in convs)
         for conv in convs:
-            writer.conversation(conv)
+            if conv.key in skip:
+                report.whole(conv, "skipped_existing")
+            else:
+                writer.conversation(conv)
             done += len(conv.messages)
             progress(done, total)
         out = report.as_dict()

@@ -27,6 +27,9 @@ class Writer:
     normalizer: Normalizer
     report: Report
     source: str
+    # Conversation keys another target holds: a dry run builds into a scratch file, and warns
+    # of each one as the apply into that target will.
+    taken: frozenset[str] = frozenset()
 
     def conversation(self, conv: Conversation) -> None:
         """All of ``conv`` in one transaction, or nothing; a conversation marked done is skipped."""
@@ -36,7 +39,7 @@ class Writer:
                 r.whole(conv, "skipped_existing")
                 return
             key = conv.key
-            if self.store.conversation_by_key(key) is not None:
+            if key in self.taken or self.store.conversation_by_key(key) is not None:
                 key = f"import:{KIND}:{conv.key}"
                 r.warn(
                     f"conversation {conv.key!r} already exists in the target: imported as {key!r}"

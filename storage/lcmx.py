@@ -269,6 +269,17 @@ def read_marks(path: str | Path, prefix: str) -> set[str]:
     return {str(r[0])[len(prefix) :] for r in rows}
 
 
+def read_conversation_keys(path: str | Path) -> set[str]:
+    """The conversation keys of our target, read-only (the dry run's view)."""
+    with faults_mapped():
+        con = sqlite3.connect(readonly_uri(path), uri=True)
+        try:
+            rows = con.execute("SELECT key FROM conversations").fetchall()
+        finally:
+            con.close()
+    return {str(r[0]) for r in rows}
+
+
 def seal(path: str | Path) -> None:
     """Fold the WAL into the file and leave it in rollback mode, so the file alone is the database
     (a rename moves all of it) until the engine opens it and turns WAL back on."""

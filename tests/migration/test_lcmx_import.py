@@ -16,7 +16,7 @@ import pytest
 from hermes_lcm.dag import Dag
 from hermes_lcm.importers import lcmx as li
 from hermes_lcm.importers import lcmx_swap as swap
-from hermes_lcm.store import ForeignDatabase, close_all, open_readonly
+from hermes_lcm.store import ForeignDatabase, close_all, open_readonly, open_store
 
 from ..conftest import new_engine
 
@@ -158,6 +158,40 @@ def test_import_reconciles_every_message_summary_and_edge(tmp_path):
     assert store.session("sess-a2").parent_session_id == "sess-a1"
     assert store.session("sess-a1").platform == "telegram"
     store.close()
+
+
+def _what_it_does(report: dict) -> dict:
+    return {k: report[k] for k in ("conversations", "messages", "summaries", "edges", "warnings")}
+
+
+def test_a_dry_run_reports_what_the_apply_does(tmp_path):
+    """Warnings, relinked lineage and invalid nodes included: into a new file, in place, and into
+    a target that already holds one of the conversation keys."""
+    source, target = lcmx_copy(tmp_path, "x.db"), tmp_path / "ours.db"
+    dry = li.run_import(source, target)
+    assert dry["dry_run"] and not target.exists()
+    applied = li.run_import(source, target, apply=True)
+    assert _what_it_does(dry) == _what_it_does(applied)
+    assert applied["edges"]["relinked_by_time"] > 0 or applied["warnings"], applied
+    close_all()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    in_place = lcmx_copy(tmp_path / "b", "x.db")
+    before = sha(in_place)
+    dry = li.run_import(in_place)
+    assert sha(in_place) == before
+    assert _what_it_does(dry) == _what_it_does(li.run_import(in_place, apply=True))
+    close_all()
+    # another target holding one of the keys already (not from this import): warned of both ways
+    other = tmp_path / "other.db"
+    engine_store = open_store(other)
+    engine_store.ensure_conversation("telegram:chat-42")
+    close_all()
+    dry = li.run_import(lcmx_copy(tmp_path / "c", "x.db"), other)
+    assert any("already exists in the target" in w for w in dry["warnings"]), dry["warnings"]
+    applied = li.run_import(tmp_path / "c" / "x.db", other, apply=True)
+    assert _what_it_does(dry) == _what_it_does(applied)
+    close_all()
 
 
 def test_rerun_is_a_no_op(tmp_path):
