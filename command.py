@@ -385,7 +385,7 @@ def _preset(t: Target, rest: list[str]) -> dict[str, Any]:
     if sub == "show":
         return presets.show(rest[1] if len(rest) > 1 else None)
     if sub == "suggest":
-        return presets.suggest(int(engine.context_length or 0), engine.model)
+        return engine.preset_suggestion()
     if sub == "apply":
         names = [w for w in rest[1:] if w != "--dry-run"]
         if "--dry-run" not in rest:

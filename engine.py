@@ -33,6 +33,7 @@ from .config import (
 )
 from .core import LcmCore, trim
 from .handlers.status import engine_status
+from .host import presets
 from .host.calls import BuiltinCompressor, host_call_llm, host_home
 from .host.guard import guarded
 from .host.lifecycle import SessionCalls
@@ -386,6 +387,9 @@ class LcmEngine(SessionCalls, _Base):
         except Exception as exc:  # noqa: BLE001 - a tool error is an answer, not a crash
             self.record_error(f"handle_tool_call {name}: {exc.__class__.__name__}: {exc}")
             return json.dumps({"error": redact(f"{name} failed: {exc.__class__.__name__}: {exc}")})
+
+    def preset_suggestion(self) -> dict[str, Any]:
+        return presets.suggest(int(self.context_length or 0), self.model)
 
     def get_status(self) -> dict[str, Any]:
         try:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..base.outputs import settings_view as outputs_view
 from ..base.peer_settings import is_settings_note
+from ..base.provenance import plugin_identity
 from ..base.redact import redact_value
 from ..base.tokens import backend_name
 from ..maintenance import backups, rotate
@@ -40,6 +41,10 @@ class EngineFacts(Protocol):
 
     @property
     def config_problems(self) -> tuple[str, ...]: ...
+
+    def preset_suggestion(self) -> dict[str, Any]:
+        """The shipped settings preset nearest this model's window (``/lcm preset suggest``)."""
+        ...
 
 
 def engine_status(engine: EngineFacts) -> dict[str, Any]:
@@ -73,6 +78,8 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
         "settings_notes": [p for p in engine.config_problems if is_settings_note(p)],
         "startup_error": engine.startup_error,
         "engine_errors": list(engine.errors),
+        "preset_suggestion": _suggestion(engine),
+        **plugin_identity(),
     }
     if engine.core is not None:
         try:
@@ -85,6 +92,15 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
                 f"{exc.__class__.__name__}: {exc}"  # masked with the rest by engine_status
             )
     return info
+
+
+def _suggestion(engine: EngineFacts) -> dict[str, Any] | None:
+    """The preset suggestion in brief (its name, how sure, why); None when it cannot be made."""
+    try:
+        found = engine.preset_suggestion()
+    except Exception:  # noqa: BLE001 - a suggestion is advice; status stands without it
+        return None
+    return {k: found[k] for k in ("suggestion", "confidence", "reasons") if k in found}
 
 
 def _over(engine: EngineFacts, last_prompt: int) -> dict[str, Any] | None:

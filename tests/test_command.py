@@ -269,6 +269,10 @@ def test_presets(tmp_path, monkeypatch):
     suggested = lcm("preset suggest")
     assert suggested["suggestion"] == "codex_gpt_long_context"
     assert suggested["confidence"] == "benchmark-backed-route"
+    # the agent's lcm_status and /lcm status carry the same suggestion
+    tool = json.loads(engine.handle_tool_call("lcm_status", {}))["preset_suggestion"]
+    assert tool == lcm("status")["preset_suggestion"]
+    assert tool == {k: suggested[k] for k in ("suggestion", "confidence", "reasons")}
     engine.update_model("some-local-model", 131_072)
     assert lcm("preset suggest")["confidence"] == "context-only"
     dry = lcm("preset apply codex_spark_context --dry-run")
