@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import __version__
 from ..base.display import iso
+from ..base.provenance import plugin_identity
 from ..dag import Dag
 from ..store import Store
 from . import assertions as cli_assertions
@@ -43,6 +44,7 @@ def status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         "database_path": store.path,
         "chosen_by": args.db_origin,
         "lcm_version": __version__,
+        **plugin_identity(),
         **cli_pg.sizes(store, facts),
         "schema_version": facts["schema_version"],
         "journal_mode": facts["journal_mode"],

@@ -91,6 +91,7 @@ def test_status(db):
     status = ok(db, "status")
     expected = redacted(db) if is_url(str(db)) else str(Path(db).resolve())
     assert status["database_path"] == expected and status["chosen_by"] == "--db"
+    assert status["plugin_path"] == str(Path(main.__code__.co_filename).resolve().parents[1])
     assert status["counts"]["conversations"] == 2
     assert status["counts"]["messages"] == rows(db, "SELECT count(*) FROM messages")[0][0]
     assert status["summaries_by_depth"]["0"] > 0 and status["lineage_problems"] == []
