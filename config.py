@@ -173,6 +173,12 @@ class LcmConfig:
     summary_fallback_models: str = setting(
         "", _SUMMARIZER, "Models tried after the first route fails.", form="comma-separated"
     )
+    custom_instructions: str = setting(
+        "",
+        _SUMMARIZER,
+        "Your own instructions added to every summary prompt (what to keep, how to write); the transcript stays data.",
+        form="text, at most 2,000 characters used",
+    )
     summary_timeout_ms: int = setting(
         60000,
         _SUMMARIZER,

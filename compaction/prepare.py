@@ -56,6 +56,7 @@ def settings_tag(config: LcmConfig, summarizer_name: str) -> str:
         "fallbacks": list(config.fallback_models),
         "leaf_chunk_tokens": config.leaf_chunk_tokens,
         "redaction": [config.sensitive_patterns_enabled, config.sensitive_patterns],
+        "instructions": config.custom_instructions,
     }
     return hashlib.blake2b(
         json.dumps(shaping, sort_keys=True, default=str).encode(), digest_size=12

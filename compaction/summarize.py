@@ -75,6 +75,7 @@ class _Request:
     input_tokens: int
     deadline: float | None
     timeout_s: float
+    instructions: str = ""
 
 
 def _call_timeout(req: _Request) -> float | None:
@@ -109,6 +110,7 @@ def _attempt(
         focus=req.focus,
         nonce=nonce,
         aggressive=aggressive,
+        instructions=req.instructions,
     )
     try:
         raw = route.complete(messages, timeout)
@@ -141,6 +143,7 @@ def summarize(
     guard: CallGuard,
     deadline: float | None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    instructions: str = "",
 ) -> SummaryOutcome:
     """Summarize ``sources`` within ``target_tokens``: normal -> aggressive -> truncate.
 
@@ -150,7 +153,9 @@ def summarize(
     Its text is valid UTF-8: a lone surrogate (a host's tool name, a model's escaped output) would make
     SQLite refuse the summary, so it becomes "?".
     """
-    outcome = _summarize(sources, depth, target_tokens, focus, routes, guard, deadline, timeout_s)
+    outcome = _summarize(
+        sources, depth, target_tokens, focus, routes, guard, deadline, timeout_s, instructions
+    )
     safe = outcome.text.encode("utf-8", "replace").decode("utf-8")
     return outcome if safe == outcome.text else replace(outcome, text=safe)
 
@@ -164,6 +169,7 @@ def _summarize(
     guard: CallGuard,
     deadline: float | None,
     timeout_s: float,
+    instructions: str = "",
 ) -> SummaryOutcome:
     if not routes:
         return SummaryOutcome(
@@ -181,6 +187,7 @@ def _summarize(
             count_tokens(render_transcript(sources)),
             deadline,
             timeout_s,
+            instructions,
         )
         outcome = _escalate(req, routes, guard, errors)
         if outcome is not None:

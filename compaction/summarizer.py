@@ -68,6 +68,7 @@ class Summarizer:
             guard=self.guard,
             deadline=deadline,
             timeout_s=self.config.summary_timeout_ms / 1000,
+            instructions=self.config.custom_instructions,
         )
         if redactor is None:
             return outcome
