@@ -173,6 +173,11 @@ class LcmConfig:
     summary_fallback_models: str = setting(
         "", _SUMMARIZER, "Models tried after the first route fails.", form="comma-separated"
     )
+    summary_reasoning_effort: str = setting(
+        "",
+        _SUMMARIZER,
+        "Reasoning effort asked of the summary model (and lcm_expand_query's); empty: the model's default.",
+    )
     custom_instructions: str = setting(
         "",
         _SUMMARIZER,

@@ -175,6 +175,8 @@ ALIASES: dict[str, dict[str, Alias]] = {
         "LCM_MAX_EXPAND_TOKENS": Alias("expansion_context_tokens"),
         # deferred | inline, lossless-claw's words for what LCM_COMPACTION_MODE says
         "LCM_PROACTIVE_THRESHOLD_COMPACTION_MODE": Alias("compaction_mode"),
+        # on/off: true asks summaries at medium effort, false with none
+        "LCM_ENABLE_SUMMARY_THINKING": Alias("summary_reasoning_effort", "thinking"),
     },
 }
 
@@ -281,7 +283,6 @@ INSTEAD: dict[str, str] = {
     "LCM_LEAF_MIN_FANOUT": "use LCM_CONDENSE_MIN_NODES",
     "LCM_DELEGATION_TIMEOUT_MS": _NO_SUBAGENT,
     "LCM_ENABLED": "choose the engine in Hermes' config (context engine); hermes-lcm has no off switch of its own",
-    "LCM_ENABLE_SUMMARY_THINKING": "summaries use the model's default; remove it",
     "LCM_FALLBACK_PROVIDERS": "list model names in LCM_SUMMARY_FALLBACK_MODELS (same route)",
     "LCM_HOST_FALLBACK_MODE": "not applicable: an engine error never reaches the host",
     "LCM_PROMPT_AWARE_EVICTION_ENABLED": "the newest user request always stays; remove it",
@@ -323,7 +324,7 @@ class PeerSetting:
     status: str  # "same", "alias", "unsupported"
     ours: str = ""  # our field ("same", "alias")
     note: str = ""  # the conversion ("alias") or what to do instead ("unsupported")
-    convert: str = ""  # "" (same value) or "ms_to_s"
+    convert: str = ""  # "" (same value), "ms_to_s" or "thinking" (on/off -> an effort)
 
 
 def instead(name: str) -> str:
@@ -338,7 +339,9 @@ def _env_row(peer: str, kind: str, name: str, env: str) -> PeerSetting:
         return PeerSetting(peer, kind, name, "same", env[4:].lower())
     alias = ALIASES[peer].get(env)
     if alias is not None:
-        how = "milliseconds / 1000" if alias.convert == "ms_to_s" else "same value"
+        how = {"ms_to_s": "milliseconds / 1000", "thinking": "true: medium, false: none"}.get(
+            alias.convert, "same value"
+        )
         return PeerSetting(
             peer,
             kind,
@@ -413,6 +416,11 @@ for _row in TABLE:
 
 
 def _convert(raw: Any, how: str) -> Any:
+    if how == "thinking":
+        word = str(raw).strip().lower()
+        if word in ("1", "true", "yes", "on"):
+            return "medium"
+        return "none" if word in ("0", "false", "no", "off") else raw
     if how != "ms_to_s":
         return raw
     try:

@@ -26,6 +26,8 @@ SUBAGENT_POLICIES = ("stateless", "store", "ignore")
 PREANSWER_MODES = ("", "off", "legacy_selective", "requirements_v1")
 EMBEDDING_PROVIDERS = ("", "openai", "voyage", "ollama", "local")
 EMBEDDING_DTYPES = ("float32", "int8")
+# Hermes' reasoning efforts (hermes_constants.VALID_REASONING_EFFORTS, and none); "": the model's own.
+REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra")
 
 # The words a setting must be one of (checked after parsing; the reference lists them).
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -35,6 +37,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "embedding_provider": EMBEDDING_PROVIDERS,
     "embedding_storage_dtype": EMBEDDING_DTYPES,
     "preanswer_evidence_mode": PREANSWER_MODES,
+    "summary_reasoning_effort": REASONING_EFFORTS,
 }
 
 # Bounds checked after parsing: (minimum, maximum).
@@ -180,7 +183,10 @@ def validate(name: str, value: Any) -> None:
             f"{value!r} is not one of off, legacy_selective, requirements_v1 (or empty)"
         )
     if name in CHOICES and name != "preanswer_evidence_mode" and value not in CHOICES[name]:
-        raise ValueError(f"{value!r} is not one of {', '.join(CHOICES[name])}")
+        words = ", ".join(c for c in CHOICES[name] if c)
+        raise ValueError(
+            f"{value!r} is not one of {words}{' (or empty)' if '' in CHOICES[name] else ''}"
+        )
     if name == "model_thresholds":
         parse_model_thresholds(value)
     if name == "timezone" and value:

@@ -57,6 +57,7 @@ def settings_tag(config: LcmConfig, summarizer_name: str) -> str:
         "leaf_chunk_tokens": config.leaf_chunk_tokens,
         "redaction": [config.sensitive_patterns_enabled, config.sensitive_patterns],
         "instructions": config.custom_instructions,
+        "effort": config.summary_reasoning_effort,
     }
     return hashlib.blake2b(
         json.dumps(shaping, sort_keys=True, default=str).encode(), digest_size=12

@@ -179,9 +179,12 @@ class HostAuxiliaryRoute:
     works without Hermes installed. The host drops ``max_tokens`` on OpenAI-compatible endpoints,
     which is why length is enforced after the call rather than requested."""
 
-    def __init__(self, call_llm: Callable[..., Any], model: str | None = None) -> None:
+    def __init__(
+        self, call_llm: Callable[..., Any], model: str | None = None, effort: str = ""
+    ) -> None:
         self._call_llm = call_llm
         self.model = model
+        self.effort = effort
         self.name = f"auxiliary:{model}" if model else "auxiliary"
 
     def complete(self, messages: list[dict[str, str]], timeout_s: float) -> str:
@@ -193,6 +196,12 @@ class HostAuxiliaryRoute:
         }
         if self.model:
             kwargs["model"] = self.model
+        if self.effort:  # the host's own form: it maps it to each provider's reasoning fields
+            kwargs["reasoning_config"] = (
+                {"enabled": False}
+                if self.effort == "none"
+                else {"enabled": True, "effort": self.effort}
+            )
         return _extract_content(self._call_llm(**kwargs))
 
 
@@ -200,17 +209,29 @@ class OpenAICompatibleRoute:
     """A model on any OpenAI-compatible ``/chat/completions`` endpoint, over httpx."""
 
     def __init__(
-        self, base_url: str, api_key: str | None, model: str, client: httpx.Client | None = None
+        self,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        client: httpx.Client | None = None,
+        effort: str = "",
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.effort = effort
         self.name = f"openai:{model}"
         self._api_key = api_key
         self._client = client
         remember(api_key)
 
     def complete(self, messages: list[dict[str, str]], timeout_s: float) -> str:
-        payload = {"model": self.model, "messages": messages, "temperature": TEMPERATURE}
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": TEMPERATURE,
+        }
+        if self.effort:  # OpenAI's chat-completions field; compatible servers take it or ignore it
+            payload["reasoning_effort"] = self.effort
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         # the whole call within timeout_s, however slowly the body trickles in, and at most MAX_ANSWER_BYTES
         if self._client is not None:
@@ -251,15 +272,20 @@ def build_routes(
     fallback_models: Sequence[str],
     host_call_llm: Callable[..., Any] | None,
     client: httpx.Client | None = None,
+    effort: str = "",
 ) -> list[LlmRoute]:
     """Routes in the order they are tried. A configured model without a base URL is asked of the
     host (``call_llm(model=...)``); with neither a base URL nor a host, summarization is offline."""
     fallbacks = [m for m in dict.fromkeys(fallback_models) if m and m != model]
     routes: list[LlmRoute] = []
     if model and base_url:
-        routes += [OpenAICompatibleRoute(base_url, api_key, m, client) for m in [model, *fallbacks]]
+        routes += [
+            OpenAICompatibleRoute(base_url, api_key, m, client, effort) for m in [model, *fallbacks]
+        ]
     elif host_call_llm is not None:
-        routes += [HostAuxiliaryRoute(host_call_llm, m) for m in [model or None, *fallbacks]]
+        routes += [
+            HostAuxiliaryRoute(host_call_llm, m, effort) for m in [model or None, *fallbacks]
+        ]
     return routes
 
 

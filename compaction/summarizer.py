@@ -25,7 +25,14 @@ def routes_for(config: LcmConfig, host_call_llm: Callable[..., Any] | None) -> l
     host = host_call_llm if provider in ("auto", "auxiliary") else None
     model = config.summary_model if provider in ("auto", "openai") else ""
     base_url = config.summary_base_url if provider in ("auto", "openai") else ""
-    return build_routes(model, base_url, config.summary_api_key, list(config.fallback_models), host)
+    return build_routes(
+        model,
+        base_url,
+        config.summary_api_key,
+        list(config.fallback_models),
+        host,
+        effort=config.summary_reasoning_effort,
+    )
 
 
 class Summarizer:

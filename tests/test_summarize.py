@@ -350,6 +350,23 @@ def test_custom_instructions_join_every_prompt_before_the_envelope_rule(stub: St
     )
 
 
+def test_the_reasoning_effort_reaches_the_endpoint_and_only_when_set(stub: Stub) -> None:
+    """LCM_SUMMARY_REASONING_EFFORT goes out as the request's ``reasoning_effort``; unset, the
+    request has none (the model's own default); a value Hermes does not know is reported."""
+    for env, sent in (({"LCM_SUMMARY_REASONING_EFFORT": "high"}, "high"), ({}, None)):
+        config = load_config(env).config
+        routes = build_routes(
+            "primary", stub.base_url, "sk", [], None, effort=config.summary_reasoning_effort
+        )
+        Summarizer(config, routes, CallGuard(), None)(transcript(), 0, 200, None, None)
+        assert stub.requests[-1].get("reasoning_effort") == sent
+    bad = load_config({"LCM_SUMMARY_REASONING_EFFORT": "turbo"})
+    assert bad.config.summary_reasoning_effort == ""
+    assert any("LCM_SUMMARY_REASONING_EFFORT" in p and "turbo" in p for p in bad.problems)
+    thinking = load_config({"LCM_ENABLE_SUMMARY_THINKING": "false"}).config  # lossless-claw's
+    assert thinking.summary_reasoning_effort == "none"
+
+
 def think_only(_req: dict[str, Any]) -> Reply:
     return answer("<think>The user wants a summary. I should list the steps...</think>")(_req)
 
