@@ -176,7 +176,7 @@ class LcmConfig:
     summary_reasoning_effort: str = setting(
         "",
         _SUMMARIZER,
-        "Reasoning effort asked of the summary model (and lcm_expand_query's); empty: the model's default.",
+        "Reasoning effort asked of the summary model; empty: the model's default.",
     )
     custom_instructions: str = setting(
         "",
@@ -201,6 +201,22 @@ class LcmConfig:
         "Spend guard: summary LLM calls per rolling hour; beyond it summaries are made offline.",
     )
     expansion_context_tokens: int = setting(32000, _TOOLS, "Context budget of `lcm_expand_query`.")
+    expansion_model: str = setting(
+        "",
+        _TOOLS,
+        "Model `lcm_expand_query` answers with (the summary endpoint's, else the host's); empty: the summary route.",
+    )
+    expansion_provider: str = setting(
+        "",
+        _TOOLS,
+        "Hermes provider `lcm_expand_query` asks through the host (`openrouter`, ...); empty: the host's choice.",
+    )
+    expansion_timeout_ms: int = setting(
+        0, _TOOLS, "Timeout of one `lcm_expand_query` answer; 0: `LCM_SUMMARY_TIMEOUT_MS`."
+    )
+    expansion_reasoning_effort: str = setting(
+        "", _TOOLS, "Reasoning effort of that answer; empty: `LCM_SUMMARY_REASONING_EFFORT`."
+    )
     tool_response_max_chars: int = setting(
         24000,
         _TOOLS,

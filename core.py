@@ -25,7 +25,7 @@ from .compaction.prepare import PreparedSummaries, ahead_of, settings_tag
 from .compaction.preparer import Preparer
 from .compaction.rollups import Rollups
 from .compaction.summarize import CallGuard, SourceItem, SummaryOutcome
-from .compaction.summarizer import Summarizer, routes_for
+from .compaction.summarizer import Summarizer, expansion_routes_for, routes_for
 from .config import LcmConfig
 from .dag import Dag
 from .embed import Semantic
@@ -96,6 +96,7 @@ class LcmCore:
             window_s=3600.0,
         )
         self.routes = routes_for(config, host_call_llm)
+        self.expansion_routes = expansion_routes_for(config, host_call_llm, self.routes)
         self.summarizer = Summarizer(config, self.routes, self.call_guard, self.redactor)
         # LCM_EMBEDDINGS_ENABLED, LCM_TEMPORAL_ROLLUPS_ENABLED: each runs its own job.
         self.semantic = Semantic(config, self.store, env or {})

@@ -146,7 +146,7 @@ SAME = {
         for n in """
         CONTEXT_THRESHOLD DATABASE_PATH FRESH_TAIL_COUNT FRESH_TAIL_MAX_TOKENS IGNORE_SESSION_PATTERNS
         INCREMENTAL_MAX_DEPTH LEAF_CHUNK_TOKENS NEW_SESSION_RETAIN_DEPTH STATELESS_SESSION_PATTERNS SUMMARY_MODEL
-        SUMMARY_TIMEOUT_MS CUSTOM_INSTRUCTIONS""".split()
+        SUMMARY_TIMEOUT_MS CUSTOM_INSTRUCTIONS EXPANSION_MODEL EXPANSION_PROVIDER""".split()
     ),
 }
 
@@ -177,6 +177,8 @@ ALIASES: dict[str, dict[str, Alias]] = {
         "LCM_PROACTIVE_THRESHOLD_COMPACTION_MODE": Alias("compaction_mode"),
         # on/off: true asks summaries at medium effort, false with none
         "LCM_ENABLE_SUMMARY_THINKING": Alias("summary_reasoning_effort", "thinking"),
+        # the time its expansion sub-agent may take: here the time lcm_expand_query's answer may
+        "LCM_DELEGATION_TIMEOUT_MS": Alias("expansion_timeout_ms"),
     },
 }
 
@@ -281,7 +283,6 @@ INSTEAD: dict[str, str] = {
     "LCM_BOOTSTRAP_MAX_TOKENS": "no start-up import: run lcm import (see docs/guide/import-and-migrate.md)",
     "LCM_CONDENSED_MIN_FANOUT_HARD": "use LCM_CONDENSE_MIN_NODES",
     "LCM_LEAF_MIN_FANOUT": "use LCM_CONDENSE_MIN_NODES",
-    "LCM_DELEGATION_TIMEOUT_MS": _NO_SUBAGENT,
     "LCM_ENABLED": "choose the engine in Hermes' config (context engine); hermes-lcm has no off switch of its own",
     "LCM_FALLBACK_PROVIDERS": "list model names in LCM_SUMMARY_FALLBACK_MODELS (same route)",
     "LCM_HOST_FALLBACK_MODE": "not applicable: an engine error never reaches the host",
@@ -298,7 +299,6 @@ INSTEAD: dict[str, str] = {
     "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED",
     # lossless-claw plugin keys without an environment twin, and LCM-X's YAML-only keys:
     "contextThresholdOverrides": "use LCM_MODEL_THRESHOLDS (model substring:ratio, ...)",
-    "expansion_reasoning_effort": _NO_SUBAGENT,
 }
 # lossless-claw plugin keys with no environment twin of theirs that are our key, same meaning.
 PLUGIN_OURS = {"timezone": "timezone"}  # the zone whose days are the day boundaries

@@ -38,6 +38,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "embedding_storage_dtype": EMBEDDING_DTYPES,
     "preanswer_evidence_mode": PREANSWER_MODES,
     "summary_reasoning_effort": REASONING_EFFORTS,
+    "expansion_reasoning_effort": REASONING_EFFORTS,
 }
 
 # Bounds checked after parsing: (minimum, maximum).
@@ -58,6 +59,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "prepare_at_ratio": (0.1, 1.0),
     "new_session_retain_depth": (-1, 64),
     "summary_timeout_ms": (100, 3_600_000),
+    "expansion_timeout_ms": (0, 3_600_000),
     "summary_circuit_breaker_failure_threshold": (1, 100),
     "summary_circuit_breaker_cooldown_seconds": (0.0, 86_400.0),
     "summary_max_calls_per_hour": (0, 100_000),

@@ -180,12 +180,18 @@ class HostAuxiliaryRoute:
     which is why length is enforced after the call rather than requested."""
 
     def __init__(
-        self, call_llm: Callable[..., Any], model: str | None = None, effort: str = ""
+        self,
+        call_llm: Callable[..., Any],
+        model: str | None = None,
+        effort: str = "",
+        provider: str = "",
     ) -> None:
         self._call_llm = call_llm
         self.model = model
         self.effort = effort
-        self.name = f"auxiliary:{model}" if model else "auxiliary"
+        self.provider = provider
+        named = "/".join(p for p in (provider, model or "") if p)
+        self.name = f"auxiliary:{named}" if named else "auxiliary"
 
     def complete(self, messages: list[dict[str, str]], timeout_s: float) -> str:
         kwargs: dict[str, Any] = {
@@ -196,6 +202,8 @@ class HostAuxiliaryRoute:
         }
         if self.model:
             kwargs["model"] = self.model
+        if self.provider:
+            kwargs["provider"] = self.provider
         if self.effort:  # the host's own form: it maps it to each provider's reasoning fields
             kwargs["reasoning_config"] = (
                 {"enabled": False}

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..base.sensitive import Redactor
 from ..config import LcmConfig
+from .routes import HostAuxiliaryRoute
 from .summarize import CallGuard, SourceItem, SummaryOutcome, build_routes, summarize
 
 
@@ -33,6 +34,30 @@ def routes_for(config: LcmConfig, host_call_llm: Callable[..., Any] | None) -> l
         host,
         effort=config.summary_reasoning_effort,
     )
+
+
+def expansion_routes_for(
+    config: LcmConfig, host_call_llm: Callable[..., Any] | None, summary_routes: list[Any]
+) -> list[Any]:
+    """lcm_expand_query's routes: its own model or provider first (LCM_EXPANSION_MODEL,
+    LCM_EXPANSION_PROVIDER), on the summary endpoint when one is set and no provider is named,
+    else asked of the host; then the summary routes, so a route that refuses the override
+    (an unknown model, a provider not configured) is retried without it."""
+    effort = config.expansion_reasoning_effort or config.summary_reasoning_effort
+    model, provider = config.expansion_model, config.expansion_provider
+    if config.summary_provider == "extractive":
+        return []
+    own: list[Any] = []
+    endpoint = config.summary_base_url if config.summary_provider in ("auto", "openai") else ""
+    if model and endpoint and not provider:
+        own = build_routes(model, endpoint, config.summary_api_key, [], None, effort=effort)
+    elif (model or provider) and host_call_llm is not None:
+        own = [HostAuxiliaryRoute(host_call_llm, model or None, effort, provider)]
+    if effort != config.summary_reasoning_effort:
+        summary_routes = routes_for(
+            dataclasses.replace(config, summary_reasoning_effort=effort), host_call_llm
+        )
+    return [*own, *summary_routes]
 
 
 class Summarizer:

@@ -138,8 +138,9 @@ def _synthesize(
         },
     ]
     errors: list[str] = []
-    timeout = ctx.core.config.summary_timeout_ms / 1000
-    for route in ctx.core.routes:
+    config = ctx.core.config
+    timeout = (config.expansion_timeout_ms or config.summary_timeout_ms) / 1000
+    for route in ctx.core.expansion_routes:
         refused = ctx.core.call_guard.acquire(route.name)
         if refused:
             errors.append(f"{route.name}: {refused}")
@@ -180,7 +181,7 @@ def lcm_expand_query(ctx: Ctx, args: Args) -> dict[str, Any]:
             }
         )
         return answer
-    if mode == "answer" and ctx.core.routes:
+    if mode == "answer" and ctx.core.expansion_routes:
         text, route, errors = _synthesize(ctx, question, blocks)
         if text is not None:
             answer.update(

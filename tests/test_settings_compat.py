@@ -225,7 +225,7 @@ def test_an_unknown_yaml_key_gets_a_did_you_mean_in_status_doctor_and_the_log(
 def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path, on_backend):
     engine = _engine(
         tmp_path,
-        "  expansion_reasoning_effort: high\n",
+        "  pruneHeartbeatOk: true\n",
         LCM_EMBEDDING_BOUNDED_SCAN_ROWS="5000",
         LCM_ENABLED="false",
         LCM_CACHE_TTL_SECONDS="300",
@@ -244,7 +244,7 @@ def test_an_unsupported_peer_setting_says_what_to_do_instead(tmp_path, on_backen
         "LCM_ENABLED (lossless-claw): not supported, ignored; choose the engine in Hermes' config"
         in text
     )
-    assert "lcm.expansion_reasoning_effort (LCM-X): not supported, ignored" in text
+    assert "lcm.pruneHeartbeatOk (lossless-claw): not supported, ignored" in text
     assert check["status"] == "warn" and "Migration" in check["action"]
 
 

@@ -190,6 +190,47 @@ def test_expand_query_falls_back_to_evidence_when_the_model_fails(tmp_path, back
     assert answer["answered"] is False and answer["answer_errors"] and answer["evidence"]
 
 
+EXPANSION = {
+    "LCM_EXPANSION_MODEL": "expand-model",
+    "LCM_EXPANSION_PROVIDER": "openrouter",
+    "LCM_EXPANSION_TIMEOUT_MS": "1500",
+    "LCM_EXPANSION_REASONING_EFFORT": "low",
+}
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["taken", "refused"])
+def test_expand_query_asks_its_own_model_and_retries_without_it(tmp_path, backend_env, refused):
+    """LCM_EXPANSION_MODEL / _PROVIDER / _TIMEOUT_MS / _REASONING_EFFORT shape lcm_expand_query's
+    call (the summary calls keep theirs); a route that refuses the override is retried without
+    it, as lossless-claw does."""
+    seen: list[Any] = []
+
+    def call_llm(**kwargs: Any) -> dict[str, Any]:
+        seen.append(kwargs)
+        if refused and kwargs.get("model") == "expand-model":
+            raise ValueError("model expand-model is not available on this provider")
+        return {"choices": [{"message": {"content": "Port 8443 [store_id=2]."}}]}
+
+    engine = llm_engine(tmp_path, call_llm, {**backend_env, **EXPANSION})
+    engine.ingest_host(CHAT)
+    answer = ok(engine, "lcm_expand_query", question="what port does the staging proxy use?")
+    assert answer["answered"] is True
+    first = seen[0]
+    assert (first["model"], first["provider"], first["timeout"]) == (
+        "expand-model",
+        "openrouter",
+        1.5,
+    )
+    assert first["reasoning_config"] == {"enabled": True, "effort": "low"}
+    if refused:
+        assert answer["route"] == "auxiliary" and len(seen) == 2
+        assert "model" not in seen[1] and "provider" not in seen[1]
+    else:
+        assert answer["route"] == "auxiliary:openrouter/expand-model" and len(seen) == 1
+    core = engine.core
+    assert core is not None and [r.name for r in core.routes] == ["auxiliary"]  # summaries: theirs
+
+
 def test_expand_query_on_named_nodes(make_engine):
     engine = make_engine()
     compacted(engine, turns=40)
