@@ -40,6 +40,10 @@ _SCOPE = _enum(
 _CURSOR = _desc(_STR, "next_cursor from the previous page")
 _LIMIT = _INT
 _REFS = {"type": "array", "items": _STR}
+_EXACT_REF = _desc(
+    _BOOL,
+    "each message also carries exact_ref (store_id:start-end of the text shown) for evidence tools",
+)
 
 
 def _tool(
@@ -156,7 +160,12 @@ TOOLS: list[dict[str, Any]] = [
     _tool(
         "lcm_load_session",
         "One named session's raw transcript in order, paged (after_store_id = next_cursor).",
-        {"session_id": _STR, "after_store_id": _INT, "limit": _desc(_LIMIT, "default 20, max 100")},
+        {
+            "session_id": _STR,
+            "after_store_id": _INT,
+            "limit": _desc(_LIMIT, "default 20, max 100"),
+            "include_exact_ref": _EXACT_REF,
+        },
         ["session_id"],
     ),
     _tool(
@@ -179,6 +188,7 @@ TOOLS: list[dict[str, Any]] = [
             "content_offset": _INT,
             "part": _enum(["content", "tool_calls"], "what content_offset pages; default content"),
             "session_scope": _enum(["current", "all"], "all: allow ids of other conversations"),
+            "include_exact_ref": _EXACT_REF,
         },
     ),
     _tool(

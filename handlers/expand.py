@@ -16,6 +16,7 @@ from ..base.display import ELLIPSIS, cut, iso
 from ..base.outputs import line_count
 from ..base.payloads import KIND_OUTPUT
 from ..base.records import StoredMessage, SummaryNode, node_label, parse_node_label
+from ..evidence.refs import Ref
 from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")
@@ -82,9 +83,17 @@ def _short(value: Any) -> Any:
     )
 
 
-def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
+def exact_ref(store_id: int, start: int, end: int, total: int) -> str:
+    """The evidence tools' ref of the characters [start, end) of a message's text shown: the bare
+    id when that is all of it (lcm_evidence_pack, lcm_compute, lcm_compile_evidence read it)."""
+    whole = start == 0 and end >= total
+    return Ref(store_id).label if whole else Ref(store_id, start, max(end, start + 1)).label
+
+
+def message_item(message: StoredMessage, limit: int, exact: bool = False) -> dict[str, Any]:
     """A raw message inside a listing, its text cut to ``limit`` JSON-encoded characters (escapes
-    included, so a listing of odd text stays within the cap) with the way to the rest."""
+    included, so a listing of odd text stays within the cap) with the way to the rest; with
+    ``exact`` (include_exact_ref), the ref of the text shown."""
     text = _page(message.content, 0, limit)
     was_cut = len(text) < len(message.content)
     item: dict[str, Any] = {
@@ -94,6 +103,8 @@ def message_item(message: StoredMessage, limit: int) -> dict[str, Any]:
         "at": iso(message.created_at),
         "content": text,
     }
+    if exact:
+        item["exact_ref"] = exact_ref(message.id, 0, len(text), len(message.content))
     calls = compact_calls(message.tool_calls, max(200, limit // 2))
     if calls:
         item["tool_calls"] = calls
@@ -164,7 +175,8 @@ def _expand_node(ctx: Ctx, args: Args) -> dict[str, Any]:
     total = dag.edge_count(node.id)
     each = share(ctx.cap, limit)
     if node.depth == 0:
-        items = [message_item(m, each) for m in dag.sources(node.id, offset, limit)]
+        exact = args.flag("include_exact_ref")
+        items = [message_item(m, each, exact) for m in dag.sources(node.id, offset, limit)]
     else:
         items = [node_item(c, each) for c in dag.children(node.id)[offset : offset + limit]]
     answer: dict[str, Any] = {
@@ -217,9 +229,12 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
         if offset == 0 and part == "content" and len(full) <= page * 12
         else None
     )
+    exact = args.flag("include_exact_ref")
     if host is not None and len(dumps(host)) <= page:
         answer["message"] = host
         answer["complete"] = True
+        if exact:
+            answer["exact_ref"] = Ref(message.id).label
     else:
         text = _page(full, offset, page)
         nxt = offset + len(text)
@@ -233,6 +248,12 @@ def _expand_message(ctx: Ctx, args: Args) -> dict[str, Any]:
                 "next_content_offset": nxt if nxt < len(full) else None,
             }
         )
+        if exact:  # a span of the text; a JSON page (parts, tool calls) is named by its message
+            answer["exact_ref"] = (
+                exact_ref(message.id, offset, nxt, len(full))
+                if part == "content" and fmt == "text"
+                else Ref(message.id).label
+            )
         if part == "content" and message.tool_calls:
             answer["tool_calls_chars"] = len(message.tool_calls)
             answer["tool_calls_hint"] = "part='tool_calls' pages the exact tool-call JSON"
@@ -349,7 +370,8 @@ def lcm_load_session(ctx: Ctx, args: Args) -> dict[str, Any]:
     limit = args.integer("limit", 20, 1, 100)
     rows = ctx.core.store.session_messages(session_id, after, limit + 1)
     each = share(ctx.cap, min(limit, max(1, len(rows))))
-    items = [message_item(m, each) for m in rows[:limit]]
+    exact = args.flag("include_exact_ref")
+    items = [message_item(m, each, exact) for m in rows[:limit]]
     answer: dict[str, Any] = {
         "session_id": session_id,
         "conversation_id": facts["conversation_id"],

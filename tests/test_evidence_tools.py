@@ -252,3 +252,26 @@ def test_a_quote_does_not_carry_a_wrong_value(talk):
     )
     assert [c["status"] for c in brief["claims"]] == ["unsupported", "supported"]
     assert "500" in brief["claims"][0]["why"]
+
+
+def test_exact_refs_from_the_transcript_tools_read_the_same_text(home):
+    """include_exact_ref on lcm_load_session and lcm_expand: each message carries the ref of the
+    text shown (a span when it was cut, the bare id when whole), and lcm_evidence_pack reads back
+    exactly that text; without the flag no answer carries one."""
+    engine = engine_for(home, "s1")
+    long = "The deploy key rotates every 30 days. " * 400
+    ids = said(engine, ("short line about the cat", FRI), (long, at(2023, 5, 13, 9)))
+    page = ok(engine, "lcm_load_session", session_id="s1", include_exact_ref=True)
+    refs = {m["store_id"]: (m["exact_ref"], m["content"]) for m in page["messages"]}
+    assert refs[ids[0]][0] == str(ids[0])
+    cut_ref, shown = refs[ids[1]]
+    assert cut_ref == f"{ids[1]}:0-{len(shown)}" and len(shown) < len(long)
+    one = ok(engine, "lcm_expand", store_id=ids[1], content_offset=100, include_exact_ref=True)
+    assert one["exact_ref"] == f"{ids[1]}:100-{100 + len(one['content'])}"
+    for ref, text in ((cut_ref, shown), (one["exact_ref"], one["content"])):
+        line = ok(engine, "lcm_evidence_pack", refs=[ref], budget_tokens=20000)["lines"][0]
+        assert line["text"] == text, ref
+    whole = ok(engine, "lcm_expand", store_id=ids[0], include_exact_ref=True)
+    assert whole["exact_ref"] == str(ids[0])
+    plain = ok(engine, "lcm_load_session", session_id="s1")
+    assert all("exact_ref" not in m for m in plain["messages"])
