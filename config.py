@@ -19,7 +19,15 @@ from typing import Any
 from .base import peer_settings as compat
 from .base.patterns import MessagePatterns, split_list
 from .base.sensitive import Policy
-from .base.setting_rules import MAX_TOKENS, PARSERS, parse_model_thresholds, setting, validate
+from .base.setting_rules import (
+    MAX_TOKENS,
+    PARSERS,
+    ThresholdRule,
+    parse_model_thresholds,
+    parse_threshold_overrides,
+    setting,
+    validate,
+)
 
 log = logging.getLogger("hermes_lcm")
 
@@ -74,6 +82,12 @@ class LcmConfig:
         _WHEN,
         "Per-model fractions (`glm-5.2:0.70,glm-5.2-1M:0.25`); the longest name contained in the model id wins.",
         form="`name:ratio`, comma-separated; ratio in (0, 1]",
+    )
+    threshold_overrides: str = setting(
+        "",
+        _WHEN,
+        "Rules by model, window and session; the first that matches sets the fraction, before LCM_MODEL_THRESHOLDS.",
+        form="`window>=900000 -> 0.15 name=large; session=telegram:** -> 0.3` (also `model=`, `window<=`)",
     )
     fresh_tail_count: int = setting(
         32,
@@ -430,6 +444,13 @@ class LcmConfig:
                 best = (len(key), ratio)
         return best[1] if best else self.context_threshold
 
+    def threshold_rule_for(
+        self, model: str, window: int, session: tuple[str, str] = ("", "")
+    ) -> ThresholdRule | None:
+        """The first LCM_THRESHOLD_OVERRIDES rule that matches (session: id and platform)."""
+        rules = parse_threshold_overrides(self.threshold_overrides)
+        return next((r for r in rules if r.matches(model, window, *session)), None)
+
     def threshold_tokens_for(self, model: str, context_length: int) -> int:
         """The compaction threshold in tokens; see :func:`compute_threshold`."""
         return compute_threshold(self, model, context_length).tokens
@@ -437,17 +458,23 @@ class LcmConfig:
 
 @dataclass(frozen=True)
 class Threshold:
-    """A compaction threshold, with the settings that could not be used for it and why."""
+    """A compaction threshold, the setting that chose it (``rule``, for status), and the
+    settings that could not be used for it and why."""
 
     tokens: int
     problems: tuple[str, ...] = ()
+    rule: str = "context_threshold"
 
 
-def compute_threshold(config: LcmConfig, model: str, context_length: int) -> Threshold:
+def compute_threshold(
+    config: LcmConfig, model: str, context_length: int, session: tuple[str, str] = ("", "")
+) -> Threshold:
     """The one function that computes the compaction threshold (engine window, fallback, status).
 
     ``absolute_threshold_tokens`` wins when set and it fits the model's window; otherwise the
-    window times the per-model ratio (longest matching key) or ``context_threshold``. Until the
+    window times the first ``threshold_overrides`` rule matching the model, window and
+    ``session`` (its id and platform), else the per-model ratio (longest matching key), else
+    ``context_threshold``. Until the
     host has said the window (``context_length`` <= 0) DEFAULT_CONTEXT_LENGTH stands in, so a
     threshold exists from the engine's construction on. Settings that only make sense against the
     window (an absolute threshold above it) are reported here, because only here is the window
@@ -455,17 +482,24 @@ def compute_threshold(config: LcmConfig, model: str, context_length: int) -> Thr
     """
     known = context_length > 0
     window = min(context_length, MAX_TOKENS) if known else DEFAULT_CONTEXT_LENGTH
-    tokens = max(1, int(window * config.threshold_ratio_for(model)))
+    matched = config.threshold_rule_for(model, window, session)
+    if matched is not None:
+        ratio, rule = matched.ratio, f"threshold_overrides: {matched.label}"
+    else:
+        ratio = config.threshold_ratio_for(model)
+        keys = [k for k, r in parse_model_thresholds(config.model_thresholds) if k and k in model]
+        rule = f"model_thresholds: {max(keys, key=len)}" if keys else "context_threshold"
+    tokens = max(1, int(window * ratio))
     problems = []
     absolute = config.absolute_threshold_tokens
     if absolute > 0 and (not known or absolute <= window):
-        tokens = absolute
+        tokens, rule = absolute, "absolute_threshold_tokens"
     elif absolute > 0:
         problems.append(
             f"absolute_threshold_tokens={absolute} is above the context length {window} of "
             f"{model or 'the model'}; using {tokens}"
         )
-    return Threshold(tokens, tuple(problems))
+    return Threshold(tokens, tuple(problems), rule)
 
 
 @dataclass(frozen=True)

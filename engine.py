@@ -214,9 +214,12 @@ class LcmEngine(SessionCalls, _Base):
 
     def _set_window(self, context_length: int) -> None:
         """Threshold for this model and window, from the one function that computes it."""
-        threshold = compute_threshold(self.config, self.model, context_length)
+        threshold = compute_threshold(
+            self.config, self.model, context_length, (self.session_id or "", self.platform or "")
+        )
         self.context_length = context_length
         self.threshold_tokens = threshold.tokens
+        self.threshold_rule = threshold.rule
         self.threshold_percent = (
             threshold.tokens / context_length
             if context_length > 0
@@ -327,7 +330,12 @@ class LcmEngine(SessionCalls, _Base):
         """The threshold in force: the host may have lowered ``threshold_tokens`` itself."""
         return (
             self.threshold_tokens
-            or compute_threshold(self.config, self.model, self.context_length).tokens
+            or compute_threshold(
+                self.config,
+                self.model,
+                self.context_length,
+                (self.session_id or "", self.platform or ""),
+            ).tokens
         )
 
     @guarded(_fallback_compress)

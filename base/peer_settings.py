@@ -21,6 +21,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .setting_rules import claw_threshold_overrides
+
 LCMX = "LCM-X"
 CLAW = "lossless-claw"
 
@@ -153,7 +155,7 @@ SAME = {
 
 @dataclass(frozen=True)
 class Alias:
-    """A peer setting read as one of our fields; ``convert`` is "" (same value) or "ms_to_s"."""
+    """A peer setting read as one of our fields; ``convert`` says how its value is converted."""
 
     ours: str
     convert: str = ""
@@ -298,7 +300,11 @@ INSTEAD: dict[str, str] = {
     "LCM_STUB_LARGE_TOOL_PAYLOADS": "use LCM_LARGE_OUTPUT_EXTERNALIZATION_ENABLED and "
     "LCM_LARGE_OUTPUT_ACTIVE_REPLAY_STUBBING_ENABLED",
     # lossless-claw plugin keys without an environment twin, and LCM-X's YAML-only keys:
-    "contextThresholdOverrides": "use LCM_MODEL_THRESHOLDS (model substring:ratio, ...)",
+}
+# lossless-claw plugin keys with no environment twin of theirs read as one of ours, converted.
+PLUGIN_ALIASES = {
+    # [{name, match: {modelContextWindowMin, sessionPattern, ...}, contextThreshold}, ...]
+    "contextThresholdOverrides": Alias("threshold_overrides", "claw_overrides"),
 }
 # lossless-claw plugin keys with no environment twin of theirs that are our key, same meaning.
 PLUGIN_OURS = {"timezone": "timezone"}  # the zone whose days are the day boundaries
@@ -324,7 +330,9 @@ class PeerSetting:
     status: str  # "same", "alias", "unsupported"
     ours: str = ""  # our field ("same", "alias")
     note: str = ""  # the conversion ("alias") or what to do instead ("unsupported")
-    convert: str = ""  # "" (same value), "ms_to_s" or "thinking" (on/off -> an effort)
+    convert: str = (
+        ""  # "" (same value), "ms_to_s", "thinking" (on/off -> an effort), "claw_overrides"
+    )
 
 
 def instead(name: str) -> str:
@@ -377,6 +385,10 @@ def _build() -> tuple[PeerSetting, ...]:
         twin = plugin_twin(key)
         if key in PLUGIN_OURS:
             rows.append(PeerSetting(CLAW, "plugin", key, "same", PLUGIN_OURS[key]))
+        elif key in PLUGIN_ALIASES:
+            alias = PLUGIN_ALIASES[key]
+            note = f"read as LCM_{alias.ours.upper()} (each rule's match and contextThreshold)"
+            rows.append(PeerSetting(CLAW, "plugin", key, "alias", alias.ours, note, alias.convert))
         elif key in INSTEAD or twin not in CLAW_ENV:
             rows.append(
                 PeerSetting(CLAW, "plugin", key, "unsupported", "", instead(key) or instead(twin))
@@ -416,6 +428,8 @@ for _row in TABLE:
 
 
 def _convert(raw: Any, how: str) -> Any:
+    if how == "claw_overrides":
+        return claw_threshold_overrides(raw)
     if how == "thinking":
         word = str(raw).strip().lower()
         if word in ("1", "true", "yes", "on"):

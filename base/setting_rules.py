@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .patterns import split_list
+from .patterns import glob_to_regex, split_list
 
 # The largest token count any setting may name: ten times the largest context windows sold today.
 MAX_TOKENS = 100_000_000
@@ -147,6 +148,101 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class ThresholdRule:
+    """One LCM_THRESHOLD_OVERRIDES rule: the threshold ``ratio`` for the model, window and
+    session it names (each condition it leaves empty matches all)."""
+
+    ratio: float
+    name: str = ""
+    model: str = ""  # a substring of the model id
+    window_min: int = 0
+    window_max: int = 0  # 0: no upper bound
+    session: str = ""  # a session glob (as LCM_IGNORE_SESSION_PATTERNS)
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        parts = [f"model={self.model}" if self.model else ""]
+        parts += [f"window>={self.window_min}" if self.window_min else ""]
+        parts += [f"window<={self.window_max}" if self.window_max else ""]
+        parts += [f"session={self.session}" if self.session else ""]
+        return " ".join(p for p in parts if p) + f" -> {self.ratio:g}"
+
+    def matches(self, model: str, window: int, session_id: str, platform: str) -> bool:
+        if self.model and self.model not in (model or ""):
+            return False
+        if window < self.window_min or (self.window_max and window > self.window_max):
+            return False
+        if self.session:
+            keys = [session_id, platform, f"{platform}:{session_id}" if platform else ""]
+            rx = glob_to_regex(self.session)
+            return any(k and rx.match(k) for k in keys)
+        return True
+
+
+_RULE_TOKEN = re.compile(r"^(name|model|session)=(\S+)$|^window(>=|<=)(\d+)$")
+
+
+def parse_threshold_overrides(value: str) -> tuple[ThresholdRule, ...]:
+    """``"window>=900000 -> 0.15 name=large; session=telegram:** -> 0.3"`` -> rules, in order;
+    rules are separated by ``;`` (or ``,``, as a YAML list joins them)."""
+    rules = []
+    for item in (part.strip() for part in re.split(r"[;,]", value or "")):
+        if not item:
+            continue
+        conditions, arrow, rest = item.partition("->")
+        words = rest.split()
+        if not arrow or not words:
+            raise ValueError(f"threshold rule {item!r} has no '-> ratio'")
+        ratio = float(words[0])
+        if not (math.isfinite(ratio) and 0 < ratio <= 1):
+            raise ValueError(f"threshold rule {item!r}: ratio {ratio:g} not in (0, 1]")
+        fields: dict[str, Any] = {"ratio": ratio}
+        for token in [*conditions.split(), *words[1:]]:
+            match = _RULE_TOKEN.match(token)
+            if match is None:
+                raise ValueError(
+                    f"threshold rule {item!r}: {token!r} is not model=, window>=, window<=, "
+                    "session= or name="
+                )
+            if match.group(1):
+                fields[match.group(1)] = match.group(2)
+            else:
+                fields["window_min" if match.group(3) == ">=" else "window_max"] = int(
+                    match.group(4)
+                )
+        rules.append(ThresholdRule(**fields))
+    return tuple(rules)
+
+
+def claw_threshold_overrides(raw: Any) -> Any:
+    """lossless-claw's ``contextThresholdOverrides`` (a list of ``{name, match: {...},
+    contextThreshold}``) in LCM_THRESHOLD_OVERRIDES' form; anything else is left to be reported."""
+    if not isinstance(raw, list | tuple):
+        return raw
+    keys = {
+        "model": "model=",
+        "modelId": "model=",
+        "modelPattern": "model=",
+        "modelContextWindowMin": "window>=",
+        "modelContextWindowMax": "window<=",
+        "sessionPattern": "session=",
+    }
+    rules = []
+    for rule in raw:
+        if not isinstance(rule, Mapping) or "contextThreshold" not in rule:
+            return raw
+        match = rule.get("match") or {}
+        if not isinstance(match, Mapping) or set(match) - set(keys):
+            return raw
+        words = [f"{keys[k]}{v}" for k, v in match.items()]
+        name = f" name={rule['name']}" if rule.get("name") else ""
+        rules.append(f"{' '.join(words)} -> {rule['contextThreshold']}{name}")
+    return "; ".join(rules)
+
+
 def parse_model_thresholds(value: str) -> tuple[tuple[str, float], ...]:
     """``"glm-5.2:0.70,glm-5.2-1M:0.25"`` -> pairs; the ratio is after the last colon."""
     pairs = []
@@ -191,6 +287,8 @@ def validate(name: str, value: Any) -> None:
         )
     if name == "model_thresholds":
         parse_model_thresholds(value)
+    if name == "threshold_overrides":
+        parse_threshold_overrides(value)
     if name == "timezone" and value:
         check_timezone(value)
     if name == "database_url" and value and not value.startswith(("postgresql://", "postgres://")):

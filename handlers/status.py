@@ -28,6 +28,7 @@ class EngineFacts(Protocol):
 
     last_prompt_tokens: int
     threshold_tokens: int
+    threshold_rule: str
     context_length: int
     compression_count: int
     model: str
@@ -61,6 +62,7 @@ def _status(engine: EngineFacts) -> dict[str, Any]:
         "version": __version__,
         "last_prompt_tokens": last_prompt,
         "threshold_tokens": engine.threshold_tokens,
+        "threshold_rule": engine.threshold_rule,
         "context_length": engine.context_length,
         "usage_percent": round(min(100.0, last_prompt / engine.context_length * 100), 1)
         if engine.context_length

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..base import registry
 from ..base.hostagents import current_kind
+from ..base.setting_rules import parse_threshold_overrides
 from ..base.tokens import count_messages
 from ..sessions.binding import ROLE_FORK
 from .guard import guarded
 
 if TYPE_CHECKING:
+    from ..config import LcmConfig
     from ..core import LcmCore
 
 
@@ -36,6 +38,10 @@ class SessionCalls:
         last_total_tokens: int
         compression_count: int
         pressure_tokens: int
+        context_length: int
+
+        @property
+        def config(self) -> LcmConfig: ...
 
         def ensure_core(self) -> LcmCore | None: ...
         def record_error(self, text: str) -> None: ...
@@ -132,6 +138,8 @@ class SessionCalls:
             parent_session_id=old if old != session_id else None,
             reason=kwargs.get("boundary_reason"),
         )
+        if any(rule.session for rule in parse_threshold_overrides(self.config.threshold_overrides)):
+            self._set_window(self.context_length)  # a threshold rule names sessions: now known
 
     @guarded(lambda self, *a, **k: None)
     def bind_session_state(

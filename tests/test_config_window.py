@@ -221,3 +221,63 @@ def test_an_unreadable_config_yaml_is_a_problem_from_the_start_not_a_crash(tmp_p
     assert any("unreadable" in p for p in engine.config_problems)
     engine.update_model("m", 64000)
     assert engine.threshold_tokens == int(64000 * 0.35) and engine.errors == []
+
+
+def test_threshold_overrides_by_window_and_session_and_the_rule_in_status(tmp_path):
+    """lossless-claw's contextThresholdOverrides in the lcm: block (read as
+    LCM_THRESHOLD_OVERRIDES): the first rule that matches the window or the session sets the
+    fraction, before the per-model ones; status names the rule in force."""
+    home = _home(
+        tmp_path,
+        "  model_thresholds: big-model:0.5\n"
+        "  contextThresholdOverrides:\n"
+        "    - name: large-context-models\n"
+        "      match: {modelContextWindowMin: 900000}\n"
+        "      contextThreshold: 0.15\n"
+        "    - name: telegram-sessions\n"
+        "      match: {sessionPattern: 'telegram:**'}\n"
+        "      contextThreshold: 0.3\n",
+    )
+    engine = _host_copy(home)
+    engine.update_model("big-model", 1_000_000)
+    assert engine.threshold_tokens == 150_000
+    engine.update_model("big-model", 100_000)
+    assert engine.threshold_tokens == 50_000  # no rule: the per-model fraction
+    assert engine.get_status()["threshold_rule"] == "model_thresholds: big-model"
+    engine.on_session_start("chat-7", hermes_home=str(home), platform="telegram")
+    assert engine.threshold_tokens == 30_000  # the session is known now: its rule applies
+    assert engine.get_status()["threshold_rule"] == "threshold_overrides: telegram-sessions"
+    notes = [p for p in engine.config_problems if "contextThresholdOverrides" in p]
+    assert notes and "read as LCM_THRESHOLD_OVERRIDES" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("rules", "model", "window", "session", "expected"),
+    [
+        ("model=glm window<=200000 -> 0.5", "glm-5", 200_000, ("s", "cli"), 100_000),
+        ("model=glm window<=200000 -> 0.5", "glm-5", 200_001, ("s", "cli"), 140_000),
+        (
+            "session=agent:*:cron:** -> 0.2; window>=1 -> 0.9",
+            "m",
+            100_000,
+            ("agent:a:cron:x", ""),
+            20_000,
+        ),
+        (
+            "session=agent:*:cron:** -> 0.2; window>=1 -> 0.9",
+            "m",
+            100_000,
+            ("agent:a:b:c", ""),
+            90_000,
+        ),
+    ],
+)
+def test_compute_threshold_with_rules(rules, model, window, session, expected):
+    config = load_config({"LCM_THRESHOLD_OVERRIDES": rules, "LCM_CONTEXT_THRESHOLD": "0.7"}).config
+    assert compute_threshold(config, model, window, session).tokens == expected
+
+
+def test_a_bad_threshold_rule_is_reported_and_the_fraction_stands():
+    loaded = load_config({"LCM_THRESHOLD_OVERRIDES": "window>=big -> 0.5"})
+    assert loaded.config.threshold_overrides == ""
+    assert any("LCM_THRESHOLD_OVERRIDES" in p and "window>=big" in p for p in loaded.problems)
