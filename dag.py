@@ -72,9 +72,14 @@ class Dag:
     # -- operator surface (cli/, maintenance/, importers/) ---------------------------
 
     def nodes_page(
-        self, conversation_id: int, depth: int | None, after_id: int, limit: int
+        self,
+        conversation_id: int,
+        depth: int | None,
+        after_id: int,
+        limit: int,
+        since: float | None = None,
     ) -> list[SummaryNode]:
-        return self.store.summaries_page(conversation_id, depth, after_id, limit)
+        return self.store.summaries_page(conversation_id, depth, after_id, limit, since)
 
     def ancestors(self, node_id: int) -> list[SummaryNode]:
         """Every node above this one (its parents, their parents, ...), nearest depth first."""

@@ -5,6 +5,7 @@ content. Read-only, like the agent's lcm_describe and lcm_expand tools they mirr
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from ..base.display import iso
@@ -12,20 +13,24 @@ from ..base.records import SummaryNode, node_label, parse_node_label
 from ..dag import Dag
 from ..store import Store
 from . import common
-from .common import ID, ID_MAX, OFFSET, Subparsers, page_limit
+from .common import ID, ID_MAX, OFFSET, RECENCY, Subparsers, page_limit
 from .output import EXIT_USAGE, CliError
 from .rows import message_row, node_row
 
 
 def register(subparsers: Subparsers) -> None:
-    common.paged(
-        common.verb(
-            subparsers,
-            "conversations",
-            conversations,
-            "conversations with message/summary/session counts",
-        )
+    c = common.verb(
+        subparsers,
+        "conversations",
+        conversations,
+        "conversations with message/summary/session counts",
     )
+    c.add_argument(
+        "--session-key",
+        metavar="KEY",
+        help="only the conversation with this key (agent:main:telegram:dm:42); * matches anything",
+    )
+    common.paged(c)
     s = common.verb(
         subparsers,
         "sessions",
@@ -67,6 +72,12 @@ def register(subparsers: Subparsers) -> None:
     sm.add_argument(
         "--depth", type=ID, metavar="N", help="list only nodes of this depth (0: over messages)"
     )
+    sm.add_argument(
+        "--recency",
+        type=RECENCY,
+        metavar="AGE",
+        help="list only nodes made within this long (30m, 12h, 7d, 2w)",
+    )
     common.max_chars(sm, 400)
     common.source_window(sm)
     common.paged(sm)
@@ -93,7 +104,7 @@ def register(subparsers: Subparsers) -> None:
 
 def conversations(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     limit = page_limit(args.limit)
-    rows = store.conversations_page(args.after or 0, limit)
+    rows = store.conversations_page(args.after or 0, limit, args.session_key)
     for r in rows:
         for key in ("created_at", "first_message_at", "last_message_at"):
             r[key] = iso(r[key])
@@ -154,7 +165,8 @@ def summaries(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         if args.conversation is None:
             raise CliError("summaries list needs --conversation", EXIT_USAGE)
         limit = page_limit(args.limit)
-        nodes = dag.nodes_page(args.conversation, args.depth, args.after or 0, limit)
+        since = time.time() - args.recency if args.recency is not None else None
+        nodes = dag.nodes_page(args.conversation, args.depth, args.after or 0, limit, since)
         return {
             "items": [node_row(n, args.max_chars) for n in nodes],
             "next_cursor": nodes[-1].id if len(nodes) == limit else None,

@@ -113,6 +113,23 @@ def bounded(low: int, high: int = ID_MAX) -> Callable[[str], int]:
 
 ID, COUNT, OFFSET, POSITIVE = bounded(0), bounded(0, PAGE_MAX * 1000), bounded(0), bounded(1)
 
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_MAX_AGE_S = 100 * 365 * 86_400
+
+
+def RECENCY(text: str) -> float:
+    """An age (``30m``, ``12h``, ``7d``, ``2w``; a bare number is days) in seconds."""
+    raw = text.strip().lower()
+    unit = raw[-1] if raw and raw[-1] in _AGE_UNITS else "d"
+    number = raw[:-1] if raw and raw[-1] in _AGE_UNITS else raw
+    try:
+        value = float(number) * _AGE_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an age: {text!r} (30m, 12h, 7d, 2w)") from None
+    if not 0 < value <= _MAX_AGE_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: an age above 0 and at most 100 years")
+    return value
+
 
 def page_limit(value: int) -> int:
     """``--limit`` checked where it is used: 0 parses (COUNT) but pages nothing."""

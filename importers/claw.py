@@ -37,7 +37,7 @@ from ..ingest.steps import import_normalizer
 from ..maintenance.backups import backup_before_import
 from ..storage.claw import ReadableCopy
 from ..store import Store, StoreError, detect_source, open_readonly, open_store
-from .claw_jsonl import jsonl_scan, read_jsonl
+from .claw_jsonl import jsonl_scan, narrowed, read_jsonl, state_dir_sessions
 from .claw_report import ImportFailure, Report, SourceConversation
 from .claw_sqlite import LosslessClawReader
 from .claw_write import Importer
@@ -63,15 +63,25 @@ def run_import(
     backup_dir: str = "",
     redact_patterns: str | None = None,
     progress: Tick = quiet_tick,
+    state_dir: str | Path | None = None,
+    since: float | None = None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Plan (dry-run) or apply one import; returns the reconciliation report. ``progress``: the
     apply's messages done of the total, after each conversation (all commit in one transaction).
+    ``state_dir``: an OpenClaw state directory, its agents' session directories read as JSONL;
+    ``since`` (a timestamp) and ``limit`` narrow the batch of session files (lossless-claw's
+    migration flags).
 
     An apply first plans like a dry run; when nothing is new it stops there, so a
     re-run neither writes nor takes another backup.
     """
+    if state_dir is not None:
+        jsonl_dirs = [*jsonl_dirs, *state_dir_sessions(state_dir)]
     if (source_db is None) == (not jsonl and not jsonl_dirs):
         raise ImportFailure("give either a source database or JSONL files/directories (not both)")
+    if source_db is not None and (since is not None or limit is not None):
+        raise ImportFailure("--since and --limit narrow JSONL session files, not a database")
     kind = "lossless-claw" if source_db is not None else "openclaw-jsonl"
     files, links = jsonl_scan(jsonl, jsonl_dirs) if source_db is None else ([], [])
     sources = [str(Path(source_db).resolve())] if source_db is not None else [str(f) for f in files]
@@ -88,6 +98,8 @@ def run_import(
         sources,
         links,
         redact_patterns,
+        since,
+        limit,
     )
     if apply and target.exists():
         plan = job.run(apply=False)
@@ -114,6 +126,8 @@ class _Job:
     links: list[str] = field(default_factory=list)
     # Redaction is on (LCM_SENSITIVE_PATTERNS): applied to every message, field and summary written.
     redact_patterns: str | None = None
+    since: float | None = None  # JSONL session files modified before this are left out
+    limit: int | None = None  # at most this many session files, the oldest first
 
     def run(self, apply: bool, progress: Tick = quiet_tick) -> dict[str, Any]:
         report = Report(
@@ -154,9 +168,8 @@ class _Job:
 
     def _read_source(self, report: Report) -> list[SourceConversation]:
         if self.source_db is None:
-            return [
-                c for c in (read_jsonl(f, report, self.agent) for f in self.files) if c is not None
-            ]
+            files = narrowed(self.files, self.since, self.limit, report)
+            return [c for c in (read_jsonl(f, report, self.agent) for f in files) if c is not None]
         reader = LosslessClawReader(self.source_db, report)
         try:
             return reader.read_all(self.include_summaries)

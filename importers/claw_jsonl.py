@@ -142,8 +142,55 @@ def jsonl_scan(
     return sorted(found), sorted(skipped)
 
 
+def state_dir_sessions(state_dir: str | Path) -> list[Path]:
+    """The session directories of an OpenClaw state directory (``<dir>/agents/<id>/sessions``,
+    what lossless-claw's migration reads from ``--state-dir``)."""
+    root = Path(state_dir).expanduser()
+    if not root.is_dir():
+        raise ImportFailure(f"state directory {root} does not exist or is not a directory")
+    found = sorted(p for p in root.glob("agents/*/sessions") if p.is_dir() and not p.is_symlink())
+    if not found:
+        raise ImportFailure(f"{root} holds no agents/<id>/sessions directory")
+    return found
+
+
+def narrowed(
+    files: list[Path], since: float | None, limit: int | None, report: Report
+) -> list[Path]:
+    """The files of one batch: modified at ``since`` or later, then the oldest ``limit`` of them
+    (a later run with the same import id goes on where this one stopped); the report says how
+    many were left for another batch."""
+
+    def modified(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    kept = sorted(files, key=lambda p: (modified(p), str(p)))
+    if since is not None:
+        kept = [p for p in kept if modified(p) >= since]
+    if limit is not None:
+        kept = kept[: max(0, limit)]
+    if len(kept) < len(files):
+        report.warn(
+            f"{len(files) - len(kept)} of {len(files)} session files left out by --since/--limit"
+        )
+    return sorted(kept)
+
+
+def _agent_of(path: Path) -> str:
+    """The agent id of a file under ``agents/<id>/sessions`` (an OpenClaw state directory)."""
+    parent = path.parent
+    if parent.name == "sessions" and parent.parent.parent.name == "agents":
+        return parent.parent.name
+    return ""
+
+
 def read_jsonl(path: Path, report: Report, agent: str = "") -> SourceConversation | None:
-    """One session file -> one conversation (active branch only)."""
+    """One session file -> one conversation (active branch only); without ``agent``, the one
+    its state directory names."""
+    agent = agent or _agent_of(path)
     try:
         # Never through a link: a file swapped for one after the scan is not read.
         lines = (

@@ -17,6 +17,7 @@ Examples:
   python scripts/import_lossless_claw.py --source-db ~/.openclaw/lcm.db --include-summaries --json
   python scripts/import_lossless_claw.py --source-jsonl-dir ~/.openclaw/agents/main/sessions \\
       --agent main --import-id main-jsonl-2026-07 --apply
+  python scripts/import_lossless_claw.py --state-dir ~/.openclaw --since 2026-07-01 --limit 50
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from checkout import load_package  # this folder is on sys.path when a script runs
@@ -47,6 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="directory of OpenClaw session .jsonl files (repeatable)",
+    )
+    src.add_argument(
+        "--state-dir",
+        help="an OpenClaw state directory: its agents/<id>/sessions/*.jsonl (as lossless-claw's "
+        "migration reads ${OPENCLAW_STATE_DIR:-~/.openclaw})",
+    )
+    p.add_argument(
+        "--since",
+        help="JSONL only: session files modified at this ISO date or later (2026-07-01)",
+    )
+    p.add_argument(
+        "--limit", type=int, help="JSONL only: at most this many session files, oldest first"
     )
     p.add_argument(
         "--target-db",
@@ -74,8 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", action="store_true", help="print the reconciliation report as JSON")
     args = p.parse_args(argv)
-    if not args.source_db and not args.source_jsonl and not args.source_jsonl_dir:
-        p.error("give --source-db or --source-jsonl / --source-jsonl-dir")
+    if not (args.source_db or args.source_jsonl or args.source_jsonl_dir or args.state_dir):
+        p.error("give --source-db, --state-dir or --source-jsonl / --source-jsonl-dir")
+    if args.limit is not None and args.limit < 1:
+        p.error("--limit must be at least 1")
+    since = None
+    if args.since:
+        try:
+            when = datetime.fromisoformat(args.since)
+        except ValueError:
+            p.error(f"--since {args.since!r} is not an ISO date (2026-07-01 or 2026-07-01T08:00)")
+        since = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
     load_package()
     from hermes_lcm.base import progress
@@ -112,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                 backup_dir=args.backup_dir,
                 redact_patterns=_redaction(),
                 progress=line.update,
+                state_dir=args.state_dir,
+                since=since,
+                limit=args.limit,
             )
     except KeyboardInterrupt:  # the import is one transaction: nothing of it was written
         return _fail(

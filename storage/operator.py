@@ -7,6 +7,7 @@ cleanups doctor offers, each re-checking its condition inside its own transactio
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -83,7 +84,18 @@ class OperatorQueries(SqliteConnection):
             facts["quick_check"] = [r[0] for r in db.execute("PRAGMA quick_check(20)").fetchall()]
         return facts
 
-    def conversations_page(self, after_id: int, limit: int) -> list[dict[str, Any]]:
+    def conversations_page(
+        self, after_id: int, limit: int, key: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Conversations by id after ``after_id``; with ``key``, those whose key is it, or
+        matches it where it holds ``*`` (any characters)."""
+        where, args = "c.id>?", list[Any]([after_id])
+        if key is not None and "*" in key:
+            escaped = key.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+            where += " AND c.key LIKE ? ESCAPE '!'"
+            args = [*args, re.sub(r"\*+", "%", escaped)]
+        elif key is not None:
+            where, args = where + " AND c.key=?", [*args, key]
         with self.read() as db:
             rows = db.execute(
                 "SELECT c.id, c.key, c.created_at, c.frontier_seq, c.last_seq, "
@@ -92,8 +104,8 @@ class OperatorQueries(SqliteConnection):
                 "(SELECT count(*) FROM sessions s WHERE s.conversation_id=c.id), "
                 "(SELECT created_at FROM messages m WHERE m.conversation_id=c.id ORDER BY seq LIMIT 1), "
                 "(SELECT created_at FROM messages m WHERE m.conversation_id=c.id ORDER BY seq DESC LIMIT 1) "
-                "FROM conversations c WHERE c.id>? ORDER BY c.id LIMIT ?",
-                (after_id, limit),
+                f"FROM conversations c WHERE {where} ORDER BY c.id LIMIT ?",
+                (*args, limit),
             ).fetchall()
         keys = (
             "id",

@@ -196,16 +196,24 @@ class SummaryQueries(SqliteConnection):
         return {int(d): int(n) for d, n in rows}
 
     def summaries_page(
-        self, conversation_id: int, depth: int | None, after_id: int, limit: int
+        self,
+        conversation_id: int,
+        depth: int | None,
+        after_id: int,
+        limit: int,
+        since: float | None = None,
     ) -> list[SummaryNode]:
-        scope, args = (
-            ("AND depth=?", (conversation_id, depth, after_id, limit))
-            if depth is not None
-            else ("", (conversation_id, after_id, limit))
-        )
+        """A conversation's nodes by id after ``after_id``; of one ``depth``, made at ``since``
+        or later (``lcm summaries --recency``) when given."""
+        scope, args = "", list[Any]([conversation_id])
+        if depth is not None:
+            scope, args = scope + " AND depth=?", [*args, depth]
+        if since is not None:
+            scope, args = scope + " AND created_at>=?", [*args, since]
         return self._nodes(
-            f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=? {scope} AND id>? ORDER BY id LIMIT ?",
-            args,
+            f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=?{scope} AND id>? "
+            "ORDER BY id LIMIT ?",
+            (*args, after_id, limit),
         )
 
     def node_ids_by_route(self, conversation_id: int, prefix: str) -> dict[str, int]:

@@ -8,12 +8,15 @@ a server gone) is tests/test_cli_pg.py."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +112,36 @@ def test_conversations_keyset_pagination(db):
     assert [c["key"] for c in second["items"]] == ["session:s2"]
     third = ok(db, "conversations", "--limit", "1", "--after", str(second["next_cursor"]))
     assert third == {"items": [], "next_cursor": None}
+
+
+def test_conversations_by_session_key(db):
+    """lossless-claw's ``conversations --session-key``: the key itself, or a pattern with *."""
+    assert [c["key"] for c in ok(db, "conversations", "--session-key", "session:s2")["items"]] == [
+        "session:s2"
+    ]
+    both = ok(db, "conversations", "--session-key", "session:*")["items"]
+    assert [c["key"] for c in both] == ["session:s1", "session:s2"]
+    assert ok(db, "conversations", "--session-key", "session:s")["items"] == []
+    assert ok(db, "conversations", "--session-key", "sess_on:*")["items"] == []  # _ is no wildcard
+
+
+def test_summaries_list_by_recency(file_db, tmp_path):
+    """``summaries list --recency 7d``: only the nodes made within that long."""
+    copy = tmp_path / "lcm.db"
+    shutil.copyfile(file_db, copy)
+    with contextlib.closing(sqlite3.connect(copy)) as con:
+        ids = [r[0] for r in con.execute("SELECT id FROM summaries WHERE conversation_id=1")]
+        old = ids[: len(ids) // 2]
+        con.executemany(
+            "UPDATE summaries SET created_at=? WHERE id=?",
+            [(time.time() - 10 * 86_400, i) for i in old],
+        )
+        con.commit()
+    args = ("summaries", "list", "--conversation", "1", "--limit", "500")
+    recent = ok(copy, *args, "--recency", "7d")["items"]
+    assert sorted(int(n["node_id"][1:]) for n in recent) == sorted(set(ids) - set(old))
+    assert len(ok(copy, *args, "--recency", "2w")["items"]) == len(ids)
+    assert run(copy, *args, "--recency", "soon")[0] == EXIT_USAGE
 
 
 def test_sessions(db):

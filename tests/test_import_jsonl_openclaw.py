@@ -9,7 +9,10 @@ imports the abandoned branch).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +184,83 @@ def test_an_entry_without_an_id_does_not_import_the_abandoned_branch(tmp_path: P
     assert report["invalid_rows"] == 1 and report["balanced"]
     assert any("without an id" in w for w in report["warnings"])
     assert any("abandoned branches" in w for w in report["warnings"])
+
+
+def _state_dir(root: Path) -> list[Path]:
+    """An OpenClaw state directory: two agents, five session files a day apart (oldest first)."""
+    files = []
+    for i in range(5):
+        agent = "main" if i % 2 == 0 else "ops"
+        sessions = root / "agents" / agent / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        path = write(
+            sessions / f"s{i}.jsonl",
+            [
+                header(f"sess-{i}"),
+                _entry(f"e{i}", None, {"role": "user", "content": f"session {i} says hi"}, T0 + i),
+            ],
+        )
+        when = 1_780_000_000 + i * 86_400
+        os.utime(path, (when, when))
+        files.append(path)
+    return files
+
+
+def test_a_state_dir_since_and_limit_import_a_batch_and_the_next_goes_on(tmp_path: Path) -> None:
+    """lossless-claw's migration flags: --state-dir reads every agent's sessions (each one's id
+    recorded), --since leaves out older files, --limit takes the oldest N, and a second run with
+    the same import id imports the rest; the report says what was left out."""
+    root = tmp_path / "openclaw"
+    _state_dir(root)
+    target = tmp_path / "lcm.db"
+    since = 1_780_000_000 + 86_400  # the first file is older
+    first = run_import(
+        target_db=target, state_dir=root, since=since, limit=2, apply=True, import_id="batch"
+    )
+    assert first["imported"] == 2
+    assert any("3 of 5 session files left out" in w for w in first["warnings"]), first["warnings"]
+    assert set(sessions_of(target)) == {"openclaw:ops:sess-1", "openclaw:main:sess-2"}
+    second = run_import(
+        target_db=target, state_dir=root, since=since, apply=True, import_id="batch"
+    )
+    assert second["imported"] == 2 and second["skipped_existing"] == 2
+    assert set(sessions_of(target)) == {
+        "openclaw:ops:sess-1",
+        "openclaw:main:sess-2",
+        "openclaw:ops:sess-3",
+        "openclaw:main:sess-4",
+    }
+
+
+def test_the_import_script_takes_the_batch_flags(tmp_path: Path) -> None:
+    root = tmp_path / "openclaw"
+    _state_dir(root)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "import_lossless_claw.py"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--state-dir",
+            str(root),
+            "--since",
+            "2026-05-29",
+            "--limit",
+            "1",
+            "--target-db",
+            str(tmp_path / "lcm.db"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["dry_run"] and report["would_import"] == 1
+    bad = subprocess.run(
+        [sys.executable, str(script), "--state-dir", str(root), "--since", "yesterday"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "not an ISO date" in bad.stderr
