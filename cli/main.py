@@ -46,6 +46,7 @@ from . import (
     payloads,
     redact,
     rollups,
+    settings,
     status,
     upkeep,
     view,
@@ -84,6 +85,7 @@ FAMILIES = (
     migrate,
     importer,
     payloads,
+    settings,
 )
 
 
