@@ -25,7 +25,17 @@ from .engine import LcmEngine
 from .handlers.status import engine_status
 from .host import presets
 from .host.calls import host_session_id
-from .maintenance import backups, cleanup, doctor, fork_turns, repairs, retention, rotate, scrub
+from .maintenance import (
+    backups,
+    cleanup,
+    doctor,
+    fork_turns,
+    repairs,
+    retention,
+    rotate,
+    scrub,
+    summary_health,
+)
 from .store import Store, StoreError, is_url, redacted
 from .viewer import ViewError, write_page
 
@@ -40,6 +50,9 @@ HELP = """\
   doctor clean harness [apply]    turns of the host's review forks stored as the user's (earlier versions);
                                   apply removes them and rebuilds the summaries made from them
   doctor repair [apply]           full-text index and trigger repair
+  doctor repair summaries [ID] [apply]
+                                  broken summaries (empty, an error text, a refusal, ...); apply makes
+                                  them again from their sources (backup first, the old text kept)
   doctor source [apply]           legacy blank-source rows -> 'unknown'
   doctor retention                what the database holds by conversation and age, and how to bound it
   backup                          timestamped, verified SQLite backup (online backup API)
@@ -294,6 +307,17 @@ def _harness(t: Target, rest: list[str]) -> dict[str, Any]:
 
 def _repair(t: Target, rest: list[str]) -> dict[str, Any]:
     store = t.store()
+    if rest[:1] == ["summaries"]:  # broken summaries made again from their sources
+        numbers = [w for w in rest[1:] if w.isdigit()]
+        write = _apply_flag(rest[1:], tuple(numbers))
+        core = t.engine.core if t.engine is not None else None
+        return summary_health.repair(
+            store,
+            t.backup_dir,
+            conversation_id=int(numbers[0]) if numbers else None,
+            write=write,
+            rebuild=core.summarize_text if core is not None else None,
+        )
     return (
         repairs.repair_apply(store, t.backup_dir)
         if _apply_flag(rest)

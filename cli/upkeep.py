@@ -14,9 +14,9 @@ from ..base import progress as pg
 from ..store import Store, open_store
 from . import common
 from . import pg as cli_pg
-from .common import PAGE_MAX, Subparsers, bounded
+from .common import ID, PAGE_MAX, Subparsers, bounded
 from .database import no_database
-from .output import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_WRITE, CliError
+from .output import EXIT_DATABASE, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_WRITE, CliError
 
 
 def register(subparsers: Subparsers) -> None:
@@ -26,6 +26,15 @@ def register(subparsers: Subparsers) -> None:
     d.add_argument(
         "--deep", action="store_true", help="also run FTS5 integrity-check (writable, rolled back)"
     )
+    d.add_argument(
+        "repair",
+        nargs="*",
+        metavar="repair summaries",
+        help="broken summaries (empty, an error text, a refusal, ...): a dry run; WRITES with "
+        "--apply (a backup, then each made again from its sources offline, the old text kept)",
+    )
+    d.add_argument("--conversation", type=ID, metavar="ID", help="repair only this conversation")
+    common.apply_flag(d, "write the repair (default: a dry run)")
     b = common.verb(
         subparsers,
         "backup",
@@ -51,6 +60,9 @@ def doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
     from ..host import install as hostinstall
     from ..maintenance import doctor as mt
     from ..maintenance.checks import Check
+
+    if args.repair:
+        return _repair_summaries(store, args)
 
     host = hostinstall.install_report(common.hermes_home(dict(os.environ)), dict(os.environ))
     if store is None:  # no database yet: whether Hermes can make one is the news
@@ -80,6 +92,22 @@ def doctor(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
     if report["status"] == "fail":
         args.exit_code = EXIT_NOT_FOUND
     return report
+
+
+def _repair_summaries(store: Store | None, args: argparse.Namespace) -> dict[str, Any]:
+    from ..maintenance import backups, summary_health
+
+    if args.repair != ["repair", "summaries"]:
+        raise CliError(
+            f"unknown doctor command {' '.join(args.repair)!r}; try: repair summaries", EXIT_USAGE
+        )
+    if store is None:
+        raise no_database(Path(args.db_path), args.db_origin)
+    target = open_store(cli_pg.target_of(store)) if args.apply else store
+    directory = backups.backup_dir(store.path, common.settings().backup_dir)
+    return summary_health.repair(
+        target, directory, conversation_id=args.conversation, write=args.apply
+    )
 
 
 def backup(store: Store, args: argparse.Namespace) -> dict[str, Any]:

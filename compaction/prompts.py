@@ -116,6 +116,11 @@ def clean_answer(raw: str) -> str:
     return text.strip()
 
 
+def is_refusal(answer: str, tokens: int) -> bool:
+    """A short answer that opens as a refusal ("I cannot ...", "Sorry, ...")."""
+    return bool(_REFUSAL.match(answer)) and tokens < _REFUSAL_MAX_TOKENS
+
+
 def rejection(
     raw: str, answer: str, *, nonce: str, limit_tokens: int, input_tokens: int
 ) -> str | None:
@@ -129,7 +134,7 @@ def rejection(
         return f"over-long answer ({tokens} tokens > {limit_tokens})"
     if tokens > max(input_tokens, _LARGE_INPUT_TOKENS):
         return f"answer longer than its input ({tokens} > {input_tokens} tokens)"
-    if _REFUSAL.match(answer) and tokens < _REFUSAL_MAX_TOKENS:
+    if is_refusal(answer, tokens):
         return "refusal instead of a summary"
     if tokens < _MIN_ANSWER_TOKENS and input_tokens >= _LARGE_INPUT_TOKENS:
         return f"answer too short for its input ({tokens} tokens; followed injected text?)"

@@ -15,7 +15,7 @@ from typing import Any
 from ..base.display import iso
 from ..dag import Dag
 from ..store import Store
-from . import fork_turns, payload_gc
+from . import fork_turns, payload_gc, summary_health
 from .cleanup import clean_scan, lifecycle_scan
 from .retention import payload_stats
 
@@ -329,6 +329,23 @@ def threshold_check(store: Store) -> Check:
             data={"at": iso(at)},
         )
     return Check("threshold", "ok", f"{detail} (at {iso(at)})")
+
+
+def summaries_check(store: Store) -> Check:
+    """Stored summaries that are not summaries (empty, an error text, a refusal, ...)."""
+    scan = summary_health.scan(store)
+    if scan["broken"]:
+        reasons = sorted({s["reason"].split(" (")[0] for s in scan["summaries"]})
+        return Check(
+            "summaries",
+            "warn",
+            f"{scan['broken']} of {scan['checked']} summaries are broken ({'; '.join(reasons)})",
+            BACKUP_FIRST,
+            "lcm doctor repair summaries (preview), then --apply; or /lcm doctor repair "
+            "summaries apply",
+            {"conversations": scan["conversations"][:20], "summaries": scan["summaries"][:10]},
+        )
+    return Check("summaries", "ok", f"{scan['checked']} summaries checked, none broken")
 
 
 def harness_check(store: Store) -> Check:

@@ -62,6 +62,7 @@ def doctor_report(
     patterns = str(getattr(config, "ignore_session_patterns", "") or "")
     checks.append(ck.clean_check(store, patterns, live_sessions))
     checks.append(ck.harness_check(store))
+    checks.append(ck.summaries_check(store))
     checks.append(ck.payload_check(store))
     notes = list(config_problems)
     checks.append(cc.config_check([p for p in notes if not is_settings_note(p)]))

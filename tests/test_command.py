@@ -7,6 +7,7 @@ the backups its writing commands take); FTS5 repair and a SQLite backup copy sta
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import hermes_lcm
 from hermes_lcm.base.registry import live_engines
 from hermes_lcm.command import handle_command
 
+from .backends import raw_sql
 from .conftest import new_engine
 from .convo import conversation, host_run
 
@@ -390,3 +392,55 @@ def test_doctor_finds_stored_harness_turns_and_apply_removes_them(tmp_path):
     assert next(c for c in lcm("doctor")["checks"] if c["name"] == "harness")["status"] == "ok"
     assert next(c for c in lcm("doctor")["checks"] if c["name"] == "lineage")["status"] == "ok"
     assert lcm("doctor clean harness apply")["status"] == "noop"
+
+
+BROKEN = [
+    "",
+    "[ERROR] provider returned 500",
+    "I cannot help with that request.",
+    "<think>The user wants a summary; I will list the steps...</think>",
+]
+
+
+@pytest.mark.both_backends
+def test_broken_summaries_are_found_and_made_again_from_their_sources(tmp_path):
+    """A summary set to '' or to a provider's error text passes no doctor: /lcm doctor warns and
+    names them, ``doctor repair summaries`` lists them (a dry run), and ``apply`` takes a backup
+    and writes each again from its sources: the same node ids, edges and context, the old text
+    in the events; the CLI does the same."""
+    engine, _ = engine_with_history(tmp_path, turns=40, threshold=5000)
+    assert engine.core is not None
+    where = WHERE.get("LCM_DATABASE_URL") or str(tmp_path / "lcm.db")
+    ids = [int(r[0]) for r in raw_sql(where, "SELECT id FROM summaries ORDER BY id")]
+    assert len(ids) >= len(BROKEN), ids
+    for node_id, text in zip(ids, BROKEN, strict=False):
+        raw_sql(where, "UPDATE summaries SET content=? WHERE id=?", (text, node_id))
+    edges = sorted(raw_sql(where, "SELECT parent_id, child_id, child_kind FROM edges"))
+    check = next(c for c in lcm("doctor")["checks"] if c["name"] == "summaries")
+    assert check["status"] == "warn" and f"{len(BROKEN)} of {len(ids)}" in check["detail"]
+    plan = lcm("doctor repair summaries")
+    assert plan["broken"] == len(BROKEN) and plan["status"] == "ready"
+    reasons = {s["node_id"]: s["reason"] for s in plan["summaries"]}
+    assert reasons[f"S{ids[0]}"] == "empty" and "error text" in reasons[f"S{ids[1]}"]
+    assert "refusal" in reasons[f"S{ids[2]}"] and "reasoning" in reasons[f"S{ids[3]}"]
+    done = lcm("doctor repair summaries apply")
+    assert done["repaired"] == len(BROKEN) and done["after"]["broken"] == 0 and done["backup"]
+    texts = dict(raw_sql(where, "SELECT id, content FROM summaries"))
+    assert all(texts[i].strip() and texts[i] not in BROKEN for i in ids[: len(BROKEN)])
+    assert sorted(raw_sql(where, "SELECT parent_id, child_id, child_kind FROM edges")) == edges
+    old = [e["detail"]["old_text"] for e in engine.core.store.events_of("summary_repair", None)]
+    assert sorted(old) == sorted(BROKEN)
+    assert next(c for c in lcm("doctor")["checks"] if c["name"] == "summaries")["status"] == "ok"
+    # the CLI: a dry run, then --apply, on a summary broken again
+    from hermes_lcm.cli.main import main
+
+    raw_sql(where, "UPDATE summaries SET content=? WHERE id=?", ("", ids[-1]))
+    out = io.StringIO()
+    assert main(["--db", where, "--format", "json", "doctor", "repair", "summaries"], out=out) == 0
+    assert json.loads(out.getvalue())["broken"] == 1
+    out = io.StringIO()
+    code = main(
+        ["--db", where, "--format", "json", "doctor", "repair", "summaries", "--apply"], out=out
+    )
+    assert code == 0 and json.loads(out.getvalue())["repaired"] == 1
+    assert raw_sql(where, "SELECT content FROM summaries WHERE id=?", (ids[-1],))[0][0].strip()
