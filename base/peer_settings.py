@@ -260,9 +260,9 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     ("LCM_EXPANSION_", _NO_SUBAGENT),
 )
 INSTEAD: dict[str, str] = {
-    "LCM_CRITICAL_BUDGET_PRESSURE_RATIO": "compaction starts at LCM_CONTEXT_THRESHOLD; the prompt never exceeds "
-    "the budget",
-    "LCM_SUMMARY_REASONING_EFFORT": "the summary route uses the model's default effort",
+    "LCM_CRITICAL_BUDGET_PRESSURE_RATIO": "not needed: the fresh tail always yields to the budget (its newest "
+    "group whole, the rest kept stored), and a deferred compaction stops waiting for prepared summaries once "
+    "the prompt is past halfway from its goal to the budget",
     "LCM_FTS_INTEGRITY_CHECK_INTERVAL_HOURS": "no check at start; run lcm doctor --deep when you want one",
     "LCM_HERMES_BASE_DIR": "payload files live beside the database; not needed",
     "LCM_LARGE_OUTPUT_EXTERNALIZATION_PATH": "payload files live beside the database (lcm-payloads); not needed",
