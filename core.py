@@ -150,6 +150,16 @@ class LcmCore:
     def summarizer_name(self) -> str:
         return self.summarizer.name
 
+    def record_cache_usage(self, prompt: int, read: int, write: int, compacted: bool) -> None:
+        """One reply's prompt-cache counts, for the bound conversation of a session that writes."""
+        conversation = self.binding.conversation_id
+        if (
+            conversation is not None
+            and self.binding.mode == MODE_NORMAL
+            and not self.store.readonly
+        ):
+            self.store.add_cache_usage(conversation, prompt, read, write, compacted)
+
     def summarize_text(self, sources: Sequence[tuple[str, str]], target: int) -> str:
         """A summary of ``(label, text)`` sources within ``target`` tokens, through this core's
         summarizer (maintenance rebuilds a summary with it)."""

@@ -257,6 +257,26 @@ class LcmEngine(SessionCalls, _Base):
             self.meter.observe_usage(prompt)
         self.last_completion_tokens = completion
         self.last_total_tokens = int(usage.get("total_tokens") or prompt + completion)
+        if prompt and ("cache_read_tokens" in usage or "cache_write_tokens" in usage):
+            self._cache_usage(prompt, usage)
+
+    def _cache_usage(self, prompt: int, usage: Mapping[str, Any]) -> None:
+        """The provider's prompt-cache counts of this reply, kept per conversation (status shows
+        the cached share of input tokens); the replies right after a compaction apart."""
+        compacted = self.compression_count != getattr(self, "_cache_compactions", 0)
+        self._cache_compactions = self.compression_count
+        core = self.core
+        if core is None:
+            return
+        try:
+            core.record_cache_usage(
+                prompt,
+                int(usage.get("cache_read_tokens") or 0),
+                int(usage.get("cache_write_tokens") or 0),
+                compacted,
+            )
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails a turn
+            self.record_error(f"cache usage: {exc.__class__.__name__}: {exc}")
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         self.meter.observe_request(request_messages, tools)

@@ -42,3 +42,26 @@ class Stats:
         self.last_write_failure = f"{_now()} {operation}: {exc}"
         self.error(f"store write failed during {operation}: {exc}")
         return self.last_write_failure
+
+
+def cache_view(totals: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Prompt-cache totals (``Store.cache_usage``) as status shows them: the share of input
+    tokens the provider read from its cache, over all replies and over those right after a
+    compaction (where a prompt rebuilt from summaries may lose the cached prefix)."""
+
+    def share(bucket: dict[str, int]) -> float | None:
+        tokens = bucket["input_tokens"]
+        return round(bucket["cache_read_tokens"] / tokens, 3) if tokens else None
+
+    all_, after = totals["all"], totals["after_compaction"]
+    if not all_["replies"]:
+        return {"replies": 0, "note": "no reply with the provider's cache counts yet"}
+    return {
+        "replies": all_["replies"],
+        "cached_share": share(all_),
+        "cached_share_after_compaction": share(after),
+        "replies_after_compaction": after["replies"],
+        "input_tokens": all_["input_tokens"],
+        "cache_read_tokens": all_["cache_read_tokens"],
+        "cache_write_tokens": all_["cache_write_tokens"],
+    }

@@ -10,6 +10,7 @@ from typing import Any
 from .. import __version__
 from ..base.display import iso
 from ..base.provenance import plugin_identity
+from ..base.stats import cache_view
 from ..dag import Dag
 from ..store import Store
 from . import assertions as cli_assertions
@@ -54,6 +55,7 @@ def status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         "embeddings": cli_embed.status(store, settings),
         "temporal_rollups": store.rollup_stats(),
         "prepared_summaries": _prepared(store),
+        "prompt_cache": cache_view(store.cache_usage(None)),
         "assertions": cli_assertions.status(store, settings),
         "recent_events": [
             {"at": iso(a), "level": lv, "kind": k, "detail": d[:300]} for a, lv, k, d in newest

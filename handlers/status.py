@@ -13,6 +13,7 @@ from ..base.outputs import settings_view as outputs_view
 from ..base.peer_settings import is_settings_note
 from ..base.provenance import plugin_identity
 from ..base.redact import redact_value
+from ..base.stats import cache_view
 from ..base.tokens import backend_name
 from ..maintenance import backups, rotate
 from ..sessions.binding import ROLE_SUBAGENT
@@ -204,6 +205,7 @@ def core_status(core: LcmCore) -> dict[str, Any]:
                 "context_summaries": [n.node_id for n in context],
                 "context_summary_tokens": sum(n.tokens for n in context),
                 "summaries_by_depth": core.dag.depth_counts(state.id),
+                "prompt_cache": cache_view(core.store.cache_usage(state.id)),
             }
         )
     return info

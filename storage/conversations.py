@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -180,6 +181,45 @@ class ConversationQueries(SqliteConnection):
                 is not None
             )
 
+    def add_cache_usage(
+        self, conversation_id: int, prompt: int, cache_read: int, cache_write: int, compacted: bool
+    ) -> None:
+        """One reply's input tokens and the provider's prompt-cache counts, added to the
+        conversation's totals (those of replies right after a compaction kept apart too)."""
+        key = f"cache_usage:{conversation_id}"
+        with self.write() as db:
+            row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            totals = _cache_totals(row[0] if row else None)
+            for part in ("all", "after_compaction") if compacted else ("all",):
+                bucket = totals[part]
+                bucket["replies"] += 1
+                bucket["input_tokens"] += max(0, prompt)
+                bucket["cache_read_tokens"] += max(0, cache_read)
+                bucket["cache_write_tokens"] += max(0, cache_write)
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, json.dumps(totals)),
+            )
+
+    def cache_usage(self, conversation_id: int | None = None) -> dict[str, dict[str, int]]:
+        """The prompt-cache totals of one conversation, or of all of them summed."""
+        with self.read() as db:
+            if conversation_id is not None:
+                rows = db.execute(
+                    "SELECT value FROM meta WHERE key=?", (f"cache_usage:{conversation_id}",)
+                ).fetchall()
+            else:
+                rows = db.execute(
+                    "SELECT value FROM meta WHERE substr(key, 1, 12)='cache_usage:'"
+                ).fetchall()
+        totals = _cache_totals(None)
+        for (value,) in rows:
+            for part, bucket in _cache_totals(value).items():
+                for name, count in bucket.items():
+                    totals[part][name] += count
+        return totals
+
     def record_event(
         self, level: str, kind: str, detail: str, conversation_id: int | None = None
     ) -> None:
@@ -197,3 +237,21 @@ class ConversationQueries(SqliteConnection):
             ).fetchall()
         # redacted on the way out too: events an older version stored may hold a credential
         return [(float(r[0]), str(r[1]), str(r[2]), redact(str(r[3]))) for r in rows]
+
+
+_CACHE_FIELDS = ("replies", "input_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _cache_totals(value: str | None) -> dict[str, dict[str, int]]:
+    """Stored totals (JSON) as counts; anything unreadable counts as none yet."""
+    totals = {part: dict.fromkeys(_CACHE_FIELDS, 0) for part in ("all", "after_compaction")}
+    try:
+        stored = json.loads(value) if value else {}
+    except ValueError:
+        stored = {}
+    for part, bucket in totals.items():
+        found = stored.get(part) if isinstance(stored, dict) else None
+        for name in _CACHE_FIELDS:
+            raw = found.get(name) if isinstance(found, dict) else 0
+            bucket[name] = int(raw) if isinstance(raw, int) and raw >= 0 else 0
+    return totals

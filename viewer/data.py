@@ -15,6 +15,7 @@ from typing import Any
 
 from ..base.progress import Tick, quiet_tick
 from ..base.records import SummaryNode
+from ..base.stats import cache_view
 from ..store import Store
 
 MESSAGE_CHUNK = 500  # messages per compressed chunk: a source page needs one or two
@@ -251,6 +252,7 @@ def collect(
         ],
         "derived_compactions": [] if compactions else derived_compactions(nodes),
         "prepared": prepared_view(store, conversation_id),
+        "prompt_cache": cache_view(store.cache_usage(conversation_id)),
         "growth": store.monthly_growth(growth_of),
     }
     return PageData(meta, message_chunks_, summary_chunks)

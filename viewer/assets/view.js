@@ -320,6 +320,13 @@
     const failed = prepared.last_error;
     if (failed) parts.push(`Last failed preparation (${new Date(failed.at * 1000).toLocaleString()}): ` +
       `${typeof failed.detail === "string" ? failed.detail : JSON.stringify(failed.detail)}`);
+    const cache = META.prompt_cache || { replies: 0 };
+    if (cache.replies) {
+      const pct = (x) => (x === null || x === undefined ? "–" : `${Math.round(x * 100)}%`);
+      parts.push(`Prompt cache: ${pct(cache.cached_share)} of input tokens read from the provider's ` +
+        `cache over ${fmt(cache.replies)} replies, ${pct(cache.cached_share_after_compaction)} right ` +
+        `after a compaction (${fmt(cache.replies_after_compaction)} replies).`);
+    }
     return el("p", { class: "prepared", id: "prepared", text: parts.join(" ") });
   }
 

@@ -1,0 +1,58 @@
+"""Prompt-cache telemetry: the cache counts Hermes hands over after each call
+(``cache_read_tokens`` / ``cache_write_tokens`` in update_from_response) are kept per
+conversation, and status, lcm status and lcm view show the cached share of input tokens, over all
+replies and over the ones right after a compaction."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from hermes_lcm.base.tokens import count_messages
+from hermes_lcm.cli.main import main
+from hermes_lcm.viewer.data import collect
+
+from .conftest import new_engine
+from .convo import conversation
+
+pytestmark = pytest.mark.both_backends
+
+
+def test_cache_counts_are_kept_per_conversation_and_shown(tmp_path: Path, backend_env) -> None:
+    engine = new_engine(tmp_path, 4000, "s1", **backend_env)
+    core = engine.core
+    assert core is not None
+    host = [m for turn in conversation(3, 6) for m in turn]
+    engine.ingest_host(host)
+    for _ in range(2):
+        engine.update_from_response(
+            {"prompt_tokens": 1000, "cache_read_tokens": 800, "cache_write_tokens": 100}
+        )
+    engine.update_from_response({"prompt_tokens": 1000})  # a provider without cache counts
+    host = [m for turn in conversation(3, 40) for m in turn]
+    engine.compress(host, current_tokens=count_messages(host) + 500)
+    assert engine.compression_count == 1
+    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 200})
+    shown = engine.get_status()["prompt_cache"]
+    assert (shown["replies"], shown["replies_after_compaction"]) == (3, 1)
+    assert shown["cached_share"] == 0.6 and shown["cached_share_after_compaction"] == 0.2
+    assert shown["cache_write_tokens"] == 200
+    assert json.loads(engine.handle_tool_call("lcm_status", {}))["prompt_cache"] == shown
+    where = backend_env.get("LCM_DATABASE_URL") or str(tmp_path / "lcm.db")
+    out = io.StringIO()
+    assert main(["--db", where, "--format", "json", "status"], out=out) == 0
+    assert json.loads(out.getvalue())["prompt_cache"]["cached_share"] == 0.6
+    assert core.binding.conversation_id is not None
+    page = collect(core.store, core.binding.conversation_id, generated_at=0.0, database_path=where)
+    assert page.meta["prompt_cache"]["cached_share_after_compaction"] == 0.2
+
+
+def test_a_stateless_session_keeps_no_counts(tmp_path: Path, backend_env) -> None:
+    writer = new_engine(tmp_path, 10**9, "s1", **backend_env)
+    writer.ingest_host([m for turn in conversation(3, 2) for m in turn])
+    reader = new_engine(tmp_path, 10**9, "s1", LCM_STATELESS_SESSION_PATTERNS="s1", **backend_env)
+    reader.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 900})
+    assert reader.get_status()["prompt_cache"]["replies"] == 0
