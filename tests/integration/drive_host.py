@@ -54,6 +54,8 @@ def _think(seconds: float, agent: Any, until_idle: bool) -> None:
     end = time.monotonic() + seconds
     core = getattr(agent.context_compressor, "core", None)
     preparer = getattr(core, "preparer", None) if until_idle else None
+    if until_idle and preparer is None:
+        return  # inline compaction: nothing works between turns, so nothing to wait for
     while time.monotonic() < end:
         if preparer is not None and preparer.busy_with is None and not preparer.job.pending():
             return
