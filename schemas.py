@@ -88,6 +88,13 @@ TOOLS: list[dict[str, Any]] = [
             ),
             "limit": _desc(_LIMIT, "default 10, max 50"),
             "cursor": _CURSOR,
+            "content_scope": _enum(
+                ["inline", "externalized", "both"],
+                "externalized/both: also the lines of large tool outputs kept as payloads",
+            ),
+            "externalized_refs": _desc(
+                _REFS, "payload refs to scan (default: this conversation's)"
+            ),
             **_SEEN,
         },
         ["query"],

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..base.payloads import KIND_OUTPUT
 from ..base.records import MessageIn, PayloadGrant, PayloadRef, StoredMessage
 from .connection import SqliteConnection
 from .rows import row_to_message, unpack_fingerprint
@@ -94,6 +95,28 @@ class PayloadRefQueries(SqliteConnection):
             if row is None
             else PayloadGrant(str(row[0]), int(row[1]), int(row[2]), str(row[3]), str(row[4]))
         )
+
+    def output_grants(
+        self, conversation_ids: Sequence[int] | None, limit: int
+    ) -> list[PayloadGrant]:
+        """The large tool outputs externalized for rows of ``conversation_ids`` (None: of any
+        conversation, shared memory), newest first (what ``lcm_grep content_scope=externalized``
+        scans)."""
+        sql = (
+            "SELECT g.ref, g.message_id, m.conversation_id, g.kind, g.mime FROM payload_refs g "
+            "JOIN messages m ON m.id = g.message_id WHERE g.kind = ?"
+        )
+        args: list[Any] = [KIND_OUTPUT]
+        if conversation_ids is not None:
+            if not conversation_ids:
+                return []
+            sql += " AND m.conversation_id IN (SELECT value FROM json_each(?))"
+            args.append(_json_list(int(c) for c in conversation_ids))
+        with self.read() as db:
+            rows = db.execute(
+                sql + " ORDER BY g.message_id DESC LIMIT ?", (*args, limit)
+            ).fetchall()
+        return [PayloadGrant(str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
 
     def granted_refs(self, message_ids: Sequence[int]) -> dict[int, set[str]]:
         """The refs each of these rows was granted (rows without any are left out)."""

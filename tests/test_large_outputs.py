@@ -521,3 +521,48 @@ def test_answer_cap_is_the_smallest_limit_an_answer_would_hit() -> None:
         answer_cap(plain, 0, 10_000, "lcm_grep") == plain.tool_response_max_chars
     )  # recovery tools only
     assert answer_cap(plain, 0, 100, "lcm_expand") == MIN_ANSWER_CHARS
+
+
+@pytest.mark.both_backends
+def test_grep_finds_lines_inside_externalized_outputs(make_engine: Any) -> None:
+    """lcm_grep content_scope=externalized | both (LCM-X's): the payload files of the
+    conversation's outputs are scanned, each hit a line with the offset lcm_expand pages from;
+    inline search alone sees only the stub; a ref another conversation holds is refused."""
+    engine = make_engine(threshold=10**6, **ON)
+    output = big_output(30_000) + "\nERROR quux-9 failed on shard 12\n" + big_output(5000, "z")
+    history = [*tool_turn("run the suite", output, "call0"), {"role": "assistant", "content": "ok"}]
+    engine.ingest_host(history)
+    inline = ok(engine, "lcm_grep", query="quux-9 shard")
+    assert inline["count"] == 0  # the line is in the payload, not in the stub
+    found = ok(engine, "lcm_grep", query="quux-9 shard", content_scope="externalized")
+    [hit] = found["externalized_hits"]
+    assert hit["line"] == "ERROR quux-9 failed on shard 12"
+    page = ok(
+        engine,
+        "lcm_expand",
+        externalized_ref=hit["externalized_ref"],
+        content_offset=hit["content_offset"],
+    )
+    assert page["content"].startswith("ERROR quux-9 failed on shard 12")
+    both = ok(engine, "lcm_grep", query="quux-9", content_scope="both")
+    assert "hits" in both and len(both["externalized_hits"]) == 1
+    named = ok(
+        engine,
+        "lcm_grep",
+        query="quux-9",
+        content_scope="externalized",
+        externalized_refs=[hit["externalized_ref"]],
+    )
+    assert named["externalized_hits"] == found["externalized_hits"]
+    other = make_engine(threshold=10**6, session="s2", **ON)
+    other.ingest_host([{"role": "user", "content": "hello"}])
+    refused = err(
+        other,
+        "lcm_grep",
+        query="quux-9",
+        content_scope="externalized",
+        externalized_refs=[hit["externalized_ref"]],
+    )
+    assert "not referenced in this conversation" in refused
+    assert ok(other, "lcm_grep", query="quux-9", content_scope="externalized")["count"] == 0
+    store_module.close_all()
