@@ -384,7 +384,9 @@ class LcmCore:
         raw = self.items.raw(conversation_id, state.frontier_seq, window, upto)
         nodes, pinned = self.dag.context(conversation_id), self.items.newest_request(state, upto)
         return with_whole_outputs(
-            lambda items: build(nodes, items, budget, pinned, header=self.seal.header()),
+            lambda items: build(
+                nodes, items, budget, pinned, header=self.seal.header(str(conversation_id))
+            ),
             raw,
             self.guard,
             self.store.granted_refs,
@@ -581,7 +583,7 @@ class LcmCore:
             raw + pending,
             budget,
             pinned,
-            header=self.seal.header(),
+            header=self.seal.header(str(conversation_id)),
         )
         shown = {id(m) for m in out}
         if not raw or not all(id(item.message) in shown for item in pending + raw[-1:]):

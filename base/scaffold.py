@@ -142,8 +142,21 @@ class BlockSeal:
         )
         return digest.hexdigest()
 
-    def header(self) -> str:
-        nonce = secrets.token_hex(self.NONCE_HEX // 2)
+    def header(self, stable: str | None = None) -> str:
+        """A header with a fresh nonce, or with the one ``stable`` (a conversation) always gets:
+        the summary block of a conversation then stays byte for byte the same until its summaries
+        change, and a compaction that appends a leaf keeps the block's start, so the provider's
+        prompt cache keeps it. The tags need no fresh nonce to stay unforgeable: every look-alike
+        of them inside a summary is defused (prompt.assemble.defused)."""
+        nonce = (
+            secrets.token_hex(self.NONCE_HEX // 2)
+            if stable is None
+            else hashlib.blake2b(
+                b"block:" + stable.encode("utf-8", "surrogatepass"),
+                key=self._key,
+                digest_size=self.NONCE_HEX // 2,
+            ).hexdigest()
+        )
         return f"{BLOCK_MARKER} {nonce}{self._tag(nonce)}]"
 
     def recall(self) -> RecallSeal:

@@ -56,3 +56,26 @@ def test_a_stateless_session_keeps_no_counts(tmp_path: Path, backend_env) -> Non
     reader = new_engine(tmp_path, 10**9, "s1", LCM_STATELESS_SESSION_PATTERNS="s1", **backend_env)
     reader.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 900})
     assert reader.get_status()["prompt_cache"]["replies"] == 0
+
+
+def test_the_summary_block_is_byte_stable_and_a_new_leaf_keeps_its_start(
+    tmp_path: Path, backend_env
+) -> None:
+    """No per-rendering nonce: the same summaries give the same block, byte for byte, and a
+    compaction that adds a leaf leaves everything before the new summary as it was (the
+    provider's prefix cache keeps the system prompt, the tools and the earlier summaries)."""
+    engine = new_engine(tmp_path, 6000, "s1", LCM_INCREMENTAL_MAX_DEPTH="0", **backend_env)
+    core = engine.core
+    assert core is not None
+    host = [m for turn in conversation(5, 30) for m in turn]
+    engine.compress(host, current_tokens=count_messages(host) + 500)
+    budget = core.budget(engine.threshold_tokens, 500)
+    first, again = core.assemble(budget)[0], core.assemble(budget)[0]
+    assert first["content"] == again["content"] and first["content"].startswith("[lcm:context")
+    before = len(core.dag.context(core.binding.conversation_id or 0))
+    host += [m for turn in conversation(6, 12) for m in turn]
+    engine.compress(host, current_tokens=count_messages(host) + 500)
+    after = core.assemble(budget)[0]
+    assert len(core.dag.context(core.binding.conversation_id or 0)) > before
+    kept = first["content"].rsplit("\n", 1)[0]  # all but the closing line
+    assert after["content"].startswith(kept)
