@@ -140,7 +140,7 @@ class LcmConfig:
         "inline: all inside compress.",
     )
     prepare_at_ratio: float = setting(
-        0.5,
+        0.4,
         _HOW,
         "Share of the threshold the prompt must reach before a reply's ingest prepares the next compaction.",
     )
