@@ -134,6 +134,7 @@ class LcmCore:
         )
         self.binder = Binder(config, self.store)
         self.stats = Stats()
+        self._cache_compactions = 0  # compactions seen at the last reply's cache counts
         self.memory = ListMemory(self.store, self.normalizer, self.stats)
         self.items = StoredItems(self.store)
         self._assembly_seconds = 0.0
@@ -150,15 +151,25 @@ class LcmCore:
     def summarizer_name(self) -> str:
         return self.summarizer.name
 
-    def record_cache_usage(self, prompt: int, read: int, write: int, compacted: bool) -> None:
-        """One reply's prompt-cache counts, for the bound conversation of a session that writes."""
+    def record_cache_usage(
+        self, prompt: int, usage: Mapping[str, Any], on_error: Callable[[str], None]
+    ) -> None:
+        """One reply's prompt-cache counts (the host's ``cache_read_tokens`` and
+        ``cache_write_tokens``), kept for the bound conversation of a session that writes; the
+        replies right after a compaction apart. Telemetry never fails a turn."""
+        if "cache_read_tokens" not in usage and "cache_write_tokens" not in usage:
+            return
+        compacted = self.stats.compactions != self._cache_compactions
+        self._cache_compactions = self.stats.compactions
         conversation = self.binding.conversation_id
-        if (
-            conversation is not None
-            and self.binding.mode == MODE_NORMAL
-            and not self.store.readonly
-        ):
+        if conversation is None or self.binding.mode != MODE_NORMAL or self.store.readonly:
+            return
+        try:
+            read = int(usage.get("cache_read_tokens") or 0)
+            write = int(usage.get("cache_write_tokens") or 0)
             self.store.add_cache_usage(conversation, prompt, read, write, compacted)
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails a turn
+            on_error(f"cache usage: {exc.__class__.__name__}: {exc}")
 
     def summarize_text(self, sources: Sequence[tuple[str, str]], target: int) -> str:
         """A summary of ``(label, text)`` sources within ``target`` tokens, through this core's

@@ -33,7 +33,6 @@ from .config import (
 )
 from .core import LcmCore, trim
 from .handlers.status import engine_status
-from .host import presets
 from .host.calls import BuiltinCompressor, host_call_llm, host_home
 from .host.guard import guarded
 from .host.lifecycle import SessionCalls
@@ -214,9 +213,7 @@ class LcmEngine(SessionCalls, _Base):
 
     def _set_window(self, context_length: int) -> None:
         """Threshold for this model and window, from the one function that computes it."""
-        threshold = compute_threshold(
-            self.config, self.model, context_length, (self.session_id or "", self.platform or "")
-        )
+        threshold = compute_threshold(self.config, self.model, context_length, self._who())
         self.context_length = context_length
         self.threshold_tokens = threshold.tokens
         self.threshold_rule = threshold.rule
@@ -257,26 +254,8 @@ class LcmEngine(SessionCalls, _Base):
             self.meter.observe_usage(prompt)
         self.last_completion_tokens = completion
         self.last_total_tokens = int(usage.get("total_tokens") or prompt + completion)
-        if prompt and ("cache_read_tokens" in usage or "cache_write_tokens" in usage):
-            self._cache_usage(prompt, usage)
-
-    def _cache_usage(self, prompt: int, usage: Mapping[str, Any]) -> None:
-        """The provider's prompt-cache counts of this reply, kept per conversation (status shows
-        the cached share of input tokens); the replies right after a compaction apart."""
-        compacted = self.compression_count != getattr(self, "_cache_compactions", 0)
-        self._cache_compactions = self.compression_count
-        core = self.core
-        if core is None:
-            return
-        try:
-            core.record_cache_usage(
-                prompt,
-                int(usage.get("cache_read_tokens") or 0),
-                int(usage.get("cache_write_tokens") or 0),
-                compacted,
-            )
-        except Exception as exc:  # noqa: BLE001 - telemetry never fails a turn
-            self.record_error(f"cache usage: {exc.__class__.__name__}: {exc}")
+        if prompt and self.core is not None:  # the provider's prompt-cache counts, if any
+            self.core.record_cache_usage(prompt, usage, self.record_error)
 
     def observe_request(self, request_messages: Sequence[Any], tools: Sequence[Any] | None) -> None:
         self.meter.observe_request(request_messages, tools)
@@ -350,12 +329,7 @@ class LcmEngine(SessionCalls, _Base):
         """The threshold in force: the host may have lowered ``threshold_tokens`` itself."""
         return (
             self.threshold_tokens
-            or compute_threshold(
-                self.config,
-                self.model,
-                self.context_length,
-                (self.session_id or "", self.platform or ""),
-            ).tokens
+            or compute_threshold(self.config, self.model, self.context_length, self._who()).tokens
         )
 
     @guarded(_fallback_compress)
@@ -415,9 +389,6 @@ class LcmEngine(SessionCalls, _Base):
         except Exception as exc:  # noqa: BLE001 - a tool error is an answer, not a crash
             self.record_error(f"handle_tool_call {name}: {exc.__class__.__name__}: {exc}")
             return json.dumps({"error": redact(f"{name} failed: {exc.__class__.__name__}: {exc}")})
-
-    def preset_suggestion(self) -> dict[str, Any]:
-        return presets.suggest(int(self.context_length or 0), self.model)
 
     def get_status(self) -> dict[str, Any]:
         try:

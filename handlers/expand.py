@@ -16,7 +16,7 @@ from ..base.display import ELLIPSIS, cut, iso
 from ..base.outputs import line_count
 from ..base.payloads import KIND_OUTPUT
 from ..base.records import StoredMessage, SummaryNode, node_label, parse_node_label
-from ..evidence.refs import Ref
+from ..evidence import Ref
 from .toolkit import Args, Ctx, ToolError, dumps, fit, share
 
 _PLACEHOLDER = re.compile(r"\[lcm-payload ref=([0-9a-f]{24}) mime=(\S+) chars=(\d+)\]")

@@ -15,6 +15,7 @@ from ..base.hostagents import current_kind
 from ..base.setting_rules import parse_threshold_overrides
 from ..base.tokens import count_messages
 from ..sessions.binding import ROLE_FORK
+from . import presets
 from .guard import guarded
 
 if TYPE_CHECKING:
@@ -53,6 +54,14 @@ class SessionCalls:
         def observe_request(
             self, request_messages: Sequence[Any], tools: Sequence[Any] | None
         ) -> None: ...
+
+    def _who(self) -> tuple[str, str]:
+        """The bound session's id and platform (a threshold rule may name them)."""
+        return self.session_id or "", self.platform or ""
+
+    def preset_suggestion(self) -> dict[str, Any]:
+        """The shipped settings preset nearest this model's window (``/lcm preset suggest``)."""
+        return presets.suggest(int(self.context_length or 0), self.model)
 
     @guarded(lambda self, *a, **k: 0)
     def after_reply(self, messages: Sequence[Any]) -> int:
