@@ -18,7 +18,7 @@ from typing import Any
 from .base.patterns import MessagePatterns
 from .base.records import ConversationState
 from .base.scaffold import BlockSeal
-from .base.stats import Stats
+from .base.stats import CacheTally, Stats, add_cache_counts
 from .base.tokens import MESSAGE_OVERHEAD_TOKENS
 from .compaction.passes import CompactionReport, CompactionSettings, Compactor
 from .compaction.prepare import PreparedSummaries, ahead_of, settings_tag
@@ -135,6 +135,7 @@ class LcmCore:
         self.binder = Binder(config, self.store)
         self.stats = Stats()
         self._cache_compactions = 0  # compactions seen at the last reply's cache counts
+        self.cache_tally = CacheTally()
         self.memory = ListMemory(self.store, self.normalizer, self.stats)
         self.items = StoredItems(self.store)
         self._assembly_seconds = 0.0
@@ -156,20 +157,44 @@ class LcmCore:
     ) -> None:
         """One reply's prompt-cache counts (the host's ``cache_read_tokens`` and
         ``cache_write_tokens``), kept for the bound conversation of a session that writes; the
-        replies right after a compaction apart. Telemetry never fails a turn."""
+        replies right after a compaction apart. In memory only: the next ingest writes them
+        (flush_cache_usage), so a reply costs the turn no write. Telemetry never fails a turn."""
         if "cache_read_tokens" not in usage and "cache_write_tokens" not in usage:
             return
         compacted = self.stats.compactions != self._cache_compactions
         self._cache_compactions = self.stats.compactions
         conversation = self.binding.conversation_id
-        if conversation is None or self.binding.mode != MODE_NORMAL or self.store.readonly:
+        if conversation is None or self.binding.mode != MODE_NORMAL:
             return
         try:
             read = int(usage.get("cache_read_tokens") or 0)
             write = int(usage.get("cache_write_tokens") or 0)
-            self.store.add_cache_usage(conversation, prompt, read, write, compacted)
-        except Exception as exc:  # noqa: BLE001 - telemetry never fails a turn
+        except (TypeError, ValueError) as exc:
             on_error(f"cache usage: {exc.__class__.__name__}: {exc}")
+            return
+        self.cache_tally.add(conversation, max(0, prompt), read, write, compacted)
+
+    def flush_cache_usage(self) -> None:
+        """Write the cache counts gathered since the last ingest; a refused write keeps them for
+        the next one, and a read-only store (nothing of it is written) drops them."""
+        taken = self.cache_tally.take()
+        if not taken:
+            return
+        try:
+            if self.store.readonly:
+                return
+            for conversation_id, counts in list(taken.items()):
+                self.store.add_cache_usage(conversation_id, counts)
+                del taken[conversation_id]
+        except Exception as exc:  # noqa: BLE001 - telemetry never fails a turn
+            self.cache_tally.give_back(taken)
+            self.stats.error(f"cache usage: {exc.__class__.__name__}: {exc}")
+
+    def cache_usage(self, conversation_id: int) -> dict[str, dict[str, int]]:
+        """A conversation's prompt-cache totals: what is stored and what is not written yet."""
+        return add_cache_counts(
+            self.store.cache_usage(conversation_id), self.cache_tally.pending(conversation_id)
+        )
 
     def summarize_text(self, sources: Sequence[tuple[str, str]], target: int) -> str:
         """A summary of ``(label, text)`` sources within ``target`` tokens, through this core's
@@ -258,6 +283,7 @@ class LcmCore:
         for the next call, which resumes at the first message not stored (ListMemory.ingest).
         """
         host = HostList(messages, self.seal)
+        self.flush_cache_usage()
         try:
             with self.normalizer.reading(host):
                 stored = self._ingest(host, storable_id(source) or "", deadline)
@@ -277,6 +303,7 @@ class LcmCore:
         write is merged into the database file at once, so a copy of the file alone is complete
         even when the host then leaves by ``os._exit`` (no atexit, no close)."""
         self.finalizing = True
+        self.flush_cache_usage()
         self.store.checkpoint_now()
 
     def _write_failed(self, operation: str, exc: WriteFailed) -> None:

@@ -6,9 +6,66 @@ failure (a refused write is counted here, beside the messages it left unstored).
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+CACHE_FIELDS = ("replies", "input_tokens", "cache_read_tokens", "cache_write_tokens")
+CACHE_PARTS = ("all", "after_compaction")
+
+CacheCounts = dict[str, dict[str, int]]
+
+
+def no_cache_counts() -> CacheCounts:
+    return {part: dict.fromkeys(CACHE_FIELDS, 0) for part in CACHE_PARTS}
+
+
+def add_cache_counts(into: CacheCounts, more: Mapping[str, Mapping[str, int]]) -> CacheCounts:
+    """``into`` with ``more`` added bucket by bucket (negative or missing counts add nothing)."""
+    for part in CACHE_PARTS:
+        bucket, extra = into[part], more.get(part) or {}
+        for name in CACHE_FIELDS:
+            bucket[name] += max(0, int(extra.get(name) or 0))
+    return into
+
+
+class CacheTally:
+    """Replies' prompt-cache counts not written yet, per conversation. A reply only adds to
+    memory (the host calls after every model reply, inside the turn, so no write happens
+    there); the next ingest writes what gathered in one go, and status adds what is still
+    here to what is stored. A process killed before then loses at most one turn's counts."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, CacheCounts] = {}
+        self._lock = threading.Lock()
+
+    def add(
+        self, conversation_id: int, prompt: int, read: int, write: int, compacted: bool
+    ) -> None:
+        one = {"replies": 1, "input_tokens": prompt, "cache_read_tokens": read}
+        one["cache_write_tokens"] = write
+        reply = {"all": one, "after_compaction": one if compacted else {}}
+        with self._lock:
+            add_cache_counts(self._pending.setdefault(conversation_id, no_cache_counts()), reply)
+
+    def take(self) -> dict[int, CacheCounts]:
+        """Everything gathered, which leaves here (``give_back`` it when the write fails)."""
+        with self._lock:
+            taken, self._pending = self._pending, {}
+        return taken
+
+    def give_back(self, taken: Mapping[int, CacheCounts]) -> None:
+        with self._lock:
+            for conversation_id, counts in taken.items():
+                add_cache_counts(
+                    self._pending.setdefault(conversation_id, no_cache_counts()), counts
+                )
+
+    def pending(self, conversation_id: int) -> CacheCounts:
+        with self._lock:
+            return add_cache_counts(no_cache_counts(), self._pending.get(conversation_id) or {})
 
 
 def _now() -> str:

@@ -1040,6 +1040,49 @@ def _host_compaction(details: dict[str, Any]) -> str:
     )
 
 
+def _prompt_cache(details: dict[str, Any]) -> str:
+    """The provider's prefix cache through the real host: the share of each prompt it kept, at
+    compaction turns and in all, for each toolset, the baseline tree beside ours."""
+    rows = [
+        [
+            r["setup"],
+            r["label"],
+            f"{r['first_prompt_tokens']:,}",
+            r["compaction_turns"],
+            r["compaction_share"],
+            r["compaction_share_min"],
+            r["compaction_ceiling"],
+            r["ordinary_share"],
+            r["session_share"],
+            r["engine_cached_share"],
+        ]
+        for r in details["runs"]
+    ]
+    return (
+        _table(
+            [
+                "toolset",
+                "tree",
+                "first prompt tokens",
+                "compaction turns",
+                "cached share at compaction turns",
+                "min",
+                "cacheable at most",
+                "ordinary turns",
+                "whole session",
+                "lcm_status says",
+            ],
+            rows,
+        )
+        + f"\n\n{details['turns']} turns of about 550 tokens each, summaries answered after "
+        f'{details["summary_seconds"]:g} s. "before": the summary block drew a fresh nonce at '
+        'each rendering; "after": the conversation\'s own nonce, so a compaction leaves '
+        'everything before its new summary byte for byte as it was. "cacheable at most": the '
+        "prefix before the first summary the turn before did not have; the fresh tail after it "
+        "sits at new offsets, which no prefix cache reuses."
+    )
+
+
 def _ab(details: dict[str, Any]) -> str:
     """The figures of one benchmark on two revisions: each side's runs, their medians, the ratio."""
 
@@ -1077,6 +1120,10 @@ def _ab(details: dict[str, Any]) -> str:
 _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "ab_steady_state": ("Per-turn overhead, the code before and after a change", _ab),
     "host_compaction": ("Compaction off the turn, through the real host", _host_compaction),
+    "prompt_cache": (
+        "The provider's prompt cache at compaction, through the real host",
+        _prompt_cache,
+    ),
     "steady_state": ("Per-turn overhead", _steady),
     "ingest_growth": ("Ingest-only turn as a raw history grows", _growth),
     "search": ("Search latency and database size", _search),

@@ -205,7 +205,7 @@ def core_status(core: LcmCore) -> dict[str, Any]:
                 "context_summaries": [n.node_id for n in context],
                 "context_summary_tokens": sum(n.tokens for n in context),
                 "summaries_by_depth": core.dag.depth_counts(state.id),
-                "prompt_cache": cache_view(core.store.cache_usage(state.id)),
+                "prompt_cache": cache_view(core.cache_usage(state.id)),
             }
         )
     return info

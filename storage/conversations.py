@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..base.records import ConversationState, SessionInfo
 from ..base.redact import clip, redact
+from ..base.stats import CACHE_FIELDS, add_cache_counts, no_cache_counts
 from .connection import SqliteConnection
 
 # The integer key (schema 4) of the session ``s`` (a ``sessions`` row) in ``messages.session_key``.
@@ -182,20 +184,14 @@ class ConversationQueries(SqliteConnection):
             )
 
     def add_cache_usage(
-        self, conversation_id: int, prompt: int, cache_read: int, cache_write: int, compacted: bool
+        self, conversation_id: int, counts: Mapping[str, Mapping[str, int]]
     ) -> None:
-        """One reply's input tokens and the provider's prompt-cache counts, added to the
-        conversation's totals (those of replies right after a compaction kept apart too)."""
+        """Replies' input tokens and the provider's prompt-cache counts (``base.stats`` buckets:
+        all replies, and those right after a compaction), added to the conversation's totals."""
         key = f"cache_usage:{conversation_id}"
         with self.write() as db:
             row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-            totals = _cache_totals(row[0] if row else None)
-            for part in ("all", "after_compaction") if compacted else ("all",):
-                bucket = totals[part]
-                bucket["replies"] += 1
-                bucket["input_tokens"] += max(0, prompt)
-                bucket["cache_read_tokens"] += max(0, cache_read)
-                bucket["cache_write_tokens"] += max(0, cache_write)
+            totals = add_cache_counts(_cache_totals(row[0] if row else None), counts)
             db.execute(
                 "INSERT INTO meta(key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
@@ -213,11 +209,9 @@ class ConversationQueries(SqliteConnection):
                 rows = db.execute(
                     "SELECT value FROM meta WHERE substr(key, 1, 12)='cache_usage:'"
                 ).fetchall()
-        totals = _cache_totals(None)
+        totals = no_cache_counts()
         for (value,) in rows:
-            for part, bucket in _cache_totals(value).items():
-                for name, count in bucket.items():
-                    totals[part][name] += count
+            add_cache_counts(totals, _cache_totals(value))
         return totals
 
     def record_event(
@@ -239,19 +233,16 @@ class ConversationQueries(SqliteConnection):
         return [(float(r[0]), str(r[1]), str(r[2]), redact(str(r[3]))) for r in rows]
 
 
-_CACHE_FIELDS = ("replies", "input_tokens", "cache_read_tokens", "cache_write_tokens")
-
-
 def _cache_totals(value: str | None) -> dict[str, dict[str, int]]:
     """Stored totals (JSON) as counts; anything unreadable counts as none yet."""
-    totals = {part: dict.fromkeys(_CACHE_FIELDS, 0) for part in ("all", "after_compaction")}
+    totals = no_cache_counts()
     try:
         stored = json.loads(value) if value else {}
     except ValueError:
         stored = {}
     for part, bucket in totals.items():
         found = stored.get(part) if isinstance(stored, dict) else None
-        for name in _CACHE_FIELDS:
+        for name in CACHE_FIELDS:
             raw = found.get(name) if isinstance(found, dict) else 0
             bucket[name] = int(raw) if isinstance(raw, int) and raw >= 0 else 0
     return totals

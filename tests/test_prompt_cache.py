@@ -15,6 +15,7 @@ from hermes_lcm.base.tokens import count_messages
 from hermes_lcm.cli.main import main
 from hermes_lcm.viewer.data import collect
 
+from .backends import raw_sql
 from .conftest import new_engine
 from .convo import conversation
 
@@ -41,6 +42,7 @@ def test_cache_counts_are_kept_per_conversation_and_shown(tmp_path: Path, backen
     assert shown["cached_share"] == 0.6 and shown["cached_share_after_compaction"] == 0.2
     assert shown["cache_write_tokens"] == 200
     assert json.loads(engine.handle_tool_call("lcm_status", {}))["prompt_cache"] == shown
+    engine.ingest_host(host)  # the turn's end writes what its replies gathered
     where = backend_env.get("LCM_DATABASE_URL") or str(tmp_path / "lcm.db")
     out = io.StringIO()
     assert main(["--db", where, "--format", "json", "status"], out=out) == 0
@@ -48,6 +50,47 @@ def test_cache_counts_are_kept_per_conversation_and_shown(tmp_path: Path, backen
     assert core.binding.conversation_id is not None
     page = collect(core.store, core.binding.conversation_id, generated_at=0.0, database_path=where)
     assert page.meta["prompt_cache"]["cached_share_after_compaction"] == 0.2
+
+
+def test_a_reply_writes_nothing_and_the_next_ingest_writes_its_counts(
+    tmp_path: Path, backend_env
+) -> None:
+    engine = new_engine(tmp_path, 10**9, "s1", **backend_env)
+    core = engine.core
+    assert core is not None
+    engine.ingest_host([m for turn in conversation(3, 2) for m in turn])
+    cid = core.binding.conversation_id
+    assert cid is not None
+    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 700})
+    assert core.store.cache_usage(cid)["all"]["replies"] == 0  # nothing written in the turn
+    assert engine.get_status()["prompt_cache"]["cached_share"] == 0.7  # yet status counts it
+    engine.ingest_host([m for turn in conversation(3, 3) for m in turn])
+    assert core.store.cache_usage(cid)["all"]["cache_read_tokens"] == 700
+    assert engine.get_status()["prompt_cache"]["replies"] == 1  # written once, counted once
+    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 100})
+    core.finalize()  # the session's end writes the rest
+    assert core.store.cache_usage(cid)["all"]["replies"] == 2
+
+
+def test_a_refused_write_keeps_the_counts_for_the_next_ingest(tmp_path: Path) -> None:
+    engine = new_engine(tmp_path, 10**9, "s1")
+    core = engine.core
+    assert core is not None
+    engine.ingest_host([m for turn in conversation(3, 2) for m in turn])
+    cid = core.binding.conversation_id
+    assert cid is not None
+    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 500})
+    refuse = "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    raw_sql(core.store.path, f"CREATE TRIGGER full_i BEFORE INSERT ON meta {refuse}")
+    raw_sql(core.store.path, f"CREATE TRIGGER full_u BEFORE UPDATE ON meta {refuse}")
+    engine.ingest_host([m for turn in conversation(3, 3) for m in turn])  # the turn goes on
+    assert any("cache usage" in e for e in core.stats.errors)
+    assert core.store.cache_usage(cid)["all"]["replies"] == 0
+    assert engine.get_status()["prompt_cache"]["cache_read_tokens"] == 500  # kept in memory
+    raw_sql(core.store.path, "DROP TRIGGER full_i")
+    raw_sql(core.store.path, "DROP TRIGGER full_u")
+    engine.ingest_host([m for turn in conversation(3, 4) for m in turn])
+    assert core.store.cache_usage(cid)["all"]["cache_read_tokens"] == 500
 
 
 def test_a_stateless_session_keeps_no_counts(tmp_path: Path, backend_env) -> None:

@@ -5,6 +5,8 @@ Serves on 127.0.0.1 with an ephemeral port, one thread per connection:
 * ``POST /v1/chat/completions`` - plain JSON, or SSE when the body says ``"stream": true``.
   Every answer carries a ``usage`` block whose ``prompt_tokens`` is an o200k count of the
   request (messages + tool schemas), so the host's real-usage bookkeeping sees realistic numbers.
+  With ``prefix_cache=True`` it also reports ``prompt_tokens_details.cached_tokens`` the way an
+  automatic prefix cache would (:class:`PrefixCache`).
 * ``GET /v1/models`` (and ``/v1/models/<id>``) - the fake model with its context length.
 * anything else - 404 (the host probes ``/api/show``, ``/api/v1/models``, ... and copes).
 
@@ -60,6 +62,14 @@ def _count_request_tokens(messages: list[dict[str, Any]], tools: list[Any] | Non
     return total
 
 
+def _count_text_tokens(text: str) -> int:
+    try:
+        from hermes_lcm.base.tokens import count_tokens
+    except Exception:  # pragma: no cover - fallback when the package is not importable
+        return max(1, len(text) // 4)
+    return count_tokens(text)
+
+
 def text_of(content: Any) -> str:
     if content is None:
         return ""
@@ -82,6 +92,7 @@ class Recorded:
     at: float
     reply: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
+    cached_tokens: int = 0
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -117,6 +128,53 @@ class Reply:
 
 
 Policy = Callable[[Recorded], Reply]
+
+
+class PrefixCache:
+    """A provider's automatic prompt cache, as OpenAI documents it: a request reuses the longest
+    prefix it shares with any earlier request, counted in 128-token blocks and only from 1,024
+    tokens on. The prefix is the request as a provider renders it: tool schemas first, then the
+    messages in order, each serialized canonically, so one changed byte anywhere cuts the cache
+    at that point. No expiry: the runs are short and an expiry would only blur the comparison."""
+
+    MIN_TOKENS = 1024
+    BLOCK = 128
+
+    def __init__(self) -> None:
+        self._seen: list[str] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def render(body: dict[str, Any]) -> str:
+        parts = [json.dumps(body.get("tools") or [], sort_keys=True, ensure_ascii=False)]
+        parts += [
+            json.dumps(m, sort_keys=True, ensure_ascii=False) for m in body.get("messages") or []
+        ]
+        return "\n".join(parts)
+
+    @staticmethod
+    def _shared(a: str, b: str) -> int:
+        """Length of the common prefix, by bisection over slice comparisons (C speed)."""
+        lo, hi = 0, min(len(a), len(b))
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if a[:mid] == b[:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def cached_tokens(self, body: dict[str, Any], prompt_tokens: int) -> int:
+        text = self.render(body)
+        with self._lock:
+            best = max((self._shared(text, seen) for seen in self._seen), default=0)
+            self._seen.append(text)
+        if not best:
+            return 0
+        tokens = min(prompt_tokens, _count_text_tokens(text[:best]))
+        if tokens < self.MIN_TOKENS:
+            return 0
+        return tokens - tokens % self.BLOCK
 
 
 def sequence_problems(messages: list[dict[str, Any]]) -> list[str]:
@@ -259,8 +317,10 @@ class StubLLM:
         *,
         model: str = FAKE_MODEL,
         context_length: int = FAKE_CONTEXT_LENGTH,
+        prefix_cache: bool = False,
     ) -> None:
         self.policy: Policy = policy or directive_policy
+        self.cache: PrefixCache | None = PrefixCache() if prefix_cache else None
         self.model = model
         self.context_length = context_length
         self._lock = threading.Lock()
@@ -397,11 +457,14 @@ class StubLLM:
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
             completion_tokens = max(1, len((reply.text or "") + json.dumps(reply.tool_args)) // 4)
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         }
+        if self.cache is not None:
+            rec.cached_tokens = self.cache.cached_tokens(body, prompt_tokens)
+            usage["prompt_tokens_details"] = {"cached_tokens": rec.cached_tokens}
         rec.reply = message
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
@@ -440,7 +503,7 @@ class StubLLM:
         return {"role": "assistant", "content": reply.text}
 
     def _send_stream(
-        self, h: BaseHTTPRequestHandler, message: dict[str, Any], finish: str, usage: dict[str, int]
+        self, h: BaseHTTPRequestHandler, message: dict[str, Any], finish: str, usage: dict[str, Any]
     ) -> None:
         cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
         created = int(time.time())
