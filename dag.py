@@ -73,7 +73,7 @@ class Dag:
 
     def nodes_page(
         self,
-        conversation_id: int,
+        conversation_id: int | None,
         depth: int | None,
         after_id: int,
         limit: int,

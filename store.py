@@ -303,7 +303,7 @@ class SummaryStore(Protocol):
     def depth_counts(self, conversation_id: int | None) -> dict[int, int]: ...
     def summaries_page(
         self,
-        conversation_id: int,
+        conversation_id: int | None,
         depth: int | None,
         after_id: int,
         limit: int,

@@ -59,16 +59,18 @@ def register(subparsers: Subparsers) -> None:
         subparsers,
         "summaries",
         summaries,
-        "summary nodes: 'list' a conversation's, or 'show' one with lineage",
+        "summary nodes: 'list' them (the default), or 'show' one with lineage",
     )
     sm.add_argument(
         "mode",
+        nargs="?",
+        default="list",
         choices=("list", "show"),
         metavar="list|show",
-        help="list: a conversation's nodes; show: one node, its lineage and sources",
+        help="list (the default): nodes, oldest first; show: one node, its lineage and sources",
     )
     sm.add_argument("node", nargs="?", help="node id for show (S12)")
-    common.conversation(sm, "the conversation to list (list needs it)")
+    common.conversation(sm, "list only this conversation's nodes (else every conversation's)")
     sm.add_argument(
         "--depth", type=ID, metavar="N", help="list only nodes of this depth (0: over messages)"
     )
@@ -162,8 +164,6 @@ def _node_or_fail(dag: Dag, label: str) -> SummaryNode:
 def summaries(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     dag = Dag(store)
     if args.mode == "list":
-        if args.conversation is None:
-            raise CliError("summaries list needs --conversation", EXIT_USAGE)
         limit = page_limit(args.limit)
         since = time.time() - args.recency if args.recency is not None else None
         nodes = dag.nodes_page(args.conversation, args.depth, args.after or 0, limit, since)

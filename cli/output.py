@@ -83,10 +83,16 @@ KEY_COLUMNS = frozenset(
         "parent_id",
         "child_id",
         "ref",
+        "key",
+        "session_key",
     }
 )
-# What a column other than those keeps at the least on a narrow terminal, and the room between columns.
+# The text a row is about: what a narrow terminal keeps longest of the other columns, cut to fit.
+TEXT_COLUMNS = frozenset({"content", "snippet", "text", "preview", "summary", "detail", "reason"})
+# What a column other than those keeps at the least on a narrow terminal (a text column more,
+# or its cut would say nothing), and the room between columns.
 _MIN_OTHER = 8
+_MIN_TEXT = 30
 _GAP = 3
 
 
@@ -109,16 +115,36 @@ def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = 
     fits = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
     keys = {c for c in columns if c in KEY_COLUMNS} | {columns[0]}
     shown, left_out = list(columns), []
+    constant: dict[str, str] = {}
     if width is not None:
+        squeezed: dict[str, int] = {}  # a text column kept narrower than _MIN_TEXT: its room
+
+        def least(c: str) -> int:
+            if c in keys or c.endswith("_at"):  # a time cut short says nothing: whole or left out
+                return fits[c]
+            if c in squeezed:
+                return squeezed[c]
+            return min(fits[c], _MIN_TEXT if c in TEXT_COLUMNS else _MIN_OTHER)
 
         def need(names: list[str]) -> int:
-            return sum(
-                fits[c] if c in keys else min(fits[c], _MIN_OTHER) for c in names
-            ) + _GAP * len(names)
+            return sum(least(c) for c in names) + _GAP * len(names)
 
+        if need(shown) > width and len(rows) > 1:  # a value every row has: said once, under it
+            for c in columns[1:]:
+                if len(set(cells[c])) == 1 and cells[c][0] not in ("", "null"):
+                    constant[c] = cells[c][0]
+                    shown.remove(c)
         while need(shown) > width and any(c not in keys for c in shown):
             others = [c for c in reversed(shown) if c not in keys]
-            drop = next((c for c in others if _minor(c)), others[0])  # times and counts go first
+            drop = next(  # times and counts go first, the row's text last
+                (c for c in others if _minor(c)),
+                next((c for c in others if c not in TEXT_COLUMNS), others[0]),
+            )
+            if drop in TEXT_COLUMNS and drop not in squeezed:
+                spare = width - need([c for c in shown if c != drop]) - _GAP
+                if spare >= _MIN_OTHER:  # some of the text beats none of it
+                    squeezed[drop] = spare
+                    continue
             left_out.append(drop)
             shown.remove(drop)
         left_out = [c for c in columns if c in left_out]
@@ -126,14 +152,15 @@ def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = 
         "    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True
     )  # header, then a '-' rule
     plural = "s" if len(left_out) > 1 else ""
-    caption = (
-        (
+    notes = []
+    if constant:
+        notes.append("(in every row: " + ", ".join(f"{c} {v}" for c, v in constant.items()) + ")")
+    if left_out:
+        notes.append(
             f"({len(left_out)} column{plural} left out to fit {width} columns: {', '.join(left_out)}; "
             "--format json has every column)"
         )
-        if left_out
-        else None
-    )
+    caption = "\n".join(notes) or None
     grid = Table(
         box=rule,
         show_edge=False,
@@ -149,6 +176,7 @@ def table(rows: list[dict[str, Any]], colour: bool = False, width: int | None = 
             - sum(fits[c] + _GAP for c in shown if c in keys)
             - _GAP * sum(c not in keys for c in shown),
             {c: fits[c] for c in shown if c not in keys},
+            {c: least(c) for c in shown if c not in keys},
         )
         if width is not None
         else dict(fits)
@@ -188,17 +216,22 @@ def _minor(column: str) -> bool:
     )
 
 
-def _share(total: int, wants: dict[str, int]) -> dict[str, int]:
+def _share(total: int, wants: dict[str, int], least: dict[str, int]) -> dict[str, int]:
     """``total`` columns of width shared out: each gets what it wants when all fit, else the
-    narrow ones theirs and the rest an equal share (at least :data:`_MIN_OTHER`)."""
+    narrow ones theirs and the rest an equal share, none less than its ``least``."""
     out: dict[str, int] = {}
     left = dict(wants)
     while left:
-        fair = max(_MIN_OTHER, (total - sum(out.values())) // len(left))
-        small = {c: w for c, w in left.items() if w <= fair}
+        fair = (total - sum(out.values())) // len(left)
+        small = {c: w for c, w in left.items() if w <= max(fair, least[c])}
         if not small:
-            out.update({c: fair for c in left})
-            break
+            floor = {c: least[c] for c in left if least[c] >= fair}
+            if not floor:
+                out.update({c: fair for c in left})
+                break
+            out.update(floor)  # a text column's least first, the rest share what is left
+            left = {c: w for c, w in left.items() if c not in floor}
+            continue
         out.update(small)
         left = {c: w for c, w in left.items() if c not in small}
     return out

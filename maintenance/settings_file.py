@@ -63,6 +63,26 @@ def get_setting(name: str, env: Mapping[str, str], home: Path) -> dict[str, Any]
     }
 
 
+def all_settings(env: Mapping[str, str], home: Path, changed_only: bool = False) -> dict[str, Any]:
+    """Every setting with its value and source, one row each (``lcm config get`` without a key;
+    a setting's variable is ``LCM_`` and its name upper-cased, and ``get KEY`` says it);
+    ``changed_only``: only those set in the environment or config.yaml."""
+    loaded = load_for_home(env, home)
+    rows = []
+    for name in FIELDS:
+        source = loaded.sources.get(name)
+        if changed_only and not source:
+            continue
+        rows.append(
+            {
+                "setting": name,
+                "value": getattr(loaded.config, name),
+                "source": _SOURCES.get(source or "", source or "default"),
+            }
+        )
+    return {"items": rows, **({"problems": list(loaded.problems)} if loaded.problems else {})}
+
+
 def set_setting(name: str, text: str, env: Mapping[str, str], home: Path) -> dict[str, Any]:
     spec = field_named(name)
     try:

@@ -197,23 +197,24 @@ class SummaryQueries(SqliteConnection):
 
     def summaries_page(
         self,
-        conversation_id: int,
+        conversation_id: int | None,
         depth: int | None,
         after_id: int,
         limit: int,
         since: float | None = None,
     ) -> list[SummaryNode]:
-        """A conversation's nodes by id after ``after_id``; of one ``depth``, made at ``since``
-        or later (``lcm summaries --recency``) when given."""
-        scope, args = "", list[Any]([conversation_id])
+        """Nodes by id after ``after_id``: a conversation's (every one's for None); of one
+        ``depth``, made at ``since`` or later (``lcm summaries --recency``) when given."""
+        scope, args = "", list[Any]()
+        if conversation_id is not None:
+            scope, args = scope + " AND conversation_id=?", [*args, conversation_id]
         if depth is not None:
             scope, args = scope + " AND depth=?", [*args, depth]
         if since is not None:
             scope, args = scope + " AND created_at>=?", [*args, since]
         return self._nodes(
-            f"SELECT {NODE_COLUMNS} FROM summaries WHERE conversation_id=?{scope} AND id>? "
-            "ORDER BY id LIMIT ?",
-            (*args, after_id, limit),
+            f"SELECT {NODE_COLUMNS} FROM summaries WHERE id>?{scope} ORDER BY id LIMIT ?",
+            (after_id, *args, limit),
         )
 
     def node_ids_by_route(self, conversation_id: int, prefix: str) -> dict[str, int]:

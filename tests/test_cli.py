@@ -616,3 +616,54 @@ def test_grep_snippets_start_just_before_the_match_and_scores_are_never_negative
     assert (
         str(score(-0.0000001)) == "0.0" and str(score(-0.0004)) == "0.0" and score(0.12345) == 0.123
     )
+
+
+def _on_terminal(db: Path, monkeypatch: pytest.MonkeyPatch, columns: int, *argv: str) -> str:
+    import re
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = _Terminal()
+    assert main(["--db", str(db), "--format", "table", *argv], out=out) == 0
+    return re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("argv", "text"),
+    [
+        (["messages", "tail", "--conversation", "1"], "content"),
+        (["grep", "marker"], "snippet"),
+        (["summaries", "--conversation", "1"], "content"),
+    ],
+)
+def test_an_80_column_terminal_keeps_the_text_a_row_is_about(file_db, monkeypatch, argv, text):
+    """The row's text (a message's content, a hit's snippet) is the last column a narrow terminal
+    gives up; a value every row shares (one conversation, one session) is said once under the
+    table instead of taking a column."""
+    page = _on_terminal(file_db, monkeypatch, 80, *argv)
+    header = next(line.split() for line in page.splitlines() if text in line.split())
+    assert text in header, page[:1500]
+    if argv[0] == "messages":
+        assert "conversation_id" not in header and "(in every row: conversation_id 1" in page
+
+
+def test_a_time_is_whole_or_left_out(file_db, monkeypatch):
+    import re
+
+    for columns in (80, 120, 200):
+        page = _on_terminal(file_db, monkeypatch, columns, "conversations")
+        assert not re.search(r"\b20\d\d-[0-9-]*…", page), (columns, page[:1500])
+        shown = re.findall(r"\b20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ\b", page)
+        assert shown or "created_at" in page.split("left out", 1)[-1], (columns, page[:1500])
+
+
+def test_summaries_lists_by_default_and_across_conversations(db):
+    """``lcm summaries --recency 7d`` as lossless-claw users type it: no ``list``, no
+    ``--conversation`` needed (every conversation's nodes, oldest first)."""
+    code, every = run(db, "summaries")
+    assert code == 0 and every["items"]
+    per = [run(db, "summaries", "list", "--conversation", c)[1]["items"] for c in ("1", "2")]
+    assert [r["node_id"] for r in every["items"]] == sorted(
+        (r["node_id"] for r in per[0] + per[1]), key=lambda n: int(n[1:])
+    )
+    code, recent = run(db, "summaries", "--recency", "7d")
+    assert code == 0 and recent["items"] == every["items"]

@@ -93,6 +93,29 @@ def test_sources_env_wins_and_says_so(tmp_path: Path, monkeypatch: pytest.Monkey
     assert stat.S_IMODE((tmp_path / "config.yaml").stat().st_mode) == 0o600
 
 
+def test_get_without_a_key_lists_every_setting_and_changed_only_the_set_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config.yaml").write_text("lcm:\n  freshTailCount: 7\n", encoding="utf-8")
+    monkeypatch.setenv("LCM_LEAF_CHUNK_TOKENS", "9000")
+    code, every = lcm(tmp_path, monkeypatch, "config", "get")
+    names = [r["setting"] for r in every["items"]]
+    assert code == 0 and len(names) == len(set(names)) > 50 and "problems" not in every
+    by_name = {r["setting"]: r for r in every["items"]}
+    assert (by_name["fresh_tail_count"]["value"], by_name["fresh_tail_count"]["source"]) == (
+        7,
+        "config.yaml",
+    )
+    assert by_name["compaction_mode"]["source"] == "default"
+    code, changed = lcm(tmp_path, monkeypatch, "config", "get", "--changed")
+    assert {(r["setting"], r["source"]) for r in changed["items"]} == {
+        ("fresh_tail_count", "config.yaml"),
+        ("leaf_chunk_tokens", "environment"),
+    }
+    code, _ = lcm(tmp_path, monkeypatch, "config", "set", "fresh_tail_count")
+    assert code == 2  # set needs a key and a value
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

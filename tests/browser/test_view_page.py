@@ -217,7 +217,9 @@ def test_the_compactions_tab_and_header_show_everything_a_person_reads(
         assert box[0] <= box[1] + 1 and box[2] <= box[3] + 1, box  # the whole line is on screen
         narrow = page.eval_on_selector_all(
             "#dag .node.depth-0",
-            "els => els.filter(e => e.offsetWidth >= 16 && !e.textContent).length",
+            # the box's content width (its padding and border hold no text)
+            "els => els.filter(e => parseFloat(getComputedStyle(e).width) >= 16"
+            " && !e.textContent).length",
         )
         assert narrow == 0
         _show_tab(page, "timeline")
