@@ -3,5 +3,7 @@
 (``rotate``), retention (``retention``), secrets in old history rewritten (``scrub``), large tool
 rows moved to files afterwards (``backfill``), payload files no row names (``payload_gc``), the
 payload refs' upgrade to keyed, granted refs (``payload_rekey``), PostgreSQL backups
-(``pg_backup``) and the host's review-fork turns removed (``fork_turns``).
+(``pg_backup``), the host's review-fork turns removed (``fork_turns``), broken summaries found
+and made again (``summary_health``), and a summary rewritten from its sources for both
+(``rebuild``).
 """

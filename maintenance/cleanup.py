@@ -18,6 +18,7 @@ from ..base.patterns import SessionPatterns
 from ..store import Store
 from . import fork_turns
 from .backups import MaintenanceError, backup
+from .rebuild import Rebuild
 
 
 def lifecycle_scan(
@@ -125,7 +126,7 @@ def harness_apply(
     directory: str | os.PathLike[str],
     *,
     allowed: bool,
-    rebuild: fork_turns.Rebuild | None = None,
+    rebuild: Rebuild | None = None,
 ) -> dict[str, Any]:
     plan = fork_turns.scan(store)
     if plan["status"] == "noop":

@@ -13,19 +13,17 @@ and the context stay as they were, so lineage holds; no other row changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ..base.hostagents import harness_prompts
-from ..compaction.summarize import CallGuard, SourceItem, summarize
 from ..store import Store
+from .rebuild import Rebuild, extractive_rebuild, leaves_first, node_sources
 
 # Text of a summary none of whose sources is left after the cleanup (its node stays: lineage holds).
 HARNESS_ONLY_NOTE = (
     "(This summary covered only a host review turn, removed by lcm doctor clean harness.)"
 )
-# (source texts as (label, text), the most tokens the new text may have) -> the new text.
-Rebuild = Callable[[Sequence[tuple[str, str]], int], str]
 _PRIVATE = ("message_ids", "leaf_ids", "above_ids")
 
 
@@ -67,18 +65,12 @@ def apply(
     remake = rebuild or extractive_rebuild
     saved = take_backup()
     deleted = store.delete_messages(plan["message_ids"])
-    for node_id in plan["leaf_ids"]:
-        node = store.summary(node_id)
-        sources = [(f"#{m.id} {m.role}", m.content) for m in store.summary_sources(node_id)]
-        if node is not None:
-            store.rewrite_text(
-                "summaries", node_id, remake(sources, node.tokens) if sources else HARNESS_ONLY_NOTE
-            )
+    leaves = [n for n in (store.summary(i) for i in plan["leaf_ids"]) if n is not None]
     above = [n for n in (store.summary(i) for i in plan["above_ids"]) if n is not None]
-    for node in sorted(above, key=lambda n: (n.depth, n.id)):
-        children = [(c.node_id, c.content) for c in store.child_summaries(node.id)]
+    for node in leaves + leaves_first(above):
+        sources = node_sources(store, node)
         store.rewrite_text(
-            "summaries", node.id, remake(children, node.tokens) if children else HARNESS_ONLY_NOTE
+            "summaries", node.id, remake(sources, node.tokens) if sources else HARNESS_ONLY_NOTE
         )
     return {
         "status": "applied",
@@ -87,20 +79,6 @@ def apply(
         "summaries_rebuilt": len(plan["leaf_ids"]) + len(above),
         "after": public(scan(store)),
     }
-
-
-def extractive_rebuild(sources: Sequence[tuple[str, str]], target: int) -> str:
-    """The offline summarizer's text for ``sources`` within ``target`` tokens (no LLM, no network)."""
-    items = [SourceItem(label, text) for label, text in sources]
-    return summarize(
-        items,
-        depth=0,
-        target_tokens=max(16, target),
-        focus=None,
-        routes=[],
-        guard=CallGuard(),
-        deadline=None,
-    ).text
 
 
 def public(plan: dict[str, Any]) -> dict[str, Any]:

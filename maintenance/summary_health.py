@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..compaction.fitting import FOOTER_PREFIX
 from ..compaction.prompts import clean_answer, is_refusal
 from ..store import Store
 from .backups import backup
-from .fork_turns import Rebuild, extractive_rebuild
+from .rebuild import Rebuild, extractive_rebuild, leaves_first, node_sources, source_tokens
 
 # A summary's text is only this suspicious when it is short: a long summary may well mention an
 # error the conversation was about.
@@ -70,63 +70,46 @@ def problem(node: SummaryNode, source_tokens: Callable[[], int]) -> str | None:
     return None
 
 
-def _source_tokens(store: Store, node: SummaryNode) -> int:
-    if node.depth == 0:
-        return sum(m.tokens for m in store.summary_sources(node.id))
-    return sum(c.tokens for c in store.child_summaries(node.id))
-
-
-def scan(store: Store, conversation_id: int | None = None) -> dict[str, Any]:
-    """The broken summaries, per conversation (all of them, or one)."""
-    conversations = (
-        [conversation_id]
-        if conversation_id is not None
-        else [c["id"] for c in _all_conversations(store)]
-    )
+def scan(
+    store: Store, conversation_id: int | None = None, newest: int | None = None
+) -> dict[str, Any]:
+    """The broken summaries, per conversation (every one's, or one's); ``newest``: only the
+    newest that many of the store (doctor's bound: a check costs about 40 microseconds a
+    summary, and a repair checks them all)."""
+    start = store.summary_id_before_newest(newest) if newest is not None else 0
     broken: list[dict[str, Any]] = []
-    checked = 0
-    for cid in conversations:
-        after = 0
-        while True:
-            nodes = store.summaries(cid, 1000, after)
-            if not nodes:
-                break
-            for node in nodes:
-                checked += 1
-                why = problem(node, lambda n=node: _source_tokens(store, n))  # type: ignore[misc]
-                if why:
-                    broken.append(
-                        {
-                            "conversation_id": cid,
-                            "node_id": node.node_id,
-                            "id": node.id,
-                            "depth": node.depth,
-                            "reason": why,
-                            "text": node.content[:120],
-                        }
-                    )
-            after = nodes[-1].id
+    checked, after = 0, start
+    while True:
+        nodes = store.summaries_page(conversation_id, None, after, 1000)
+        if not nodes:
+            break
+        for node in nodes:
+            checked += 1
+            why = problem(node, lambda n=node: source_tokens(store, n))  # type: ignore[misc]
+            if why:
+                broken.append(
+                    {
+                        "conversation_id": node.conversation_id,
+                        "node_id": node.node_id,
+                        "id": node.id,
+                        "depth": node.depth,
+                        "reason": why,
+                        "text": node.content[:120],
+                    }
+                )
+        after = nodes[-1].id
     per: dict[int, int] = {}
     for b in broken:
         per[b["conversation_id"]] = per.get(b["conversation_id"], 0) + 1
     return {
         "status": "ready" if broken else "noop",
         "checked": checked,
+        "only_newest": bool(start),
         "broken": len(broken),
         "conversations": [{"conversation_id": c, "broken": n} for c, n in sorted(per.items())],
         "summaries": [{k: v for k, v in b.items() if k != "id"} for b in broken[:MAX_LISTED]],
         "ids": [b["id"] for b in broken],
     }
-
-
-def _all_conversations(store: Store) -> list[dict[str, Any]]:
-    out, after = [], 0
-    while True:
-        page = store.conversations_page(after, 500)
-        out += page
-        if len(page) < 500:
-            return out
-        after = page[-1]["id"]
 
 
 def public(plan: dict[str, Any]) -> dict[str, Any]:
@@ -166,14 +149,9 @@ def apply(
         return {"status": "noop", "repaired": 0, "after": public(scan(store))}
     saved = take_backup()
     repaired, failed = [], []
-    for node in sorted(nodes, key=lambda n: (n.depth, n.id)):
-        sources: Sequence[tuple[str, str]] = (
-            [(f"#{m.id} {m.role}", m.content) for m in store.summary_sources(node.id)]
-            if node.depth == 0
-            else [(c.node_id, c.content) for c in store.child_summaries(node.id)]
-        )
-        source_tokens = _source_tokens(store, node)
-        target = max(128, min(1200, source_tokens // 4 or 128))
+    for node in leaves_first(nodes):
+        sources = node_sources(store, node)
+        target = max(128, min(1200, source_tokens(store, node) // 4 or 128))
         text = remake(sources, target) if sources else ""
         if not text.strip():
             failed.append({"node_id": node.node_id, "reason": "no source text to summarize"})

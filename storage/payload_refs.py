@@ -73,28 +73,32 @@ class PayloadRefQueries(SqliteConnection):
                     (message_id, *refs),
                 )
 
+    def _grants(
+        self, where: str, args: Sequence[Any], conversation_ids: Sequence[int] | None, tail: str
+    ) -> list[PayloadGrant]:
+        """Grants matching ``where`` whose row is in reach (None: any conversation's, shared
+        memory; an empty reach has none), ordered and limited by ``tail``."""
+        if conversation_ids is not None and not conversation_ids:
+            return []
+        sql = (
+            "SELECT g.ref, g.message_id, m.conversation_id, g.kind, g.mime FROM payload_refs g "
+            f"JOIN messages m ON m.id = g.message_id WHERE {where}"
+        )
+        params = list(args)
+        if conversation_ids is not None:
+            sql += " AND m.conversation_id IN (SELECT value FROM json_each(?))"
+            params.append(_json_list(int(c) for c in conversation_ids))
+        with self.read() as db:
+            rows = db.execute(f"{sql} {tail}", params).fetchall()
+        return [PayloadGrant(str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
+
     def payload_grant(
         self, ref: str, conversation_ids: Sequence[int] | None
     ) -> PayloadGrant | None:
         """The first grant of ``ref`` to a row of ``conversation_ids`` (None: of any conversation,
         shared memory); None when no row in reach was given it."""
-        sql = (
-            "SELECT g.ref, g.message_id, m.conversation_id, g.kind, g.mime FROM payload_refs g "
-            "JOIN messages m ON m.id = g.message_id WHERE g.ref = ?"
-        )
-        args: list[Any] = [ref]
-        if conversation_ids is not None:
-            if not conversation_ids:
-                return None
-            sql += " AND m.conversation_id IN (SELECT value FROM json_each(?))"
-            args.append(_json_list(int(c) for c in conversation_ids))
-        with self.read() as db:
-            row = db.execute(sql + " ORDER BY g.message_id LIMIT 1", args).fetchone()
-        return (
-            None
-            if row is None
-            else PayloadGrant(str(row[0]), int(row[1]), int(row[2]), str(row[3]), str(row[4]))
-        )
+        found = self._grants("g.ref = ?", [ref], conversation_ids, "ORDER BY g.message_id LIMIT 1")
+        return found[0] if found else None
 
     def output_grants(
         self, conversation_ids: Sequence[int] | None, limit: int
@@ -102,21 +106,12 @@ class PayloadRefQueries(SqliteConnection):
         """The large tool outputs externalized for rows of ``conversation_ids`` (None: of any
         conversation, shared memory), newest first (what ``lcm_grep content_scope=externalized``
         scans)."""
-        sql = (
-            "SELECT g.ref, g.message_id, m.conversation_id, g.kind, g.mime FROM payload_refs g "
-            "JOIN messages m ON m.id = g.message_id WHERE g.kind = ?"
+        return self._grants(
+            "g.kind = ?",
+            [KIND_OUTPUT],
+            conversation_ids,
+            f"ORDER BY g.message_id DESC LIMIT {max(0, int(limit))}",
         )
-        args: list[Any] = [KIND_OUTPUT]
-        if conversation_ids is not None:
-            if not conversation_ids:
-                return []
-            sql += " AND m.conversation_id IN (SELECT value FROM json_each(?))"
-            args.append(_json_list(int(c) for c in conversation_ids))
-        with self.read() as db:
-            rows = db.execute(
-                sql + " ORDER BY g.message_id DESC LIMIT ?", (*args, limit)
-            ).fetchall()
-        return [PayloadGrant(str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
 
     def granted_refs(self, message_ids: Sequence[int]) -> dict[int, set[str]]:
         """The refs each of these rows was granted (rows without any are left out)."""

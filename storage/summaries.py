@@ -195,6 +195,15 @@ class SummaryQueries(SqliteConnection):
             ).fetchall()
         return {int(d): int(n) for d, n in rows}
 
+    def summary_id_before_newest(self, newest: int) -> int:
+        """The id just below the ``newest`` newest summaries (0 when there are no more than
+        that): a scan of the newest ones starts after it."""
+        with self.read() as db:
+            row = db.execute(
+                "SELECT id FROM summaries ORDER BY id DESC LIMIT 1 OFFSET ?", (max(0, newest),)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def summaries_page(
         self,
         conversation_id: int | None,

@@ -444,3 +444,31 @@ def test_broken_summaries_are_found_and_made_again_from_their_sources(tmp_path):
     )
     assert code == 0 and json.loads(out.getvalue())["repaired"] == 1
     assert raw_sql(where, "SELECT content FROM summaries WHERE id=?", (ids[-1],))[0][0].strip()
+
+
+@pytest.mark.both_backends
+def test_doctor_checks_the_newest_summaries_and_a_repair_checks_all(tmp_path, monkeypatch):
+    """Doctor's check is bounded (it runs inside /lcm doctor, where the user waits): it reads the
+    newest summaries and says so; ``doctor repair summaries`` reads every one, in every
+    conversation or in one."""
+    from hermes_lcm.maintenance import checks, summary_health
+
+    engine, _ = engine_with_history(tmp_path, turns=40, threshold=5000)
+    assert engine.core is not None
+    store = engine.core.store
+    where = WHERE.get("LCM_DATABASE_URL") or str(tmp_path / "lcm.db")
+    ids = [int(r[0]) for r in raw_sql(where, "SELECT id FROM summaries ORDER BY id")]
+    assert len(ids) >= 3
+    raw_sql(where, "UPDATE summaries SET content='' WHERE id=?", (ids[0],))  # the oldest
+    monkeypatch.setattr(checks, "DOCTOR_SUMMARIES", 2)
+    check = next(c for c in lcm("doctor")["checks"] if c["name"] == "summaries")
+    assert check["status"] == "ok" and "the newest 2 summaries" in check["detail"]
+    bounded = summary_health.scan(store, newest=2)
+    assert (bounded["checked"], bounded["only_newest"], bounded["broken"]) == (2, True, 0)
+    full = summary_health.scan(store)
+    assert (full["checked"], full["only_newest"], full["broken"]) == (len(ids), False, 1)
+    assert summary_health.scan(store, newest=len(ids))["only_newest"] is False
+    cid = int(raw_sql(where, "SELECT conversation_id FROM summaries WHERE id=?", (ids[0],))[0][0])
+    assert summary_health.scan(store, cid)["broken"] == 1
+    assert summary_health.scan(store, cid + 1000)["checked"] == 0
+    assert lcm("doctor repair summaries")["broken"] == 1
