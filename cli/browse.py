@@ -93,6 +93,11 @@ def register(subparsers: Subparsers) -> None:
     e.add_argument(
         "--message", type=ID, metavar="STORE_ID", help="a message's store_id: its exact content"
     )
+    e.add_argument(
+        "--ref",
+        metavar="REF",
+        help="a large tool output kept as a payload (the ref in its stub): its whole text, paged",
+    )
     common.source_window(e)
     e.add_argument(
         "--content-offset",
@@ -206,8 +211,10 @@ def expand_node(
 
 
 def expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-    if (args.node is None) == (args.message is None):
-        raise CliError("give exactly one of --node or --message", EXIT_USAGE)
+    if sum(x is not None for x in (args.node, args.message, args.ref)) != 1:
+        raise CliError("give exactly one of --node, --message or --ref", EXIT_USAGE)
+    if args.ref is not None:
+        return expand_payload(store, args.ref.strip(), args)
     dag = Dag(store)
     if args.node is not None:
         return expand_node(store, dag, _node_or_fail(dag, args.node), args)
@@ -229,3 +236,39 @@ def expand(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     if offset or row["truncated"]:
         row.pop("exact")
     return row
+
+
+def expand_payload(store: Store, ref: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A payload's text from ``--content-offset``, ``--max-chars`` of it: one the engine kept
+    for a stored row (its grant); a ref no row was given reads as one that does not exist."""
+    from ..maintenance.payload_rekey import reading_guard
+
+    guard = reading_guard(store)
+    try:
+        guard.path_for(ref)
+    except ValueError as exc:
+        raise CliError(f"--ref must be 24 hex characters, got {ref!r}", EXIT_USAGE) from exc
+    grant = store.payload_grant(ref, None)
+    if grant is None:
+        raise CliError(f"no stored row was given payload {ref}")
+    offset = max(0, args.content_offset)
+    page = args.max_chars if args.max_chars > 0 else 1 << 62
+    try:
+        text, total = guard.read(ref, offset, page)
+    except (FileNotFoundError, OSError) as exc:
+        raise CliError(f"payload {ref} is missing or unreadable ({exc}); run lcm doctor") from exc
+    if offset > total:
+        raise CliError(
+            f"--content-offset {offset} is past the end ({total} characters)", EXIT_USAGE
+        )
+    nxt = offset + len(text)
+    return {
+        "ref": ref,
+        "store_id": grant.message_id,
+        "conversation_id": grant.conversation_id,
+        "kind": grant.kind,
+        "chars": total,
+        "content_offset": offset,
+        "content": text,
+        "next_content_offset": nxt if nxt < total else None,
+    }

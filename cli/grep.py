@@ -47,6 +47,13 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="also search lcm_* tool calls and results",
     )
+    g.add_argument(
+        "--content-scope",
+        choices=("inline", "externalized", "both"),
+        default="inline",
+        help="externalized/both: also the lines of large tool outputs kept as payloads "
+        "(each hit pages on with lcm expand --ref)",
+    )
 
 
 def grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
@@ -62,7 +69,13 @@ def grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         args.kind
     ]
     hits: list[dict[str, Any]] = []
-    for h in _ranked_hits(store, query, args, kinds, limit):
+    outputs = _output_hits(store, args, limit) if args.content_scope != "inline" else None
+    inline = (
+        []
+        if args.content_scope == "externalized"
+        else _ranked_hits(store, query, args, kinds, limit)
+    )
+    for h in inline:
         if h.kind == "message":
             item = {
                 "kind": "message",
@@ -90,12 +103,46 @@ def grep(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         else:
             continue
         hits.append({**item, "in_context": True} if h.in_context else item)
+    extra: dict[str, Any] = {}
+    if outputs is not None:
+        hits += outputs.pop("items")
+        extra = outputs
     return {
         "query": query.match,
         **({"excluded": query.excluded_match} if query.excluded else {}),
         "count": len(hits),
         "items": hits,
+        **extra,
         "note": "ranked as lcm_grep ranks them, best first; up to --limit of each kind" + GREP_NOTE,
+    }
+
+
+def _output_hits(store: Store, args: argparse.Namespace, limit: int) -> dict[str, Any]:
+    """Lines of the large tool outputs kept as payloads (lcm_grep's content_scope), newest
+    outputs first, of one conversation or every one: kind ``output`` rows after the others."""
+    from ..maintenance.payload_rekey import reading_guard
+    from ..search.outputs import MAX_REFS, scan_outputs, words_of
+
+    words = words_of(args.query)
+    if not words:
+        raise CliError("the query has no word to look for in the outputs", EXIT_USAGE)
+    reach = None if args.conversation is None else (args.conversation,)
+    owners = [(g.ref, g.message_id) for g in store.output_grants(reach, MAX_REFS + 1)]
+    found = scan_outputs(reading_guard(store).read, owners, words, limit)
+    return {
+        "items": [
+            {
+                "kind": "output",
+                "ref": h.ref,
+                "store_id": h.owner,
+                "content_offset": h.offset,
+                "snippet": h.line,
+            }
+            for h in found.hits
+        ],
+        "outputs_scanned": found.scanned,
+        **({"outputs_stopped": found.stopped} if found.stopped else {}),
+        "outputs_note": "an output's line pages on with lcm expand --ref REF --content-offset N",
     }
 
 

@@ -25,7 +25,7 @@ from ..search.searcher import (
     whole_text,
 )
 from ..search.snippets import snippet
-from .grep_outputs import scan_outputs
+from .grep_outputs import scan_in_reach
 from .toolkit import Args, Ctx, ToolError, dumps, fit
 
 ROLES = ("user", "assistant", "tool", "system")
@@ -187,14 +187,14 @@ def lcm_grep(ctx: Ctx, args: Args) -> dict[str, Any]:
     content_scope = args.choice("content_scope", CONTENT_SCOPES, "inline") or "inline"
     if content_scope == "externalized":  # the payload files only: no full-text search
         limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
-        found = scan_outputs(ctx, args, str(args.text("query", required=True)), limit)
+        found = scan_in_reach(ctx, args, str(args.text("query", required=True)), limit)
         return {"content_scope": content_scope, **found, "count": len(found["externalized_hits"])}
     answer = _grep(ctx, args)
     if content_scope == "both":
         limit = args.integer("limit", 10, 1, max_hits(ctx, 50))
         answer.update(
             content_scope=content_scope,
-            **scan_outputs(ctx, args, str(args.text("query", required=True)), limit),
+            **scan_in_reach(ctx, args, str(args.text("query", required=True)), limit),
         )
     return answer
 

@@ -62,6 +62,7 @@ from ..base.payloads import (
 from ..base.records import PayloadRef, StoredMessage
 from ..base.tokens import count_tokens
 from ..ingest.normalize import fingerprint_of
+from ..storage.payload_dir import ref_key
 from ..store import Store, StoreError, StoreFault, blobs_of, directory_of
 from .payload_gc import MENTION, bytes_of
 
@@ -97,6 +98,18 @@ def open_guard(store: Store, min_base64_chars: int) -> PayloadGuard:
         min_base64_chars,
         blobs=blobs_of(store),
         key=store.secret(REF_SECRET),
+        aliases=store.ref_aliases(),
+    )
+
+
+def reading_guard(store: Store) -> PayloadGuard:
+    """A guard that only reads ``store``'s payloads (the shell's ``lcm grep --content-scope``
+    and ``lcm expand --ref``): no upgrade, no secret created (a read-only view gets a throwaway
+    key, which reading by ref never needs)."""
+    return PayloadGuard(
+        directory_of(store.path),
+        blobs=blobs_of(store),
+        key=ref_key(store),
         aliases=store.ref_aliases(),
     )
 

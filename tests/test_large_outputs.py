@@ -566,3 +566,49 @@ def test_grep_finds_lines_inside_externalized_outputs(make_engine: Any) -> None:
     assert "not referenced in this conversation" in refused
     assert ok(other, "lcm_grep", query="quux-9", content_scope="externalized")["count"] == 0
     store_module.close_all()
+
+
+@pytest.mark.both_backends
+def test_the_shell_searches_and_reads_externalized_outputs(make_engine: Any) -> None:
+    """``lcm grep --content-scope externalized|both`` finds the line inside the payload, and
+    ``lcm expand --ref REF --content-offset N`` reads on from it; a ref no row was given, or a
+    malformed one, is refused; another conversation's scope finds nothing."""
+    import io
+    import json
+
+    from hermes_lcm.cli.main import main
+
+    engine = make_engine(threshold=10**6, **ON)
+    output = big_output(30_000) + "\nERROR quux-9 failed on shard 12\n" + big_output(5000, "z")
+    engine.ingest_host(
+        [*tool_turn("run the suite", output, "call0"), {"role": "assistant", "content": "ok"}]
+    )
+    other = make_engine(threshold=10**6, session="s2", **ON)
+    other.ingest_host([{"role": "user", "content": "hello"}])
+    assert engine.core is not None and other.core is not None
+    where = engine.core.store.path
+    mine, theirs = engine.core.binding.conversation_id, other.core.binding.conversation_id
+
+    def lcm(*argv: str) -> tuple[int, Any]:
+        out = io.StringIO()
+        code = main(["--db", where, "--format", "json", *argv], out=out)
+        return code, json.loads(out.getvalue())
+
+    code, inline = lcm("grep", "quux-9 shard")
+    assert code == 0 and not [h for h in inline["items"] if "shard 12" in str(h)]
+    code, found = lcm("grep", "quux-9 shard", "--content-scope", "externalized")
+    [hit] = found["items"]
+    assert (hit["kind"], hit["snippet"]) == ("output", "ERROR quux-9 failed on shard 12")
+    code, page = lcm("expand", "--ref", hit["ref"], "--content-offset", str(hit["content_offset"]))
+    assert code == 0 and page["content"].startswith("ERROR quux-9 failed on shard 12")
+    assert page["content"] == output[hit["content_offset"] : hit["content_offset"] + 20_000]
+    assert page["conversation_id"] == mine and page["chars"] == len(output)
+    code, both = lcm("grep", "quux-9", "--content-scope", "both", "--conversation", str(mine))
+    assert code == 0 and [h["kind"] for h in both["items"]].count("output") == 1
+    code, elsewhere = lcm(
+        "grep", "quux-9", "--content-scope", "externalized", "--conversation", str(theirs)
+    )
+    assert code == 0 and elsewhere["items"] == []
+    assert lcm("expand", "--ref", "0" * 24)[0] == 1
+    assert lcm("expand", "--ref", "not-a-ref")[0] == 2
+    assert lcm("expand", "--ref", hit["ref"], "--message", "1")[0] == 2
