@@ -152,7 +152,16 @@ def paged(cmd: argparse.ArgumentParser, limit: int = 50) -> None:
 def conversation(
     cmd: argparse.ArgumentParser, help_text: str = "conversation id", *, required: bool = False
 ) -> None:
-    cmd.add_argument("--conversation", type=ID, required=required, metavar="ID", help=help_text)
+    # --conversation-id: lossless-claw's spelling, which its users type
+    cmd.add_argument(
+        "--conversation",
+        "--conversation-id",
+        dest="conversation",
+        type=ID,
+        required=required,
+        metavar="ID",
+        help=help_text,
+    )
 
 
 def max_chars(cmd: argparse.ArgumentParser, default: int) -> None:

@@ -667,3 +667,12 @@ def test_summaries_lists_by_default_and_across_conversations(db):
     )
     code, recent = run(db, "summaries", "--recency", "7d")
     assert code == 0 and recent["items"] == every["items"]
+
+
+def test_lossless_claw_spellings_work(db):
+    """``--conversation-id`` as lossless-claw's CLI spells it, beside ``--conversation``."""
+    assert run(db, "summaries", "list", "--conversation-id", "1") == run(
+        db, "summaries", "list", "--conversation", "1"
+    )
+    code, tail = run(db, "messages", "tail", "--conversation-id", "1")
+    assert code == 0 and tail["items"]
