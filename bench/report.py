@@ -87,6 +87,7 @@ def _steady(details: dict[str, Any]) -> str:
                 [
                     f"{int(size):,}",
                     shape,
+                    d["hook_path"]["median_ms"] if "hook_path" in d else "-",
                     d["total"]["median_ms"],
                     d["total"]["p90_ms"],
                     d["ingest"]["median_ms"],
@@ -101,6 +102,7 @@ def _steady(details: dict[str, Any]) -> str:
             [
                 "stored msgs",
                 "host shape",
+                "hook path median ms",
                 "total median ms",
                 "total p90 ms",
                 "ingest ms",
