@@ -18,7 +18,6 @@ from typing import Any
 
 from .base import peer_settings as compat
 from .base.patterns import MessagePatterns, split_list
-from .base.sensitive import Policy
 from .base.setting_rules import (
     MAX_TOKENS,
     PARSERS,
@@ -582,6 +581,8 @@ def pattern_problems(config: LcmConfig) -> tuple[str, ...]:
     kind): each is left out and named here, so status and doctor show it instead of a silent drop."""
     found = list(MessagePatterns.parse(config.ignore_message_patterns).problems)
     if config.sensitive_patterns_enabled:
+        from .base.sensitive import Policy  # lazily: its catalog is not cheap to import
+
         found.extend(Policy.parse(config.sensitive_patterns).problems)
     return tuple(found)
 

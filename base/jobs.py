@@ -15,8 +15,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .redact import clip
-
 
 class BackgroundJob:
     """One job and its thread: started by the first :meth:`request`, ended by :meth:`stop`."""
@@ -101,4 +99,6 @@ def read_stats(read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return read()
     except Exception as exc:  # noqa: BLE001 - status never fails
+        from .redact import clip  # lazily: the redactor's patterns cost a cold start ~15 ms
+
         return {"error": clip(str(exc), 200)}

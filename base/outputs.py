@@ -19,9 +19,10 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import LcmConfig
+if TYPE_CHECKING:  # a type only: the store imports this module, and config is not cheap
+    from ..config import LcmConfig
 
 PREFIX = "[lcm-output ref="
 _STUB = re.compile(r"^\[lcm-output ref=([0-9a-f]{24}) chars=(\d+) lines=(\d+)[^\]\n]*\]")

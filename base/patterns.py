@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import regex
-
-from .sensitive import split_entries
+if TYPE_CHECKING:  # imported where a pattern is compiled: most processes never compile one
+    import regex
 
 MESSAGE_PATTERN_TIMEOUT_S = 0.05
 
@@ -63,9 +63,9 @@ class SessionPatterns:
         return None
 
 
-_LEADING_FLAGS = regex.compile(r"^\(\?([aimsux]+)\)")
-_GLOBAL_FLAGS = regex.compile(r"\(\?[aimsuxL]+\)")
-_BACKREF = regex.compile(r"\\[1-9]|\(\?P=|\\g<")
+_LEADING_FLAGS = re.compile(r"^\(\?([aimsux]+)\)")
+_GLOBAL_FLAGS = re.compile(r"\(\?[aimsuxL]+\)")
+_BACKREF = re.compile(r"\\[1-9]|\(\?P=|\\g<")
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ class MessagePatterns:
 
     @classmethod
     def parse(cls, value: str) -> MessagePatterns:
+        import regex
+
         compiled, sources, problems = [], [], []
         for item in split_entries(value):  # a comma inside {2,5} or [a,b] does not split a pattern
             try:
@@ -112,6 +114,8 @@ class MessagePatterns:
 
 
 def _combine(sources: list[str]) -> regex.Pattern[str] | None:
+    import regex
+
     """One alternation of the patterns with the same matches, or None when one of them cannot be
     put in one (a back-reference numbers groups of the whole pattern)."""
     if not sources or any(_BACKREF.search(s) for s in sources):
@@ -127,3 +131,49 @@ def _combine(sources: list[str]) -> regex.Pattern[str] | None:
         return regex.compile("|".join(parts))
     except regex.error:
         return None
+
+
+def split_entries(text: str) -> list[str]:
+    """Comma-separated entries, where a comma that keeps brackets or braces open on both sides
+    (``[a,b]``, ``{2,8}``) or is escaped as ``\\,`` belongs to the entry (a user pattern may hold
+    one). A piece whose brackets never close stays an entry of its own (then reported invalid)."""
+    pieces, current, escaped = [], [], False
+    for char in text or "":
+        if escaped:
+            current.append(char if char == "," else "\\" + char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ",":
+            pieces.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if escaped:
+        current.append("\\")
+    pieces.append("".join(current))
+    entries, i = [], 0
+    while i < len(pieces):
+        joined, j = pieces[i], i
+        while _open_brackets(joined) and j + 1 < len(pieces):
+            j += 1
+            joined = f"{joined},{pieces[j]}"
+        if _open_brackets(joined):
+            joined, j = pieces[i], i  # never closes: the piece alone
+        entries.append(joined.strip())
+        i = j + 1
+    return [entry for entry in entries if entry]
+
+
+def _open_brackets(text: str) -> bool:
+    depth, escaped = 0, False
+    for char in text:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+    return depth > 0

@@ -4,12 +4,12 @@ commit, branch and whether it has local changes.
 An operator with two installs (a clone under the Hermes plugins directory and a pip install), or
 a checkout switched to a branch, learns from status which one the host loaded. ``git`` is asked
 only when the directory is a checkout, with a short timeout; without git the commit and branch
-are read from ``.git`` itself and ``dirty`` is None (unknown).
+are read from ``.git`` itself and ``dirty`` is None (unknown). A fresh process that must answer
+fast (``lcm status``) reads the files only: starting git costs it more than the rest of its work.
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,13 @@ CACHE_S = 10.0
 _cache: dict[Path, tuple[float, dict[str, Any] | None]] = {}
 
 
-def plugin_identity(directory: Path = PLUGIN_DIR) -> dict[str, Any]:
-    """``{"plugin_path", "git": {"commit", "branch", "dirty"} | None}``; never raises."""
+def plugin_identity(directory: Path = PLUGIN_DIR, ask_git: bool = True) -> dict[str, Any]:
+    """``{"plugin_path", "git": {"commit", "branch", "dirty"} | None}``; never raises.
+    ``ask_git=False``: from ``.git``'s files only, ``dirty`` None."""
+    if not ask_git:
+        git_dir = directory / ".git"
+        found = {**_from_files(git_dir), "dirty": None} if git_dir.exists() else None
+        return {"plugin_path": str(directory), "git": found}
     now = time.monotonic()
     hit = _cache.get(directory)
     if hit is None or now - hit[0] >= CACHE_S:
@@ -35,6 +40,8 @@ def plugin_identity(directory: Path = PLUGIN_DIR) -> dict[str, Any]:
 
 
 def _git(directory: Path) -> dict[str, Any]:
+    import subprocess  # lazily: a fresh process that reads the files only never pays for it
+
     try:
         done = subprocess.run(
             ["git", "-C", str(directory), "status", "--porcelain=v2", "--branch"],

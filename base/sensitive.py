@@ -42,6 +42,7 @@ from typing import Any
 import regex
 
 from . import secretscan
+from .patterns import split_entries
 from .secretfinder import Finder, Found, Unscanned
 from .secretkinds import BY_NAME, CATALOG, GROUPS, PASSWORD_KIND, TIMEOUT_BASE_S, Kind, compiled
 
@@ -61,52 +62,6 @@ MAX_ROUNDS = 4
 MAX_JSON_DEPTH = 64
 # A token split over two neighbouring strings is looked for when both together are at most this long.
 MAX_SPLIT_CHARS = 1024
-
-
-def split_entries(text: str) -> list[str]:
-    """Comma-separated entries, where a comma that keeps brackets or braces open on both sides
-    (``[a,b]``, ``{2,8}``) or is escaped as ``\\,`` belongs to the entry (a user pattern may hold
-    one). A piece whose brackets never close stays an entry of its own (then reported invalid)."""
-    pieces, current, escaped = [], [], False
-    for char in text or "":
-        if escaped:
-            current.append(char if char == "," else "\\" + char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == ",":
-            pieces.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    if escaped:
-        current.append("\\")
-    pieces.append("".join(current))
-    entries, i = [], 0
-    while i < len(pieces):
-        joined, j = pieces[i], i
-        while _open_brackets(joined) and j + 1 < len(pieces):
-            j += 1
-            joined = f"{joined},{pieces[j]}"
-        if _open_brackets(joined):
-            joined, j = pieces[i], i  # never closes: the piece alone
-        entries.append(joined.strip())
-        i = j + 1
-    return [entry for entry in entries if entry]
-
-
-def _open_brackets(text: str) -> bool:
-    depth, escaped = 0, False
-    for char in text:
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-    return depth > 0
 
 
 @dataclass(frozen=True)

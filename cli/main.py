@@ -23,34 +23,20 @@ with ``--format json``; nothing is written to the target, and no traceback is sh
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TextIO
 
-# Only what every verb needs is imported here: `lcm status` must answer in well under 150 ms, so the
+# Only what every verb needs is imported here: `lcm status` must answer within 100 ms, so the
 # family modules import their work (embeddings, assertions, maintenance, search...) inside their
-# handlers, and registering a family costs only its argparse calls.
+# handlers, and a run imports and registers only the family of the verb it was given.
 from .. import __version__
 from ..store import Store, StoreError, StoreFault
-from . import (
-    assertions,
-    browse,
-    embed,
-    export,
-    grep,
-    importer,
-    migrate,
-    payloads,
-    redact,
-    rollups,
-    settings,
-    status,
-    upkeep,
-    view,
-)
 from . import pg as cli_pg
 from .common import Parser, global_options
 from .database import open_db, resolve_db
@@ -69,24 +55,73 @@ from .output import (
     resume_hint,
 )
 
-# The verb families, in the order ``lcm --help`` lists their verbs: each module's
-# ``register(subparsers)`` adds its verbs (cli/common.py says how).
+# The verb families (modules of this package), in the order ``lcm --help`` lists their verbs:
+# each module's ``register(subparsers)`` adds its verbs (cli/common.py says how).
 FAMILIES = (
-    status,
-    browse,
-    grep,
-    upkeep,
-    export,
-    redact,
-    embed,
-    rollups,
-    assertions,
-    view,
-    migrate,
-    importer,
-    payloads,
-    settings,
+    "status",
+    "browse",
+    "grep",
+    "upkeep",
+    "export",
+    "redact",
+    "embed",
+    "rollups",
+    "assertions",
+    "view",
+    "migrate",
+    "importer",
+    "payloads",
+    "settings",
 )
+# Which family registers each verb, so ``lcm VERB`` imports and registers that family alone (the
+# whole parser costs a cold start ~20 ms of argparse and imports); a test checks it against what
+# the families register.
+VERB_FAMILY = {
+    "status": "status",
+    "conversations": "browse",
+    "sessions": "browse",
+    "messages": "browse",
+    "summaries": "browse",
+    "expand": "browse",
+    "grep": "grep",
+    "doctor": "upkeep",
+    "backup": "upkeep",
+    "retention": "upkeep",
+    "export": "export",
+    "redact": "redact",
+    "embed": "embed",
+    "rollups": "rollups",
+    "assertions": "assertions",
+    "view": "view",
+    "migrate-to-postgres": "migrate",
+    "import": "importer",
+    "gc-payloads": "payloads",
+    "backfill-outputs": "payloads",
+    "config": "settings",
+}
+
+
+def family(name: str) -> ModuleType:
+    return importlib.import_module(f".{name}", __package__)
+
+
+def asked_verb(argv: Sequence[str]) -> str | None:
+    """The verb ``argv`` names, when it names a known one before any option it cannot read past
+    (a value-taking global option's value is skipped)."""
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in ("--db", "--format"):
+            i += 2
+            continue
+        if word.startswith("-"):
+            if word.startswith(("--db=", "--format=")):
+                i += 1
+                continue
+            return None  # --help, --version, ...: the whole parser answers
+        return word if word in VERB_FAMILY else None
+    return None
 
 
 def failure(exc: BaseException, opening: Path | str | None = None) -> CliError:
@@ -113,8 +148,9 @@ def failure(exc: BaseException, opening: Path | str | None = None) -> CliError:
     return CliError(f"internal error ({what}); please report it", EXIT_INTERNAL)
 
 
-def parser() -> argparse.ArgumentParser:
-    """The whole ``lcm`` parser: the global options, then every family's verbs."""
+def parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The ``lcm`` parser: the global options, then every family's verbs (or, given a ``verb``,
+    only its family's)."""
     p = Parser(
         prog="lcm",
         description="Read the hermes-lcm database without a running agent "
@@ -128,8 +164,8 @@ def parser() -> argparse.ArgumentParser:
         help="print the version and exit",
     )
     sub = p.add_subparsers(dest="verb", required=True, metavar="COMMAND")
-    for family in FAMILIES:
-        family.register(sub)
+    for name in (VERB_FAMILY[verb],) if verb in VERB_FAMILY else FAMILIES:
+        family(name).register(sub)
     return p
 
 
@@ -142,7 +178,8 @@ def main(
     fmt = resolve(_asked_format(argv), out)
     store: Store | None = None
     try:
-        args = parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = parser(asked_verb(words)).parse_args(words)
         if getattr(args, "json", False):  # the older spelling some verbs keep (common.json_flag)
             args.format = "json"
         fmt = args.format = resolve(args.format, out)

@@ -45,7 +45,7 @@ def status(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         "database_path": store.path,
         "chosen_by": args.db_origin,
         "lcm_version": __version__,
-        **plugin_identity(),
+        **plugin_identity(ask_git=False),  # git's start would double the verb's time
         **cli_pg.sizes(store, facts),
         "schema_version": facts["schema_version"],
         "journal_mode": facts["journal_mode"],

@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ..base.payloads import REF_SECRET, Blobs
 from ..base.startup import local_home
 from .errors import StoreError, StoreFault
 from .pg import is_url, redacted
 
 if TYPE_CHECKING:
+    from ..base.payloads import Blobs
     from ..store import Store
 
 
@@ -32,7 +32,7 @@ def directory_of(db_path: str | os.PathLike[str]) -> Path:
 def blobs_of(store: Store) -> Blobs | None:
     """Where a store's payload bytes live other than files: a PostgreSQL store itself (hosts
     sharing it share no directory); None for SQLite, whose payloads are files beside it."""
-    return cast(Blobs, store) if is_url(store.path) else None
+    return cast("Blobs", store) if is_url(store.path) else None
 
 
 def database_tag(url: str) -> str:
@@ -43,6 +43,8 @@ def database_tag(url: str) -> str:
 def ref_key(store: Store) -> bytes:
     """The database's ref key. A read-only view that cannot create it gets a throwaway key: it
     writes no file and no row, so what it computes (a dry run's stub sizes) names nothing."""
+    from ..base.payloads import REF_SECRET  # lazily: the payload guard's imports are not cheap
+
     try:
         return store.secret(REF_SECRET)
     except (StoreError, StoreFault):

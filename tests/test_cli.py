@@ -676,3 +676,29 @@ def test_lossless_claw_spellings_work(db):
     )
     code, tail = run(db, "messages", "tail", "--conversation-id", "1")
     assert code == 0 and tail["items"]
+
+
+def test_each_verb_loads_its_own_family_only():
+    """``lcm VERB`` registers only the family of VERB (a cold start pays for nothing else): the
+    map names each verb's family, every verb the families register is in it, and a verb's own
+    parser reads its arguments as the whole parser does."""
+    import argparse
+
+    from hermes_lcm.cli import main as cli_main
+
+    registered = {}
+    for name in cli_main.FAMILIES:
+        p = argparse.ArgumentParser()
+        sub = p.add_subparsers()
+        cli_main.family(name).register(sub)
+        registered.update(dict.fromkeys(sub.choices, name))
+    assert registered == cli_main.VERB_FAMILY
+    argv = ["--db", "x.db", "--format", "json", "summaries", "--recency", "7d", "--limit", "3"]
+    assert cli_main.asked_verb(argv) == "summaries"
+    whole = vars(cli_main.parser().parse_args(argv))
+    own = vars(cli_main.parser("summaries").parse_args(argv))
+    assert {k: v for k, v in whole.items() if k != "handler"} == {
+        k: v for k, v in own.items() if k != "handler"
+    }
+    assert cli_main.asked_verb(["--help"]) is None and cli_main.asked_verb(["statu"]) is None
+    assert cli_main.asked_verb(["--format=json", "doctor", "--deep"]) == "doctor"

@@ -28,6 +28,12 @@ HEAVY = (
     "rich",
     "hermes_lcm.evidence",
     "hermes_lcm.embed",
+    # other verbs' families: `lcm status` registers its own alone
+    "hermes_lcm.cli.browse",
+    "hermes_lcm.cli.grep",
+    "hermes_lcm.cli.view",
+    "hermes_lcm.cli.importer",
+    "hermes_lcm.cli.migrate",
 )
 
 # Varied text and its o200k counts as computed before the ranks cache existed (parsed from the gz).

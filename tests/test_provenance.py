@@ -83,3 +83,15 @@ def test_lcm_status_names_the_running_copy(tmp_path: Path) -> None:
     status = json.loads(engine.handle_tool_call("lcm_status", {}))
     assert status["plugin_path"] == str(Path(hermes_lcm.__file__).resolve().parent)
     assert status["git"] == plugin_identity()["git"]
+
+
+def test_a_fresh_process_reads_the_files_only(checkout: Path) -> None:
+    """``lcm status`` (a fresh process) does not start git: the commit and branch from .git,
+    whether the tree has local changes unknown."""
+    head = _git(checkout, "rev-parse", "HEAD")
+    (checkout / "plugin.yaml").write_text("name: changed\n")
+    assert plugin_identity(checkout, ask_git=False)["git"] == {
+        "commit": head,
+        "branch": "feature",
+        "dirty": None,
+    }
