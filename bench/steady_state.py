@@ -124,13 +124,14 @@ class HostTurns:
         registry.register(
             engine.session_id, engine
         )  # the hook reaches this copy (benches pair two on one id)
+        handed = list(self.host)  # the host's copy of its list, made before the hook: not billed
         t0 = time.perf_counter()
         hooks.post_llm_call(
             session_id=engine.session_id,
             platform="cli",
             user_message=request,
-            conversation_history=list(self.host),
-        )  # the host's own path: a copy of its list
+            conversation_history=handed,
+        )  # the host's own path
         t1 = time.perf_counter()
         reported = (
             context_tokens(core) + PROMPT_OVERHEAD
@@ -239,29 +240,49 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     history = History(args.seed)
     results: dict[str, Any] = {}
+    built: dict[int, tuple[Any, Any, float]] = {}
     for size in sizes:
         engine, budget, seconds = build(size, history)
+        built[size] = (engine, budget, seconds)
         core = core_of(engine)
         state = core.conversation_state()
         assert state is not None, "the built conversation is not bound"
-        entry: dict[str, Any] = {
+        results[str(size)] = {
             "build_seconds": round(seconds, 1),
             "summaries_by_depth": {str(k): v for k, v in core.dag.depth_counts(state.id).items()},
             "raw_after_frontier": state.last_seq - state.frontier_seq,
         }
-        for shape in ("cli", "api"):
-            # the API turns continue the same conversation after the CLI turns
-            start = size if shape == "cli" else size + 4 * (WARMUP_TURNS + args.turns)
-            entry[shape] = measure(engine, budget, history, start, args.turns, shape)
+    for shape in ("cli", "api"):
+        # the API turns continue the same conversations after the CLI turns; the sizes' turns
+        # are interleaved (the order rotating), so machine drift hits every size alike and the
+        # growth between sizes is a ratio measured in one stretch of time
+        players = {
+            size: HostTurns(
+                engine,
+                budget,
+                history,
+                size if shape == "cli" else size + 4 * (WARMUP_TURNS + args.turns),
+                shape,
+            )
+            for size, (engine, budget, _seconds) in built.items()
+        }
+        gc.collect()
+        for turn in range(WARMUP_TURNS + args.turns):
+            order = sizes[turn % len(sizes) :] + sizes[: turn % len(sizes)]
+            for size in order:
+                players[size].turn(turn, timed=turn >= WARMUP_TURNS)
+        for size in sizes:
+            entry = results[str(size)]
+            entry[shape] = players[size].result()
             print(
                 f"{size:>7} msgs {shape}: total median {entry[shape]['total']['median_ms']:.3f} ms "
                 f"(hook path {entry[shape]['hook_path']['median_ms']:.3f}: "
                 f"ingest {entry[shape]['ingest']['median_ms']:.3f}, "
                 f"should_compress {entry[shape]['should_compress']['median_ms']:.4f}, "
-                f"assemble {entry[shape]['assemble']['median_ms']:.3f}); build {seconds:.1f}s",
+                f"assemble {entry[shape]['assemble']['median_ms']:.3f}); "
+                f"build {built[size][2]:.1f}s",
                 flush=True,
             )
-        results[str(size)] = entry
     rows = table(results, sizes)
     print_table(rows)
     save_result(
