@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+STATUS_TARGET_MS = 100  # `lcm status` in a fresh process, the whole verb (interpreter included)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,12 +261,12 @@ def main() -> None:
             "ours": f"{status_ms:.0f} ms median, min {cli['lcm status (after)']['min_ms']:.0f} ms "
             f"({status_ms / python_ms:.1f}x `python -c pass`, {status_ms / sqlite_ms:.1f}x a bare sqlite3 count)"
             + was,
-            "reference": f"target < 150 ms; python -c pass {python_ms:.0f} ms "
+            "reference": f"target <= {STATUS_TARGET_MS} ms; python -c pass {python_ms:.0f} ms "
             f"(min {cli['python -c pass']['min_ms']:.0f}), "
             f"sqlite3 count {sqlite_ms:.0f} ms (min {cli['sqlite3 count']['min_ms']:.0f})",
             "verdict": "met"
-            if status_ms < 150
-            else f"median missed by {status_ms - 150:.0f} ms at load "
+            if status_ms <= STATUS_TARGET_MS
+            else f"median missed by {status_ms - STATUS_TARGET_MS:.0f} ms at load "
             f"{os.getloadavg()[0]:.1f}; see the minimum",
         },
         {
