@@ -53,6 +53,8 @@ def refuse_writes(store: Store) -> None:
         return
     import psycopg_pool
 
+    from hermes_lcm.storage.pg.connection import POOL_MAX
+
     pg: Any = store
     parts = urlsplit(pg.url)
     options = parse_qs(parts.query).get("options", [""])[0] + " -cdefault_transaction_read_only=on"
@@ -60,7 +62,7 @@ def refuse_writes(store: Store) -> None:
     pg.pool = psycopg_pool.ConnectionPool(
         parts._replace(query="options=" + quote(options.strip())).geturl(),
         min_size=1,
-        max_size=2,
+        max_size=POOL_MAX,  # the store's own size: a compaction holds one for its slot
         kwargs={"autocommit": True},
         configure=pg._configure,
         open=True,
@@ -114,12 +116,14 @@ def allow_writes(store: Store) -> None:
         return
     import psycopg_pool
 
+    from hermes_lcm.storage.pg.connection import POOL_MAX
+
     pg: Any = store
     pg.pool.close()
     pg.pool = psycopg_pool.ConnectionPool(
         pg.url,
         min_size=1,
-        max_size=2,
+        max_size=POOL_MAX,  # the store's own size: a compaction holds one for its slot
         kwargs={"autocommit": True},
         configure=pg._configure,
         open=True,

@@ -305,7 +305,12 @@ def test_a_full_disk_loses_no_message_and_the_backlog_is_stored_once_space_retur
             f"{len(set(sent) - set(stored))} of {len(sent)} messages lost; "
             f"{len(stored) - len(set(stored))} stored twice"
         )
-        assert compress_calls >= 5 and kept_whole >= 1 and appended >= 1
+        assert compress_calls >= 5 and kept_whole >= 1
+        # A disk that fills lets a compaction reuse the pages it frees while new rows are refused,
+        # so stored messages are compacted with the unstored ones appended; a server that refuses
+        # every write publishes nothing while any wait, so there that can only happen by the
+        # timing of the turn the writes come back (not asserted).
+        assert appended >= 1 or isinstance(disk, RefusingServer)
         assert publication_problems(db) == []
         if replies == "prepared":
             view = engine.core.preparer.view()
