@@ -44,8 +44,12 @@ class CacheTally:
     def add(
         self, conversation_id: int, prompt: int, read: int, write: int, compacted: bool
     ) -> None:
-        one = {"replies": 1, "input_tokens": prompt, "cache_read_tokens": read}
-        one["cache_write_tokens"] = write
+        one = {
+            "replies": 1,
+            "input_tokens": prompt,
+            "cache_read_tokens": read,
+            "cache_write_tokens": write,
+        }
         reply = {"all": one, "after_compaction": one if compacted else {}}
         with self._lock:
             add_cache_counts(self._pending.setdefault(conversation_id, no_cache_counts()), reply)

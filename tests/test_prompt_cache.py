@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,16 +53,22 @@ def test_cache_counts_are_kept_per_conversation_and_shown(tmp_path: Path, backen
     assert page.meta["prompt_cache"]["cached_share_after_compaction"] == 0.2
 
 
-def test_a_reply_writes_nothing_and_the_next_ingest_writes_its_counts(
-    tmp_path: Path, backend_env
-) -> None:
-    engine = new_engine(tmp_path, 10**9, "s1", **backend_env)
+def _one_reply(tmp_path: Path, cache_read: int, env: dict[str, str]) -> tuple[Any, Any, int]:
+    """An engine with a stored turn and one reply's cache counts handed over (not written yet)."""
+    engine = new_engine(tmp_path, 10**9, "s1", **env)
     core = engine.core
     assert core is not None
     engine.ingest_host([m for turn in conversation(3, 2) for m in turn])
     cid = core.binding.conversation_id
     assert cid is not None
-    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 700})
+    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": cache_read})
+    return engine, core, cid
+
+
+def test_a_reply_writes_nothing_and_the_next_ingest_writes_its_counts(
+    tmp_path: Path, backend_env
+) -> None:
+    engine, core, cid = _one_reply(tmp_path, 700, backend_env)
     assert core.store.cache_usage(cid)["all"]["replies"] == 0  # nothing written in the turn
     assert engine.get_status()["prompt_cache"]["cached_share"] == 0.7  # yet status counts it
     engine.ingest_host([m for turn in conversation(3, 3) for m in turn])
@@ -73,13 +80,7 @@ def test_a_reply_writes_nothing_and_the_next_ingest_writes_its_counts(
 
 
 def test_a_refused_write_keeps_the_counts_for_the_next_ingest(tmp_path: Path) -> None:
-    engine = new_engine(tmp_path, 10**9, "s1")
-    core = engine.core
-    assert core is not None
-    engine.ingest_host([m for turn in conversation(3, 2) for m in turn])
-    cid = core.binding.conversation_id
-    assert cid is not None
-    engine.update_from_response({"prompt_tokens": 1000, "cache_read_tokens": 500})
+    engine, core, cid = _one_reply(tmp_path, 500, {})
     refuse = "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
     raw_sql(core.store.path, f"CREATE TRIGGER full_i BEFORE INSERT ON meta {refuse}")
     raw_sql(core.store.path, f"CREATE TRIGGER full_u BEFORE UPDATE ON meta {refuse}")
