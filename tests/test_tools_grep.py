@@ -441,3 +441,32 @@ def test_answers_are_strict_json_whatever_a_body_computes():
         dumps({"a": float("inf"), "b": [1.5, float("nan")], "c": "Infinity"})
         == '{"a": null, "b": [1.5, null], "c": "Infinity"}'
     )
+
+
+def test_a_neighbour_outside_the_pool_that_holds_a_query_word_is_a_match(make_engine):
+    """Turns next to a strong match are fetched beside the ranked pool; one that holds a query word
+    all the same is a match, found in its whole text (short) or in the index (cut past the part
+    a hit carries), and only a turn with no query word is marked a neighbour."""
+    engine = make_engine()
+    crowd = [f"ledger ledger now {i}" for i in range(130)]  # outrank any single mention
+    short = "a note on many things " + " ".join(f"w{i}" for i in range(40)) + " ledger"
+    cut = "a very long status dump " + " ".join(f"item{i}" for i in range(900)) + " ledger"
+    assert len(cut) > 2000  # past the text a hit carries
+    turns = [*crowd, short, "the quetzal plan is final", cut, "nothing relevant said", "ok", "bye"]
+    engine.ingest_host(
+        [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": t}
+            for i, t in enumerate(turns)
+        ]
+    )
+    hits = _walk_grep(engine, query="quetzal ledger", include_in_context=True, limit=50)
+    marks = {
+        word: [bool(h.get("neighbour")) for h in hits if word in h["snippet"]]
+        for word in ("w39", "item0", "nothing relevant", "quetzal")
+    }
+    assert marks == {
+        "w39": [False],
+        "item0": [False],
+        "nothing relevant": [True],
+        "quetzal": [False],
+    }, marks
