@@ -10,7 +10,7 @@ before LIMIT, so its cost is bounded whatever the store's size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -136,6 +136,7 @@ class FullTextArm:
         # holds that many matched rows knows the walk after it finds nothing (search._tail).
         self.totals: dict[str, int | None] = {}
         self._counts: dict[tuple[str, str], int] = {}
+        self._twins = True  # a messages count takes the summaries' twin probe along
         self._over: dict[
             tuple[str, str], int
         ] = {}  # probes that only asked whether the cap is reached
@@ -146,7 +147,8 @@ class FullTextArm:
     def prepare(self, m_upper: int, s_upper: int) -> None:
         """Count every plain word in both indexes in one statement, before either kind asks
         (a rare word's two probes cost one statement); later counts of the messages' index
-        (an identifier's words, phrases) take the summaries' twin probe along."""
+        (an identifier's words, phrases) take the summaries' twin probe along, unless the
+        summaries' range fits their budget (``_uncounted``: they need no count but the words')."""
         view = self.view
         self._ranges = {"messages": (view.bounded(view.m_bounds, m_upper), BM25_BUDGET + 1)}
         if view.with_summaries:
@@ -157,17 +159,25 @@ class FullTextArm:
         self._count(
             "messages", sorted({f'"{t.words[0]}"' for t in self.query.parts if t.kind == "word"})
         )
+        self._twins = view.with_summaries and not self._few("summaries", s_upper)
 
     def _count(self, kind: str, matches: Sequence[str], exact: bool = True) -> list[int]:
         """Capped match counts in ``kind``'s range, each probe run once per search. Not ``exact``:
         only whether each reaches the cap (the cap, or 0 below it; one walk fewer under the cap)."""
-        kinds = list(self._ranges) if kind == "messages" else [kind]
+        kinds = (list(self._ranges) if self._twins else [kind]) if kind == "messages" else [kind]
         probes = [(k, m, *self._ranges[k]) for k in kinds for m in matches]
         known = self._counts if exact else self._over
         missing = [p for p in probes if p[:2] not in self._counts and p[:2] not in known]
         for probe, n in zip(missing, self.store.fts_probe_counts(missing, exact), strict=True):
             known[probe[:2]] = n
         return [self._counts.get((kind, m), known.get((kind, m), 0)) for m in matches]
+
+    def _few(self, kind: str, upper: int) -> bool:
+        """The kind's whole id range fits bm25's budget: any term is selective, nothing to count."""
+        low, high = self.view.bounded(
+            self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper
+        )
+        return high - low + 1 <= (BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET)
 
     def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
         """Up to ``pool`` rows worth ranking, and each term's match count (None: not counted).
@@ -177,6 +187,9 @@ class FullTextArm:
         matches is exact). Common words: newest matches, only to fill the pool.
         """
         terms = self.query.parts
+        fetch = self.message_rows if kind == "messages" else self.summary_rows
+        if kind == "summaries" and self._few(kind, upper):
+            return self._uncounted(fetch, upper, pool)
         bounds = self.view.bounded(
             self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper
         )
@@ -187,7 +200,6 @@ class FullTextArm:
         words = [t for t in terms if t.match in word_counts]
         structured = [t for t in terms if t.match not in word_counts]
         selective, common = plan_terms(words, [word_counts[t.match] for t in words], budget)
-        fetch = self.message_rows if kind == "messages" else self.summary_rows
         hits = fetch(or_match(selective), "rank", pool, upper) if selective else []
         if kind == "messages":
             self.common = common
@@ -196,6 +208,26 @@ class FullTextArm:
         if common and len(hits) < pool:
             hits = _union(hits, fetch(or_match(common), "recent", pool, upper), pool)
         return Candidates(hits, [word_counts.get(t.match) for t in terms])
+
+    def _uncounted(self, fetch: Callable[..., list[Hit]], upper: int, pool: int) -> Candidates:
+        """A range within the budget (the summaries of most conversations): bm25 ranks every
+        word's and phrase's rows straight away, as counting them first would only confirm; the
+        fetch itself says how many match when it comes back short of the pool (a prefix is
+        still fetched newest first, uncounted). A plain word's count came along with the
+        messages' probe (``prepare``): a word found nowhere is not fetched."""
+        terms = self.query.parts
+        ranked = [
+            t
+            for t in terms
+            if t.kind != "prefix"
+            and not (t.kind == "word" and self._counts.get(("summaries", f'"{t.words[0]}"')) == 0)
+        ]
+        prefixes = [t for t in terms if t.kind == "prefix"]
+        hits = fetch(or_match(ranked), "rank", pool, upper) if ranked else []
+        if prefixes:
+            hits = _union(hits, fetch(or_match(prefixes), "recent", pool, upper), 2 * pool)
+        self.totals["summaries"] = len(hits) if len(hits) < pool and not prefixes else None
+        return Candidates(hits, [None] * len(terms))
 
     def _countable(
         self, kind: str, terms: Sequence[Term], bounds: tuple[int, int], budget: int

@@ -174,12 +174,13 @@ class MessageSearch(SqliteConnection):
         and ``depth_counts``, which cost five statements). An empty range is (0, -1)."""
         with self.read() as db:
             m_low, m_high, s_low, s_high, last_seq, nodes = db.execute(
+                # the summaries' three figures from one pass over their index entries (min and
+                # max alone walk it each: the index is ordered by depth before id)
                 "SELECT (SELECT id FROM messages WHERE conversation_id=?1 ORDER BY seq LIMIT 1), "
                 "(SELECT id FROM messages WHERE conversation_id=?1 ORDER BY seq DESC LIMIT 1), "
-                "(SELECT min(id) FROM summaries WHERE conversation_id=?1), "
-                "(SELECT max(id) FROM summaries WHERE conversation_id=?1), "
-                "(SELECT last_seq FROM conversations WHERE id=?1), "
-                "(SELECT count(*) FROM summaries WHERE conversation_id=?1)",
+                "s.lo, s.hi, (SELECT last_seq FROM conversations WHERE id=?1), s.n "
+                "FROM (SELECT min(id) AS lo, max(id) AS hi, count(*) AS n FROM summaries "
+                "WHERE conversation_id=?1) AS s",
                 (conversation_id,),
             ).fetchone()
         messages = (

@@ -454,10 +454,7 @@ def test_a_neighbour_outside_the_pool_that_holds_a_query_word_is_a_match(make_en
     assert len(cut) > 2000  # past the text a hit carries
     turns = [*crowd, short, "the quetzal plan is final", cut, "nothing relevant said", "ok", "bye"]
     engine.ingest_host(
-        [
-            {"role": "user" if i % 2 == 0 else "assistant", "content": t}
-            for i, t in enumerate(turns)
-        ]
+        [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
     )
     hits = _walk_grep(engine, query="quetzal ledger", include_in_context=True, limit=50)
     marks = {
