@@ -155,6 +155,22 @@ def test_ranked_hits_are_pinned(tmp_path, query):
     assert got == want
 
 
+@pytest.mark.parametrize("query", QUERIES)
+def test_counting_the_summaries_terms_first_ranks_the_same(tmp_path, monkeypatch, query):
+    """A summaries range within bm25's budget is ranked without counting its terms; a larger one
+    counts them first. With the budget just under this store's summaries, the counted path must
+    give the pinned hits too."""
+    from hermes_lcm.search import arms
+
+    engine = new_engine(tmp_path)
+    _build(engine)
+    low, high = engine.core.dag.summary_id_bounds(engine.core.binding.conversation_id)
+    assert high - low >= 1, "the store needs summaries to rank"
+    monkeypatch.setattr(arms, "SUMMARY_BM25_BUDGET", high - low)
+    got, want = groups(engine, query, PINNED[query])
+    assert got == want
+
+
 def test_term_counts_are_exact_up_to_the_cap(make_engine):
     """The count is probed at the cap first and counted exactly below it: every cap around the
     true count, a range that cuts the matches, and a term with no match give min(count, cap)."""
