@@ -172,12 +172,18 @@ class FullTextArm:
             known[probe[:2]] = n
         return [self._counts.get((kind, m), known.get((kind, m), 0)) for m in matches]
 
+    def _bounds(self, kind: str, upper: int) -> tuple[int, int]:
+        view = self.view
+        return view.bounded(view.m_bounds if kind == "messages" else view.s_bounds, upper)
+
+    @staticmethod
+    def _budget(kind: str) -> int:
+        return BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET
+
     def _few(self, kind: str, upper: int) -> bool:
         """The kind's whole id range fits bm25's budget: any term is selective, nothing to count."""
-        low, high = self.view.bounded(
-            self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper
-        )
-        return high - low + 1 <= (BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET)
+        low, high = self._bounds(kind, upper)
+        return high - low + 1 <= self._budget(kind)
 
     def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
         """Up to ``pool`` rows worth ranking, and each term's match count (None: not counted).
@@ -190,10 +196,7 @@ class FullTextArm:
         fetch = self.message_rows if kind == "messages" else self.summary_rows
         if kind == "summaries" and self._few(kind, upper):
             return self._uncounted(fetch, upper, pool)
-        bounds = self.view.bounded(
-            self.view.m_bounds if kind == "messages" else self.view.s_bounds, upper
-        )
-        budget = BM25_BUDGET if kind == "messages" else SUMMARY_BM25_BUDGET
+        bounds, budget = self._bounds(kind, upper), self._budget(kind)
         word_counts = self._countable(kind, terms, bounds, budget)
         exact = [word_counts.get(t.match, budget + 1) for t in terms]
         self.totals[kind] = sum(exact) if all(n <= budget for n in exact) else None

@@ -165,7 +165,7 @@ def _cursor_key(store: Store) -> bytes:
     return key
 
 
-EXCLUDE_CHUNK = 200  # rows per exclusion lookup (one UNION ALL statement; SQLite allows 500 arms)
+EXCLUDE_CHUNK = 200  # cut rows per index lookup (one UNION ALL statement; SQLite allows 500 arms)
 
 
 def _digest(req: SearchRequest, key: bytes) -> str:
@@ -396,7 +396,7 @@ class Searcher:
                     by_key[(hit.conversation_id, hit.seq)] = hit
                     fetched.append(hit)
         # a fetched neighbour may hold a query word all the same (outside the candidate pool)
-        matching = self._holding(self.req.query.match, fetched)
+        matching = self._matching(self.req.query.match, fetched)
         for hit in fetched:
             hit.matched = hit.id in matching
             hit.neighbour = not hit.matched
@@ -504,25 +504,21 @@ class Searcher:
         index has the whole row (a hit's text may be cut)."""
         if not self.req.query.excluded or not hits:
             return hits
-        found = self._matching(self.req.query.excluded_match, [h.scratch_id for h in hits])
+        found = self._matching(self.req.query.excluded_match, hits)
         return [h for h in hits if h.scratch_id not in found]
 
-    def _matching(self, match: str, scratch_ids: list[int]) -> set[int]:
-        """Which of these rows (scratch ids) the real index matches ``match`` in, whole rows read."""
-        found: set[int] = set()
-        for i in range(0, len(scratch_ids), EXCLUDE_CHUNK):
-            found.update(self.store.fts_snippets(match, scratch_ids[i : i + EXCLUDE_CHUNK], 1))
-        return found
-
-    def _holding(self, match: str, hits: list[Hit]) -> set[int]:
-        """Which of these hits (scratch ids) hold ``match``. A whole text (under ``TEXT_CHARS``:
-        content and tool calls, all the index holds of the row) is matched in one scratch table;
-        only cut texts take a lookup in the real index, which for a query of common words walks
-        their long position lists per row (a prose question's 200 neighbours: ~100 ms at 100k)."""
+    def _matching(self, match: str, hits: Sequence[Hit]) -> set[int]:
+        """Which of these hits (scratch ids) hold ``match``, as the real index has the whole row. A
+        whole text (under ``TEXT_CHARS``: content and tool calls, all the index holds of the row) is
+        matched in one scratch table; only cut texts take a lookup in the real index, which for a
+        query of common words walks their long position lists per row (a prose question's 200
+        neighbours: ~100 ms at 100k)."""
         whole = [(h.scratch_id, h.text) for h in hits if len(h.text) < TEXT_CHARS]
         cut = [h.scratch_id for h in hits if len(h.text) >= TEXT_CHARS]
-        found = self.store.scratch_fts(whole, [match])[0][0] if whole else set()
-        return found | (self._matching(match, cut) if cut else set())
+        found = set(self.store.scratch_fts(whole, [match])[0][0]) if whole else set()
+        for i in range(0, len(cut), EXCLUDE_CHUNK):
+            found.update(self.store.fts_snippets(match, cut[i : i + EXCLUDE_CHUNK], 1))
+        return found
 
     def _few_matches(self) -> bool:
         """Every term was counted exactly and the query matches few rows (this search ranked its

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.search import arms
 
 from .backends import matching_ids
 from .conftest import new_engine
@@ -160,8 +161,6 @@ def test_counting_the_summaries_terms_first_ranks_the_same(tmp_path, monkeypatch
     """A summaries range within bm25's budget is ranked without counting its terms; a larger one
     counts them first. With the budget just under this store's summaries, the counted path must
     give the pinned hits too."""
-    from hermes_lcm.search import arms
-
     engine = new_engine(tmp_path)
     _build(engine)
     low, high = engine.core.dag.summary_id_bounds(engine.core.binding.conversation_id)

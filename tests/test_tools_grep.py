@@ -388,6 +388,11 @@ def test_not_and_minus_exclude_rows_and_the_answer_says_so(make_engine):
         assert any("delivered fine" in s for s in snippets) and answer["excluded_terms"] == [
             "relay"
         ]
+    long = "webhook log " + " ".join(f"line{i}" for i in range(600)) + " relay"
+    assert len(long) > 2000  # the excluded word lies past the text a hit carries
+    engine.ingest_host([{"role": "user", "content": long}, {"role": "assistant", "content": "ok"}])
+    answer = ok(engine, "lcm_grep", query="webhook -relay", include_in_context=True, limit=20)
+    assert not any("line1" in h["snippet"] for h in answer["hits"]), answer
     its = ok(engine, "lcm_grep", query="it's webhook", include_in_context=True, limit=20)
     assert its["terms"] == ["webhook"] and its["dropped_words"] == ["it's"]
 
