@@ -20,6 +20,12 @@ from .connection import SqliteConnection
 from .payload_refs import record_grants
 from .rows import SESSION_IS, pack_fingerprint, row_to_message, seq_bound, unpack_fingerprint
 
+# The newest request at or before a seq: every assembly asks it (PostgreSQL keeps an index of exactly
+# these rows, storage/pg/schema.py).
+REQUEST_WHERE = (
+    "conversation_id=? AND seq<=? AND role='user' AND synthetic IS NULL ORDER BY seq DESC LIMIT 1"
+)
+
 
 class SqlitePrints:
     """Read access to one conversation's message fingerprints, for alignment."""
@@ -420,8 +426,7 @@ class MessageQueries(SqliteConnection):
         (``synthetic``) is skipped."""
         with self.read() as db:
             row = db.execute(
-                f"SELECT {self.message_columns} FROM messages WHERE conversation_id=? AND seq<=? "
-                "AND role='user' AND synthetic IS NULL ORDER BY seq DESC LIMIT 1",
+                f"SELECT {self.message_columns} FROM messages WHERE {REQUEST_WHERE}",
                 (conversation_id, seq_bound(upto)),
             ).fetchone()
         return row_to_message(row) if row else None

@@ -19,9 +19,9 @@ from hermes_lcm.storage.pg.connection import StatementCount
 from .test_search_statements import RARE_STATEMENTS
 from .tooltest import ok
 
-INGEST = (
-    4  # BEGIN + the write lock (one message), the newest rows with last_seq, the insert, COMMIT
-)
+# BEGIN, the write lock and the newest row with last_seq (one message), the insert with its COMMIT
+# (one pipeline)
+INGEST = 2
 SHOULD_COMPRESS = 0
 ASSEMBLE = 5  # the conversation, the raw window's ids, the uncached rows, the context summaries, the pinned request
 
@@ -143,3 +143,81 @@ def test_the_memory_turn_filter_never_reads_every_message(make_engine: Any) -> N
     )  # the form this filter had: the data does provoke it
     where, _ = type(store)._message_filters({"skip_memory_turns": True, "skip_own_tools": True})
     assert "hashed SubPlan" not in plan(where)
+
+
+def test_the_pinned_request_is_read_from_its_index_whatever_the_statistics(
+    make_engine: Any,
+) -> None:
+    """Every assembly reads the newest request. Trusting statistics older than the rows (a table
+    filled since its last ANALYZE, as every growing conversation is between autovacuum runs), the
+    planner read the whole conversation and sorted it, a cost growing with the history; the
+    requests index answers it from one entry. The unindexed plan is shown to be what the data
+    provokes, then the store's own query is planned with the index. A plan, not a clock."""
+    from hermes_lcm.storage.messages import REQUEST_WHERE
+    from hermes_lcm.storage.pg.dialect import translate
+
+    from .backends import raw_sql
+
+    engine = make_engine(threshold=10**9)
+    store = engine.ensure_core().store
+    raw_sql(store.url, "ANALYZE messages")  # statistics of an empty table, then the rows arrive
+    engine.ingest_host([_message(i) for i in range(3000)])
+    conversation = engine.ensure_core()._conversation()
+    sql = translate(f"EXPLAIN (ANALYZE, BUFFERS) SELECT id FROM messages WHERE {REQUEST_WHERE}")
+
+    def plan() -> str:
+        return "\n".join(str(r[0]) for r in raw_sql(store.url, sql, (conversation, 2**62)))
+
+    indexed = plan()
+    assert "messages_requests" in indexed, indexed
+    assert "Sort" not in indexed, indexed
+    request = store.newest_request(conversation)
+    assert request is not None and request.content.startswith("turn 2998:")
+    raw_sql(store.url, "DROP INDEX messages_requests")
+    assert "Sort" in plan()  # without it the same statistics sort the whole conversation
+
+
+def test_a_refused_insert_with_its_commit_loses_nothing(make_engine: Any) -> None:
+    """The turn's insert goes to the server with its COMMIT. When the server refuses it (here a
+    read-only transaction), the transaction is rolled back, the failure is reported, the
+    messages stay unstored in the prompt, and the next turn stores each of them once."""
+    from .backends import allow_writes, refuse_writes
+
+    engine = make_engine(threshold=10**9)
+    host = [_message(i) for i in range(8)]
+    engine.ingest_host(host)
+    store = engine.ensure_core().store
+    refuse_writes(store)
+    host.extend(_message(8 + k) for k in range(4))
+    engine.ingest_host(host)
+    status = engine.get_status()
+    assert "read-only" in status["last_store_write_failure"]
+    assert store.message_count() == 8
+    allow_writes(store)
+    host.extend(_message(12 + k) for k in range(4))
+    engine.ingest_host(host)
+    conversation = engine.ensure_core()._conversation()
+    rows = store.messages_after(conversation, 0)
+    assert [m.content for m in rows] == [m["content"] for m in host]
+    assert [m.seq for m in rows] == list(range(1, 17))
+    # the pooled connection that carried the refused pipeline is usable again
+    assert store.conversation(conversation).last_seq == 16
+
+
+def test_an_append_inside_an_outer_write_never_commits_it(make_engine: Any) -> None:
+    """Inside another write the append joins that transaction: its insert does not carry a
+    COMMIT, so a failure after it takes the appended rows back with the rest."""
+    from hermes_lcm.base.records import MessageIn
+
+    engine = make_engine(threshold=10**9)
+    engine.ingest_host([_message(i) for i in range(4)])
+    store = engine.ensure_core().store
+    conversation = engine.ensure_core()._conversation()
+    record = MessageIn("user", "inside", None, None, None, None, None, 3, "fp-inside")
+    with pytest.raises(RuntimeError), store.write():
+        store.append(conversation, "s1", "cli", lambda _prints: [record])
+        raise RuntimeError("after the append")
+    assert store.message_count() == 4
+    assert store.conversation(conversation).last_seq == 4
+    assert store.append(conversation, "s1", "cli", lambda _prints: [record])
+    assert store.message_count() == 5

@@ -55,7 +55,8 @@ _BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_NAMESPACE}, {WRITE_L
 
 
 class StatementCount:
-    """Statements this process sent to PostgreSQL servers, every pooled connection counted.
+    """Statements this process sent to PostgreSQL servers, every pooled connection counted (a
+    COMMIT sent in one pipeline with a write's last statement shares its round trip, uncounted).
 
     Each is a network round trip, so the count is what a host turn's latency on a remote server
     is made of; tests/test_pg_roundtrips.py asserts a turn's count so a change that adds round
@@ -176,6 +177,10 @@ class PgDb:
 
     def __init__(self, conn: Any) -> None:
         self.raw = conn
+        # Set by PgConnection.write for its body: the rows of its ``first`` read, and whether this
+        # write began the transaction (only then may the body's last statement carry the COMMIT).
+        self.first_rows: list[Any] | None = None
+        self.outermost = False
 
     @property
     def in_transaction(self) -> bool:
@@ -216,6 +221,21 @@ class PgDb:
                 f"INSERT INTO {table}({', '.join(columns)}) SELECT * FROM unnest({casts})",
                 [list(column) for column in zip(*rows, strict=True)],
             )
+
+    def finish_with(self, sql: str, params: dict[str, Any]) -> list[Any]:
+        """``execute_named``, for the last statement of the outermost write: the statement and the
+        COMMIT go to the server together (psycopg's pipeline), a round trip less per write. A
+        failure leaves the transaction open and aborted, for the write to roll back and report."""
+        if not self.outermost:
+            return self.execute_named(sql, params)
+        psycopg, _ = _psycopg()
+        with _sqlite_errors():
+            with self.raw.pipeline() as pipeline:
+                cur = self.raw.execute(sql, params)
+                # A plain cursor: the COMMIT rides with the statement, no round trip of its own to count.
+                psycopg.Cursor(self.raw).execute("COMMIT")
+                pipeline.sync()  # both sent, both answered: one round trip
+            return cur.fetchall() if cur.description else []
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with _sqlite_errors(), self.raw.cursor() as cur:
@@ -363,8 +383,13 @@ class PgConnection:
             conn_cm.__exit__(None, None, None)
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, first: str | None = None) -> Iterator[sqlite3.Connection]:
         """One transaction under the database's write lock; nested calls join the outer one.
+
+        ``first``: a read without parameters (only values this code wrote into it) that the body
+        needs before it decides; it goes with BEGIN and the lock in one message to the server, so
+        it runs under the lock, and its rows wait in the body's ``db.first_rows``. The body may end
+        the transaction itself with :meth:`PgDb.finish_with`.
 
         A failure rolls the whole transaction back and leaves as :class:`WriteFailed` (the
         database cannot be written now) or :class:`StoreFault` (any other error).
@@ -373,22 +398,39 @@ class PgConnection:
             raise WriteFailed("read-only", f"{self.path} was opened read-only")
         with self._bound() as db:
             if db.in_transaction:
-                yield cast(sqlite3.Connection, db)
+                outer = db.first_rows, db.outermost
+                try:
+                    if first is not None:
+                        with _sqlite_errors():
+                            db.first_rows = db.raw.execute(first, prepare=False).fetchall()
+                    db.outermost = False  # an inner body never ends the outer transaction
+                    yield cast(sqlite3.Connection, db)
+                finally:
+                    db.first_rows, db.outermost = outer
                 return
             try:
-                db.raw.execute(
-                    _BEGIN_LOCKED, prepare=False
-                )  # one round trip (simple protocol: two statements)
+                # One round trip: simple protocol, several statements (BEGIN, the lock, ``first``).
+                cur = db.raw.execute(
+                    _BEGIN_LOCKED if first is None else f"{_BEGIN_LOCKED}; {first}", prepare=False
+                )
+                if first is not None:
+                    cur.nextset()  # BEGIN's result, then the lock's, then the read's
+                    cur.nextset()
+                    db.first_rows = cur.fetchall()
+                db.outermost = True
                 yield cast(
                     sqlite3.Connection, db
                 )  # the mixins' subset of a sqlite3 connection (PgDb)
-                db.raw.execute("COMMIT")
+                if db.in_transaction:
+                    db.raw.execute("COMMIT")
             except BaseException as exc:
                 self._rollback(db)
                 mapped = _mapped(exc)
                 if mapped is exc:
                     raise
                 raise mapped from exc
+            finally:
+                db.first_rows, db.outermost = None, False
             self._commits += 1
 
     @staticmethod

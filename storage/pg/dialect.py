@@ -34,6 +34,9 @@ _TABLE_EXISTS = regex.compile(r"SELECT (name|1) FROM sqlite_master WHERE type='t
 _TABLE_NAMES = regex.compile(r"^SELECT name FROM sqlite_master WHERE type='table' AND name IN \(")
 # ``? IS NULL`` (an optional argument): PostgreSQL must know a parameter's type; any type casts to text.
 _PARAM_NULL = regex.compile(r"\?(?=\s+IS\s+(?:NOT\s+)?NULL\b)")
+# The tables of the schema in use, from the catalog itself: information_schema.tables is a view that
+# checks privileges over every relation and cost a preparer's lookup 0.6-1.4 ms on a 3k-message database.
+_CATALOG = "pg_catalog.pg_class WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')"
 # A quoted literal, or a placeholder outside one.
 _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 
@@ -41,11 +44,7 @@ _TOKENS = regex.compile(r"'(?:[^']|'')*'|\?|%")
 @functools.lru_cache(maxsize=4096)
 def translate(sql: str) -> str:
     """``sql`` (SQLite spelling, ``?`` placeholders) in PostgreSQL's spelling with ``%s`` ones."""
-    sql = _TABLE_NAMES.sub(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-        "AND table_name IN (",
-        sql,
-    )
+    sql = _TABLE_NAMES.sub(f"SELECT relname FROM {_CATALOG} AND relname IN (", sql)
     sql = _PARAM_NULL.sub("?::text", sql)
     sql = _ID_LIST.sub("SELECT value::bigint FROM json_array_elements_text(?::json)", sql)
     sql = _ID_TABLE.sub(
@@ -53,8 +52,7 @@ def translate(sql: str) -> str:
     )
     sql = _TABLE_EXISTS.sub(
         lambda m: (
-            f"SELECT {'table_name' if m.group(1) == 'name' else '1'} FROM "
-            "information_schema.tables WHERE table_schema = current_schema() AND table_name"
+            f"SELECT {'relname' if m.group(1) == 'name' else '1'} FROM {_CATALOG} AND relname"
         ),
         sql,
     )

@@ -3,14 +3,15 @@
 Every statement to a PostgreSQL server is a network round trip, so the shared ingest path
 (``MessageQueries.append``: the newest row, then the last seq twice, the session key in two
 statements, the rows, the new last seq, the new ids) cost a turn eleven of them where SQLite
-makes cheap in-process calls. Here the same decisions take two statements inside the write
-transaction, under the same write lock and with the same rows written:
+makes cheap in-process calls. Here the same decisions take two round trips, under the same
+write lock and with the same rows written:
 
-* :class:`PgPrints` reads the conversation's ``last_seq`` together with the newest rows (the
+* :class:`PgPrints` reads the conversation's ``last_seq`` together with the newest row (the
   alignment asks for both in one selection, and under the write lock neither can change
-  until this transaction writes, which it does only after the selection);
+  until this transaction writes, which it does only after the selection); that read goes in
+  the one message that begins the transaction and takes the lock;
 * :func:`insert_messages` stores the rows, advances ``last_seq``, finds or makes the session
-  key and returns the new ids in one statement (data-modifying CTEs);
+  key and returns the new ids in one statement (data-modifying CTEs), sent with the COMMIT;
 * :class:`PgConversationQueries` reads a database secret (asked by every engine start and the
   first search of a process) without the write transaction that only its first use needs.
 """
@@ -27,7 +28,7 @@ from ..conversations import ConversationQueries
 from ..messages import MessageQueries, SqlitePrints
 from ..payload_refs import record_grants
 from ..rows import unpack_fingerprint
-from .connection import PgDb
+from .connection import PgConnection, PgDb
 
 _TEXT = (
     "role",
@@ -60,25 +61,45 @@ _INSERT = (
 )
 
 
+# The conversation's last_seq with its newest rows' (seq, fingerprint), newest first.
+_TAIL = (
+    "SELECT c.last_seq, m.seq, m.fingerprint FROM conversations c LEFT JOIN LATERAL "
+    "(SELECT seq, fingerprint FROM messages WHERE conversation_id = c.id ORDER BY seq DESC LIMIT {limit}) m "
+    "ON true WHERE c.id = {conversation} ORDER BY m.seq DESC"
+)
+# Rows of the tail sent with the write lock: a turn that extends the list seen last asks for the
+# newest one only (ingest/align.py); a longer look is a statement of its own.
+SENT_WITH_LOCK = 1
+
+
+def tail_read(conversation_id: int, limit: int) -> str:
+    """:data:`_TAIL` with its two integers written in (the simple protocol takes no parameters);
+    a negative ``limit`` is SQLite's "no limit"."""
+    return _TAIL.format(
+        limit=int(limit) if limit >= 0 else "ALL", conversation=int(conversation_id)
+    )
+
+
 class PgPrints(SqlitePrints):
     """:class:`SqlitePrints` whose first look at the newest rows brings ``last_seq`` along.
 
     It lives for one selection: inside ``append``'s write transaction (no other writer can
     move ``last_seq`` before this one writes) or ``probe``'s read, where one statement's
-    snapshot for both is as consistent as two.
+    snapshot for both is as consistent as two. ``sent``: the rows of :func:`tail_read` with
+    ``SENT_WITH_LOCK`` that came back with the write lock, in that same transaction.
     """
 
     _last_seq: int | None = None
+    sent: list[Any] | None = None
 
     def tail_rows(self, limit: int) -> list[tuple[int, str]]:
-        rows = self.db.execute(
-            "SELECT c.last_seq, m.seq, m.fingerprint FROM conversations c LEFT JOIN LATERAL "
-            "(SELECT seq, fingerprint FROM messages WHERE conversation_id = c.id ORDER BY seq DESC LIMIT ?) m "
-            "ON true WHERE c.id = ? ORDER BY m.seq DESC",
-            (limit, self.conversation_id),
-        ).fetchall()
+        if self.sent is not None and 0 <= limit <= SENT_WITH_LOCK:
+            rows = self.sent
+        else:
+            rows = self.db.execute(tail_read(self.conversation_id, limit)).fetchall()
         self._last_seq = int(rows[0][0]) if rows else 0
-        return [(int(r[1]), unpack_fingerprint(r[2])) for r in reversed(rows) if r[1] is not None]
+        newest = rows if limit < 0 else rows[:limit]
+        return [(int(r[1]), unpack_fingerprint(r[2])) for r in reversed(newest) if r[1] is not None]
 
     def last_seq(self) -> int:
         if self._last_seq is None:
@@ -87,9 +108,15 @@ class PgPrints(SqlitePrints):
 
 
 def insert_messages(
-    db: PgDb, conversation_id: int, session_id: str, source: str, records: Sequence[MessageIn]
+    db: PgDb,
+    conversation_id: int,
+    session_id: str,
+    source: str,
+    records: Sequence[MessageIn],
+    finish: bool = False,
 ) -> list[int]:
-    """``storage.messages.insert_messages`` in one statement: the same rows, seqs and session key."""
+    """``storage.messages.insert_messages`` in one statement: the same rows, seqs and session key.
+    ``finish``: nothing follows in the caller's write, so the COMMIT may go with the insert."""
     if not records:
         return []
     now = time.time()
@@ -97,16 +124,12 @@ def insert_messages(
     columns["host_ts"] = [m.host_ts for m in records]
     columns["created_at"] = [m.host_ts or now for m in records]
     columns["tokens"] = [m.tokens for m in records]
-    rows = db.execute_named(
-        _INSERT,
-        {
-            "n": len(records),
-            "cid": conversation_id,
-            "session": session_id,
-            "source": source,
-            **columns,
-        },
-    )
+    params = {"n": len(records), "cid": conversation_id, "session": session_id, "source": source}
+    params.update(columns)
+    # The rows' payload grants are a statement more, after the insert: only without them is the
+    # insert the write's last statement, sent with its COMMIT.
+    last = finish and not any(m.payload_refs for m in records)
+    rows = db.finish_with(_INSERT, params) if last else db.execute_named(_INSERT, params)
     if len(rows) != len(records):
         raise sqlite3.OperationalError(f"conversation {conversation_id} does not exist")
     ids = [int(r[0]) for r in sorted(rows, key=lambda r: int(r[1]))]
@@ -117,8 +140,9 @@ def insert_messages(
 
 
 class PgMessageQueries(MessageQueries):
-    """The shared message queries with a turn's append in four round trips (BEGIN and the
-    write lock, the newest rows with ``last_seq``, the insert, COMMIT) instead of eleven."""
+    """The shared message queries with a turn's append in two round trips instead of eleven:
+    BEGIN, the write lock and the newest row with ``last_seq`` in one message to the server, then
+    the insert with its COMMIT."""
 
     def append(
         self,
@@ -127,10 +151,13 @@ class PgMessageQueries(MessageQueries):
         source: str,
         select: Callable[[SqlitePrints], Sequence[MessageIn]],
     ) -> list[int]:
-        with self.write() as db:
-            fresh = select(PgPrints(db, conversation_id, self.pack_fingerprint))
+        pg = cast(PgConnection, self)  # the mixin runs on a PgStore
+        with pg.write(first=tail_read(conversation_id, SENT_WITH_LOCK)) as db:
+            prints = PgPrints(db, conversation_id, self.pack_fingerprint)
+            prints.sent = cast(PgDb, db).first_rows
+            fresh = select(prints)
             return insert_messages(
-                cast(PgDb, db), conversation_id, session_id, source or "unknown", fresh
+                cast(PgDb, db), conversation_id, session_id, source or "unknown", fresh, True
             )
 
     def probe(

@@ -18,7 +18,7 @@ from ..schema import APP_ID, SCHEMA_VERSION
 
 # The PostgreSQL layout's own version (its forward-only migrations below), beside the shared
 # SCHEMA_VERSION that says which columns the mixins may use.
-PG_SCHEMA_VERSION = 3
+PG_SCHEMA_VERSION = 4
 # The oldest server this layout runs on (``server_version_num``): the families' triggers are created
 # with CREATE OR REPLACE TRIGGER, which PostgreSQL 14 introduced. Everything else needs 12 (stored
 # generated columns, plan_cache_mode).
@@ -203,6 +203,15 @@ CREATE INDEX IF NOT EXISTS payload_refs_message ON payload_refs(message_id);
 CREATE TABLE IF NOT EXISTS payload_ref_aliases(old_ref text PRIMARY KEY, new_ref text NOT NULL);
 """
 
+# 4: the newest request (the prompt's pinned user message, read by every assembly) from an index of
+# the people's messages alone. Without it the planner, trusting statistics older than the rows, read
+# every row of the conversation and sorted them (0.8 ms a turn at 3,000 messages, growing with the
+# history); SQLite walks its (conversation_id, seq) index back to the first one instead.
+_REQUESTS = """
+CREATE INDEX IF NOT EXISTS messages_requests ON messages(conversation_id, seq)
+  WHERE role = 'user' AND synthetic IS NULL;
+"""
+
 _MIGRATIONS: dict[int, str] = {
     1: _FUNCTIONS.replace("%(accented)s", _folding()["accented"]).replace(
         "%(plain)s", _folding()["plain"]
@@ -210,6 +219,7 @@ _MIGRATIONS: dict[int, str] = {
     + _TABLES,
     2: _HEAD_AND_TAIL,
     3: _PAYLOAD_REFS,
+    4: _REQUESTS,
 }
 
 
