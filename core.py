@@ -408,20 +408,20 @@ class LcmCore:
         preparer.ask(conversation, self.binding.session_id, budget(), ahead)
         return True
 
-    def assemble(
-        self, budget: Budget, upto: int | None = None, state: ConversationState | None = None
-    ) -> list[dict[str, Any]]:
+    def assemble(self, budget: Budget, upto: int | None = None) -> list[dict[str, Any]]:
         """The prompt from the store: context summaries, pinned request, fresh tail;
-        with ``upto``, no raw message (nor request) stored after that seq.
-        ``state``: the conversation's row when the caller read it already."""
+        with ``upto``, no raw message (nor request) stored after that seq."""
+        return self.assemble_read(budget, upto)[1]
+
+    def assemble_read(
+        self, budget: Budget, upto: int | None = None
+    ) -> tuple[ConversationState, list[dict[str, Any]]]:
+        """:meth:`assemble`, with the conversation's row it was built from (one store call)."""
         conversation_id = self._conversation()
-        if state is None:
-            state = self.store.conversation(conversation_id)
         # A message costs at least MESSAGE_OVERHEAD_TOKENS, so no more rows than this can fit.
         window = max(256, budget.total // MESSAGE_OVERHEAD_TOKENS)
-        raw = self.items.raw(conversation_id, state.frontier_seq, window, upto)
-        nodes, pinned = self.dag.context(conversation_id), self.items.newest_request(state, upto)
-        return with_whole_outputs(
+        state, raw, nodes, pinned = self.items.prompt(conversation_id, window, upto)
+        return state, with_whole_outputs(
             lambda items: build(
                 nodes, items, budget, pinned, header=self.seal.header(str(conversation_id))
             ),
@@ -498,8 +498,7 @@ class LcmCore:
             self._write_failed("compaction", exc)
         started = time.monotonic()
         # Read once: assembly and what it ends at.
-        state = self.store.conversation(self._conversation())
-        result = self.assemble(budget, upto, state)
+        state, result = self.assemble_read(budget, upto)
         self._assembly_seconds = time.monotonic() - started
         same = same_prompt(self.normalizer, result, host)
         if report is not None:  # the record lcm view draws: the prompt before and after
@@ -609,15 +608,10 @@ class LcmCore:
         if len(host) - start > window:  # cannot all fit (each costs at least the overhead)
             return None
         pending = [Item.host(dict(m)) for m in host.storable(start)]
-        state = self.store.conversation(conversation_id)
-        raw = self.items.raw(conversation_id, state.frontier_seq, window, None)
-        pinned = (
-            None
-            if any(item.role == "user" for item in pending)
-            else self.items.newest_request(state)
-        )
+        _, raw, nodes, request = self.items.prompt(conversation_id, window, None)
+        pinned = None if any(item.role == "user" for item in pending) else request
         out = build(
-            self.dag.context(conversation_id),
+            nodes,
             raw + pending,
             budget,
             pinned,

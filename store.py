@@ -40,6 +40,7 @@ from .base.records import (
     PayloadGrant,
     PayloadRef,
     PreparedSummary,
+    PromptReads,
     Rollup,
     SessionInfo,
     StoredMessage,
@@ -138,6 +139,13 @@ class MessageStore(Protocol):
 
     def probe(self, conversation_id: int, select: Select) -> list[MessageIn]:
         """What ``select`` would store now, without writing."""
+
+    def prompt_reads(
+        self, conversation_id: int, window: int, upto: int | None, newer_than: int
+    ) -> PromptReads:
+        """An assembly's reads in one call: the conversation, its newest ``window`` raw rows'
+        ids (none after ``upto``), whole those stored after ``newer_than``, the context
+        summaries and the pinned request (PostgreSQL: one round trip, one snapshot)."""
 
     def append_imported(
         self, conversation_id: int, session_id: str, source: str, records: Sequence[MessageIn]

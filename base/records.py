@@ -226,6 +226,18 @@ class ConversationState:
 
 
 @dataclass(frozen=True)
+class PromptReads:
+    """What one assembly reads of a conversation (``Store.prompt_reads``), from one snapshot
+    where the backend has them."""
+
+    state: ConversationState
+    ids: list[int]  # the newest raw rows after the frontier (at most the window), oldest first
+    rows: list[StoredMessage]  # those of them stored after the caller's ``newer_than``, whole
+    nodes: list[SummaryNode]  # the context summaries, in prompt order
+    request: StoredMessage | None  # the newest request a person sent (at or before ``upto``)
+
+
+@dataclass(frozen=True)
 class SessionInfo:
     id: str
     conversation_id: int

@@ -166,7 +166,7 @@ def _ranked_hits(
             store.conversation(conversation)
         except KeyError:
             return []  # nothing to find in a conversation that does not exist
-        visible = visible_now(store, Dag(store), conversation)
+        visible = visible_now(store, conversation)
     scope = Scope("all") if conversation is None else Scope("current", conversation)
     request = SearchRequest(
         query,

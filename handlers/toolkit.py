@@ -164,7 +164,7 @@ class Ctx:
         """What the caller's prompt shows now (None before anything is stored): searches list it last."""
         if self.conversation_id is None:
             return None
-        return visible_now(self.core.store, self.core.dag, self.conversation_id)
+        return visible_now(self.core.store, self.conversation_id)
 
     def reach(self) -> tuple[int, ...] | None:
         """What a call may read when it asks beyond the current conversation: its owner's

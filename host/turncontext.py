@@ -35,9 +35,7 @@ def context(core: LcmCore, user_message: Any, on_error: Callable[[str], None]) -
 
 def _visible(core: LcmCore) -> Visible | None:
     conversation_id = core.binding.conversation_id
-    return (
-        visible_now(core.store, core.dag, conversation_id) if conversation_id is not None else None
-    )
+    return visible_now(core.store, conversation_id) if conversation_id is not None else None
 
 
 def recall_block(core: LcmCore, user_message: Any, shared: bool | None = None) -> str | None:

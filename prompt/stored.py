@@ -7,7 +7,7 @@ the rows not cached yet are read whole (a row may be megabytes of tool output).
 
 from __future__ import annotations
 
-from ..base.records import ConversationState, StoredMessage
+from ..base.records import ConversationState, StoredMessage, SummaryNode
 from ..store import Store
 from .blocks import Item
 
@@ -21,38 +21,52 @@ class StoredItems:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.cache: dict[int, Item] = {}
+        # Per conversation, the newest seq whose row came whole into the cache as part of a
+        # window: rows after it are read whole with the window's ids, in the same call.
+        self.newest: dict[int, int] = {}
 
-    def raw(
-        self, conversation_id: int, after_seq: int, window: int, upto: int | None
-    ) -> list[Item]:
-        """The newest ``window`` raw rows as prompt items; only rows not cached yet are read whole."""
-        ids = self.store.message_ids_newest(conversation_id, after_seq, window, upto)
+    def prompt(
+        self, conversation_id: int, window: int, upto: int | None
+    ) -> tuple[ConversationState, list[Item], list[SummaryNode], Item | None]:
+        """Everything an assembly reads, in one store call: the conversation, the newest
+        ``window`` raw rows as items, the context summaries and the pinned request."""
+        reads = self.store.prompt_reads(
+            conversation_id, window, upto, self.newest.get(conversation_id, 0)
+        )
+        given = {m.id: m for m in reads.rows}
+        items = self._items(reads.ids, given)
+        if reads.rows:
+            self.newest[conversation_id] = max(
+                self.newest.get(conversation_id, 0), reads.rows[-1].seq
+            )
+        request = self.item(reads.request) if reads.request is not None else None
+        return reads.state, items, reads.nodes, request
+
+    def _items(self, ids: list[int], given: dict[int, StoredMessage]) -> list[Item]:
+        """``ids`` as items: cached, built from ``given`` rows, or read whole by id."""
         items = {i: self.cache[i] for i in ids if i in self.cache}
-        fetched = {
-            m.id: Item.stored(m)
-            for m in self.store.messages_by_ids([i for i in ids if i not in items])
-        }
+        missing = [i for i in ids if i not in items and i not in given]
+        rows = [given[i] for i in ids if i not in items and i in given]
+        fetched = {m.id: Item.stored(m) for m in rows + self.store.messages_by_ids(missing)}
         items.update(fetched)
         if len(self.cache) + len(fetched) > ITEM_CACHE_SIZE:
-            self.cache.clear()
+            self._clear()
         if len(self.cache) + len(fetched) <= ITEM_CACHE_SIZE:
             self.cache.update(fetched)
         return [items[i] for i in ids]
+
+    def _clear(self) -> None:
+        self.cache.clear()
+        self.newest.clear()  # the rows before it are no longer held
 
     def item(self, message: StoredMessage) -> Item:
         """Items are immutable per stored row; reuse them across assemblies."""
         item = self.cache.get(message.id)
         if item is None:
             if len(self.cache) >= ITEM_CACHE_SIZE:
-                self.cache.clear()
+                self._clear()
             item = self.cache[message.id] = Item.stored(message)
         return item
-
-    def newest_request(self, state: ConversationState, upto: int | None = None) -> Item | None:
-        """The request to pin: the newest user message a person sent at or before ``upto``,
-        never host scaffolding (a todo snapshot, a nudge) that arrived after it."""
-        message = self.store.newest_request(state.id, upto)
-        return self.item(message) if message is not None else None
 
     def by_message(self) -> dict[int, Item]:
         """The cached items by id() of their message (which of a prompt's messages are rows)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dag import Dag
 from ..store import Store
 
 
@@ -34,11 +33,12 @@ class Visible:
         return node_id in self.node_ids
 
 
-def visible_now(store: Store, dag: Dag, conversation_id: int) -> Visible:
+def visible_now(store: Store, conversation_id: int) -> Visible:
     """The prompt as the next assembly builds it from the store (the same frontier, request
-    and context list); a message the budget squeezed out of it still counts as shown."""
-    state = store.conversation(conversation_id)
-    request = store.newest_request(conversation_id)
+    and context list); a message the budget squeezed out of it still counts as shown. Read as
+    an assembly reads them, in one store call (no raw rows: the frontier says which are shown)."""
+    reads = store.prompt_reads(conversation_id, 0, None, 0)
+    state, request = reads.state, reads.request
     pinned = request.id if request is not None and request.seq <= state.frontier_seq else None
-    nodes = frozenset(node.id for node in dag.context(conversation_id))
+    nodes = frozenset(node.id for node in reads.nodes)
     return Visible(conversation_id, state.frontier_seq, pinned, nodes)

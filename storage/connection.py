@@ -13,10 +13,10 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 from urllib.parse import quote
 
 from ..base import private
@@ -277,6 +277,12 @@ class SqliteConnection:
                 return
             with faults_mapped():
                 yield self.conn
+
+    def read_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """Each statement's rows, the statements run in order on one connection (PostgreSQL's
+        sends them together: one round trip)."""
+        with self.read() as db:
+            return [db.execute(sql, tuple(args)).fetchall() for sql, args in statements]
 
     @property
     def readonly(self) -> bool:

@@ -13,6 +13,7 @@ from .messages import MessageQueries
 from .operator import OperatorQueries
 from .payload_refs import PayloadRefQueries
 from .prepared import PreparedQueries
+from .prompt_reads import PromptReadQueries
 from .rewrite import RewriteQueries
 from .rollups import RollupQueries
 from .summaries import SummaryQueries
@@ -33,5 +34,6 @@ class SqliteStore(
     ViewQueries,
     PayloadRefQueries,
     PreparedQueries,
+    PromptReadQueries,
 ):
     """A database file opened for this process. Use ``store.open_store`` / ``store.open_readonly``."""

@@ -28,6 +28,7 @@ from ..errors import StoreError, StoreFault, WriteFailed
 from ..rows import message_columns
 from . import codec, redacted, schema, secrets
 from .dialect import translate
+from .statistics import CHECK_EVERY_COMMITS, Statistics
 
 # pg_advisory_xact_lock keys: (namespace, key). The namespace is ours ("lcm\0" as an int32).
 LOCK_NAMESPACE = 0x6C636D00
@@ -231,9 +232,11 @@ class PgDb:
         psycopg, _ = _psycopg()
         with _sqlite_errors():
             with self.raw.pipeline() as pipeline:
-                cur = self.raw.execute(sql, params)
+                # Never prepared: a pipeline the server aborts (a refused write) leaves psycopg's
+                # cache naming a statement the server never kept ("prepared statement does not exist").
+                cur = self.raw.execute(sql, params, prepare=False)
                 # A plain cursor: the COMMIT rides with the statement, no round trip of its own to count.
-                psycopg.Cursor(self.raw).execute("COMMIT")
+                psycopg.Cursor(self.raw).execute("COMMIT", prepare=False)
                 pipeline.sync()  # both sent, both answered: one round trip
             return cur.fetchall() if cur.description else []
 
@@ -268,6 +271,7 @@ class PgConnection:
     url: str
     lock: threading.RLock
     checkpointer: Checkpointer | None = None  # SQLite's WAL copier: PostgreSQL has none
+    statistics: Statistics | None = None  # the planner's statistics kept fresh (writable stores)
     message_columns: str
     message_columns_m: str
 
@@ -320,8 +324,12 @@ class PgConnection:
             else:
                 with self.write() as db:
                     schema.migrate(cast(PgDb, db))
+                self.statistics = Statistics(self.pool)
+                self.statistics.request()  # a database imported or grown elsewhere: look once now
             self._set_columns()
         except BaseException:
+            if self.statistics is not None:
+                self.statistics.stop()
             self.pool.close()
             raise
 
@@ -432,6 +440,8 @@ class PgConnection:
             finally:
                 db.first_rows, db.outermost = None, False
             self._commits += 1
+            if self.statistics is not None and self._commits % CHECK_EVERY_COMMITS == 0:
+                self.statistics.request()
 
     @staticmethod
     def _rollback(db: PgDb) -> None:
@@ -510,11 +520,44 @@ class PgConnection:
                     raise
                 raise mapped from exc
 
+    def read_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
+        """Each statement's rows, the statements sent together in one pipeline inside one
+        read-only snapshot (REPEATABLE READ): one round trip, and answers that agree with each
+        other whatever another host writes meanwhile. Inside an open transaction they run in it,
+        one by one."""
+        with self.read() as db:
+            pg = cast(PgDb, db)
+            if pg.in_transaction:
+                return [pg.execute(sql, args).fetchall() for sql, args in statements]
+            psycopg, _ = _psycopg()
+            try:
+                with _sqlite_errors():
+                    with pg.raw.pipeline() as pipeline:
+                        ride = psycopg.Cursor(pg.raw)  # BEGIN and COMMIT ride along, uncounted
+                        ride.execute(
+                            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare=False
+                        )
+                        cursors = [
+                            psycopg.Cursor(pg.raw).execute(
+                                translate(sql), tuple(args), prepare=False
+                            )  # never prepared, as finish_with's
+                            for sql, args in statements
+                        ]
+                        ride.execute("COMMIT", prepare=False)
+                        pipeline.sync()
+                    StatementCount.sent += 1  # the pipeline: one round trip
+                    return [c.fetchall() if c.description else [] for c in cursors]
+            except BaseException:
+                self._rollback(pg)
+                raise
+
     @property
     def readonly(self) -> bool:
         return self._readonly
 
     def close(self) -> None:
+        if self.statistics is not None:
+            self.statistics.stop()
         self.pool.close()
 
     def checkpoint_now(self, wait_s: float = 2.0) -> bool:

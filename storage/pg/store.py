@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..message_search import MessageSearch
 from ..payload_refs import PayloadRefQueries
+from ..prompt_reads import PromptReadQueries
 from ..summaries import SummaryQueries
 from ..views import ViewQueries
 from .connection import PgConnection
@@ -41,6 +42,7 @@ class PgStore(
     PgPayloadQueries,
     PayloadRefQueries,
     PgPreparedQueries,
+    PromptReadQueries,
 ):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 

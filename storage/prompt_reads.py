@@ -1,0 +1,69 @@
+"""What one assembly reads of a conversation, asked in one call.
+
+Every turn assembles the prompt from the conversation's row, the ids of its newest raw rows, the
+rows among them the caller has not built items for yet, the context summaries and the pinned
+request. Asked one by one that is five statements; on SQLite they are in-process calls, on
+PostgreSQL five round trips. Asked together (``read_many``) PostgreSQL sends them in one pipeline
+inside one read-only snapshot, so a turn's assembly costs one round trip and its parts agree
+with each other even while another host compacts the conversation.
+"""
+
+from __future__ import annotations
+
+from ..base.records import ConversationState, PromptReads
+from .connection import SqliteConnection
+from .messages import REQUEST_WHERE
+from .rows import NODE_COLUMNS_S, row_to_message, row_to_node, seq_bound
+
+CONVERSATION_SQL = "SELECT id, key, frontier_seq, last_seq FROM conversations WHERE id=?"
+CONTEXT_SQL = (
+    f"SELECT {NODE_COLUMNS_S} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
+    "WHERE c.conversation_id=? ORDER BY c.ord"
+)
+# The raw window: rows after the frontier, read in the same statement (no earlier read to trust).
+_AFTER_FRONTIER = (
+    "conversation_id=? AND seq>(SELECT frontier_seq FROM conversations WHERE id=?) AND seq<=? "
+)
+
+
+class PromptReadQueries(SqliteConnection):
+    """``prompt_reads``: the five reads of an assembly through the backend's ``read_many``."""
+
+    def prompt_reads(
+        self, conversation_id: int, window: int, upto: int | None, newer_than: int
+    ) -> PromptReads:
+        """The prompt's reads for ``conversation_id``: the newest ``window`` raw rows' ids (none
+        stored after ``upto``), whole only those stored after seq ``newer_than`` (the caller
+        holds the older ones, and reads any it lacks by id).
+
+        Raises ``KeyError`` for a conversation that does not exist, as ``conversation`` does."""
+        cid, bound = conversation_id, seq_bound(upto)
+        newest = f"{_AFTER_FRONTIER}ORDER BY seq DESC LIMIT ?"
+        raw: list[tuple[str, tuple[int, ...]]] = [
+            (f"SELECT id FROM messages WHERE {newest}", (cid, cid, bound, window)),
+            (
+                f"SELECT {self.message_columns} FROM messages WHERE seq>? AND {newest}",
+                (newer_than, cid, cid, bound, window),
+            ),
+        ]
+        state, *answers = self.read_many(
+            [
+                (CONVERSATION_SQL, (cid,)),
+                *(raw if window > 0 else []),  # no window: what the prompt shows, not its rows
+                (CONTEXT_SQL, (cid,)),
+                (
+                    f"SELECT {self.message_columns} FROM messages WHERE {REQUEST_WHERE}",
+                    (cid, bound),
+                ),
+            ]
+        )
+        ids, rows, nodes, request = answers if window > 0 else [[], [], *answers]
+        if not state:
+            raise KeyError(conversation_id)
+        return PromptReads(
+            ConversationState(*state[0]),
+            [int(r[0]) for r in reversed(ids)],
+            [row_to_message(r) for r in reversed(rows)],
+            [row_to_node(r) for r in nodes],
+            row_to_message(request[0]) if request else None,
+        )
