@@ -235,6 +235,7 @@ class PromptReads:
     rows: list[StoredMessage]  # those of them stored after the caller's ``newer_than``, whole
     nodes: list[SummaryNode]  # the context summaries, in prompt order
     request: StoredMessage | None  # the newest request a person sent (at or before ``upto``)
+    rewrites: int = 0  # the database's rewrite counter: stored text changed in place when it moves
 
 
 @dataclass(frozen=True)

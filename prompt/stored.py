@@ -1,8 +1,9 @@
 """Stored rows as prompt items, kept between assemblies.
 
 Every compress assembles the prompt from the conversation's newest rows, and most of them were in
-the last prompt too. A row never changes once stored, so its item is built once and reused; only
-the rows not cached yet are read whole (a row may be megabytes of tool output).
+the last prompt too. A row changes after it is stored only by an operator's rewrite (scrub, rekey,
+backfill), which bumps a counter every assembly reads, so its item is built once and reused until
+then; only the rows not cached yet are read whole (a row may be megabytes of tool output).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class StoredItems:
         # Per conversation, the newest seq whose row came whole into the cache as part of a
         # window: rows after it are read whole with the window's ids, in the same call.
         self.newest: dict[int, int] = {}
+        self.rewrites = 0  # the database's rewrite counter the cached items were read under
 
     def prompt(
         self, conversation_id: int, window: int, upto: int | None
@@ -33,6 +35,9 @@ class StoredItems:
         reads = self.store.prompt_reads(
             conversation_id, window, upto, self.newest.get(conversation_id, 0)
         )
+        if reads.rewrites != self.rewrites:  # an operator rewrote stored text: items may be stale
+            self._clear()
+            self.rewrites = reads.rewrites
         given = {m.id: m for m in reads.rows}
         items = self._items(reads.ids, given)
         if reads.rows:

@@ -18,6 +18,7 @@ from . import schema
 from .connection import SqliteConnection, faults_mapped
 from .errors import StoreError
 from .prepared import forget_prepared
+from .rows import BUMP_REWRITES
 
 
 def verify_backup(path: Path) -> str | None:
@@ -553,6 +554,8 @@ class OperatorQueries(SqliteConnection):
         The fingerprint stays (alignment still knows the host's copy); FTS follows by trigger."""
         changed: list[int] = []
         with self.write() as db:
+            if changes:
+                db.execute(BUMP_REWRITES)
             for row_id, expected, new, tokens in changes:
                 if db.execute(
                     "UPDATE messages SET content=?, tokens=? WHERE id=? AND content=?",

@@ -13,9 +13,13 @@ from __future__ import annotations
 from ..base.records import ConversationState, PromptReads
 from .connection import SqliteConnection
 from .messages import REQUEST_WHERE
-from .rows import NODE_COLUMNS_S, row_to_message, row_to_node, seq_bound
+from .rows import NODE_COLUMNS_S, REWRITES_KEY, row_to_message, row_to_node, seq_bound
 
-CONVERSATION_SQL = "SELECT id, key, frontier_seq, last_seq FROM conversations WHERE id=?"
+# The conversation's row, with the database's rewrite counter (rows.REWRITES_KEY; 0 before any).
+_CONVERSATION_SQL = (
+    "SELECT id, key, frontier_seq, last_seq, "
+    f"(SELECT value FROM meta WHERE key='{REWRITES_KEY}') FROM conversations WHERE id=?"
+)
 CONTEXT_SQL = (
     f"SELECT {NODE_COLUMNS_S} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
     "WHERE c.conversation_id=? ORDER BY c.ord"
@@ -48,7 +52,7 @@ class PromptReadQueries(SqliteConnection):
         ]
         state, *answers = self.read_many(
             [
-                (CONVERSATION_SQL, (cid,)),
+                (_CONVERSATION_SQL, (cid,)),
                 *(raw if window > 0 else []),  # no window: what the prompt shows, not its rows
                 (CONTEXT_SQL, (cid,)),
                 (
@@ -61,9 +65,10 @@ class PromptReadQueries(SqliteConnection):
         if not state:
             raise KeyError(conversation_id)
         return PromptReads(
-            ConversationState(*state[0]),
+            ConversationState(*state[0][:4]),
             [int(r[0]) for r in reversed(ids)],
             [row_to_message(r) for r in reversed(rows)],
             [row_to_node(r) for r in nodes],
             row_to_message(request[0]) if request else None,
+            int(state[0][4] or 0),
         )

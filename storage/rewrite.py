@@ -14,7 +14,7 @@ from typing import Any
 
 from .connection import SqliteConnection, faults_mapped
 from .prepared import forget_prepared
-from .rows import row_to_message, unpack_fingerprint
+from .rows import BUMP_REWRITES, row_to_message, unpack_fingerprint
 
 # The text columns of the rows ``lcm redact`` rewrites besides messages (table -> column).
 TEXT_TABLES: dict[str, str] = {"summaries": "content", "events": "detail"}
@@ -51,6 +51,7 @@ class RewriteQueries(SqliteConnection):
         follows by the UPDATE trigger)."""
         with self.write() as db:
             forget_prepared(db, "SELECT conversation_id FROM messages WHERE id=?", (message_id,))
+            db.execute(BUMP_REWRITES)
             db.execute(
                 "UPDATE messages SET content=?, parts=?, tool_calls=?, extra=?, tokens=?, fingerprint=? "
                 "WHERE id=?",

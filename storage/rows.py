@@ -113,3 +113,13 @@ def conversation_scope(
         sql += f" AND {column} IN (SELECT value FROM json_each(?))"
         args.append(id_list(conversation_ids))
     return sql, args
+
+
+# A stored message's text changes in place only by an operator's rewrite (scrub, payload rekey,
+# backfill). Each such transaction bumps this counter, which every assembly reads with the
+# conversation's row: a process that built prompt items from the old text drops them.
+REWRITES_KEY = "rewrites"
+BUMP_REWRITES = (
+    f"INSERT INTO meta(key, value) VALUES ('{REWRITES_KEY}', '1') ON CONFLICT(key) DO UPDATE "
+    "SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)"
+)

@@ -617,6 +617,10 @@ def test_slash_command_counts_then_applies(tmp_path: Path, where: Any) -> None:
         {"role": "assistant", "content": "done"},
     ]
     engine.ingest_host(listed)
+    core = engine.ensure_core()
+    budget = core.budget(engine.threshold_tokens, 0)
+    shown = [str(m.get("content")) for m in core.assemble(budget)]  # the live engine's items
+    assert any(SECRETS["openai"] in text for text in shown)
     assert "redact [apply]" in handle_command("help")
     dry = json.loads(handle_command("redact --json"))
     assert dry["status"] == "ready" and dry["tables"]["messages"]["secrets"] == {"openai_key": 1}
@@ -627,6 +631,10 @@ def test_slash_command_counts_then_applies(tmp_path: Path, where: Any) -> None:
     done = json.loads(handle_command("redact apply --json"))
     assert done["status"] == "applied" and Path(done["backup"]).exists()
     assert "unexpected arguments" in handle_command("redact now")
+    # The next prompt is built from the redacted rows, not from the items built before.
+    shown = [str(m.get("content")) for m in core.assemble(budget)]
+    assert not any(SECRETS["openai"] in text for text in shown), shown
+    assert any("deploy with" in text for text in shown)
     rows = engine.ensure_core().store.message_count()
     listed.append({"role": "user", "content": "next"})
     engine.ingest_host(listed)  # the live engine's next turn: only the new message is stored
