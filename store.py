@@ -28,7 +28,7 @@ import atexit
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -141,11 +141,17 @@ class MessageStore(Protocol):
         """What ``select`` would store now, without writing."""
 
     def prompt_reads(
-        self, conversation_id: int, window: int, upto: int | None, newer_than: int
+        self,
+        conversation_id: int,
+        window: int,
+        upto: int | None,
+        newer_than: int,
+        held_nodes: Collection[int] = (),
     ) -> PromptReads:
         """An assembly's reads in one call: the conversation, its newest ``window`` raw rows'
         ids (none after ``upto``), whole those stored after ``newer_than``, the context
-        summaries and the pinned request (PostgreSQL: one round trip, one snapshot)."""
+        summaries' ids, whole those not in ``held_nodes``, and the pinned request (PostgreSQL:
+        one round trip, one snapshot)."""
 
     def append_imported(
         self, conversation_id: int, session_id: str, source: str, records: Sequence[MessageIn]

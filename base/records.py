@@ -233,7 +233,8 @@ class PromptReads:
     state: ConversationState
     ids: list[int]  # the newest raw rows after the frontier (at most the window), oldest first
     rows: list[StoredMessage]  # those of them stored after the caller's ``newer_than``, whole
-    nodes: list[SummaryNode]  # the context summaries, in prompt order
+    node_ids: list[int]  # the context summaries' ids, in prompt order
+    nodes: list[SummaryNode]  # those of them the caller does not hold (a backend may send all)
     request: StoredMessage | None  # the newest request a person sent (at or before ``upto``)
     rewrites: int = 0  # the database's rewrite counter: stored text changed in place when it moves
 

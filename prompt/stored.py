@@ -26,18 +26,26 @@ class StoredItems:
         # window: rows after it are read whole with the window's ids, in the same call.
         self.newest: dict[int, int] = {}
         self.rewrites = 0  # the database's rewrite counter the cached items were read under
+        # Context summaries by id: a summary is written once (a rewrite moves the counter), and
+        # the context list of a long conversation is tens of kilobytes to read again every turn.
+        self.nodes: dict[int, SummaryNode] = {}
 
     def prompt(
         self, conversation_id: int, window: int, upto: int | None
     ) -> tuple[ConversationState, list[Item], list[SummaryNode], Item | None]:
         """Everything an assembly reads, in one store call: the conversation, the newest
         ``window`` raw rows as items, the context summaries and the pinned request."""
+        held = list(self.nodes)
         reads = self.store.prompt_reads(
-            conversation_id, window, upto, self.newest.get(conversation_id, 0)
+            conversation_id, window, upto, self.newest.get(conversation_id, 0), held
         )
         if reads.rewrites != self.rewrites:  # an operator rewrote stored text: items may be stale
             self._clear()
             self.rewrites = reads.rewrites
+            if len(reads.nodes) < len(reads.node_ids):  # read as held, and held no longer
+                return self.prompt(conversation_id, window, upto)
+        # the held summaries first: building the items may clear the caches (they are full)
+        nodes = self._nodes(reads.node_ids, reads.nodes)
         given = {m.id: m for m in reads.rows}
         items = self._items(reads.ids, given)
         if reads.rows:
@@ -45,7 +53,14 @@ class StoredItems:
                 self.newest.get(conversation_id, 0), reads.rows[-1].seq
             )
         request = self.item(reads.request) if reads.request is not None else None
-        return reads.state, items, reads.nodes, request
+        return reads.state, items, nodes, request
+
+    def _nodes(self, ids: list[int], given: list[SummaryNode]) -> list[SummaryNode]:
+        """The context summaries in order, the ones not held taken into the cache; only the
+        context list's are kept (what left it is not asked for again)."""
+        fresh = {n.id: n for n in given}
+        self.nodes = {i: fresh.get(i) or self.nodes[i] for i in ids}
+        return [self.nodes[i] for i in ids]
 
     def _items(self, ids: list[int], given: dict[int, StoredMessage]) -> list[Item]:
         """``ids`` as items: cached, built from ``given`` rows, or read whole by id."""
@@ -63,6 +78,7 @@ class StoredItems:
     def _clear(self) -> None:
         self.cache.clear()
         self.newest.clear()  # the rows before it are no longer held
+        self.nodes.clear()
 
     def item(self, message: StoredMessage) -> Item:
         """Items are immutable per stored row; reuse them across assemblies."""

@@ -40,5 +40,5 @@ def visible_now(store: Store, conversation_id: int) -> Visible:
     reads = store.prompt_reads(conversation_id, 0, None, 0)
     state, request = reads.state, reads.request
     pinned = request.id if request is not None and request.seq <= state.frontier_seq else None
-    nodes = frozenset(node.id for node in reads.nodes)
+    nodes = frozenset(reads.node_ids)
     return Visible(conversation_id, state.frontier_seq, pinned, nodes)

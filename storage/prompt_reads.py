@@ -10,23 +10,28 @@ with each other even while another host compacts the conversation.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+from typing import Any
+
 from ..base.records import ConversationState, PromptReads
 from .connection import SqliteConnection
 from .messages import REQUEST_WHERE
 from .rows import NODE_COLUMNS_S, REWRITES_KEY, row_to_message, row_to_node, seq_bound
 
 # The conversation's row, with the database's rewrite counter (rows.REWRITES_KEY; 0 before any).
-_CONVERSATION_SQL = (
-    "SELECT id, key, frontier_seq, last_seq, "
-    f"(SELECT value FROM meta WHERE key='{REWRITES_KEY}') FROM conversations WHERE id=?"
+CONVERSATION_COLUMNS = (
+    f"id, key, frontier_seq, last_seq, (SELECT value FROM meta WHERE key='{REWRITES_KEY}')"
 )
-CONTEXT_SQL = (
-    f"SELECT {NODE_COLUMNS_S} FROM context_items c JOIN summaries s ON s.id=c.summary_id "
-    "WHERE c.conversation_id=? ORDER BY c.ord"
+CONVERSATION_FROM = "FROM conversations WHERE id=?"
+CONTEXT_FROM = (
+    "FROM context_items c JOIN summaries s ON s.id=c.summary_id WHERE c.conversation_id=?"
 )
+CONTEXT_SQL = f"SELECT {NODE_COLUMNS_S} {CONTEXT_FROM} ORDER BY c.ord"
 # The raw window: rows after the frontier, read in the same statement (no earlier read to trust).
-_AFTER_FRONTIER = (
+# Its arguments: the conversation twice, the seq bound, the window.
+WINDOW_WHERE = (
     "conversation_id=? AND seq>(SELECT frontier_seq FROM conversations WHERE id=?) AND seq<=? "
+    "ORDER BY seq DESC LIMIT ?"
 )
 
 
@@ -34,15 +39,21 @@ class PromptReadQueries(SqliteConnection):
     """``prompt_reads``: the five reads of an assembly through the backend's ``read_many``."""
 
     def prompt_reads(
-        self, conversation_id: int, window: int, upto: int | None, newer_than: int
+        self,
+        conversation_id: int,
+        window: int,
+        upto: int | None,
+        newer_than: int,
+        held_nodes: Collection[int] = (),
     ) -> PromptReads:
         """The prompt's reads for ``conversation_id``: the newest ``window`` raw rows' ids (none
         stored after ``upto``), whole only those stored after seq ``newer_than`` (the caller
-        holds the older ones, and reads any it lacks by id).
+        holds the older ones, and reads any it lacks by id). In process the context summaries
+        come whole, held or not (``held_nodes`` saves a server's transfer).
 
         Raises ``KeyError`` for a conversation that does not exist, as ``conversation`` does."""
         cid, bound = conversation_id, seq_bound(upto)
-        newest = f"{_AFTER_FRONTIER}ORDER BY seq DESC LIMIT ?"
+        newest = WINDOW_WHERE
         raw: list[tuple[str, tuple[int, ...]]] = [
             (f"SELECT id FROM messages WHERE {newest}", (cid, cid, bound, window)),
             (
@@ -52,7 +63,7 @@ class PromptReadQueries(SqliteConnection):
         ]
         state, *answers = self.read_many(
             [
-                (_CONVERSATION_SQL, (cid,)),
+                (f"SELECT {CONVERSATION_COLUMNS} {CONVERSATION_FROM}", (cid,)),
                 *(raw if window > 0 else []),  # no window: what the prompt shows, not its rows
                 (CONTEXT_SQL, (cid,)),
                 (
@@ -62,13 +73,36 @@ class PromptReadQueries(SqliteConnection):
             ]
         )
         ids, rows, nodes, request = answers if window > 0 else [[], [], *answers]
-        if not state:
-            raise KeyError(conversation_id)
-        return PromptReads(
-            ConversationState(*state[0][:4]),
-            [int(r[0]) for r in reversed(ids)],
-            [row_to_message(r) for r in reversed(rows)],
-            [row_to_node(r) for r in nodes],
-            row_to_message(request[0]) if request else None,
-            int(state[0][4] or 0),
+        return prompt_reads_of(
+            conversation_id,
+            state[0] if state else None,
+            [r[0] for r in ids],
+            rows,
+            nodes,
+            request[0] if request else None,
         )
+
+
+def prompt_reads_of(
+    conversation_id: int,
+    state: Sequence[Any] | None,
+    ids: Sequence[Any],
+    rows: Sequence[Sequence[Any]],
+    nodes: Sequence[Sequence[Any]],
+    request: Sequence[Any] | None,
+    node_ids: Sequence[Any] | None = None,
+) -> PromptReads:
+    """The record of an assembly's reads, from their rows as a backend got them (the window's
+    ids and rows newest first, as the statements order them; ``node_ids`` None: every context
+    summary is among ``nodes``)."""
+    if not state:
+        raise KeyError(conversation_id)
+    return PromptReads(
+        ConversationState(*state[:4]),
+        [int(i) for i in reversed(ids)],
+        [row_to_message(r) for r in reversed(rows)],
+        [int(r[0]) for r in nodes] if node_ids is None else [int(i) for i in node_ids],
+        [row_to_node(r) for r in nodes],
+        row_to_message(request) if request else None,
+        int(state[4] or 0),
+    )

@@ -76,6 +76,7 @@ class RewriteQueries(SqliteConnection):
                 old = db.execute("SELECT content FROM summaries WHERE id=?", (row_id,)).fetchone()
                 if old is None:
                     return
+                db.execute(BUMP_REWRITES)  # a process holding the summary reads it again
                 db.execute(
                     "INSERT INTO summaries_fts(summaries_fts, rowid, content) VALUES ('delete', ?, ?)",
                     (row_id, old[0]),

@@ -115,8 +115,8 @@ def conversation_scope(
     return sql, args
 
 
-# A stored message's text changes in place only by an operator's rewrite (scrub, payload rekey,
-# backfill). Each such transaction bumps this counter, which every assembly reads with the
+# A stored message's or summary's text changes in place only by an operator's rewrite (scrub,
+# payload rekey, backfill). Each such transaction bumps this counter, which every assembly reads with the
 # conversation's row: a process that built prompt items from the old text drops them.
 REWRITES_KEY = "rewrites"
 BUMP_REWRITES = (

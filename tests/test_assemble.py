@@ -189,3 +189,39 @@ def test_assembly_is_the_same_whatever_the_item_cache_holds(make_engine, monkeyp
     assert core.assemble(budget) == whole
     assert core.assemble(budget) == whole
     assert len(core.items.cache) <= 7
+
+
+def test_context_summaries_are_read_once_and_again_after_a_rewrite(make_engine, monkeypatch):
+    """The prompt's summaries are held between assemblies (a server sends only their ids), and an
+    operator's rewrite of one (redact, doctor's repair) shows in the very next prompt."""
+    from hermes_lcm.prompt import stored as stored_module
+
+    engine = make_engine(threshold=3000)
+    history: list[dict[str, Any]] = []
+    for i in range(80):
+        history += [
+            {"role": "user", "content": f"question {i} about the ledger kestrelword{i}"},
+            {"role": "assistant", "content": f"answer {i} " + "detail " * 30},
+        ]
+    engine.ingest_host(history)
+    core = engine.core
+    budget = core.budget(engine.threshold_tokens, 0)
+    core.compress(history, budget, force=True)
+    first = core.assemble(budget)
+    cid = core.binding.conversation_id
+    _, _, nodes, _ = core.items.prompt(cid, 10, None)
+    assert nodes and set(core.items.nodes) == {n.id for n in nodes}
+    held = core.store.prompt_reads(cid, 10, None, 0, [n.id for n in nodes])
+    assert held.node_ids == [n.id for n in nodes]
+    if type(core.store).__name__ == "PgStore":  # SQLite reads them in process, whole
+        assert held.nodes == []
+    assert core.assemble(budget) == first  # served from what it holds: the same prompt
+    monkeypatch.setattr(stored_module, "ITEM_CACHE_SIZE", 3)  # building the items clears the caches
+    assert core.assemble(budget) == first
+    assert core.assemble(budget) == first
+    monkeypatch.undo()
+    target = nodes[0]
+    core.store.rewrite_text("summaries", target.id, "the ledger summary, rewritten zzrewritten")
+    shown = "\n".join(str(m.get("content")) for m in core.assemble(budget))
+    assert "zzrewritten" in shown
+    assert target.content[:200] not in shown

@@ -21,9 +21,10 @@ from hermes_lcm.storage.pg.connection import StatementCount
 from .test_search_statements import RARE_STATEMENTS
 from .tooltest import ok
 
-# BEGIN, the write lock and the newest row with last_seq (one message), the insert with its COMMIT
-# (one pipeline)
-INGEST = 2
+# BEGIN, the write lock, an insert that checks the conversation still ends where this process's
+# last write left it, and COMMIT: one pipeline. (When another writer moved it: BEGIN, the lock
+# and the newest row with last_seq in one message, then the insert with its COMMIT.)
+INGEST = 1
 SHOULD_COMPRESS = 0
 # The conversation, the raw window (its new rows whole), the context summaries and the pinned
 # request: one pipeline
@@ -76,6 +77,76 @@ def test_a_host_turn_sends_few_statements(make_engine):
         assert turn["ingest"] <= INGEST, counts
         assert turn["should_compress"] <= SHOULD_COMPRESS, counts
         assert turn["assemble"] <= ASSEMBLE, counts
+
+
+def _other_writer(engine: Any) -> Any:
+    """A second store on the same database: another host's process."""
+    from hermes_lcm.storage.pg.store import PgStore
+
+    return PgStore(engine.core.store.path)
+
+
+@pytest.mark.parametrize("move", ["append", "delete newest"])
+def test_a_conversation_another_writer_moved_is_decided_again_under_the_lock(
+    make_engine, move: str
+):
+    """The one-round-trip insert is decided from this process's last write; when another host
+    appended to the conversation, or an operator removed its newest row, in between, nothing is
+    written from that decision: the turn is decided again under the lock and stored once, after
+    the other writer's rows, in order."""
+    engine = make_engine(threshold=1_000_000)
+    host = [_message(i) for i in range(8)]
+    engine.ingest_host(host)
+    cid = engine.core.binding.conversation_id
+    other = _other_writer(engine)
+    try:
+        if move == "append":
+            record = MessageIn(
+                "user", "from another host", None, None, None, None, None, 5, "elsewhere"
+            )
+            other.append(cid, "other-session", "other", lambda prints: [record])
+        else:
+            newest = other.messages_after(cid, 0)[-1]
+            other.delete_messages([newest.id])
+    finally:
+        other.close()
+    host.extend(_message(8 + k) for k in range(4))
+    _, sent = counted(lambda: engine.ingest_host(host))
+    rows = engine.core.store.messages_after(cid, 0)
+    contents = [m.content for m in rows]
+    assert [m.seq for m in rows] == sorted(m.seq for m in rows)
+    assert len(set(m.seq for m in rows)) == len(rows)
+    for i in range(12):  # the removed row may come back from the host's list, never twice
+        want = {0, 1} if move == "delete newest" and i == 7 else {1}
+        assert contents.count(_message(i)["content"]) in want, (i, contents)
+    if move == "append":
+        assert contents.index("from another host") < contents.index(_message(8)["content"])
+    assert sent > INGEST, sent  # the checked insert wrote nothing; the turn was decided again
+    host.extend(_message(12 + k) for k in range(4))
+    _, sent = counted(lambda: engine.ingest_host(host))  # the next turn: one round trip again
+    assert sent == INGEST, sent
+    assert [m.content for m in engine.core.store.messages_after(cid, 0)][-4:] == [
+        _message(12 + k)["content"] for k in range(4)
+    ]
+
+
+def test_a_turn_another_host_stored_first_is_not_stored_twice(make_engine):
+    """Two hosts on one session (a gateway and a CLI, two processes): the other stores the turn
+    first; this one's insert, decided from its own last write, writes nothing, and the turn
+    decided again under the lock finds every message stored."""
+    engine = make_engine(threshold=1_000_000)
+    host = [_message(i) for i in range(8)]
+    engine.ingest_host(host)
+    url = engine.core.store.path
+    other = make_engine(threshold=1_000_000, LCM_DATABASE_URL=f"{url}&application_name=other")
+    assert other.core.store is not engine.core.store  # its own store, as in another process
+    host.extend(_message(8 + k) for k in range(4))
+    other.ingest_host(list(host))
+    engine.ingest_host(host)
+    contents = [
+        m.content for m in engine.core.store.messages_after(engine.core.binding.conversation_id, 0)
+    ]
+    assert contents == [_message(i)["content"] for i in range(12)], contents
 
 
 def test_a_turn_with_nothing_new_takes_no_write_lock(make_engine):

@@ -417,31 +417,69 @@ class PgConnection:
                     db.first_rows, db.outermost = outer
                 return
             try:
-                # One round trip: simple protocol, several statements (BEGIN, the lock, ``first``).
-                cur = db.raw.execute(
-                    _BEGIN_LOCKED if first is None else f"{_BEGIN_LOCKED}; {first}", prepare=False
-                )
-                if first is not None:
-                    cur.nextset()  # BEGIN's result, then the lock's, then the read's
-                    cur.nextset()
-                    db.first_rows = cur.fetchall()
-                db.outermost = True
-                yield cast(
-                    sqlite3.Connection, db
-                )  # the mixins' subset of a sqlite3 connection (PgDb)
-                if db.in_transaction:
-                    db.raw.execute("COMMIT")
-            except BaseException as exc:
-                self._rollback(db)
-                mapped = _mapped(exc)
-                if mapped is exc:
-                    raise
-                raise mapped from exc
+                with self._undone_on_error(db):
+                    # One round trip: simple protocol, several statements (BEGIN, the lock, ``first``).
+                    cur = db.raw.execute(
+                        _BEGIN_LOCKED if first is None else f"{_BEGIN_LOCKED}; {first}",
+                        prepare=False,
+                    )
+                    if first is not None:
+                        cur.nextset()  # BEGIN's result, then the lock's, then the read's
+                        cur.nextset()
+                        db.first_rows = cur.fetchall()
+                    db.outermost = True
+                    yield cast(
+                        sqlite3.Connection, db
+                    )  # the mixins' subset of a sqlite3 connection (PgDb)
+                    if db.in_transaction:
+                        db.raw.execute("COMMIT")
             finally:
                 db.first_rows, db.outermost = None, False
-            self._commits += 1
-            if self.statistics is not None and self._commits % CHECK_EVERY_COMMITS == 0:
-                self.statistics.request()
+            self._committed()
+
+    def write_alone(self, sql: str, params: dict[str, Any]) -> list[Any] | None:
+        """``sql`` (PostgreSQL's own SQL) as a whole write transaction in ONE round trip: BEGIN,
+        the write lock, the statement and COMMIT in one pipeline; its rows. For a write whose
+        decision was made before the lock and that checks in its own SQL that it still holds.
+        None, with nothing sent, inside an open transaction (the caller writes within it).
+        Errors leave as :meth:`write`'s do, the transaction rolled back."""
+        if self._readonly:
+            raise WriteFailed("read-only", f"{self.path} was opened read-only")
+        with self._bound() as db:
+            if db.in_transaction:
+                return None
+            psycopg, _ = _psycopg()
+            with self._undone_on_error(db), _sqlite_errors():
+                with db.raw.pipeline() as pipeline:
+                    ride = psycopg.Cursor(db.raw)  # BEGIN, the lock and COMMIT ride along
+                    for begin in _BEGIN_LOCKED.split("; "):
+                        ride.execute(begin, prepare=False)
+                    # never prepared, as finish_with's
+                    cur = psycopg.Cursor(db.raw).execute(sql, params, prepare=False)
+                    ride.execute("COMMIT", prepare=False)
+                    pipeline.sync()
+                StatementCount.sent += 1  # the pipeline: one round trip
+                rows = cur.fetchall() if cur.description else []
+        self._committed()
+        return rows
+
+    @contextmanager
+    def _undone_on_error(self, db: PgDb) -> Iterator[None]:
+        """A failure inside rolls the transaction back and leaves as the data layer's error."""
+        try:
+            yield
+        except BaseException as exc:
+            self._rollback(db)
+            mapped = _mapped(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def _committed(self) -> None:
+        """Count a commit: every ``CHECK_EVERY_COMMITS`` the statistics job looks at the tables."""
+        self._commits += 1
+        if self.statistics is not None and self._commits % CHECK_EVERY_COMMITS == 0:
+            self.statistics.request()
 
     @staticmethod
     def _rollback(db: PgDb) -> None:

@@ -3,9 +3,15 @@
 Every statement to a PostgreSQL server is a network round trip, so the shared ingest path
 (``MessageQueries.append``: the newest row, then the last seq twice, the session key in two
 statements, the rows, the new last seq, the new ids) cost a turn eleven of them where SQLite
-makes cheap in-process calls. Here the same decisions take two round trips, under the same
-write lock and with the same rows written:
+makes cheap in-process calls. Here the same decisions take one round trip, two when another
+writer moved the conversation, under the same write lock and with the same rows written:
 
+* a host's next turn extends the list it sent last, so the selection is made from the tail
+  this process wrote last (kept per conversation), before the lock; BEGIN, the lock, an insert
+  that writes only if the conversation still ends there, and COMMIT go in one pipeline. If
+  another writer appended or removed the newest row, that insert writes nothing and the turn
+  is decided again under the lock, as below (a selection that needs more than that tail, or
+  rows with payload grants, go that way from the start);
 * :class:`PgPrints` reads the conversation's ``last_seq`` together with the newest row (the
   alignment asks for both in one selection, and under the write lock neither can change
   until this transaction writes, which it does only after the selection); that read goes in
@@ -61,6 +67,16 @@ _INSERT = (
 )
 
 
+# The insert when the decision was made from the tail this process wrote last, before the lock:
+# it writes only if the conversation still ends there (no other writer appended or removed its
+# newest row since), else nothing, and the caller decides again under the lock.
+_INSERT_IF_UNMOVED = _INSERT.replace(
+    "WHERE id = %(cid)s ",
+    "WHERE id = %(cid)s AND last_seq = %(expect_last)s AND (SELECT max(seq) FROM messages "
+    "WHERE conversation_id = %(cid)s) IS NOT DISTINCT FROM %(expect_newest)s::bigint ",
+    1,
+)
+
 # The conversation's last_seq with its newest rows' (seq, fingerprint), newest first.
 _TAIL = (
     "SELECT c.last_seq, m.seq, m.fingerprint FROM conversations c LEFT JOIN LATERAL "
@@ -107,6 +123,27 @@ class PgPrints(SqlitePrints):
         return self._last_seq
 
 
+class _NeedsRead(Exception):
+    """The selection asked for more than the remembered tail: it is made again under the lock."""
+
+
+class _Unread:
+    """The database of a selection made from the remembered tail alone: any read refuses."""
+
+    def execute(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise _NeedsRead
+
+
+def _columns(records: Sequence[MessageIn]) -> dict[str, list[Any]]:
+    """The insert's per-row arrays."""
+    now = time.time()
+    columns: dict[str, list[Any]] = {name: [getattr(m, name) for m in records] for name in _TEXT}
+    columns["host_ts"] = [m.host_ts for m in records]
+    columns["created_at"] = [m.host_ts or now for m in records]
+    columns["tokens"] = [m.tokens for m in records]
+    return columns
+
+
 def insert_messages(
     db: PgDb,
     conversation_id: int,
@@ -119,13 +156,8 @@ def insert_messages(
     ``finish``: nothing follows in the caller's write, so the COMMIT may go with the insert."""
     if not records:
         return []
-    now = time.time()
-    columns: dict[str, list[Any]] = {name: [getattr(m, name) for m in records] for name in _TEXT}
-    columns["host_ts"] = [m.host_ts for m in records]
-    columns["created_at"] = [m.host_ts or now for m in records]
-    columns["tokens"] = [m.tokens for m in records]
     params = {"n": len(records), "cid": conversation_id, "session": session_id, "source": source}
-    params.update(columns)
+    params.update(_columns(records))
     # The rows' payload grants are a statement more, after the insert: only without them is the
     # insert the write's last statement, sent with its COMMIT.
     last = finish and not any(m.payload_refs for m in records)
@@ -140,9 +172,11 @@ def insert_messages(
 
 
 class PgMessageQueries(MessageQueries):
-    """The shared message queries with a turn's append in two round trips instead of eleven:
-    BEGIN, the write lock and the newest row with ``last_seq`` in one message to the server, then
-    the insert with its COMMIT."""
+    """The shared message queries with a turn's append in one round trip (the module says how)."""
+
+    # Per conversation, the tail rows (as ``tail_read`` returns them) after this process's last
+    # write of it: a hint, checked by the insert under the lock, never trusted on its own.
+    _tails: dict[int, list[Any]]
 
     def append(
         self,
@@ -151,20 +185,68 @@ class PgMessageQueries(MessageQueries):
         source: str,
         select: Callable[[SqlitePrints], Sequence[MessageIn]],
     ) -> list[int]:
+        if not hasattr(self, "_tails"):
+            self._tails = {}
+        source = source or "unknown"
+        ids = self._append_at_known_tail(conversation_id, session_id, source, select)
+        if ids is not None:
+            return ids
         pg = cast(PgConnection, self)  # the mixin runs on a PgStore
         with pg.write(first=tail_read(conversation_id, SENT_WITH_LOCK)) as db:
             prints = PgPrints(db, conversation_id, self.pack_fingerprint)
-            prints.sent = cast(PgDb, db).first_rows
+            prints.sent = sent = cast(PgDb, db).first_rows
             fresh = select(prints)
-            return insert_messages(
-                cast(PgDb, db), conversation_id, session_id, source or "unknown", fresh, True
-            )
+            ids = insert_messages(cast(PgDb, db), conversation_id, session_id, source, fresh, True)
+            outermost = cast(PgDb, db).outermost
+        if outermost and sent:  # committed, and the conversation exists
+            self._tails[conversation_id] = _tail_after(sent, fresh)
+        return ids
+
+    def _append_at_known_tail(
+        self,
+        conversation_id: int,
+        session_id: str,
+        source: str,
+        select: Callable[[SqlitePrints], Sequence[MessageIn]],
+    ) -> list[int] | None:
+        """The append in one round trip, or None: no remembered tail, a selection that needs
+        more than it, nothing new or payload grants to write (their statement needs the ids), or
+        a conversation another writer moved (nothing was written; the caller decides again)."""
+        sent = self._tails.pop(conversation_id, None)
+        if not sent:
+            return None
+        prints = PgPrints(cast(Any, _Unread()), conversation_id, self.pack_fingerprint)
+        prints.sent = sent
+        try:
+            fresh = select(prints)
+        except _NeedsRead:
+            return None
+        if not fresh or any(m.payload_refs for m in fresh):
+            return None
+        last = int(sent[0][0])
+        params = {"n": len(fresh), "cid": conversation_id, "session": session_id, "source": source}
+        params.update(_columns(fresh), expect_last=last, expect_newest=sent[0][1])
+        rows = cast(PgConnection, self).write_alone(_INSERT_IF_UNMOVED, params)
+        if not rows:  # moved (or a transaction is open): nothing written
+            return None
+        if len(rows) != len(fresh):
+            raise sqlite3.OperationalError(f"conversation {conversation_id} does not exist")
+        self._tails[conversation_id] = _tail_after(sent, fresh)
+        return [int(r[0]) for r in sorted(rows, key=lambda r: int(r[1]))]
 
     def probe(
         self, conversation_id: int, select: Callable[[SqlitePrints], Sequence[MessageIn]]
     ) -> list[MessageIn]:
         with self.read() as db:
             return list(select(PgPrints(db, conversation_id, self.pack_fingerprint)))
+
+
+def _tail_after(sent: list[Any], fresh: Sequence[MessageIn]) -> list[Any]:
+    """The tail rows as ``tail_read`` would return them once ``fresh`` follows ``sent``'s."""
+    if not fresh:
+        return sent
+    seq = int(sent[0][0]) + len(fresh)
+    return [(seq, seq, fresh[-1].fingerprint)]
 
 
 class PgConversationQueries(ConversationQueries):

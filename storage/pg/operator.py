@@ -25,7 +25,7 @@ _FTS: dict[str, tuple[str, str]] = {
     "messages_fts": ("messages", "content || ' ' || coalesce(tool_calls, '')"),
     "summaries_fts": ("summaries", "content"),
 }
-FUNCTIONS = ("instr", "lcm_fold", "lcm_words", "lcm_tsv", "lcm_tsq")
+FUNCTIONS = ("instr", "lcm_fold", "lcm_words", "lcm_tsv", "lcm_tsv_large", "lcm_tsq")
 INTEGRITY_SAMPLE = 2000
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..prepared import forget_prepared
 from ..rewrite import TEXT_TABLES, RewriteQueries
+from ..rows import BUMP_REWRITES
 
 
 class PgRewriteQueries(RewriteQueries):
@@ -22,6 +23,7 @@ class PgRewriteQueries(RewriteQueries):
         with self.write() as db:
             if table == "summaries":
                 forget_prepared(db, "SELECT conversation_id FROM summaries WHERE id=?", (row_id,))
+                db.execute(BUMP_REWRITES)  # a process holding the summary reads it again
             db.execute(f"UPDATE {table} SET {column}=? WHERE id=?", (text, row_id))
 
     def secure_delete(self, on: bool) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..message_search import MessageSearch
 from ..payload_refs import PayloadRefQueries
-from ..prompt_reads import PromptReadQueries
 from ..summaries import SummaryQueries
 from ..views import ViewQueries
 from .connection import PgConnection
@@ -16,6 +15,7 @@ from .families import PgAssertionQueries, PgPreparedQueries, PgRollupQueries, Pg
 from .messages import PgConversationQueries, PgMessageQueries
 from .operator import PgOperatorQueries
 from .payloads import PgPayloadQueries
+from .prompt_reads import PgPromptReadQueries
 from .rewrite import PgRewriteQueries
 from .search import PgMessageSearch, PgSummarySearch
 
@@ -42,7 +42,7 @@ class PgStore(
     PgPayloadQueries,
     PayloadRefQueries,
     PgPreparedQueries,
-    PromptReadQueries,
+    PgPromptReadQueries,
 ):
     """A PostgreSQL database opened for this process. Use ``store.open_store`` with a URL."""
 

@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hermes_lcm import store as store_module
 from hermes_lcm.base.tokens import count_messages
@@ -349,3 +351,52 @@ def test_a_missing_driver_is_an_outage_that_loses_nothing(tmp_path):
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "postgres' extra" in (seen["error"] or ""), seen
     assert seen["same"] is True
+
+
+_TEXTS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=300) | st.lists(
+    st.sampled_from(
+        ["Café", "naïve", "résumé", "ÀÉÎ", "straße", "東京", "x_y", "a-b", "ﬁ", "42", "--"]
+    ),
+    max_size=40,
+).map(" ".join)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=_TEXTS)
+def test_the_index_function_gives_every_text_the_vector_of_its_guarded_body(
+    pg_conn: Any, text: str
+):
+    """lcm_tsv sends only a text that could overflow a tsvector through the PL/pgSQL body with
+    its exception block; every other text must get exactly the vector that body gives it (the
+    stored vectors of an upgraded database are not recomputed)."""
+    text = text.replace("\x00", "")
+    row = pg_conn.execute(
+        "SELECT lcm_tsv(%s) = lcm_tsv_large(%s), lcm_tsv(%s)::text", (text, text, text)
+    ).fetchone()
+    assert row[0], (text, row[1])
+
+
+def test_the_index_function_agrees_on_both_sides_of_its_size_cap(pg_conn: Any):
+    """Texts just under and over the cap, of many distinct words, and one over a tsvector's 1 MB."""
+    for size in (499_990, 500_010, 1_400_000):
+        words, n = [], 0
+        while n < size:
+            words.append(f"w{len(words):x}é")
+            n += len(words[-1].encode()) + 1
+        text = " ".join(words)
+        same, length = pg_conn.execute(
+            "SELECT lcm_tsv(%s) = lcm_tsv_large(%s), length(lcm_tsv(%s))", (text, text, text)
+        ).fetchone()
+        assert same and length > 1000, size
+
+
+@pytest.fixture
+def pg_conn(tmp_path: Path):
+    import psycopg
+
+    url = fresh_url()
+    open_store(url).close()  # the schema and its functions
+    with psycopg.connect(url, autocommit=True) as conn:
+        yield conn
