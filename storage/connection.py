@@ -279,8 +279,7 @@ class SqliteConnection:
                 yield self.conn
 
     def read_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
-        """Each statement's rows, the statements run in order on one connection (PostgreSQL's
-        sends them together: one round trip)."""
+        """Each statement's rows, the statements run in order on one connection."""
         with self.read() as db:
             return [db.execute(sql, tuple(args)).fetchall() for sql, args in statements]
 

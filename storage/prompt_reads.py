@@ -2,10 +2,8 @@
 
 Every turn assembles the prompt from the conversation's row, the ids of its newest raw rows, the
 rows among them the caller has not built items for yet, the context summaries and the pinned
-request. Asked one by one that is five statements; on SQLite they are in-process calls, on
-PostgreSQL five round trips. Asked together (``read_many``) PostgreSQL sends them in one pipeline
-inside one read-only snapshot, so a turn's assembly costs one round trip and its parts agree
-with each other even while another host compacts the conversation.
+request: five statements, in-process calls on SQLite. PostgreSQL, where each would be a round
+trip, asks them as one statement (``pg.prompt_reads``); the SQL pieces here are shared with it.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ WINDOW_WHERE = (
 
 
 class PromptReadQueries(SqliteConnection):
-    """``prompt_reads``: the five reads of an assembly through the backend's ``read_many``."""
+    """``prompt_reads``: the five reads of an assembly, one after the other on one connection."""
 
     def prompt_reads(
         self,
@@ -53,11 +51,10 @@ class PromptReadQueries(SqliteConnection):
 
         Raises ``KeyError`` for a conversation that does not exist, as ``conversation`` does."""
         cid, bound = conversation_id, seq_bound(upto)
-        newest = WINDOW_WHERE
         raw: list[tuple[str, tuple[int, ...]]] = [
-            (f"SELECT id FROM messages WHERE {newest}", (cid, cid, bound, window)),
+            (f"SELECT id FROM messages WHERE {WINDOW_WHERE}", (cid, cid, bound, window)),
             (
-                f"SELECT {self.message_columns} FROM messages WHERE seq>? AND {newest}",
+                f"SELECT {self.message_columns} FROM messages WHERE seq>? AND {WINDOW_WHERE}",
                 (newer_than, cid, cid, bound, window),
             ),
         ]

@@ -558,37 +558,6 @@ class PgConnection:
                     raise
                 raise mapped from exc
 
-    def read_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]:
-        """Each statement's rows, the statements sent together in one pipeline inside one
-        read-only snapshot (REPEATABLE READ): one round trip, and answers that agree with each
-        other whatever another host writes meanwhile. Inside an open transaction they run in it,
-        one by one."""
-        with self.read() as db:
-            pg = cast(PgDb, db)
-            if pg.in_transaction:
-                return [pg.execute(sql, args).fetchall() for sql, args in statements]
-            psycopg, _ = _psycopg()
-            try:
-                with _sqlite_errors():
-                    with pg.raw.pipeline() as pipeline:
-                        ride = psycopg.Cursor(pg.raw)  # BEGIN and COMMIT ride along, uncounted
-                        ride.execute(
-                            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare=False
-                        )
-                        cursors = [
-                            psycopg.Cursor(pg.raw).execute(
-                                translate(sql), tuple(args), prepare=False
-                            )  # never prepared, as finish_with's
-                            for sql, args in statements
-                        ]
-                        ride.execute("COMMIT", prepare=False)
-                        pipeline.sync()
-                    StatementCount.sent += 1  # the pipeline: one round trip
-                    return [c.fetchall() if c.description else [] for c in cursors]
-            except BaseException:
-                self._rollback(pg)
-                raise
-
     @property
     def readonly(self) -> bool:
         return self._readonly
