@@ -13,8 +13,9 @@ deterministic history as bench/search.py on a throwaway PostgreSQL (tests/pgserv
   context summaries the process already holds sent as ids);
 * lcm_grep of a rare term and of a very common one, through the engine's own tool call.
 
-The mode is set on the store's own connection between samples, so everything else (data,
-statistics, psycopg's prepared statements) is the same for all three.
+The mode is set through ``Store.read()`` between samples, so everything else (data, statistics,
+psycopg's prepared statements) is the same for all three; that the setting reaches the
+connection a search runs on is not checked yet (the assembly's figures move with it).
 """
 
 from __future__ import annotations
@@ -22,33 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable
-from typing import Any
 
 from common import bulk_ingest, core_of
 from pg_compare import engine_for, server_version, start_server
 
-from search import COMMON, SearchHistory
+from search import COMMON, SearchHistory, interleaved
 
 MODES = ("force_custom_plan", "auto", "force_generic_plan")
 WINDOW = 40  # raw rows of the assembly's window (the engine's fresh tail at its defaults)
-
-
-def _median_ms(fn: Callable[[], Any], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1000
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=4000, help="stored messages")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per mode")
-    parser.add_argument("--runs", type=int, default=40, help="calls per sample")
     parser.add_argument("--url", help="a PostgreSQL server to use instead of a throwaway one")
     args = parser.parse_args()
     base = args.url or start_server()
@@ -93,7 +82,7 @@ def main() -> None:
                 # past psycopg's prepare threshold and the server's first five custom plans
                 for _ in range(6):
                     fn()
-                samples[(mode, name)].append(_median_ms(fn, args.runs))
+                samples[(mode, name)].append(interleaved(fn)[0])
     with store.read() as db:
         db.execute("SET plan_cache_mode = force_custom_plan")
     print(f"{server_version(base)}, {args.size:,} messages, medians of {args.rounds} rounds (ms)")
