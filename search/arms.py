@@ -10,6 +10,8 @@ before LIMIT, so its cost is bounded whatever the store's size.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -97,6 +99,9 @@ class View:
     summary_conversations: tuple[int, ...] | None
     filters: Filters
     with_summaries: bool
+    # The store and its rewrite counter when the scope was read: what an earlier search learnt of
+    # the indexes under the same key still holds (``CommonWords``).
+    indexes: tuple[str, int] = ("", -1)
 
     @property
     def derived_sql(self) -> dict[str, Any]:
@@ -123,6 +128,57 @@ class Arm(Protocol):
     def candidates(self, kind: str, upper: int, pool: int) -> Candidates:
         """Up to ``pool`` rows of ``kind`` ("messages" | "summaries") with ids up to ``upper``."""
         ...
+
+
+class CommonWords:
+    """Which probes were seen over their cap, per store and rewrite counter, across searches.
+
+    A word over bm25's budget in one conversation stays over it: rows are only added to an id
+    range while the store's rewrite counter stands (text changes in place and deletes move it), so
+    the count of a range ``[low, high]`` never falls, and a probe over its cap there is over it in
+    any range ``[low, high']`` with ``high' >= high``. Probing a common word for its cap is the one
+    costly count (its index entries walked up to the cap: ~0.2 ms a word at 100k rows, three words
+    for an identifier such as AUTH_BATCH_LIMIT, a dozen for a prose question), and the same words
+    (file, error, limit) come back query after query. Exact counts under the cap move with every
+    stored row and are never kept."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._over: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def over(
+        self, indexes: tuple[str, int], kind: str, match: str, bounds: tuple[int, int], cap: int
+    ) -> bool:
+        key = (indexes, kind, match, bounds[0], cap)
+        with self._lock:
+            high = self._over.get(key)
+            if high is None or bounds[1] < high:
+                return False
+            self._over.move_to_end(key)
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._over.clear()
+
+    def __len__(self) -> int:
+        return len(self._over)
+
+    def learn(
+        self, indexes: tuple[str, int], kind: str, match: str, bounds: tuple[int, int], cap: int
+    ) -> None:
+        if indexes[1] < 0:  # a scope read without the counter: nothing to key it on
+            return
+        key = (indexes, kind, match, bounds[0], cap)
+        with self._lock:
+            self._over[key] = min(bounds[1], self._over.get(key, bounds[1]))
+            self._over.move_to_end(key)
+            while len(self._over) > self.size:
+                self._over.popitem(last=False)
+
+
+COMMON_WORDS = CommonWords(4096)
 
 
 class FullTextArm:
@@ -168,9 +224,25 @@ class FullTextArm:
         probes = [(k, m, *self._ranges[k]) for k in kinds for m in matches]
         known = self._counts if exact else self._over
         missing = [p for p in probes if p[:2] not in self._counts and p[:2] not in known]
+        for probe in [p for p in missing if COMMON_WORDS.over(self.view.indexes, *p)]:
+            known[probe[:2]] = probe[3]  # over the cap in a range this one holds: over here too
+            missing.remove(probe)
         for probe, n in zip(missing, self.store.fts_probe_counts(missing, exact), strict=True):
             known[probe[:2]] = n
+            if n >= probe[3]:
+                COMMON_WORDS.learn(self.view.indexes, *probe)
         return [self._counts.get((kind, m), known.get((kind, m), 0)) for m in matches]
+
+    def _known_over(self, kind: str, match: str) -> bool:
+        """Whether ``match`` is known over its cap in ``kind``'s range without a probe: counted
+        so in this search, or seen so by an earlier one (``COMMON_WORDS``)."""
+        bounds, cap = self._ranges[kind]
+        n = self._counts.get((kind, match), self._over.get((kind, match)))
+        return (
+            n >= cap
+            if n is not None
+            else COMMON_WORDS.over(self.view.indexes, kind, match, bounds, cap)
+        )
 
     def _bounds(self, kind: str, upper: int) -> tuple[int, int]:
         view = self.view
@@ -252,6 +324,8 @@ class FullTextArm:
             """Every word of the term within the budget; the first word over it settles the answer,
             so an identifier of common words (AUTH_BATCH_LIMIT) stops counting there. A word of a
             phrase only needs that answer, not its count: the probe alone."""
+            if any(self._known_over(kind, f'"{w}"') for w in term.words):
+                return False  # a word seen over the budget before settles it without a probe
             for w in term.words:
                 n = counted[w] if w in counted else self._count(kind, [f'"{w}"'], exact=False)[0]
                 if n > budget:

@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import secrets
 import threading
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -312,11 +313,13 @@ class Searcher:
         rest = [(h.scratch_id, h.text) for h in candidates if id(h) not in ids]
         if not rest:
             return [{h.scratch_id for h in known}] if known else [set() for _ in terms]
-        snippet = (
+        if (
             len(candidates) <= SNIPPETS_WITH_MATCH
-        )  # few rows: their snippets in the same transaction
-        if snippet:  # every candidate, so the page needs no snippet statement (known rows match their term anyway)
+        ):  # every candidate, so the page needs no snippet statement (known rows match their term anyway)
             rest += [(h.scratch_id, h.text) for h in known]
+        # Few rows in the table: their snippets in the same transaction, so a page showing one of
+        # them (a cut summary, most often) needs no second table of its own.
+        snippet = len(rest) <= SNIPPETS_WITH_MATCH
         matched, snippets = self.store.scratch_fts(
             rest,
             [t.match for t in terms],
@@ -574,26 +577,39 @@ def _one_per_source(ranked: list[Hit], matched: Sequence[set[int]]) -> tuple[lis
     The summaries left out come back second, to be listed after every other ranked hit (marked
     ``covered``), so a walk still visits every match once."""
 
-    def terms(h: Hit) -> frozenset[int]:
-        return frozenset(i for i, rows in enumerate(matched) if h.scratch_id in rows)
+    known: dict[int, frozenset[int]] = {}
 
-    sources: dict[int, list[tuple[int, int, frozenset[int]]]] = {}
-    for h in ranked:
+    def terms(h: Hit) -> frozenset[int]:
+        found = known.get(h.scratch_id)
+        if found is None:
+            found = known[h.scratch_id] = frozenset(
+                i for i, rows in enumerate(matched) if h.scratch_id in rows
+            )
+        return found
+
+    # Per conversation, the matched message hits by seq (with their rank): a summary looks up
+    # the few inside its span by bisection instead of walking every hit.
+    sources: dict[int, list[tuple[int, int, Hit]]] = {}
+    for rank, h in enumerate(ranked):
         if h.kind == "message" and h.matched:
-            sources.setdefault(h.conversation_id, []).append((h.seq, h.id, terms(h)))
+            sources.setdefault(h.conversation_id, []).append((h.seq, rank, h))
+    for rows in sources.values():
+        rows.sort(key=lambda row: (row[0], row[1]))
+    seqs = {conv: [row[0] for row in rows] for conv, rows in sources.items()}
 
     def source(h: Hit) -> int | None:
-        node, wanted = h.node, terms(h)
-        if h.kind != "summary" or node is None:
+        """The best-ranked message hit inside the summary's span matching its terms."""
+        node = h.node
+        if h.kind != "summary" or node is None or h.conversation_id not in sources:
             return None
-        return next(
-            (
-                i
-                for seq, i, found in sources.get(h.conversation_id, ())
-                if node.first_seq <= seq <= node.last_seq and wanted <= found
-            ),
-            None,
+        keys, wanted = seqs[h.conversation_id], terms(h)
+        inside = sources[h.conversation_id][
+            bisect_left(keys, node.first_seq) : bisect_right(keys, node.last_seq)
+        ]
+        best = min(
+            (row for row in inside if wanted <= terms(row[2])), key=lambda row: row[1], default=None
         )
+        return best[2].id if best is not None else None
 
     for h in ranked:
         h.covered = source(h)
@@ -631,7 +647,9 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
     summary_conversation = scope.conversation_id
     if scope.kind == "current" and scope.conversation_id is not None and scope.session_id is None:
         # One statement for the ranges and whether each holds this conversation only (one round trip, not one each).
-        m_bounds, s_bounds, last_seq, nodes = store.conversation_ranges(scope.conversation_id)
+        m_bounds, s_bounds, last_seq, nodes, generation = store.conversation_ranges(
+            scope.conversation_id
+        )
         if last_seq == m_bounds[1] - m_bounds[0] + 1:
             scope_sql["conversation_id"] = None  # the id range holds this conversation only
         if nodes == s_bounds[1] - s_bounds[0] + 1:
@@ -641,6 +659,7 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
             scope.conversation_id, scope.session_id, conversation_ids=reach
         )
         s_bounds = dag.summary_id_bounds(scope.conversation_id, conversation_ids=reach)
+        generation = store.rewrite_generation()
     return View(
         m_bounds,
         s_bounds,
@@ -650,4 +669,5 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
         reach,
         req.filters,
         req.summaries and not req.filters.raw_only,
+        (store.path, generation),
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..base.records import StoredMessage
 from .connection import SqliteConnection, faults_mapped
-from .rows import conversation_scope, id_list, row_to_message
+from .rows import REWRITES_VALUE, conversation_scope, id_list, row_to_message
 
 
 def _all_lcm_calls(alias: str) -> str:
@@ -165,29 +165,32 @@ class MessageSearch(SqliteConnection):
             row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
         return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
 
-    def conversation_ranges(
-        self, conversation_id: int
-    ) -> tuple[tuple[int, int], tuple[int, int], int, int]:
-        """One conversation's message id range, summary id range, last seq and summary count in ONE
-        statement: what a search of the current conversation needs to know about its scope (the
-        same answers as ``message_id_bounds``, ``summary_id_bounds``, ``conversation().last_seq``
-        and ``depth_counts``, which cost five statements). An empty range is (0, -1)."""
+    def conversation_ranges(self, conversation_id: int) -> ConversationRanges:
+        """One conversation's message id range, summary id range, last seq, summary count and the
+        rewrite counter in ONE statement: what a search of the current conversation needs to know
+        about its scope (the same answers as ``message_id_bounds``, ``summary_id_bounds``,
+        ``conversation().last_seq``, ``depth_counts`` and ``rewrite_generation``, which cost six
+        statements). An empty range is (0, -1)."""
         with self.read() as db:
-            m_low, m_high, s_low, s_high, last_seq, nodes = db.execute(
+            row = db.execute(
                 # the summaries' three figures from one pass over their index entries (min and
                 # max alone walk it each: the index is ordered by depth before id)
                 "SELECT (SELECT id FROM messages WHERE conversation_id=?1 ORDER BY seq LIMIT 1), "
                 "(SELECT id FROM messages WHERE conversation_id=?1 ORDER BY seq DESC LIMIT 1), "
-                "s.lo, s.hi, (SELECT last_seq FROM conversations WHERE id=?1), s.n "
+                "s.lo, s.hi, (SELECT last_seq FROM conversations WHERE id=?1), s.n, "
+                f"{REWRITES_VALUE} "
                 "FROM (SELECT min(id) AS lo, max(id) AS hi, count(*) AS n FROM summaries "
                 "WHERE conversation_id=?1) AS s",
                 (conversation_id,),
             ).fetchone()
-        messages = (
-            (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
-        )
-        summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
-        return messages, summaries, int(last_seq or 0), int(nodes)
+        return ranges_of(row)
+
+    def rewrite_generation(self) -> int:
+        """The store's rewrite counter (``rows.REWRITES_KEY``): it moves whenever stored text
+        changed in place or rows were deleted, so what a reader learnt of the indexes before
+        holds while it stands."""
+        with self.read() as db:
+            return int(db.execute(f"SELECT {REWRITES_VALUE}").fetchone()[0])
 
     def fts_snippets(self, match: str, ids: Sequence[int], tokens: int) -> dict[int, str]:
         """Highlighted snippets of a few rows straight from the real indexes (column ``content``),
@@ -396,7 +399,11 @@ class MessageSearch(SqliteConnection):
                 self._scratch = scratch
             scratch.execute("BEGIN")
             try:
-                scratch.executemany("INSERT INTO scratch(rowid, content) VALUES (?, ?)", docs)
+                # In rowid order: FTS5 writes its pending terms out as a segment whenever a rowid
+                # is not above the last one inserted, so candidates in rank order (and summaries'
+                # negated ids) flushed a segment per row (17 cut summaries: 0.80 ms, not 0.30).
+                ordered: list[tuple[int, str]] = sorted(docs, key=lambda doc: doc[0])
+                scratch.executemany("INSERT INTO scratch(rowid, content) VALUES (?, ?)", ordered)
                 sets = [
                     {
                         int(r[0])
@@ -418,3 +425,15 @@ class MessageSearch(SqliteConnection):
             finally:
                 scratch.execute("ROLLBACK")
         return sets, snippets
+
+
+ConversationRanges = tuple[tuple[int, int], tuple[int, int], int, int, int]
+
+
+def ranges_of(row: Sequence[Any]) -> ConversationRanges:
+    """``conversation_ranges``' answer from its row (either backend): message range, summary
+    range (empty: (0, -1)), last seq, summary count, rewrite counter."""
+    m_low, m_high, s_low, s_high, last_seq, nodes, generation = row
+    messages = (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
+    summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
+    return messages, summaries, int(last_seq or 0), int(nodes), int(generation or 0)

@@ -116,9 +116,15 @@ def conversation_scope(
 
 
 # A stored message's or summary's text changes in place only by an operator's rewrite (scrub,
-# payload rekey, backfill). Each such transaction bumps this counter, which every assembly reads with the
-# conversation's row: a process that built prompt items from the old text drops them.
+# payload rekey, backfill), and rows leave only by an operator's delete. Each such transaction bumps
+# this counter, which every assembly reads with the conversation's row (a process that built prompt
+# items from the old text drops them) and every search with its scope (what it learnt of the indexes
+# in an earlier search, such as which words are common, holds only while the counter stands).
 REWRITES_KEY = "rewrites"
+# The counter as a scalar subquery (0 before any rewrite): read beside whatever a reader needs.
+REWRITES_VALUE = (
+    f"coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key='{REWRITES_KEY}'), 0)"
+)
 BUMP_REWRITES = (
     f"INSERT INTO meta(key, value) VALUES ('{REWRITES_KEY}', '1') ON CONFLICT(key) DO UPDATE "
     "SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)"

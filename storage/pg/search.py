@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...base.records import StoredMessage, SummaryNode
-from ..message_search import MessageSearch
-from ..rows import NODE_COLUMNS_S, id_list, row_to_message, row_to_node
+from ..message_search import ConversationRanges, MessageSearch, ranges_of
+from ..rows import NODE_COLUMNS_S, REWRITES_VALUE, id_list, row_to_message, row_to_node
 from ..summaries import SummaryQueries
 from .fulltext import to_tsquery_text
 
@@ -48,25 +48,19 @@ class PgMessageSearch(MessageSearch):
             row = db.execute(f"SELECT {', '.join(columns)}", args).fetchone()
         return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
 
-    def conversation_ranges(
-        self, conversation_id: int
-    ) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+    def conversation_ranges(self, conversation_id: int) -> ConversationRanges:
         """As on SQLite, in one statement (PostgreSQL has no numbered ``?1`` parameters)."""
         with self.read() as db:
-            m_low, m_high, s_low, s_high, last_seq, nodes = db.execute(
+            row = db.execute(
                 "SELECT (SELECT id FROM messages WHERE conversation_id=c.id ORDER BY seq LIMIT 1), "
                 "(SELECT id FROM messages WHERE conversation_id=c.id ORDER BY seq DESC LIMIT 1), "
                 "(SELECT min(id) FROM summaries WHERE conversation_id=c.id), "
                 "(SELECT max(id) FROM summaries WHERE conversation_id=c.id), c.last_seq, "
-                "(SELECT count(*) FROM summaries WHERE conversation_id=c.id) "
+                f"(SELECT count(*) FROM summaries WHERE conversation_id=c.id), {REWRITES_VALUE} "
                 "FROM (SELECT CAST(? AS BIGINT) AS id, (SELECT last_seq FROM conversations WHERE id=?) AS last_seq) c",
                 (conversation_id, conversation_id),
             ).fetchone()
-        messages = (
-            (int(m_low), int(m_high)) if m_low is not None and m_high is not None else (0, -1)
-        )
-        summaries = (int(s_low), int(s_high)) if s_low is not None else (0, -1)
-        return messages, summaries, int(last_seq or 0), int(nodes)
+        return ranges_of(row)
 
     def fts_snippets(self, match: str, ids: Sequence[int], tokens: int) -> dict[int, str]:
         """The snippets SQLite's index would give: the rows' ``content`` through the same in-memory
