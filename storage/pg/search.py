@@ -49,18 +49,18 @@ class PgMessageSearch(MessageSearch):
         return [min(cap, int(n)) for n, (_, _, _, cap) in zip(row, probes, strict=True)]
 
     def conversation_ranges(self, conversation_id: int) -> ConversationRanges:
-        """As on SQLite, in one statement (PostgreSQL has no numbered ``?1`` parameters)."""
+        """As on SQLite (PostgreSQL has no numbered ``?1`` parameters): one round trip while the
+        conversation's summaries stand."""
         with self.read() as db:
-            row = db.execute(
+            m_low, m_high, last_seq, generation, newest = db.execute(
                 "SELECT (SELECT id FROM messages WHERE conversation_id=c.id ORDER BY seq LIMIT 1), "
                 "(SELECT id FROM messages WHERE conversation_id=c.id ORDER BY seq DESC LIMIT 1), "
-                "(SELECT min(id) FROM summaries WHERE conversation_id=c.id), "
-                "(SELECT max(id) FROM summaries WHERE conversation_id=c.id), c.last_seq, "
-                f"(SELECT count(*) FROM summaries WHERE conversation_id=c.id), {REWRITES_VALUE} "
+                f"c.last_seq, {REWRITES_VALUE}, (SELECT max(id) FROM summaries) "
                 "FROM (SELECT CAST(? AS BIGINT) AS id, (SELECT last_seq FROM conversations WHERE id=?) AS last_seq) c",
                 (conversation_id, conversation_id),
             ).fetchone()
-        return ranges_of(row)
+            s_low, s_high, nodes = self._summary_span(db, conversation_id, (generation, newest))
+        return ranges_of((m_low, m_high, s_low, s_high, last_seq, nodes, generation))
 
     def fts_snippets(self, match: str, ids: Sequence[int], tokens: int) -> dict[int, str]:
         """The snippets SQLite's index would give: the rows' ``content`` through the same in-memory
