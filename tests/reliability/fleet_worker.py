@@ -40,6 +40,18 @@ def _bound(engine: Any, messages: list[dict[str, Any]], tokens: int) -> int:
     return int(core.budget(engine.threshold_tokens, engine.overhead(messages, tokens)).total)
 
 
+def _kept_whole(engine: Any, out: list[dict[str, Any]], host: list[dict[str, Any]]) -> bool:
+    """The engine's documented answer when it cannot store the new messages and cannot read the
+    store to place them (core.LcmCore.keep_unstored): the host's list unchanged, with
+    ``_last_compress_aborted`` and a reason, so the host keeps its list and warns. Nothing else
+    may exceed the budget."""
+    return (
+        bool(getattr(engine, "_last_compress_aborted", False))
+        and bool(getattr(engine, "_last_summary_error", None))
+        and out == host
+    )
+
+
 def play(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     engine = make_engine(args.home, args.session, env, args.conversation)
     guard = Guarded()
@@ -47,7 +59,7 @@ def play(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     host = history(transcript, args.start)  # a restarted host re-sends what it has
     deadline = time.monotonic() + args.seconds
     violations: list[str] = []
-    turn, compactions, last_error_turn = args.start, 0, -1
+    turn, compactions, last_error_turn, kept = args.start, 0, -1, 0
     errors_seen, skipped = 0, 0
     while True:
         if args.follow:
@@ -72,6 +84,10 @@ def play(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
             )
             if not out:
                 violations.append(f"turn {turn}: empty prompt")
+            elif _kept_whole(engine, out, host):
+                # The store could not be reached to tell which messages it holds: the host's list
+                # comes back as it was, flagged, and the host keeps it and warns (nothing dropped).
+                kept += 1
             else:
                 bound = _bound(engine, host, tokens)
                 if count_messages(out) > bound:
@@ -97,6 +113,7 @@ def play(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
         "compactions": compactions,
         "skipped": skipped,
         "violations": violations[:20],
+        "kept_whole": kept,
         "last_error_turn": last_error_turn,
         "write_failures": engine.get_status().get("store_write_failures"),
     }

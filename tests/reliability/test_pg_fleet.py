@@ -11,7 +11,10 @@ Afterwards, read past our code: no error in any engine, every prompt within its 
 valid sequence, no (conversation_id, seq) twice, each message stored exactly once, nothing an
 agent sent is missing, no seq gaps, lineage complete, and each conversation's context valid.
 The attack run kills one agent with SIGKILL mid-run (it restarts and re-sends) and restarts the
-server mid-run: the engines record the failure, keep returning bounded prompts, and recover.
+server mid-run: the engines record the failure, keep returning bounded prompts, and recover. While
+the server is down a compress can neither store the turn's messages nor read what is stored: the
+engine then hands the host's list back unchanged and flagged (``_last_compress_aborted``, the host
+keeps its list and warns), which only the attack run allows (``kept_whole``).
 
 ``FLEET_TEST_SECONDS`` shortens the run locally; CI runs the full 60 s.
 """
@@ -119,7 +122,17 @@ def _finish(procs: dict[str, subprocess.Popen[str]]) -> dict[str, dict[str, Any]
         results[name] = result_of(out)
     print(
         {
-            n: {k: r[k] for k in ("turns", "stored", "compactions", "skipped", "write_failures")}
+            n: {
+                k: r[k]
+                for k in (
+                    "turns",
+                    "stored",
+                    "compactions",
+                    "skipped",
+                    "write_failures",
+                    "kept_whole",
+                )
+            }
             for n, r in results.items()
         }
     )
@@ -189,7 +202,10 @@ def _check_agents(results: dict[str, dict[str, Any]], errors_allowed: bool) -> N
         if result["violations"]:
             problems.append(f"{name}: {result['violations'][:3]}")
         if not errors_allowed and (
-            result["errors"] or result["engine_errors"] or result["write_failures"]
+            result["errors"]
+            or result["engine_errors"]
+            or result["write_failures"]
+            or result["kept_whole"]
         ):
             problems.append(
                 f"{name}: engine errors: {(result['errors'] + result['engine_errors'])[:3]}"
