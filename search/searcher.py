@@ -669,5 +669,6 @@ def _view(store: Store, dag: Dag, req: SearchRequest) -> View:
         reach,
         req.filters,
         req.summaries and not req.filters.raw_only,
-        (store.path, generation),
+        # the store object too: a database made anew at the same path starts its counter at 0 again
+        (f"{store.path}@{id(store):x}", generation),
     )
