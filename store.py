@@ -49,6 +49,7 @@ from .base.records import (
 from .storage.claw import LCL_TABLES, ClawDatabase, detect_source
 from .storage.connection import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES
 from .storage.errors import ForeignDatabase, NewerSchema, StoreError, StoreFault, WriteFailed
+from .storage.message_search import ConversationRanges
 from .storage.operator import verify_backup
 from .storage.payload_dir import blobs_of, database_tag, directory_of, ref_key
 from .storage.pg import is_url, redacted
@@ -204,9 +205,7 @@ class MessageStore(Protocol):
     def fts_probe_counts(
         self, probes: Sequence[tuple[str, str, tuple[int, int] | None, int]], exact: bool = True
     ) -> list[int]: ...
-    def conversation_ranges(
-        self, conversation_id: int
-    ) -> tuple[tuple[int, int], tuple[int, int], int, int, int]: ...
+    def conversation_ranges(self, conversation_id: int) -> ConversationRanges: ...
     def rewrite_generation(self) -> int: ...
     def fts_snippets(self, match: str, ids: Sequence[int], tokens: int) -> dict[int, str]: ...
     def message_hits(

@@ -224,9 +224,10 @@ class FullTextArm:
         probes = [(k, m, *self._ranges[k]) for k in kinds for m in matches]
         known = self._counts if exact else self._over
         missing = [p for p in probes if p[:2] not in self._counts and p[:2] not in known]
-        for probe in [p for p in missing if COMMON_WORDS.over(self.view.indexes, *p)]:
-            known[probe[:2]] = probe[3]  # over the cap in a range this one holds: over here too
-            missing.remove(probe)
+        learnt = [p for p in missing if COMMON_WORDS.over(self.view.indexes, *p)]
+        for probe in learnt:  # over the cap in a range this one holds: over it here too
+            known[probe[:2]] = probe[3]
+        missing = [p for p in missing if p not in learnt]
         for probe, n in zip(missing, self.store.fts_probe_counts(missing, exact), strict=True):
             known[probe[:2]] = n
             if n >= probe[3]:

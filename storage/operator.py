@@ -476,9 +476,8 @@ class OperatorQueries(SqliteConnection):
         marks = ",".join("?" * len(message_ids))
         ids = tuple(message_ids)
         with self.write() as db:
-            db.execute(
-                BUMP_REWRITES
-            )  # rows left the indexes: a search's knowledge of them is stale
+            # rows leave the indexes: what a search learnt of them no longer holds
+            db.execute(BUMP_REWRITES)
             forget_prepared(db, f"SELECT conversation_id FROM messages WHERE id IN ({marks})", ids)
             edges = db.execute(
                 f"DELETE FROM edges WHERE child_kind IN (0, 'message') AND child_id IN ({marks})",
@@ -497,9 +496,8 @@ class OperatorQueries(SqliteConnection):
         nodes = f"SELECT id FROM summaries WHERE conversation_id IN ({marks})"
         counts: dict[str, int] = {}
         with self.write() as db:
-            db.execute(
-                BUMP_REWRITES
-            )  # rows left the indexes: a search's knowledge of them is stale
+            # rows leave the indexes: what a search learnt of them no longer holds
+            db.execute(BUMP_REWRITES)
             forget_prepared(db, f"SELECT id FROM conversations WHERE id IN ({marks})", ids)
             counts["edges"] = db.execute(
                 f"DELETE FROM edges WHERE parent_id IN ({nodes})", ids
