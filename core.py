@@ -37,7 +37,7 @@ from .ingest.pipeline import pipeline_for
 from .ingest.steps import Normalizer
 from .maintenance.payload_rekey import open_guard
 from .prompt import timeline
-from .prompt.assemble import Retention, build
+from .prompt.assemble import Retention, build, newest_request
 from .prompt.blocks import Item
 from .prompt.budget import Budget, budget_for
 from .prompt.stored import StoredItems
@@ -631,7 +631,8 @@ class LcmCore:
         """The prompt after an internal error: bounded where that drops no unstored message.
 
         Sessions that store nothing by configuration are trimmed as always. Otherwise what
-        the store holds decides; when even that cannot be read, the list stays as it is.
+        the store holds decides; when even that cannot be read, what is remembered of the
+        stored list (:meth:`_without_store`), and failing that the list stays as it is.
         """
         self.kept_reason = None
         host = HostList(messages, self.seal)
@@ -642,7 +643,51 @@ class LcmCore:
         except Exception as exc:  # noqa: BLE001 - the store or the assembler is what failed
             reason = f"hermes-lcm store unavailable ({exc.__class__.__name__}: {exc}); no message was dropped"
             self.stats.error(reason)
-            return self._kept(host, reason)
+        try:
+            out = self._without_store(host, budget)
+        except Exception as exc:  # noqa: BLE001 - what is remembered did not hold: keep the list
+            self.stats.error(
+                f"hermes-lcm prompt without the store: {exc.__class__.__name__}: {exc}"
+            )
+            out = None
+        return out if out is not None else self._kept(host, reason)
+
+    def _without_store(self, host: HostList, budget: Budget) -> list[dict[str, Any]] | None:
+        """The prompt while the store can be neither read nor written: the newest of the host's
+        messages that fit, where only messages known stored without the store
+        (:meth:`ListMemory.stored_prefix`) may be left out and every other one stays verbatim;
+        None when that cannot be within ``budget`` (the list then stays as it is).
+
+        A host that re-sends its whole history every turn (the gateway shape) would otherwise
+        get it all back, over its budget, for as long as the outage lasts. The host may go on
+        with this prompt or with its own list; the next ingest that stores resumes from either.
+        """
+        with self.normalizer.reading(host):
+            known = self.memory.stored_prefix(host)
+        if known is None:
+            return None
+        count, seen = known
+        indexes = [i for i in range(len(host)) if host.is_storable(i)]
+        items = [Item.host(dict(host.messages[i]), ref=i + 1) for i in indexes]
+        stored = [item for i, item in zip(indexes, items, strict=True) if i < count]
+        unstored = [item for i, item in zip(indexes, items, strict=True) if i >= count]
+        if not stored:
+            return None
+        out = build(
+            [],
+            items,
+            budget,
+            newest_request(items),
+            retention=Retention.STORED,
+            header=self.seal.header(str(self._conversation())),
+        )
+        shown = {id(m): at for at, m in enumerate(out)}
+        if all(id(item.message) in shown for item in items) or not all(
+            id(item.message) in shown for item in [*unstored, stored[-1]]
+        ):
+            return None  # nothing left out, or an unstored message (or the anchor) would not fit
+        self.memory.remember_prefix(out, shown[id(stored[-1].message)] + 1, seen.stored)
+        return out
 
     # -- reporting ------------------------------------------------------------
 

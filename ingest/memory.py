@@ -31,6 +31,11 @@ from .steps import Normalizer
 # statement): the time bound is checked between these, never on a usual turn's few messages.
 INGEST_CHUNK_ROWS = 2000
 
+# The newest messages of the stored list that a host list must repeat, as the same objects or with
+# the same fingerprints at the same places, for its prefix to count as stored while the store can
+# be neither read nor written (ListMemory.stored_prefix).
+PROOF_MESSAGES = 8
+
 
 class ListMemory:
     """How far the host's list is stored, as the last host calls left it (see the module docstring)."""
@@ -40,6 +45,12 @@ class ListMemory:
         self.fresh_start = False  # the context was started afresh: the next list is all new
         self.seen: Seen | None = None
         self.seen_also: Seen | None = None  # see remember_stored_part
+        # The last PROOF_MESSAGES messages of the lists ``seen`` and ``seen_also`` describe.
+        self.proof: tuple[Any, ...] = ()
+        self.proof_also: tuple[Any, ...] = ()
+        # The host's own list as the last stored ingest left it, with its proof: a host that
+        # re-sends its whole history goes on with that list, not with our prompt (``seen``).
+        self.ingested: tuple[Seen, tuple[Any, ...]] | None = None
         # The message objects the last compress handed the host (align.Selection.handed).
         self.handed: dict[int, tuple[Any, int]] = {}
         # The stored seq the list of the last ingest ends at (None: unknown, or nothing of it stored).
@@ -54,6 +65,8 @@ class ListMemory:
     def forget(self) -> None:
         """What was remembered of the host's list belongs to the conversation it was seen in."""
         self.seen = self.seen_also = None
+        self.proof = self.proof_also = ()
+        self.ingested = None
         self.handed = {}
         self.pending = None
 
@@ -118,6 +131,9 @@ class ListMemory:
             # A list that only re-read stored messages (the host's pre-compression copy at session
             # end, a replay) is not the one the host goes on with: keep the last that was.
             self.seen, self.seen_also = select.seen_after, None
+            self.proof, self.proof_also = _proof(select.messages, self.seen), ()
+            if self.seen is not None:
+                self.ingested = self.seen, self.proof
         self.stats.stored += len(ids)
         self.stats.unstored_messages = self.stats.ingest_backlog = 0
         self.backlog = False
@@ -146,9 +162,43 @@ class ListMemory:
         would make content alignment take an unstored message for a stored one)."""
         count = next(i for i, m in enumerate(out) if m is newest) + 1
         stored = self.store.last_fingerprint(conversation_id) if conversation_id else None
-        # The host may also go on with its own list (a discarded prompt).
-        self.seen_also = self.seen
-        self.seen = Seen(count, self.normalizer.fingerprint(newest), stored or "", anchor=newest)
+        self.remember_prefix(out, count, stored or "")
+
+    def remember_prefix(self, out: Sequence[Any], count: int, stored: str) -> None:
+        """The host goes on with ``out``, whose first ``count`` messages are stored (the last of them
+        matching the store's newest row, whose fingerprint is ``stored``), or with its own list."""
+        newest = out[count - 1]
+        self.seen_also, self.proof_also = self.seen, self.proof
+        self.seen = Seen(count, self.normalizer.fingerprint(newest), stored, anchor=newest)
+        self.proof = _proof(out, self.seen)
+
+    def stored_prefix(self, host: HostList) -> tuple[int, Seen] | None:
+        """How many of ``host``'s first messages are stored, told without reading the store, and
+        the remembered list that says so; None when that cannot be told.
+
+        Only a store that can be neither read nor written needs it, so that the prompt may leave
+        out what is stored and stay bounded: ``host`` must be as long as a list the last stored
+        ingest (or our last prompt) left, and repeat that list's newest :data:`PROOF_MESSAGES`
+        messages at the same places, as the same objects or with the same fingerprints. Any doubt
+        (a rewritten or shorter list, a fresh start) says nothing is known.
+        """
+        if self.fresh_start:
+            return None
+        lists = [(self.seen, self.proof), (self.seen_also, self.proof_also), self.ingested]
+        for seen, proof in (known for known in lists if known is not None):
+            if seen is None or not proof or seen.count > len(host):
+                continue
+            start = seen.count - len(proof)
+            if all(
+                new is old or (isinstance(new, Mapping) and self._same(new, old))
+                for old, new in zip(proof, host.messages[start : seen.count], strict=True)
+            ):
+                return seen.count, seen
+        return None
+
+    def _same(self, new: Mapping[str, Any], old: Any) -> bool:
+        fingerprint = self.normalizer.fingerprint
+        return isinstance(old, Mapping) and fingerprint(new) == fingerprint(old)
 
     def remember_output(
         self,
@@ -173,14 +223,23 @@ class ListMemory:
         }
         ours = HostList(result, self.normalizer.seal)
         seen = Selection(self.normalizer, ours, None).seen_now()
-        self.seen_also = None
+        self.seen_also, self.proof_also = None, ()
         if seen is None or (upto is not None and upto < last_seq):
-            self.seen = None
+            self.seen, self.proof = None, ()
             return
         stored = self.store.last_fingerprint(conversation_id)
         self.seen = Seen(
             seen.count, seen.fingerprint, stored or "", anchor=seen.anchor, end_seq=last_seq
         )
+        self.proof = _proof(result, self.seen)
+
+
+def _proof(messages: Sequence[Any], seen: Seen | None) -> tuple[Any, ...]:
+    """The newest messages of the list ``seen`` describes (references: nothing is fingerprinted
+    unless the store fails)."""
+    if seen is None:
+        return ()
+    return tuple(messages[max(0, seen.count - PROOF_MESSAGES) : seen.count])
 
 
 def same_prompt(normalizer: Normalizer, ours: Sequence[dict[str, Any]], theirs: HostList) -> bool:

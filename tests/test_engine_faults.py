@@ -139,6 +139,60 @@ def test_a_store_that_stops_writing_after_storing_still_gives_a_bounded_valid_pr
     assert status["unstored_messages"] == 0
 
 
+def _resent(messages):
+    """The gateway shape: the whole history again, as new objects every turn."""
+    return copy.deepcopy(list(messages))
+
+
+def test_a_store_gone_after_storing_still_bounds_a_host_that_resends_its_whole_history(make_engine):
+    """The store can be neither read nor written, and the host re-sends its whole history: the
+    messages the last stored ingest proved stored may be left out, every new one stays verbatim,
+    so the prompt stays within its budget instead of coming back whole for the outage."""
+    engine = make_engine(threshold=3000)
+    turns = list(conversation(seed=15, turns=44))
+    history = [m for t in turns[:40] for m in t]
+    engine.compress(_resent(history), current_tokens=count_messages(history))
+    backends.break_store(engine.core.store)
+    for upto in (41, 43):  # two turns of the outage, each with more unstored messages
+        longer = [m for t in turns[:upto] for m in t]
+        new = [m for t in turns[40:upto] for m in t]
+        out = engine.compress(_resent(longer), current_tokens=count_messages(longer))
+        assert count_messages(out) < 3000 < count_messages(longer)
+        assert_valid_sequence(out)
+        assert out[-len(new) :] == new  # every unstored message, verbatim and in order
+        assert engine._last_compress_aborted is False
+        assert any("compress" in e for e in engine.get_status()["engine_errors"])
+
+
+def test_a_store_gone_keeps_the_list_whole_when_it_does_not_repeat_the_stored_one(make_engine):
+    engine = make_engine(threshold=3000)
+    turns = list(conversation(seed=16, turns=41))
+    history = [m for t in turns[:40] for m in t]
+    engine.compress(_resent(history), current_tokens=count_messages(history))
+    backends.break_store(engine.core.store)
+    changed = _resent(history) + turns[40]
+    changed[len(history) - 3]["content"] = "rewritten by the host"  # not the list that was stored
+    out = engine.compress(changed, current_tokens=count_messages(changed))
+    assert out == changed and engine._last_compress_aborted is True
+    shorter = _resent(history[2:]) + turns[40]  # the host dropped its oldest messages itself
+    out = engine.compress(shorter, current_tokens=count_messages(shorter))
+    assert out == shorter and engine._last_compress_aborted is True
+
+
+def test_a_store_gone_keeps_the_list_whole_when_the_unstored_messages_alone_do_not_fit(
+    make_engine,
+):
+    engine = make_engine(threshold=3000)
+    turns = list(conversation(seed=17, turns=40))
+    history = [m for t in turns for m in t]
+    engine.compress(_resent(history), current_tokens=count_messages(history))
+    backends.break_store(engine.core.store)
+    big = [{"role": "user", "content": "tell me about the ledger " * 900}]  # > 3,000 tokens
+    longer = _resent(history) + big
+    out = engine.compress(longer, current_tokens=count_messages(longer))
+    assert out == longer and engine._last_compress_aborted is True
+
+
 def test_malformed_messages_are_skipped_and_the_rest_is_stored(make_engine):
     engine = make_engine(threshold=10**9)
     messages: list[Any] = [
