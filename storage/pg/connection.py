@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,13 @@ WRITE_LOCK = 1
 COMPACTION_NAMESPACE = 0x6C636D01
 POOL_MAX = 4
 CONNECT_TIMEOUT_S = 10
+# After a connection broke, a checkout waits OUTAGE_WAIT_S, not CONNECT_TIMEOUT_S (a server that is
+# up gives the pool a new connection in milliseconds); once that wait found none, checkouts within
+# OUTAGE_QUIET_S fail at once, until a connection comes again (the pool keeps reconnecting in the
+# background meanwhile). A turn during an outage is then not held for the connect timeout by each
+# of its statements (several a turn, 10 s each).
+OUTAGE_QUIET_S = 2.0
+OUTAGE_WAIT_S = 1.0
 # SQLSTATE classes and codes that mean "this write cannot happen now", with the labels status shows.
 _WRITE_FAILURES = (
     ("53100", "disk full"),
@@ -294,6 +302,9 @@ class PgConnection:
         self._local = threading.local()
         self._readonly = readonly
         self._commits = 0
+        # When the server was last found unreachable (monotonic; None: it answers), see _checkout.
+        self._unreachable_at: float | None = None
+        self._broken = False  # a connection broke since the last checkout that got one
         try:
             self.pool = psycopg_pool.ConnectionPool(
                 url,
@@ -375,20 +386,41 @@ class PgConnection:
         if bound is not None:
             yield bound
             return
-        try:
-            conn_cm = self.pool.connection()
-            conn = conn_cm.__enter__()
-        except Exception as exc:
-            raise WriteFailed(
-                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
-            ) from exc
+        conn_cm, conn = self._checkout()
         db = PgDb(conn)
         self._local.db = db
         try:
             yield db
+        except BaseException as exc:
+            if _disconnected(exc):
+                self._broken = True
+            raise
         finally:
             self._local.db = None
             conn_cm.__exit__(None, None, None)
+
+    def _checkout(self) -> tuple[Any, Any]:
+        """A pooled connection (its context manager and the connection), waiting less once a
+        connection broke or the server was found unreachable (:data:`OUTAGE_WAIT_S`,
+        :data:`OUTAGE_QUIET_S`); WriteFailed when none comes."""
+        since = self._unreachable_at
+        if since is not None and time.monotonic() - since < OUTAGE_QUIET_S:
+            raise WriteFailed(
+                "cannot connect",
+                f"{self.path}: the server was unreachable {time.monotonic() - since:.1f} s ago "
+                f"(tried again {OUTAGE_QUIET_S:g} s after)",
+            )
+        outage = self._broken or since is not None
+        try:
+            conn_cm = self.pool.connection(timeout=OUTAGE_WAIT_S if outage else CONNECT_TIMEOUT_S)
+            conn = conn_cm.__enter__()
+        except Exception as exc:
+            self._unreachable_at = time.monotonic()
+            raise WriteFailed(
+                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
+            ) from exc
+        self._unreachable_at, self._broken = None, False
+        return conn_cm, conn
 
     @contextmanager
     def write(self, first: str | None = None) -> Iterator[sqlite3.Connection]:
@@ -514,13 +546,7 @@ class PgConnection:
         """
         if self._readonly:
             raise WriteFailed("read-only", f"{self.path} was opened read-only")
-        try:
-            conn_cm = self.pool.connection()
-            conn = conn_cm.__enter__()
-        except Exception as exc:
-            raise WriteFailed(
-                "cannot connect", f"{self.path}: {secrets.scrub(str(exc)).strip()}"
-            ) from exc
+        conn_cm, conn = self._checkout()
         try:
             held = bool(
                 conn.execute(
@@ -570,6 +596,12 @@ class PgConnection:
     def checkpoint_now(self, wait_s: float = 2.0) -> bool:
         """Nothing to merge: a server keeps its own write-ahead log (a SQLite file's is beside it)."""
         return True
+
+
+def _disconnected(exc: BaseException) -> bool:
+    """Does ``exc`` say the server cannot be reached (as the data layer's error or the driver's)?"""
+    mapped = _mapped(exc) if not isinstance(exc, WriteFailed) else exc
+    return isinstance(mapped, WriteFailed) and mapped.reason == "cannot connect"
 
 
 def _mapped(exc: BaseException) -> BaseException:

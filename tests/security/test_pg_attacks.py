@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,52 @@ def test_a_server_down_at_start_is_one_error_drops_nothing_and_recovers(
     out = engine.compress(list(history), current_tokens=count_messages(history))
     assert engine.startup_error is None and engine.core is not None
     assert count_messages(out) <= 3000 and stored_count(url) == len(history)
+
+
+@pytest.mark.parametrize("shape", ["api", "cli"])
+def test_a_server_down_mid_conversation_keeps_every_prompt_bounded_and_loses_nothing(
+    tmp_path: Path, own_server: Server, shape: str
+):
+    """The server goes away after the conversation is stored and stays away for three turns: each
+    prompt stays within its budget (what the last stored ingest proved stored may be left out,
+    every new message is kept verbatim), and once the server is back every message is stored
+    once, in order. ``api``: the host re-sends its whole history each turn as new objects;
+    ``cli``: it goes on with the prompt it was given."""
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(own_server.url(), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    url = own_server.url(schema=name) + "&connect_timeout=2"
+    engine = engine_on(tmp_path, url)
+    turns = list(conversation(seed=9, turns=44))
+    history = [m for t in turns[:40] for m in t]
+    prompt = engine.compress(copy.deepcopy(history), current_tokens=count_messages(history))
+    own_server.halt()
+    try:
+        for upto in (41, 42, 43):
+            new = turns[upto - 1]
+            if shape == "api":
+                sent = copy.deepcopy([m for t in turns[:upto] for m in t])
+            else:
+                sent = prompt + copy.deepcopy(new)
+            prompt = engine.compress(sent, current_tokens=count_messages(sent))
+            assert count_messages(prompt) < 3000, (upto, count_messages(prompt))
+            assert_valid_sequence(prompt)
+            # Kept whole only when it fits anyway (a list that goes on from our prompt).
+            assert engine._last_compress_aborted is False or (shape == "cli" and prompt == sent)
+            assert all(m in prompt for m in new if m.get("content"))
+    finally:
+        own_server.start()
+    everything = [m for t in turns[:43] for m in t]
+    for _ in range(60):  # the host's next calls, until the pool has connected again
+        sent = copy.deepcopy(everything) if shape == "api" else prompt
+        prompt = engine.compress(sent, current_tokens=count_messages(everything))
+        if stored_count(url) == len(everything):
+            break
+        time.sleep(0.5)
+    stored = engine.core.store.messages_after(engine.core.binding.conversation_id, 0)
+    assert [m.to_host() for m in stored] == everything
 
 
 def test_a_backend_killed_mid_write_stores_nothing_half_and_the_turn_stays_bounded(tmp_path: Path):
