@@ -306,3 +306,22 @@ def test_an_append_inside_an_outer_write_never_commits_it(make_engine: Any) -> N
     assert store.conversation(conversation).last_seq == 4
     assert store.append(conversation, "s1", "cli", lambda _prints: [record])
     assert store.message_count() == 5
+
+
+def test_the_assembly_alone_runs_under_a_generic_plan(make_engine: Any) -> None:
+    """The assembly's statement is planned once (generic), every other statement still for its
+    values: after more assemblies than psycopg needs to prepare it, each pooled connection is
+    back on custom plans, and a prompt built on a generic plan is the one a fresh engine builds."""
+    engine = make_engine(threshold=1_000_000)
+    _turns(engine, 12)
+    core = engine.core
+    budget = core.budget(engine.threshold_tokens, 0)
+    prompts = [core.assemble(budget) for _ in range(3)]
+    store = core.store
+    modes = set()
+    for _ in range(store.pool.max_size):
+        with store.pool.connection() as conn:
+            modes.add(conn.execute("SHOW plan_cache_mode").fetchone()[0])
+    assert modes == {"force_custom_plan"}
+    fresh = make_engine(threshold=1_000_000).core
+    assert prompts[0] == prompts[-1] == fresh.assemble(budget)

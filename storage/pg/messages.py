@@ -24,6 +24,7 @@ writer moved the conversation, under the same write lock and with the same rows 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from ..conversations import ConversationQueries
 from ..messages import MessageQueries, SqlitePrints
 from ..payload_refs import record_grants
 from ..rows import unpack_fingerprint
+from .codec import encode
 from .connection import PgConnection, PgDb
 
 _TEXT = (
@@ -58,11 +60,9 @@ _INSERT = (
     "tool_name, source, host_ts, created_at, tokens, fingerprint, synthetic, extra) "
     "SELECT %(cid)s, c.base + u.n, (SELECT id FROM s LIMIT 1), u.role, u.content, u.parts, u.tool_calls, "
     "u.tool_call_id, u.tool_name, %(source)s, u.host_ts, u.created_at, u.tokens, u.fingerprint, u.synthetic, u.extra "
-    "FROM c, unnest(%(role)s::text[], %(content)s::text[], %(parts)s::text[], %(tool_calls)s::text[], "
-    "%(tool_call_id)s::text[], %(tool_name)s::text[], %(host_ts)s::float8[], %(created_at)s::float8[], "
-    "%(tokens)s::bigint[], %(fingerprint)s::text[], %(synthetic)s::text[], %(extra)s::text[]) "
-    "WITH ORDINALITY AS u(role, content, parts, tool_calls, tool_call_id, tool_name, host_ts, created_at, tokens, "
-    "fingerprint, synthetic, extra, n) "
+    "FROM c, json_to_recordset(%(rows)s::json) AS u(role text, content text, parts text, tool_calls text, "
+    "tool_call_id text, tool_name text, fingerprint text, synthetic text, extra text, host_ts float8, "
+    "created_at float8, tokens bigint, n bigint) "
     "RETURNING id, seq"
 )
 
@@ -134,14 +134,20 @@ class _Unread:
         raise _NeedsRead
 
 
-def _columns(records: Sequence[MessageIn]) -> dict[str, list[Any]]:
-    """The insert's per-row arrays."""
+def _columns(records: Sequence[MessageIn]) -> dict[str, str]:
+    """The insert's rows as one JSON parameter: psycopg dumping twelve arrays element by element
+    cost a turn of four messages ~0.5 ms of Python, one ``json.dumps`` ~0.04 ms. Strings are
+    escaped first (``codec``: the JSON text then holds no NUL for the server to refuse);
+    ``n`` is each row's place, its seq after the conversation's last."""
     now = time.time()
-    columns: dict[str, list[Any]] = {name: [getattr(m, name) for m in records] for name in _TEXT}
-    columns["host_ts"] = [m.host_ts for m in records]
-    columns["created_at"] = [m.host_ts or now for m in records]
-    columns["tokens"] = [m.tokens for m in records]
-    return columns
+    rows = []
+    for n, m in enumerate(records, 1):
+        row: dict[str, Any] = {
+            name: None if (value := getattr(m, name)) is None else encode(value) for name in _TEXT
+        }
+        row.update(host_ts=m.host_ts, created_at=m.host_ts or now, tokens=m.tokens, n=n)
+        rows.append(row)
+    return {"rows": json.dumps(rows, ensure_ascii=False, allow_nan=False)}
 
 
 def insert_messages(
