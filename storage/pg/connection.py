@@ -46,6 +46,9 @@ CONNECT_TIMEOUT_S = 10
 # of its statements (several a turn, 10 s each).
 OUTAGE_QUIET_S = 2.0
 OUTAGE_WAIT_S = 1.0
+# The session's plan cache mode (see _configure), and the one PgDb.fetchone_generic runs under.
+CUSTOM_PLANS = "SET plan_cache_mode = force_custom_plan"
+GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
 # SQLSTATE classes and codes that mean "this write cannot happen now", with the labels status shows.
 _WRITE_FAILURES = (
     ("53100", "disk full"),
@@ -248,6 +251,21 @@ class PgDb:
                 pipeline.sync()  # both sent, both answered: one round trip
             return cur.fetchall() if cur.description else []
 
+    def fetchone_generic(self, sql: str, params: Sequence[Any]) -> Any:
+        """``execute(sql, params).fetchone()`` under a generic plan, for a statement whose plan
+        does not depend on its values: the session plans every statement for its values
+        (:data:`CUSTOM_PLANS`, for the searches), which a statement run every turn pays again each
+        time. The mode is set before it and back after it in one pipeline (one round trip, one
+        statement counted); the three are one implicit transaction, so if the statement fails
+        the first SET is rolled back with it and the session stays on custom plans."""
+        psycopg, _ = _psycopg()
+        mode = psycopg.Cursor(self.raw)  # the SETs ride along, uncounted
+        with _sqlite_errors(), self.raw.pipeline():
+            mode.execute(GENERIC_PLANS, prepare=False)
+            cur = self.raw.execute(translate(sql), tuple(params))  # prepared once it recurs
+            mode.execute(CUSTOM_PLANS, prepare=False)
+        return cur.fetchone()
+
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with _sqlite_errors(), self.raw.cursor() as cur:
             cur.executemany(translate(sql), [tuple(r) for r in rows])
@@ -363,7 +381,7 @@ class PgConnection:
         # generic plan, chosen without the parameters: for a full-text search that plan cannot tell
         # a rare term from a common one and scans (lcm_grep went from 40 ms to 400 ms at 2k rows
         # after its 20th call; bench/pg_compare.py). Plans are cheap next to such a mistake.
-        conn.execute("SET plan_cache_mode = force_custom_plan")
+        conn.execute(CUSTOM_PLANS)
 
     @classmethod
     def open_readonly(cls, path: str | Path) -> Self:

@@ -134,7 +134,7 @@ class _Unread:
         raise _NeedsRead
 
 
-def _columns(records: Sequence[MessageIn]) -> dict[str, str]:
+def _rows(records: Sequence[MessageIn]) -> dict[str, str]:
     """The insert's rows as one JSON parameter: psycopg dumping twelve arrays element by element
     cost a turn of four messages ~0.5 ms of Python, one ``json.dumps`` ~0.04 ms. Strings are
     escaped first (``codec``: the JSON text then holds no NUL for the server to refuse);
@@ -163,7 +163,7 @@ def insert_messages(
     if not records:
         return []
     params = {"n": len(records), "cid": conversation_id, "session": session_id, "source": source}
-    params.update(_columns(records))
+    params.update(_rows(records))
     # The rows' payload grants are a statement more, after the insert: only without them is the
     # insert the write's last statement, sent with its COMMIT.
     last = finish and not any(m.payload_refs for m in records)
@@ -231,7 +231,7 @@ class PgMessageQueries(MessageQueries):
             return None
         last = int(sent[0][0])
         params = {"n": len(fresh), "cid": conversation_id, "session": session_id, "source": source}
-        params.update(_columns(fresh), expect_last=last, expect_newest=sent[0][1])
+        params.update(_rows(fresh), expect_last=last, expect_newest=sent[0][1])
         rows = cast(PgConnection, self).write_alone(_INSERT_IF_UNMOVED, params)
         if not rows:  # moved (or a transaction is open): nothing written
             return None

@@ -7,13 +7,9 @@ whose answer is one JSON value, they see one snapshot without a transaction of t
 psycopg prepares the statement like any other it sees often, so the server plans it once per
 connection.
 
-The session plans every statement for its values (``plan_cache_mode = force_custom_plan``, for
-the searches: a generic full-text plan cannot tell a rare term from a common one), which cost
-this statement ~0.4 ms of planning a turn, more than its execution. Its plan does not depend on
-its values (one conversation, a window, a few ids), so it alone runs under a generic plan: the
-mode is set before it and back after it in the same pipeline. The three run as one implicit
-transaction, so if the statement fails the first SET is rolled back with it and the session
-stays as it was.
+Planned for its values, as the session plans every statement (for the searches), it cost ~0.4 ms
+of planning a turn, more than its execution; its plan does not depend on its values (one
+conversation, a window, a few ids), so it runs under a generic plan, planned once.
 """
 
 from __future__ import annotations
@@ -34,11 +30,7 @@ from ..prompt_reads import (
 )
 from ..rows import NODE_COLUMNS_S, seq_bound
 from .codec import decode
-from .connection import PgDb, _psycopg, _sqlite_errors
-from .dialect import translate
-
-_GENERIC = "SET plan_cache_mode = force_generic_plan"
-_CUSTOM = "SET plan_cache_mode = force_custom_plan"
+from .connection import PgDb
 
 
 class PgPromptReadQueries(PromptReadQueries):
@@ -74,16 +66,10 @@ class PgPromptReadQueries(PromptReadQueries):
             f"FROM (SELECT * FROM messages WHERE {REQUEST_WHERE}) AS messages)",
         ]
         args += [list(held_nodes), cid, cid, bound]
-        sql = translate(f"SELECT json_build_array({', '.join(parts)})::text")
-        with self.read() as db:
-            raw = cast(PgDb, db).raw
-            psycopg, _ = _psycopg()
-            mode = psycopg.Cursor(raw)  # the SETs ride along: the pipeline counts as one statement
-            with _sqlite_errors(), raw.pipeline():
-                mode.execute(_GENERIC, prepare=False)
-                cur = raw.execute(sql, args)
-                mode.execute(_CUSTOM, prepare=False)
-            row = cur.fetchone()
+        with self.read() as db:  # planned once per connection (PgDb.fetchone_generic)
+            row = cast(PgDb, db).fetchone_generic(
+                f"SELECT json_build_array({', '.join(parts)})::text", args
+            )
         state, ids, rows, nodes, request = json.loads(row[0])
         return prompt_reads_of(
             conversation_id,
