@@ -10,25 +10,29 @@ newest row, last_seq twice, the session key in two, the rows, last_seq, the new 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from hermes_lcm.base.records import MessageIn
 from hermes_lcm.storage.errors import WriteFailed
-from hermes_lcm.storage.pg.connection import StatementCount
+from hermes_lcm.storage.pg.connection import POOL_MAX, StatementCount
 
 from .test_search_statements import RARE_STATEMENTS
 from .tooltest import ok
 
 # BEGIN, the write lock, an insert that checks the conversation still ends where this process's
-# last write left it, and COMMIT: one pipeline. (When another writer moved it: BEGIN, the lock
+# last write left it, and COMMIT: one simple query. (When another writer moved it: BEGIN, the lock
 # and the newest row with last_seq in one message, then the insert with its COMMIT.)
 INGEST = 1
 SHOULD_COMPRESS = 0
 # The conversation, the raw window (its new rows whole), the context summaries and the pinned
-# request: one pipeline
+# request: one statement, its plan mode set and set back in the same simple query.
 ASSEMBLE = 1
+# Besides those, each pooled connection prepares the insert and the assembly once.
+PREPARED_STATEMENTS = 2
 
 # What the prompt shows (one pipeline), the scope, the counts, the rows, one spare.
 RARE_ROUND_TRIPS = 5
@@ -45,9 +49,10 @@ def _message(i: int) -> dict[str, Any]:
 
 
 def counted(call: Any) -> tuple[Any, int]:
-    before = StatementCount.sent
+    """``call()`` and the statements it sent, its PREPAREs (once per connection) left out."""
+    before, prepared = StatementCount.sent, StatementCount.prepared
     result = call()
-    return result, StatementCount.sent - before
+    return result, (StatementCount.sent - before) - (StatementCount.prepared - prepared)
 
 
 def _turns(engine: Any, turns: int) -> list[dict[str, int]]:
@@ -69,7 +74,10 @@ def _turns(engine: Any, turns: int) -> list[dict[str, int]]:
 
 def test_a_host_turn_sends_few_statements(make_engine):
     engine = make_engine(threshold=1_000_000)
+    prepared = StatementCount.prepared
     counts = _turns(engine, 6)
+    # The PREPAREs left out of the counts: once per statement and pooled connection, not per turn.
+    assert StatementCount.prepared - prepared <= PREPARED_STATEMENTS * POOL_MAX
     stored = engine.core.store.message_count()
     assert stored == 40 + 6 * 4  # every turn stored its 4 messages: the count is of real work
     for turn in counts:
@@ -308,20 +316,64 @@ def test_an_append_inside_an_outer_write_never_commits_it(make_engine: Any) -> N
     assert store.message_count() == 5
 
 
-def test_the_assembly_alone_runs_under_a_generic_plan(make_engine: Any) -> None:
-    """The assembly's statement is planned once (generic), every other statement still for its
-    values: after more assemblies than psycopg needs to prepare it, each pooled connection is
-    back on custom plans, and a prompt built on a generic plan is the one a fresh engine builds."""
+def test_the_assembly_and_the_insert_alone_run_under_a_generic_plan(make_engine: Any) -> None:
+    """The assembly's statement and the turn's insert are planned once (generic), every other
+    statement still for its values: after a dozen turns the session's own prepared statements
+    ran on generic plans only, each pooled connection is back on custom plans, and a prompt
+    built on a generic plan is the one a fresh engine builds."""
     engine = make_engine(threshold=1_000_000)
     _turns(engine, 12)
     core = engine.core
     budget = core.budget(engine.threshold_tokens, 0)
     prompts = [core.assemble(budget) for _ in range(3)]
     store = core.store
-    modes = set()
-    for _ in range(store.pool.max_size):
-        with store.pool.connection() as conn:
+    modes, plans = set(), []
+    with _every_pooled_connection(store) as conns:
+        for conn in conns:
             modes.add(conn.execute("SHOW plan_cache_mode").fetchone()[0])
+            plans += conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE name LIKE 'lcm%'"
+            ).fetchall()
     assert modes == {"force_custom_plan"}
+    assert plans and all(generic > 0 and custom == 0 for generic, custom in plans), plans
     fresh = make_engine(threshold=1_000_000).core
     assert prompts[0] == prompts[-1] == fresh.assemble(budget)
+
+
+@contextmanager
+def _every_pooled_connection(store: Any) -> Iterator[list[Any]]:
+    """Every connection the store's pool may hand out, all checked out at once (so none comes
+    twice), given back after."""
+    pool = store.pool
+    conns = [pool.getconn() for _ in range(pool.max_size)]
+    try:
+        yield conns
+    finally:
+        for conn in conns:
+            pool.putconn(conn)
+
+
+def test_statements_the_session_lost_are_prepared_again(make_engine: Any) -> None:
+    """psycopg deallocates every prepared statement of a session (DEALLOCATE ALL) when it sees a
+    ROLLBACK or a DROP once it has prepared one of its own, so a statement this process prepared
+    can be gone from a connection that still has it marked. Each turn after that on every
+    connection still stores all its messages and builds the same prompt as a fresh engine."""
+    engine = make_engine(threshold=1_000_000)
+    core = engine.core
+    budget = core.budget(engine.threshold_tokens, 0)
+    host = [_message(i) for i in range(40)]
+    engine.ingest_host(host)
+    core.assemble(budget)
+    for turn in range(3):
+        with _every_pooled_connection(core.store) as conns:
+            for conn in conns:
+                conn.execute("DEALLOCATE ALL")
+        host.extend(_message(40 + 4 * turn + k) for k in range(4))
+        engine.ingest_host(host)
+        assert core.store.message_count() == len(host)
+        prompt = core.assemble(budget)
+    assert [m.content for m in core.store.messages_after(core.binding.conversation_id, 0)] == [
+        m["content"] for m in host
+    ]
+    assert prompt == make_engine(threshold=1_000_000).core.assemble(budget)

@@ -16,9 +16,13 @@ connection does), through a thread-local binding of the pooled connection.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +53,8 @@ OUTAGE_WAIT_S = 1.0
 # The session's plan cache mode (see _configure), and the one PgDb.fetchone_generic runs under.
 CUSTOM_PLANS = "SET plan_cache_mode = force_custom_plan"
 GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
+# Inside a write transaction: a generic plan until its COMMIT or ROLLBACK, nothing to set back.
+GENERIC_PLANS_LOCAL = "SET LOCAL plan_cache_mode = force_generic_plan"
 # SQLSTATE classes and codes that mean "this write cannot happen now", with the labels status shows.
 _WRITE_FAILURES = (
     ("53100", "disk full"),
@@ -67,15 +73,18 @@ _BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({LOCK_NAMESPACE}, {WRITE_L
 
 
 class StatementCount:
-    """Statements this process sent to PostgreSQL servers, every pooled connection counted (a
-    COMMIT sent in one pipeline with a write's last statement shares its round trip, uncounted).
+    """Statements this process sent to PostgreSQL servers, every pooled connection counted
+    (statements sent in one simple query are one round trip, counted once).
 
     Each is a network round trip, so the count is what a host turn's latency on a remote server
     is made of; tests/test_pg_roundtrips.py asserts a turn's count so a change that adds round
     trips cannot pass unnoticed (a count, not a clock: the machine's load cannot flake it).
+    ``prepared``: of those, the PREPAREs of :meth:`PgDb.call_prepared` (once per statement and
+    pooled connection).
     """
 
     sent = 0
+    prepared = 0
 
 
 def _counting_cursor() -> type:
@@ -98,6 +107,39 @@ def _counting_cursor() -> type:
 
 
 _COUNTING: type | None = None
+
+# psycopg's placeholders: a literal percent, a positional parameter, a named one.
+_PLACEHOLDER = re.compile(r"%%|%s|%\((\w+)\)s")
+# Per pooled connection (one server session): the names of the statements PgDb.call_prepared
+# prepared on it. Forgotten with the connection.
+_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+@functools.lru_cache(maxsize=32)
+def _prepared_form(sql: str) -> tuple[str, str, tuple[str, ...] | int]:
+    """``sql`` (psycopg's placeholders) for a PREPARE: its name, made from its text so that two
+    texts never share one; its body with the server's ``$n``; its parameters' order (the names in
+    order of first use, or the number of positional ones)."""
+    names: list[str] = []
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group(0) == "%%":
+            return "%"
+        if match.group(1) is None:
+            count += 1
+            return f"${count}"
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    body = _PLACEHOLDER.sub(number, sql)
+    if names and count:
+        raise ValueError("a statement mixes named and positional parameters")
+    name = "lcm_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
+    return name, body, tuple(names) if names else count
+
 
 # Column types for PgDb.insert_rows (the tables of schema.py it serves).
 _COLUMN_TYPES = {
@@ -236,35 +278,85 @@ class PgDb:
 
     def finish_with(self, sql: str, params: dict[str, Any]) -> list[Any]:
         """``execute_named``, for the last statement of the outermost write: the statement and the
-        COMMIT go to the server together (psycopg's pipeline), a round trip less per write. A
-        failure leaves the transaction open and aborted, for the write to roll back and report."""
+        COMMIT go to the server together, as one simple query, a round trip less per write. A
+        failure leaves the transaction open and aborted, for the write to roll back and report.
+        Not prepared: a statement the session lost could not be sent again in a transaction the
+        failure aborted (:meth:`run_prepared` re-sends only what it began)."""
         if not self.outermost:
             return self.execute_named(sql, params)
-        psycopg, _ = _psycopg()
         with _sqlite_errors():
-            with self.raw.pipeline() as pipeline:
-                # Never prepared: a pipeline the server aborts (a refused write) leaves psycopg's
-                # cache naming a statement the server never kept ("prepared statement does not exist").
-                cur = self.raw.execute(sql, params, prepare=False)
-                # A plain cursor: the COMMIT rides with the statement, no round trip of its own to count.
-                psycopg.Cursor(self.raw).execute("COMMIT", prepare=False)
-                pipeline.sync()  # both sent, both answered: one round trip
+            cur = self.raw.execute(f"{self._literal(sql, params)}; COMMIT", prepare=False)
             return cur.fetchall() if cur.description else []
 
     def fetchone_generic(self, sql: str, params: Sequence[Any]) -> Any:
         """``execute(sql, params).fetchone()`` under a generic plan, for a statement whose plan
         does not depend on its values: the session plans every statement for its values
         (:data:`CUSTOM_PLANS`, for the searches), which a statement run every turn pays again each
-        time. The mode is set before it and back after it in one pipeline (one round trip, one
-        statement counted); the three are one implicit transaction, so if the statement fails
-        the first SET is rolled back with it and the session stays on custom plans."""
+        time. The mode is set before it and back after it in the same simple query (one round
+        trip, one statement counted); the three are one implicit transaction, so if the
+        statement fails the first SET is rolled back with it and the session stays on custom plans."""
+        with _sqlite_errors():
+            return self.run_prepared(
+                translate(sql), params, before=[GENERIC_PLANS], after=[CUSTOM_PLANS]
+            ).fetchone()
+
+    def run_prepared(
+        self,
+        sql: str,
+        params: Sequence[Any] | dict[str, Any],
+        before: Sequence[str] = (),
+        after: Sequence[str] = (),
+    ) -> Any:
+        """``before``, ``sql`` (prepared on this connection, :meth:`call_prepared`) and ``after``
+        as ONE simple query: one round trip, and psycopg's Python work for one statement where a
+        pipeline of the same costs it four (0.44 ms against 0.23 ms for BEGIN, the lock, SELECT 1
+        and COMMIT). The psycopg cursor, at ``sql``'s result.
+
+        psycopg deallocates every prepared statement of a session once it has prepared one of its
+        own and sees a ROLLBACK or a DROP; a statement lost so is prepared again and the query
+        sent again, once, when the query began its own transaction or ran in none (inside the
+        caller's transaction the failure aborted it: the caller's error handling applies)."""
         psycopg, _ = _psycopg()
-        mode = psycopg.Cursor(self.raw)  # the SETs ride along, uncounted
-        with _sqlite_errors(), self.raw.pipeline():
-            mode.execute(GENERIC_PLANS, prepare=False)
-            cur = self.raw.execute(translate(sql), tuple(params))  # prepared once it recurs
-            mode.execute(CUSTOM_PLANS, prepare=False)
-        return cur.fetchone()
+        own = not self.in_transaction
+        for attempt in range(2):
+            call = self.call_prepared(sql, params)
+            try:
+                cur = self.raw.execute("; ".join([*before, call, *after]), prepare=False)
+                break
+            except psycopg.errors.InvalidSqlStatementName:
+                if attempt or not own:
+                    raise
+                _PREPARED.pop(self.raw, None)
+                if self.in_transaction:
+                    self.raw.execute("ROLLBACK", prepare=False)
+        for _ in before:
+            cur.nextset()
+        return cur
+
+    def call_prepared(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> str:
+        """``EXECUTE`` of ``sql`` with ``params`` written in as literals (psycopg's client-side
+        quoting, with this connection's dumpers: ``codec``'s escape applies), so that it can ride
+        in one simple query with other statements; the statement is prepared on this connection
+        first if it is not yet (a round trip, once per connection). Prepared, the server parses
+        it once per connection, and under a generic plan plans it once."""
+        name, body, order = _prepared_form(sql)
+        done = _PREPARED.setdefault(self.raw, set())
+        if name not in done:
+            psycopg, _ = _psycopg()
+            # Not rolled back with a transaction: one prepared by a call that failed later exists.
+            with contextlib.suppress(psycopg.errors.DuplicatePreparedStatement):
+                StatementCount.prepared += 1
+                self.raw.execute(f"PREPARE {name} AS {body}", prepare=False)
+            done.add(name)
+        values = [params[k] for k in order] if isinstance(order, tuple) else list(params)  # type: ignore[call-overload]
+        if not values:
+            return f"EXECUTE {name}"
+        return self._literal(f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values)
+
+    def _literal(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> str:
+        """``sql`` with ``params`` written in by psycopg's client-side quoting."""
+        psycopg, _ = _psycopg()
+        return str(psycopg.ClientCursor(self.raw).mogrify(sql, params))
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with _sqlite_errors(), self.raw.cursor() as cur:
@@ -489,7 +581,7 @@ class PgConnection:
 
     def write_alone(self, sql: str, params: dict[str, Any]) -> list[Any] | None:
         """``sql`` (PostgreSQL's own SQL) as a whole write transaction in ONE round trip: BEGIN,
-        the write lock, the statement and COMMIT in one pipeline; its rows. For a write whose
+        the write lock, the statement and COMMIT in one simple query; its rows. For a write whose
         decision was made before the lock and that checks in its own SQL that it still holds.
         None, with nothing sent, inside an open transaction (the caller writes within it).
         Errors leave as :meth:`write`'s do, the transaction rolled back."""
@@ -498,17 +590,11 @@ class PgConnection:
         with self._bound() as db:
             if db.in_transaction:
                 return None
-            psycopg, _ = _psycopg()
             with self._undone_on_error(db), _sqlite_errors():
-                with db.raw.pipeline() as pipeline:
-                    ride = psycopg.Cursor(db.raw)  # BEGIN, the lock and COMMIT ride along
-                    for begin in _BEGIN_LOCKED.split("; "):
-                        ride.execute(begin, prepare=False)
-                    # never prepared, as finish_with's
-                    cur = psycopg.Cursor(db.raw).execute(sql, params, prepare=False)
-                    ride.execute("COMMIT", prepare=False)
-                    pipeline.sync()
-                StatementCount.sent += 1  # the pipeline: one round trip
+                # BEGIN, the lock, a generic plan for the statement (the turn's insert: its plan
+                # does not depend on its values) and COMMIT, with it in one simple query.
+                begin = [*_BEGIN_LOCKED.split("; "), GENERIC_PLANS_LOCAL]
+                cur = db.run_prepared(sql, params, before=begin, after=["COMMIT"])
                 rows = cur.fetchall() if cur.description else []
         self._committed()
         return rows

@@ -4,8 +4,8 @@ Sent as a pipeline (BEGIN, five reads, COMMIT) they still cost the client seven 
 psycopg's work and the server five plans per turn, since nothing in a pipeline is prepared
 (an aborted one leaves psycopg naming a statement the server never kept). As one statement
 whose answer is one JSON value, they see one snapshot without a transaction of their own, and
-psycopg prepares the statement like any other it sees often, so the server plans it once per
-connection.
+the statement is prepared on each connection (``PgDb.run_prepared``), so the server parses it once
+per connection.
 
 Planned for its values, as the session plans every statement (for the searches), it cost ~0.4 ms
 of planning a turn, more than its execution; its plan does not depend on its values (one
