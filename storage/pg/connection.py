@@ -226,8 +226,14 @@ class PgCursor:
         return iter(self.fetchall())
 
 
+class _NotPlain(Exception):
+    """A parameter :meth:`PgDb._plain_literal` leaves to psycopg."""
+
+
 class PgDb:
     """A pooled connection speaking the mixins' SQLite spelling (``dialect.translate``)."""
+
+    _escape: Any = None  # libpq's literal quoting for this connection, made on first use
 
     def __init__(self, conn: Any) -> None:
         self.raw = conn
@@ -351,7 +357,31 @@ class PgDb:
         values = [params[k] for k in order] if isinstance(order, tuple) else list(params)  # type: ignore[call-overload]
         if not values:
             return f"EXECUTE {name}"
-        return self._literal(f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values)
+        try:
+            return f"EXECUTE {name}({', '.join(map(self._plain_literal, values))})"
+        except (_NotPlain, UnicodeEncodeError):  # any other value: psycopg's own quoting
+            return self._literal(f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values)
+
+    def _plain_literal(self, value: Any) -> str:
+        """A parameter of the types a turn's statements take (None, int, str, a list of ints) as
+        SQL: psycopg's quoting of a dozen values, a list among them, cost 0.12 ms a call, more
+        than a third of the assembly's own server time. Strings are escaped by libpq
+        (``PQescapeLiteral``) after ``codec``'s NUL escape, as the connection's dumper does."""
+        kind = type(value)
+        if value is None:
+            return "NULL"
+        if kind is int:
+            return str(value)
+        if kind is str:
+            escape = self._escape
+            if escape is None:
+                from psycopg.pq import Escaping
+
+                escape = self._escape = Escaping(self.raw.pgconn).escape_literal
+            return bytes(escape(codec.encode(value).encode())).decode()
+        if kind is list and all(type(v) is int for v in value):
+            return "'{" + ",".join(map(str, value)) + "}'"
+        raise _NotPlain
 
     def _literal(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> str:
         """``sql`` with ``params`` written in by psycopg's client-side quoting."""

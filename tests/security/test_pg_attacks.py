@@ -447,3 +447,39 @@ def pg_conn(tmp_path: Path):
     open_store(url).close()  # the schema and its functions
     with psycopg.connect(url, autocommit=True) as conn:
         yield conn
+
+
+_LITERAL_TEXTS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"])) | st.lists(
+    st.sampled_from(["'", "''", "\\", "\\'", "E'", "\x00", "\x01", "\x010", "$$", ";", "--", "é"]),
+    max_size=30,
+).map("".join)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=_LITERAL_TEXTS,
+    number=st.integers(-(2**63), 2**63 - 1),
+    ids=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20),
+)
+def test_a_prepared_statements_parameters_reach_the_server_as_sent(
+    pg_db: Any, text: str, number: int, ids: list[int]
+):
+    """A turn's prepared statements take their parameters written into the query as literals
+    (one simple query): any string (quotes, backslashes, NUL, the NUL escape's own marker, SQL
+    that would end the statement), any bigint and any list of them reach the server as the
+    values they were, and come back so."""
+    sql = "SELECT %s::text, %s::bigint, %s::bigint[], %s::text IS NULL"
+    got = pg_db.run_prepared(sql, [text, number, ids, None]).fetchone()
+    assert got == (text, number, ids, True)
+
+
+@pytest.fixture
+def pg_db(tmp_path: Path):
+    store = open_store(fresh_url())
+    try:
+        with store._bound() as db:
+            yield db
+    finally:
+        store.close()
