@@ -27,7 +27,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import bulk_ingest, core_of, make_engine, print_table, save_result, temp_dir
+from common import (
+    RESULTS,
+    bulk_ingest,
+    core_of,
+    make_engine,
+    print_table,
+    save_result,
+    temp_dir,
+)
 from steady_state import PROMPT_OVERHEAD, WARMUP_TURNS, HostTurns
 
 from search import SearchHistory, interleaved, queries
@@ -187,6 +195,12 @@ def grep(built: dict[str, Any], history: SearchHistory) -> dict[str, Any]:
     return out
 
 
+def _from(entry: dict[str, Any]) -> str:
+    """A size's label when its figures come from an earlier run (``--merge``)."""
+    old = entry.get("from")
+    return f" (run of {old['commit']}, {old['date']})" if old else ""
+
+
 def table(details: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     imp = details["import"]
@@ -203,7 +217,8 @@ def table(details: dict[str, Any]) -> list[dict[str, Any]]:
             pt = entry["per_turn"]
             rows.append(
                 {
-                    "target": f"PostgreSQL per-turn overhead at {int(size):,} msgs (median)",
+                    "target": f"PostgreSQL per-turn overhead at {int(size):,} msgs (median)"
+                    + _from(entry),
                     "ours": "; ".join(
                         f"{shape} {pt[shape]['postgres']['total']} ms vs SQLite "
                         f"{pt[shape]['sqlite']['total']} ms ({pt[shape]['ratio']}x)"
@@ -215,7 +230,8 @@ def table(details: dict[str, Any]) -> list[dict[str, Any]]:
             )
         rows.append(
             {
-                "target": f"PostgreSQL lcm_grep at {int(size):,} msgs (median per kind)",
+                "target": f"PostgreSQL lcm_grep at {int(size):,} msgs (median per kind)"
+                + _from(entry),
                 "ours": "; ".join(
                     f"{kind} {q['postgres']} ms vs {q['sqlite']} ms ({q['ratio']}x)"
                     for kind, q in entry["grep"].items()
@@ -235,6 +251,12 @@ def main() -> None:
     parser.add_argument("--url", help="a PostgreSQL server to use (default: a throwaway one)")
     parser.add_argument(
         "--home", help="keep the built databases here (and schemas bench_<size>) and reuse them"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the saved figures of sizes this run does not measure (each labelled with the "
+        "commit and date of its own run): a quick --sizes 100000 then replaces only that size",
     )
     args = parser.parse_args()
     base_url = args.url or start_server()
@@ -262,9 +284,25 @@ def main() -> None:
             entry["per_turn"] = per_turn(built, history, size, args.turns)
         details["sizes"][str(size)] = entry
         print(f"  {size:,} done in {time.perf_counter() - t0:.0f} s", flush=True)
+    if args.merge:
+        kept_sizes(details)
     rows = table(details)
     print_table(rows)
     save_result("pg_compare", rows, details)
+
+
+def kept_sizes(details: dict[str, Any]) -> None:
+    """The saved run's sizes this run did not measure, added to ``details`` with their run's
+    commit and date (``from``), so that the report says which figures are older."""
+    saved_path = RESULTS / "pg_compare.json"
+    if not saved_path.exists():
+        return
+    saved = json.loads(saved_path.read_text(encoding="utf-8"))
+    for size, entry in saved["details"]["sizes"].items():
+        if size not in details["sizes"]:
+            entry.setdefault("from", {"commit": saved["commit"], "date": saved["date"]})
+            details["sizes"][size] = entry
+    details["sizes"] = dict(sorted(details["sizes"].items(), key=lambda item: int(item[0])))
 
 
 if __name__ == "__main__":

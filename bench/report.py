@@ -920,6 +920,12 @@ def _pg_compare(details: dict[str, Any]) -> str:
                 if entry["postgres"].get("build_reused")
                 else "."
             )
+            + (
+                f" These figures are of an earlier run ({entry['from']['commit']}, "
+                f"{entry['from']['date']}), kept by `--merge`."
+                if entry.get("from")
+                else ""
+            )
         )
         out.append(
             _table(
