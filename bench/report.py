@@ -975,6 +975,28 @@ def _pg_compare(details: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+def _beam_recall(details: dict[str, Any]) -> str:
+    """Per question category: how many questions, then R@1/5/10 (lenient) of each ranker."""
+    tools = ("bm25", "lcm_grep", "lcm_recall")
+    rows = [
+        [
+            category,
+            figures[tools[0]]["questions"],
+            *(" / ".join(str(figures[t]["lenient"][k]) for k in ("1", "5", "10")) for t in tools),
+        ]
+        for category, figures in details["overall"].items()
+    ]
+    return (
+        f"BEAM {details['size']}, chats {details['chats']}: questions that cite their source "
+        "messages; a question counts at k when any cited message is among the first k hits. "
+        "bm25 is a plain FTS5 OR query over the same chat's messages, in the same run.\n\n"
+        + _table(
+            ["category", "questions", *(f"{t} R@1 / R@5 / R@10" for t in tools)],
+            rows,
+        )
+    )
+
+
 def _pg_recall(details: dict[str, Any]) -> str:
     rows = [
         [
@@ -1165,6 +1187,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "db_size": ("Database size and the byte budget of a row", _db_size),
     "pg_compare": ("PostgreSQL next to SQLite: import, per-turn overhead, lcm_grep", _pg_compare),
     "pg_recall": ("LoCoMo recall on PostgreSQL next to SQLite", _pg_recall),
+    "beam_recall": ("BEAM source-message recall next to plain bm25", _beam_recall),
 }
 
 
