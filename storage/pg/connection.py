@@ -16,13 +16,9 @@ connection does), through a thread-local binding of the pooled connection.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
-import re
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +27,7 @@ from typing import Any, Self, cast
 from ..connection import BUSY_TIMEOUT_MS, Checkpointer
 from ..errors import StoreError, StoreFault, WriteFailed
 from ..rows import message_columns
-from . import codec, redacted, schema, secrets
+from . import codec, prepared, redacted, schema, secrets
 from .dialect import translate
 from .statistics import CHECK_EVERY_COMMITS, Statistics
 
@@ -107,39 +103,6 @@ def _counting_cursor() -> type:
 
 
 _COUNTING: type | None = None
-
-# psycopg's placeholders: a literal percent, a positional parameter, a named one.
-_PLACEHOLDER = re.compile(r"%%|%s|%\((\w+)\)s")
-# Per pooled connection (one server session): the names of the statements PgDb.call_prepared
-# prepared on it. Forgotten with the connection.
-_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-
-
-@functools.lru_cache(maxsize=32)
-def _prepared_form(sql: str) -> tuple[str, str, tuple[str, ...] | int]:
-    """``sql`` (psycopg's placeholders) for a PREPARE: its name, made from its text so that two
-    texts never share one; its body with the server's ``$n``; its parameters' order (the names in
-    order of first use, or the number of positional ones)."""
-    names: list[str] = []
-    count = 0
-
-    def number(match: re.Match[str]) -> str:
-        nonlocal count
-        if match.group(0) == "%%":
-            return "%"
-        if match.group(1) is None:
-            count += 1
-            return f"${count}"
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    body = _PLACEHOLDER.sub(number, sql)
-    if names and count:
-        raise ValueError("a statement mixes named and positional parameters")
-    name = "lcm_" + hashlib.sha1(sql.encode()).hexdigest()[:16]
-    return name, body, tuple(names) if names else count
-
 
 # Column types for PgDb.insert_rows (the tables of schema.py it serves).
 _COLUMN_TYPES = {
@@ -224,10 +187,6 @@ class PgCursor:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
-
-
-class _NotPlain(Exception):
-    """A parameter :meth:`PgDb._plain_literal` leaves to psycopg."""
 
 
 class PgDb:
@@ -332,7 +291,7 @@ class PgDb:
             except psycopg.errors.InvalidSqlStatementName:
                 if attempt or not own:
                     raise
-                _PREPARED.pop(self.raw, None)
+                prepared.forget(self.raw)
                 if self.in_transaction:
                     self.raw.execute("ROLLBACK", prepare=False)
         for _ in before:
@@ -345,8 +304,8 @@ class PgDb:
         in one simple query with other statements; the statement is prepared on this connection
         first if it is not yet (a round trip, once per connection). Prepared, the server parses
         it once per connection, and under a generic plan plans it once."""
-        name, body, order = _prepared_form(sql)
-        done = _PREPARED.setdefault(self.raw, set())
+        name, body, order = prepared.form(sql)
+        done = prepared.names_on(self.raw)
         if name not in done:
             psycopg, _ = _psycopg()
             # Not rolled back with a transaction: one prepared by a call that failed later exists.
@@ -354,34 +313,17 @@ class PgDb:
                 StatementCount.prepared += 1
                 self.raw.execute(f"PREPARE {name} AS {body}", prepare=False)
             done.add(name)
-        values = [params[k] for k in order] if isinstance(order, tuple) else list(params)  # type: ignore[call-overload]
+        values = prepared.ordered(order, params)
         if not values:
             return f"EXECUTE {name}"
+        if self._escape is None:
+            from psycopg.pq import Escaping
+
+            self._escape = Escaping(self.raw.pgconn).escape_literal
         try:
-            return f"EXECUTE {name}({', '.join(map(self._plain_literal, values))})"
-        except (_NotPlain, UnicodeEncodeError):  # any other value: psycopg's own quoting
+            return f"EXECUTE {name}({prepared.literals(values, self._escape)})"
+        except (prepared.NotPlain, UnicodeEncodeError):  # any other value: psycopg's quoting
             return self._literal(f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values)
-
-    def _plain_literal(self, value: Any) -> str:
-        """A parameter of the types a turn's statements take (None, int, str, a list of ints) as
-        SQL: psycopg's quoting of a dozen values, a list among them, cost 0.12 ms a call, more
-        than a third of the assembly's own server time. Strings are escaped by libpq
-        (``PQescapeLiteral``) after ``codec``'s NUL escape, as the connection's dumper does."""
-        kind = type(value)
-        if value is None:
-            return "NULL"
-        if kind is int:
-            return str(value)
-        if kind is str:
-            escape = self._escape
-            if escape is None:
-                from psycopg.pq import Escaping
-
-                escape = self._escape = Escaping(self.raw.pgconn).escape_literal
-            return bytes(escape(codec.encode(value).encode())).decode()
-        if kind is list and all(type(v) is int for v in value):
-            return "'{" + ",".join(map(str, value)) + "}'"
-        raise _NotPlain
 
     def _literal(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> str:
         """``sql`` with ``params`` written in by psycopg's client-side quoting."""
