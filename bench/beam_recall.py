@@ -221,14 +221,6 @@ def evaluate(
         yield "all", tool, category, tally
 
 
-def _figures(tally: Tally) -> dict[str, Any]:
-    return {
-        "questions": tally.questions,
-        "lenient": tally.rates("lenient"),
-        "strict": tally.rates("strict"),
-    }
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("BEAM_DATA", ""))
@@ -245,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     result: dict[str, Any] = {"size": args.size, "chats": args.chats, "overall": {}, "per_chat": {}}
     for name, tool, category, tally in evaluate(chats):
-        figures = _figures(tally)
+        figures = tally.figures()
         if name == "all":
             result["overall"].setdefault(category, {})[tool] = figures
         elif category == "all":

@@ -168,14 +168,6 @@ def in_use(
     return tallies, info
 
 
-def _figures(tally: Tally) -> dict[str, Any]:
-    return {
-        "questions": tally.questions,
-        "lenient": tally.rates("lenient"),
-        "strict": tally.rates("strict"),
-    }
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     offline.add_data_arguments(parser)
@@ -190,10 +182,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     for name, tool, tally in offline.evaluate(conversations, TOOLS):
         if name == "all":
-            results[f"{tool} offline"] = _figures(tally)
+            results[f"{tool} offline"] = tally.figures()
     tallies, info = in_use(conversations, args.context)
     for (tool, mode), tally in tallies.items():
-        results[f"{tool} {mode}"] = _figures(tally)
+        results[f"{tool} {mode}"] = tally.figures()
     print(f"{'system':34} {'qs':>5}  " + " ".join(f"R@{k:<4}" for k in KS) + "   strict R@10")
     for name, figures in results.items():
         cells = " ".join(f"{figures['lenient'][k]:6.3f}" for k in KS)

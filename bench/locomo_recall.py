@@ -178,6 +178,14 @@ class Tally:
             self.lenient[k] += bool(top & evidence)
             self.strict[k] += evidence <= top
 
+    def figures(self) -> dict[str, Any]:
+        """The tally as a result records it: questions, lenient and strict rates."""
+        return {
+            "questions": self.questions,
+            "lenient": self.rates("lenient"),
+            "strict": self.rates("strict"),
+        }
+
     def rates(self, which: str) -> dict[int, float]:
         counts = self.lenient if which == "lenient" else self.strict
         assert counts is not None

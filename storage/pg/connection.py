@@ -299,8 +299,8 @@ class PgDb:
         return cur
 
     def call_prepared(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> str:
-        """``EXECUTE`` of ``sql`` with ``params`` written in as literals (psycopg's client-side
-        quoting, with this connection's dumpers: ``codec``'s escape applies), so that it can ride
+        """``EXECUTE`` of ``sql`` with ``params`` written in as literals (``prepared.literals``, or
+        psycopg's client-side quoting for other types; ``codec``'s escape applies), so that it can ride
         in one simple query with other statements; the statement is prepared on this connection
         first if it is not yet (a round trip, once per connection). Prepared, the server parses
         it once per connection, and under a generic plan plans it once."""
@@ -594,6 +594,9 @@ class PgConnection:
         if db.in_transaction:
             with contextlib.suppress(Exception):  # a broken connection: the pool discards it
                 db.raw.execute("ROLLBACK")
+        # psycopg deallocates the session's prepared statements on a ROLLBACK once it has its own:
+        # they are prepared again on next use (PgDb.call_prepared).
+        prepared.forget(db.raw)
 
     @contextmanager
     def outside(self) -> Iterator[Any]:
