@@ -278,7 +278,10 @@ class Searcher:
                 )
             cover = coverage(h.scratch_id, matched, weights)
             best_cover = max(best_cover, cover if h.kind == "message" else 0.0)
-            h.score = own_score(relevance, cover, is_exact(h.text, terms))
+            # length matters to coverage only when there is more than one term to cover; a
+            # summary is condensed by design
+            chars = len(h.text) if h.kind == "message" and len(terms) > 1 else 0
+            h.score = own_score(relevance, cover, is_exact(h.text, terms), chars)
         hybrid = self.vector is not None and self.vector.used
         if hybrid:
             self._fuse(candidates, min(1.0, best_cover / CONFIDENT_COVER))
