@@ -99,11 +99,16 @@ def load_conversation(path: Path) -> Conversation:
 EXTRA_ENV: dict[str, str] = {}
 
 
-def make_engine(home: Path, session: str) -> Any:
+def make_engine(home: Path, session: str, extra: dict[str, str] | None = None) -> Any:
     """An engine on the shared database, bound to one session, with no compaction."""
     from hermes_lcm.engine import LcmEngine
 
-    env = {"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **EXTRA_ENV}
+    env = {
+        "HERMES_HOME": str(home),
+        "LCM_SUMMARY_PROVIDER": "extractive",
+        **EXTRA_ENV,
+        **(extra or {}),
+    }
     engine = copy.deepcopy(LcmEngine(env=env))
     engine.update_model("bench-model", 1_000_000)
     engine.on_session_start(session, hermes_home=str(home), platform="locomo")

@@ -138,3 +138,48 @@ def test_a_run_stores_every_message_and_scores_the_cited_ones(
             tool
         )  # six messages: every cited one is in the top 10
         assert rows[("100K-1", tool, "information_extraction")].rates("lenient")[1] == 1.0, tool
+
+
+def test_the_embedded_arm_ranks_with_vectors_on(
+    checkout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--embed``: lcm_recall of a second engine with the local model, after one backfill."""
+    beam = _bench()
+    import locomo_recall
+
+    monkeypatch.setattr(locomo_recall, "VECTOR_CACHE", tmp_path / "vectors.npz")
+    monkeypatch.setattr(locomo_recall.CachedProvider, "cache", {})
+    chat = beam.load_chat(beam.Source(str(checkout)), "100K", 1)
+    tools = ("lcm_grep", beam.EMBEDDED)
+    rows = {
+        (name, tool, category): tally
+        for name, tool, category, tally in beam.evaluate([chat], tools, home=tmp_path / "home")
+    }
+    assert rows[("all", beam.EMBEDDED, "all")].rates("lenient")[10] == 1.0
+    assert len(locomo_recall.CachedProvider.cache) > len(chat.turns), "the messages and questions"
+    assert (tmp_path / "vectors.npz").exists()
+
+
+def test_the_verdict_names_where_a_ranker_is_below_the_baseline() -> None:
+    beam = _bench()
+    args = beam.argparse.Namespace(size="100K", chats="1-2")
+
+    def at10(**by_tool: float) -> dict[str, Any]:
+        return {t: {"lenient": {10: v}} for t, v in by_tool.items()}
+
+    tools = ("lcm_grep", beam.EMBEDDED)
+    above = {
+        "all": at10(bm25=0.5, lcm_grep=0.6, **{beam.EMBEDDED: 0.7}),
+        "x": at10(bm25=1.0, lcm_grep=1.0, **{beam.EMBEDDED: 1.0}),
+    }
+    assert beam.verdict(args, tools, above)["verdict"] == "met"
+    below = {**above, "y": at10(bm25=0.5, lcm_grep=0.6, **{beam.EMBEDDED: 0.4})}
+    got = beam.verdict(args, tools, below)
+    assert got["verdict"] == "missed" and f"{beam.EMBEDDED} in y" in got["ours"]
+    lexical = {c: {t: f[t] for t in ("bm25", "lcm_grep")} for c, f in above.items()}
+    got = beam.verdict(args, ("lcm_grep",), lexical)
+    assert got["verdict"] == "missed" and "not run" in got["ours"]
+    # lcm_recall without vectors is reported beside them, not judged
+    with_lexical = {c: {**f, "lcm_recall": {"lenient": {10: 0.1}}} for c, f in above.items()}
+    got = beam.verdict(args, ("lcm_grep", "lcm_recall", beam.EMBEDDED), with_lexical)
+    assert got["verdict"] == "met" and "lcm_recall 0.1" in got["ours"]
