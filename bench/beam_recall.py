@@ -43,8 +43,8 @@ from typing import Any
 from locomo_recall import (
     HYBRID_ENV,
     KS,
-    CachedProvider,
     Tally,
+    backfilled,
     call,
     make_engine,
     session_store_ids,
@@ -202,21 +202,7 @@ EMBEDDED = "lcm_recall+local"  # lcm_recall with the local embedder on
 def embedded_engines(home: Path, chats: list[Chat]) -> dict[str, Any]:
     """Per chat, an engine on the same database with the local embedder on, after one backfill
     embedded every stored message (vectors cached by text, like the LoCoMo bench's)."""
-    CachedProvider.load()
-    engines = {c.name: make_engine(home, f"beam-{c.name}", HYBRID_ENV) for c in chats}
-    first = next(iter(engines.values()))
-    if first.core.semantic.embedder is None:
-        raise SystemExit(f"embeddings did not start: {first.core.semantic.problem}")
-    for engine in engines.values():
-        embedder = engine.core.semantic.embedder
-        embedder.provider = CachedProvider(embedder.provider)
-    started = time.perf_counter()
-    done = first.core.semantic.embedder.backfill(
-        on_progress=lambda p: print(f"\rembedded {p.done}/{p.total}", end="", file=sys.stderr)
-    )
-    print(f"\nembedded {done.done} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    CachedProvider.save()
-    return engines
+    return backfilled({c.name: make_engine(home, f"beam-{c.name}", HYBRID_ENV) for c in chats})
 
 
 def evaluate(

@@ -251,30 +251,23 @@ def hybrid_engines(
     home: Path, conversations: list[Conversation], env: dict[str, str]
 ) -> dict[str, Any]:
     """A second engine per conversation on the same database with embeddings on, after one
-    backfill embedded every stored turn (progress on stderr; vectors cached by text, see
-    ``CachedProvider``)."""
-    from hermes_lcm.engine import LcmEngine
+    backfill embedded every stored turn (see ``backfilled``)."""
+    return backfilled({c.name: make_engine(home, f"locomo-{c.name}", env) for c in conversations})
 
+
+def backfilled(engines: dict[str, Any]) -> dict[str, Any]:
+    """The engines (one database, embeddings on) after one backfill embedded every stored row.
+    Vectors are cached by text (``CachedProvider``), so a rerun over the same data embeds
+    nothing; progress goes to stderr. A bench that asked for embeddings and got none stops
+    with the engine's reason rather than measuring full text under the hybrid name."""
     CachedProvider.load()
-    engines = {}
-    for conversation in conversations:
-        engine = copy.deepcopy(
-            LcmEngine(env={"HERMES_HOME": str(home), "LCM_SUMMARY_PROVIDER": "extractive", **env})
-        )
-        engine.update_model("bench-model", 1_000_000)
-        engine.on_session_start(
-            f"locomo-{conversation.name}", hermes_home=str(home), platform="locomo"
-        )
-        engines[conversation.name] = engine
-        if engine.core.semantic.embedder is not None:
-            engine.core.semantic.embedder.provider = CachedProvider(
-                engine.core.semantic.embedder.provider
-            )
-    embedder = next(iter(engines.values())).core.semantic.embedder
-    if embedder is None:
-        raise SystemExit(
-            f"embeddings did not start: {next(iter(engines.values())).core.semantic.problem}"
-        )
+    first = next(iter(engines.values()))
+    if first.core.semantic.embedder is None:
+        raise SystemExit(f"embeddings did not start: {first.core.semantic.problem}")
+    for engine in engines.values():
+        embedder = engine.core.semantic.embedder
+        embedder.provider = CachedProvider(embedder.provider)
+    embedder = first.core.semantic.embedder
     embedder.warmup()
     started = time.perf_counter()
     done = embedder.backfill(
