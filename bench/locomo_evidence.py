@@ -85,7 +85,7 @@ STOP = frozenset(
     "them this that as from".split()
 )
 _MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december)"
-_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH},?\s+(\d{{4}})\b")
+_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s*{_MONTH},?\s+(\d{{4}})\b")
 _MDY = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
 _MY = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b")
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+z?(?:[+-]\d{2}:?\d{2})?)?\b")

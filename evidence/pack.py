@@ -69,15 +69,18 @@ def iso(at: float) -> str:
         return str(at)
 
 
-def line_dict(line: Line, text: str | None = None, end: int | None = None) -> dict[str, Any]:
-    """A line as the tools show it; ``text``/``end`` when the budget cut it short."""
+def line_dict(
+    line: Line, text: str | None = None, end: int | None = None, session: bool = True
+) -> dict[str, Any]:
+    """A line as the tools show it; ``text``/``end`` when the budget cut it short. ``session``
+    False leaves out the session id: the line before it, in time order, named the same one."""
     start = line.ref.start or 0
     shown = line.text if text is None else text
     item: dict[str, Any] = {
         "ref": line.ref.label,
         "store_id": line.ref.store_id,
         "role": line.role,
-        "session_id": line.session_id,
+        **({"session_id": line.session_id} if session else {}),
         "at": iso(line.at),
         "text": shown,
     }
@@ -99,7 +102,7 @@ def _tokens(item: dict[str, Any]) -> int:
     return count_tokens(json.dumps(item, ensure_ascii=False)) + 1
 
 
-def _cut(line: Line, room: int) -> dict[str, Any] | None:
+def _cut(line: Line, room: int, session: bool = True) -> dict[str, Any] | None:
     """The longest prefix of the line whose item fits ``room`` tokens (None: too little room).
     No prefix longer than ``room`` x MAX_CHARS_PER_TOKEN characters can fit, so the search starts
     below that: each step counts a prefix, and a 300 KB line would cost a count of 300 KB a step."""
@@ -108,7 +111,7 @@ def _cut(line: Line, room: int) -> dict[str, Any] | None:
     low, high, best = 1, min(len(line.text) - 1, room * MAX_CHARS_PER_TOKEN), None
     while low <= high:
         mid = (low + high) // 2
-        item = line_dict(line, line.text[:mid])
+        item = line_dict(line, line.text[:mid], session=session)
         if _tokens(item) <= room:
             best, low = item, mid + 1
         else:
@@ -187,35 +190,40 @@ def fit_lines(
     lines: Sequence[Line], budget_tokens: int, work: ReadingBudget | None = None
 ) -> tuple[list[dict[str, Any]], list[str], int]:
     """The line items within the budget (the first one that overflows is cut), the refs left
-    out, and the tokens used. ``work`` keeps each whole line's count for the call: a retrieval
-    fits the same lines again on every rebuild."""
+    out, and the tokens used. A line names its session only when the line before it is of
+    another one: a pack of one session's turns would otherwise spend a sixth of its budget
+    repeating one id. ``work`` keeps each whole line's count for the call: a retrieval fits the
+    same lines again on every rebuild."""
     items: list[dict[str, Any]] = []
     omitted: list[str] = []
     used = 0
     memo = work.memo if work is not None else {}
+    previous: str | None = None
     for line in lines:
         if omitted:
             omitted.append(line.ref.label)
             continue
+        session = line.session_id != previous
         room = budget_tokens - used
         if (
             len(line.text) > room * MAX_CHARS_PER_TOKEN
         ):  # cannot fit whole: not worth counting whole
             size = room + 1
         else:
-            key = ("tokens", line.ref, line.conversation_id)
+            key = ("tokens", line.ref, line.conversation_id, session)
             if key not in memo:
-                memo[key] = _tokens(line_dict(line))
+                memo[key] = _tokens(line_dict(line, session=session))
             size = memo[key]
         if size > room:
-            cut = _cut(line, room)
+            cut = _cut(line, room, session)
             if cut is None:
                 omitted.append(line.ref.label)
                 continue
             item, size = cut, _tokens(cut)
         else:
-            item = line_dict(line)
+            item = line_dict(line, session=session)
         items.append(item)
+        previous = line.session_id
         used += size
     return items, omitted, used
 

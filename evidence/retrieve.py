@@ -25,10 +25,12 @@ hydrates only rows in reach, so no other owner's row is read or reported.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from ..base.tokens import count_tokens
@@ -46,7 +48,7 @@ MAX_REFS = 40
 MAX_CONTEXT_TOKENS = 7500
 PACK_TOKENS = 1500
 HITS_PER_CALL = 20
-LINE_OVERHEAD_TOKENS = 60  # a pack line's fields besides its text (ref, role, session, time, dates)
+GROW_TRIES = 4  # packs built to add refs past the estimate (``_pack``)
 NEIGHBOURS = 1  # turns either side of a hit that lcm_expand adds
 STEPS = ("lcm_recent", "lcm_grep", "lcm_recall", "lcm_expand")
 
@@ -209,15 +211,28 @@ class _Run:
         return ids, read
 
 
+@cache
+def line_overhead() -> int:
+    """The fewest tokens a pack line costs besides its text: one with a one-digit ref, the
+    shortest role, no session id (the line before named it) and no dates. Counted, not guessed,
+    and lazily (the tokenizer is not loaded at import)."""
+    bare = {"ref": "1", "store_id": 1, "role": "user", "at": "2023-01-01T00:00:00Z", "text": ""}
+    return count_tokens(json.dumps(bare)) + 1
+
+
 def fitting(store: Store, refs: Sequence[int], budget_tokens: int) -> list[int]:
-    """The refs, best first, whose whole lines fit the pack's budget together (a long one that
-    does not fit is skipped for shorter ones after it). The pack orders its lines by time and cuts
-    at the budget, so handing it everything would keep the oldest lines, not the best."""
+    """The refs, best first, whose whole lines may fit the pack's budget together (a long one
+    that does not fit is skipped for shorter ones after it). The pack orders its lines by time and
+    cuts at the budget, so handing it everything would keep the oldest lines, not the best. Each
+    line is costed at its text plus ``line_overhead``, a lower bound: the estimate never leaves
+    out a run that fits, and ``_pack`` cuts it down to the longest run that does (an estimate of
+    60 tokens a line left a sixth of the budget unused on short turns)."""
     sizes = {row.id: row.tokens for row in store.messages_by_ids(list(refs))}
     chosen: list[int] = []
     used = 0
+    overhead = line_overhead()
     for ref in refs:
-        cost = sizes.get(ref, 0) + LINE_OVERHEAD_TOKENS
+        cost = sizes.get(ref, 0) + overhead
         if used + cost <= budget_tokens or not chosen:
             chosen.append(ref)
             used += cost
@@ -233,16 +248,20 @@ def _pack(
     tz: str,
     work: ReadingBudget,
 ) -> Any:
-    """The pack of the best refs that fit whole: the estimate first, then the longest run of the
-    best refs whose pack leaves none out (its lines carry dates and fields the estimate misses).
-    The run is found by bisection (a longer run leaves out at least as much), so at most
-    ``log2(MAX_REFS) + 2`` packs are built, not one per ref; ``work`` is the call's reading, so a
-    line is read and counted once however many packs hold it."""
+    """The pack of the best refs that fit whole: the estimate first; when it fits, the next best
+    refs while they too fit whole (a line's session and dates make the estimate wrong either
+    way); when it does not, the longest run of the best refs whose pack leaves none out. The run
+    is found by bisection (a longer run leaves out at least as much), so at most
+    ``log2(MAX_REFS) + 2`` packs are built, or ``GROW_TRIES`` + 1 when growing, not one per
+    ref; ``work`` is the call's reading, so a line is read and counted once however many packs
+    hold it."""
     chosen = fitting(store, refs, budget_tokens)
     pack = build_pack(
         store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work
     )
-    if not pack.omitted or len(chosen) <= 1:
+    if not pack.omitted:
+        return _grown(store, refs, chosen, pack, reach, budget_tokens, question, tz, work)
+    if len(chosen) <= 1:
         return pack
     built: dict[int, Any] = {}
     low, high, best = (
@@ -276,6 +295,42 @@ def _pack(
             work=work,
         )
     return built[best]
+
+
+def _grown(
+    store: Store,
+    refs: Sequence[int],
+    chosen: list[int],
+    pack: Any,
+    reach: tuple[int, ...] | None,
+    budget_tokens: int,
+    question: str,
+    tz: str,
+    work: ReadingBudget,
+) -> Any:
+    """The pack with the next best refs added while each fits whole (nothing left out, no line
+    cut that was whole): an estimate that was too high left room a line would have used."""
+    rest = [ref for ref in refs if ref not in set(chosen)]
+    for ref in rest[:GROW_TRIES]:
+        if budget_tokens - pack.used_tokens < line_overhead():
+            break
+        wider = build_pack(
+            store,
+            [*chosen, ref],
+            reach,
+            budget_tokens=budget_tokens,
+            question=question,
+            tz=tz,
+            work=work,
+        )
+        if wider.omitted or _cut_lines(wider) > _cut_lines(pack):
+            break
+        chosen, pack = [*chosen, ref], wider
+    return pack
+
+
+def _cut_lines(pack: Any) -> int:
+    return sum(1 for line in pack.lines if line.get("truncated"))
 
 
 def period_of(question: str, anchor: float, tz: str = "") -> tuple[str, float, float] | None:

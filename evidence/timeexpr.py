@@ -11,6 +11,12 @@ weeks run Monday..Sunday; "last Friday" is the latest Friday strictly before the
 "this Friday" the Friday of the anchor's week; "in June" / "May 7" without a year the nearest
 one not after the anchor; "last June" the nearest June before the anchor's month.
 
+A relative mention also says what it means against the day it was said (``anchored``: "last
+week" said on 2023-01-01 reads "the week before 2023-01-01"). ``first``/``last`` are the
+calendar's reading of the phrase and can be narrower or wider than the speaker meant ("last
+week" said on a Monday may mean the seven days before it); the anchored reading is exact, so an
+answer can be given as the speaker's own words put on the calendar.
+
 Deterministic, no network, never raises: text it cannot read yields no mention.
 """
 
@@ -41,9 +47,10 @@ class DateMention:
     last: date
     granularity: str
     relative: bool
+    anchored: str | None = None  # the phrase against the day it was said (module docstring)
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        item: dict[str, object] = {
             "phrase": self.phrase,
             "span": [self.start, self.end],
             "first": self.first.isoformat(),
@@ -51,6 +58,9 @@ class DateMention:
             "granularity": self.granularity,
             "relative": self.relative,
         }
+        if self.anchored is not None:
+            item["anchored"] = self.anchored
+        return item
 
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -244,6 +254,42 @@ def _in_month(m: re.Match[str], today: date | None) -> Resolved:
     return date(year, month, 1), _month_end(year, month), MONTH
 
 
+_DAY_OFFSETS = {
+    0: "{day}",
+    -1: "the day before {day}",
+    1: "the day after {day}",
+    -2: "two days before {day}",
+    2: "two days after {day}",
+}
+
+
+def _anchored(m: re.Match[str], resolver: Resolver, today: date) -> str | None:
+    """The relative phrase restated against the anchor's day ("the Friday before 2023-05-19"),
+    or None for a phrase whose first/last already say it all (a month, a day without a year)."""
+    day = today.isoformat()
+    if resolver is _named_day:
+        first = _named_day(m, today)
+        return None if first is None else _DAY_OFFSETS[(first[0] - today).days].format(day=day)
+    groups = m.groupdict()
+    which = (groups.get("which") or "").lower()
+    if resolver is _weekday:
+        weekday = m["weekday"].capitalize()
+        if which == "this":
+            return f"the {weekday} of the week of {day}"
+        return f"the {weekday} {'before' if which == 'last' else 'after'} {day}"
+    if resolver is _period:
+        unit = m["unit"].lower()
+        if which == "this":
+            return f"the {unit} of {day}"
+        return f"the {unit} {'after' if which in ('next', 'after') else 'before'} {day}"
+    if resolver is _ago:
+        count = " ".join(m["count"].lower().split())
+        unit = m["unit"].lower() + ("" if _count(count) == 1 else "s")
+        side = "after" if m[0].lower().startswith("in") else "before"
+        return f"{count} {unit} {side} {day}"
+    return None
+
+
 _B = r"(?<![\w-])"
 _E = r"(?![\w-])"
 _PATTERNS: tuple[tuple[re.Pattern[str], Resolver, bool], ...] = tuple(
@@ -320,6 +366,9 @@ def resolve_dates(text: str, anchor: float, tz: str = "") -> list[DateMention]:
             continue
         first, last, granularity = resolved
         relative = relative or (resolver is _full and not m["year"])
-        mentions.append(DateMention(start, m.end(), m[0], first, last, granularity, relative))
+        anchored = _anchored(m, resolver, today) if relative and today is not None else None
+        mentions.append(
+            DateMention(start, m.end(), m[0], first, last, granularity, relative, anchored)
+        )
         taken = m.end()
     return mentions

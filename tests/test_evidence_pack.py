@@ -111,6 +111,28 @@ def test_pack_dedups_orders_reports_missing_and_sufficiency(home):
     assert set(lacking["lacking"]) == {"date", "entity:Melanie"}
 
 
+def test_a_run_of_one_sessions_lines_names_it_once(home):
+    """Lines are in time order; each names its session only when the line before is of another
+    one, so carrying the last named session forward gives every line's own, in fewer tokens."""
+    first, second = engine_for(home, "s1"), engine_for(home, "s2")
+    a = said(first, ("alpha one", at(2023, 1, 1)), ("alpha two", at(2023, 1, 1, 0, 1)))
+    b = said(second, ("beta one", at(2023, 1, 2)), ("beta two", at(2023, 1, 2, 0, 1)))
+    c = said(first, ("alpha three", at(2023, 1, 3)))
+    store = first.core.store
+    pack = build_pack(store, [*c, *b, *a], None).as_dict()
+    assert [line["store_id"] for line in pack["lines"]] == [*a, *b, *c]
+    named = [line.get("session_id") for line in pack["lines"]]
+    assert named == ["s1", None, "s2", None, "s1"]
+    carried, current = [], None
+    for line in pack["lines"]:
+        current = line.get("session_id", current)
+        carried.append(current)
+    rows = {r.id: r.session_id for r in store.messages_by_ids([*a, *b, *c])}
+    assert carried == [rows[line["store_id"]] for line in pack["lines"]]
+    alone = build_pack(store, b[1:], None).as_dict()["lines"]
+    assert alone[0]["session_id"] == "s2"  # a pack's first line always names its session
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.text(min_size=0, max_size=3000), min_size=1, max_size=6), st.integers(100, 2500))
 def test_budget_holds_for_random_lines(tmp_path_factory, backend, texts, budget):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hermes_lcm.engine import LcmEngine
+from hermes_lcm.evidence import build_pack
 from hermes_lcm.evidence.retrieve import MAX_CALLS, MAX_CONTEXT_TOKENS, MAX_REFS, retrieve
 
 ON = {"LCM_ADAPTIVE_RETRIEVAL_ENABLED": "true"}
@@ -133,6 +134,40 @@ def test_the_bounds_hold(make_engine: Any) -> None:
     )  # one hit may cross the line, then it stops
     assert not found.sufficient and found.stopped in ("budget", "exhausted")
     assert found.pack.used_tokens <= 1500 and "zed" in found.missing_terms
+
+
+@pytest.mark.both_backends
+def test_short_turns_fill_the_budget(make_engine: Any) -> None:
+    """The pack holds the longest run of the best refs that fits whole: one more would not.
+    Costing each line at its text plus a guessed 60 tokens left a sixth of the budget unused
+    on conversational turns (and the evidence that would have filled it out)."""
+    engine = make_engine(**ON)
+    engine.ingest_host(
+        [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"turn {i}: we talked about the harbour lighthouse again",
+                "timestamp": DAY + 60 * i,
+            }
+            for i in range(60)
+        ]
+    )
+    assert engine.core is not None
+    core = engine.core
+    found = retrieve(
+        core.store,
+        core.dag,
+        "What about the harbour lighthouse?",
+        conversation_id=core.binding.conversation_id,
+        reach=core.reach(False),
+        budget_tokens=800,
+    )
+    shown = [line["store_id"] for line in found.pack.as_dict()["lines"]]
+    refs = list(found.refs)
+    assert len(refs) > len(shown) >= 8 and set(shown) == set(refs[: len(shown)])
+    longer = build_pack(core.store, refs[: len(shown) + 1], core.reach(False), budget_tokens=800)
+    assert longer.omitted  # the next best ref did not fit whole
+    assert found.pack.used_tokens <= 800
 
 
 @pytest.mark.both_backends

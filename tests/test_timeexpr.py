@@ -84,6 +84,45 @@ def test_relative_forms_resolve_against_the_anchor(text, first, last, gran):
     assert resolve_dates(text, FRIDAY)[0].relative is True
 
 
+@pytest.mark.parametrize(
+    "text,anchored",
+    [
+        ("last week", "the week before 2023-05-12"),
+        ("the week before", "the week before 2023-05-12"),
+        ("last weekend", "the weekend before 2023-05-12"),
+        ("this weekend", "the weekend of 2023-05-12"),
+        ("next month", "the month after 2023-05-12"),
+        ("last Friday", "the Friday before 2023-05-12"),
+        ("next Monday", "the Monday after 2023-05-12"),
+        ("this Monday", "the Monday of the week of 2023-05-12"),
+        ("yesterday", "the day before 2023-05-12"),
+        ("the day before yesterday", "two days before 2023-05-12"),
+        ("tomorrow", "the day after 2023-05-12"),
+        ("today", "2023-05-12"),
+        ("two weeks ago", "two weeks before 2023-05-12"),
+        ("a month ago", "a month before 2023-05-12"),
+        ("1 day ago", "1 day before 2023-05-12"),
+        ("in 3 days", "3 days after 2023-05-12"),
+    ],
+)
+def test_a_relative_phrase_says_what_it_means_against_the_day_it_was_said(text, anchored):
+    """A "last week" is a range only by the calendar's convention; against the day it was said
+    it is exact, and an answer can be given in the speaker's own terms."""
+    (mention,) = resolve_dates(f"I said {text}, right?", FRIDAY)
+    assert mention.anchored == anchored and mention.as_dict()["anchored"] == anchored
+
+
+@pytest.mark.parametrize("text", ["May 7, 2023", "2023", "in June", "May 20", "last May"])
+def test_a_phrase_its_range_says_all_of_has_no_anchored_reading(text):
+    (mention,) = resolve_dates(text, FRIDAY)
+    assert mention.anchored is None and "anchored" not in mention.as_dict()
+
+
+def test_the_anchored_reading_uses_the_day_in_the_users_timezone():
+    late = _at(2023, 5, 12, 23, 30)  # Friday 23:30 UTC is Saturday in Tokyo
+    assert resolve_dates("yesterday", late, "Asia/Tokyo")[0].anchored == "the day before 2023-05-13"
+
+
 def test_boundaries_of_week_month_and_year():
     monday = _at(2024, 1, 1, 9)  # a Monday, first day of the year
     assert _one("yesterday", monday) == ("2023-12-31", "2023-12-31", "day")
