@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -224,9 +224,10 @@ def fitting(store: Store, refs: Sequence[int], budget_tokens: int) -> list[int]:
     """The refs, best first, whose whole lines may fit the pack's budget together (a long one
     that does not fit is skipped for shorter ones after it). The pack orders its lines by time and
     cuts at the budget, so handing it everything would keep the oldest lines, not the best. Each
-    line is costed at its text plus ``line_overhead``, a lower bound: the estimate never leaves
-    out a run that fits, and ``_pack`` cuts it down to the longest run that does (an estimate of
-    60 tokens a line left a sixth of the budget unused on short turns)."""
+    line is costed at its stored tokens plus ``line_overhead``: an estimate, off either way (a
+    session id or dates add, the stored count's message framing is not in a line), which
+    ``_pack`` corrects by growing or bisecting. A guessed 60 tokens a line left a sixth of the
+    budget unused on short turns."""
     sizes = {row.id: row.tokens for row in store.messages_by_ids(list(refs))}
     chosen: list[int] = []
     used = 0
@@ -255,74 +256,44 @@ def _pack(
     ``log2(MAX_REFS) + 2`` packs are built, or ``GROW_TRIES`` + 1 when growing, not one per
     ref; ``work`` is the call's reading, so a line is read and counted once however many packs
     hold it."""
+
+    def build(run: Sequence[int]) -> Any:
+        return build_pack(
+            store, run, reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work
+        )
+
     chosen = fitting(store, refs, budget_tokens)
-    pack = build_pack(
-        store, chosen, reach, budget_tokens=budget_tokens, question=question, tz=tz, work=work
-    )
+    pack = build(chosen)
     if not pack.omitted:
-        return _grown(store, refs, chosen, pack, reach, budget_tokens, question, tz, work)
+        return _grown(build, refs, chosen, pack, budget_tokens)
     if len(chosen) <= 1:
         return pack
     built: dict[int, Any] = {}
-    low, high, best = (
-        1,
-        len(chosen) - 1,
-        1,
-    )  # the longest fitting run is in [low, high] (1 when none fits)
+    low, high, best = 1, len(chosen) - 1, 1  # the longest fitting run is in [low, high]
     while low <= high:
         mid = (low + high) // 2
-        built[mid] = build_pack(
-            store,
-            chosen[:mid],
-            reach,
-            budget_tokens=budget_tokens,
-            question=question,
-            tz=tz,
-            work=work,
-        )
+        built[mid] = build(chosen[:mid])
         if built[mid].omitted:
             high = mid - 1
         else:
             best, low = mid, mid + 1
-    if best not in built:
-        built[best] = build_pack(
-            store,
-            chosen[:best],
-            reach,
-            budget_tokens=budget_tokens,
-            question=question,
-            tz=tz,
-            work=work,
-        )
-    return built[best]
+    return built[best] if best in built else build(chosen[:best])
 
 
 def _grown(
-    store: Store,
+    build: Callable[[Sequence[int]], Any],
     refs: Sequence[int],
     chosen: list[int],
     pack: Any,
-    reach: tuple[int, ...] | None,
     budget_tokens: int,
-    question: str,
-    tz: str,
-    work: ReadingBudget,
 ) -> Any:
     """The pack with the next best refs added while each fits whole (nothing left out, no line
     cut that was whole): an estimate that was too high left room a line would have used."""
-    rest = [ref for ref in refs if ref not in set(chosen)]
-    for ref in rest[:GROW_TRIES]:
+    taken = set(chosen)
+    for ref in [ref for ref in refs if ref not in taken][:GROW_TRIES]:
         if budget_tokens - pack.used_tokens < line_overhead():
             break
-        wider = build_pack(
-            store,
-            [*chosen, ref],
-            reach,
-            budget_tokens=budget_tokens,
-            question=question,
-            tz=tz,
-            work=work,
-        )
+        wider = build([*chosen, ref])
         if wider.omitted or _cut_lines(wider) > _cut_lines(pack):
             break
         chosen, pack = [*chosen, ref], wider

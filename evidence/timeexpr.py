@@ -151,14 +151,15 @@ def _shift(today: date, unit: str, count: int) -> tuple[date, date, str]:
 
 
 # A resolver takes the match and the anchor's day (None when the anchor is unusable) and gives
-# (first, last, granularity) or None; relative resolvers need the anchor.
-Resolved = tuple[date, date, str] | None
+# (first, last, granularity, anchored) or None; relative resolvers need the anchor, and say what
+# the phrase means against its day (``anchored``; None when first/last say it all).
+Resolved = tuple[date, date, str, str | None] | None
 Resolver = Callable[[re.Match[str], date | None], Resolved]
 
 
 def _iso(m: re.Match[str], _today: date | None) -> Resolved:
     day = date(int(m["y"]), int(m["m"]), int(m["d"]))
-    return day, day, DAY
+    return day, day, DAY, None
 
 
 def _full(m: re.Match[str], today: date | None) -> Resolved:
@@ -171,17 +172,26 @@ def _full(m: re.Match[str], today: date | None) -> Resolved:
         day = date(today.year, month, int(m["day"]))
         if day > today:
             day = date(today.year - 1, month, int(m["day"]))
-    return day, day, DAY
+    return day, day, DAY, None
 
 
 def _month_year(m: re.Match[str], _today: date | None) -> Resolved:
     year, month = int(m["year"]), _MONTHS[m["month"].lower()]
-    return date(year, month, 1), _month_end(year, month), MONTH
+    return date(year, month, 1), _month_end(year, month), MONTH, None
 
 
 def _year(m: re.Match[str], _today: date | None) -> Resolved:
     year = int(m["year"])
-    return date(year, 1, 1), date(year, 12, 31), YEAR
+    return date(year, 1, 1), date(year, 12, 31), YEAR, None
+
+
+_DAY_OFFSETS = {
+    0: "{day}",
+    -1: "the day before {day}",
+    1: "the day after {day}",
+    -2: "two days before {day}",
+    2: "two days after {day}",
+}
 
 
 def _named_day(m: re.Match[str], today: date | None) -> Resolved:
@@ -203,7 +213,7 @@ def _named_day(m: re.Match[str], today: date | None) -> Resolved:
         "the day after": 1,
     }[word]
     day = today + timedelta(days=offset)
-    return day, day, DAY
+    return day, day, DAY, _DAY_OFFSETS[offset].format(day=today.isoformat())
 
 
 def _weekday(m: re.Match[str], today: date | None) -> Resolved:
@@ -217,7 +227,10 @@ def _weekday(m: re.Match[str], today: date | None) -> Resolved:
         day = today + timedelta(days=(target - today.weekday()) % 7 or 7)
     else:
         day = _week(today)[0] + timedelta(days=target)
-    return day, day, DAY
+    name, anchor = calendar.day_name[target], today.isoformat()
+    side = {"last": "before", "next": "after"}.get(which)
+    said = f"the {name} {side} {anchor}" if side else f"the {name} of the week of {anchor}"
+    return day, day, DAY, said
 
 
 def _period(m: re.Match[str], today: date | None) -> Resolved:
@@ -225,18 +238,23 @@ def _period(m: re.Match[str], today: date | None) -> Resolved:
         return None
     which, unit = m["which"].lower(), m["unit"].lower()
     delta = {"this": 0, "last": -1, "past": -1, "before": -1, "next": 1, "after": 1}[which]
+    said = f"the {unit} {('of', 'after', 'before')[delta]} {today.isoformat()}"
     if unit == "weekend":
         saturday = _week(today)[0] + timedelta(days=5 + 7 * delta)
-        return saturday, saturday + timedelta(days=1), WEEK
-    return _shift(today, unit, delta)
+        return saturday, saturday + timedelta(days=1), WEEK, said
+    return (*_shift(today, unit, delta), said)
 
 
 def _ago(m: re.Match[str], today: date | None) -> Resolved:
     if today is None:
         return None
-    count = _count(m["count"])
+    count, unit = _count(m["count"]), m["unit"].lower()
     sign = 1 if m[0].lower().startswith("in") else -1
-    return _shift(today, m["unit"].lower(), sign * count)
+    said = " ".join([*m["count"].lower().split(), unit + ("s" if count != 1 else "")])
+    return (
+        *_shift(today, unit, sign * count),
+        f"{said} {('after', 'before')[sign < 0]} {today.isoformat()}",
+    )
 
 
 def _in_month(m: re.Match[str], today: date | None) -> Resolved:
@@ -251,43 +269,7 @@ def _in_month(m: re.Match[str], today: date | None) -> Resolved:
         year = today.year
     else:
         year = today.year if month <= today.month else today.year - 1
-    return date(year, month, 1), _month_end(year, month), MONTH
-
-
-_DAY_OFFSETS = {
-    0: "{day}",
-    -1: "the day before {day}",
-    1: "the day after {day}",
-    -2: "two days before {day}",
-    2: "two days after {day}",
-}
-
-
-def _anchored(m: re.Match[str], resolver: Resolver, today: date) -> str | None:
-    """The relative phrase restated against the anchor's day ("the Friday before 2023-05-19"),
-    or None for a phrase whose first/last already say it all (a month, a day without a year)."""
-    day = today.isoformat()
-    if resolver is _named_day:
-        first = _named_day(m, today)
-        return None if first is None else _DAY_OFFSETS[(first[0] - today).days].format(day=day)
-    groups = m.groupdict()
-    which = (groups.get("which") or "").lower()
-    if resolver is _weekday:
-        weekday = m["weekday"].capitalize()
-        if which == "this":
-            return f"the {weekday} of the week of {day}"
-        return f"the {weekday} {'before' if which == 'last' else 'after'} {day}"
-    if resolver is _period:
-        unit = m["unit"].lower()
-        if which == "this":
-            return f"the {unit} of {day}"
-        return f"the {unit} {'after' if which in ('next', 'after') else 'before'} {day}"
-    if resolver is _ago:
-        count = " ".join(m["count"].lower().split())
-        unit = m["unit"].lower() + ("" if _count(count) == 1 else "s")
-        side = "after" if m[0].lower().startswith("in") else "before"
-        return f"{count} {unit} {side} {day}"
-    return None
+    return date(year, month, 1), _month_end(year, month), MONTH, None
 
 
 _B = r"(?<![\w-])"
@@ -364,9 +346,8 @@ def resolve_dates(text: str, anchor: float, tz: str = "") -> list[DateMention]:
             resolved = None
         if resolved is None:
             continue
-        first, last, granularity = resolved
+        first, last, granularity, anchored = resolved
         relative = relative or (resolver is _full and not m["year"])
-        anchored = _anchored(m, resolver, today) if relative and today is not None else None
         mentions.append(
             DateMention(start, m.end(), m[0], first, last, granularity, relative, anchored)
         )

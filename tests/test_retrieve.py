@@ -28,6 +28,32 @@ def lines_of(answer: dict[str, Any]) -> list[str]:
     return [line["text"] for line in answer["pack"]["lines"]]
 
 
+def ask(engine: LcmEngine, question: str, **options: Any) -> Any:
+    """evidence.retrieve for ``question``, as the engine's own session asks it."""
+    core = engine.core
+    assert core is not None
+    return retrieve(
+        core.store,
+        core.dag,
+        question,
+        conversation_id=core.binding.conversation_id,
+        reach=core.reach(False),
+        **options,
+    )
+
+
+def turns(texts: list[str], start: float | None = None) -> list[dict[str, Any]]:
+    """Alternating user/assistant turns, a minute apart from ``start`` when given."""
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": text,
+            **({"timestamp": start + 60 * i} if start is not None else {}),
+        }
+        for i, text in enumerate(texts)
+    ]
+
+
 def seed(engine: LcmEngine) -> None:
     engine.ingest_host(
         [
@@ -91,15 +117,8 @@ def test_finds_the_cited_line_with_its_resolved_date(make_engine: Any) -> None:
 def test_expansion_brings_the_adjacent_answer(make_engine: Any) -> None:
     engine = make_engine(**ON)
     seed(engine)
-    assert engine.core is not None
-    core = engine.core
-    found = retrieve(
-        core.store,
-        core.dag,
-        "Which adoption agency is Caroline thinking of",
-        steps=("lcm_grep", "lcm_expand"),
-        conversation_id=core.binding.conversation_id,
-        reach=core.reach(False),
+    found = ask(
+        engine, "Which adoption agency is Caroline thinking of", steps=("lcm_grep", "lcm_expand")
     )
     texts = [line["text"] for line in found.pack.as_dict()["lines"]]
     assert [c.tool for c in found.calls][-1] == "lcm_expand" or found.sufficient
@@ -110,24 +129,14 @@ def test_expansion_brings_the_adjacent_answer(make_engine: Any) -> None:
 def test_the_bounds_hold(make_engine: Any) -> None:
     engine = make_engine(**ON)
     engine.ingest_host(
-        [
-            {
-                "role": "user" if i % 2 == 0 else "assistant",
-                "content": f"note {i}: the billing queue latency budget was discussed again "
-                + "x " * 200,
-            }
-            for i in range(120)
-        ]
+        turns(
+            [
+                f"note {i}: the billing queue latency budget was discussed again " + "x " * 200
+                for i in range(120)
+            ]
+        )
     )
-    assert engine.core is not None
-    core = engine.core
-    found = retrieve(
-        core.store,
-        core.dag,
-        "What did Zed decide about the billing queue latency budget?",
-        conversation_id=core.binding.conversation_id,
-        reach=core.reach(False),
-    )
+    found = ask(engine, "What did Zed decide about the billing queue latency budget?")
     assert len(found.calls) <= MAX_CALLS and len(found.refs) <= MAX_REFS
     assert (
         found.context_tokens <= MAX_CONTEXT_TOKENS + 1000
@@ -143,25 +152,11 @@ def test_short_turns_fill_the_budget(make_engine: Any) -> None:
     on conversational turns (and the evidence that would have filled it out)."""
     engine = make_engine(**ON)
     engine.ingest_host(
-        [
-            {
-                "role": "user" if i % 2 == 0 else "assistant",
-                "content": f"turn {i}: we talked about the harbour lighthouse again",
-                "timestamp": DAY + 60 * i,
-            }
-            for i in range(60)
-        ]
+        turns([f"turn {i}: we talked about the harbour lighthouse again" for i in range(60)], DAY)
     )
     assert engine.core is not None
     core = engine.core
-    found = retrieve(
-        core.store,
-        core.dag,
-        "What about the harbour lighthouse?",
-        conversation_id=core.binding.conversation_id,
-        reach=core.reach(False),
-        budget_tokens=800,
-    )
+    found = ask(engine, "What about the harbour lighthouse?", budget_tokens=800)
     shown = [line["store_id"] for line in found.pack.as_dict()["lines"]]
     refs = list(found.refs)
     assert len(refs) > len(shown) >= 8 and set(shown) == set(refs[: len(shown)])
@@ -185,13 +180,7 @@ def test_a_named_period_is_searched_first(make_engine: Any) -> None:
     )
     assert engine.core is not None
     core = engine.core
-    found = retrieve(
-        core.store,
-        core.dag,
-        "What happened at the support group on May 8, 2023?",
-        conversation_id=core.binding.conversation_id,
-        reach=core.reach(False),
-    )
+    found = ask(engine, "What happened at the support group on May 8, 2023?")
     assert found.calls[0].tool == "lcm_recent" and found.calls[0].args["period"] == "May 8, 2023"
     first = set(found.calls[0].refs)
     texts = {row.id: row.content for row in core.store.messages_by_ids(list(first))}
