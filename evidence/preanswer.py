@@ -85,7 +85,8 @@ def _dates(line: dict[str, Any]) -> str:
         span = (
             d["first"] if d.get("first") == d.get("last") else f"{d.get('first')}..{d.get('last')}"
         )
-        said.append(f'"{d.get("phrase")}" = {span}')
+        reading = f"{d['anchored']}, {span}" if d.get("anchored") else span
+        said.append(f'"{d.get("phrase")}" = {reading}')
     if "read_chars" in line:  # a work limit (limits.py): dates past this were not resolved
         said.append(f"dates read in its first {line['read_chars']} characters only")
     return f" (dates: {'; '.join(said)})" if said else ""
