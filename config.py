@@ -342,7 +342,10 @@ class LcmConfig:
         "`openai`: any `/v1/embeddings`; `local`: `hermes-lcm[local]` offline. LCM-X's `fastembed` reads as `local`.",
     )
     embedding_model: str = setting(
-        "", _RECALL, "The provider's model id; vectors are kept per model."
+        "",
+        _RECALL,
+        "The model id; vectors are kept per model. `local`: `all-minilm-l6-v2-int8` "
+        "(default) or `multilingual-e5-small-q4` (`local-e5` extra).",
     )
     embedding_base_url: str = setting(
         "", _RECALL, "The endpoint of an `openai` or `voyage` provider."
@@ -380,7 +383,10 @@ class LcmConfig:
     )
     # Tuned on LoCoMo (bench/recall.py --hybrid): 0.3 fell below full text once.
     recall_vector_weight: float = setting(
-        0.2, _RECALL, "The vector arm's weight in `lcm_recall`'s fusion (0: full text alone)."
+        0.2,
+        _RECALL,
+        "The vector arm's weight in `lcm_recall`'s fusion (0: full text alone); unset with the "
+        "local e5 model, 0.5.",
     )
     proactive_recall_enabled: bool = setting(
         False,
@@ -512,6 +518,12 @@ def env_name(field_name: str) -> str:
     return "LCM_" + field_name.upper()
 
 
+# The vector weight of a local model when LCM_RECALL_VECTOR_WEIGHT is not set: e5 ranks LoCoMo's
+# questions well enough alone to take more weight with no conversation below full text, which lifts
+# questions asked in other words (bench/fusion_lab.py; docs/benchmarks.md).
+LOCAL_VECTOR_WEIGHTS = {"multilingual-e5-small-q4": 0.5, "multilingual-e5-small": 0.5}
+
+
 def load_config(
     env: Mapping[str, str] | None = None, yaml_block: Mapping[str, Any] | None = None
 ) -> LoadedConfig:
@@ -561,6 +573,10 @@ def load_config(
         sources["embedding_provider"] = (
             "env" if from_env.values.get("embedding_provider") else "yaml"
         )
+    model = str(values.get("embedding_model", "")).strip().lower()
+    local = values.get("embedding_provider") == "local"
+    if local and model in LOCAL_VECTOR_WEIGHTS and "recall_vector_weight" not in sources:
+        values["recall_vector_weight"] = LOCAL_VECTOR_WEIGHTS[model]
     config = LcmConfig(**values)
     return LoadedConfig(config, (*problems, *pattern_problems(config)), sources)
 

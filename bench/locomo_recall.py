@@ -197,7 +197,13 @@ class Tally:
         return {k: round(counts[k] / max(1, self.questions), 3) for k in KS}
 
 
-HYBRID_ENV = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
+# The embedded arm: the local provider, with the model LCM_EMBEDDING_MODEL names when it is set
+# (multilingual-e5-small-q4 for the stronger one; the default is MiniLM).
+HYBRID_ENV = {
+    "LCM_EMBEDDINGS_ENABLED": "true",
+    "LCM_EMBEDDING_PROVIDER": "local",
+    **{k: v for k, v in os.environ.items() if k == "LCM_EMBEDDING_MODEL" and v},
+}
 
 
 DEFAULT_COVER: dict[str, float] = {}
@@ -234,14 +240,23 @@ class CachedProvider:
             os.replace(part, VECTOR_CACHE)  # whole or not at all: another bench may be reading it
 
     def embed(self, texts: Any, *, timeout: float | None = None) -> Any:
+        return self._cached(texts, timeout, self.inner.embed, "")
+
+    def embed_query(self, texts: Any, *, timeout: float | None = None) -> Any:
+        """A query's vector, for a model that embeds queries apart (e5); else as ``embed``."""
+        if not hasattr(self.inner, "embed_query"):
+            return self.embed(texts, timeout=timeout)
+        return self._cached(texts, timeout, self.inner.embed_query, "query|")
+
+    def _cached(self, texts: Any, timeout: float | None, embed: Any, side: str) -> Any:
         import hashlib
 
         import numpy as np
 
-        keys = [hashlib.sha256(f"{self.name}|{t}".encode()).hexdigest() for t in texts]
+        keys = [hashlib.sha256(f"{self.name}|{side}{t}".encode()).hexdigest() for t in texts]
         missing = [i for i, k in enumerate(keys) if k not in self.cache]
         if missing:
-            rows = self.inner.embed([texts[i] for i in missing], timeout=timeout)
+            rows = embed([texts[i] for i in missing], timeout=timeout)
             for i, row in zip(missing, rows, strict=True):
                 self.cache[keys[i]] = np.asarray(row, dtype=np.float32)
         return np.stack([self.cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32)

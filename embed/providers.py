@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 from ..config import LcmConfig
 from .base import Provider, ProviderError
+from .e5 import MODEL_NAME as E5_MODEL
+from .e5 import E5Provider
 from .http import OllamaProvider, OpenAIProvider
 from .local import MODEL_NAME as LOCAL_MODEL
 from .local import LocalProvider
@@ -15,6 +17,11 @@ DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
     "voyage": "https://api.voyageai.com/v1",
     "ollama": "http://127.0.0.1:11434",
+}
+# The local provider's models, by every name that picks them; the first is the default.
+LOCAL_MODELS = {
+    LOCAL_MODEL: (LOCAL_MODEL, "all-minilm-l6-v2"),
+    E5_MODEL: (E5_MODEL, "multilingual-e5-small"),
 }
 DEFAULT_MODELS = {
     "openai": "text-embedding-3-small",
@@ -48,14 +55,7 @@ def provider_for(config: LcmConfig, env: Mapping[str, str]) -> Provider | None:
     kind = config.embedding_provider
     batch = config.embedding_backfill_batch_size
     if kind == "local":
-        if config.embedding_model and config.embedding_model.lower() not in (
-            "all-minilm-l6-v2",
-            LOCAL_MODEL,
-        ):
-            raise ProviderError(
-                f"the local provider has one model ({LOCAL_MODEL}), not {config.embedding_model!r}"
-            )
-        return LocalProvider(batch)
+        return local_provider(config.embedding_model, batch)
     if kind not in DEFAULT_BASE_URLS:
         raise ProviderError(
             "LCM_EMBEDDINGS_ENABLED is on but LCM_EMBEDDING_PROVIDER is not set "
@@ -72,3 +72,15 @@ def provider_for(config: LcmConfig, env: Mapping[str, str]) -> Provider | None:
         )
     base = config.embedding_base_url or DEFAULT_BASE_URLS[kind]
     return OpenAIProvider(base, model, key, batch, kind=kind)
+
+
+def local_provider(model: str, batch: int) -> Provider:
+    """The offline provider for ``model`` (empty: all-MiniLM-L6-v2, the small default)."""
+    wanted = model.strip().lower()
+    if not wanted or wanted in LOCAL_MODELS[LOCAL_MODEL]:
+        return LocalProvider(batch)
+    if wanted in LOCAL_MODELS[E5_MODEL]:
+        return E5Provider(batch)
+    raise ProviderError(
+        f"the local provider has the models {' and '.join(LOCAL_MODELS)}, not {model!r}"
+    )

@@ -90,6 +90,10 @@ class Semantic(JobOwner):
         return self.embedder is not None
 
     @property
+    def model(self) -> str | None:
+        return self.embedder.model if self.embedder is not None else None
+
+    @property
     def prescreen_multiplier(self) -> int:
         return self.config.knn_prescreen_multiplier
 

@@ -3,7 +3,7 @@
 Both run :class:`search.Searcher`; they differ in scope and in the boost applied to the
 ranked pool. lcm_recall fuses its arms by weighted score, not plain RRF (which was seen to push
 the right semantic hit down): with embeddings on (LCM_EMBEDDINGS_ENABLED) the vector arm joins
-the full-text arm and ``LCM_RECALL_VECTOR_WEIGHT`` is the dense share (search.Searcher._fuse).
+the full-text arm and ``LCM_RECALL_VECTOR_WEIGHT`` is the dense share (search/fusion.py).
 lcm_grep stays keyword-only.
 """
 

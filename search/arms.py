@@ -425,6 +425,11 @@ class VectorSource(Protocol):
     @property
     def enabled(self) -> bool: ...
     @property
+    def model(self) -> str | None:
+        """The name of the model that makes the vectors ("local:all-minilm-l6-v2-int8")."""
+        ...
+
+    @property
     def prescreen_multiplier(self) -> int:
         """The index's prescreen shortlist per asked row (LCM_KNN_PRESCREEN_MULTIPLIER)."""
         ...

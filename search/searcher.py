@@ -41,6 +41,7 @@ from .arms import (
     message_hit,
     whole_text,
 )
+from .fusion import mix, reserve, reserved_places
 from .query import Query, conversational
 from .rank import coverage, idf, is_exact, own_score, summary_relevance, with_context
 from .visible import Visible
@@ -68,17 +69,6 @@ INDEX_SNIPPET_ROWS = 100  # matches at most (counted) for which snippets come fr
 # Measured (bench/locomo_recall.py --hybrid --weights w:c): 0.5 lifts the paraphrase set (R@10 0.11 -> 0.36)
 # but costs LoCoMo (conversation conv-30 -0.024 below full text); 0.25 keeps LoCoMo never below full text.
 CONFIDENT_COVER = 0.25
-# The nearest rows by meaning that keep a place in the first page whatever the text says
-# (``_reserve``): a question in other words still shows its best semantic match, while a keyword
-# question loses at most the last of its ten places. Measured (bench/fusion_lab.py): one slot
-# lifted the paraphrase set (R@10 0.11 -> 0.20) and LoCoMo (0.780 -> 0.783, no conversation below
-# full text); two slots reached 0.26 but ranked conv-30 one question below full text.
-DENSE_SLOTS = 1
-SLOT_DEPTH = 10  # lcm_recall's default page
-SLOT_COSINE = (
-    0.3  # a reserved row must at least be related (MiniLM: unrelated turns sit near 0.1-0.2)
-)
-
 POOL_CACHE = 8  # ranked pools kept per process, so later pages rank exactly like the first
 
 _pools: OrderedDict[tuple[Any, ...], list[Hit]] = OrderedDict()
@@ -293,7 +283,8 @@ class Searcher:
                 h.score *= self.req.boost(h)
         ranked.sort(key=lambda h: (-h.score, -h.created_at, h.kind, -h.id))
         if hybrid:
-            ranked = _reserve(ranked)
+            assert self.vector is not None
+            ranked = reserve(ranked, *reserved_places(self.vector.source.model))
         kept, covered = _one_per_source(self._without_excluded(ranked), matched)
         # a turn with no query word, there only as a strong match's neighbour, never outranks a match
         kept = [h for h in kept if not h.neighbour] + [h for h in kept if h.neighbour]
@@ -336,29 +327,10 @@ class Searcher:
         return matched
 
     def _fuse(self, candidates: list[Hit], confidence: float) -> None:
-        """Gated, weighted fusion of the full-text score and the cosine, on one scale.
-
-        Each hit's full-text score is divided by the pool's best, its cosine by the pool's best
-        cosine. The text's share is ``(1 - w) * confidence`` (``w`` the vector weight), where
-        ``confidence`` says how well the best row matches the query's words at all (its weighted
-        coverage against ``CONFIDENT_COVER``): when some row holds most of the query's rare words
-        (LoCoMo's questions), the text keeps ``1 - w`` and a strong keyword match is never buried
-        by the dense arm (plain RRF was seen to do that); when the words match only stray rows
-        (a question in other words), the dense score decides. The fused score is scaled back to
-        the full-text scale so summaries and context keep their meaning; a hit with no vector
-        (not embedded yet) keeps its text score."""
+        """Each candidate's cosine looked up, then its fused score (``fusion.mix``)."""
         assert self.vector is not None
         self.vector.cosines(candidates)
-        w = min(1.0, max(0.0, self.req.vector_weight))
-        top_text = max((h.score for h in candidates), default=0.0) or 1.0
-        top_cos = max((h.cosine for h in candidates if h.cosine is not None), default=0.0)
-        if top_cos <= 0:
-            return
-        share = (1.0 - w) * confidence if w > 0 else 1.0
-        for h in candidates:
-            text = h.score / top_text
-            dense = max(0.0, h.cosine) / top_cos if h.cosine is not None else text
-            h.score = top_text * (share * text + (1.0 - share) * dense)
+        mix(candidates, self.req.vector_weight, confidence)
 
     def _shown_last(self, ranked: list[Hit]) -> list[Hit]:
         """The hits the caller's prompt shows, marked, and moved behind the others unless asked
@@ -547,28 +519,6 @@ class Searcher:
             return False
         name = "message" if kind == "messages" else "summary"
         return len({h.id for h in pool if h.kind == name and h.matched}) >= total
-
-
-def _reserve(ranked: list[Hit]) -> list[Hit]:
-    """The best ``DENSE_SLOTS`` rows by cosine (at least ``SLOT_COSINE``) moved into the first
-    ``SLOT_DEPTH`` places when they rank below them: at the end of those places, in cosine order,
-    so the full text's best rows keep theirs. The fused score alone cannot do this without a weight
-    that buries keyword answers (bench/fusion_lab.py: a dense weight of 0.5 or a stricter gate cost
-    LoCoMo conversations up to 0.06); a reserved place costs a keyword question one place at most."""
-    if DENSE_SLOTS <= 0:
-        return ranked
-    head = ranked[:SLOT_DEPTH]
-    best = sorted(
-        (h for h in ranked if h.cosine is not None and h.cosine >= SLOT_COSINE),
-        key=lambda h: -(h.cosine or 0.0),
-    )[:DENSE_SLOTS]
-    shown = {id(h) for h in head}
-    lifted = [h for h in best if id(h) not in shown]
-    if not lifted:
-        return ranked
-    keep = head[: SLOT_DEPTH - len(lifted)]
-    placed = {id(h) for h in keep + lifted}
-    return keep + lifted + [h for h in ranked if id(h) not in placed]
 
 
 def _one_per_source(ranked: list[Hit], matched: Sequence[set[int]]) -> tuple[list[Hit], list[Hit]]:

@@ -279,7 +279,7 @@ def test_voyage_sends_the_env_key(stub: Stub) -> None:
         ({"embedding_provider": ""}, "LCM_EMBEDDING_PROVIDER"),
         ({"embedding_provider": "openai", "embedding_api_key_env": "MISSING_VAR"}, "MISSING_VAR"),
         ({"embedding_provider": "voyage"}, "needs a key"),
-        ({"embedding_provider": "local", "embedding_model": "bge-large"}, "one model"),
+        ({"embedding_provider": "local", "embedding_model": "bge-large"}, "has the models"),
     ],
 )
 def test_provider_for_refuses_unusable_settings(changes: dict[str, Any], why: str) -> None:
@@ -336,5 +336,5 @@ def test_lcmx_fastembed_setting_is_served_by_the_local_provider(source: str) -> 
             "LCM_EMBEDDING_MODEL": "BAAI/bge-small-en-v1.5",
         }
     )
-    with pytest.raises(ProviderError, match="one model"):
+    with pytest.raises(ProviderError, match="has the models"):
         provider_for(explicit.config, {})

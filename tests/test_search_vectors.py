@@ -30,6 +30,7 @@ from hermes_lcm.search.searcher import Searcher, SearchRequest
 
 from .conftest import database_env
 from .embedstub import Stub, serve
+from .test_embed_e5 import MISSING as E5_MISSING
 from .test_embed_local import MISSING as LOCAL_MISSING
 from .tooltest import walk
 
@@ -477,10 +478,17 @@ def test_hybrid_stays_in_scope_and_pages_once(
     assert not set(ids) & victim_ids
 
 
-def test_local_minilm_finds_a_paraphrase(tmp_path: Path) -> None:
-    if LOCAL_MISSING:
-        pytest.skip(LOCAL_MISSING)
+@pytest.mark.parametrize(
+    "model, missing",
+    [("", LOCAL_MISSING), ("multilingual-e5-small-q4", E5_MISSING)],
+    ids=["minilm", "e5"],
+)
+def test_a_local_model_finds_a_paraphrase(tmp_path: Path, model: str, missing: str | None) -> None:
+    if missing:
+        pytest.skip(missing)
     env = {"LCM_EMBEDDINGS_ENABLED": "true", "LCM_EMBEDDING_PROVIDER": "local"}
+    if model:
+        env["LCM_EMBEDDING_MODEL"] = model
     plain = engine_for(tmp_path / "a", "s1", None, {})
     plain.ingest_host(TALK)
     engine = engine_for(tmp_path / "b", "s1", None, env)
@@ -490,7 +498,8 @@ def test_local_minilm_finds_a_paraphrase(tmp_path: Path) -> None:
     question = "what did the doctor tell them about their health"
     assert target not in [h.get("store_id") for h in recall(plain, query=question, limit=5)["hits"]]
     answer = recall(engine, query=question, limit=5)
-    assert answer["arms"]["vectors"].startswith("on (local:all-minilm-l6-v2-int8")
+    name = model or "all-minilm-l6-v2-int8"
+    assert answer["arms"]["vectors"].startswith(f"on (local:{name}"), answer["arms"]
     assert target in [h.get("store_id") for h in answer["hits"]]
     assert np.isfinite(answer["hits"][0]["score"])
 
@@ -543,7 +552,7 @@ def test_the_nearest_row_by_meaning_keeps_a_place_on_the_first_page(
 ) -> None:
     """Twelve rows share the question's word but not its meaning; the one row about it shares no
     word. Full text fills the first page with the word's rows (and the gated fusion keeps them
-    ahead); the reserved place (search.DENSE_SLOTS) still shows the meaning's row among the ten."""
+    ahead); the reserved place (search/fusion.py, DENSE_SLOTS) still shows the meaning's row among the ten."""
     strays = [
         {
             "role": "user",
@@ -596,3 +605,59 @@ def test_the_prescreen_keeps_the_multiplier_the_setting_asks_for(
     on = recall(engine, query="what automobile do they drive")
     assert on["arms"]["vectors"].startswith("on"), on["arms"]
     assert asked and asked[0] == 50, asked  # the arm's search (a rescore of given ids follows)
+
+
+def _scaled_answer(common: float) -> Any:
+    """The concept embedding as a unit vector with one shared dimension of ``common`` appended:
+    every cosine becomes (cos + common^2) / (1 + common^2), so the ranking by meaning is the same
+    but on another scale (e5's unrelated rows sit near 0.75, MiniLM's near 0.15)."""
+
+    def answer(request: dict[str, Any], path: str) -> tuple[int, Any, float]:
+        data = []
+        for i, text in enumerate(request["input"]):
+            row = np.asarray(concept_vector(text))
+            unit = row / np.linalg.norm(row)
+            data.append({"object": "embedding", "index": i, "embedding": [*unit, common]})
+        return 200, {"object": "list", "data": data, "model": request["model"]}, 0.0
+
+    return answer
+
+
+def test_the_fused_ranking_does_not_depend_on_the_models_cosine_scale(tmp_path: Path) -> None:
+    """Two models that rank every row alike by meaning, one with its cosines squeezed near 1,
+    give the same fused ranking: the cosine is read between the pool's lowest and best."""
+    rows = [
+        {"role": "user", "content": text, "timestamp": 1_700_000_000 + 60 * i}
+        for i, text in enumerate(
+            [
+                "the physician said the heart sounds fine",
+                "tell me about the train schedule",
+                "the clinic moved to the high street",
+                "tell the puppy to sit",
+                "my salary came in on friday",
+                "the oven is broken again, tell the landlord",
+                "the sedan needs new tyres",
+                "a melody stuck in my head",
+                *FILLER,
+            ]
+        )
+    ]
+    rankings = []
+    for common in (0.0, 2.0):
+        stub, stop = serve(Stub(answer=_scaled_answer(common)))
+        try:
+            env = vector_env(stub, LCM_RECALL_VECTOR_WEIGHT="0.6")  # meaning weighs enough to show
+            engine = engine_for(tmp_path / f"c{common}", "s1", None, env)
+            engine.ingest_host(rows)
+            embed_all(engine)
+            ranks = []
+            for question in ("what did the doctor tell them", "the train or the car", "wages"):
+                hits = recall(engine, query=question, limit=12)["hits"]
+                ranks.append([h.get("content") or h.get("snippet") for h in hits])
+            rankings.append(ranks)
+        finally:
+            stop()
+            store_module.close_all()
+    assert rankings[0] == rankings[1]
+    # and meaning does rank: the sedan row, sharing no word with the question, comes first
+    assert rankings[0][1][0] == "the sedan needs new tyres"
