@@ -16,6 +16,9 @@ The plan, in order, each step only while the pack is not sufficient:
 * ``lcm_expand``: the neighbours of the best hits so far (the turn before and after: a question
   and its answer are usually adjacent) and the source messages of a summary hit.
 
+A question about two people ("Nate and Joanna") searches once for each in the steps that search
+(``part_queries``), and takes the hits in turn from each.
+
 Bounds (LCM-X's): ``MAX_CALLS`` calls, ``MAX_REFS`` candidate refs, ``MAX_CONTEXT_TOKENS`` of
 hit text read; one reading budget for all the packs it builds (limits.py), so a line is read
 once, at most ``limits.MAX_CALL_CHARS`` in all, and the answer's ``limits`` names what was left
@@ -26,6 +29,7 @@ hydrates only rows in reach, so no other owner's row is read or reported.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -141,8 +145,25 @@ class _Run:
     context_tokens: int = 0
 
     def search(self, scope: Scope, filters: Filters | None = None) -> list[Hit]:
+        """The question's hits; a question about two people ("what do Nate and Joanna both
+        like") is searched once for each, without the other's name, and the hits are taken in
+        turn from each: one search ranks the turns naming both first, which are rarely where
+        each said what they like."""
+        parts = [self._search(q, scope, filters) for q in part_queries(self.question, self.query)]
+        if len(parts) == 1:
+            return parts[0]
+        merged: list[Hit] = []
+        seen: set[tuple[str, int]] = set()
+        for rank in range(max(len(p) for p in parts)):
+            for hits in parts:
+                if rank < len(hits) and (hits[rank].kind, hits[rank].id) not in seen:
+                    seen.add((hits[rank].kind, hits[rank].id))
+                    merged.append(hits[rank])
+        return merged[:HITS_PER_CALL]
+
+    def _search(self, query: Query, scope: Scope, filters: Filters | None) -> list[Hit]:
         request = SearchRequest(
-            self.query,
+            query,
             scope,
             filters or Filters(),
             "relevance",
@@ -209,6 +230,24 @@ class _Run:
                     ids.append(row.id)
         self.context_tokens += read
         return ids, read
+
+
+_TWO_PEOPLE = re.compile(r"\b([A-Z][a-z]+)\s+and\s+([A-Z][a-z]+)\b")
+
+
+def part_queries(question: str, query: Query) -> list[Query]:
+    """One query per person when the question names two joined by "and" (capitalised words,
+    not at its start), else the question's own."""
+    found = _TWO_PEOPLE.search(question)
+    if found is None or found.start() == 0:
+        return [query]
+    parts = []
+    for keep, drop in ((found.group(1), found.group(2)), (found.group(2), found.group(1))):
+        text = question[: found.start()] + keep + question[found.end() :]
+        part = build_query(text.replace(drop, " "))
+        if not part.empty:
+            parts.append(part)
+    return parts or [query]
 
 
 @cache

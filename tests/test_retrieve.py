@@ -243,3 +243,43 @@ def test_another_owners_rows_are_never_read(tmp_path: Path, backend_env: dict[st
     }
     assert hers and not hers & {line["store_id"] for line in answer["pack"]["lines"]}
     assert not any(hers & set(c["new_refs"]) for c in answer["calls"])
+
+
+def test_a_question_about_two_people_is_searched_for_each() -> None:
+    from hermes_lcm.evidence.retrieve import part_queries
+    from hermes_lcm.search.query import build_query
+
+    def parts(question: str) -> list[list[str]]:
+        return [[t.text for t in q.parts] for q in part_queries(question, build_query(question))]
+
+    assert parts("What animal do both Nate and Joanna like?") == [
+        ["animal", "nate", "like"],
+        ["animal", "joanna", "like"],
+    ]
+    assert parts("Which cities has John been to?") == [["cities", "john"]]
+    assert parts("Salt and Pepper, which did I buy?") == [["salt", "pepper", "buy"]]  # at the start
+
+
+def test_each_persons_own_turn_reaches_the_pack(make_engine: Any) -> None:
+    """The turns that name both people outnumber the page; each person's own answer still
+    comes in, because each is searched for apart from the other."""
+    engine = make_engine(**ON)
+    both = [
+        f"Nate and Joanna like to walk past the animal shelter on the long road by the river, day {i}"
+        for i in range(30)
+    ]
+    engine.ingest_host(
+        turns(
+            [
+                "Nate: the animal I like is a turtle",
+                *both[:15],
+                "Joanna: I like turtles, a calm animal",
+                *both[15:],
+            ],
+            DAY,
+        )
+    )
+    found = ask(engine, "What animal do both Nate and Joanna like?")
+    text = " ".join(line["text"] for line in found.pack.as_dict()["lines"])
+    assert "the animal I like is a turtle" in text
+    assert "I like turtles, a calm animal" in text
