@@ -70,7 +70,10 @@ class E5Provider:
         self.batch_size = max(1, int(batch_size))
         self._model_path = model_path
         self._model_sha256 = model_sha256
-        self._lock = threading.Lock()  # one engine handle, one caller at a time
+        # Only loading is locked: the engine keeps no state between calls (the model is read-only
+        # mapped memory, each call allocates its own buffers and ctypes lets go of the GIL), so a
+        # search's query need not wait behind a backfill batch of long texts.
+        self._lock = threading.Lock()
         self._model: Any = None
         self._guard = DimensionGuard(self.name, DIM)
 
@@ -127,14 +130,13 @@ class E5Provider:
         encoded = [_clean(t[: self.max_chars]) for t in batch]
         out = np.zeros((len(encoded), DIM), dtype=np.float32)
         pointers = (ctypes.c_char_p * len(encoded))(*encoded)
-        with self._lock:
-            code = model._lib.e5_embed_batch(
-                model._m,
-                pointers,
-                len(encoded),
-                int(query),
-                out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-            )
+        code = model._lib.e5_embed_batch(
+            model._m,
+            pointers,
+            len(encoded),
+            int(query),
+            out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+        )
         if code != 0:
             raise ProviderError(f"{self.name}: the engine failed on a batch (code {code})")
         return out

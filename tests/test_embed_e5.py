@@ -204,3 +204,21 @@ def test_the_e5_model_gets_its_own_vector_weight_unless_one_is_set() -> None:
     assert load_config({"LCM_EMBEDDING_PROVIDER": "local"}).config.recall_vector_weight == 0.2
     other = {"LCM_EMBEDDING_PROVIDER": "ollama", "LCM_EMBEDDING_MODEL": "multilingual-e5-small"}
     assert load_config(other).config.recall_vector_weight == 0.2
+
+
+def test_a_query_does_not_wait_behind_a_backfill_batch(provider: E5Provider) -> None:
+    """A search embeds its query while the background job embeds a batch of long texts: the
+    query's answer comes while the batch is still running, and both answers are the ones each
+    gets alone."""
+    import threading
+
+    texts = [f"message {i}: " + "the deploy log shows a retry loop " * 10 for i in range(32)]
+    batch: list[np.ndarray] = []
+    worker = threading.Thread(target=lambda: batch.append(provider.embed(texts)))
+    worker.start()
+    query = provider.embed_query(["why did the deploy retry"])
+    still_running = worker.is_alive()
+    worker.join()
+    assert still_running
+    np.testing.assert_allclose(query, provider.embed_query(["why did the deploy retry"]), atol=1e-6)
+    np.testing.assert_allclose(batch[0][:3], provider.embed(texts[:3]), atol=1e-5)
