@@ -336,6 +336,12 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
     ``rows`` are table rows: target, ours, reference, (optional) verdict.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    if "notes" not in details and path.exists():
+        # the notes written beside a result (how it was tuned, what was tried) outlive a rerun
+        previous = json.loads(path.read_text(encoding="utf-8")).get("details", {})
+        if isinstance(previous, dict) and previous.get("notes"):
+            details = {**details, "notes": previous["notes"]}
     payload = {
         "name": name,
         "date": time.strftime("%Y-%m-%d"),
@@ -345,7 +351,6 @@ def save_result(name: str, rows: list[dict[str, Any]], details: dict[str, Any]) 
         "rows": rows,
         "details": details,
     }
-    path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     render_doc()
     return path
