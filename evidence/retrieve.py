@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
+from itertools import zip_longest
 from typing import Any
 
 from ..base.tokens import count_tokens
@@ -143,23 +144,25 @@ class _Run:
     refs: list[int] = field(default_factory=list)
     best: list[Hit] = field(default_factory=list)
     context_tokens: int = 0
+    parts: list[Query] = field(default_factory=list)  # what each search asks (``part_queries``)
+
+    def __post_init__(self) -> None:
+        self.parts = part_queries(self.question, self.query)  # once, for every step that searches
 
     def search(self, scope: Scope, filters: Filters | None = None) -> list[Hit]:
         """The question's hits; a question about two people ("what do Nate and Joanna both
         like") is searched once for each, without the other's name, and the hits are taken in
         turn from each: one search ranks the turns naming both first, which are rarely where
         each said what they like."""
-        parts = [self._search(q, scope, filters) for q in part_queries(self.question, self.query)]
-        if len(parts) == 1:
-            return parts[0]
-        merged: list[Hit] = []
-        seen: set[tuple[str, int]] = set()
-        for rank in range(max(len(p) for p in parts)):
-            for hits in parts:
-                if rank < len(hits) and (hits[rank].kind, hits[rank].id) not in seen:
-                    seen.add((hits[rank].kind, hits[rank].id))
-                    merged.append(hits[rank])
-        return merged[:HITS_PER_CALL]
+        found = [self._search(q, scope, filters) for q in self.parts]
+        if len(found) == 1:
+            return found[0]
+        merged: dict[tuple[str, int], Hit] = {}
+        for row in zip_longest(*found):
+            for hit in row:
+                if hit is not None:
+                    merged.setdefault((hit.kind, hit.id), hit)
+        return list(merged.values())[:HITS_PER_CALL]
 
     def _search(self, query: Query, scope: Scope, filters: Filters | None) -> list[Hit]:
         request = SearchRequest(
